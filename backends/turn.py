@@ -1,0 +1,62 @@
+"""Run one turn: consume a backend's events, feed the recorder, log the record.
+
+This is the single loop every front end (``ttft ask``, the chat, compare, bench)
+uses, so a turn is recorded the same way everywhere, including when it fails or
+is cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from backends.base import Backend, ChatRequest
+from telemetry import events as ev
+from telemetry.log import SessionLog
+from telemetry.record import TurnRecord
+from telemetry.recorder import TurnRecorder
+
+
+def new_recorder(
+    backend: Backend, request: ChatRequest, *, session_id: str, turn_index: int, extra: dict | None = None
+) -> TurnRecorder:
+    return TurnRecorder(
+        session_id=session_id,
+        turn_index=turn_index,
+        provider=backend.provider,
+        api=backend.api,
+        model=backend.model,
+        base_url=backend.base_url,
+        settings=request.settings,
+        prompt=request.prompt,
+        input_chars=sum(len(m.content) for m in request.messages),
+        extra=dict(extra or {}),
+    )
+
+
+async def run_turn(
+    backend: Backend,
+    request: ChatRequest,
+    recorder: TurnRecorder,
+    *,
+    log: SessionLog | None = None,
+    on_event: Callable[[ev.Event], None] | None = None,
+) -> TurnRecord:
+    """Drive the stream to its end. Cancellation closes the stream, records the turn, and re-raises."""
+    stream = backend.stream(request)
+    try:
+        async for e in stream:
+            recorder.feed(e)
+            if on_event is not None:
+                on_event(e)
+    except asyncio.CancelledError:
+        recorder.feed(ev.Cancelled(ev.now_ns()))
+        raise
+    except Exception as exc:  # a backend bug must still leave a record, never a lost turn
+        recorder.feed(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc)))
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+        record = recorder.finish()
+        if log is not None:
+            log.append(record)
+    return record

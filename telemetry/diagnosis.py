@@ -1,0 +1,134 @@
+"""One actionable sentence per turn and per session: where the time went.
+
+Works on ``ttft.turn/1`` dicts so that logged turns can be re-diagnosed later.
+Rules follow the physics in the metrics reference: a long silence is prefill,
+queueing, retries or hidden reasoning (a shorter prompt helps only the first);
+a slow trickle is decode (fewer output tokens is the strong lever). UX anchors:
+0.1 s feels instant, 1 s keeps the flow, 10 s loses attention; TTFT 200-500 ms is good.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+GOOD_TTFT_MS = 500.0
+FLOW_MS = 1_000.0
+ATTENTION_MS = 10_000.0
+READING_TPOT_MS = 100.0  # slower than ~10 tokens/s trails a reader
+STALL_FACTOR = 10.0
+
+
+def _s(ms: float) -> str:
+    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+
+
+def diagnose_turn(rec: dict[str, Any]) -> str:
+    m = rec.get("metrics") or {}
+    tokens = rec.get("tokens") or {}
+    status = rec.get("status")
+    err = rec.get("error") or {}
+    phases = m.get("phases_ms") or {}
+    ttft, ttfvt, e2e, tpot = m.get("ttft_ms"), m.get("ttfvt_ms"), m.get("e2e_ms"), m.get("tpot_ms")
+    retry = m.get("retry_ms") or 0.0
+    attempts = rec.get("attempts") or 0
+
+    if status == "error":
+        where = "before the first token" if ttft is None else f"after {_s(e2e or ttft)} of output"
+        code = f" (HTTP {err['status_code']})" if err.get("status_code") else ""
+        hint = f" {err['hint']}" if err.get("hint") else ""
+        return f"The request failed {where}{code}: {err.get('message', 'unknown error')}.{hint}".strip()
+    if status == "cancelled":
+        got = m.get("e2e_ms") or m.get("total_ms") or 0.0
+        if ttft is None:
+            return f"Cancelled after {_s(m.get('total_ms') or 0.0)} with no token yet: all of it was waiting."
+        return f"Cancelled {_s(got)} in, after the first token at {_s(ttft)}; the partial answer is kept."
+    if ttft is None:
+        return "The stream ended without a single token: check the model name and max output tokens."
+
+    if attempts > 1 and retry >= 0.3 * ttft:
+        return (
+            f"{attempts - 1} retr{'y' if attempts == 2 else 'ies'} cost {_s(retry)} of the {_s(ttft)} wait: "
+            "the provider was rate-limiting or overloaded; slow down or raise the limit."
+        )
+    delay = m.get("reasoning_delay_ms")
+    if delay and ttfvt and delay >= 0.5 * ttfvt and ttfvt >= FLOW_MS:
+        est = " (estimated from reasoning tokens)" if m.get("reasoning_delay_estimated") else ""
+        return (
+            f"Reasoning took {_s(delay)}{est} of the {_s(ttfvt)} before the first visible word: "
+            "lower the reasoning effort or thinking budget for faster answers."
+        )
+    n_out = tokens.get("output") or 0
+    if e2e and tpot and phases.get("streaming", 0) + phases.get("reasoning", 0) >= 0.6 * e2e and e2e >= ATTENTION_MS:
+        return (
+            f"The answer was long: {n_out} tokens at {tpot:.0f} ms each took {_s(e2e)}; "
+            "asking for fewer tokens is the strongest lever."
+        )
+    if e2e and ttft >= FLOW_MS and phases.get("waiting", 0) >= 0.5 * e2e:
+        share = 100 * phases["waiting"] / e2e
+        return (
+            f"{share:.0f}% of the time came before the first token ({_s(ttft)}): "
+            "shorten the prompt, reuse a cached prefix, or check the server's queue."
+        )
+    if tpot and tpot >= READING_TPOT_MS:
+        return (
+            f"Decode is slow: {tpot:.0f} ms per token ({1000 / tpot:.1f} tokens/s), slower than reading; "
+            "the server is busy or the model too big for its hardware."
+        )
+    itl = m.get("itl_ms") or {}
+    if itl.get("max") and itl.get("p50") and itl["max"] >= STALL_FACTOR * itl["p50"] and itl["max"] >= FLOW_MS:
+        return f"The stream stalled for {_s(itl['max'])} mid-answer (median gap {itl['p50']:.0f} ms): a server hiccup."
+    if ttft > GOOD_TTFT_MS:
+        speed = f", then {1000 / tpot:.0f} tokens/s" if tpot else ""
+        return (
+            f"First token in {_s(ttft)}{speed}: above the 200-500 ms that feels immediate, "
+            "within the 1 s that keeps the flow."
+            if ttft < FLOW_MS
+            else f"First token in {_s(ttft)}{speed}: past the 1 s that keeps the flow; "
+            "a shorter prompt or a closer server would help."
+        )
+    speed = f", then {1000 / tpot:.0f} tokens/s" if tpot else ""
+    return f"Responsive: first token in {_s(ttft)}{speed}; nothing to fix."
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def diagnose_session(records: Sequence[dict[str, Any]]) -> str:
+    if not records:
+        return "No turns yet."
+    ok = [r for r in records if r.get("status") == "ok"]
+    failed = sum(1 for r in records if r.get("status") == "error")
+    fail_note = f" {failed} of {len(records)} turns failed." if failed else ""
+    if not ok:
+        return f"No turn completed.{fail_note}".strip()
+    ms_ = [r.get("metrics") or {} for r in ok]
+    ttft = _median([m.get("ttft_ms") for m in ms_])
+    tpot = _median([m.get("tpot_ms") for m in ms_])
+    e2e_total = sum(m.get("e2e_ms") or 0.0 for m in ms_)
+    wait_total = sum((m.get("phases_ms") or {}).get("waiting", 0.0) for m in ms_)
+    think_total = sum((m.get("phases_ms") or {}).get("reasoning", 0.0) for m in ms_)
+    out = _median([(r.get("tokens") or {}).get("output") for r in ok])
+    head = f"Across {len(ok)} turns: median TTFT {_s(ttft or 0)}" + (f", TPOT {tpot:.0f} ms" if tpot else "")
+    if e2e_total <= 0:
+        return head + "." + fail_note
+    if think_total >= 0.4 * e2e_total:
+        verdict = (
+            f"reasoning took {100 * think_total / e2e_total:.0f}% of the time: lower the effort when speed matters."
+        )
+    elif wait_total >= 0.5 * e2e_total:
+        verdict = (
+            f"{100 * wait_total / e2e_total:.0f}% of the time was spent before the first token: "
+            "prompt length, queueing or retries dominate, not decode."
+        )
+    elif tpot and out:
+        verdict = (
+            f"most time went to decoding answers of about {out:.0f} tokens: "
+            "shorter answers (max output tokens) cut latency the most."
+        )
+    else:
+        verdict = "the time is split between waiting and decoding."
+    return f"{head}; {verdict}{fail_note}"

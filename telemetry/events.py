@@ -1,0 +1,122 @@
+"""The event vocabulary of one turn.
+
+Backends translate each provider's wire into these events. Every event carries
+``t_ns``: a ``time.monotonic_ns()`` reading taken by the backend as close to the
+socket as it can (when the bytes arrived, not when a consumer got round to them).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def now_ns() -> int:
+    """The one clock every event is stamped with."""
+    return time.monotonic_ns()
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    t_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class RequestQueued(Event):
+    """The client wanted to send; any time until the first attempt is client-side queueing."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLoadStarted(Event):
+    """A local model started loading: its own phase, never part of TTFT."""
+
+    what: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLoadFinished(Event):
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSent(Event):
+    """One HTTP attempt (or one local generate call) was handed to the network/engine."""
+
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class HeadersReceived(Event):
+    attempt: int = 1
+    status: int = 200
+    retry_after_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta(Event):
+    """Reasoning text (thinking, reasoning summary, ``<think>`` content).
+
+    ``tokens`` is exact when the backend knows it (local tokenizer); None means
+    the recorder estimates it from the text.
+    """
+
+    text: str = ""
+    tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta(Event):
+    """Visible answer text."""
+
+    text: str = ""
+    tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta(Event):
+    name: str = ""
+    arguments: str = ""
+    tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Usage(Event):
+    """Token counts as the server reported them. ``output`` includes ``reasoning``."""
+
+    input: int | None = None
+    cached_input: int | None = None
+    output: int | None = None
+    reasoning: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerTimings(Event):
+    """Timings the server or engine reported, kept under the names it uses."""
+
+    source: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Finished(Event):
+    """The stream closed normally."""
+
+    stop_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed(Event):
+    error_type: str = "error"
+    message: str = ""
+    status_code: int | None = None
+    hint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled(Event):
+    pass
+
+
+TokenEvent = ReasoningDelta | TextDelta | ToolCallDelta
+TERMINAL = (Finished, Failed, Cancelled)

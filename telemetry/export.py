@@ -1,0 +1,175 @@
+"""Export logged turns as JSONL, flat CSV, or OpenTelemetry GenAI metrics (OTLP JSON)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+TEXT_FIELDS = ("prompt", "answer", "reasoning")
+
+
+def redact(rec: dict[str, Any]) -> dict[str, Any]:
+    """Drop the conversation text; keep every number."""
+    out = dict(rec)
+    for k in TEXT_FIELDS:
+        if k in out:
+            out[k] = None
+    out["tool_calls"] = [{"name": t.get("name"), "arguments": None} for t in rec.get("tool_calls") or []]
+    return out
+
+
+def flatten(rec: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts become dotted columns; lists (chunks, attempt log) become JSON text."""
+    flat: dict[str, Any] = {}
+    for k, v in rec.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            flat.update(flatten(v, key + "."))
+        elif isinstance(v, list):
+            flat[key] = json.dumps(v, separators=(",", ":"))
+        else:
+            flat[key] = v
+    return flat
+
+
+def write_jsonl(records: Iterable[dict[str, Any]], out: Path) -> int:
+    n = 0
+    with out.open("w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def write_csv(records: Sequence[dict[str, Any]], out: Path) -> int:
+    rows = [flatten(r) for r in records]
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    with out.open("w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+    return len(rows)
+
+
+# --- OpenTelemetry GenAI semantic conventions -------------------------------------
+# Histogram metric name -> (unit, how to read it from a turn record).
+def _sec(v: float | None) -> float | None:
+    return None if v is None else v / 1000
+
+
+OTEL_HISTOGRAMS: dict[str, tuple[str, Any]] = {
+    "gen_ai.client.operation.duration": ("s", lambda r: _sec(r["metrics"].get("total_ms"))),
+    "gen_ai.client.operation.time_to_first_chunk": ("s", lambda r: _sec(r["metrics"].get("ttft_ms"))),
+    "gen_ai.client.operation.time_per_output_chunk": ("s", lambda r: _sec(r["metrics"]["itl_ms"].get("p50"))),
+    "gen_ai.server.time_to_first_token": ("s", lambda r: _sec(r["metrics"].get("ttft_ms"))),
+    "gen_ai.server.time_per_output_token": ("s", lambda r: _sec(r["metrics"].get("tpot_ms"))),
+}
+# Default explicit bounds from the semantic conventions' advice for durations (s).
+DURATION_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
+TOKEN_BOUNDS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
+
+
+def otel_attributes(rec: dict[str, Any]) -> dict[str, Any]:
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": rec.get("provider"),
+        "gen_ai.request.model": rec.get("model"),
+        "gen_ai.response.model": rec.get("model"),
+    }
+    if rec.get("base_url"):
+        parts = urlsplit(rec["base_url"])
+        attrs["server.address"] = parts.hostname
+        attrs["server.port"] = parts.port or (443 if parts.scheme == "https" else 80)
+    if rec.get("error"):
+        attrs["error.type"] = rec["error"].get("type")
+    tok = rec.get("tokens") or {}
+    for key, name in (
+        ("input", "gen_ai.usage.input_tokens"),
+        ("output", "gen_ai.usage.output_tokens"),
+        ("reasoning", "gen_ai.usage.reasoning.output_tokens"),
+        ("cached_input", "gen_ai.usage.cache_read.input_tokens"),
+    ):
+        if tok.get(key) is not None:
+            attrs[name] = tok[key]
+    return {k: v for k, v in attrs.items() if v is not None}
+
+
+def _otlp_value(v: Any) -> dict[str, Any]:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    return {"stringValue": str(v)}
+
+
+def _point(value: float, attrs: dict[str, Any], t_unix_nano: int, bounds: list[float]) -> dict[str, Any]:
+    counts = [0] * (len(bounds) + 1)
+    counts[next((i for i, b in enumerate(bounds) if value <= b), len(bounds))] = 1
+    return {
+        "attributes": [{"key": k, "value": _otlp_value(v)} for k, v in attrs.items()],
+        "timeUnixNano": str(t_unix_nano),
+        "count": "1",
+        "sum": value,
+        "min": value,
+        "max": value,
+        "bucketCounts": [str(c) for c in counts],
+        "explicitBounds": bounds,
+    }
+
+
+def otel_document(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """OTLP/JSON ``ExportMetricsServiceRequest``: one histogram data point per turn and metric."""
+    metrics: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        t = int(datetime.fromisoformat(rec["started_at"]).timestamp() * 1e9) if rec.get("started_at") else 0
+        attrs = otel_attributes(rec)
+        for name, (unit, read) in OTEL_HISTOGRAMS.items():
+            v = read(rec)
+            if v is None:
+                continue
+            m = metrics.setdefault(name, {"name": name, "unit": unit, "histogram": {"dataPoints": []}})
+            m["histogram"]["dataPoints"].append(_point(v, attrs, t, DURATION_BOUNDS))
+        tok = rec.get("tokens") or {}
+        for ttype in ("input", "output"):
+            if tok.get(ttype) is None:
+                continue
+            m = metrics.setdefault(
+                "gen_ai.client.token.usage",
+                {"name": "gen_ai.client.token.usage", "unit": "{token}", "histogram": {"dataPoints": []}},
+            )
+            m["histogram"]["dataPoints"].append(
+                _point(float(tok[ttype]), {**attrs, "gen_ai.token.type": ttype}, t, TOKEN_BOUNDS)
+            )
+    for m in metrics.values():
+        m["histogram"]["aggregationTemporality"] = 1  # DELTA: each point is one turn
+    return {
+        "resourceMetrics": [
+            {
+                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "ttft"}}]},
+                "scopeMetrics": [{"scope": {"name": "ttft"}, "metrics": list(metrics.values())}],
+            }
+        ]
+    }
+
+
+def write_otel(records: Sequence[dict[str, Any]], out: Path) -> int:
+    out.write_text(json.dumps(otel_document(records), indent=1), encoding="utf-8")
+    return len(records)
+
+
+WRITERS = {"jsonl": write_jsonl, "csv": write_csv, "otel": write_otel}
+
+
+def export(records: Sequence[dict[str, Any]], fmt: str, out: Path, *, redact_text: bool = False) -> int:
+    if fmt not in WRITERS:
+        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(WRITERS)}")
+    recs = [redact(r) for r in records] if redact_text else list(records)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return WRITERS[fmt](recs, out)

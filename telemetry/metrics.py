@@ -1,0 +1,187 @@
+"""Turn metrics, exactly as ``shared/reference/metrics.md`` defines them.
+
+All inputs are monotonic nanosecond stamps; all outputs are milliseconds.
+TTFT and the waiting phase start at the *first* attempt's send: time lost to
+retries is part of the wait a user sees, and is reported on its own as
+``retry_ms`` so it is never silently inside TTFT.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+
+NS_PER_MS = 1_000_000
+PERCENTILES = (50, 90, 95, 99)
+
+
+def ms(a_ns: int | None, b_ns: int | None) -> float | None:
+    """b - a in ms, or None when either end did not happen."""
+    if a_ns is None or b_ns is None:
+        return None
+    return (b_ns - a_ns) / NS_PER_MS
+
+
+def percentiles(values: Sequence[float]) -> dict[str, float | None]:
+    """p50/p90/p95/p99 (linear interpolation, numpy's default), mean, min, max."""
+    keys = [f"p{p}" for p in PERCENTILES]
+    if not values:
+        return {**dict.fromkeys(keys), "mean": None, "min": None, "max": None}
+    arr = np.asarray(values, dtype=float)
+    qs = np.percentile(arr, PERCENTILES)
+    out: dict[str, float | None] = {k: float(q) for k, q in zip(keys, qs, strict=True)}
+    out.update(mean=float(arr.mean()), min=float(arr.min()), max=float(arr.max()))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One token-bearing chunk: when it arrived, what it carried, how many tokens."""
+
+    t_ns: int
+    kind: str  # "reasoning" | "text" | "tool"
+    tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCounts:
+    input: int | None
+    cached_input: int | None
+    output: int | None
+    reasoning: int | None
+    source: str  # "usage" | "estimated"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Timestamps:
+    """The reference's named events for one turn (ns, None when they did not happen)."""
+
+    sent: int | None = None  # first attempt
+    final_sent: int | None = None  # the attempt that produced the answer
+    headers: int | None = None  # headers of the final attempt
+    first_token: int | None = None
+    first_visible: int | None = None
+    last_token: int | None = None
+    end: int | None = None
+
+    def relative_ms(self) -> dict[str, float | None]:
+        origin = self.sent
+        return {
+            "sent": 0.0 if origin is not None else None,
+            "headers": ms(origin, self.headers),
+            "first_token": ms(origin, self.first_token),
+            "first_visible": ms(origin, self.first_visible),
+            "last_token": ms(origin, self.last_token),
+            "end": ms(origin, self.end),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TurnMetrics:
+    ttft_ms: float | None = None
+    ttfvt_ms: float | None = None
+    reasoning_delay_ms: float | None = None
+    reasoning_delay_estimated: bool = False
+    tpot_ms: float | None = None
+    itl_ms: dict[str, float | None] = field(default_factory=dict)
+    e2e_ms: float | None = None  # last token - sent
+    total_ms: float | None = None  # end of stream - sent
+    output_tokens_per_s: float | None = None  # output tokens / E2E: includes the wait
+    decode_tokens_per_s: float | None = None  # 1 / TPOT: per-user speed
+    retry_ms: float = 0.0
+    queue_ms: float | None = None
+    load_ms: float | None = None
+    phases_ms: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["itl_ms"] = {k: self.itl_ms.get(k) for k in ("p50", "p90", "p95", "p99", "max")}
+        return d
+
+
+def window_tokens(chunks: Sequence[Chunk], tokens: TokenCounts, reasoning_streamed: bool) -> int:
+    """Tokens generated between the first and the last token-bearing chunk.
+
+    With usage, the server's count wins; reasoning that never streamed (hidden or
+    omitted thinking) was generated before the first chunk, so it is outside.
+    """
+    if tokens.source == "usage" and tokens.output is not None:
+        n = tokens.output
+        if not reasoning_streamed and tokens.reasoning:
+            n -= tokens.reasoning
+        return max(n, len(chunks))
+    return sum(c.tokens for c in chunks)
+
+
+def compute(
+    ts: Timestamps,
+    chunks: Sequence[Chunk],
+    tokens: TokenCounts,
+    *,
+    queued_ns: int | None = None,
+    load_ns: tuple[int, int] | None = None,
+) -> TurnMetrics:
+    reasoning_streamed = any(c.kind == "reasoning" for c in chunks)
+    ttft = ms(ts.sent, ts.first_token)
+    ttfvt = ms(ts.sent, ts.first_visible)
+    e2e = ms(ts.sent, ts.last_token)
+    total = ms(ts.sent, ts.end)
+
+    gaps = [(b.t_ns - a.t_ns) / NS_PER_MS for a, b in pairwise(chunks)]
+    n = window_tokens(chunks, tokens, reasoning_streamed)
+    tpot = None
+    if n > 1 and ts.first_token is not None and ts.last_token is not None:
+        tpot = (ts.last_token - ts.first_token) / NS_PER_MS / (n - 1)
+
+    delay: float | None = None
+    estimated = False
+    if reasoning_streamed:
+        delay = ms(ts.first_token, ts.first_visible)
+    elif tokens.source == "usage" and tokens.reasoning and tpot is not None and ttft is not None:
+        # Hidden reasoning decodes at roughly the visible TPOT; it cannot have taken
+        # longer than the whole wait, so the estimate is capped there.
+        delay = min(tokens.reasoning * tpot, ttft)
+        estimated = True
+
+    phases = _phases(ts, reasoning_streamed)
+    out_tokens = tokens.output
+    return TurnMetrics(
+        ttft_ms=ttft,
+        ttfvt_ms=ttfvt,
+        reasoning_delay_ms=delay,
+        reasoning_delay_estimated=estimated,
+        tpot_ms=tpot,
+        itl_ms=percentiles(gaps),
+        e2e_ms=e2e,
+        total_ms=total,
+        output_tokens_per_s=(out_tokens / (e2e / 1000)) if out_tokens and e2e else None,
+        decode_tokens_per_s=(1000 / tpot) if tpot else None,
+        retry_ms=ms(ts.sent, ts.final_sent) or 0.0,
+        queue_ms=ms(queued_ns, ts.sent),
+        load_ms=ms(*load_ns) if load_ns else None,
+        phases_ms=phases,
+    )
+
+
+def _phases(ts: Timestamps, reasoning_streamed: bool) -> dict[str, float]:
+    """waiting + reasoning + streaming == E2E (or the time to the end when no token came)."""
+    if ts.sent is None:
+        return {"waiting": 0.0, "reasoning": 0.0, "streaming": 0.0}
+    if ts.first_token is None:
+        stop = ts.end if ts.end is not None else ts.sent
+        return {"waiting": (stop - ts.sent) / NS_PER_MS, "reasoning": 0.0, "streaming": 0.0}
+    last = ts.last_token if ts.last_token is not None else ts.first_token
+    waiting = (ts.first_token - ts.sent) / NS_PER_MS
+    if ts.first_visible is None:
+        # Only reasoning arrived (cancelled or failed mid-thought).
+        return {"waiting": waiting, "reasoning": (last - ts.first_token) / NS_PER_MS, "streaming": 0.0}
+    reasoning = (ts.first_visible - ts.first_token) / NS_PER_MS if reasoning_streamed else 0.0
+    streaming = (last - ts.first_visible) / NS_PER_MS
+    return {"waiting": waiting, "reasoning": reasoning, "streaming": streaming}

@@ -1,0 +1,98 @@
+"""The complete record of one turn and its ``ttft.turn/1`` JSON form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from telemetry.metrics import Chunk, Timestamps, TokenCounts, TurnMetrics
+from telemetry.settings import TurnSettings
+
+SCHEMA = "ttft.turn/1"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    type: str
+    message: str
+    status_code: int | None = None
+    hint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message, "status_code": self.status_code, "hint": self.hint}
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    attempt: int
+    sent_ns: int
+    headers_ns: int | None = None
+    status: int | None = None
+    retry_after_s: float | None = None
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    session_id: str
+    turn_index: int
+    started_at: str
+    provider: str
+    api: str
+    model: str
+    base_url: str | None
+    settings: TurnSettings
+    status: str  # "ok" | "error" | "cancelled"
+    error: ErrorInfo | None
+    attempts: tuple[Attempt, ...]
+    prompt: str
+    answer: str
+    reasoning: str
+    timestamps: Timestamps
+    metrics: TurnMetrics
+    tokens: TokenCounts
+    chunks: tuple[Chunk, ...]
+    stop_reason: str | None = None
+    tool_calls: tuple[dict[str, str], ...] = ()
+    server: dict[str, Any] | None = None
+    diagnosis: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        origin = self.timestamps.sent
+        t0 = origin if origin is not None else (self.chunks[0].t_ns if self.chunks else 0)
+        return {
+            "schema": SCHEMA,
+            "session_id": self.session_id,
+            "turn_index": self.turn_index,
+            "started_at": self.started_at,
+            "provider": self.provider,
+            "api": self.api,
+            "model": self.model,
+            "base_url": self.base_url,
+            "settings": self.settings.to_dict(),
+            "status": self.status,
+            "error": self.error.to_dict() if self.error else None,
+            "attempts": len(self.attempts),
+            "attempt_log": [
+                {
+                    "attempt": a.attempt,
+                    "sent_ms": (a.sent_ns - t0) / 1e6,
+                    "headers_ms": (a.headers_ns - t0) / 1e6 if a.headers_ns is not None else None,
+                    "status": a.status,
+                    "retry_after_s": a.retry_after_s,
+                }
+                for a in self.attempts
+            ],
+            "prompt": self.prompt,
+            "answer": self.answer,
+            "reasoning": self.reasoning,
+            "tool_calls": list(self.tool_calls),
+            "stop_reason": self.stop_reason,
+            "events_ms": self.timestamps.relative_ms(),
+            "metrics": self.metrics.to_dict(),
+            "tokens": self.tokens.to_dict(),
+            "server": self.server,
+            "chunks": [[round((c.t_ns - t0) / 1e6, 3), c.kind, c.tokens] for c in self.chunks],
+            "diagnosis": self.diagnosis,
+            "extra": self.extra,
+        }

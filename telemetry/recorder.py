@@ -1,0 +1,274 @@
+"""Consumes one turn's events; gives a live snapshot at any moment and a record at the end.
+
+``feed`` is cheap and does no I/O, so a backend's consumer can call it on the hot
+path; ``snapshot`` is what a UI polls at its own frame rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from itertools import pairwise
+from typing import Any
+
+from telemetry import events as ev
+from telemetry.diagnosis import diagnose_turn
+from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, compute
+from telemetry.record import Attempt, ErrorInfo, TurnRecord
+from telemetry.settings import TurnSettings
+from telemetry.tokens import estimate_tokens, tokens_for_chars
+
+RECENT_GAPS = 64  # gaps kept for a live sparkline
+SPEED_WINDOW_NS = 1_000_000_000  # "current speed" looks at the last second
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    phase: str  # queued | loading | waiting | reasoning | streaming | ok | error | cancelled
+    elapsed_ms: float  # since the first send (ticks while nothing arrives)
+    phase_elapsed_ms: float
+    ttft_ms: float | None
+    ttfvt_ms: float | None
+    attempt: int
+    last_status: int | None
+    retry_ms: float  # time lost to earlier attempts so far
+    reasoning_tokens: int
+    visible_tokens: int
+    avg_tpot_ms: float | None
+    current_tpot_ms: float | None
+    tokens_per_s: float | None
+    recent_gaps_ms: tuple[float, ...]
+    last_chunk_ns: int | None
+    chunk_count: int
+    load_ms: float | None
+    error: ErrorInfo | None = None
+
+
+@dataclass
+class TurnRecorder:
+    session_id: str
+    turn_index: int
+    provider: str
+    api: str
+    model: str
+    base_url: str | None
+    settings: TurnSettings
+    prompt: str
+    input_chars: int = 0  # for an input estimate when the server reports no usage
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        self.queued_ns: int | None = None
+        self.load_start_ns: int | None = None
+        self.load_end_ns: int | None = None
+        self.attempts: list[Attempt] = []
+        self.chunks: list[Chunk] = []
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._tools: list[dict[str, str]] = []
+        self.usage: ev.Usage | None = None
+        self.server: dict[str, Any] = {}
+        self.end_ns: int | None = None
+        self.status: str | None = None
+        self.error: ErrorInfo | None = None
+        self.stop_reason: str | None = None
+        self.first_ns: int | None = None  # first event of any kind
+        self._reasoning_tokens = 0
+        self._visible_tokens = 0
+        self._record: TurnRecord | None = None
+
+    # --- feeding -----------------------------------------------------------------
+    def feed(self, e: ev.Event) -> None:
+        if self.end_ns is not None:
+            return  # a terminal event closes the turn; late stragglers are ignored
+        if self.first_ns is None:
+            self.first_ns = e.t_ns
+        match e:
+            case ev.ReasoningDelta():
+                n = e.tokens if e.tokens is not None else estimate_tokens(e.text)
+                self._reasoning.append(e.text)
+                self._reasoning_tokens += n
+                self.chunks.append(Chunk(e.t_ns, "reasoning", n))
+            case ev.TextDelta():
+                if not e.text:
+                    return  # empty content is not a token
+                n = e.tokens if e.tokens is not None else estimate_tokens(e.text)
+                self._text.append(e.text)
+                self._visible_tokens += n
+                self.chunks.append(Chunk(e.t_ns, "text", n))
+            case ev.ToolCallDelta():
+                n = e.tokens if e.tokens is not None else estimate_tokens(e.name + e.arguments)
+                self._tools.append({"name": e.name, "arguments": e.arguments})
+                self._visible_tokens += n
+                self.chunks.append(Chunk(e.t_ns, "tool", n))
+            case ev.AttemptSent():
+                self.attempts.append(Attempt(e.attempt, e.t_ns))
+            case ev.HeadersReceived():
+                if self.attempts:
+                    a = self.attempts[-1]
+                    self.attempts[-1] = Attempt(a.attempt, a.sent_ns, e.t_ns, e.status, e.retry_after_s)
+            case ev.Usage():
+                self.usage = e
+            case ev.ServerTimings():
+                self.server[e.source] = {**self.server.get(e.source, {}), **e.data}
+            case ev.RequestQueued():
+                self.queued_ns = e.t_ns
+            case ev.ModelLoadStarted():
+                self.load_start_ns = e.t_ns
+            case ev.ModelLoadFinished():
+                self.load_end_ns = e.t_ns
+                if e.info:
+                    self.server.setdefault("model", {}).update(e.info)
+            case ev.Finished():
+                self.stop_reason = e.stop_reason
+                self._close(e.t_ns, "ok")
+            case ev.Failed():
+                self.error = ErrorInfo(e.error_type, e.message, e.status_code, e.hint)
+                self._close(e.t_ns, "error")
+            case ev.Cancelled():
+                self._close(e.t_ns, "cancelled")
+
+    def _close(self, t_ns: int, status: str) -> None:
+        self.end_ns = t_ns
+        self.status = status
+
+    @property
+    def done(self) -> bool:
+        return self.end_ns is not None
+
+    @property
+    def answer(self) -> str:
+        return "".join(self._text)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self._reasoning)
+
+    def text_parts(self, start: int = 0) -> list[str]:
+        """Visible text pieces from index ``start``: lets a UI append without re-joining."""
+        return self._text[start:]
+
+    def reasoning_parts(self, start: int = 0) -> list[str]:
+        return self._reasoning[start:]
+
+    # --- reading -----------------------------------------------------------------
+    def timestamps(self) -> Timestamps:
+        first_visible = next((c.t_ns for c in self.chunks if c.kind != "reasoning"), None)
+        return Timestamps(
+            sent=self.attempts[0].sent_ns if self.attempts else None,
+            final_sent=self.attempts[-1].sent_ns if self.attempts else None,
+            headers=self.attempts[-1].headers_ns if self.attempts else None,
+            first_token=self.chunks[0].t_ns if self.chunks else None,
+            first_visible=first_visible,
+            last_token=self.chunks[-1].t_ns if self.chunks else None,
+            end=self.end_ns,
+        )
+
+    def token_counts(self) -> TokenCounts:
+        u = self.usage
+        if u is not None and u.output is not None:
+            return TokenCounts(u.input, u.cached_input or 0, u.output, u.reasoning or 0, "usage")
+        return TokenCounts(
+            input=tokens_for_chars(self.input_chars) if self.input_chars else None,
+            cached_input=None,
+            output=self._reasoning_tokens + self._visible_tokens,
+            reasoning=self._reasoning_tokens,
+            source="estimated",
+        )
+
+    def snapshot(self, now_ns: int | None = None) -> Snapshot:
+        now = ev.now_ns() if now_ns is None else now_ns
+        if self.end_ns is not None:
+            now = self.end_ns
+        sent = self.attempts[0].sent_ns if self.attempts else None
+        first = self.chunks[0].t_ns if self.chunks else None
+        first_vis = next((c.t_ns for c in self.chunks if c.kind != "reasoning"), None)
+        phase, since = self._phase(sent, first, first_vis, now)
+        gaps = [(b.t_ns - a.t_ns) / NS_PER_MS for a, b in pairwise(self.chunks[-RECENT_GAPS - 1 :])]
+        n_tokens = self._reasoning_tokens + self._visible_tokens
+        avg_tpot = None
+        if first is not None and n_tokens > 1:
+            avg_tpot = (self.chunks[-1].t_ns - first) / NS_PER_MS / (n_tokens - 1)
+        recent = [c for c in self.chunks if c.t_ns >= now - SPEED_WINDOW_NS]
+        tps = cur_tpot = None
+        if len(recent) > 1:
+            span_s = (recent[-1].t_ns - recent[0].t_ns) / 1e9
+            n = sum(c.tokens for c in recent[1:])
+            if span_s > 0 and n:
+                tps = n / span_s
+                cur_tpot = 1000 / tps
+        last = self.attempts[-1] if self.attempts else None
+        return Snapshot(
+            phase=phase,
+            elapsed_ms=(now - sent) / NS_PER_MS if sent is not None else 0.0,
+            phase_elapsed_ms=(now - since) / NS_PER_MS if since is not None else 0.0,
+            ttft_ms=(first - sent) / NS_PER_MS if first is not None and sent is not None else None,
+            ttfvt_ms=(first_vis - sent) / NS_PER_MS if first_vis is not None and sent is not None else None,
+            attempt=last.attempt if last else 0,
+            last_status=last.status if last else None,
+            retry_ms=(last.sent_ns - sent) / NS_PER_MS if last and sent is not None else 0.0,
+            reasoning_tokens=self._reasoning_tokens,
+            visible_tokens=self._visible_tokens,
+            avg_tpot_ms=avg_tpot,
+            current_tpot_ms=cur_tpot,
+            tokens_per_s=tps,
+            recent_gaps_ms=tuple(gaps),
+            last_chunk_ns=self.chunks[-1].t_ns if self.chunks else None,
+            chunk_count=len(self.chunks),
+            load_ms=(
+                ((self.load_end_ns or now) - self.load_start_ns) / NS_PER_MS if self.load_start_ns is not None else None
+            ),
+            error=self.error,
+        )
+
+    def _phase(self, sent: int | None, first: int | None, first_vis: int | None, now: int) -> tuple[str, int | None]:
+        if self.status is not None:
+            return self.status, self.end_ns
+        if self.load_start_ns is not None and self.load_end_ns is None:
+            return "loading", self.load_start_ns
+        if sent is None:
+            return "queued", self.queued_ns or self.first_ns
+        if first is None:
+            return "waiting", self.attempts[-1].sent_ns
+        if first_vis is None:
+            return "reasoning", first
+        return "streaming", first_vis
+
+    # --- the end -----------------------------------------------------------------
+    def finish(self) -> TurnRecord:
+        """The complete record. A turn that never saw a terminal event counts as cancelled."""
+        if self._record is not None:
+            return self._record
+        if self.end_ns is None:
+            self._close(ev.now_ns(), "cancelled")
+        ts = self.timestamps()
+        tokens = self.token_counts()
+        load = (self.load_start_ns, self.load_end_ns) if self.load_start_ns and self.load_end_ns else None
+        metrics = compute(ts, self.chunks, tokens, queued_ns=self.queued_ns, load_ns=load)
+        rec = TurnRecord(
+            session_id=self.session_id,
+            turn_index=self.turn_index,
+            started_at=self.started_at,
+            provider=self.provider,
+            api=self.api,
+            model=self.model,
+            base_url=self.base_url,
+            settings=self.settings,
+            status=self.status or "cancelled",
+            error=self.error,
+            attempts=tuple(self.attempts),
+            prompt=self.prompt,
+            answer=self.answer,
+            reasoning=self.reasoning,
+            timestamps=ts,
+            metrics=metrics,
+            tokens=tokens,
+            chunks=tuple(self.chunks),
+            stop_reason=self.stop_reason,
+            tool_calls=tuple(self._tools),
+            server=self.server or None,
+            extra=dict(self.extra),
+        )
+        self._record = replace(rec, diagnosis=diagnose_turn(rec.to_dict()))
+        return self._record

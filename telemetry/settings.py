@@ -1,0 +1,28 @@
+"""The settings that shape a turn's latency, recorded with every turn."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSettings:
+    stream: bool = True
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    reasoning_effort: str | None = None
+    reasoning_summary: str | None = None
+    thinking_budget: int | None = None
+    thinking_display: str | None = None
+    # Local speculative decoding: None (off) or {"kind": "prompt-lookup", "num_pred_tokens": 2}.
+    speculative: dict[str, Any] | None = None
+    max_retries: int = 2
+    # Anything a backend adds that still shapes latency (GPU layers, ...).
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def with_(self, **changes: Any) -> TurnSettings:
+        return replace(self, **changes)

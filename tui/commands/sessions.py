@@ -1,0 +1,31 @@
+"""``ttft sessions``: the logged sessions with turn counts and medians."""
+
+from __future__ import annotations
+
+import argparse
+
+from telemetry.log import list_sessions, sessions_dir
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sessions", help="list logged sessions with turn counts and medians")
+    p.set_defaults(func=run)
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def run(args: argparse.Namespace) -> int:
+    sessions = list_sessions()
+    if not sessions:
+        print(f"no sessions logged yet (looked in {sessions_dir()})")
+        return 0
+    print(f"{'session':<24} {'turns':>5} {'errors':>6} {'TTFT p50 ms':>11} {'TPOT p50 ms':>11}  models")
+    for s in sessions:
+        print(
+            f"{s.session_id:<24} {s.turns:>5} {s.errors:>6} {_fmt(s.median_ttft_ms):>11} "
+            f"{_fmt(s.median_tpot_ms):>11}  {', '.join(s.models)}"
+        )
+    print(f"\n{len(sessions)} sessions in {sessions_dir()}")
+    return 0
