@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 # Modules that define ``register(subparsers)``; each adds one subcommand.
+# A module not written yet is skipped, so commands can land one at a time.
 COMMAND_MODULES = (
+    "tui.commands.chat",
+    "tui.commands.ask",
+    "tui.commands.models",
+    "tui.commands.compare",
+    "tui.commands.bench",
+    "tui.commands.report",
     "tui.commands.sessions",
     "tui.commands.export",
 )
