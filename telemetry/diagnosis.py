@@ -71,14 +71,15 @@ def diagnose_turn(rec: dict[str, Any]) -> str:
             f"{share:.0f}% of the time came before the first token ({_s(ttft)}): "
             "shorten the prompt, reuse a cached prefix, or check the server's queue."
         )
+    # A single stall inflates the mean TPOT; name it before blaming decode speed.
+    itl = m.get("itl_ms") or {}
+    if itl.get("max") and itl.get("p50") and itl["max"] >= STALL_FACTOR * itl["p50"] and itl["max"] >= FLOW_MS:
+        return f"The stream stalled for {_s(itl['max'])} mid-answer (median gap {itl['p50']:.0f} ms): a server hiccup."
     if tpot and tpot >= READING_TPOT_MS:
         return (
             f"Decode is slow: {tpot:.0f} ms per token ({1000 / tpot:.1f} tokens/s), slower than reading; "
             "the server is busy or the model too big for its hardware."
         )
-    itl = m.get("itl_ms") or {}
-    if itl.get("max") and itl.get("p50") and itl["max"] >= STALL_FACTOR * itl["p50"] and itl["max"] >= FLOW_MS:
-        return f"The stream stalled for {_s(itl['max'])} mid-answer (median gap {itl['p50']:.0f} ms): a server hiccup."
     if ttft > GOOD_TTFT_MS:
         speed = f", then {1000 / tpot:.0f} tokens/s" if tpot else ""
         return (

@@ -1,0 +1,119 @@
+"""The durable log: one fsynced line per turn, readable after a crash."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from telemetry import events as ev
+from telemetry.log import SessionLog, list_sessions, read_records, resolve
+from tests.turns import at, play, recorder, stream
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+    return tmp_path / "data"
+
+
+def test_append_and_read_back_every_status(data_dir: Path) -> None:
+    log = SessionLog()
+    r_ok = recorder()
+    for e in stream(visible=3):
+        r_ok.feed(e)
+    log.append(r_ok.finish())
+    r_err = recorder()
+    for e in [ev.AttemptSent(at(0)), ev.TextDelta(at(10), "part"), ev.Failed(at(20), "x", "dropped")]:
+        r_err.feed(e)
+    log.append(r_err.finish())
+    recs = log.records()
+    assert [r["status"] for r in recs] == ["ok", "error"]
+    assert recs[1]["answer"] == "part"
+    assert log.path.parent == data_dir / "sessions"
+    assert log.next_turn_index() == 1
+    keys = set(recs[0])
+    for k in (
+        "schema",
+        "session_id",
+        "turn_index",
+        "started_at",
+        "provider",
+        "api",
+        "model",
+        "base_url",
+        "settings",
+        "status",
+        "error",
+        "attempts",
+        "prompt",
+        "answer",
+        "reasoning",
+        "events_ms",
+        "metrics",
+        "tokens",
+        "server",
+        "chunks",
+    ):
+        assert k in keys
+    assert recs[0]["started_at"].endswith("+00:00")
+
+
+def test_torn_last_line_is_skipped(data_dir: Path) -> None:
+    log = SessionLog("s1")
+    log.append(play(stream(visible=2)))
+    with log.path.open("a") as f:
+        f.write('{"schema": "ttft.turn/1", "answer": "cut')
+    assert len(list(read_records(log.path))) == 1
+
+
+def test_sessions_listing_and_resolve(data_dir: Path) -> None:
+    a = SessionLog("20260101-000000-aaaa")
+    a.append(play(stream(first_ms=100, visible=3)))
+    time.sleep(0.01)
+    b = SessionLog("20260101-000001-bbbb")
+    b.append(play(stream(first_ms=300, visible=3)))
+    b.append(play(stream(first_ms=500, visible=3)))
+    sessions = list_sessions()
+    assert sessions[0].session_id == b.session_id
+    assert sessions[0].turns == 2 and sessions[0].median_ttft_ms == pytest.approx(400)
+    assert resolve(None) == b.path
+    assert resolve(a.session_id) == a.path
+    with pytest.raises(FileNotFoundError):
+        resolve("nope")
+
+
+def test_a_killed_process_leaves_every_finished_turn(tmp_path: Path, data_dir: Path) -> None:
+    """Write N turns, then SIGKILL mid-turn: exactly N valid lines survive."""
+    n = 5
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from telemetry.log import SessionLog
+        from tests.turns import play, stream
+        log = SessionLog("crash")
+        for i in range({n}):
+            log.append(play(stream(visible=3)))
+        print("written", flush=True)
+        time.sleep(60)  # the turn in flight when the process dies
+        """
+    )
+    env = {**os.environ, "TTFT_DATA_DIR": str(data_dir)}
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "written"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    path = data_dir / "sessions" / "crash.jsonl"
+    lines = path.read_text().splitlines()
+    assert len(lines) == n
+    assert all(json.loads(line)["schema"] == "ttft.turn/1" for line in lines)
