@@ -1,0 +1,3 @@
+from tests.fakes import _main
+
+_main()
