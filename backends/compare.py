@@ -1,0 +1,255 @@
+"""Run one prompt on several backends, side by side, and log every turn tagged with its pane.
+
+Each pane keeps its own conversation and gets its own recorder from
+:func:`backends.turn.new_recorder`; every turn goes through :func:`backends.turn.run_turn`,
+so it is measured and logged exactly as a chat turn is. In ``parallel`` mode all
+panes wait behind one barrier and are released in the same event-loop step; in
+``sequential`` mode they run one after another (the order rotates with each
+trial, so no pane always goes first). A pane that fails fails alone.
+
+Trials resend the same conversation: only the last trial's answer joins the
+pane's history, so every trial of a prompt sees the same context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+from backends.base import Backend, ChatRequest, Message
+from backends.turn import new_recorder, run_turn
+from telemetry import events as ev
+from telemetry.log import SessionLog
+from telemetry.record import TurnRecord
+from telemetry.recorder import TurnRecorder
+from telemetry.settings import TurnSettings
+
+Mode = Literal["parallel", "sequential"]
+MODES: tuple[Mode, ...] = ("parallel", "sequential")
+
+OnStart = Callable[[int, int, TurnRecorder], None]  # pane, trial, recorder (poll its snapshot)
+OnDone = Callable[[int, int, TurnRecord], None]
+OnEvent = Callable[[int, ev.Event], None]
+
+
+def new_comparison_id() -> str:
+    return "cmp-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+@dataclass
+class ComparePane:
+    backend: Backend
+    label: str = ""
+    history: list[Message] = field(default_factory=list)
+    settings: TurnSettings = field(default_factory=TurnSettings)
+
+    def __post_init__(self) -> None:
+        if not self.label:
+            self.label = f"{self.backend.provider}:{self.backend.model}"
+
+
+@dataclass
+class PromptResult:
+    """All turns of one prompt: ``records[pane][trial]`` (a pane skipped by a cancel has fewer)."""
+
+    prompt_index: int
+    prompt: str
+    mode: Mode
+    records: list[list[TurnRecord]]
+    start_skew_ms: list[float]  # parallel mode: max - min first send, per trial
+
+    def as_dicts(self) -> list[list[dict]]:
+        return [[r.to_dict() for r in recs] for recs in self.records]
+
+
+class CompareRunner:
+    def __init__(
+        self,
+        panes: Sequence[ComparePane],
+        *,
+        log: SessionLog | None = None,
+        comparison_id: str | None = None,
+        mode: Mode = "parallel",
+        system: str | None = None,
+    ) -> None:
+        if not panes:
+            raise ValueError("a comparison needs at least one pane")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+        self.panes = list(panes)
+        self.log = log
+        self.comparison_id = comparison_id or new_comparison_id()
+        self.mode: Mode = mode
+        self.system = system
+        self.session_id = log.session_id if log is not None else self.comparison_id
+        self.prompt_index = 0
+        self._turn_index = log.next_turn_index() if log is not None else 0
+        self._tasks: dict[int, asyncio.Task[TurnRecord]] = {}
+        self._cancel_requested: set[int] = set()
+        self._stop = False
+
+    # --- one prompt, every pane ---------------------------------------------------------
+    async def run_prompt(
+        self,
+        prompt: str,
+        *,
+        repeat: int = 1,
+        on_start: OnStart | None = None,
+        on_done: OnDone | None = None,
+        on_event: OnEvent | None = None,
+    ) -> PromptResult:
+        if repeat < 1:
+            raise ValueError("repeat must be >= 1")
+        index = self.prompt_index
+        self.prompt_index += 1
+        records: list[list[TurnRecord]] = [[] for _ in self.panes]
+        skews: list[float] = []
+        requests = [self._request(p, prompt) for p in self.panes]
+        self._stop = False
+        for trial in range(repeat):
+            if self._stop:
+                break
+            self._cancel_requested = set()
+            if self.mode == "parallel":
+                got, skew = await self._parallel(requests, index, trial, on_start, on_done, on_event)
+                skews.append(skew)
+            else:
+                got = await self._sequential(requests, index, trial, on_start, on_done, on_event)
+            for i, rec in got.items():
+                records[i].append(rec)
+        for pane, recs in zip(self.panes, records, strict=True):
+            answered = [r for r in recs if r.answer]
+            if answered:
+                pane.history += [Message("user", prompt), Message("assistant", answered[-1].answer)]
+        return PromptResult(index, prompt, self.mode, records, skews)
+
+    def cancel(self, pane: int | None = None) -> None:
+        """Cancel the turn in flight in one pane (the others go on), or in all panes and stop the trials.
+
+        What arrived is kept: the cancelled turns are recorded, logged and returned.
+        """
+        if pane is None:
+            self._stop = True
+        for i, task in list(self._tasks.items()):
+            if pane is None or i == pane:
+                self._cancel_requested.add(i)
+                task.cancel()
+
+    def keep(self, pane: int) -> ComparePane:
+        """The pane to continue with alone; the others are dropped (close their backends yourself)."""
+        return self.panes[pane]
+
+    async def aclose(self) -> None:
+        self.cancel()
+        for p in self.panes:
+            await p.backend.aclose()
+
+    # --- internals ----------------------------------------------------------------------
+    def _request(self, pane: ComparePane, prompt: str) -> ChatRequest:
+        msgs = ([Message("system", self.system)] if self.system else []) + [*pane.history, Message("user", prompt)]
+        return ChatRequest(tuple(msgs), pane.settings)
+
+    def _recorder(self, i: int, request: ChatRequest, prompt_index: int, trial: int, position: int) -> TurnRecorder:
+        extra = {
+            "comparison_id": self.comparison_id,
+            "pane": i,
+            "pane_label": self.panes[i].label,
+            "panes": len(self.panes),
+            "mode": self.mode,
+            "trial": trial,
+            "prompt_index": prompt_index,
+            "position": position,
+        }
+        rec = new_recorder(
+            self.panes[i].backend, request, session_id=self.session_id, turn_index=self._turn_index, extra=extra
+        )
+        self._turn_index += 1
+        return rec
+
+    async def _one(self, i: int, request: ChatRequest, recorder: TurnRecorder, on_event: OnEvent | None) -> TurnRecord:
+        cb = (lambda e: on_event(i, e)) if on_event is not None else None
+        try:
+            return await run_turn(self.panes[i].backend, request, recorder, log=self.log, on_event=cb)
+        except asyncio.CancelledError:
+            if i in self._cancel_requested:
+                # run_turn recorded and logged it; a pane cancelled on request ends this pane only.
+                return recorder.finish()
+            raise
+        except Exception as exc:  # raised outside run_turn's own guard (e.g. closing the stream)
+            recorder.feed(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc)))
+            record = recorder.finish()
+            if self.log is not None:
+                self.log.append(record)
+            return record
+
+    async def _parallel(
+        self,
+        requests: list[ChatRequest],
+        prompt_index: int,
+        trial: int,
+        on_start: OnStart | None,
+        on_done: OnDone | None,
+        on_event: OnEvent | None,
+    ) -> tuple[dict[int, TurnRecord], float]:
+        release = asyncio.Event()
+        ready = 0
+        recorders = [self._recorder(i, r, prompt_index, trial, 0) for i, r in enumerate(requests)]
+
+        async def pane_task(i: int) -> TurnRecord:
+            nonlocal ready
+            ready += 1
+            await release.wait()
+            record = await self._one(i, requests[i], recorders[i], on_event)
+            if on_done is not None:
+                on_done(i, trial, record)
+            return record
+
+        for i, rec in enumerate(recorders):
+            if on_start is not None:
+                on_start(i, trial, rec)
+        self._tasks = {i: asyncio.create_task(pane_task(i)) for i in range(len(requests))}
+        try:
+            while ready < len(requests):  # every pane is parked at the barrier
+                await asyncio.sleep(0)
+            release.set()
+            results = await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+        finally:
+            tasks, self._tasks = self._tasks, {}
+            for t in tasks.values():
+                t.cancel()
+        records = {i: r if isinstance(r, TurnRecord) else recorders[i].finish() for i, r in enumerate(results)}
+        sent = [r.timestamps.sent for r in records.values() if r.timestamps.sent is not None]
+        skew = (max(sent) - min(sent)) / 1e6 if len(sent) > 1 else 0.0
+        return records, skew
+
+    async def _sequential(
+        self,
+        requests: list[ChatRequest],
+        prompt_index: int,
+        trial: int,
+        on_start: OnStart | None,
+        on_done: OnDone | None,
+        on_event: OnEvent | None,
+    ) -> dict[int, TurnRecord]:
+        n = len(requests)
+        order = [(trial + k) % n for k in range(n)]
+        out: dict[int, TurnRecord] = {}
+        for position, i in enumerate(order):
+            if self._stop:
+                break  # cancelled as a whole: the panes not yet run are skipped
+            recorder = self._recorder(i, requests[i], prompt_index, trial, position)
+            if on_start is not None:
+                on_start(i, trial, recorder)
+            task = asyncio.create_task(self._one(i, requests[i], recorder, on_event))
+            self._tasks = {i: task}
+            try:
+                out[i] = await task
+            finally:
+                self._tasks = {}
+            if on_done is not None:
+                on_done(i, trial, out[i])
+        return out
