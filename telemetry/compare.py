@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from telemetry.export import write_csv, write_jsonl
 from telemetry.metrics import percentiles
 
 RESAMPLES = 2000
@@ -292,3 +294,41 @@ def fmt_amount(value: float, kind: str, unit: str | None = None, *, bare: bool =
     else:
         s = f"{value:.1f}" if abs(value - round(value)) > 1e-9 and abs(value) < 10 else f"{value:.0f}"
     return s if bare else f"{s} {unit}"
+
+
+# --- export --------------------------------------------------------------------------
+def write_comparison(
+    records: Sequence[dict[str, Any]],
+    comparison: Comparison,
+    out_dir: Path,
+    name: str,
+    *,
+    extra: Mapping[str, Any] | None = None,
+) -> tuple[Path, Path, Path]:
+    """``NAME.jsonl`` (every turn, raw), ``NAME-summary.csv`` (one row per pane), ``NAME-verdicts.csv``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jsonl = out_dir / f"{name}.jsonl"
+    summary = out_dir / f"{name}-summary.csv"
+    verdicts = out_dir / f"{name}-verdicts.csv"
+    write_jsonl(records, jsonl)
+    common = dict(extra or {})
+    write_csv([{**common, **row} for row in comparison.rows()], summary)
+    vrows = [
+        {
+            **common,
+            "metric": v.metric,
+            "a": v.a,
+            "b": v.b,
+            "median_diff": v.diff,
+            "low": v.low,
+            "high": v.high,
+            "n_a": v.n_a,
+            "n_b": v.n_b,
+            "clear": v.clear,
+            "better": v.better,
+            "verdict": v.text,
+        }
+        for v in comparison.verdicts
+    ]
+    write_csv(vrows, verdicts)
+    return jsonl, summary, verdicts

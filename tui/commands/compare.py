@@ -1,0 +1,184 @@
+"""``ttft compare``: one prompt on 2 to 4 models side by side (a Textual screen, or ``--headless`` for scripts)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from backends.base import Backend
+from telemetry.settings import TurnSettings
+
+LABELS = "ABCD"
+MAX_PANES = 4
+
+
+@dataclass(frozen=True, slots=True)
+class PaneSpec:
+    spec: str  # PROVIDER:MODEL as -m takes it
+    base_url: str | None
+
+
+def parse_model(value: str, default_base_url: str | None) -> PaneSpec:
+    """``PROVIDER:MODEL`` or ``PROVIDER:MODEL@URL`` (the URL wins over ``--base-url`` for that pane)."""
+    spec, sep, url = value.rpartition("@")
+    if sep and url.startswith(("http://", "https://")) and spec:
+        return PaneSpec(spec, url)
+    return PaneSpec(value, default_base_url)
+
+
+def default_factory(spec: str, base_url: str | None) -> Backend:
+    from backends.providers import create_backend  # imported late: `ttft --help` stays fast
+
+    return create_backend(spec, base_url=base_url)
+
+
+# Tests and the benchmark swap this for in-process fakes.
+backend_factory: Callable[[str, str | None], Backend] = default_factory
+
+
+def settings_from(args: argparse.Namespace) -> TurnSettings:
+    return TurnSettings(
+        stream=not args.no_stream,
+        max_output_tokens=args.max_output_tokens,
+        temperature=args.temperature,
+        reasoning_effort=args.reasoning_effort,
+        thinking_budget=args.thinking_budget,
+        thinking_display=args.thinking_display,
+    )
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="one prompt on 2-4 models side by side: race view, ranked summary, trials with verdicts",
+        description=(
+            "Send the same prompt to 2 to 4 models at the same instant (or one after another with --sequential) "
+            "and compare TTFT, TTFVT, TPOT, E2E and output tokens. Every turn is logged with its comparison id "
+            "and pane."
+        ),
+    )
+    p.add_argument(
+        "-m",
+        "--model",
+        action="append",
+        required=True,
+        metavar="PROVIDER:MODEL[@URL]",
+        help="a pane (repeat 2-4 times); @URL gives that pane its own base URL, e.g. compat:qwen@http://127.0.0.1:8080/v1",
+    )
+    p.add_argument("--base-url", help="base URL for every -m without its own @URL")
+    p.add_argument("--sequential", action="store_true", help="run the panes one after another (local models)")
+    p.add_argument("--repeat", "-n", type=int, default=1, metavar="N", help="trials per prompt (default 1)")
+    p.add_argument("--headless", action="store_true", help="no UI: print the summary table and verdicts")
+    p.add_argument("--blind", action="store_true", help="hide model names until revealed (UI)")
+    p.add_argument("--json", action="store_true", help="headless: print the summary as JSON")
+    p.add_argument("--out", type=Path, metavar="DIR", help="export the comparison: JSONL + summary and verdict CSVs")
+    p.add_argument("--system", help="system prompt for every pane")
+    p.add_argument("--max-output-tokens", type=int)
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--reasoning-effort")
+    p.add_argument("--thinking-budget", type=int)
+    p.add_argument("--thinking-display", choices=["summarized", "omitted"])
+    p.add_argument("--no-stream", action="store_true")
+    p.add_argument("prompt", nargs="*", help="the prompt (headless: read from stdin when omitted)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 1 <= len(args.model) <= MAX_PANES:
+        print(f"ttft compare: give 1 to {MAX_PANES} -m options (got {len(args.model)})", file=sys.stderr)
+        return 2
+    if args.repeat < 1:
+        print("ttft compare: --repeat must be at least 1", file=sys.stderr)
+        return 2
+    specs = [parse_model(m, args.base_url) for m in args.model]
+    prompt = " ".join(args.prompt).strip()
+    if args.headless and not prompt and not sys.stdin.isatty():
+        prompt = sys.stdin.read().strip()
+    if args.headless and not prompt:
+        print("ttft compare --headless: give a prompt (argument or stdin)", file=sys.stderr)
+        return 2
+    try:
+        backends = [backend_factory(s.spec, s.base_url) for s in specs]
+    except Exception as exc:  # a bad spec, a missing key: one sentence, no traceback
+        print(f"ttft compare: {exc}", file=sys.stderr)
+        return 2
+    if args.headless:
+        try:
+            return asyncio.run(headless(args, backends, prompt))
+        except KeyboardInterrupt:
+            return 130
+    from tui.compare import CompareApp
+
+    app = CompareApp(
+        backends,
+        settings=settings_from(args),
+        mode="sequential" if args.sequential else "parallel",
+        repeat=args.repeat,
+        blind=args.blind,
+        system=args.system,
+        initial_prompt=prompt or None,
+        out_dir=args.out,
+    )
+    app.run()
+    return app.return_code or 0
+
+
+async def headless(args: argparse.Namespace, backends: list[Backend], prompt: str) -> int:
+    from rich.console import Console
+
+    from backends.compare import ComparePane, CompareRunner
+    from telemetry.compare import compare, write_comparison
+    from telemetry.log import SessionLog
+    from tui.compare_view import summary
+
+    settings = settings_from(args)
+    panes = [ComparePane(b, LABELS[i], settings=settings) for i, b in enumerate(backends)]
+    log = SessionLog()
+    runner = CompareRunner(panes, log=log, mode="sequential" if args.sequential else "parallel", system=args.system)
+    err = Console(stderr=True)
+    done = 0
+    total = args.repeat * len(panes)
+
+    def progress(pane: int, trial: int, record: Any) -> None:
+        nonlocal done
+        done += 1
+        if not args.json:
+            err.print(f"[dim]{done}/{total} {LABELS[pane]} trial {trial + 1}: {record.status}[/dim]", highlight=False)
+
+    try:
+        result = await runner.run_prompt(prompt, repeat=args.repeat, on_done=progress)
+    finally:
+        for b in backends:
+            await b.aclose()
+    per_pane = {p.label: recs for p, recs in zip(panes, result.as_dicts(), strict=True)}
+    c = compare(per_pane)
+    names = {p.label: f"{p.backend.provider}:{p.backend.model}" for p in panes}
+    if args.json:
+        out: dict[str, Any] = {
+            "comparison_id": runner.comparison_id,
+            "session_id": log.session_id,
+            "mode": result.mode,
+            "trials": c.trials,
+            "start_skew_ms": result.start_skew_ms,
+            "panes": [{**row, "name": names[row["pane"]]} for row in c.rows()],
+            "verdicts": [
+                {"metric": v.metric, "a": v.a, "b": v.b, "clear": v.clear, "better": v.better, "text": v.text}
+                for v in c.verdicts
+            ],
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+        console.print(f"comparison {runner.comparison_id} · session {log.session_id}")
+        console.print(summary(c, names, mode=result.mode, skew_ms=result.start_skew_ms))
+    if args.out:
+        records = [r for recs in result.as_dicts() for r in recs]
+        paths = write_comparison(records, c, args.out, runner.comparison_id, extra={"mode": result.mode})
+        print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
+    return 0 if any(c.stats[p].ok for p in c.panes) else 1

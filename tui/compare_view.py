@@ -1,0 +1,126 @@
+"""Rich renderables for a comparison: the summary table and the verdicts.
+
+Shared by ``ttft compare --headless`` (printed) and the compare screen (drawn);
+every number comes from :mod:`telemetry.compare`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from telemetry.compare import METRICS, RESAMPLES, Comparison, fmt_amount
+
+WIN = "★"
+PANE_COLORS = ("cyan", "magenta", "yellow", "green")
+
+
+def pane_color(i: int) -> str:
+    return PANE_COLORS[i % len(PANE_COLORS)]
+
+
+def mode_line(mode: str, trials: int, skew_ms: Sequence[float] = ()) -> str:
+    if mode == "parallel":
+        how = "parallel: every pane started at the same instant"
+        if skew_ms:
+            how += f" (first sends within {fmt_amount(max(skew_ms), 'ms')})"
+    else:
+        how = "sequential: one pane after another, order rotating per trial"
+    return f"{how} · {trials} trial{'s' if trials != 1 else ''}"
+
+
+def _cell(value: float | None, p90: float | None, unit: str, rank: int | None, winner: bool, trials: int) -> Text:
+    if value is None:
+        return Text("—", style="dim")
+    t = Text(fmt_amount(value, unit).replace(" tokens", ""))
+    if winner:
+        t.append(f" {WIN}", style="bold green")
+    elif rank is not None:
+        t.append(f" ({rank})", style="dim")
+    if trials > 1 and p90 is not None:
+        t.append(f"\np90 {fmt_amount(p90, unit).replace(' tokens', '')}", style="dim")
+    return t
+
+
+def summary_table(
+    c: Comparison,
+    names: Mapping[str, str] | None = None,
+    *,
+    title: str | None = None,
+    colors: Mapping[str, str] | None = None,
+) -> Table:
+    """One row per pane, one column per metric; each column's winner starred, the others ranked."""
+    multi = c.trials > 1
+    table = Table(title=title, title_justify="left", expand=False, pad_edge=False, show_edge=False)
+    table.add_column("pane", no_wrap=True)
+    table.add_column("model", overflow="ellipsis", min_width=8, max_width=32)
+    for m in METRICS:
+        head = "out tok" if m.key == "output_tokens" else m.label
+        table.add_column(head + (" med" if multi else ""), justify="right", no_wrap=True)
+    table.add_column("ok", justify="right", no_wrap=True)
+    for p in c.panes:
+        s = c.stats[p]
+        cells: list[Text | str] = [
+            Text(p, style=f"bold {(colors or {}).get(p, '')}".strip()),
+            (names or {}).get(p, f"{s.provider}:{s.model}"),
+        ]
+        for m in METRICS:
+            ms = s.metrics[m.key]
+            r = c.rankings[m.key]
+            cells.append(_cell(ms.median, ms.p90, m.unit, r.rank[p], p in r.winners, c.trials))
+        ok = Text(f"{s.ok}/{s.turns}")
+        if s.failed or s.cancelled:
+            ok.stylize("bold red")
+        cells.append(ok)
+        table.add_row(*cells)
+    return table
+
+
+def verdict_text(c: Comparison, *, only_clear: bool = False) -> Text:
+    out = Text()
+    if c.trials > 1:
+        out.append(
+            f"95% bootstrap intervals of the difference of medians ({RESAMPLES} resamples, seeded)\n", style="dim"
+        )
+    # A pane with no good turn gets one line below, not one "nothing to compare" per metric and pair.
+    usable = [v for v in c.verdicts if c.stats[v.a].ok and c.stats[v.b].ok]
+    shown = [v for v in usable if v.clear or not only_clear]
+    for v in shown:
+        out.append("• ", style="green" if v.clear else "dim")
+        out.append(v.text + "\n", style="" if v.clear else "dim")
+    if not shown:
+        out.append("no clear differences\n" if only_clear else "nothing to compare\n", style="dim")
+    for p in c.panes:
+        s = c.stats[p]
+        if s.failed or s.cancelled:
+            what = []
+            if s.failed:
+                what.append(f"{s.failed} failed")
+            if s.cancelled:
+                what.append(f"{s.cancelled} cancelled")
+            out.append(f"{p}: {', '.join(what)} of {s.turns} (left out of its figures)", style="red")
+            if s.errors:
+                out.append(f": {s.errors[-1]}", style="red")
+            out.append("\n")
+    out.rstrip()
+    return out
+
+
+def summary(
+    c: Comparison,
+    names: Mapping[str, str] | None = None,
+    *,
+    mode: str,
+    skew_ms: Sequence[float] = (),
+    only_clear: bool = False,
+    colors: Mapping[str, str] | None = None,
+) -> Group:
+    return Group(
+        Text(mode_line(mode, c.trials, skew_ms), style="dim"),
+        summary_table(c, names, colors=colors),
+        Text(""),
+        verdict_text(c, only_clear=only_clear),
+    )
