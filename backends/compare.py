@@ -81,6 +81,8 @@ class CompareRunner:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         self.panes = list(panes)
+        self.pane_ids = list(range(len(self.panes)))  # stable ids for the log, across add/remove/keep
+        self.kept = False
         self.log = log
         self.comparison_id = comparison_id or new_comparison_id()
         self.mode: Mode = mode
@@ -139,9 +141,25 @@ class CompareRunner:
                 self._cancel_requested.add(i)
                 task.cancel()
 
-    def keep(self, pane: int) -> ComparePane:
-        """The pane to continue with alone; the others are dropped (close their backends yourself)."""
-        return self.panes[pane]
+    def add(self, pane: ComparePane) -> int:
+        """A new pane, from the next prompt on; returns its position."""
+        self.panes.append(pane)
+        self.pane_ids.append(max(self.pane_ids, default=-1) + 1)
+        return len(self.panes) - 1
+
+    def remove(self, pane: int) -> ComparePane:
+        """Drop the pane at this position (close its backend yourself)."""
+        if len(self.panes) <= 1:
+            raise ValueError("cannot remove the last pane")
+        self.pane_ids.pop(pane)
+        return self.panes.pop(pane)
+
+    def keep(self, pane: int) -> list[ComparePane]:
+        """Continue with this pane alone; returns the dropped ones (close their backends yourself)."""
+        dropped = [p for i, p in enumerate(self.panes) if i != pane]
+        self.panes, self.pane_ids = [self.panes[pane]], [self.pane_ids[pane]]
+        self.kept = True
+        return dropped
 
     async def aclose(self) -> None:
         self.cancel()
@@ -156,7 +174,7 @@ class CompareRunner:
     def _recorder(self, i: int, request: ChatRequest, prompt_index: int, trial: int, position: int) -> TurnRecorder:
         extra = {
             "comparison_id": self.comparison_id,
-            "pane": i,
+            "pane": self.pane_ids[i],
             "pane_label": self.panes[i].label,
             "panes": len(self.panes),
             "mode": self.mode,
@@ -164,6 +182,8 @@ class CompareRunner:
             "prompt_index": prompt_index,
             "position": position,
         }
+        if self.kept:
+            extra["kept"] = True
         rec = new_recorder(
             self.panes[i].backend, request, session_id=self.session_id, turn_index=self._turn_index, extra=extra
         )

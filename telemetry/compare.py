@@ -299,20 +299,23 @@ def fmt_amount(value: float, kind: str, unit: str | None = None, *, bare: bool =
 # --- export --------------------------------------------------------------------------
 def write_comparison(
     records: Sequence[dict[str, Any]],
-    comparison: Comparison,
+    parts: Comparison | Sequence[tuple[Mapping[str, Any], Comparison]],
     out_dir: Path,
     name: str,
-    *,
-    extra: Mapping[str, Any] | None = None,
 ) -> tuple[Path, Path, Path]:
-    """``NAME.jsonl`` (every turn, raw), ``NAME-summary.csv`` (one row per pane), ``NAME-verdicts.csv``."""
+    """``NAME.jsonl`` (every turn, raw), ``NAME-summary.csv`` (one row per pane and prompt), ``NAME-verdicts.csv``.
+
+    ``parts``: one comparison, or several (e.g. one per prompt), each with the columns that tell them
+    apart (``{"prompt_index": 0, "mode": "parallel"}``).
+    """
+    if isinstance(parts, Comparison):
+        parts = [({}, parts)]
     out_dir.mkdir(parents=True, exist_ok=True)
     jsonl = out_dir / f"{name}.jsonl"
     summary = out_dir / f"{name}-summary.csv"
     verdicts = out_dir / f"{name}-verdicts.csv"
     write_jsonl(records, jsonl)
-    common = dict(extra or {})
-    write_csv([{**common, **row} for row in comparison.rows()], summary)
+    write_csv([{**common, **row} for common, c in parts for row in c.rows()], summary)
     vrows = [
         {
             **common,
@@ -328,7 +331,8 @@ def write_comparison(
             "better": v.better,
             "verdict": v.text,
         }
-        for v in comparison.verdicts
+        for common, c in parts
+        for v in c.verdicts
     ]
     write_csv(vrows, verdicts)
     return jsonl, summary, verdicts

@@ -146,3 +146,23 @@ async def test_outer_cancellation_propagates_and_logs() -> None:
             await task
     assert all(r["status"] == "cancelled" for r in log.records())
     assert len(log.records()) == 3  # 2 parallel + the 1 sequential pane that had started
+
+
+async def test_keep_add_remove_keep_pane_ids_stable() -> None:
+    a, b, c = (ScheduledBackend(m, ttft_s=0.001, gap_s=0.0, tokens=2, word=m) for m in "abc")
+    log = SessionLog("s5")
+    runner = CompareRunner([ComparePane(a, "A"), ComparePane(b, "B")], log=log)
+    await runner.run_prompt("one")
+    assert runner.add(ComparePane(c, "C")) == 2
+    runner.remove(0)
+    await runner.run_prompt("two")
+    dropped = runner.keep(1)  # C
+    assert [p.label for p in dropped] == ["B"]
+    await runner.run_prompt("three")
+    got = [(r["extra"]["prompt_index"], r["extra"]["pane"], r["extra"].get("kept", False)) for r in log.records()]
+    assert got == [(0, 0, False), (0, 1, False), (1, 1, False), (1, 2, False), (2, 2, True)]
+    # C joined at prompt two: its history starts there; B's carries on from prompt one.
+    assert [m.content for m in c.requests[-1].messages if m.role == "user"] == ["two", "three"]
+    assert [m.content for m in b.requests[-1].messages if m.role == "user"] == ["one", "two"]
+    with pytest.raises(ValueError):
+        runner.remove(0)

@@ -179,6 +179,7 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
         console.print(summary(c, names, mode=result.mode, skew_ms=result.start_skew_ms))
     if args.out:
         records = [r for recs in result.as_dicts() for r in recs]
-        paths = write_comparison(records, c, args.out, runner.comparison_id, extra={"mode": result.mode})
+        parts = [({"prompt_index": result.prompt_index, "mode": result.mode}, c)]
+        paths = write_comparison(records, parts, args.out, runner.comparison_id)
         print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
     return 0 if any(c.stats[p].ok for p in c.panes) else 1
