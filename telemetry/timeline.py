@@ -1,0 +1,111 @@
+"""A turn's phases on its own time axis, for drawing timelines (the drawing itself is the UI's job).
+
+Works on ``ttft.turn/1`` dicts (so logged turns can be redrawn) and on live snapshots.
+Times are ms from the first send; a local model load before the send has a negative start.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+from telemetry.diagnosis import STALL_FACTOR
+from telemetry.recorder import Snapshot
+
+STALL_MIN_MS = 100.0  # a gap a person can see; below it a 10x jump is jitter, not a stall
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    phase: str  # loading | waiting | reasoning | streaming
+    start_ms: float
+    end_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    kind: str  # retry | stall
+    at_ms: float
+    label: str
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    segments: tuple[Segment, ...]
+    markers: tuple[Marker, ...]
+    start_ms: float  # <= 0 when a model load came first
+    end_ms: float
+    status: str  # ok | error | cancelled | live phase
+
+    @property
+    def span_ms(self) -> float:
+        return self.end_ms - self.start_ms
+
+
+def stalls(chunk_times_ms: Sequence[float], factor: float = STALL_FACTOR, min_ms: float = STALL_MIN_MS) -> list[Marker]:
+    """Gaps far above the median gap (``factor`` x median and at least ``min_ms``), marked where they start."""
+    gaps = [(a, b - a) for a, b in pairwise(chunk_times_ms)]
+    if len(gaps) < 2:
+        return []
+    median = statistics.median(g for _, g in gaps)
+    limit = max(factor * median, min_ms)
+    return [Marker("stall", at, f"stall {gap:.0f} ms") for at, gap in gaps if gap >= limit]
+
+
+def _seg(phase: str, a: float | None, b: float | None) -> list[Segment]:
+    if a is None or b is None or b <= a:
+        return []
+    return [Segment(phase, a, b)]
+
+
+def turn_timeline(rec: dict[str, Any]) -> Timeline:
+    ev = rec.get("events_ms") or {}
+    m = rec.get("metrics") or {}
+    status = rec.get("status") or "ok"
+    first, vis, last, end = ev.get("first_token"), ev.get("first_visible"), ev.get("last_token"), ev.get("end")
+    stop = last if last is not None else end if end is not None else 0.0
+    load = m.get("load_ms")
+    segs: list[Segment] = []
+    start = 0.0
+    if load:
+        start = -float(load)
+        segs += _seg("loading", start, 0.0)
+    segs += _seg("waiting", 0.0, first if first is not None else (end or 0.0))
+    if first is not None:
+        segs += _seg("reasoning", first, vis if vis is not None else stop)
+    if vis is not None:
+        segs += _seg("streaming", vis, stop)
+    markers: list[Marker] = []
+    attempts = rec.get("attempt_log") or []
+    for prev, cur in pairwise(attempts):
+        why = f"after {prev['status']}" if prev.get("status") else "after an error"
+        markers.append(Marker("retry", cur.get("sent_ms") or 0.0, f"attempt {cur.get('attempt')} {why}"))
+    markers += stalls([c[0] for c in rec.get("chunks") or []])
+    end_ms = max([s.end_ms for s in segs] + [end or 0.0, stop or 0.0, 0.0])
+    return Timeline(tuple(segs), tuple(markers), start, end_ms, status)
+
+
+def live_timeline(snap: Snapshot, attempts: Sequence[Any] = ()) -> Timeline:
+    """The turn in flight, from a recorder snapshot (``attempts``: the recorder's Attempt list, for retry marks)."""
+    now = snap.elapsed_ms
+    segs: list[Segment] = []
+    start = 0.0
+    if snap.load_ms:
+        start = -snap.load_ms if snap.phase != "loading" else 0.0
+        segs += _seg("loading", start, start + snap.load_ms)
+    if snap.phase not in ("loading", "queued"):
+        segs += _seg("waiting", 0.0, snap.ttft_ms if snap.ttft_ms is not None else now)
+        if snap.ttft_ms is not None:
+            segs += _seg("reasoning", snap.ttft_ms, snap.ttfvt_ms if snap.ttfvt_ms is not None else now)
+        if snap.ttfvt_ms is not None:
+            segs += _seg("streaming", snap.ttfvt_ms, now)
+    markers: list[Marker] = []
+    if len(attempts) > 1:
+        t0 = attempts[0].sent_ns
+        for prev, cur in pairwise(attempts):
+            why = f"after {prev.status}" if prev.status else "after an error"
+            markers.append(Marker("retry", (cur.sent_ns - t0) / 1e6, f"attempt {cur.attempt} {why}"))
+    return Timeline(tuple(segs), tuple(markers), start, max(now, 0.0), snap.phase)

@@ -1,0 +1,359 @@
+"""ChatApp: the ttft chat with a live telemetry pane."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Container, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from telemetry import events as ev
+from telemetry.export import export
+from telemetry.log import SessionLog, data_dir
+from telemetry.render import RenderLag
+from telemetry.settings import TurnSettings
+from telemetry.timeline import Timeline, live_timeline, turn_timeline
+from tui.format import fmt_settings
+from tui.runner import LiveTurn, LoopThread
+from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
+from tui.widgets import AssistantMessage, TelemetryPane, Transcript
+
+EFFORTS = (None, "minimal", "low", "medium", "high")
+SPECULATIVE_DEFAULT = {"kind": "prompt-lookup", "num_pred_tokens": 2}
+
+
+def exports_dir() -> Path:
+    return data_dir() / "exports"
+
+
+class ChatApp(App[None]):
+    CSS_PATH = "chat.tcss"
+    TITLE = "ttft"
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel_turn", "Cancel"),
+        Binding("ctrl+r", "regenerate", "Regenerate", priority=True),
+        Binding("ctrl+n", "new_chat", "New chat", priority=True),
+        Binding("ctrl+y", "copy_answer", "Copy answer", priority=True),
+        Binding("ctrl+e", "export", "Export", priority=True),
+        Binding("f2", "settings", "Settings"),
+        Binding("ctrl+t", "toggle_stream", "Stream on/off", show=False, priority=True),
+        Binding("ctrl+o", "cycle_effort", "Reasoning effort", show=False, priority=True),
+        Binding("ctrl+l", "settings('model')", "Model", show=False, priority=True),
+        Binding("f3", "sessions", "Sessions"),
+        Binding("f4", "toggle_pane", "Pane"),
+        Binding("f1", "help", "Help"),
+    ]
+
+    def __init__(
+        self,
+        spec: str | None = None,
+        *,
+        settings: TurnSettings | None = None,
+        base_url: str | None = None,
+        factory: BackendFactory | None = None,
+        resume: Path | None = None,
+        session_id: str | None = None,
+        clock: Callable[[], int] | None = None,
+        fps: float = 30.0,
+    ) -> None:
+        super().__init__()
+        self.clock = clock or ev.now_ns
+        self.fps = fps
+        self.runner = LoopThread()
+        self.session = ChatSession(
+            self.runner,
+            spec or default_model_spec(),
+            settings or TurnSettings(),
+            base_url,
+            factory or default_backend_factory,
+            SessionLog(session_id),
+        )
+        self.resume_path = resume
+        self.live: LiveTurn | None = None
+        self.message: AssistantMessage | None = None
+        self.lag = RenderLag()
+        self.lag_by_turn: dict[int, dict[str, Any]] = {}
+        self._timelines: list[tuple[str, Timeline]] = []
+        self.last_export: list[Path] = []
+        self._tick_timer = None
+
+    # --- layout --------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="header")
+        with Container(id="main"):
+            with Vertical(id="chat"):
+                yield Transcript(id="transcript")
+                yield Input(placeholder="Ask anything · Enter sends · Esc cancels · F1 help", id="prompt")
+            yield TelemetryPane(id="pane")
+        yield Footer()
+
+    @property
+    def transcript(self) -> Transcript:
+        return self.query_one("#transcript", Transcript)
+
+    @property
+    def pane(self) -> TelemetryPane:
+        return self.query_one("#pane", TelemetryPane)
+
+    async def on_mount(self) -> None:
+        self._tick_timer = self.set_interval(1 / self.fps, self._tick, pause=True)
+        self.update_header()
+        self.query_one("#prompt", Input).focus()
+        if self.resume_path is not None:
+            await self.load_session(self.resume_path)
+
+    async def on_unmount(self) -> None:
+        if self.live is not None:
+            self.live.cancel()
+        with contextlib.suppress(Exception):
+            await self.session.close_backend()
+        self.runner.close()
+
+    def update_header(self) -> None:
+        t = Text()
+        t.append("ttft ", style="bold")
+        t.append(f"│ {self.session.label} ", style="bold cyan")
+        t.append(f"│ {fmt_settings(self.session.settings.to_dict())} ", style="")
+        t.append(f"│ {self.session.log.session_id}", style="dim")
+        self.query_one("#header", Static).update(t)
+
+    # --- a turn --------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        return self.live is not None or self.message is not None
+
+    async def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        if self.busy:
+            self.notify("A turn is in flight: Esc cancels it.", severity="warning")
+            return
+        event.input.value = ""
+        await self.send(text)
+
+    async def send(self, prompt: str) -> None:
+        """Start a turn; returns once it is running (the record arrives later)."""
+        self.lag = RenderLag()
+        await self.transcript.add_user(prompt)
+        self.message = await self.transcript.add_assistant(self.clock, self.lag)
+        self.pane.show_message(f"starting {self.session.spec}…")
+        try:
+            self.live = await self.session.start(prompt)
+        except Exception as exc:  # the backend could not even be created (unknown model, missing key, ...)
+            await self.message.remove()
+            self.message = None
+            await self.transcript.add_error(
+                {
+                    "provider": self.session.spec,
+                    "model": "",
+                    "error": {"type": type(exc).__name__, "message": str(exc) or repr(exc)},
+                    "answer": "",
+                }
+            )
+            self.pane.show_message(f"could not start {self.session.spec}: {exc}")
+            return
+        self.update_header()
+        if self._tick_timer is not None:
+            self._tick_timer.resume()
+        self._await_turn(self.live, self.message)
+
+    @work(exclusive=False, group="turn")
+    async def _await_turn(self, live: LiveTurn, message: AssistantMessage) -> None:
+        try:
+            record = (await live.wait()).to_dict()
+        except Exception as exc:  # should not happen: the runner turns every failure into a record
+            record = live.recorder.finish().to_dict()
+            self.notify(f"turn ended abnormally: {exc}", severity="error")
+        if self._tick_timer is not None:
+            self._tick_timer.pause()
+        self._tick()  # the last frame: every chunk painted before the full render
+        self.live = None
+        await message.finalize(record)
+        await self.transcript.add_outcome(record)
+        if live.log_error:
+            await self.transcript.add_note(live.log_error, "error")
+        self.session.complete(record)
+        lag = self.lag.summary()
+        self.lag_by_turn[record.get("turn_index", -1)] = lag
+        self.pane.show_record(record, lag)
+        self._timelines.append((f"#{record.get('turn_index')}", turn_timeline(record)))
+        self.pane.set_timelines(self._timelines)
+        self.pane.set_history(self.session.records)
+        self.message = None
+
+    def _tick(self) -> None:
+        live, message = self.live, self.message
+        if live is None or message is None:
+            return
+        rec = live.recorder
+        snap = rec.snapshot(self.clock())
+        message.pump(rec, snap)
+        self.pane.show_live(snap, rec.attempts, self.lag.summary())
+        self.pane.set_timelines([*self._timelines, ("now", live_timeline(snap, rec.attempts))])
+
+    # --- actions -------------------------------------------------------------------
+    def action_cancel_turn(self) -> None:
+        if self.live is not None:
+            self.live.cancel()
+        elif len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    async def action_regenerate(self) -> None:
+        if self.busy:
+            self.notify("A turn is in flight: Esc cancels it first.", severity="warning")
+            return
+        prompt = self.session.pop_last_exchange()
+        if prompt is None:
+            self.notify("Nothing to regenerate yet.")
+            return
+        await self.send(prompt)
+
+    async def action_new_chat(self) -> None:
+        if self.live is not None:
+            self.live.cancel()
+            with contextlib.suppress(Exception):
+                await self.live.wait()
+        self.session.new_chat()
+        self._timelines = []
+        self.lag_by_turn = {}
+        await self.transcript.remove_children()
+        self.pane.show_message("New chat. Send a prompt: its latency appears here.")
+        self.pane.set_timelines([])
+        self.pane.set_history([])
+        self.update_header()
+
+    def action_copy_answer(self) -> None:
+        answer = next((r["answer"] for r in reversed(self.session.records) if r.get("answer")), None)
+        if not answer:
+            self.notify("No answer to copy yet.")
+            return
+        self.copy_to_clipboard(answer)
+        self.notify(f"Copied the last answer ({len(answer)} characters).")
+
+    async def action_export(self) -> list[Path]:
+        records = self.session.log.records()
+        if not records:
+            self.notify("Nothing to export yet: no turn has finished.")
+            return []
+        out_dir = exports_dir()
+        sid = self.session.log.session_id
+        paths = [out_dir / f"{sid}.jsonl", out_dir / f"{sid}.csv"]
+        try:
+            export(records, "jsonl", paths[0])
+            export(records, "csv", paths[1])
+        except OSError as exc:
+            self.notify(f"Export failed: {exc}", severity="error")
+            return []
+        self.last_export = paths
+        await self.transcript.add_note(f"exported {len(records)} turns: {paths[0]}  {paths[1]}", "ok")
+        self.notify(f"Exported {len(records)} turns to {out_dir}")
+        return paths
+
+    def action_toggle_pane(self) -> None:
+        self.pane.toggle_class("-hidden")
+
+    def apply_settings(self, settings: TurnSettings, spec: str | None = None, base_url: str | None = None) -> None:
+        """Settings take effect on the next turn and are recorded with it."""
+        self.session.settings = settings
+        if spec and (spec != self.session.spec or base_url != self.session.base_url):
+            self.session.switch_model(spec, base_url)
+        self.update_header()
+        self.notify(f"Next turn: {self.session.spec} · {fmt_settings(settings.to_dict())}")
+
+    def action_toggle_stream(self) -> None:
+        s = self.session.settings
+        self.apply_settings(s.with_(stream=not s.stream))
+
+    def action_cycle_effort(self) -> None:
+        s = self.session.settings
+        i = EFFORTS.index(s.reasoning_effort) if s.reasoning_effort in EFFORTS else 0
+        self.apply_settings(s.with_(reasoning_effort=EFFORTS[(i + 1) % len(EFFORTS)]))
+
+    def action_toggle_speculative(self) -> None:
+        s = self.session.settings
+        self.apply_settings(s.with_(speculative=None if s.speculative else dict(SPECULATIVE_DEFAULT)))
+
+    def action_settings(self, focus: str | None = None) -> None:
+        from tui.screens.settings import SettingsScreen
+
+        def done(result: tuple[str, str | None, TurnSettings] | None) -> None:
+            if result is not None:
+                spec, base_url, settings = result
+                self.apply_settings(settings, spec, base_url)
+
+        self.push_screen(
+            SettingsScreen(self.session.spec, self.session.base_url, self.session.settings, focus=focus), done
+        )
+
+    def action_sessions(self) -> None:
+        from tui.screens.sessions import SessionsScreen
+
+        def done(path: Path | None) -> None:
+            if path is not None:
+                self.run_worker(self.load_session(path), group="load")
+
+        self.push_screen(SessionsScreen(current=self.session.log.session_id), done)
+
+    def action_help(self) -> None:
+        from tui.screens.help import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    async def load_session(self, path: Path) -> None:
+        """Reopen a logged session: transcript, timelines, history; new turns append to the same log."""
+        if self.live is not None:
+            self.notify("Cancel the turn in flight first (Esc).", severity="warning")
+            return
+        try:
+            records = self.session.resume(path)
+        except OSError as exc:
+            self.notify(f"Could not open {path}: {exc}", severity="error")
+            return
+        await self.transcript.remove_children()
+        for rec in records:
+            await self.transcript.add_record(rec, self.clock)
+        self._timelines = [(f"#{r.get('turn_index')}", turn_timeline(r)) for r in records]
+        self.pane.set_timelines(self._timelines)
+        self.pane.set_history(records)
+        if records:
+            self.pane.show_record(records[-1])
+        await self.transcript.add_note(f"resumed session {self.session.log.session_id}: {len(records)} turns", "ok")
+        self.update_header()
+
+    # --- command palette -----------------------------------------------------------
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        s = self.session.settings
+        yield SystemCommand("Cancel the turn in flight", "Esc: stop now and keep what arrived", self.action_cancel_turn)
+        yield SystemCommand("Regenerate the last answer", "ctrl+r", self.action_regenerate)
+        yield SystemCommand("New chat", "ctrl+n: a fresh conversation and session log", self.action_new_chat)
+        yield SystemCommand("Copy the last answer", "ctrl+y", self.action_copy_answer)
+        yield SystemCommand("Export the session (JSONL + CSV)", "ctrl+e", self.action_export)
+        yield SystemCommand("Settings", "F2: model, reasoning, tokens, temperature, streaming", self.action_settings)
+        yield SystemCommand("Change the model", "ctrl+l", lambda: self.action_settings("model"))
+        yield SystemCommand(
+            f"Streaming: turn {'off' if s.stream else 'on'}",
+            "ctrl+t: applies to the next turn",
+            self.action_toggle_stream,
+        )
+        yield SystemCommand(
+            "Reasoning effort: next level", f"ctrl+o: now {s.reasoning_effort or 'default'}", self.action_cycle_effort
+        )
+        yield SystemCommand(
+            f"Speculative decoding: turn {'off' if s.speculative else 'on'}",
+            "local models: prompt-lookup drafting",
+            self.action_toggle_speculative,
+        )
+        yield SystemCommand("Sessions: reopen a past chat", "F3", self.action_sessions)
+        yield SystemCommand("Toggle the telemetry pane", "F4", self.action_toggle_pane)
+        yield SystemCommand("Help: keys and metrics", "F1", self.action_help)

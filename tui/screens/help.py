@@ -1,0 +1,75 @@
+"""Key bindings, and one line per metric."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS = (
+    ("Enter", "send the prompt"),
+    ("Esc", "cancel the turn in flight (what arrived is kept); close a dialog"),
+    ("ctrl+r", "regenerate the last answer"),
+    ("ctrl+n", "new chat (a new session log)"),
+    ("ctrl+y", "copy the last answer"),
+    ("ctrl+e", "export the session as JSONL and CSV"),
+    ("F2 / ctrl+l", "settings / change the model"),
+    ("ctrl+t", "streaming on/off for the next turn"),
+    ("ctrl+o", "next reasoning effort (default, minimal, low, medium, high)"),
+    ("F3", "sessions: reopen a past chat"),
+    ("F4", "show or hide the telemetry pane"),
+    ("ctrl+p", "command palette: every action above, and more"),
+    ("F1", "this help"),
+    ("ctrl+q", "quit"),
+)
+
+METRICS = (
+    ("TTFT", "time to first token: send → first chunk carrying any token (reasoning or text)"),
+    ("TTFVT", "time to first visible token: send → first answer text; what a reader waits for"),
+    ("reasoning delay", "first token → first visible text; estimated from usage × TPOT when thinking is hidden"),
+    ("TPOT", "time per output token after the first: (last − first token) / (N − 1); decode speed"),
+    ("ITL", "inter-token latency: gaps between token-bearing chunks (p50/p95/p99)"),
+    ("E2E", "send → last token; 'stream end' is send → the stream closing"),
+    ("tokens/s", "1 / TPOT: the speed one user gets; 'now' looks at the last second"),
+    ("tokens", "input, cached input, reasoning, output; [usage] from the server, [estimated] otherwise"),
+    ("retries", "earlier attempts (429, 5xx) and the time they cost, counted inside TTFT"),
+    ("model load", "a local model loading: its own phase, never part of TTFT"),
+    ("prefill/decode", "the engine's own split (llama-server timings, Ollama durations) when reported"),
+    ("render lag", "a token's arrival → on screen; p95 under 100 ms means the display keeps up"),
+    ("timeline", "each turn on one time scale: waiting, reasoning, streaming; ↻ retry, ! stall (gap ≥ 10× median)"),
+)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,f1,q", "app.pop_screen", "Close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll {
+        width: 90%; max-width: 110; height: 90%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    """
+
+    def compose(self) -> ComposeResult:
+        keys = Table.grid(padding=(0, 2))
+        keys.add_column(style="bold cyan", no_wrap=True)
+        keys.add_column()
+        for k, what in KEYS:
+            keys.add_row(k, what)
+        metrics = Table.grid(padding=(0, 2))
+        metrics.add_column(style="bold", no_wrap=True)
+        metrics.add_column()
+        for k, what in METRICS:
+            metrics.add_row(k, what)
+        with VerticalScroll():
+            yield Static(Text("Keys", style="bold underline"))
+            yield Static(keys)
+            yield Static(Text("\nMetrics (all measured client-side on a monotonic clock)", style="bold underline"))
+            yield Static(metrics)
+            yield Static(Text("\nEsc closes this help.", style="dim"))

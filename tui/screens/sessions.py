@@ -1,0 +1,70 @@
+"""Past sessions, newest first; Enter reopens one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Static
+
+from telemetry.log import SessionInfo, list_sessions, sessions_dir
+from tui.format import fmt_ms
+
+
+class SessionsScreen(ModalScreen[Path | None]):
+    BINDINGS: ClassVar[list[BindingType]] = [("escape", "close", "Close"), ("enter", "open", "Open")]
+    DEFAULT_CSS = """
+    SessionsScreen { align: center middle; }
+    SessionsScreen > Vertical {
+        width: 95%; max-width: 130; height: 85%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    SessionsScreen DataTable { height: 1fr; }
+    """
+
+    def __init__(self, current: str | None = None) -> None:
+        super().__init__()
+        self.current = current
+        self.sessions: list[SessionInfo] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f"[b]Sessions[/b] in {sessions_dir()} · Enter reopens · Esc closes", id="sessions-title")
+            table: DataTable[Any] = DataTable(cursor_type="row", zebra_stripes=True)
+            table.add_columns("session", "started", "turns", "errors", "TTFT p50", "TPOT p50", "models")
+            yield table
+
+    def on_mount(self) -> None:
+        self.sessions = list_sessions()
+        table = self.query_one(DataTable)
+        for s in self.sessions:
+            table.add_row(
+                s.session_id + (" (this)" if s.session_id == self.current else ""),
+                (s.started_at or "")[:16].replace("T", " "),
+                str(s.turns),
+                str(s.errors),
+                fmt_ms(s.median_ttft_ms),
+                fmt_ms(s.median_tpot_ms, digits=1),
+                ", ".join(s.models)[:50],
+                key=str(s.path),
+            )
+        if not self.sessions:
+            self.query_one("#sessions-title", Static).update(f"No sessions logged yet in {sessions_dir()}. Esc closes.")
+        table.focus()
+
+    def action_open(self) -> None:
+        table = self.query_one(DataTable)
+        if not self.sessions:
+            return
+        row_key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        self.dismiss(Path(str(row_key.value)))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.dismiss(Path(str(event.row_key.value)))
+
+    def action_close(self) -> None:
+        self.dismiss(None)

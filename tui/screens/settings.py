@@ -1,0 +1,168 @@
+"""Settings that shape latency, applied to the next turn and recorded with it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.screen import ModalScreen
+from textual.suggester import SuggestFromList
+from textual.widgets import Button, Input, Label, Select, Static, Switch
+
+from telemetry.settings import TurnSettings
+
+EFFORT_OPTIONS = [("default", ""), ("minimal", "minimal"), ("low", "low"), ("medium", "medium"), ("high", "high")]
+DISPLAY_OPTIONS = [("default", ""), ("summarized", "summarized"), ("omitted", "omitted")]
+SPECULATIVE = {"kind": "prompt-lookup", "num_pred_tokens": 2}
+
+Result = tuple[str, str | None, TurnSettings]
+
+
+def known_model_specs() -> list[str]:
+    """Built-ins and configured providers, when the providers module offers a list."""
+    try:
+        from backends import providers
+    except ImportError:
+        return []
+    for name in ("known_specs", "list_specs", "builtin_specs"):
+        fn = getattr(providers, name, None)
+        if callable(fn):
+            try:
+                return [str(s) for s in fn()]
+            except Exception:
+                return []
+    return []
+
+
+def _int(text: str, name: str) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        v = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number") from None
+    if v <= 0:
+        raise ValueError(f"{name} must be positive")
+    return v
+
+
+def _float(text: str, name: str) -> float | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a number") from None
+
+
+class SettingsScreen(ModalScreen[Result | None]):
+    BINDINGS: ClassVar[list[BindingType]] = [("escape", "cancel", "Cancel"), ("ctrl+s", "apply", "Apply")]
+    DEFAULT_CSS = """
+    SettingsScreen { align: center middle; }
+    SettingsScreen > VerticalScroll {
+        width: 90%; max-width: 90; height: auto; max-height: 95%;
+        border: round $primary; background: $surface; padding: 0 1;
+    }
+    SettingsScreen Grid { grid-size: 2; grid-columns: 22 1fr; grid-rows: auto; height: auto; grid-gutter: 0 1; }
+    SettingsScreen Label { padding: 1 0 0 0; }
+    SettingsScreen #settings-error { color: $error; height: auto; }
+    SettingsScreen Horizontal { height: auto; align-horizontal: right; }
+    """
+
+    def __init__(
+        self,
+        spec: str,
+        base_url: str | None,
+        settings: TurnSettings,
+        *,
+        focus: str | None = None,
+        models: Sequence[str] | None = None,
+    ) -> None:
+        super().__init__()
+        self.spec, self.base_url, self.settings = spec, base_url, settings
+        self.focus_field = focus
+        self.models = list(models) if models is not None else known_model_specs()
+
+    def compose(self) -> ComposeResult:
+        s = self.settings
+        with VerticalScroll():
+            yield Static("[b]Settings[/b] · apply to the next turn and are recorded with it")
+            with Grid():
+                yield Label("model")
+                yield Input(
+                    self.spec,
+                    id="model",
+                    placeholder="provider:model, e.g. local, openai:gpt-4.1-mini",
+                    suggester=SuggestFromList(self.models, case_sensitive=False) if self.models else None,
+                )
+                yield Label("base URL")
+                yield Input(self.base_url or "", id="base_url", placeholder="(the provider's default)")
+                yield Label("reasoning effort")
+                yield Select(EFFORT_OPTIONS, value=s.reasoning_effort or "", allow_blank=False, id="effort")
+                yield Label("thinking budget")
+                yield Input(str(s.thinking_budget or ""), id="budget", placeholder="tokens (Anthropic, Gemini)")
+                yield Label("thinking display")
+                yield Select(DISPLAY_OPTIONS, value=s.thinking_display or "", allow_blank=False, id="display")
+                yield Label("max output tokens")
+                yield Input(str(s.max_output_tokens or ""), id="max_tokens", placeholder="(model default)")
+                yield Label("temperature")
+                yield Input("" if s.temperature is None else f"{s.temperature:g}", id="temperature")
+                yield Label("stream")
+                yield Switch(s.stream, id="stream")
+                yield Label("speculative (local)")
+                yield Switch(bool(s.speculative), id="speculative")
+            yield Static("", id="settings-error")
+            with Horizontal():
+                yield Button("Cancel", id="cancel")
+                yield Button("Apply", id="apply", variant="primary")
+
+    def on_mount(self) -> None:
+        target = {"model": "#model"}.get(self.focus_field or "", "#model")
+        self.query_one(target).focus()
+
+    def collect(self) -> Result:
+        spec = self.query_one("#model", Input).value.strip() or self.spec
+        base_url = self.query_one("#base_url", Input).value.strip() or None
+        effort = self.query_one("#effort", Select).value or None
+        display = self.query_one("#display", Select).value or None
+        spec_on = self.query_one("#speculative", Switch).value
+        settings = self.settings.with_(
+            reasoning_effort=effort,
+            thinking_budget=_int(self.query_one("#budget", Input).value, "thinking budget"),
+            thinking_display=display,
+            max_output_tokens=_int(self.query_one("#max_tokens", Input).value, "max output tokens"),
+            temperature=_float(self.query_one("#temperature", Input).value, "temperature"),
+            stream=self.query_one("#stream", Switch).value,
+            speculative=dict(self.settings.speculative or SPECULATIVE) if spec_on else None,
+        )
+        return spec, base_url, settings
+
+    def action_apply(self) -> None:
+        try:
+            result = self.collect()
+        except ValueError as exc:
+            self.query_one("#settings-error", Static).update(str(exc))
+            return
+        self.dismiss(result)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "apply":
+            self.action_apply()
+        else:
+            self.action_cancel()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_apply()
+
+
+def describe(settings: TurnSettings) -> dict[str, Any]:
+    return settings.to_dict()

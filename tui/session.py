@@ -1,0 +1,137 @@
+"""One conversation with one backend: messages, settings, the session log, past records.
+
+No widgets here, so the chat and each compare pane can hold one each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backends.base import Backend, ChatRequest, Message
+from backends.turn import new_recorder
+from telemetry.log import SessionLog, read_records
+from telemetry.settings import TurnSettings
+from tui.runner import LiveTurn, LoopThread, start_turn
+
+BackendFactory = Callable[[str, str | None], Backend]
+
+
+def default_backend_factory(spec: str, base_url: str | None) -> Backend:
+    from backends.providers import create_backend  # imported late: the SDKs are slow to import
+
+    return create_backend(spec, base_url=base_url)
+
+
+def default_model_spec() -> str:
+    try:
+        from backends.providers import default_spec
+    except ImportError:
+        return "local"
+    return default_spec()
+
+
+@dataclass
+class ChatSession:
+    runner: LoopThread
+    spec: str
+    settings: TurnSettings = field(default_factory=TurnSettings)
+    base_url: str | None = None
+    factory: BackendFactory = default_backend_factory
+    log: SessionLog = field(default_factory=SessionLog)
+    system_prompt: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # recorded with each turn (compare id, pane, ...)
+
+    def __post_init__(self) -> None:
+        self.backend: Backend | None = None
+        self.messages: list[Message] = []
+        self.records: list[dict[str, Any]] = []
+        self.turn_index = 0
+        self.live: LiveTurn | None = None
+
+    # --- backend -------------------------------------------------------------------
+    async def ensure_backend(self) -> Backend:
+        """Create the backend on the stream loop (a local model loads there, never on the UI thread)."""
+        if self.backend is None:
+            spec, base_url, factory = self.spec, self.base_url, self.factory
+
+            async def make() -> Backend:
+                return factory(spec, base_url)
+
+            self.backend = await self.runner.call(make)
+        return self.backend
+
+    def switch_model(self, spec: str, base_url: str | None = None) -> None:
+        """The next turn uses ``spec``; the old backend closes in the background."""
+        old, self.backend = self.backend, None
+        self.spec, self.base_url = spec, base_url
+        if old is not None:
+            fut = self.runner.submit(old.aclose())
+            fut.add_done_callback(lambda f: f.exception())  # an error closing the old one is not the user's problem
+
+    async def close_backend(self) -> None:
+        backend, self.backend = self.backend, None
+        if backend is not None:
+
+            async def close() -> None:
+                await backend.aclose()
+
+            with contextlib.suppress(Exception):
+                await self.runner.call(close)
+
+    @property
+    def label(self) -> str:
+        if self.backend is not None:
+            return f"{self.backend.provider} · {self.backend.model}"
+        return self.spec
+
+    # --- turns ---------------------------------------------------------------------
+    def build_request(self, prompt: str) -> ChatRequest:
+        msgs = list(self.messages)
+        if self.system_prompt:
+            msgs.insert(0, Message("system", self.system_prompt))
+        msgs.append(Message("user", prompt))
+        return ChatRequest(tuple(msgs), self.settings)
+
+    async def start(self, prompt: str) -> LiveTurn:
+        backend = await self.ensure_backend()
+        request = self.build_request(prompt)
+        recorder = new_recorder(
+            backend, request, session_id=self.log.session_id, turn_index=self.turn_index, extra=self.extra
+        )
+        self.turn_index += 1
+        self.live = start_turn(self.runner, backend, request, recorder, self.log)
+        return self.live
+
+    def complete(self, record: dict[str, Any]) -> None:
+        """Fold a finished turn into the conversation. A turn with no answer text leaves the context unchanged."""
+        self.records.append(record)
+        self.live = None
+        if record.get("answer"):
+            self.messages += [Message("user", record.get("prompt") or ""), Message("assistant", record["answer"])]
+
+    def pop_last_exchange(self) -> str | None:
+        """For regenerate: the last prompt, with its answer removed from the context."""
+        if not self.records:
+            return None
+        last = self.records[-1]
+        if last.get("answer") and len(self.messages) >= 2 and self.messages[-1].role == "assistant":
+            self.messages = self.messages[:-2]
+        return last.get("prompt")
+
+    def new_chat(self) -> None:
+        self.messages, self.records, self.turn_index, self.live = [], [], 0, None
+        self.log = SessionLog()
+
+    def resume(self, path: Path) -> list[dict[str, Any]]:
+        """Continue a logged session: the same log file, its transcript as context."""
+        records = list(read_records(path))
+        self.log = SessionLog(path.stem, directory=path.parent)
+        self.messages, self.records, self.live = [], [], None
+        for rec in records:
+            self.complete(rec)
+        self.turn_index = max((r.get("turn_index", -1) for r in records), default=-1) + 1
+        return records

@@ -1,0 +1,18 @@
+"""Reusable chat widgets: each takes data (snapshots, ``ttft.turn/1`` dicts), none computes a metric."""
+
+from tui.widgets.error_card import ErrorCard
+from tui.widgets.history import HistoryPanel
+from tui.widgets.telemetry_pane import TelemetryPane
+from tui.widgets.timeline import TimelineView
+from tui.widgets.transcript import AssistantMessage, NoteMessage, Transcript, UserMessage
+
+__all__ = [
+    "AssistantMessage",
+    "ErrorCard",
+    "HistoryPanel",
+    "NoteMessage",
+    "TelemetryPane",
+    "TimelineView",
+    "Transcript",
+    "UserMessage",
+]

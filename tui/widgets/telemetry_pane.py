@@ -1,0 +1,209 @@
+"""The live telemetry pane: what is happening now, the last turn's figures, timelines, history.
+
+Everything shown comes from a recorder ``Snapshot``, a ``ttft.turn/1`` dict, the render-lag
+summary or ``telemetry.diagnosis``: the pane formats, it never computes a metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Sparkline, Static
+
+from telemetry.recorder import Snapshot
+from telemetry.timeline import Timeline
+from tui.format import DASH, fmt_ms, fmt_num
+from tui.widgets.history import HistoryPanel
+from tui.widgets.timeline import TimelineView
+
+PHASE_COLOR = {
+    "queued": "dim",
+    "loading": "blue",
+    "waiting": "yellow",
+    "reasoning": "magenta",
+    "streaming": "green",
+    "ok": "green",
+    "error": "red",
+    "cancelled": "yellow",
+}
+LABEL_W = 15
+
+
+def _row(t: Text, label: str, value: str | Text, style: str = "") -> None:
+    t.append(f"{label:<{LABEL_W}}", style="dim")
+    t.append(value if isinstance(value, Text) else Text(value, style=style))
+    t.append("\n")
+
+
+def live_text(snap: Snapshot, attempts: Sequence[Any] = (), lag: dict[str, Any] | None = None) -> Text:
+    """The lines describing a turn in flight."""
+    t = Text()
+    color = PHASE_COLOR.get(snap.phase, "")
+    t.append(f" {snap.phase.upper()} ", style=f"bold reverse {color}")
+    t.append("  ")
+    if snap.phase == "loading":
+        t.append(f"loading model {fmt_ms(snap.load_ms)}", style="bold")
+    elif snap.phase == "queued":
+        t.append(f"queued {fmt_ms(snap.phase_elapsed_ms)}", style="bold")
+    elif snap.phase == "waiting":
+        t.append(f"waiting for the first token {fmt_ms(snap.phase_elapsed_ms)}", style="bold")
+        if snap.attempt > 1:
+            prev = attempts[-2].status if len(attempts) >= 2 else None
+            why = f"a {prev}" if prev else "an error"
+            t.append(f"\nattempt {snap.attempt} after {why}, waited {fmt_ms(snap.retry_ms)}", style="red")
+    elif snap.phase == "reasoning":
+        t.append(f"thinking {fmt_ms(snap.phase_elapsed_ms)} · {snap.reasoning_tokens} tokens", style="bold")
+    elif snap.phase == "streaming":
+        t.append(f"streaming {snap.visible_tokens} tokens", style="bold")
+    t.append("\n")
+    if snap.load_ms is not None and snap.phase != "loading":
+        _row(t, "model load", fmt_ms(snap.load_ms))
+    _row(t, "elapsed", fmt_ms(snap.elapsed_ms))
+    if snap.ttft_ms is not None:
+        _row(t, "TTFT", fmt_ms(snap.ttft_ms))
+    if snap.ttfvt_ms is not None:
+        _row(t, "TTFVT", fmt_ms(snap.ttfvt_ms))
+    if snap.reasoning_tokens and snap.phase != "reasoning":
+        _row(t, "reasoning", f"{snap.reasoning_tokens} tokens")
+    if snap.chunk_count > 1:
+        _row(
+            t,
+            "TPOT",
+            f"{fmt_ms(snap.current_tpot_ms, digits=1)} now · {fmt_ms(snap.avg_tpot_ms, digits=1)} avg",
+        )
+        _row(t, "speed", fmt_num(snap.tokens_per_s, "tokens/s", 1))
+    if lag and lag.get("paints"):
+        _row(t, "render lag", f"p50 {fmt_ms(lag['p50_ms'])} · p95 {fmt_ms(lag['p95_ms'])}")
+    return t
+
+
+def _server_lines(t: Text, server: dict[str, Any]) -> None:
+    for source, data in server.items():
+        if not isinstance(data, dict):
+            continue
+        if "prompt_ms" in data or "predicted_ms" in data:  # llama-server `timings`
+            _row(
+                t,
+                f"{source} prefill",
+                f"{fmt_num(data.get('prompt_n'))} tok in {fmt_ms(data.get('prompt_ms'))}"
+                f" ({fmt_num(data.get('prompt_per_second'), 'tok/s')})",
+            )
+            _row(
+                t,
+                f"{source} decode",
+                f"{fmt_num(data.get('predicted_n'))} tok in {fmt_ms(data.get('predicted_ms'))}"
+                f" ({fmt_num(data.get('predicted_per_second'), 'tok/s', 1)})",
+            )
+            if data.get("cache_n") is not None:
+                _row(t, "KV cache reuse", f"{fmt_num(data['cache_n'])} prompt tokens from cache")
+            if data.get("draft_n"):
+                _row(t, "speculative", f"{data.get('draft_n_accepted', 0)}/{data['draft_n']} drafted tokens accepted")
+            continue
+        if "eval_duration" in data or "prompt_eval_duration" in data:  # Ollama, durations in ns
+            pe, ev = data.get("prompt_eval_duration"), data.get("eval_duration")
+            _row(
+                t,
+                f"{source} prefill",
+                f"{fmt_num(data.get('prompt_eval_count'))} tok in {fmt_ms(pe / 1e6 if pe else None)}",
+            )
+            _row(t, f"{source} decode", f"{fmt_num(data.get('eval_count'))} tok in {fmt_ms(ev / 1e6 if ev else None)}")
+            if data.get("load_duration"):
+                _row(t, f"{source} load", fmt_ms(data["load_duration"] / 1e6))
+            continue
+        shown = ", ".join(f"{k} {v}" for k, v in list(data.items())[:8] if not isinstance(v, dict | list))
+        if shown:
+            _row(t, source, shown)
+
+
+def record_text(rec: dict[str, Any], lag: dict[str, Any] | None = None) -> Text:
+    """A finished turn's figures, in the order the reference defines them."""
+    m = rec.get("metrics") or {}
+    tok = rec.get("tokens") or {}
+    status = rec.get("status") or "?"
+    t = Text()
+    t.append(f" {status.upper()} ", style=f"bold reverse {PHASE_COLOR.get(status, '')}")
+    t.append(f"  turn {rec.get('turn_index', '?')} · {rec.get('provider')} · {rec.get('model')}\n", style="bold")
+    _row(t, "TTFT", fmt_ms(m.get("ttft_ms")))
+    _row(t, "TTFVT", fmt_ms(m.get("ttfvt_ms")))
+    if m.get("reasoning_delay_ms") is not None:
+        est = " (estimated)" if m.get("reasoning_delay_estimated") else ""
+        _row(t, "reasoning delay", fmt_ms(m["reasoning_delay_ms"]) + est)
+    tpot = m.get("tpot_ms")
+    speed = f" ({fmt_num(m.get('decode_tokens_per_s'), 'tokens/s', 1)})" if m.get("decode_tokens_per_s") else ""
+    _row(t, "TPOT", fmt_ms(tpot, digits=1) + speed if tpot is not None else DASH)
+    itl = m.get("itl_ms") or {}
+    if itl.get("p50") is not None:
+        _row(
+            t,
+            "ITL p50/95/99",
+            " / ".join(fmt_ms(itl.get(k), digits=1) for k in ("p50", "p95", "p99")),
+        )
+    _row(
+        t, "E2E", fmt_ms(m.get("e2e_ms")) + (f" (stream end {fmt_ms(m.get('total_ms'))})" if m.get("total_ms") else "")
+    )
+    if m.get("retry_ms"):
+        _row(t, "retries", f"{(rec.get('attempts') or 1) - 1} ({fmt_ms(m['retry_ms'])} lost)", "red")
+    if m.get("queue_ms"):
+        _row(t, "queued", fmt_ms(m["queue_ms"]))
+    if m.get("load_ms"):
+        _row(t, "model load", fmt_ms(m["load_ms"]))
+    cached = f" (cached {tok['cached_input']})" if tok.get("cached_input") else ""
+    _row(
+        t,
+        "tokens",
+        f"in {fmt_num(tok.get('input'))}{cached} · reasoning {fmt_num(tok.get('reasoning'))}"
+        f" · out {fmt_num(tok.get('output'))} [{tok.get('source', '?')}]",
+    )
+    if rec.get("server"):
+        _server_lines(t, rec["server"])
+    if lag and lag.get("paints"):
+        _row(t, "render lag", f"p50 {fmt_ms(lag['p50_ms'])} · p95 {fmt_ms(lag['p95_ms'])}")
+    if rec.get("diagnosis"):
+        t.append(rec["diagnosis"], style="italic")
+    return t
+
+
+class TelemetryPane(VerticalScroll):
+    """One pane per conversation (the chat has one; compare gives each model its own)."""
+
+    DEFAULT_CSS = """
+    TelemetryPane #live-gaps { height: 2; margin: 0 0 1 0; }
+    TelemetryPane .pane-title { text-style: bold; color: $text-muted; margin: 1 0 0 0; }
+    """
+
+    def compose(self):  # type: ignore[override]
+        yield Static(Text("Send a prompt: its latency appears here.", style="dim"), id="live")
+        yield Sparkline([], id="live-gaps")
+        yield Static("Timeline", classes="pane-title")
+        yield TimelineView(id="timeline")
+        yield Static("History", classes="pane-title")
+        yield HistoryPanel(id="history")
+
+    def on_mount(self) -> None:
+        self.query_one("#live-gaps").display = False
+
+    def show_live(self, snap: Snapshot, attempts: Sequence[Any] = (), lag: dict[str, Any] | None = None) -> None:
+        self.query_one("#live", Static).update(live_text(snap, attempts, lag))
+        spark = self.query_one("#live-gaps", Sparkline)
+        if snap.recent_gaps_ms:
+            spark.display = True
+            spark.data = list(snap.recent_gaps_ms)
+        else:
+            spark.display = False
+
+    def show_record(self, rec: dict[str, Any], lag: dict[str, Any] | None = None) -> None:
+        self.query_one("#live", Static).update(record_text(rec, lag))
+        self.query_one("#live-gaps", Sparkline).display = False
+
+    def show_message(self, text: str) -> None:
+        self.query_one("#live", Static).update(Text(text, style="dim"))
+        self.query_one("#live-gaps", Sparkline).display = False
+
+    def set_timelines(self, rows: Sequence[tuple[str, Timeline]]) -> None:
+        self.query_one(TimelineView).set_rows(rows)
+
+    def set_history(self, records: Sequence[dict[str, Any]]) -> None:
+        self.query_one(HistoryPanel).set_records(records)

@@ -1,0 +1,84 @@
+"""Every turn as one bar, all drawn to one time scale, so turns compare at a glance.
+
+The phases and marks come from ``telemetry.timeline``; this widget only maps ms to columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widget import Widget
+
+from telemetry.timeline import Timeline
+from tui.format import fmt_ms
+
+PHASE_STYLE = {
+    "loading": ("▒", "blue"),
+    "waiting": ("━", "yellow"),
+    "reasoning": ("━", "magenta"),
+    "streaming": ("━", "green"),
+}
+MARK_STYLE = {"retry": ("↻", "bold red"), "stall": ("!", "bold red")}
+END_MARK = {"error": ("✗", "bold red"), "cancelled": ("■", "bold yellow")}
+LABEL_W = 4
+
+
+class TimelineView(Widget):
+    DEFAULT_CSS = """
+    TimelineView { height: auto; }
+    """
+
+    def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.rows: list[tuple[str, Timeline]] = []
+        self.max_rows = 12
+
+    def set_rows(self, rows: Sequence[tuple[str, Timeline]]) -> None:
+        self.rows = list(rows)[-self.max_rows :]
+        self.refresh(layout=True)
+
+    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[no-untyped-def]
+        return (len(self.rows) + 2) if self.rows else 1
+
+    def render(self) -> Text:
+        if not self.rows:
+            return Text("no turns yet", style="dim")
+        width = max(10, self.size.width - LABEL_W - 1)
+        start = min(tl.start_ms for _, tl in self.rows)
+        end = max(tl.end_ms for _, tl in self.rows)
+        span = max(end - start, 1.0)
+
+        def col(ms: float) -> int:
+            return min(width - 1, max(0, int((ms - start) / span * width)))
+
+        out = Text()
+        for label, tl in self.rows:
+            cells: list[tuple[str, str]] = [(" ", "")] * width
+            for seg in tl.segments:
+                ch, style = PHASE_STYLE.get(seg.phase, ("━", "white"))
+                a, b = col(seg.start_ms), col(seg.end_ms)
+                for i in range(a, max(a + 1, b)):
+                    cells[i] = (ch, style)
+            for m in tl.markers:
+                cells[col(m.at_ms)] = MARK_STYLE.get(m.kind, ("?", "red"))
+            if tl.status in END_MARK:
+                cells[col(tl.end_ms)] = END_MARK[tl.status]
+            out.append(f"{label:>{LABEL_W}} ", style="dim")
+            for ch, style in cells:
+                out.append(ch, style=style)
+            out.append("\n")
+        out.append(" " * (LABEL_W + 1))
+        left, right = fmt_ms(start if start < 0 else 0.0), fmt_ms(end)
+        out.append(left + " " * max(1, width - len(left) - len(right)) + right + "\n", style="dim")
+        out.append(" " * (LABEL_W + 1))
+        for name, (ch, style) in PHASE_STYLE.items():
+            if name == "loading" and not any(s.phase == "loading" for _, tl in self.rows for s in tl.segments):
+                continue
+            out.append(ch * 2, style=style)
+            out.append(f" {name}  ", style="dim")
+        out.append("↻", style="bold red")
+        out.append(" retry ", style="dim")
+        out.append("!", style="bold red")
+        out.append(" stall", style="dim")
+        return out

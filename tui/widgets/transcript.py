@@ -1,0 +1,192 @@
+"""The conversation: user messages, streamed Markdown answers with a reasoning block, notes, error cards."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Collapsible, Markdown, Static
+
+from telemetry.recorder import Snapshot, TurnRecorder
+from telemetry.render import RenderLag
+from tui.format import fmt_ms
+from tui.widgets.error_card import ErrorCard
+
+REASONING_TAIL_CHARS = 480  # while thinking streams, only its tail is shown
+
+
+class UserMessage(Static):
+    def __init__(self, text: str) -> None:
+        super().__init__(Text(text), classes="user-message")
+
+
+class NoteMessage(Static):
+    """A one-line system note (export paths, cancelled, settings changed)."""
+
+    def __init__(self, text: str, kind: str = "info") -> None:
+        super().__init__(Text(text), classes=f"note note-{kind}")
+
+
+class ReasoningBlock(Collapsible):
+    def __init__(self) -> None:
+        self.body = Static("", classes="reasoning-text")
+        super().__init__(self.body, title="thinking…", collapsed=False, classes="reasoning")
+
+
+class AssistantMessage(Vertical):
+    """One answer. While live, ``pump`` pulls new text from the recorder each frame and paints it.
+
+    ``pump`` appends to the Markdown incrementally (only new blocks are re-parsed); one
+    append is in flight at a time and text arriving meanwhile is batched into the next.
+    After each paint, the arrival stamp of the oldest chunk that paint made visible goes
+    into ``RenderLag``.
+    """
+
+    def __init__(self, clock: Callable[[], int], lag: RenderLag | None = None) -> None:
+        super().__init__(classes="assistant-message")
+        self.clock = clock
+        self.lag = lag if lag is not None else RenderLag()
+        self.reasoning = ReasoningBlock()
+        self.reasoning.display = False
+        self.answer = Markdown("", classes="answer")
+        self._reasoning_text = ""
+        self._r_idx = self._t_idx = 0
+        self._seen_chunks = 0
+        self._pending: list[str] = []
+        self._pending_batches: list[tuple[int, int]] = []  # (oldest arrival ns, chunk count) awaiting paint
+        self._append_task: asyncio.Task[None] | None = None
+        self.final = False
+
+    def compose(self):  # type: ignore[override]
+        yield self.reasoning
+        yield self.answer
+
+    # --- live ----------------------------------------------------------------------
+    def pump(self, recorder: TurnRecorder, snap: Snapshot) -> None:
+        n = snap.chunk_count
+        if n <= self._seen_chunks or self.final:
+            return
+        oldest_ns = recorder.chunks[self._seen_chunks].t_ns
+        self._seen_chunks = n
+        r_parts = recorder.reasoning_parts(self._r_idx)
+        if r_parts:
+            self._r_idx += len(r_parts)
+            self._reasoning_text = (self._reasoning_text + "".join(r_parts))[-REASONING_TAIL_CHARS * 2 :]
+            self.reasoning.display = True
+            self.reasoning.body.update(Text("…" + self._reasoning_text[-REASONING_TAIL_CHARS:], style="dim italic"))
+        if snap.reasoning_tokens:
+            label = "thinking" if snap.phase == "reasoning" else "thought"
+            self.reasoning.title = f"{label} · {snap.reasoning_tokens} tokens"
+        t_parts = recorder.text_parts(self._t_idx)
+        if t_parts:
+            self._t_idx += len(t_parts)
+            self._pending.append("".join(t_parts))
+            if snap.phase == "streaming" and not self.reasoning.collapsed and self.reasoning.display:
+                self.reasoning.collapsed = True
+        self._pending_batches.append((oldest_ns, n))
+        if self._append_task is None:
+            self._flush(recorder)
+
+    def _flush(self, recorder: TurnRecorder) -> None:
+        fragment = "".join(self._pending)
+        self._pending.clear()
+        batches, self._pending_batches = self._pending_batches, []
+        if not batches:
+            return
+
+        def painted() -> None:
+            now = self.clock()
+            backlog = max(0, len(recorder.chunks) - batches[-1][1])
+            self.lag.add(batches[0][0], now, backlog)
+
+        async def append() -> None:
+            try:
+                if fragment:
+                    await self.answer.append(fragment)
+                self.call_after_refresh(painted)
+            finally:
+                self._append_task = None
+                if self._pending_batches and not self.final:
+                    self._flush(recorder)
+
+        self._append_task = asyncio.create_task(append())
+
+    # --- the end -------------------------------------------------------------------
+    async def finalize(self, record: dict[str, Any]) -> None:
+        """Full render of the answer, reasoning folded to one line, an error card if it failed."""
+        self.final = True
+        task = self._append_task
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await task
+        await self.answer.update(record.get("answer") or "")
+        self.show_reasoning_summary(record)
+        if not record.get("answer") and record.get("status") == "ok":
+            self.answer.display = False
+        if not record.get("answer") and record.get("status") != "ok":
+            self.answer.display = False
+
+    def show_reasoning_summary(self, record: dict[str, Any]) -> None:
+        reasoning = record.get("reasoning") or ""
+        m = record.get("metrics") or {}
+        n = (record.get("tokens") or {}).get("reasoning")
+        if not reasoning and not n:
+            self.reasoning.display = False
+            return
+        delay = m.get("reasoning_delay_ms")
+        est = " (estimated)" if m.get("reasoning_delay_estimated") else ""
+        title = f"thought for {fmt_ms(delay)}{est}" if delay is not None else "thought"
+        if n:
+            title += f", {n} tokens"
+        if not reasoning:
+            title += " (hidden by the provider)"
+        self.reasoning.display = True
+        self.reasoning.title = title
+        self.reasoning.body.update(Text(reasoning or "The provider did not return the reasoning text.", style="dim"))
+        self.reasoning.collapsed = True
+
+
+class Transcript(VerticalScroll):
+    """Scrolls with the newest message while the user has not scrolled away."""
+
+    def on_mount(self) -> None:
+        self.anchor()
+
+    async def add_user(self, text: str) -> UserMessage:
+        w = UserMessage(text)
+        await self.mount(w)
+        return w
+
+    async def add_assistant(self, clock: Callable[[], int], lag: RenderLag | None = None) -> AssistantMessage:
+        w = AssistantMessage(clock, lag)
+        await self.mount(w)
+        return w
+
+    async def add_note(self, text: str, kind: str = "info") -> NoteMessage:
+        w = NoteMessage(text, kind)
+        await self.mount(w)
+        return w
+
+    async def add_error(self, record: dict[str, Any]) -> ErrorCard:
+        w = ErrorCard(record)
+        await self.mount(w)
+        return w
+
+    async def add_record(self, record: dict[str, Any], clock: Callable[[], int]) -> None:
+        """A finished (e.g. resumed) turn, drawn as if it had just ended."""
+        await self.add_user(record.get("prompt") or "")
+        msg = await self.add_assistant(clock)
+        await msg.finalize(record)
+        await self.add_outcome(record)
+
+    async def add_outcome(self, record: dict[str, Any]) -> None:
+        if record.get("status") == "error":
+            await self.add_error(record)
+        elif record.get("status") == "cancelled":
+            kept = "the partial answer is kept" if record.get("answer") else "nothing had arrived"
+            total = (record.get("metrics") or {}).get("total_ms")
+            await self.add_note(f"■ cancelled after {fmt_ms(total)}; {kept}", "warn")
