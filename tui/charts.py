@@ -1,0 +1,338 @@
+"""Charts for ``ttft bench`` and ``ttft report``: in the terminal (plotext) and as files (SVG, or PNG).
+
+A chart is described once (:class:`Chart`) and drawn three ways: ``terminal()`` with plotext,
+``svg()`` written here by hand (no plotting library needed), and ``png()`` through matplotlib
+when it happens to be installed. Builders turn telemetry's per-level aggregates and turn
+records into charts; nothing here computes a metric.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+PHASE_COLORS = {"waiting": "#9aa0a6", "reasoning": "#a142f4", "streaming": "#1a73e8"}
+PALETTE = ("#1a73e8", "#e8710a", "#188038", "#d93025", "#a142f4", "#12b5cb")
+PHASE_CHARS = {"waiting": "░", "reasoning": "▒", "streaming": "█"}
+
+
+@dataclass
+class Series:
+    name: str
+    xs: list[float]
+    ys: list[float]
+    labels: list[str] = field(default_factory=list)  # one per point, drawn beside it
+
+
+@dataclass
+class Bar:
+    """One row of a timeline: consecutive (phase, start_ms, end_ms) segments."""
+
+    name: str
+    segments: list[tuple[str, float, float]]
+
+
+@dataclass
+class Chart:
+    kind: Literal["xy", "hist", "timeline"]
+    title: str
+    xlabel: str = ""
+    ylabel: str = ""
+    series: list[Series] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)  # hist
+    bins: int = 20
+    bars: list[Bar] = field(default_factory=list)  # timeline
+    log_x: bool = False
+    caption: str = ""
+
+    # --- terminal -----------------------------------------------------------------
+    def terminal(self, width: int = 78, height: int = 18, color: bool = False) -> str:
+        if self.kind == "timeline":
+            return _timeline_text(self, width)
+        if self.kind == "hist" and not self.values:
+            return f"{self.title}: no data"
+        if self.kind == "xy" and not any(s.xs for s in self.series):
+            return f"{self.title}: no data"
+        import plotext as plt
+
+        f = plt.figure
+        f.clear()
+        if self.kind == "hist":
+            f.draw(f.hist(self.values, bins=self.bins))
+        else:
+            xs_all = [x for s in self.series for x in s.xs]
+            span = (max(xs_all) - min(xs_all)) or 1.0
+            for s in self.series:
+                line = f.signal(s.xs, s.ys, marker="braille")
+                line.lines()
+                f.draw(line)
+                pts = f.signal(s.xs, s.ys, marker="●")
+                pts.label(s.name)
+                f.draw(pts)
+                for x, y, lab in zip(s.xs, s.ys, s.labels, strict=False):
+                    f.draw(f.text(x + span * 0.015, y, lab))
+            if len(self.series) < 2:
+                f.legend(False)
+        f.title(self.title)
+        f.label(self.xlabel, "x")
+        f.label(self.ylabel, "y")
+        f.plot_size(width, height)
+        out = f.build()
+        text = str(out) if color else plt.uncolorize(out)
+        f.clear()
+        return text.rstrip() + ("\n" + self.caption if self.caption else "")
+
+    # --- SVG ----------------------------------------------------------------------
+    def svg(self, width: int = 720, height: int = 420) -> str:
+        return _svg(self, width, height)
+
+    def png(self, path: Path) -> bool:
+        """Write a PNG through matplotlib; False when matplotlib is not installed."""
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as mpl
+        except ImportError:
+            return False
+        fig, ax = mpl.subplots(figsize=(7.2, 4.2), dpi=100)
+        if self.kind == "hist":
+            ax.hist(self.values, bins=self.bins, color=PALETTE[0])
+        elif self.kind == "xy":
+            for i, s in enumerate(self.series):
+                ax.plot(s.xs, s.ys, marker="o", color=PALETTE[i % len(PALETTE)], label=s.name)
+                for x, y, lab in zip(s.xs, s.ys, s.labels, strict=False):
+                    ax.annotate(lab, (x, y), textcoords="offset points", xytext=(5, 5))
+            if len(self.series) > 1:
+                ax.legend()
+        else:
+            for row, b in enumerate(self.bars):
+                for phase, a, z in b.segments:
+                    ax.barh(row, z - a, left=a, color=PHASE_COLORS.get(phase, "#888"))
+            ax.set_yticks(range(len(self.bars)), [b.name for b in self.bars])
+        ax.set_title(self.title)
+        ax.set_xlabel(self.xlabel)
+        ax.set_ylabel(self.ylabel)
+        fig.tight_layout()
+        fig.savefig(path)
+        mpl.close(fig)
+        return True
+
+
+# --- builders ----------------------------------------------------------------------
+def _label(lv: dict[str, Any]) -> str:
+    return f"{lv['level']:g}/s" if lv.get("mode") == "rate" else f"c={int(lv['level'])}"
+
+
+def tradeoff_chart(levels: Sequence[dict[str, Any]], title: str = "Batching trade-off") -> Chart:
+    """Aggregate output tokens/s against per-user tokens/s (1/TPOT p50), a point per level."""
+    pts = [
+        (lv["per_user_tokens_per_s"]["p50"], lv["output_throughput"], _label(lv))
+        for lv in levels
+        if lv.get("per_user_tokens_per_s", {}).get("p50") and lv.get("output_throughput")
+    ]
+    s = Series("levels", [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts])
+    return Chart(
+        "xy", title, "per-user tokens/s (1 / TPOT p50)", "total output tokens/s", [s],
+        caption="Each point is a level: right = faster for each user, up = more for the server.",
+    )  # fmt: skip
+
+
+def ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
+    """TTFT p50 and p99 against the level (concurrency or rate)."""
+    rate = any(lv.get("mode") == "rate" for lv in levels)
+    series = []
+    for key in ("p50", "p99"):
+        pts = [(float(lv["level"]), lv["ttft_ms"][key]) for lv in levels if lv["ttft_ms"].get(key) is not None]
+        series.append(Series(f"TTFT {key}", [p[0] for p in pts], [p[1] for p in pts]))
+    return Chart("xy", "TTFT by load", "requests/s offered" if rate else "concurrent users", "TTFT ms", series)
+
+
+def hist_chart(values: Sequence[float], title: str, xlabel: str, bins: int = 20) -> Chart:
+    return Chart("hist", title, xlabel, "requests", values=[float(v) for v in values], bins=bins)
+
+
+def timeline_chart(records: Sequence[dict[str, Any]], title: str = "Timeline") -> Chart:
+    """One bar per turn: waiting, reasoning, streaming, from its own send (phases from the record)."""
+    bars = []
+    for r in records:
+        ph = (r.get("metrics") or {}).get("phases_ms") or {}
+        t = 0.0
+        segs = []
+        for name in ("waiting", "reasoning", "streaming"):
+            d = float(ph.get(name) or 0.0)
+            if d > 0:
+                segs.append((name, t, t + d))
+                t += d
+        label = f"#{r.get('turn_index', '?')} {r.get('provider', '')}:{r.get('model', '')}"
+        bars.append(Bar(label[:28], segs))
+    return Chart("timeline", title, "ms since send", bars=bars)
+
+
+# --- terminal timeline (hand drawn: plotext has no gantt) ----------------------------------
+def _timeline_text(chart: Chart, width: int) -> str:
+    if not chart.bars:
+        return f"{chart.title}: no turns"
+    end = max((s[2] for b in chart.bars for s in b.segments), default=0.0) or 1.0
+    name_w = min(28, max(len(b.name) for b in chart.bars))
+    span = max(10, width - name_w - 12)
+    lines = [chart.title]
+    for b in chart.bars:
+        cells = [" "] * span
+        for phase, a, z in b.segments:
+            i0, i1 = round(a / end * span), max(round(z / end * span), round(a / end * span) + 1)
+            for i in range(i0, min(i1, span)):
+                cells[i] = PHASE_CHARS.get(phase, "#")
+        total = b.segments[-1][2] if b.segments else 0.0
+        lines.append(f"{b.name:<{name_w}} │{''.join(cells)}│ {total:,.0f} ms")
+    lines.append(f"{'':<{name_w}}  0{'':>{span - len(f'{end:,.0f} ms') - 1}}{end:,.0f} ms")
+    lines.append("  ".join(f"{c} {p}" for p, c in PHASE_CHARS.items()))
+    return "\n".join(lines)
+
+
+# --- SVG ----------------------------------------------------------------------------
+def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    if hi <= lo:
+        hi = lo + 1.0
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks = []
+    v = start
+    while v <= hi + step * 0.001:
+        ticks.append(round(v, 10))
+        v += step
+    return ticks
+
+
+def _fmt_tick(v: float) -> str:
+    return f"{v:,.0f}" if abs(v) >= 10 or v == int(v) else f"{v:.2g}"
+
+
+def _svg(chart: Chart, width: int, height: int) -> str:
+    left, right, top, bottom = 70, 20, 40, 55
+    pw, ph = width - left - right, height - top - bottom
+    esc = html.escape
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{width / 2}" y="22" text-anchor="middle" font-size="15" font-weight="bold">'
+        f"{esc(chart.title)}</text>",
+    ]
+    if chart.kind == "timeline":
+        out += _svg_timeline(chart, left, top, pw, ph)
+    else:
+        if chart.kind == "hist":
+            vals = chart.values or [0.0]
+            lo, hi = min(vals), max(vals)
+            if hi == lo:
+                hi = lo + 1
+            w = (hi - lo) / chart.bins
+            counts = [0] * chart.bins
+            for v in vals:
+                counts[min(int((v - lo) / w), chart.bins - 1)] += 1
+            xt, yt = _nice_ticks(lo, hi), _nice_ticks(0, max(counts))
+        else:
+            xs = [x for s in chart.series for x in s.xs] or [0.0]
+            ys = [y for s in chart.series for y in s.ys] or [0.0]
+            xt = _nice_ticks(min(0.0, min(xs)), max(xs))
+            yt = _nice_ticks(min(0.0, min(ys)), max(ys) * 1.08)
+        x0, x1, y0, y1 = xt[0], xt[-1], yt[0], yt[-1]
+
+        def sx(v: float) -> float:
+            return left + (v - x0) / ((x1 - x0) or 1) * pw
+
+        def sy(v: float) -> float:
+            return top + ph - (v - y0) / ((y1 - y0) or 1) * ph
+
+        for t in xt:
+            out.append(f'<line x1="{sx(t):.1f}" y1="{top}" x2="{sx(t):.1f}" y2="{top + ph}" stroke="#eee"/>')
+            out.append(f'<text x="{sx(t):.1f}" y="{top + ph + 16}" text-anchor="middle">{_fmt_tick(t)}</text>')
+        for t in yt:
+            out.append(f'<line x1="{left}" y1="{sy(t):.1f}" x2="{left + pw}" y2="{sy(t):.1f}" stroke="#eee"/>')
+            out.append(f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{_fmt_tick(t)}</text>')
+        out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
+        if chart.kind == "hist":
+            for i, c in enumerate(counts):
+                a, z = sx(lo + i * w), sx(lo + (i + 1) * w)
+                out.append(
+                    f'<rect x="{a:.1f}" y="{sy(c):.1f}" width="{max(z - a - 1, 0.5):.1f}" '
+                    f'height="{sy(0) - sy(c):.1f}" fill="{PALETTE[0]}"/>'
+                )
+        else:
+            for i, s in enumerate(chart.series):
+                color = PALETTE[i % len(PALETTE)]
+                pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(s.xs, s.ys, strict=True))
+                out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
+                for j, (x, y) in enumerate(zip(s.xs, s.ys, strict=True)):
+                    out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" fill="{color}"/>')
+                    if j < len(s.labels):
+                        out.append(f'<text x="{sx(x) + 7:.1f}" y="{sy(y) - 7:.1f}">{esc(s.labels[j])}</text>')
+            if len(chart.series) > 1:
+                for i, s in enumerate(chart.series):
+                    y = top + 14 + i * 16
+                    color = PALETTE[i % len(PALETTE)]
+                    out.append(f'<rect x="{left + 10}" y="{y - 9}" width="10" height="10" fill="{color}"/>')
+                    out.append(f'<text x="{left + 26}" y="{y}">{esc(s.name)}</text>')
+        ylab_y = top + ph / 2
+        out.append(
+            f'<text x="16" y="{ylab_y}" text-anchor="middle" transform="rotate(-90 16 {ylab_y})">'
+            f"{esc(chart.ylabel)}</text>"
+        )
+    out.append(f'<text x="{left + pw / 2}" y="{height - 12}" text-anchor="middle">{esc(chart.xlabel)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _svg_timeline(chart: Chart, left: int, top: int, pw: int, ph: int) -> list[str]:
+    out: list[str] = []
+    end = max((s[2] for b in chart.bars for s in b.segments), default=0.0) or 1.0
+    ticks = _nice_ticks(0, end)
+    scale = pw / (ticks[-1] or 1)
+    row_h = min(24.0, ph / max(1, len(chart.bars)))
+    for t in ticks:
+        x = left + t * scale
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#eee"/>')
+        out.append(f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{_fmt_tick(t)}</text>')
+    for i, b in enumerate(chart.bars):
+        y = top + i * row_h
+        out.append(
+            f'<text x="{left - 4}" y="{y + row_h * 0.65:.1f}" text-anchor="end" font-size="10">'
+            f"{html.escape(b.name)}</text>"
+        )
+        for phase, a, z in b.segments:
+            out.append(
+                f'<rect x="{left + a * scale:.1f}" y="{y + 2:.1f}" width="{max((z - a) * scale, 0.5):.1f}" '
+                f'height="{row_h - 4:.1f}" fill="{PHASE_COLORS.get(phase, "#888")}"><title>{phase} '
+                f"{z - a:.0f} ms</title></rect>"
+            )
+    for i, (phase, color) in enumerate(PHASE_COLORS.items()):
+        x = left + i * 100
+        out.append(f'<rect x="{x}" y="{top - 16}" width="10" height="10" fill="{color}"/>')
+        out.append(f'<text x="{x + 14}" y="{top - 7}">{phase}</text>')
+    return out
+
+
+def write_chart(chart: Chart, path_stem: Path, fmt: str = "svg") -> Path:
+    """Write ``path_stem.svg`` (or ``.png`` when matplotlib is there; SVG otherwise). Returns the path."""
+    if fmt == "png":
+        p = path_stem.with_suffix(".png")
+        if chart.png(p):
+            return p
+    p = path_stem.with_suffix(".svg")
+    p.write_text(chart.svg(), encoding="utf-8")
+    return p
+
+
+def png_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True

@@ -1,0 +1,262 @@
+"""``ttft bench``: the batching trade-off, measured (aggregate tokens/s against each user's speed).
+
+Runs closed-loop concurrency levels or open-loop Poisson rates against any provider, or
+against llama.cpp's ``llama-server`` started here (``-m local-server[:PATH.gguf] --slots 4``).
+Every request is a ``ttft.turn/1`` record; the run leaves ``turns.jsonl``, ``summary.json``
+(vLLM bench key names), ``levels.csv`` and the charts in ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from backends.load import BackendSpec, LoadConfig, LoadRunner, Progress
+from telemetry import aggregate as agg
+from tui import charts
+
+LOCAL_SERVER = "local-server"
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from exc
+    if not vals or any(v <= 0 for v in vals):
+        raise argparse.ArgumentTypeError("levels must be > 0")
+    return vals
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="load-test a model: total throughput against each user's speed, across concurrency levels or rates",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("-m", "--model", required=True, help="PROVIDER:MODEL, or local-server[:PATH.gguf]")
+    p.add_argument("--base-url", help="server base URL (compat servers, or to point a provider at another host)")
+    load = p.add_mutually_exclusive_group()
+    load.add_argument("--concurrency", type=_floats, help="closed-loop users per level, e.g. 1,2,4,8 (default)")
+    load.add_argument("--rate", type=_floats, help="open-loop Poisson arrival rates in requests/s, e.g. 2,4,8")
+    p.add_argument("--requests", type=int, default=32, help="measured requests per level (default 32)")
+    p.add_argument("--warmup", type=int, default=2, help="unmeasured requests before the first level (default 2)")
+    p.add_argument("--input-tokens", type=int, default=128, help="synthetic prompt length (default 128)")
+    p.add_argument("--max-output-tokens", type=int, default=64, help="max output tokens per request (default 64)")
+    p.add_argument("--seed", type=int, default=0, help="prompts and arrival times repeat with the same seed")
+    p.add_argument("--slo", help="goodput objectives, e.g. ttft=500ms,tpot=50ms,e2e=10s (errors count as misses)")
+    p.add_argument("--out", type=Path, help="results folder (default ./ttft-bench-<time>)")
+    p.add_argument("--workers", type=int, default=1, help="split the load across this many client processes")
+    p.add_argument("--max-in-flight", type=int, default=1024, help="open loop: most streams at once")
+    p.add_argument("--charts", choices=("svg", "png"), default="svg", help="chart files (png needs matplotlib)")
+    p.add_argument("--slots", type=int, default=4, help="local-server: parallel slots (-np)")
+    p.add_argument("--ctx", type=int, default=4096, help="local-server: context shared by the slots (-c)")
+    p.add_argument("--threads", type=int, help="local-server: CPU threads (-t)")
+    p.add_argument("--quiet", action="store_true", help="no live progress line")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        slo = agg.SLO.parse(args.slo)
+    except ValueError as exc:
+        print(f"ttft bench: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(bench(args, slo))
+    except KeyboardInterrupt:
+        print("\nttft bench: interrupted; results so far are in the output folder", file=sys.stderr)
+        return 130
+
+
+# --- output --------------------------------------------------------------------------
+def _n(v: float | None, digits: int = 0) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+HEADER = (
+    f"{'level':>9} {'req/s':>6} {'tok/s':>7} {'user t/s':>8} {'TTFT p50':>8} {'p90':>6} {'p99':>6} "
+    f"{'TTFVT50':>7} {'TPOT p50':>8} {'p90':>6} {'p99':>6} {'ITL p99':>7} {'E2E p50':>7} {'p99':>6} "
+    f"{'err':>4} {'goodput':>7}  client"
+)
+
+
+def level_row(a: dict[str, Any]) -> str:
+    label = f"{a['level']:g}/s" if a["mode"] == "rate" else f"c={int(a['level'])}"
+    client = a.get("client") or {}
+    lag = (client.get("loop_lag_ms") or {}).get("p99")
+    health = f"lag {_n(lag, 1)}ms cpu {_n(client.get('cpu_percent'))}%"
+    flag = a.get("client_bottleneck") or ""
+    if flag:
+        health += " CLIENT-BOUND" if flag.startswith("client") else " HOST-BUSY"
+    t, p, e = a["ttft_ms"], a["tpot_ms"], a["e2e_ms"]
+    gp = "-" if a.get("goodput") is None else f"{a['goodput']:.2f}"
+    return (
+        f"{label:>9} {_n(a['request_throughput'], 2):>6} {_n(a['output_throughput'], 1):>7} "
+        f"{_n(a['per_user_tokens_per_s']['p50'], 1):>8} {_n(t['p50']):>8} {_n(t['p90']):>6} {_n(t['p99']):>6} "
+        f"{_n(a['ttfvt_ms']['p50']):>7} {_n(p['p50'], 1):>8} {_n(p['p90'], 1):>6} {_n(p['p99'], 1):>6} "
+        f"{_n(a['itl_ms']['p99'], 1):>7} {_n(e['p50']):>7} {_n(e['p99']):>6} {a['failed']:>4} {gp:>7}  {health}"
+    )
+
+
+def write_results(out: Path, levels: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
+    summary = agg.summary(levels, meta=meta)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    with (out / "levels.csv").open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(agg.CSV_COLUMNS))
+        w.writeheader()
+        for lv in levels:
+            w.writerow(agg.csv_row(lv))
+    return summary
+
+
+def bench_charts(levels: list[dict[str, Any]], title: str) -> list[tuple[str, charts.Chart]]:
+    return [
+        ("tradeoff", charts.tradeoff_chart(levels, f"Batching trade-off: {title}")),
+        ("ttft", charts.ttft_chart(levels)),
+    ]
+
+
+class _ProgressLine:
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+
+    def __call__(self, p: Progress) -> None:
+        if self.quiet:
+            return
+        what = "warm-up" if p.warmup else (f"{p.level:g}/s" if p.mode == "rate" else f"c={int(p.level)}")
+        pos = "" if p.warmup else f" level {p.level_index + 1}/{p.levels}"
+        tps = p.output_tokens / p.elapsed_s if p.elapsed_s > 0 else 0.0
+        flight = "" if p.in_flight < 0 else f", {p.in_flight} in flight"
+        ttft = "" if p.last_ttft_ms is None else f", last TTFT {p.last_ttft_ms:.0f} ms"
+        line = (
+            f"[{what}{pos}] {p.done}/{p.total} done{flight}, {p.errors} errors, "
+            f"{tps:,.0f} tok/s{ttft}, {p.elapsed_s:.1f} s"
+        )
+        if self.tty:
+            print("\r\033[K" + line, end="", file=sys.stderr, flush=True)
+        elif p.done == p.total:
+            print(line, file=sys.stderr, flush=True)
+
+    def end(self) -> None:
+        if self.tty and not self.quiet:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+
+
+async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
+    mode = "rate" if args.rate else "concurrency"
+    levels_in = args.rate or args.concurrency or (1.0, 2.0, 4.0, 8.0)
+    cfg = LoadConfig(
+        mode=mode,  # type: ignore[arg-type]
+        levels=tuple(levels_in),
+        requests=args.requests,
+        warmup=args.warmup,
+        input_tokens=args.input_tokens,
+        max_output_tokens=args.max_output_tokens,
+        seed=args.seed,
+        workers=max(1, args.workers),
+        max_in_flight=args.max_in_flight,
+    )
+    run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    out: Path = args.out or Path(f"ttft-{run_id}")
+    out.mkdir(parents=True, exist_ok=True)
+
+    server = None
+    spec, base_url = args.model, args.base_url
+    if spec == LOCAL_SERVER or spec.startswith(LOCAL_SERVER + ":"):
+        from backends.llama_server import LlamaServer, LlamaServerError, default_model
+
+        try:
+            path = spec.partition(":")[2]
+            model = Path(path).expanduser() if path else default_model()
+            server = LlamaServer(model, slots=args.slots, ctx=args.ctx, threads=args.threads)
+            server.log_path = out / "llama-server.log"
+            print(f"starting llama-server ({model.name}, {args.slots} slots) ...", file=sys.stderr, flush=True)
+            await asyncio.to_thread(server.start)
+        except LlamaServerError as exc:
+            print(f"ttft bench: {exc}", file=sys.stderr)
+            return 2
+        print(f"llama-server healthy on {server.url}", file=sys.stderr, flush=True)
+        spec, base_url = f"compat:{server.model_name}", server.base_url
+
+    progress = _ProgressLine(args.quiet)
+    levels: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {
+        "run_id": run_id,
+        "model_spec": args.model,
+        "base_url": base_url,
+        "mode": mode,
+        "requests_per_level": cfg.requests,
+        "warmup": cfg.warmup,
+        "input_tokens": cfg.input_tokens,
+        "max_output_tokens": cfg.max_output_tokens,
+        "seed": cfg.seed,
+        "workers": cfg.workers,
+        "slo": slo.to_dict() if slo else None,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    if server is not None:
+        meta["server"] = {"kind": "llama-server", "model": str(server.model), "slots": args.slots, "ctx": args.ctx}
+    turns = (out / "turns.jsonl").open("w", encoding="utf-8")
+    try:
+        try:
+            runner = LoadRunner(cfg, spec=BackendSpec(spec, base_url), run_id=run_id, on_progress=progress)
+            async with runner:
+                if runner.backend is not None:
+                    meta.update(provider=runner.backend.provider, api=runner.backend.api, model=runner.backend.model)
+                warm = await runner.warmup()
+                for r in warm.records if warm else []:
+                    turns.write(json.dumps(r, ensure_ascii=False) + "\n")
+                if warm and warm.records and all(r.get("status") != "ok" for r in warm.records):
+                    progress.end()
+                    err = warm.records[0].get("error") or {}
+                    print(f"ttft bench: every warm-up request failed: {err.get('message')}", file=sys.stderr)
+                    return 1
+                print(HEADER)
+                for i in range(len(cfg.levels)):
+                    before = await asyncio.to_thread(server.metrics) if server else None
+                    res = await runner.level(i)
+                    for r in res.records:
+                        turns.write(json.dumps(r, ensure_ascii=False) + "\n")
+                    turns.flush()
+                    a = agg.aggregate_level(res.records, level=res.level, mode=res.mode, slo=slo, client=res.client)
+                    if server is not None and before is not None:
+                        from backends.llama_server import metrics_delta
+
+                        a["server_metrics"] = metrics_delta(before, await asyncio.to_thread(server.metrics))
+                    levels.append(a)
+                    progress.end()
+                    print(level_row(a), flush=True)
+        except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
+            progress.end()
+            print(f"ttft bench: {type(exc).__name__}: {exc}", file=sys.stderr)
+            if not levels:
+                return 2
+    finally:
+        turns.close()
+        if server is not None:
+            server.stop()
+
+    meta["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
+    summary = write_results(out, levels, meta)
+    title = meta.get("model") or args.model
+    width = 78
+    for name, chart in bench_charts(levels, str(title)):
+        print()
+        print(chart.terminal(width, 18))
+        charts.write_chart(chart, out / name, args.charts)
+    print()
+    print(summary["conclusion"])
+    if slo:
+        print(f"SLOs: {slo.describe()}")
+    print(f"\nresults in {out}/ (turns.jsonl, summary.json, levels.csv, tradeoff + ttft charts)")
+    return 0 if levels and all(lv["completed"] for lv in levels) else 1
