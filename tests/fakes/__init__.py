@@ -550,10 +550,10 @@ class FakeServer:
             st.rec.chunks_sent += 1
         if await self._failures(st, s, len(chunks), error):
             return
-        await st.data(chunk({}, s.stop_reason or "stop", **self._server_timings(s)))
-        if s.no_done:
+        if s.no_done:  # cut off cleanly: no finish chunk, no usage, no [DONE]
             await st.end()
             return
+        await st.data(chunk({}, s.stop_reason or "stop", **self._server_timings(s)))
         if include_usage and s.usage:
             usage_chunk = {**base, "choices": [], "usage": self._usage_chat(s)}
             await st.data(usage_chunk)

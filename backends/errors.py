@@ -1,0 +1,224 @@
+"""Turn any SDK / HTTP / decoding exception into one plain ``Failed`` event.
+
+The message is one sentence that says what happened (with the HTTP status and the
+provider's own words); the hint says what to try. Never a traceback, never a key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+import anthropic
+import httpx2
+import openai
+
+from backends.http import Probe
+from telemetry import events as ev
+
+_KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")
+
+
+def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
+    """Remove anything that is, or looks like, an API key."""
+    for s in secrets:
+        if s and len(s) >= 4:
+            text = text.replace(s, "***")
+    return _KEYLIKE.sub(lambda m: m.group(0)[:3] + "***", text)
+
+
+@dataclass
+class ErrorContext:
+    provider: str
+    base_url: str | None
+    key_env: str | None = None  # the variable the key came from, for the hint
+    timeout_s: float | None = None
+    secrets: tuple[str, ...] = ()
+    streaming_started: bool = False  # a 200 came back and tokens may have arrived
+
+
+def provider_message(exc: BaseException) -> str:
+    """The provider's own error message, without the SDK's ``Error code: ... - {...}`` wrapper."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return inner["message"]
+        if isinstance(body.get("message"), str):
+            return body["message"]
+    msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return str(msg)
+
+
+def _sentence(s: str) -> str:
+    s = " ".join(s.split())
+    return s if s.endswith((".", "!", "?")) else s + "."
+
+
+def _unwrap(exc: BaseException) -> BaseException:
+    """The httpx2 error under an SDK's connection/timeout wrapper."""
+    seen = 0
+    while seen < 5 and isinstance(exc, (openai.APIConnectionError, anthropic.APIConnectionError)):
+        cause = exc.__cause__ or exc.__context__
+        if cause is None:
+            break
+        exc = cause
+        seen += 1
+    return exc
+
+
+def failed_from_exception(exc: BaseException, ctx: ErrorContext, probe: Probe | None = None) -> ev.Failed:
+    t = ev.now_ns()
+    attempts = probe.attempt if probe else 0
+    where = ctx.base_url or f"the {ctx.provider} API"
+    status = getattr(exc, "status_code", None)
+    is_conn = isinstance(exc, (openai.APIConnectionError, anthropic.APIConnectionError))
+    if isinstance(exc, (openai.APIStatusError, anthropic.APIStatusError)) and status not in (None, 200):
+        return _http_failure(t, exc, int(status), ctx, attempts)
+    if isinstance(exc, (openai.APIError, anthropic.APIError)) and not is_conn and (ctx.streaming_started or status):
+        msg = provider_message(exc)
+        etype = _body_type(exc) or "error"
+        return ev.Failed(
+            t,
+            "stream_error",
+            scrub(_sentence(f"The server reported an error in the middle of the answer ({etype}: {msg})"), ctx.secrets),
+            None,
+            "The partial answer is kept; retry the turn, and raise --max-retries if this keeps happening.",
+        )
+    inner = _unwrap(exc)
+    if isinstance(inner, (httpx2.ReadTimeout, httpx2.WriteTimeout, httpx2.PoolTimeout)) or isinstance(
+        exc, (openai.APITimeoutError, anthropic.APITimeoutError)
+    ):
+        secs = f"{ctx.timeout_s:g} s" if ctx.timeout_s else "the read timeout"
+        phase = "in the middle of the answer" if ctx.streaming_started else "before the answer started"
+        return ev.Failed(
+            t,
+            "timeout",
+            _sentence(f"The server sent nothing for {secs} {phase} (read timeout after {attempts} attempt(s))"),
+            None,
+            "The server stalled or is overloaded; retry, or allow more time with --timeout SECONDS.",
+        )
+    if isinstance(inner, httpx2.ConnectTimeout):
+        return ev.Failed(
+            t,
+            "connect_timeout",
+            _sentence(f"Connecting to {where} timed out"),
+            None,
+            "Check --base-url and that the server is reachable from here.",
+        )
+    if isinstance(inner, httpx2.ConnectError):
+        detail = str(inner) or "connection refused"
+        return ev.Failed(
+            t,
+            "connection_refused" if "refused" in detail.lower() or "errno 111" in detail.lower() else "connect_error",
+            scrub(_sentence(f"Could not connect to {where} ({detail})"), ctx.secrets),
+            None,
+            "Is the server running? Check --base-url (and the port).",
+        )
+    if isinstance(inner, (httpx2.RemoteProtocolError, httpx2.ReadError)) or isinstance(
+        exc, (openai.APIConnectionError, anthropic.APIConnectionError)
+    ):
+        detail = str(inner) or type(inner).__name__
+        phase = "in the middle of the answer" if ctx.streaming_started else "before the answer started"
+        return ev.Failed(
+            t,
+            "connection_dropped",
+            scrub(_sentence(f"The connection to {where} closed {phase} ({detail})"), ctx.secrets),
+            None,
+            "The partial answer is kept; retry the turn, and check any proxy or load-balancer timeouts.",
+        )
+    if isinstance(exc, json.JSONDecodeError | ValueError) and not isinstance(exc, UnicodeError):
+        return ev.Failed(
+            t,
+            "malformed_stream",
+            scrub(_sentence(f"The server sent data that is not valid JSON ({exc})"), ctx.secrets),
+            None,
+            "The server may not speak this API: check --base-url and the provider kind (-m PROVIDER:MODEL).",
+        )
+    if isinstance(exc, (openai.APIError, anthropic.APIError)):
+        return ev.Failed(
+            t,
+            "api_error",
+            scrub(_sentence(f"The {ctx.provider} API failed: {provider_message(exc)}"), ctx.secrets),
+            status,
+            "Retry the turn; if it persists, check the provider's status page.",
+        )
+    return ev.Failed(
+        t,
+        type(exc).__name__,
+        scrub(_sentence(f"The turn failed unexpectedly: {exc or type(exc).__name__}"), ctx.secrets),
+        None,
+        "This looks like a bug in ttft; the turn and its partial answer are kept in the session log.",
+    )
+
+
+def _body_type(exc: BaseException) -> str | None:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            t = inner.get("type") or inner.get("code")
+            return str(t) if t else None
+    return None
+
+
+def _http_failure(t: int, exc: BaseException, status: int, ctx: ErrorContext, attempts: int) -> ev.Failed:
+    msg = provider_message(exc)
+    tried = f" after {attempts} attempts" if attempts > 1 else ""
+    key = ctx.key_env or "the API key variable"
+    table: dict[int, tuple[str, str, str]] = {
+        400: (
+            "bad_request",
+            "The server rejected the request",
+            "Check the options this model supports "
+            "(reasoning effort, thinking budget, max output tokens, temperature).",
+        ),
+        401: (
+            "auth",
+            "The server did not accept the API key",
+            f"Check {key}; the key may be wrong, expired or for another provider.",
+        ),
+        403: (
+            "permission_denied",
+            "The API key is not allowed to do this",
+            "Check that the key's project or organization has access to this model.",
+        ),
+        404: (
+            "not_found",
+            "The server does not know this model or endpoint",
+            "Check the model name (ttft models -m PROVIDER --base-url URL) and the base URL.",
+        ),
+        408: ("timeout", "The server timed out the request", "Retry; raise --max-retries to retry automatically."),
+        413: ("too_large", "The request is too large for the server", "Shorten the prompt or the conversation."),
+        429: (
+            "rate_limited",
+            "The server is rate limiting requests",
+            "Wait a little and retry, raise --max-retries, or lower the request rate.",
+        ),
+        529: (
+            "overloaded",
+            "The provider is overloaded",
+            "Retry in a little while; raise --max-retries to retry automatically.",
+        ),
+    }
+    if status in table:
+        etype, what, hint = table[status]
+    elif status >= 500:
+        etype, what, hint = (
+            "server_error",
+            "The server failed",
+            "Retry later; raise --max-retries to retry automatically.",
+        )
+    else:
+        etype, what, hint = "http_error", "The request failed", "Check the request options and the base URL."
+    ra = getattr(getattr(exc, "response", None), "headers", None)
+    retry = ""
+    if status == 429 and ra is not None:
+        from backends.http import parse_retry_after
+
+        secs = parse_retry_after(ra)
+        if secs is not None:
+            retry = f"; it asked to wait {secs:g} s"
+    sentence = _sentence(f"{what}{tried} (HTTP {status}: {msg}){retry}")
+    return ev.Failed(t, etype, scrub(sentence, ctx.secrets), status, hint)

@@ -1,0 +1,161 @@
+"""What every HTTP backend shares: the instrumented client, the turn loop, errors, cancel.
+
+A subclass opens the SDK stream (:meth:`HostedBackend._open`) and translates each SDK
+item into events (:meth:`HostedBackend._translate`); this class stamps them with the
+arrival time of their bytes, drains attempt/headers events in order, turns any
+exception into one ``Failed`` event, and closes the HTTP stream on every exit, so a
+cancelled or abandoned turn stops the server's generation at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+
+from backends.base import ChatRequest
+from backends.errors import ErrorContext, failed_from_exception
+from backends.http import DEFAULT_TIMEOUT_S, InstrumentedHTTP, Probe
+from telemetry import events as ev
+
+
+@dataclass
+class TurnState:
+    """What a backend learns while translating one turn's stream."""
+
+    stop_reason: str | None = None
+    finished: bool = False  # the API's own end marker ([DONE], response.completed, message_stop) came
+    failed: ev.Failed | None = None  # an error reported as a stream event (not raised)
+    usage: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class HostedBackend:
+    provider: str
+    api: str
+    model: str
+    base_url: str | None
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        provider: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        key_env: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.model = model
+        self.provider = provider
+        self.base_url = base_url
+        self.api_key = api_key
+        self.key_env = key_env
+        self.headers = dict(headers or {})
+        self.timeout_s = timeout_s
+        self.http = InstrumentedHTTP(timeout_s)
+
+    # --- for subclasses ------------------------------------------------------------------
+    async def _open(self, request: ChatRequest, probe: Probe, state: TurnState) -> Any:
+        """Send the request; return the SDK's stream (or, non-streamed, its response object)."""
+        raise NotImplementedError
+
+    def _translate(self, item: Any, t: int, state: TurnState) -> Iterable[ev.Event]:
+        raise NotImplementedError
+
+    def _finish(self, state: TurnState, probe: Probe, t: int) -> Iterable[ev.Event]:
+        """Events after the stream ended normally: usage, then Finished (or Failed)."""
+        raise NotImplementedError
+
+    # One canned streamed answer in this API's wire format (see _warm_up).
+    WARM_UP_BODY: bytes = b""
+    _warmed: bool = False
+
+    async def _warm_request(self, client: httpx2.AsyncClient) -> None:
+        """Run one canned stream through the SDK (subclasses: the SDK call, consumed to the end)."""
+
+    async def _warm_up(self) -> None:
+        """Pay the SDK's first-use costs before the first request is sent, not inside TTFT.
+
+        A process's first stream makes the SDK build its typed event models (up to ~90 ms,
+        during which arriving bytes wait unread, so later tokens would be stamped late).
+        Streaming one canned answer through the same SDK code path from an in-memory
+        transport moves that cost before the first send: it shows as client-side time,
+        never as server latency. Once per process and API.
+        """
+        cls = type(self)
+        if cls._warmed or not cls.WARM_UP_BODY:
+            return
+        cls._warmed = True
+        body = cls.WARM_UP_BODY
+
+        def handler(request: httpx2.Request) -> httpx2.Response:
+            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
+            with contextlib.suppress(Exception):
+                await self._warm_request(client)
+
+    def _error_context(self, streaming_started: bool) -> ErrorContext:
+        return ErrorContext(
+            provider=self.provider,
+            base_url=self.base_url,
+            key_env=self.key_env,
+            timeout_s=self.timeout_s,
+            secrets=(self.api_key,) if self.api_key else (),
+            streaming_started=streaming_started,
+        )
+
+    # --- the turn ------------------------------------------------------------------------
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ev.Event]:
+        await self._warm_up()
+        probe = self.http.new_probe()
+        state = TurnState()
+        sdk: Any = None
+        try:
+            try:
+                sdk = await self._open(request, probe, state)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                for e in probe.drain():
+                    yield e
+                yield failed_from_exception(exc, self._error_context(False), probe)
+                return
+            for e in probe.drain():
+                yield e
+            try:
+                if hasattr(sdk, "__aiter__"):
+                    async for item in sdk:
+                        t = probe.stamp()
+                        for e in self._translate(item, t, state):
+                            yield e
+                        if state.failed is not None:
+                            break
+                else:  # a complete (non-streamed) response
+                    for e in self._translate(sdk, probe.stamp(), state):
+                        yield e
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                yield failed_from_exception(exc, self._error_context(True), probe)
+                return
+            if state.failed is not None:
+                yield state.failed
+                return
+            for e in self._finish(state, probe, probe.stamp()):
+                yield e
+        finally:
+            self.http.release(probe)
+            close = getattr(sdk, "close", None)
+            if close is not None:
+                # Shielded so a cancellation cannot leave the connection (and the server's generation) open.
+                await asyncio.shield(close())
+
+    async def aclose(self) -> None:
+        await self.http.aclose()

@@ -1,0 +1,178 @@
+"""The SDKs' HTTP client, instrumented: attempts, headers and byte arrival times.
+
+Both official SDKs accept ``http_client=httpx2.AsyncClient(...)``; its event hooks fire
+once per HTTP attempt, so retries the SDK makes on its own show up here as attempts.
+
+Where a token's timestamp comes from
+------------------------------------
+The response hook swaps the response's byte stream for a wrapper that reads
+``now_ns()`` the moment each raw chunk comes back from the transport (one socket read),
+*before* the SDK decodes it into SSE events and builds its typed models (which costs
+up to ~90 ms on a process's first stream). A backend stamps each SDK event with
+:meth:`Probe.stamp`: the arrival time of the most recently received chunk.
+
+That is the arrival of the bytes that *completed* the event: the SDKs' SSE decoders are
+lazy (they yield every complete event in the bytes they hold before pulling more), so
+when the SDK hands over an event, the latest chunk it pulled is the one holding the
+event's last byte. An event that spans two reads gets the second read's time, which is
+when it became complete. Several events in one read share that read's time (they did
+arrive together). What this cannot see is time the bytes spent in the kernel socket
+buffer while the event loop was busy: the stamp is when the HTTP layer got them, which
+on an idle loop is within a few microseconds of arrival.
+
+Routing: several turns may share one client (and its connection pool), so each turn
+gets a :class:`Probe`; the backend passes ``probe.headers`` as the SDK's
+``extra_headers`` and the request hook takes that header off again before anything is
+sent, so the server never sees it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import itertools
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+
+import httpx2
+
+from telemetry import events as ev
+
+# httpx2 imports its async backend on the first connection (50-200 ms): do it now, not inside the first TTFT.
+with contextlib.suppress(ImportError):
+    import anyio._backends._asyncio  # noqa: F401
+
+PROBE_HEADER = "x-ttft-probe"
+# The SDKs insist on a key; a keyless backend gives them this one and the request hook
+# removes it again, so a local server gets no auth header at all.
+NO_KEY = "ttft-no-key"
+_EXT = "ttft_probe"
+DEFAULT_TIMEOUT_S = 60.0
+CONNECT_TIMEOUT_S = 10.0
+
+
+class Probe:
+    """One turn's view of the HTTP layer."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self) -> None:
+        self.id = f"p{next(self._ids)}"
+        self.pending: deque[ev.Event] = deque()  # AttemptSent / HeadersReceived, in order
+        self.attempt = 0
+        self.status: int | None = None
+        self.retry_after_s: float | None = None
+        self.last_arrival_ns: int | None = None
+        self.first_byte_ns: int | None = None
+        self.reads = 0  # raw chunks of the current attempt's body
+        self.body_tail = b""  # the last bytes of the current attempt's body
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {PROBE_HEADER: self.id}
+
+    def stamp(self) -> int:
+        """Arrival time of the bytes the SDK just handed over (now, if none arrived yet)."""
+        return self.last_arrival_ns if self.last_arrival_ns is not None else ev.now_ns()
+
+    def drain(self) -> list[ev.Event]:
+        out = list(self.pending)
+        self.pending.clear()
+        return out
+
+    def _chunk(self, data: bytes) -> None:
+        t = ev.now_ns()
+        self.last_arrival_ns = t
+        if self.first_byte_ns is None:
+            self.first_byte_ns = t
+        self.reads += 1
+        self.body_tail = (self.body_tail + data)[-64:]
+
+
+class _StampedStream(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream, probe: Probe) -> None:
+        self._inner = inner
+        self._probe = probe
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            self._probe._chunk(chunk)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def parse_retry_after(headers: httpx2.Headers) -> float | None:
+    """``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date) in seconds."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return float(ra)
+    except ValueError:
+        parsed = email.utils.parsedate_tz(ra)
+        if parsed is None:
+            return None
+        return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+
+
+class InstrumentedHTTP:
+    """An ``httpx2.AsyncClient`` whose hooks feed per-turn probes."""
+
+    def __init__(self, timeout_s: float | None = DEFAULT_TIMEOUT_S, *, connect_timeout_s: float = CONNECT_TIMEOUT_S):
+        self.timeout = httpx2.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s or connect_timeout_s))
+        self.timeout_s = timeout_s
+        self._probes: dict[str, Probe] = {}
+        self.client = httpx2.AsyncClient(
+            timeout=self.timeout,
+            event_hooks={"request": [self._on_request], "response": [self._on_response]},
+        )
+
+    def new_probe(self) -> Probe:
+        p = Probe()
+        self._probes[p.id] = p
+        return p
+
+    def release(self, probe: Probe) -> None:
+        self._probes.pop(probe.id, None)
+
+    async def _on_request(self, request: httpx2.Request) -> None:
+        if request.headers.get("authorization") == f"Bearer {NO_KEY}":
+            del request.headers["authorization"]
+        if request.headers.get("x-api-key") == NO_KEY:
+            del request.headers["x-api-key"]
+        pid = request.headers.get(PROBE_HEADER)
+        if pid is None:
+            return
+        del request.headers[PROBE_HEADER]
+        probe = self._probes.get(pid)
+        if probe is None:
+            return
+        request.extensions = {**request.extensions, _EXT: probe}
+        probe.attempt += 1
+        probe.status = None
+        probe.last_arrival_ns = None
+        probe.reads = 0
+        probe.body_tail = b""
+        probe.pending.append(ev.AttemptSent(ev.now_ns(), probe.attempt))
+
+    async def _on_response(self, response: httpx2.Response) -> None:
+        t = ev.now_ns()
+        probe = response.request.extensions.get(_EXT)
+        if not isinstance(probe, Probe):
+            return
+        probe.status = response.status_code
+        probe.retry_after_s = parse_retry_after(response.headers)
+        probe.pending.append(ev.HeadersReceived(t, probe.attempt, response.status_code, probe.retry_after_s))
+        response.stream = _StampedStream(response.stream, probe)  # type: ignore[arg-type]
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,242 @@
+"""OpenAI Chat Completions (``POST {base}/chat/completions``) with the official SDK.
+
+Also the backend for every OpenAI-compatible server (``compat``): vLLM, SGLang,
+llama-server, Ollama, OpenRouter, LM Studio. Compat differences handled here:
+
+- reasoning text from ``delta.reasoning_content`` or ``delta.reasoning``, and
+  ``<think>...</think>`` inside content split by :class:`backends.think.ThinkSplitter`;
+- llama-server ``timings`` and Ollama's ``*_duration`` fields kept as ServerTimings;
+- a server that rejects ``stream_options`` gets the request again once without it (a
+  second attempt, visible as such); the token counts are then estimated;
+- no API key is demanded (and none from the environment is sent to a third party).
+
+Non-streamed (``settings.stream`` False): the whole answer arrives at once, so TTFT ==
+E2E; every part of the answer is stamped with the arrival of the response body.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import httpx2
+import openai
+
+from backends.base import ChatRequest
+from backends.hosted import HostedBackend, TurnState
+from backends.http import DEFAULT_TIMEOUT_S, NO_KEY, Probe
+from backends.think import ThinkSplitter
+from telemetry import events as ev
+
+OLLAMA_KEYS = (
+    "total_duration",
+    "load_duration",
+    "prompt_eval_count",
+    "prompt_eval_duration",
+    "eval_count",
+    "eval_duration",
+)
+
+
+def _extra(obj: Any) -> dict[str, Any]:
+    return dict(getattr(obj, "model_extra", None) or {})
+
+
+def usage_event(t: int, usage: Any) -> ev.Usage:
+    details_in = getattr(usage, "prompt_tokens_details", None)
+    details_out = getattr(usage, "completion_tokens_details", None)
+    return ev.Usage(
+        t,
+        input=getattr(usage, "prompt_tokens", None),
+        cached_input=getattr(details_in, "cached_tokens", None) if details_in else None,
+        output=getattr(usage, "completion_tokens", None),
+        reasoning=getattr(details_out, "reasoning_tokens", None) if details_out else None,
+    )
+
+
+class OpenAIChatBackend(HostedBackend):
+    api = "chat.completions"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        provider: str = "openai",
+        base_url: str | None = None,
+        api_key: str | None = None,
+        key_env: str | None = "OPENAI_API_KEY",
+        headers: dict[str, str] | None = None,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        compat: bool = False,
+    ) -> None:
+        super().__init__(
+            model,
+            provider=provider,
+            base_url=base_url,
+            api_key=api_key,
+            key_env=key_env,
+            headers=headers,
+            timeout_s=timeout_s,
+        )
+        self.compat = compat
+        self.stream_options_ok = True  # learned: False once a server rejected stream_options
+        self._client = openai.AsyncOpenAI(
+            # An empty key sends no Authorization header: local servers need none, and a
+            # key from the environment must never leak to a third-party server.
+            api_key=api_key or NO_KEY,
+            base_url=base_url,
+            http_client=self.http.client,
+            timeout=self.http.timeout,
+            default_headers=self.headers or None,
+        )
+
+    def _params(self, request: ChatRequest) -> dict[str, Any]:
+        s = request.settings
+        p: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "stream": s.stream,
+        }
+        if s.max_output_tokens is not None:
+            p["max_completion_tokens"] = s.max_output_tokens
+            if self.compat:  # older servers (Ollama, LM Studio) only know max_tokens
+                p["max_tokens"] = s.max_output_tokens
+        if s.temperature is not None:
+            p["temperature"] = s.temperature
+        if s.reasoning_effort is not None:
+            p["reasoning_effort"] = s.reasoning_effort
+        if s.stream and self.stream_options_ok:
+            p["stream_options"] = {"include_usage": True}
+        return p
+
+    async def _open(self, request: ChatRequest, probe: Probe, state: TurnState) -> Any:
+        client = self._client.with_options(max_retries=request.settings.max_retries)
+        params = self._params(request)
+        state.extra["splitter"] = ThinkSplitter() if self.compat else None
+        try:
+            return await client.chat.completions.create(**params, extra_headers=probe.headers)
+        except openai.BadRequestError as exc:
+            if "stream_options" not in params or "stream_options" not in str(exc):
+                raise
+            # The server does not know stream_options: ask once more without it.
+            self.stream_options_ok = False
+            del params["stream_options"]
+            state.extra["stream_options_rejected"] = True
+            return await client.chat.completions.create(**params, extra_headers=probe.headers)
+
+    def _content(self, text: str, t: int, state: TurnState) -> Iterable[ev.Event]:
+        splitter: ThinkSplitter | None = state.extra.get("splitter")
+        if splitter is None:
+            yield ev.TextDelta(t, text)
+            return
+        for kind, piece in splitter.feed(text):
+            yield ev.ReasoningDelta(t, piece) if kind == "reasoning" else ev.TextDelta(t, piece)
+
+    def _server(self, obj: Any, t: int) -> Iterable[ev.Event]:
+        extra = _extra(obj)
+        timings = extra.get("timings")
+        if isinstance(timings, dict):
+            yield ev.ServerTimings(t, "llama-server", dict(timings))
+        ollama = {k: extra[k] for k in OLLAMA_KEYS if k in extra}
+        if ollama:
+            yield ev.ServerTimings(t, "ollama", ollama)
+
+    def _translate(self, item: Any, t: int, state: TurnState) -> Iterable[ev.Event]:
+        if getattr(item, "object", None) == "chat.completion" or not hasattr(item, "choices"):
+            yield from self._translate_complete(item, t, state)
+            return
+        yield from self._server(item, t)
+        if getattr(item, "usage", None) is not None:
+            state.usage["event"] = usage_event(t, item.usage)
+        for choice in item.choices or ():
+            delta = choice.delta
+            if delta is not None:
+                extra = _extra(delta)
+                reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+                if isinstance(reasoning, str) and reasoning:
+                    yield ev.ReasoningDelta(t, reasoning)
+                if delta.content:
+                    yield from self._content(delta.content, t, state)
+                for tc in delta.tool_calls or ():
+                    fn = tc.function
+                    name = (fn.name if fn else None) or ""
+                    args = (fn.arguments if fn else None) or ""
+                    if name or args:
+                        yield ev.ToolCallDelta(t, name, args)
+            if choice.finish_reason:
+                state.stop_reason = choice.finish_reason
+
+    def _translate_complete(self, resp: Any, t: int, state: TurnState) -> Iterable[ev.Event]:
+        """A non-streamed ``chat.completion``: everything arrived with the body."""
+        usage = usage_event(t, resp.usage) if getattr(resp, "usage", None) is not None else None
+        reasoning_tokens = usage.reasoning if usage else None
+        text_tokens = (usage.output - (usage.reasoning or 0)) if usage and usage.output is not None else None
+        yield from self._server(resp, t)
+        for choice in resp.choices[:1]:
+            msg = choice.message
+            extra = _extra(msg)
+            reasoning = extra.get("reasoning_content") or extra.get("reasoning")
+            content = msg.content or ""
+            if self.compat and "<think>" in content:
+                splitter = ThinkSplitter()
+                parts = [*splitter.feed(content), *splitter.flush()]
+                reasoning = (reasoning or "") + "".join(p for k, p in parts if k == "reasoning")
+                content = "".join(p for k, p in parts if k == "text")
+            if isinstance(reasoning, str) and reasoning:
+                yield ev.ReasoningDelta(t, reasoning, reasoning_tokens or None)
+            if content:
+                yield ev.TextDelta(t, content, text_tokens or None)
+            for tc in msg.tool_calls or ():
+                fn = getattr(tc, "function", None)
+                if fn is not None:
+                    yield ev.ToolCallDelta(t, fn.name or "", fn.arguments or "")
+            state.stop_reason = choice.finish_reason
+        if usage is not None:
+            state.usage["event"] = usage
+        state.finished = True
+
+    def _finish(self, state: TurnState, probe: Probe, t: int) -> Iterable[ev.Event]:
+        splitter: ThinkSplitter | None = state.extra.get("splitter")
+        if splitter is not None:
+            for kind, piece in splitter.flush():
+                yield ev.ReasoningDelta(t, piece) if kind == "reasoning" else ev.TextDelta(t, piece)
+        if "event" in state.usage:
+            yield state.usage["event"]
+        saw_done = state.finished or b"[DONE]" in probe.body_tail
+        if not saw_done and state.stop_reason is None:
+            yield ev.Failed(
+                t,
+                "incomplete_stream",
+                "The stream ended without [DONE] or a finish reason, so the answer may be cut short.",
+                None,
+                "The partial answer is kept; retry the turn, and check any proxy between you and the server.",
+            )
+            return
+        yield ev.Finished(t, state.stop_reason)
+
+
+def _sse(*objs: str) -> bytes:
+    return b"".join(f"data: {o}\n\n".encode() for o in objs)
+
+
+OpenAIChatBackend.WARM_UP_BODY = _sse(
+    '{"id":"w","object":"chat.completion.chunk","created":0,"model":"w","choices":[{"index":0,'
+    '"delta":{"role":"assistant","content":"","reasoning_content":"r"},"logprobs":null,"finish_reason":null}],'
+    '"usage":null}',
+    '{"id":"w","object":"chat.completion.chunk","created":0,"model":"w","choices":[{"index":0,"delta":{},'
+    '"logprobs":null,"finish_reason":"stop"}],"usage":null}',
+    '{"id":"w","object":"chat.completion.chunk","created":0,"model":"w","choices":[],"usage":{"prompt_tokens":1,'
+    '"completion_tokens":1,"total_tokens":2,"prompt_tokens_details":{"cached_tokens":0},'
+    '"completion_tokens_details":{"reasoning_tokens":0}}}',
+    "[DONE]",
+)
+
+
+async def _warm_chat(self: OpenAIChatBackend, client: httpx2.AsyncClient) -> None:
+    sdk = openai.AsyncOpenAI(api_key="warm-up", base_url="http://warm.up/v1", http_client=client, max_retries=0)
+    stream = await sdk.chat.completions.create(model="w", messages=[{"role": "user", "content": "w"}], stream=True)
+    async for _ in stream:
+        pass
+
+
+OpenAIChatBackend._warm_request = _warm_chat  # type: ignore[method-assign]
