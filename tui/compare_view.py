@@ -7,12 +7,14 @@ every number comes from :mod:`telemetry.compare`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from telemetry.compare import METRICS, RESAMPLES, Comparison, fmt_amount
+from telemetry.recorder import Snapshot
 
 WIN = "★"
 PANE_COLORS = ("cyan", "magenta", "yellow", "green")
@@ -124,3 +126,60 @@ def summary(
         Text(""),
         verdict_text(c, only_clear=only_clear),
     )
+
+
+PHASE_STYLE = {
+    "queued": "dim",
+    "loading": "blue",
+    "waiting": "yellow",
+    "reasoning": "magenta",
+    "streaming": "green",
+    "ok": "green",
+    "error": "red",
+    "cancelled": "yellow",
+}
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else fmt_amount(v, "ms")
+
+
+def pane_live_text(snap: Snapshot, trial: int = 0, trials: int = 1) -> Text:
+    """One or two lines for a pane's turn in flight (from the recorder snapshot)."""
+    t = Text()
+    t.append(f" {snap.phase.upper()} ", style=f"bold reverse {PHASE_STYLE.get(snap.phase, '')}")
+    t.append(f" {_ms(snap.elapsed_ms)}")
+    if trials > 1:
+        t.append(f" · trial {trial + 1}/{trials}", style="dim")
+    if snap.attempt > 1:
+        t.append(f" · attempt {snap.attempt}", style="red")
+    if snap.ttft_ms is not None:
+        t.append(f" · TTFT {_ms(snap.ttft_ms)}")
+    if snap.reasoning_tokens:
+        t.append(f" · thought {snap.reasoning_tokens} tok", style="magenta")
+    if snap.visible_tokens:
+        t.append(f" · {snap.visible_tokens} tok")
+    if snap.tokens_per_s:
+        t.append(f" · {snap.tokens_per_s:.0f} tok/s")
+    return t
+
+
+def pane_done_text(rec: dict[str, Any], wins: Sequence[str] = ()) -> Text:
+    """A finished turn in one line: the figures the summary ranks, and the columns this pane won."""
+    m = rec.get("metrics") or {}
+    status = rec.get("status") or "?"
+    t = Text()
+    t.append(f" {status.upper()} ", style=f"bold reverse {PHASE_STYLE.get(status, '')}")
+    if status == "error":
+        err = rec.get("error") or {}
+        code = f"HTTP {err['status_code']} " if err.get("status_code") else ""
+        t.append(f" {code}{err.get('type', 'error')}", style="red")
+        return t
+    t.append(f" TTFT {_ms(m.get('ttft_ms'))} · TTFVT {_ms(m.get('ttfvt_ms'))}")
+    tpot = m.get("tpot_ms")
+    t.append(f" · TPOT {_ms(tpot)} · E2E {_ms(m.get('e2e_ms'))}")
+    out = (rec.get("tokens") or {}).get("output")
+    t.append(f" · {out if out is not None else '—'} tok")
+    if wins:
+        t.append(f"  {WIN} " + " ".join(wins), style="bold green")
+    return t

@@ -1,0 +1,513 @@
+"""CompareApp: one prompt, 2-4 panes side by side, a live race view, a ranked summary with verdicts.
+
+Streams are consumed on the stream thread (``tui.runner.LoopThread``), where
+``backends.compare.CompareRunner`` releases every pane at the same instant (or runs
+them in turn), feeds each pane's recorder and logs each turn. The UI thread only
+polls the recorders' snapshots at its frame rate and draws; every figure comes from
+``telemetry`` (snapshots, records, ``telemetry.compare``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Container, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+
+from backends.base import Backend
+from backends.compare import ComparePane, CompareRunner, Mode, PromptResult, new_comparison_id
+from telemetry import events as ev
+from telemetry.compare import METRICS, Comparison, compare, write_comparison
+from telemetry.log import SessionLog, data_dir
+from telemetry.record import TurnRecord
+from telemetry.recorder import TurnRecorder
+from telemetry.render import RenderLag
+from telemetry.settings import TurnSettings
+from telemetry.timeline import Timeline, live_timeline, turn_timeline
+from tui.compare_view import pane_color, pane_done_text, pane_live_text, summary
+from tui.format import fmt_settings
+from tui.runner import LoopThread
+from tui.widgets import AssistantMessage, ErrorCard, NoteMessage, TimelineView, Transcript
+
+LABELS = "ABCD"
+MAX_PANES = 4
+DEFAULT_TRIALS = 5
+SHORT = {"ttft": "TTFT", "ttfvt": "TTFVT", "tpot": "TPOT", "e2e": "E2E", "output_tokens": "tokens"}
+
+BackendFactory = Callable[[str, str | None], Backend]
+
+
+class PaneView(Vertical):
+    """One model: its own transcript (with reasoning blocks and error cards) and a live status line."""
+
+    def __init__(self, label: str, name: str, color: str, clock: Callable[[], int]) -> None:
+        super().__init__(classes="compare-pane", id=f"pane-{label}")
+        self.label = label
+        self.model_name = name
+        self.color = color
+        self.clock = clock
+        self.blind = False
+        self.recorder: TurnRecorder | None = None
+        self.message: AssistantMessage | None = None
+        self.box: Vertical | None = None
+        self.lag = RenderLag()
+        self.trial = 0
+        self.trials = 1
+        self.timeline: Timeline | None = None
+        self.last_record: dict[str, Any] | None = None
+        self.ui_lock = asyncio.Lock()
+
+    def compose(self) -> ComposeResult:
+        yield Transcript(classes="pane-transcript")
+        yield Static(Text("ready", style="dim"), classes="pane-status")
+
+    def on_mount(self) -> None:
+        self.show_title()
+
+    @property
+    def transcript(self) -> Transcript:
+        return self.query_one(Transcript)
+
+    @property
+    def status(self) -> Static:
+        return self.query_one(".pane-status", Static)
+
+    def show_title(self) -> None:
+        name = "model hidden" if self.blind else self.model_name
+        self.border_title = f"[b {self.color}]{self.label}[/] {name}"
+
+    async def start_prompt(self, prompt: str) -> None:
+        self.timeline = None
+        await self.transcript.add_user(prompt)
+        self.box = Vertical(classes="pane-turn")
+        await self.transcript.mount(self.box)
+
+    async def start_trial(self, trial: int, trials: int, recorder: TurnRecorder) -> None:
+        assert self.box is not None
+        if self.message is not None or self.box.children:
+            await self.box.remove_children()  # a trial replaces the previous trial's answer
+        self.lag = RenderLag()
+        self.message = AssistantMessage(self.clock, self.lag)
+        await self.box.mount(self.message)
+        self.trial, self.trials = trial, trials
+        self.recorder = recorder
+
+    def tick(self, now: int) -> None:
+        rec, msg = self.recorder, self.message
+        if rec is None or msg is None:
+            return
+        snap = rec.snapshot(now)
+        msg.pump(rec, snap)
+        self.status.update(pane_live_text(snap, self.trial, self.trials))
+        self.timeline = live_timeline(snap, rec.attempts)
+
+    async def finish_trial(self, record: dict[str, Any]) -> None:
+        self.tick(self.clock())  # last frame: every chunk painted before the full render
+        self.recorder = None
+        self.last_record = record
+        self.timeline = turn_timeline(record)
+        if self.message is not None:
+            await self.message.finalize(record)
+        if self.box is not None:
+            if record.get("status") == "error":
+                await self.box.mount(ErrorCard(record))
+            elif record.get("status") == "cancelled":
+                kept = "the partial answer is kept" if record.get("answer") else "nothing had arrived"
+                await self.box.mount(NoteMessage(f"■ cancelled; {kept}", "warn"))
+        self.status.update(pane_done_text(record))
+
+    def show_wins(self, wins: Sequence[str]) -> None:
+        if self.last_record is not None:
+            self.status.update(pane_done_text(self.last_record, wins))
+
+
+class CompareApp(App[int]):
+    CSS_PATH: ClassVar[list[str | Path]] = ["chat.tcss", "compare.tcss"]  # type: ignore[misc]
+    TITLE = "ttft compare"
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("ctrl+e", "export", "Export", priority=True),
+        Binding("f5", "reveal", "Reveal"),
+        Binding("f6", "toggle_mode", "Parallel/sequential"),
+        Binding("f7", "trials", "Trials"),
+        Binding("f8", "toggle_bottom", "Summary"),
+    ]
+
+    def __init__(
+        self,
+        backends: Sequence[Backend],
+        *,
+        settings: TurnSettings | None = None,
+        mode: Mode = "parallel",
+        repeat: int = 1,
+        blind: bool = False,
+        system: str | None = None,
+        initial_prompt: str | None = None,
+        out_dir: Path | None = None,
+        session_id: str | None = None,
+        comparison_id: str | None = None,
+        factory: BackendFactory | None = None,
+        clock: Callable[[], int] | None = None,
+        fps: float = 30.0,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__()
+        if not 1 <= len(backends) <= MAX_PANES:
+            raise ValueError(f"compare takes 1 to {MAX_PANES} models")
+        self.clock = clock or ev.now_ns
+        self.fps = fps
+        self.settings = settings or TurnSettings()
+        self.repeat = max(1, repeat)
+        self.blind = blind
+        self.initial_prompt = initial_prompt
+        self.out_dir = out_dir
+        self.factory = factory
+        order = list(range(len(backends)))
+        if blind:  # names hidden *and* order shuffled, so pane A is not simply the first -m
+            random.Random(seed).shuffle(order)
+        panes = [ComparePane(backends[j], LABELS[k], settings=self.settings) for k, j in enumerate(order)]
+        self.stream = LoopThread("ttft-compare")
+        self.session_log = SessionLog(session_id)
+        self.runner = CompareRunner(
+            panes, log=self.session_log, comparison_id=comparison_id or new_comparison_id(), mode=mode, system=system
+        )
+        self.views: list[PaneView] = []
+        self.results: list[tuple[PromptResult, Comparison]] = []
+        self.last_prompt: str | None = None
+        self.in_flight = False
+        self.last_export: list[Path] = []
+        self._ui_loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tick_timer: Any = None
+        self._current_repeat = 1
+
+    # --- layout --------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="header")
+        with Container(id="compare-panes"):
+            for i, p in enumerate(self.runner.panes):
+                view = PaneView(p.label, self._pane_name(p), pane_color(i), self.clock)
+                view.blind = self.blind
+                self.views.append(view)
+                yield view
+        with VerticalScroll(id="compare-bottom"):
+            yield Static("Race · current prompt, every pane on one time axis", classes="section-title")
+            yield TimelineView(id="race")
+            yield Static(Text("Send a prompt: every pane gets it at the same instant.", style="dim"), id="summary")
+        yield Input(
+            placeholder="Prompt for every pane · /keep A · /repeat N · /again · /add SPEC · /remove B · F1-F8",
+            id="prompt",
+        )
+        yield Footer()
+
+    @staticmethod
+    def _pane_name(p: ComparePane) -> str:
+        return f"{p.backend.provider}:{p.backend.model}"
+
+    async def on_mount(self) -> None:
+        self._ui_loop = asyncio.get_running_loop()
+        self._tick_timer = self.set_interval(1 / self.fps, self._tick, pause=True)
+        self.query_one(TimelineView).max_rows = MAX_PANES
+        self.update_header()
+        self.query_one("#prompt", Input).focus()
+        if self.initial_prompt:
+            await self.send(self.initial_prompt)
+
+    async def on_unmount(self) -> None:
+        self._on_stream(self.runner.cancel)
+        with contextlib.suppress(Exception):
+            await self.stream.call(self.runner.aclose)
+        self.stream.close()
+
+    def update_header(self) -> None:
+        r = self.runner
+        t = Text()
+        t.append("ttft compare ", style="bold")
+        if r.kept:
+            t.append(f"│ kept {r.panes[0].label} ", style="bold cyan")
+        else:
+            t.append(f"│ {len(r.panes)} panes · {r.mode} ", style="bold cyan")
+        if self.blind:
+            t.append("· blind ", style="bold magenta")
+        t.append(f"│ trials {self.repeat} ")
+        t.append(f"│ {fmt_settings(self.settings.to_dict())} ")
+        t.append(f"│ {r.comparison_id}", style="dim")
+        self.query_one("#header", Static).update(t)
+
+    # --- sending -------------------------------------------------------------------
+    async def on_input_submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if not text:
+            return
+        event.input.value = ""
+        if text.startswith("/"):
+            await self.command(text)
+            return
+        if self.in_flight:
+            self.notify("A prompt is in flight: Esc cancels it.", severity="warning")
+            return
+        await self.send(text)
+
+    async def send(self, prompt: str, repeat: int | None = None) -> None:
+        """Start the prompt on every pane; returns once it is running."""
+        n = repeat or self.repeat
+        self._current_repeat = n
+        self.in_flight = True
+        self.last_prompt = prompt
+        for v in self.views:
+            await v.start_prompt(prompt)
+        self.query_one("#summary", Static).update(
+            Text(f"running {n} trial{'s' if n > 1 else ''} ({self.runner.mode})…", style="dim")
+        )
+        future = self.stream.submit(
+            self.runner.run_prompt(prompt, repeat=n, on_start=self._started, on_done=self._done)
+        )
+        if self._tick_timer is not None:
+            self._tick_timer.resume()
+        self._await_prompt(asyncio.wrap_future(future))
+
+    # Called on the stream thread: hand over to the UI loop without waiting (never block a stream).
+    def _started(self, pane: int, trial: int, recorder: TurnRecorder) -> None:
+        self._to_ui(pane, self._ui_started(pane, trial, recorder))
+
+    def _done(self, pane: int, trial: int, record: TurnRecord) -> None:
+        self._to_ui(pane, self._ui_done(pane, record.to_dict()))
+
+    def _to_ui(self, pane: int, coro: Coroutine[Any, Any, None]) -> None:
+        assert self._ui_loop is not None
+        self._ui_loop.call_soon_threadsafe(self._spawn, coro)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _ui_started(self, pane: int, trial: int, recorder: TurnRecorder) -> None:
+        view = self.views[pane]
+        async with view.ui_lock:
+            await view.start_trial(trial, self._current_repeat, recorder)
+
+    async def _ui_done(self, pane: int, record: dict[str, Any]) -> None:
+        view = self.views[pane]
+        async with view.ui_lock:
+            await view.finish_trial(record)
+        self._draw_race()
+
+    @work(exclusive=False, group="prompt")
+    async def _await_prompt(self, result_future: asyncio.Future[PromptResult]) -> None:
+        try:
+            result = await result_future
+        except Exception as exc:  # the runner turns pane failures into records; this is a bug path
+            self.notify(f"comparison ended abnormally: {exc}", severity="error")
+            result = None
+        # Let every pane's pending UI work (finalize, error cards) land before the summary.
+        for v in self.views:
+            async with v.ui_lock:
+                pass
+        if self._tick_timer is not None:
+            self._tick_timer.pause()
+        self.in_flight = False
+        if result is None:
+            return
+        per_pane = {p.label: recs for p, recs in zip(self.runner.panes, result.as_dicts(), strict=True)}
+        c = compare(per_pane)
+        self.results.append((result, c))
+        for v in self.views:
+            wins = [SHORT[m.key] for m in METRICS if v.label in c.rankings[m.key].winners and len(self.views) > 1]
+            v.show_wins(wins)
+        self._draw_race()
+        self.show_summary()
+
+    def show_summary(self) -> None:
+        if not self.results:
+            return
+        result, c = self.results[-1]
+        names = {v.label: ("hidden" if self.blind else v.model_name) for v in self.views}
+        colors = {v.label: v.color for v in self.views}
+        self.query_one("#summary", Static).update(
+            summary(c, names, mode=result.mode, skew_ms=result.start_skew_ms, colors=colors)
+        )
+
+    # --- the frame -----------------------------------------------------------------
+    def _tick(self) -> None:
+        now = self.clock()
+        for v in self.views:
+            v.tick(now)
+        self._draw_race()
+
+    def _draw_race(self) -> None:
+        rows = [(v.label, v.timeline) for v in self.views if v.timeline is not None]
+        self.query_one(TimelineView).set_rows(rows)
+
+    # --- actions -------------------------------------------------------------------
+    def _on_stream(self, fn: Callable[[], Any]) -> None:
+        if not self.stream.loop.is_closed():
+            self.stream.loop.call_soon_threadsafe(fn)
+
+    def action_cancel(self) -> None:
+        if self.in_flight:
+            self._on_stream(self.runner.cancel)
+        elif len(self.screen_stack) > 1:
+            self.pop_screen()
+
+    def action_reveal(self) -> None:
+        self.blind = not self.blind
+        for v in self.views:
+            v.blind = self.blind
+            v.show_title()
+        self.update_header()
+        self.show_summary()
+
+    def action_toggle_mode(self) -> None:
+        if self.in_flight:
+            self.notify("Wait for the prompt in flight to finish.", severity="warning")
+            return
+        self.runner.mode = "sequential" if self.runner.mode == "parallel" else "parallel"
+        self.update_header()
+        self.notify(f"next prompts run {self.runner.mode}")
+
+    async def action_trials(self, n: int = DEFAULT_TRIALS) -> None:
+        """Send the last prompt again, ``n`` trials, for medians, p90 and verdicts."""
+        if self.in_flight:
+            self.notify("A prompt is in flight: Esc cancels it.", severity="warning")
+            return
+        if not self.last_prompt:
+            self.notify("Send a prompt first; trials resend it.", severity="warning")
+            return
+        await self.send(self.last_prompt, repeat=n)
+
+    def action_toggle_bottom(self) -> None:
+        bottom = self.query_one("#compare-bottom")
+        bottom.set_class(not bottom.has_class("-expanded"), "-expanded")
+
+    async def action_keep(self, label: str) -> None:
+        """Continue the conversation with this pane alone."""
+        idx = self._index(label)
+        if idx is None or self.in_flight:
+            return
+        dropped = self.runner.keep(idx)
+        for b in [p.backend for p in dropped]:
+            self.stream.submit(b.aclose())
+        keep_view = self.views[idx]
+        for v in [v for v in self.views if v is not keep_view]:
+            await v.remove()
+        self.views = [keep_view]
+        self.repeat = 1
+        self.update_header()
+        self._draw_race()
+        self.notify(f"continuing with {keep_view.label} ({keep_view.model_name}) alone")
+
+    async def action_remove(self, label: str) -> None:
+        idx = self._index(label)
+        if idx is None or self.in_flight or len(self.views) <= 1:
+            return
+        pane = self.runner.remove(idx)
+        self.stream.submit(pane.backend.aclose())
+        view = self.views.pop(idx)
+        await view.remove()
+        self.update_header()
+        self._draw_race()
+
+    async def action_add(self, spec: str) -> None:
+        if self.in_flight or len(self.views) >= MAX_PANES or self.runner.kept:
+            self.notify(f"at most {MAX_PANES} panes, and not after keep", severity="warning")
+            return
+        if self.factory is None:
+            from tui.commands.compare import backend_factory, parse_model
+
+            factory: BackendFactory = backend_factory
+        else:
+            from tui.commands.compare import parse_model
+
+            factory = self.factory
+        ps = parse_model(spec, None)
+        try:
+            backend = factory(ps.spec, ps.base_url)
+        except Exception as exc:
+            self.notify(f"could not add {spec}: {exc}", severity="error")
+            return
+        label = next(c for c in LABELS if c not in {v.label for v in self.views})
+        pane = ComparePane(backend, label, settings=self.settings)
+        self.runner.add(pane)
+        view = PaneView(label, self._pane_name(pane), pane_color(LABELS.index(label)), self.clock)
+        view.blind = self.blind
+        self.views.append(view)
+        await self.query_one("#compare-panes").mount(view)
+        self.update_header()
+
+    async def action_export(self) -> list[Path]:
+        out = self.out_dir or data_dir() / "exports"
+        records = [r for res, _ in self.results for recs in res.as_dicts() for r in recs]
+        parts = [({"prompt_index": res.prompt_index, "mode": res.mode}, c) for res, c in self.results]
+        if not records:
+            self.notify("Nothing to export yet.", severity="warning")
+            return []
+        paths = write_comparison(records, parts, out, self.runner.comparison_id)
+        self.last_export = list(paths)
+        self.notify("exported " + ", ".join(str(p) for p in paths), timeout=8)
+        return self.last_export
+
+    def _index(self, label: str) -> int | None:
+        label = label.strip().upper()
+        for i, v in enumerate(self.views):
+            if v.label == label:
+                return i
+        self.notify(f"no pane {label!r}", severity="warning")
+        return None
+
+    async def command(self, text: str) -> None:
+        cmd, _, arg = text[1:].partition(" ")
+        arg = arg.strip()
+        match cmd.lower():
+            case "keep":
+                await self.action_keep(arg)
+            case "remove":
+                await self.action_remove(arg)
+            case "add":
+                await self.action_add(arg)
+            case "repeat":
+                try:
+                    self.repeat = max(1, int(arg))
+                except ValueError:
+                    self.notify("/repeat N: trials per prompt", severity="warning")
+                    return
+                self.update_header()
+            case "again":
+                await self.action_trials(self.repeat)
+            case "reveal":
+                self.action_reveal()
+            case "sequential" | "parallel":
+                if self.runner.mode != cmd.lower():
+                    self.action_toggle_mode()
+            case "export":
+                await self.action_export()
+            case _:
+                self.notify(f"unknown command /{cmd}", severity="warning")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand(
+            f"Trials: resend the last prompt {DEFAULT_TRIALS} times", "medians, p90 and verdicts", self.action_trials
+        )
+        yield SystemCommand("Reveal / hide model names", "blind mode", self.action_reveal)
+        yield SystemCommand("Parallel / sequential", "how the next prompts start", self.action_toggle_mode)
+        yield SystemCommand("Export the comparison", "JSONL + summary and verdict CSVs", self.action_export)
+        for v in self.views:
+            yield SystemCommand(f"Keep pane {v.label}", "continue with this pane alone", self._keeper(v.label))
+
+    def _keeper(self, label: str) -> Callable[[], Coroutine[Any, Any, None]]:
+        async def keep() -> None:
+            await self.action_keep(label)
+
+        return keep
