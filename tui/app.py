@@ -26,6 +26,7 @@ from tui.runner import LiveTurn, LoopThread
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
 from tui.widgets import AssistantMessage, TelemetryPane, Transcript
 
+PANE_FPS = 10  # the figures change slower than the text; a layout-free repaint at 10 fps reads as live
 EFFORTS = (None, "minimal", "low", "medium", "high")
 SPECULATIVE_DEFAULT = {"kind": "prompt-lookup", "num_pred_tokens": 2}
 
@@ -85,6 +86,8 @@ class ChatApp(App[None]):
         self._timelines: list[tuple[str, Timeline]] = []
         self.last_export: list[Path] = []
         self._tick_timer = None
+        self._pane_phase = ""
+        self._pane_ns = 0
 
     # --- layout --------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -176,7 +179,7 @@ class ChatApp(App[None]):
             self.notify(f"turn ended abnormally: {exc}", severity="error")
         if self._tick_timer is not None:
             self._tick_timer.pause()
-        self._tick()  # the last frame: every chunk painted before the full render
+        self._tick(force=True)  # the last frame: every chunk painted before the full render
         self.live = None
         await message.finalize(record)
         await self.transcript.add_outcome(record)
@@ -191,15 +194,19 @@ class ChatApp(App[None]):
         self.pane.set_history(self.session.records)
         self.message = None
 
-    def _tick(self) -> None:
+    def _tick(self, force: bool = False) -> None:
+        """One frame: new text into the answer every frame; the pane at PANE_FPS or on a phase change."""
         live, message = self.live, self.message
         if live is None or message is None:
             return
         rec = live.recorder
-        snap = rec.snapshot(self.clock())
+        now = self.clock()
+        snap = rec.snapshot(now)
         message.pump(rec, snap)
-        self.pane.show_live(snap, rec.attempts, self.lag.summary())
-        self.pane.set_timelines([*self._timelines, ("now", live_timeline(snap, rec.attempts))])
+        if force or snap.phase != self._pane_phase or now - self._pane_ns >= 1e9 / PANE_FPS:
+            self._pane_phase, self._pane_ns = snap.phase, now
+            self.pane.show_live(snap, rec.attempts, self.lag.summary())
+            self.pane.set_timelines([*self._timelines, ("now", live_timeline(snap, rec.attempts))])
 
     # --- actions -------------------------------------------------------------------
     def action_cancel_turn(self) -> None:

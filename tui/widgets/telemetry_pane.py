@@ -183,10 +183,11 @@ class TelemetryPane(VerticalScroll):
         yield HistoryPanel(id="history")
 
     def on_mount(self) -> None:
+        self._live_lines = -1
         self.query_one("#live-gaps").display = False
 
     def show_live(self, snap: Snapshot, attempts: Sequence[Any] = (), lag: dict[str, Any] | None = None) -> None:
-        self.query_one("#live", Static).update(live_text(snap, attempts, lag))
+        self._set_live(live_text(snap, attempts, lag))
         spark = self.query_one("#live-gaps", Sparkline)
         if snap.recent_gaps_ms:
             spark.display = True
@@ -194,12 +195,18 @@ class TelemetryPane(VerticalScroll):
         else:
             spark.display = False
 
+    def _set_live(self, text: Text) -> None:
+        # A layout pass costs far more than a repaint: only when the line count changes.
+        lines = text.plain.count("\n")
+        self.query_one("#live", Static).update(text, layout=lines != self._live_lines)
+        self._live_lines = lines
+
     def show_record(self, rec: dict[str, Any], lag: dict[str, Any] | None = None) -> None:
-        self.query_one("#live", Static).update(record_text(rec, lag))
+        self._set_live(record_text(rec, lag))
         self.query_one("#live-gaps", Sparkline).display = False
 
     def show_message(self, text: str) -> None:
-        self.query_one("#live", Static).update(Text(text, style="dim"))
+        self._set_live(Text(text, style="dim"))
         self.query_one("#live-gaps", Sparkline).display = False
 
     def set_timelines(self, rows: Sequence[tuple[str, Timeline]]) -> None:

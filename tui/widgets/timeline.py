@@ -35,8 +35,10 @@ class TimelineView(Widget):
         self.max_rows = 12
 
     def set_rows(self, rows: Sequence[tuple[str, Timeline]]) -> None:
-        self.rows = list(rows)[-self.max_rows :]
-        self.refresh(layout=True)
+        rows = list(rows)[-self.max_rows :]
+        resized = len(rows) != len(self.rows)
+        self.rows = rows
+        self.refresh(layout=resized)
 
     def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[no-untyped-def]
         return (len(self.rows) + 2) if self.rows else 1

@@ -1,0 +1,242 @@
+"""Does the chat UI disturb what it measures? Run the real app headless against a loopback server.
+
+The fake server (tests.fakes) runs in its own process, so it does not share our GIL, and
+streams on a known schedule (default 2000 tokens/s). The app consumes the stream with the
+real OpenAI SDK on its background stream loop while the UI thread paints at its frame rate.
+We print, over all turns:
+
+- TTFT error: |measured TTFT - scheduled first_token_ms| (includes loopback transit);
+- gap error: |measured inter-chunk gap - scheduled gap| for every consecutive pair;
+- stamp error: |chunk stamp - (server's request arrival + scheduled offset)| (both processes
+  read the same CLOCK_MONOTONIC), the absolute version of the two above;
+- render lag p50/p95 (arrival -> on screen) and whether a backlog grew over the turn;
+- CPU use of this process (UI + stream thread) and of the stream thread alone.
+
+A headless baseline (the same turns with run_turn and no UI) shows what the UI adds.
+
+    python tests/benchmarks/ui_fidelity.py [--tokens-per-s 2000] [--tokens 2000] [--turns 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import itertools
+
+from backends.base import ChatRequest, Message
+from backends.turn import new_recorder, run_turn
+from telemetry.metrics import percentiles
+
+TARGETS = "targets: TTFT and gap error median <= 1 ms, p99 <= 5 ms; render lag p95 <= 100 ms"
+
+
+def _serve(conn: Any, schedule_kw: dict[str, Any]) -> None:
+    from tests.fakes import FakeServer, Schedule
+
+    srv = FakeServer(Schedule(**schedule_kw)).start()
+    conn.send(srv.openai_base_url)
+    while True:
+        cmd = conn.recv()
+        if cmd == "requests":
+            reqs = [r for r in srv.requests if r.path.endswith("completions")]
+            conn.send([(r.received_ns, r.chunks_sent, r.completed) for r in reqs])
+        elif cmd == "stop":
+            srv.stop()
+            conn.send("ok")
+            return
+
+
+def make_backend(base_url: str) -> Any:
+    from backends.openai_chat import OpenAIChatBackend
+
+    return OpenAIChatBackend("fake-model", provider="fake", base_url=base_url, api_key="sk-bench")
+
+
+def errors(records: list[dict[str, Any]], arrivals: list[int], schedule_kw: dict[str, Any]) -> dict[str, list[float]]:
+    from tests.fakes import Schedule
+
+    sched = Schedule(**schedule_kw).chunks()
+    at = [a for a, _, _ in sched]
+    ttft_err: list[float] = []
+    gap_err: list[float] = []
+    stamp_err: list[float] = []
+    for rec, arrived in zip(records, arrivals, strict=True):
+        chunks = rec["chunks"]  # [[ms from sent, kind, tokens], ...]
+        if rec["metrics"]["ttft_ms"] is not None:
+            ttft_err.append(abs(rec["metrics"]["ttft_ms"] - at[0]))
+        for (a, b), (sa, sb) in zip(itertools.pairwise(chunks), itertools.pairwise(at), strict=False):
+            gap_err.append(abs((b[0] - a[0]) - (sb - sa)))
+        sent_ns = rec["_sent_ns"]
+        for c, s in zip(chunks, at, strict=False):
+            stamp_err.append(abs((sent_ns + c[0] * 1e6) - (arrived + s * 1e6)) / 1e6)
+    return {"ttft": ttft_err, "gap": gap_err, "stamp": stamp_err}
+
+
+def line(name: str, vals: list[float]) -> str:
+    p = percentiles(vals)
+    if not vals:
+        return f"  {name:<22} (none)"
+    return f"  {name:<22} median {p['p50']:7.3f} ms   p99 {p['p99']:7.3f} ms   max {p['max']:7.3f} ms   (n={len(vals)})"
+
+
+class ThreadCPU:
+    """CPU seconds of this process and of one thread (by native id)."""
+
+    def __init__(self) -> None:
+        self.proc = psutil.Process()
+
+    def sample(self, native_id: int | None) -> tuple[float, float]:
+        t = self.proc.cpu_times()
+        thread = 0.0
+        for th in self.proc.threads():
+            if th.id == native_id:
+                thread = th.user_time + th.system_time
+        return t.user + t.system, thread
+
+
+async def run_ui(base_url: str, turns: int, size: tuple[int, int]) -> tuple[list[dict[str, Any]], list[dict], dict]:
+    from tests.tui_support import wait_until
+    from tui.app import ChatApp
+
+    backend_holder: dict[str, Any] = {}
+
+    def factory(spec: str, url: str | None) -> Any:
+        backend_holder["b"] = make_backend(base_url)
+        return backend_holder["b"]
+
+    app = ChatApp("fake:fake-model", factory=factory, session_id="bench")
+    records: list[dict[str, Any]] = []
+    lags: list[dict] = []
+    cpu = ThreadCPU()
+    stream_tid = app.runner._thread.native_id
+    async with app.run_test(size=size) as pilot:
+        wall0 = time.perf_counter()
+        p0, s0 = cpu.sample(stream_tid)
+        for i in range(turns):
+            app.query_one("#prompt").value = f"turn {i}: write a long answer"
+            await pilot.press("enter")
+            await wait_until(pilot, lambda n=i: len(app.session.records) == n + 1 and not app.busy, timeout=60)
+            rec = dict(app.session.records[-1])
+            records.append(rec)
+            lags.append(app.lag_by_turn[rec["turn_index"]])
+        p1, s1 = cpu.sample(stream_tid)
+        wall = time.perf_counter() - wall0
+    cpu_info = {"process": (p1 - p0) / wall, "stream_thread": (s1 - s0) / wall, "wall_s": wall}
+    return records, lags, cpu_info
+
+
+async def run_headless(base_url: str, turns: int) -> list[dict[str, Any]]:
+    backend = make_backend(base_url)
+    out = []
+    for i in range(turns):
+        req = ChatRequest((Message("user", f"turn {i}"),))
+        rec = new_recorder(backend, req, session_id="bench-headless", turn_index=i)
+        record = await run_turn(backend, req, rec)
+        d = record.to_dict()
+        d["_sent_ns"] = record.timestamps.sent
+        out.append(d)
+    await backend.aclose()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokens-per-s", type=float, default=2000.0)
+    ap.add_argument("--tokens", type=int, default=2000, help="visible tokens per turn")
+    ap.add_argument("--first-token-ms", type=float, default=200.0)
+    ap.add_argument("--turns", type=int, default=5)
+    ap.add_argument("--size", default="160x48")
+    args = ap.parse_args()
+    os.environ["TTFT_DATA_DIR"] = tempfile.mkdtemp(prefix="ttft-bench-")
+    schedule_kw = {
+        "first_token_ms": args.first_token_ms,
+        "token_ms": 1000.0 / args.tokens_per_s,
+        "visible_tokens": args.tokens,
+        "reasoning_tokens": 0,
+    }
+    parent, child = mp.Pipe()
+    server = mp.get_context("spawn").Process(target=_serve, args=(child, schedule_kw), daemon=True)
+    server.start()
+    base_url = parent.recv()
+    w, h = (int(x) for x in args.size.split("x"))
+
+    def arrivals(n_before: int, n: int) -> list[int]:
+        parent.send("requests")
+        reqs = parent.recv()
+        return [r[0] for r in reqs[n_before : n_before + n]]
+
+    print(
+        f"ui_fidelity: {args.turns} turns x {args.tokens} tokens at {args.tokens_per_s:.0f} tokens/s "
+        f"(first token at {args.first_token_ms:.0f} ms), app at {w}x{h}; {os.cpu_count()} CPUs; "
+        f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
+    )
+
+    # The app records the send stamp only as ms offsets; keep the absolute one for stamp errors.
+    import telemetry.record as record_mod
+
+    original = record_mod.TurnRecord.to_dict
+
+    def to_dict(self: Any) -> dict[str, Any]:
+        d = original(self)
+        d["_sent_ns"] = self.timestamps.sent
+        return d
+
+    record_mod.TurnRecord.to_dict = to_dict  # type: ignore[method-assign]
+
+    headless = asyncio.run(run_headless(base_url, args.turns))
+    e0 = errors(headless, arrivals(0, args.turns), schedule_kw)
+    ui_records, lags, cpu = asyncio.run(run_ui(base_url, args.turns, (w, h)))
+    e1 = errors(ui_records, arrivals(args.turns, args.turns), schedule_kw)
+    parent.send("stop")
+    parent.recv()
+
+    print("\nheadless baseline (run_turn, no UI):")
+    for k in ("ttft", "gap", "stamp"):
+        print(line(f"{k} error", e0[k]))
+    print("\nwith the chat UI painting:")
+    for k in ("ttft", "gap", "stamp"):
+        print(line(f"{k} error", e1[k]))
+    all_lag = [x for x in lags]
+    p50s = [x["p50_ms"] for x in all_lag if x.get("p50_ms") is not None]
+    p95s = [x["p95_ms"] for x in all_lag if x.get("p95_ms") is not None]
+    print(
+        f"  render lag             p50 {percentiles(p50s)['p50'] or 0:.1f} ms   p95 {max(p95s, default=0):.1f} ms "
+        f"(worst turn)   paints/turn {percentiles([x['paints'] for x in all_lag])['p50']:.0f}"
+    )
+    growth = [x.get("lag_growth") for x in all_lag]
+    backlog = [x.get("backlog_max") for x in all_lag]
+    print(
+        f"  backlog                max chunks unpainted at a paint {max(backlog, default=0)}; "
+        f"lag 2nd half / 1st half per turn {', '.join(f'{g:.2f}' if g else '-' for g in growth)}"
+    )
+    tokens = [r["tokens"]["output"] for r in ui_records]
+    print(
+        f"  CPU                    process {100 * cpu['process']:.0f}% of a core (UI + stream), "
+        f"stream thread {100 * cpu['stream_thread']:.0f}%, over {cpu['wall_s']:.1f} s; tokens/turn {tokens[0]}"
+    )
+    print(TARGETS)
+    ok = (
+        percentiles(e1["ttft"])["p50"] <= 1
+        and percentiles(e1["gap"])["p50"] <= 1
+        and percentiles(e1["ttft"])["p99"] <= 5
+        and percentiles(e1["gap"])["p99"] <= 5
+        and max(p95s, default=0) <= 100
+    )
+    print("verdict:", "within targets" if ok else "OUTSIDE targets")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
