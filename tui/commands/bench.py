@@ -81,29 +81,35 @@ def _n(v: float | None, digits: int = 0) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
 
-HEADER = (
-    f"{'level':>9} {'req/s':>6} {'tok/s':>7} {'user t/s':>8} {'TTFT p50':>8} {'p90':>6} {'p99':>6} "
-    f"{'TTFVT50':>7} {'TPOT p50':>8} {'p90':>6} {'p99':>6} {'ITL p99':>7} {'E2E p50':>7} {'p99':>6} "
-    f"{'err':>4} {'goodput':>7}  client"
-)
+COLUMNS = (
+    ("level", 9), ("req/s", 6), ("tok/s", 7), ("user t/s", 8), ("TTFT p50", 8), ("p90", 6), ("p99", 6),
+    ("TTFVT50", 7), ("TPOT p50", 8), ("p90", 6), ("p99", 6), ("ITL p99", 7), ("E2E p50", 7), ("p99", 6),
+    ("err", 4), ("goodput", 7),
+)  # fmt: skip
+HEADER = " ".join(f"{name:>{w}}" for name, w in COLUMNS) + "  client"
 
 
-def level_row(a: dict[str, Any]) -> str:
+def level_cells(a: dict[str, Any]) -> list[str]:
+    """One level as table cells (the columns of COLUMNS, then the client's health)."""
     label = f"{a['level']:g}/s" if a["mode"] == "rate" else f"c={int(a['level'])}"
     client = a.get("client") or {}
     lag = (client.get("loop_lag_ms") or {}).get("p99")
-    health = f"lag {_n(lag, 1)}ms cpu {_n(client.get('cpu_percent'))}%"
+    health = "-" if not client else f"lag {_n(lag, 1)}ms cpu {_n(client.get('cpu_percent'))}%"
     flag = a.get("client_bottleneck") or ""
     if flag:
         health += " CLIENT-BOUND" if flag.startswith("client") else " HOST-BUSY"
     t, p, e = a["ttft_ms"], a["tpot_ms"], a["e2e_ms"]
     gp = "-" if a.get("goodput") is None else f"{a['goodput']:.2f}"
-    return (
-        f"{label:>9} {_n(a['request_throughput'], 2):>6} {_n(a['output_throughput'], 1):>7} "
-        f"{_n(a['per_user_tokens_per_s']['p50'], 1):>8} {_n(t['p50']):>8} {_n(t['p90']):>6} {_n(t['p99']):>6} "
-        f"{_n(a['ttfvt_ms']['p50']):>7} {_n(p['p50'], 1):>8} {_n(p['p90'], 1):>6} {_n(p['p99'], 1):>6} "
-        f"{_n(a['itl_ms']['p99'], 1):>7} {_n(e['p50']):>7} {_n(e['p99']):>6} {a['failed']:>4} {gp:>7}  {health}"
-    )
+    return [
+        label, _n(a["request_throughput"], 2), _n(a["output_throughput"], 1), _n(a["per_user_tokens_per_s"]["p50"], 1),
+        _n(t["p50"]), _n(t["p90"]), _n(t["p99"]), _n(a["ttfvt_ms"]["p50"]), _n(p["p50"], 1), _n(p["p90"], 1),
+        _n(p["p99"], 1), _n(a["itl_ms"]["p99"], 1), _n(e["p50"]), _n(e["p99"]), str(a["failed"]), gp, health,
+    ]  # fmt: skip
+
+
+def level_row(a: dict[str, Any]) -> str:
+    cells = level_cells(a)
+    return " ".join(f"{c:>{w}}" for c, (_, w) in zip(cells, COLUMNS, strict=False)) + "  " + cells[-1]
 
 
 def write_results(out: Path, levels: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,183 @@
+"""ttft bench against the simulated batching server: figures near the simulated truth, files, CLI."""
+
+from __future__ import annotations
+
+import csv
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from backends.load import BackendSpec, LoadConfig, LoadRunner, build_backend, synthetic_prompt
+from telemetry.aggregate import SLO, aggregate_level
+from tests.fakes.batching_server import BatchingServer
+from tui.cli import main
+
+TOKENS = 12
+
+
+@pytest.fixture(autouse=True)
+def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+
+
+@pytest.fixture(scope="module")
+def server() -> BatchingServer:
+    with BatchingServer(slots=4, token_ms=10, alpha=0.3, prefill_ms=20) as srv:
+        yield srv
+
+
+def spec(srv: BatchingServer) -> BackendSpec:
+    return BackendSpec("compat:batching-fake", srv.base_url)
+
+
+async def run_levels(srv: BatchingServer, cfg: LoadConfig) -> list[dict]:
+    out = []
+    async with LoadRunner(cfg, spec=spec(srv), run_id="t") as runner:
+        await runner.warmup()
+        for i in range(len(cfg.levels)):
+            res = await runner.level(i)
+            out.append(aggregate_level(res.records, level=res.level, mode=res.mode, client=res.client))
+    return out
+
+
+def test_synthetic_prompts_are_unique_repeatable_and_sized() -> None:
+    a = synthetic_prompt(3, 200, seed=1)
+    assert a == synthetic_prompt(3, 200, seed=1)
+    assert a != synthetic_prompt(4, 200, seed=1)
+    assert a.split()[:5] != synthetic_prompt(3, 200, seed=2).split()[:5]  # differ from the first word
+    assert 180 <= len(a.split()) <= 210
+
+
+async def test_levels_match_the_simulated_truth(server: BatchingServer) -> None:
+    cfg = LoadConfig(levels=(1, 2, 4), requests=8, warmup=2, input_tokens=32, max_output_tokens=TOKENS)
+    levels = await run_levels(server, cfg)
+    for lv in levels:
+        truth = server.expected(int(lv["level"]), TOKENS)
+        assert lv["completed"] == 8 and lv["failed"] == 0
+        assert lv["tpot_ms"]["p50"] == pytest.approx(truth.tpot_ms, rel=0.15, abs=2.0), lv["level"]
+        assert lv["ttft_ms"]["p50"] == pytest.approx(truth.ttft_ms, abs=25.0)
+        assert lv["per_user_tokens_per_s"]["p50"] == pytest.approx(truth.per_user_tps, rel=0.2)
+        # Closed loop has a small gap between requests, and a level ends with stragglers: generous bound.
+        assert lv["output_throughput"] == pytest.approx(truth.output_throughput, rel=0.3)
+        assert lv["total_output_tokens"] == 8 * TOKENS  # from usage
+        assert lv["token_source"] == "usage"
+        assert lv["client"]["lag_samples"] > 0 and lv["client"]["cpu_percent"] >= 0
+    tput = [lv["output_throughput"] for lv in levels]
+    per_user = [lv["per_user_tokens_per_s"]["p50"] for lv in levels]
+    assert tput[0] < tput[1] < tput[2], "batching must raise total throughput"
+    assert per_user[0] > per_user[1] > per_user[2], "and lower each user's speed"
+    assert server.max_active <= 4
+
+
+async def test_past_the_slots_the_wait_moves_into_ttft_and_goodput_drops(server: BatchingServer) -> None:
+    cfg = LoadConfig(levels=(4, 8), requests=16, warmup=0, input_tokens=16, max_output_tokens=TOKENS)
+    slo = SLO(ttft_ms=100)
+    async with LoadRunner(cfg, spec=spec(server), run_id="t") as runner:
+        four = await runner.level(0)
+        eight = await runner.level(1)
+    a4 = aggregate_level(four.records, level=4, slo=slo)
+    a8 = aggregate_level(eight.records, level=8, slo=slo)
+    e2e4 = server.expected(4, TOKENS).e2e_ms
+    # At 8 users and 4 slots, half the requests wait one whole request for a slot.
+    assert a8["ttft_ms"]["p90"] > a4["ttft_ms"]["p90"] + 0.6 * e2e4
+    assert a8["tpot_ms"]["p50"] == pytest.approx(a4["tpot_ms"]["p50"], rel=0.2)  # slots are full either way
+    assert a4["good"] >= 14
+    assert a8["good"] <= 11  # the queued ones miss a 100 ms TTFT
+    assert a8["goodput_fraction"] < a4["goodput_fraction"]
+
+
+async def test_open_loop_follows_the_poisson_schedule(server: BatchingServer) -> None:
+    cfg = LoadConfig(mode="rate", levels=(25.0,), requests=30, warmup=0, input_tokens=16, max_output_tokens=4, seed=3)
+    async with LoadRunner(cfg, spec=spec(server), run_id="t") as runner:
+        res = await runner.level(0)
+    assert len(res.records) == 30
+    late = [r["extra"]["bench"]["sent_at_ms"] - r["extra"]["bench"]["scheduled_at_ms"] for r in res.records]
+    assert min(late) > -1.0  # never early
+    assert sorted(late)[len(late) // 2] < 20.0  # and on time (generous: 2 shared cores)
+    assert res.client["send_late_ms"]["p50"] is not None
+    a = aggregate_level(res.records, level=25.0, mode="rate")
+    assert a["vllm"]["request_rate"] == 25.0 and a["vllm"]["max_concurrency"] is None
+    assert 8 < a["request_throughput"] < 60
+
+
+async def test_a_refused_connection_is_counted_as_errors() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = LoadConfig(levels=(2,), requests=4, warmup=0, max_output_tokens=4)
+    async with LoadRunner(cfg, spec=BackendSpec("compat:x", f"http://127.0.0.1:{port}/v1"), run_id="t") as runner:
+        res = await runner.level(0)
+    a = aggregate_level(res.records, level=2, slo=SLO(ttft_ms=1000))
+    assert a["failed"] == 4 and a["completed"] == 0 and a["good"] == 0
+    assert sum(a["errors"].values()) == 4
+
+
+def test_pool_is_widened_for_hundreds_of_streams(server: BatchingServer) -> None:
+    backend = build_backend(spec(server), pool=600)
+    pool = backend.http.client._transport._pool  # type: ignore[attr-defined]
+    assert pool._max_connections >= 600
+
+
+def test_cli_writes_turns_summary_csv_and_charts(server: BatchingServer, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    rc = main(
+        [
+            "bench", "-m", "compat:batching-fake", "--base-url", server.base_url,
+            "--concurrency", "1,4", "--requests", "6", "--warmup", "1", "--input-tokens", "24",
+            "--max-output-tokens", str(TOKENS), "--slo", "ttft=500ms,tpot=50ms,e2e=10s", "--out", str(out), "--quiet",
+        ]
+    )  # fmt: skip
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "c=1" in printed and "c=4" in printed and "TTFT p50" in printed
+    assert "Batching trade-off" in printed and "Each user pays" in printed
+
+    turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
+    assert len(turns) == 6 * 2 + 1
+    assert all(t["schema"] == "ttft.turn/1" for t in turns)
+    assert sum(1 for t in turns if t["extra"]["bench"]["warmup"]) == 1
+    prompts = [t["prompt"] for t in turns]
+    assert len(set(prompts)) == len(prompts)  # unique, so no prefix cache hides prefill
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["schema"] == "ttft.bench/1" and len(summary["levels"]) == 2
+    for key in ("request_throughput", "output_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
+                "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "p99_itl_ms", "mean_e2el_ms",
+                "p99_e2el_ms", "duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
+                "request_goodput"):  # fmt: skip
+        assert key in summary["levels"][0], key
+    assert summary["levels"][1]["max_concurrency"] == 4
+    assert summary["conclusion"]
+
+    rows = list(csv.DictReader((out / "levels.csv").open()))
+    assert [r["level"] for r in rows] == ["1.0", "4.0"]
+    assert float(rows[1]["output_throughput"]) > float(rows[0]["output_throughput"])
+    tradeoff = (out / "tradeoff.svg").read_text()
+    assert tradeoff.startswith("<svg") and "c=1" in tradeoff and "c=4" in tradeoff
+    assert (out / "ttft.svg").read_text().startswith("<svg")
+
+
+def test_cli_with_two_worker_processes(server: BatchingServer, tmp_path: Path) -> None:
+    out = tmp_path / "w2"
+    rc = main(
+        [
+            "bench", "-m", "compat:batching-fake", "--base-url", server.base_url, "--concurrency", "4",
+            "--requests", "8", "--warmup", "0", "--max-output-tokens", "6", "--workers", "2", "--out", str(out),
+            "--quiet",
+        ]
+    )  # fmt: skip
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["completed"] == 8 and summary["failed"] == 0
+    detail = summary["details"][0]
+    assert detail["client"]["workers"] == 2 and len(detail["client"]["per_worker"]) == 2
+    turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
+    assert {t["extra"]["bench"]["worker"] for t in turns} == {0, 1}
+    assert {t["extra"]["bench"]["level"] for t in turns} == {4.0}
+
+
+def test_bad_slo_exits_2(capsys) -> None:
+    assert main(["bench", "-m", "compat:x", "--slo", "speed=fast"]) == 2
+    assert "ttft=500ms" in capsys.readouterr().err

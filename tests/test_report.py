@@ -1,0 +1,109 @@
+"""ttft report: reads session logs, comparison logs and bench results; prints tables and charts; writes files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from telemetry import aggregate as agg
+from telemetry.log import SessionLog
+from tests.test_aggregate import rec
+from tests.turns import play, recorder, stream
+from tui.charts import hist_chart, timeline_chart, tradeoff_chart
+from tui.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+
+
+def bench_dir(tmp_path: Path) -> Path:
+    """A bench folder as ttft bench leaves it: turns.jsonl + summary.json (two levels)."""
+    out = tmp_path / "bench"
+    out.mkdir()
+    turns = [rec(sent_at=i * 100.0, ttft=30, tokens=10, tpot=10, level=1) for i in range(6)]
+    turns += [rec(sent_at=(i // 4) * 100.0, ttft=60, tokens=10, tpot=25, level=4) for i in range(12)]
+    levels = [agg.aggregate_level(rs, level=lv, mode=m) for m, lv, rs in agg.group_levels(turns)]
+    (out / "turns.jsonl").write_text("".join(json.dumps(t) + "\n" for t in turns))
+    (out / "summary.json").write_text(json.dumps(agg.summary(levels, meta={"model": "fake-model"}), default=str))
+    return out
+
+
+def session_log(tmp_path: Path) -> Path:
+    log = SessionLog("s1", directory=tmp_path / "sessions")
+    for i, first in enumerate((120, 250, 400)):
+        r = recorder()
+        r.turn_index = i
+        log.append(play(stream(first_ms=first, gap_ms=12, visible=8), r))
+    return log.path
+
+
+def comparison_log(tmp_path: Path) -> Path:
+    log = SessionLog("c1", directory=tmp_path / "sessions")
+    for pane, first in ((0, 100), (1, 300)):
+        for trial in range(2):
+            extra = {"comparison_id": "cmp-1", "pane": pane, "pane_label": f"P{pane}", "trial": trial}
+            log.append(play(stream(first_ms=first + trial), recorder(extra=extra)))  # type: ignore[arg-type]
+    return log.path
+
+
+def test_report_reads_everything_and_prints_tables_and_charts(tmp_path: Path, capsys) -> None:
+    b, s, c = bench_dir(tmp_path), session_log(tmp_path), comparison_log(tmp_path)
+    html_out = tmp_path / "r" / "report.html"
+    svg_dir = tmp_path / "svg"
+    rc = main(["report", str(b), str(s), str(c), "--html", str(html_out), "--svg", str(svg_dir)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "== bench: fake-model ==" in out and "c=1" in out and "c=4" in out
+    assert "Batching trade-off" in out and "TTFT by load" in out
+    assert "TTFT distribution" in out and "TPOT distribution" in out and "Timeline of chosen turns" in out
+    # sessions and comparison panes each get a row
+    assert "s1" in out and "cmp-1 P0" in out and "cmp-1 P1" in out
+    row_p1 = next(line for line in out.splitlines() if line.startswith("cmp-1 P1"))
+    assert " 300 " in row_p1  # TTFT p50 of pane 1 (300, 301 ms)
+    assert "fake-model: Total throughput grows" in out
+
+    page = html_out.read_text()
+    assert page.startswith("<!doctype html>") and page.count("<svg") == 5 and "<table>" in page
+    assert "fake-model" in page
+    names = sorted(p.name for p in svg_dir.iterdir())
+    assert names == ["timeline.svg", "tpot-distribution.svg", "tradeoff.svg", "ttft-distribution.svg", "ttft.svg"]
+
+
+def test_report_on_bench_turns_alone_reaggregates(tmp_path: Path, capsys) -> None:
+    b = bench_dir(tmp_path)
+    assert main(["report", str(b / "turns.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "== bench: turns ==" in out
+    lines = [line for line in out.splitlines() if line.strip().startswith("c=4")]
+    assert lines and "25.0" in lines[0]  # TPOT p50 recomputed from the records
+
+
+def test_timeline_picks_chosen_turns(tmp_path: Path, capsys) -> None:
+    s = session_log(tmp_path)
+    assert main(["report", str(s), "--turns", "0,2"]) == 0
+    out = capsys.readouterr().out
+    timeline = out[out.index("Timeline of chosen turns") :]
+    assert "#0 " in timeline and "#2 " in timeline and "#1 " not in timeline
+
+
+def test_report_on_a_missing_file_says_so(tmp_path: Path, capsys) -> None:
+    assert main(["report", str(tmp_path / "nope.jsonl")]) == 1
+    assert "nope.jsonl" in capsys.readouterr().err
+
+
+def test_svg_charts_are_well_formed() -> None:
+    import xml.etree.ElementTree as ET
+
+    level = agg.aggregate_level([rec(sent_at=0, ttft=10, tokens=5, tpot=5)], level=1)
+    for chart in (
+        tradeoff_chart([level]),
+        hist_chart([1.0, 2.0, 2.5, 9.0], "TTFT", "ms"),
+        timeline_chart([play(stream(first_ms=100))]),
+        hist_chart([], "empty", "ms"),
+    ):
+        root = ET.fromstring(chart.svg())
+        assert root.tag.endswith("svg")

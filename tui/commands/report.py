@@ -1,0 +1,255 @@
+"""``ttft report FILE...``: summary tables and charts from session logs, comparisons and bench results.
+
+Reads any mix of: a bench results folder (or its ``summary.json`` / ``turns.jsonl``), a session
+log (``.jsonl`` of ``ttft.turn/1`` lines, or a session id), a comparison log (turns tagged with a
+``comparison_id``). Prints the tables and terminal charts: TTFT and TPOT distributions, the
+timeline of chosen turns, and the trade-off chart for benches. ``--html FILE`` writes the same
+as one self-contained page; ``--svg DIR`` / ``--png DIR`` write each chart as a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from telemetry import aggregate as agg
+from telemetry.log import read_records, resolve
+from telemetry.metrics import percentiles
+from tui import charts
+from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="tables and charts from session logs, comparisons and bench results",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("files", nargs="+", help="bench folders, summary.json, .jsonl logs, or session ids")
+    p.add_argument("--turns", help="turn indices for the timeline, e.g. 0,3,7 (default: the last 8)")
+    p.add_argument("--html", type=Path, help="write one HTML page with the tables and charts")
+    p.add_argument("--svg", type=Path, metavar="DIR", help="write each chart as an SVG file into DIR")
+    p.add_argument("--png", type=Path, metavar="DIR", help="write each chart as PNG into DIR (needs matplotlib)")
+    p.add_argument("--width", type=int, default=78, help="terminal chart width")
+    p.set_defaults(func=run)
+
+
+@dataclass
+class Bench:
+    name: str
+    levels: list[dict[str, Any]]
+    conclusion: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Group:
+    """Turns of one session, or of one comparison pane."""
+
+    name: str
+    records: list[dict[str, Any]]
+
+
+@dataclass
+class Loaded:
+    benches: list[Bench] = field(default_factory=list)
+    groups: list[Group] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+# --- reading ---------------------------------------------------------------------------
+def _bench_from_records(name: str, records: list[dict[str, Any]]) -> Bench:
+    groups = agg.group_levels(agg.measured(records))
+    levels = [agg.aggregate_level(recs, level=level, mode=mode) for mode, level, recs in groups]
+    return Bench(name, levels, agg.conclusion(levels))
+
+
+def _bench_from_summary(path: Path) -> Bench:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if data.get("schema") != "ttft.bench/1":
+        raise ValueError(f"{path} is not a ttft bench summary")
+    levels = list(data.get("details") or [])
+    name = str(data.get("model") or data.get("model_spec") or path.parent.name)
+    return Bench(name, levels, data.get("conclusion") or agg.conclusion(levels), data)
+
+
+def _from_jsonl(path: Path, out: Loaded) -> None:
+    recs = list(read_records(path))
+    if not recs:
+        out.problems.append(f"{path}: no ttft.turn/1 records")
+        return
+    bench = [r for r in recs if (r.get("extra") or {}).get("bench")]
+    if bench:
+        out.benches.append(_bench_from_records(path.stem, bench))
+    rest = [r for r in recs if not (r.get("extra") or {}).get("bench")]
+    comparisons: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    plain: list[dict[str, Any]] = []
+    for r in rest:
+        ex = r.get("extra") or {}
+        if ex.get("comparison_id"):
+            label = ex.get("pane_label") or f"pane {ex.get('pane')}: {r.get('provider')}:{r.get('model')}"
+            comparisons.setdefault(ex["comparison_id"], {}).setdefault(str(label), []).append(r)
+        else:
+            plain.append(r)
+    for cid, panes in comparisons.items():
+        for label, rs in panes.items():
+            out.groups.append(Group(f"{cid} {label}", rs))
+    if plain:
+        out.groups.append(Group(path.stem, plain))
+
+
+def load(paths: list[str]) -> Loaded:
+    out = Loaded()
+    for item in paths:
+        p = Path(item)
+        try:
+            if p.is_dir():
+                if (p / "summary.json").exists():
+                    out.benches.append(_bench_from_summary(p / "summary.json"))
+                else:
+                    files = sorted(p.glob("*.jsonl"))
+                    if not files:
+                        out.problems.append(f"{p}: no summary.json or .jsonl logs inside")
+                    for f in files:
+                        _from_jsonl(f, out)
+            elif p.suffix == ".json":
+                out.benches.append(_bench_from_summary(p))
+            else:
+                _from_jsonl(resolve(item), out)
+        except (OSError, ValueError, FileNotFoundError) as exc:
+            out.problems.append(f"{item}: {exc}")
+    return out
+
+
+# --- tables ------------------------------------------------------------------------------
+GROUP_COLUMNS = ("turns", "ok", "errors", "TTFT p50", "p90", "TTFVT p50", "TPOT p50", "p90", "E2E p50", "out tok p50")
+
+
+def group_row(g: Group) -> list[str]:
+    ok = [r for r in g.records if r.get("status") == "ok"]
+
+    def pct(key: str, q: str) -> str:
+        vals = [v for r in ok if (v := (r.get("metrics") or {}).get(key)) is not None]
+        v = percentiles(vals)[q]
+        return "-" if v is None else f"{v:,.0f}" if key != "tpot_ms" else f"{v:,.1f}"
+
+    out_tok = percentiles([float((r.get("tokens") or {}).get("output") or 0) for r in ok])["p50"]
+    return [
+        str(len(g.records)),
+        str(len(ok)),
+        str(sum(1 for r in g.records if r.get("status") == "error")),
+        pct("ttft_ms", "p50"),
+        pct("ttft_ms", "p90"),
+        pct("ttfvt_ms", "p50"),
+        pct("tpot_ms", "p50"),
+        pct("tpot_ms", "p90"),
+        pct("e2e_ms", "p50"),
+        "-" if out_tok is None else f"{out_tok:.0f}",
+    ]
+
+
+def groups_table(groups: list[Group]) -> str:
+    name_w = min(48, max(len(g.name) for g in groups))
+    lines = [f"{'turns of':<{name_w}} " + " ".join(f"{c:>9}" for c in GROUP_COLUMNS)]
+    for g in groups:
+        lines.append(f"{g.name[:name_w]:<{name_w}} " + " ".join(f"{c:>9}" for c in group_row(g)))
+    return "\n".join(lines)
+
+
+def _chosen(records: list[dict[str, Any]], turns: str | None) -> list[dict[str, Any]]:
+    if not turns:
+        return records[-8:]
+    want = {int(t) for t in turns.split(",") if t.strip()}
+    return [r for r in records if r.get("turn_index") in want]
+
+
+def report_charts(loaded: Loaded, turns: str | None) -> list[tuple[str, charts.Chart]]:
+    out: list[tuple[str, charts.Chart]] = []
+    for i, b in enumerate(loaded.benches):
+        suffix = f"-{i + 1}" if len(loaded.benches) > 1 else ""
+        out += [(f"{name}{suffix}", c) for name, c in bench_charts(b.levels, b.name)]
+    session = [r for g in loaded.groups for r in g.records]
+    ok = [r for r in session if r.get("status") == "ok"]
+    if ok:
+        ttft = [r["metrics"]["ttft_ms"] for r in ok if r["metrics"].get("ttft_ms") is not None]
+        tpot = [r["metrics"]["tpot_ms"] for r in ok if r["metrics"].get("tpot_ms") is not None]
+        out.append(("ttft-distribution", charts.hist_chart(ttft, "TTFT distribution", "TTFT ms")))
+        out.append(("tpot-distribution", charts.hist_chart(tpot, "TPOT distribution", "TPOT ms")))
+    if session:
+        out.append(("timeline", charts.timeline_chart(_chosen(session, turns), "Timeline of chosen turns")))
+    return out
+
+
+# --- output ------------------------------------------------------------------------------
+def print_report(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], width: int) -> None:
+    for b in loaded.benches:
+        print(f"== bench: {b.name} ==")
+        print(HEADER)
+        for lv in b.levels:
+            print(level_row(lv))
+        print()
+    if loaded.groups:
+        print("== turns ==")
+        print(groups_table(loaded.groups))
+        print()
+    for _, c in chart_list:
+        print(c.terminal(width, 16 if c.kind == "hist" else 18))
+        print()
+    for b in loaded.benches:
+        print(f"{b.name}: {b.conclusion}")
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def html_page(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]]) -> str:
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'><title>ttft report</title><style>"
+        "body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
+        "p.conclusion{max-width:60em}</style></head><body><h1>ttft report</h1>"
+    ]
+    for b in loaded.benches:
+        parts.append(f"<h2>Bench: {html.escape(b.name)}</h2>")
+        header = [name for name, _ in COLUMNS] + ["client"]
+        parts.append(_html_table(header, [level_cells(lv) for lv in b.levels]))
+        parts.append(f"<p class='conclusion'>{html.escape(b.conclusion)}</p>")
+    if loaded.groups:
+        parts.append("<h2>Turns</h2>")
+        parts.append(_html_table(["turns of", *GROUP_COLUMNS], [[g.name, *group_row(g)] for g in loaded.groups]))
+    for _, c in chart_list:
+        parts.append(f"<div>{c.svg()}</div>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = load(args.files)
+    for p in loaded.problems:
+        print(f"ttft report: {p}", file=sys.stderr)
+    if not loaded.benches and not loaded.groups:
+        return 1
+    chart_list = report_charts(loaded, args.turns)
+    print_report(loaded, chart_list, args.width)
+    if args.html:
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        args.html.write_text(html_page(loaded, chart_list), encoding="utf-8")
+        print(f"\nwrote {args.html}")
+    for fmt, folder in (("svg", args.svg), ("png", args.png)):
+        if folder is None:
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        if fmt == "png" and not charts.png_available():
+            print("ttft report: PNG needs matplotlib (pip install matplotlib); writing SVG instead", file=sys.stderr)
+        written = [charts.write_chart(c, folder / name, fmt) for name, c in chart_list]
+        print(f"wrote {len(written)} charts to {folder}/")
+    return 0
