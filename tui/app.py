@@ -159,7 +159,11 @@ class ChatApp(App[None]):
                 {
                     "provider": self.session.spec,
                     "model": "",
-                    "error": {"type": type(exc).__name__, "message": str(exc) or repr(exc)},
+                    "error": {
+                        "type": getattr(exc, "kind", None) or type(exc).__name__,
+                        "message": str(exc) or repr(exc),
+                        "hint": getattr(exc, "hint", None),
+                    },
                     "answer": "",
                 }
             )

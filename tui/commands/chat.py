@@ -49,6 +49,8 @@ def spec_from_record(rec: dict) -> str | None:
     provider, model = rec.get("provider"), rec.get("model")
     if not provider:
         return None
+    if provider == "local":  # a local record names its model, not the GGUF path: reopen the default
+        return "local"
     return f"{provider}:{model}" if model else provider
 
 

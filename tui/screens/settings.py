@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import ClassVar
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
-from textual.widgets import Button, Input, Label, Select, Static, Switch
+from textual.widgets import Button, Input, Label, OptionList, Select, Static, Switch
 
 from telemetry.settings import TurnSettings
 
@@ -22,19 +23,28 @@ Result = tuple[str, str | None, TurnSettings]
 
 
 def known_model_specs() -> list[str]:
-    """Built-ins and configured providers, when the providers module offers a list."""
+    """Built-in providers with their default models, and the providers configured in config.toml."""
     try:
         from backends import providers
     except ImportError:
-        return []
-    for name in ("known_specs", "list_specs", "builtin_specs"):
-        fn = getattr(providers, name, None)
-        if callable(fn):
-            try:
-                return [str(s) for s in fn()]
-            except Exception:
-                return []
-    return []
+        return ["local"]
+    specs = [f"{p}:{providers.DEFAULT_MODELS[p]}" if p in providers.DEFAULT_MODELS else p for p in providers.BUILTIN]
+    try:
+        configured = providers.configured_providers()
+    except Exception:  # a broken config file must not break the settings screen
+        configured = {}
+    for name, cfg in configured.items():
+        model = getattr(cfg, "default_model", None)
+        specs.append(f"{name}:{model}" if model else name)
+    return specs
+
+
+def server_models(spec: str, base_url: str | None) -> list[str]:
+    """The models a server lists at /v1/models, as specs for the same provider."""
+    from backends.providers import list_models, parse_spec
+
+    provider, _ = parse_spec(spec)
+    return [f"{provider}:{m}" for m in list_models(spec, base_url)]
 
 
 def _int(text: str, name: str) -> int | None:
@@ -72,6 +82,8 @@ class SettingsScreen(ModalScreen[Result | None]):
     SettingsScreen Label { padding: 1 0 0 0; }
     SettingsScreen #settings-error { color: $error; height: auto; }
     SettingsScreen Horizontal { height: auto; align-horizontal: right; }
+    SettingsScreen #model-list { height: auto; max-height: 8; display: none; }
+    SettingsScreen #list-models { min-width: 10; }
     """
 
     def __init__(
@@ -100,6 +112,10 @@ class SettingsScreen(ModalScreen[Result | None]):
                     placeholder="provider:model, e.g. local, openai:gpt-4.1-mini",
                     suggester=SuggestFromList(self.models, case_sensitive=False) if self.models else None,
                 )
+                yield Static("")
+                yield Button("List the server's models", id="list-models")
+                yield Static("")
+                yield OptionList(id="model-list")
                 yield Label("base URL")
                 yield Input(self.base_url or "", id="base_url", placeholder="(the provider's default)")
                 yield Label("reasoning effort")
@@ -156,13 +172,39 @@ class SettingsScreen(ModalScreen[Result | None]):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "apply":
             self.action_apply()
+        elif event.button.id == "list-models":
+            self.query_one("#settings-error", Static).update("asking the server for its models…")
+            spec = self.query_one("#model", Input).value.strip() or self.spec
+            self.list_models(spec, self.query_one("#base_url", Input).value.strip() or None)
         else:
             self.action_cancel()
+
+    @work(thread=True, exclusive=True, group="list-models")
+    def list_models(self, spec: str, base_url: str | None) -> None:
+        try:
+            models = server_models(spec, base_url)
+        except Exception as exc:  # a ProviderError carries a printable message
+            self.app.call_from_thread(self._show_models, [], str(exc))
+            return
+        self.app.call_from_thread(self._show_models, models, None)
+
+    def _show_models(self, models: list[str], error: str | None) -> None:
+        note = self.query_one("#settings-error", Static)
+        if error or not models:
+            note.update(error or "The server listed no models.")
+            return
+        note.update(f"{len(models)} models: pick one")
+        options = self.query_one("#model-list", OptionList)
+        options.clear_options()
+        options.add_options(models)
+        options.display = True
+        options.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.query_one("#model", Input).value = str(event.option.prompt)
+        event.option_list.display = False
+        self.query_one("#model", Input).focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.action_apply()
-
-
-def describe(settings: TurnSettings) -> dict[str, Any]:
-    return settings.to_dict()
