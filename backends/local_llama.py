@@ -300,6 +300,7 @@ class LocalLlamaBackend:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ttft-llama")
         self._loaded: LoadedModel | None = None
         self._closed = False
+        self.last_timings: dict[str, Any] | None = None
 
     # --- public --------------------------------------------------------------------------
     @property
@@ -353,9 +354,21 @@ class LocalLlamaBackend:
                 self._loaded.llm.close()
             self._loaded = None
 
+    def close(self) -> None:
+        """Synchronous release (for code without a running loop)."""
+        if not self._closed:
+            self._closed = True
+            self._executor.submit(self._unload).result()
+            self._executor.shutdown(wait=True)
+
     def _turn_guarded(self, request: ChatRequest, emit: Callable[[ev.Event], None], cancel: threading.Event) -> None:
+        def emit_and_keep(e: ev.Event) -> None:
+            if isinstance(e, ev.ServerTimings):
+                self.last_timings = e.data  # what the engine did, even when nobody read the end of the stream
+            emit(e)
+
         try:
-            self._turn(request, emit, cancel)
+            self._turn(request, emit_and_keep, cancel)
         except _Cancelled:
             emit(ev.Cancelled(ev.now_ns()))
         except LocalModelError as exc:
