@@ -427,13 +427,16 @@ class LocalLlamaBackend:
             "seed": self.seed,
             "verbose": self.verbose,
         }
-        if self.n_threads:
-            kwargs["n_threads"] = kwargs["n_threads_batch"] = self.n_threads
+        # Prefill uses as many threads as decode: llama-cpp-python's default of every logical CPU for
+        # batches spins badly when cores are shared (measured 3-5x slower prefill on a busy 2-core box).
+        threads = self.n_threads or max(1, (os.cpu_count() or 2) // 2)
+        kwargs["n_threads"] = kwargs["n_threads_batch"] = threads
         with _capture_llama_log(self.verbose) as log:
             try:
                 llm = Llama(str(self.model_path), **kwargs)
             except Exception as exc:
                 raise _load_error(self.model_path, exc, log.text, n_gpu_layers) from exc
+        _warm_up(llm)
         md = dict(llm.metadata)
         shape = kv_shape(md)
         offloading = n_gpu_layers != 0 and gpu_offload_supported()
@@ -464,6 +467,7 @@ class LocalLlamaBackend:
             "n_ctx": llm.n_ctx(),
             "n_ctx_train": llama_cpp.llama_model_n_ctx_train(llm.model),
             "n_threads": llm.context_params.n_threads,
+            "n_threads_batch": llm.context_params.n_threads_batch,
             "backend": detect_backend(system_info, offloading),
             "gpu_offload_supported": gpu_offload_supported(),
             "n_gpu_layers": n_gpu_layers,
@@ -570,6 +574,21 @@ def _check_verify_batch(lm: LoadedModel, up_to: int, cancel: threading.Event) ->
     finally:
         llm._ctx.kv_cache_clear()
         lm.kv_tokens = []
+
+
+def _warm_up(llm: Any) -> None:
+    """One throwaway decode inside the load phase: pages the mmap'd weights in and builds the compute graphs,
+    so none of that lands in the first turn's TTFT."""
+    import llama_cpp
+
+    bos = llm.token_bos()
+    tok = bos if bos >= 0 else 0
+    for batch in ([tok], [tok, tok]):  # both the one-token (decode) and the batch (prefill) graphs
+        llm._batch.set_batch(batch, 0, False)
+        llm._ctx.decode(llm._batch)
+        llm._ctx.get_logits_ith(-1)  # synchronize
+        llm._ctx.kv_cache_clear()
+    llama_cpp.llama_perf_context_reset(llm.ctx)
 
 
 def _speculative(setting: dict[str, Any] | None) -> dict[str, Any] | None:
