@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,6 +101,10 @@ class HostedBackend:
         async with httpx2.AsyncClient(transport=httpx2.MockTransport(handler)) as client:
             with contextlib.suppress(Exception):
                 await self._warm_request(client)
+        # The SDKs leave a large heap of long-lived objects (their typed models); a full
+        # collection of it pauses every thread for 100s of ms, late-stamping whatever bytes
+        # arrive meanwhile. Freezing what exists now keeps later collections small.
+        gc.freeze()
 
     def _error_context(self, streaming_started: bool) -> ErrorContext:
         return ErrorContext(
