@@ -84,8 +84,9 @@ async def test_one_prompt_every_pane_ranked_failure_kept_apart(data_dir: Path) -
         # The ranking follows the schedules, and the winners are marked in the panes.
         assert comp.rankings["ttft"].winners == ("A",)
         assert comp.rankings["tpot"].winners == ("B",)
-        assert "★ TTFT" in plain(app, "#pane-A .pane-status")
-        assert "TPOT" in plain(app, "#pane-B .pane-status")
+        assert "★ TTFT" in str(app.query_one("#pane-A", PaneView).border_title)
+        assert "★ TPOT" in str(app.query_one("#pane-B", PaneView).border_title)
+        assert "TTFT" in plain(app, "#pane-A .pane-status")
         # The failure stays in its own pane: C has the error card, A and B their answers.
         assert len(app.query_one("#pane-C").query(ErrorCard)) == 1
         assert not app.query_one("#pane-A").query(ErrorCard) and not app.query_one("#pane-B").query(ErrorCard)

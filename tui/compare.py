@@ -61,9 +61,11 @@ class PaneView(Vertical):
         self.message: AssistantMessage | None = None
         self.box: Vertical | None = None
         self.lag = RenderLag()
+        self.lag_history: list[dict[str, Any]] = []  # one render-lag summary per finished turn
         self.trial = 0
         self.trials = 1
         self.timeline: Timeline | None = None
+        self.wins: list[str] = []  # the summary columns this pane won on the last prompt
         self.last_record: dict[str, Any] | None = None
         self.ui_lock = asyncio.Lock()
 
@@ -84,10 +86,12 @@ class PaneView(Vertical):
 
     def show_title(self) -> None:
         name = "model hidden" if self.blind else self.model_name
-        self.border_title = f"[b {self.color}]{self.label}[/] {name}"
+        wins = f"  [b green]★ {' '.join(self.wins)}[/]" if self.wins else ""
+        self.border_title = f"[b {self.color}]{self.label}[/] {name}{wins}"
 
     async def start_prompt(self, prompt: str) -> None:
         self.timeline = None
+        self.show_wins([])
         await self.transcript.add_user(prompt)
         self.box = Vertical(classes="pane-turn")
         await self.transcript.mount(self.box)
@@ -115,6 +119,7 @@ class PaneView(Vertical):
         self.tick(self.clock())  # last frame: every chunk painted before the full render
         self.recorder = None
         self.last_record = record
+        self.lag_history.append(self.lag.summary())
         self.timeline = turn_timeline(record)
         if self.message is not None:
             await self.message.finalize(record)
@@ -127,8 +132,8 @@ class PaneView(Vertical):
         self.status.update(pane_done_text(record))
 
     def show_wins(self, wins: Sequence[str]) -> None:
-        if self.last_record is not None:
-            self.status.update(pane_done_text(self.last_record, wins))
+        self.wins = list(wins)
+        self.show_title()
 
 
 class CompareApp(App[int]):
@@ -326,6 +331,7 @@ class CompareApp(App[int]):
         for v in self.views:
             wins = [SHORT[m.key] for m in METRICS if v.label in c.rankings[m.key].winners and len(self.views) > 1]
             v.show_wins(wins)
+            v.transcript.scroll_end(animate=False, immediate=False)  # every pane ends on its answer's end
         self._draw_race()
         self.show_summary()
 
