@@ -68,6 +68,17 @@ def _unwrap(exc: BaseException) -> BaseException:
     return exc
 
 
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, kind):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
 def failed_from_exception(exc: BaseException, ctx: ErrorContext, probe: Probe | None = None) -> ev.Failed:
     t = ev.now_ns()
     attempts = probe.attempt if probe else 0
@@ -108,10 +119,11 @@ def failed_from_exception(exc: BaseException, ctx: ErrorContext, probe: Probe | 
             "Check --base-url and that the server is reachable from here.",
         )
     if isinstance(inner, httpx2.ConnectError):
-        detail = str(inner) or "connection refused"
+        refused = _caused_by(inner, ConnectionRefusedError) or "refused" in str(inner).lower()
+        detail = "connection refused" if refused else (str(inner) or "connect error")
         return ev.Failed(
             t,
-            "connection_refused" if "refused" in detail.lower() or "errno 111" in detail.lower() else "connect_error",
+            "connection_refused" if refused else "connect_error",
             scrub(_sentence(f"Could not connect to {where} ({detail})"), ctx.secrets),
             None,
             "Is the server running? Check --base-url (and the port).",

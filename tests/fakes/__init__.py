@@ -445,7 +445,12 @@ class FakeServer:
         if s.drop_after is not None and n_sent == s.drop_after:
             await st.drop()
         if s.malformed_after is not None and n_sent == s.malformed_after:
-            await st.raw(b'data: {"id": "broken", "choices": [\n\n')
+            head = b""  # Anthropic's SDK drops data without an event: line, so name one
+            if st.rec.path.endswith("/messages"):
+                head = b"event: content_block_delta\n"
+            elif st.rec.path.endswith("/responses"):
+                head = b"event: response.output_text.delta\n"
+            await st.raw(head + b'data: {"id": "broken", "choices": [\n\n')
             await st.end()
             return True
         if s.stall_after is not None and n_sent == s.stall_after:
