@@ -114,3 +114,38 @@ def script(*, reasoning: int = 0, visible: int = 0, first_ms: float = 412, token
         out.append(ev.TextDelta(t, f"word{i} "))
         t += int(token_ms * MS)
     return out
+
+
+class SequenceBackend:
+    """One fixed event list per turn, in order (the last one repeats); never blocks."""
+
+    provider = "fake"
+    api = "chat.completions"
+    base_url: str | None = None
+
+    def __init__(self, turns: list[list[ev.Event]], model: str = "scripted-1") -> None:
+        self.turns = turns
+        self.model = model
+        self.n = 0
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ev.Event]:
+        events = self.turns[min(self.n, len(self.turns) - 1)]
+        self.n += 1
+        for e in events:
+            yield e
+
+    async def aclose(self) -> None:
+        pass
+
+
+def finished(
+    events: list[ev.Event], *, input_tokens: int = 42, reasoning: int = 0, end_ms: float = 5
+) -> list[ev.Event]:
+    """Close a scripted turn: usage then Finished, just after its last event."""
+    last = max(e.t_ns for e in events)
+    output = sum(1 for e in events if isinstance(e, ev.ReasoningDelta | ev.TextDelta))
+    return [
+        *events,
+        ev.Usage(last + MS, input_tokens, 0, output, reasoning),
+        ev.Finished(last + int(end_ms * MS), "stop"),
+    ]
