@@ -209,7 +209,7 @@ def create_backend(
         )
     if r.kind == "compat" and not r.base_url:
         raise ProviderError(
-            "The compat provider needs the server's address.",
+            "The compat provider needs the server's address (--base-url).",
             kind="bad_spec",
             hint="Add --base-url, e.g. --base-url http://127.0.0.1:8080/v1 (llama-server, vLLM, Ollama ...).",
         )
@@ -279,7 +279,7 @@ def list_models(spec: str, base_url: str | None = None, *, api_key: str | None =
     r = resolve(spec, base_url=base_url)
     if r.kind == "compat" and not r.base_url:
         raise ProviderError(
-            "The compat provider needs the server's address.",
+            "The compat provider needs the server's address (--base-url).",
             kind="bad_spec",
             hint="Add --base-url, e.g. --base-url http://127.0.0.1:8080/v1.",
         )
