@@ -404,7 +404,8 @@ class LocalLlamaBackend:
                 )
             assemble_default_model()
         file_bytes = check_model_file(self.model_path)
-        check_fits_in_memory(file_bytes, 0, on_gpu=n_gpu_layers != 0, available=self.max_memory_bytes)
+        on_gpu = n_gpu_layers != 0 and gpu_offload_supported()
+        check_fits_in_memory(file_bytes, 0, on_gpu=on_gpu, available=self.max_memory_bytes)
         sha, sha_cached = file_sha256(self.model_path)
         lm = self._load_llama(n_gpu_layers, file_bytes)
         lm.info.update(
