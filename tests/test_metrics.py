@@ -239,3 +239,11 @@ def test_percentiles_linear_interpolation() -> None:
     assert p["p90"] == approx(3.7)
     assert p["max"] == 4.0 and p["min"] == 1.0 and p["mean"] == approx(2.5)
     assert percentiles([])["p99"] is None
+
+
+def test_single_chunk_answer_has_no_tpot() -> None:
+    """A non-streamed reply arrives in one piece: TTFT equals E2E and decode speed is unknown, not infinite."""
+    rec = play([ev.AttemptSent(at(0)), ev.TextDelta(at(900), "whole answer", 40), ev.Finished(at(901))])
+    m = rec["metrics"]
+    assert m["ttft_ms"] == m["e2e_ms"] == approx(900)
+    assert m["tpot_ms"] is None and m["decode_tokens_per_s"] is None
