@@ -292,18 +292,9 @@ class BackendSpec:
 
 
 def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
-    try:
-        from backends.providers import create_backend
-    except ImportError:  # providers not there: an OpenAI-compatible server still works
-        if not spec.spec.startswith("compat:"):
-            raise
-        from backends.openai_chat import OpenAIChatBackend
+    from backends.providers import create_backend
 
-        backend: Backend = OpenAIChatBackend(
-            spec.spec.partition(":")[2], provider="compat", base_url=spec.base_url, api_key="no-key", compat=True
-        )
-    else:
-        backend = create_backend(spec.spec, base_url=spec.base_url, **spec.options)
+    backend = create_backend(spec.spec, base_url=spec.base_url, **spec.options)
     size_pool(backend, pool)
     return backend
 

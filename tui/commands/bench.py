@@ -59,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slots", type=int, default=4, help="local-server: parallel slots (-np)")
     p.add_argument("--ctx", type=int, default=4096, help="local-server: context shared by the slots (-c)")
     p.add_argument("--threads", type=int, help="local-server: CPU threads (-t)")
+    p.add_argument("--ignore-eos", action="store_true", help="local-server: every answer runs to --max-output-tokens")
     p.add_argument("--quiet", action="store_true", help="no live progress line")
     p.set_defaults(func=run)
 
@@ -110,6 +111,26 @@ def level_cells(a: dict[str, Any]) -> list[str]:
 def level_row(a: dict[str, Any]) -> str:
     cells = level_cells(a)
     return " ".join(f"{c:>{w}}" for c, (_, w) in zip(cells, COLUMNS, strict=False)) + "  " + cells[-1]
+
+
+def server_line(a: dict[str, Any]) -> str | None:
+    """Server-reported figures for a level (llama-server ``timings`` and ``/metrics``), or None."""
+    parts = []
+    srv = a.get("server") or {}
+    prompt = (srv.get("prompt_ms") or {}).get("p50")
+    per_tok = (srv.get("predicted_ms_per_token") or {}).get("p50")
+    if prompt is not None:
+        parts.append(f"prompt p50 {prompt:.0f} ms")
+    if per_tok is not None:
+        parts.append(f"decode p50 {per_tok:.1f} ms/token")
+    m = a.get("server_metrics") or {}
+    if m.get("server_decode_tokens_per_s"):
+        parts.append(f"/metrics decode {m['server_decode_tokens_per_s']:.1f} tok/s per stream")
+    if m.get("n_busy_slots_per_decode"):
+        parts.append(f"busy slots per decode {m['n_busy_slots_per_decode']:.2f}")
+    if m.get("tokens_predicted_total"):
+        parts.append(f"{m['tokens_predicted_total']:.0f} tokens predicted")
+    return ("          server-reported: " + ", ".join(parts)) if parts else None
 
 
 def write_results(out: Path, levels: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
@@ -184,7 +205,13 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
         try:
             path = spec.partition(":")[2]
             model = Path(path).expanduser() if path else default_model()
-            server = LlamaServer(model, slots=args.slots, ctx=args.ctx, threads=args.threads)
+            server = LlamaServer(
+                model,
+                slots=args.slots,
+                ctx=args.ctx,
+                threads=args.threads,
+                extra_args=["--ignore-eos"] if args.ignore_eos else [],
+            )
             server.log_path = out / "llama-server.log"
             print(f"starting llama-server ({model.name}, {args.slots} slots) ...", file=sys.stderr, flush=True)
             await asyncio.to_thread(server.start)
@@ -242,9 +269,12 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                     levels.append(a)
                     progress.end()
                     print(level_row(a), flush=True)
+                    if (line := server_line(a)) is not None:
+                        print(line, flush=True)
         except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
             progress.end()
-            print(f"ttft bench: {type(exc).__name__}: {exc}", file=sys.stderr)
+            hint = getattr(exc, "hint", None)
+            print(f"ttft bench: {exc}" + (f" {hint}" if hint else ""), file=sys.stderr)
             if not levels:
                 return 2
     finally:
