@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -190,6 +191,9 @@ class ChatApp(App[None]):
         if live.log_error:
             await self.transcript.add_note(live.log_error, "error")
         self.session.complete(record)
+        refreshed = asyncio.Event()
+        self.call_after_refresh(refreshed.set)  # after the final render's own lag stamp
+        await refreshed.wait()
         lag = self.lag.summary()
         self.lag_by_turn[record.get("turn_index", -1)] = lag
         self.pane.show_record(record, lag)

@@ -6,6 +6,7 @@ No widgets here, so the chat and each compare pane can hold one each.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +22,14 @@ BackendFactory = Callable[[str, str | None], Backend]
 
 
 def default_backend_factory(spec: str, base_url: str | None) -> Backend:
-    from backends.providers import create_backend  # imported late: the SDKs are slow to import
+    """The backend in its own process (timestamps independent of painting); TTFT_IN_PROCESS=1 keeps it here."""
+    if os.environ.get("TTFT_IN_PROCESS") == "1":
+        from backends.providers import create_backend  # imported late: the SDKs are slow to import
 
-    return create_backend(spec, base_url=base_url)
+        return create_backend(spec, base_url=base_url)
+    from tui.isolated import ProcessBackend
+
+    return ProcessBackend(spec, base_url)
 
 
 def default_model_spec() -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from tui.format import fmt_ms
 from tui.widgets.error_card import ErrorCard
 
 REASONING_TAIL_CHARS = 480  # while thinking streams, only its tail is shown
+PAINT_PACING = 1.0  # after a paint that took X, wait X before the next one (at most a 50% duty cycle)
 
 
 class UserMessage(Static):
@@ -59,6 +61,7 @@ class AssistantMessage(Vertical):
         self._pending: list[str] = []
         self._pending_batches: list[tuple[int, int]] = []  # (oldest arrival ns, chunk count) awaiting paint
         self._append_task: asyncio.Task[None] | None = None
+        self._next_paint_ns = 0
         self.final = False
 
     def compose(self):  # type: ignore[override]
@@ -67,9 +70,15 @@ class AssistantMessage(Vertical):
 
     # --- live ----------------------------------------------------------------------
     def pump(self, recorder: TurnRecorder, snap: Snapshot) -> None:
-        n = snap.chunk_count
-        if n <= self._seen_chunks or self.final:
+        if self.final:
             return
+        n = snap.chunk_count
+        if n > self._seen_chunks:
+            self._collect(recorder, snap, n)
+        if self._pending_batches and self._append_task is None and time.monotonic_ns() >= self._next_paint_ns:
+            self._flush(recorder)
+
+    def _collect(self, recorder: TurnRecorder, snap: Snapshot, n: int) -> None:
         oldest_ns = recorder.chunks[self._seen_chunks].t_ns
         self._seen_chunks = n
         r_parts = recorder.reasoning_parts(self._r_idx)
@@ -88,8 +97,6 @@ class AssistantMessage(Vertical):
             if snap.phase == "streaming" and not self.reasoning.collapsed and self.reasoning.display:
                 self.reasoning.collapsed = True
         self._pending_batches.append((oldest_ns, n))
-        if self._append_task is None:
-            self._flush(recorder)
 
     def _flush(self, recorder: TurnRecorder) -> None:
         fragment = "".join(self._pending)
@@ -98,10 +105,16 @@ class AssistantMessage(Vertical):
         if not batches:
             return
 
+        started = time.monotonic_ns()
+
         def painted() -> None:
             now = self.clock()
             backlog = max(0, len(recorder.chunks) - batches[-1][1])
             self.lag.add(batches[0][0], now, backlog)
+            # Pace painting to at most half the UI thread's time, however long the answer grows:
+            # the stream thread shares the interpreter, and its timestamps come first.
+            cost = time.monotonic_ns() - started
+            self._next_paint_ns = time.monotonic_ns() + int(cost * PAINT_PACING)
 
         async def append() -> None:
             try:
@@ -110,8 +123,6 @@ class AssistantMessage(Vertical):
                 self.call_after_refresh(painted)
             finally:
                 self._append_task = None
-                if self._pending_batches and not self.final:
-                    self._flush(recorder)
 
         self._append_task = asyncio.create_task(append())
 
@@ -123,7 +134,14 @@ class AssistantMessage(Vertical):
         if task is not None:
             with contextlib.suppress(Exception):
                 await task
+        unpainted, self._pending_batches = self._pending_batches, []
         await self.answer.update(record.get("answer") or "")
+        if unpainted:  # text that arrived while painting was paced: on screen with the full render
+
+            def painted() -> None:
+                self.lag.add(unpainted[0][0], self.clock(), 0)
+
+            self.call_after_refresh(painted)
         self.show_reasoning_summary(record)
         if not record.get("answer") and record.get("status") == "ok":
             self.answer.display = False
