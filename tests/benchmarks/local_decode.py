@@ -171,15 +171,24 @@ async def main() -> None:
     rows: dict[str, list[dict[str, Any]]] = {"ttft": [], "bare_chat": [], "bare_generate": []}
     same_text = True
     for i in range(args.runs):
-        a = await ttft_run(backend, DECODE_PROMPT, args.tokens, None)
-        b = bare_chat_run(bare, DECODE_PROMPT, args.tokens, a["tokens"])
-        c = bare_generate_run(bare, prompt_tokens, args.tokens)
-        if i % 2:  # alternate the order so a slow moment does not always hit the same variant
-            a = await ttft_run(backend, DECODE_PROMPT, args.tokens, None)
-        same_text &= a["text"] == b["text"]
-        rows["ttft"].append(a)
-        rows["bare_chat"].append(b)
-        rows["bare_generate"].append(c)
+        # rotate the order each run so a slow moment or a cold cache does not always hit the same variant
+        order = ["ttft", "bare_chat", "bare_generate"]
+        order = order[i % 3 :] + order[: i % 3]
+        got: dict[str, dict[str, Any]] = {}
+        for name in order:
+            if name == "ttft":
+                got[name] = await ttft_run(backend, DECODE_PROMPT, args.tokens, None)
+            elif name == "bare_chat":
+                got[name] = bare_chat_run(bare, DECODE_PROMPT, args.tokens, args.tokens)
+            else:
+                got[name] = bare_generate_run(bare, prompt_tokens, args.tokens)
+        got["bare_chat"]["e2e_tps"] *= got["ttft"]["tokens"] / args.tokens  # same text: same token count
+        got["bare_chat"]["decode_tps"] = got["bare_chat"]["decode_tps"] and got["bare_chat"]["decode_tps"] * (
+            (got["ttft"]["tokens"] - 1) / (args.tokens - 1)
+        )
+        same_text &= got["ttft"]["text"] == got["bare_chat"]["text"]
+        for name in order:
+            rows[name].append(got[name])
     d = {k: med([r["decode_tps"] for r in v]) for k, v in rows.items()}
     e = {k: med([r["e2e_tps"] for r in v]) for k, v in rows.items()}
     print(f"\n1. decode speed, median of {args.runs} runs, {args.tokens} tokens, greedy (tokens/s)")
