@@ -52,6 +52,7 @@ from telemetry import events as ev
 from telemetry.kvcache import kv_cache_size
 
 DEFAULT_N_CTX = 4096
+DEFAULT_MAX_OUTPUT_TOKENS = 512  # when the turn sets no limit
 DEFAULT_CHAT_FORMAT = "gemma"  # the default model's GGUF carries no chat template
 FALLBACK_CHAT_FORMAT = "chatml"
 GPU_BACKENDS = ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "MUSA", "CANN", "OpenCL", "Kompute")
@@ -514,7 +515,10 @@ class LocalLlamaBackend:
         prompt = lm.template.format(request.messages)
         tokens = llm.tokenize(prompt.text.encode("utf-8"), add_bos=prompt.add_bos, special=True)
         n_ctx = llm.n_ctx()
-        max_new = s.max_output_tokens if s.max_output_tokens is not None else n_ctx - len(tokens)
+        # A small base model may never end its turn on its own: cap an unset limit so the
+        # default chat answers in seconds, not minutes of run-on text.
+        default_max = min(DEFAULT_MAX_OUTPUT_TOKENS, n_ctx - len(tokens))
+        max_new = s.max_output_tokens if s.max_output_tokens is not None else default_max
         if len(tokens) + max(max_new, 1) > n_ctx:
             raise LocalModelError(
                 "context_overflow",

@@ -147,6 +147,8 @@ async def _ask(
 
     def on_event(e: ev.Event) -> None:
         nonlocal wrote
+        if isinstance(e, ev.ModelLoadStarted) and e.what:
+            print(f"ttft: {e.what}", file=sys.stderr, flush=True)  # e.g. assembling the default model
         if echo and isinstance(e, ev.TextDelta) and e.text:
             sys.stdout.write(e.text)
             sys.stdout.flush()
