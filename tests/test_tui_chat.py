@@ -275,3 +275,37 @@ def test_chat_command_parses_and_builds_settings() -> None:
     s = settings_from_args(args)
     assert (args.model, s.reasoning_effort, s.max_output_tokens, s.stream) == ("openai:gpt-x", "low", 9, False)
     assert build_parser().parse_args(["chat", "--resume"]).resume == ""
+
+
+def test_pane_shows_the_engines_own_split_for_each_server_format() -> None:
+    from tui.widgets.telemetry_pane import record_text
+
+    base = {"status": "ok", "turn_index": 0, "provider": "p", "model": "m", "metrics": {}, "tokens": {}}
+    llama_server = {
+        "llama": {"prompt_n": 120, "prompt_ms": 80.0, "predicted_n": 50, "predicted_ms": 900.0, "cache_n": 64}
+    }
+    text = record_text({**base, "server": llama_server}).plain
+    assert "llama prefill" in text and "120 tok in 80 ms" in text and "64 prompt tokens from cache" in text
+    ollama = {
+        "ollama": {"prompt_eval_count": 30, "prompt_eval_duration": 50_000_000, "eval_count": 9, "eval_duration": 2e9}
+    }
+    text = record_text({**base, "server": ollama}).plain
+    assert "30 tok in 50 ms" in text and "9 tok in 2.0 s" in text
+    engine = {
+        "llama.cpp": {
+            "prompt_eval_tokens": 27,
+            "prompt_eval_ms": 260.5,
+            "prompt_tokens_reused": 135,
+            "decode_tokens": 119,
+            "decode_ms": 4743.0,
+            "kv_used_tokens": 282,
+            "kv_used_bytes": 3 * 2**20,
+            "n_ctx": 4096,
+            "speculative": {"drafted": 40, "accepted": 31},
+        },
+        "model": {"n_ctx": 4096},
+    }
+    text = record_text({**base, "server": engine}).plain
+    assert "engine prefill" in text and "135 reused from cache" in text and "119 tok in 4.7 s" in text
+    assert "282 tokens = 3.0 MiB of n_ctx 4,096" in text and "31/40 drafted tokens accepted" in text
+    assert "n_ctx 4096" not in text  # the load info is not dumped raw

@@ -27,9 +27,16 @@ def default_backend_factory(spec: str, base_url: str | None) -> Backend:
         from backends.providers import create_backend  # imported late: the SDKs are slow to import
 
         return create_backend(spec, base_url=base_url)
-    from tui.isolated import ProcessBackend
+    from tui.isolated import BackendStartError, ProcessBackend
 
-    return ProcessBackend(spec, base_url)
+    try:
+        return ProcessBackend(spec, base_url)
+    except BackendStartError:
+        raise  # the spec, key or config is wrong: say so
+    except (OSError, RuntimeError):  # no child process here (sandbox, frozen build): stamp in this process
+        from backends.providers import create_backend
+
+        return create_backend(spec, base_url=base_url)
 
 
 def default_model_spec() -> str:

@@ -37,7 +37,7 @@ class HistoryPanel(Vertical):
             out = tok.get("output")
             table.add_row(
                 str(r.get("turn_index", "")),
-                (r.get("model") or "")[-22:],
+                (r.get("model") or "")[-16:],
                 Text(status, style=STATUS_STYLE.get(status, "")),
                 fmt_ms(m.get("ttft_ms")),
                 fmt_ms(m.get("ttfvt_ms")),

@@ -113,6 +113,40 @@ def _server_lines(t: Text, server: dict[str, Any]) -> None:
             if data.get("load_duration"):
                 _row(t, f"{source} load", fmt_ms(data["load_duration"] / 1e6))
             continue
+        if "prompt_eval_ms" in data or "decode_ms" in data:  # the in-process llama.cpp engine
+            reused = (
+                f", {fmt_num(data['prompt_tokens_reused'])} reused from cache"
+                if data.get("prompt_tokens_reused")
+                else ""
+            )
+            _row(
+                t,
+                "engine prefill",
+                f"{fmt_num(data.get('prompt_eval_tokens'))} tok in {fmt_ms(data.get('prompt_eval_ms'))}"
+                f" ({fmt_num(data.get('prefill_tokens_per_s'), 'tok/s')}){reused}",
+            )
+            _row(
+                t,
+                "engine decode",
+                f"{fmt_num(data.get('decode_tokens'))} tok in {fmt_ms(data.get('decode_ms'))}"
+                f" ({fmt_num(data.get('decode_tokens_per_s'), 'tok/s', 1)})",
+            )
+            if data.get("kv_used_tokens") is not None:
+                used = data.get("kv_used_bytes")
+                size = f" = {used / 2**20:.1f} MiB" if used else ""
+                _row(
+                    t,
+                    "KV cache",
+                    f"{fmt_num(data['kv_used_tokens'])} tokens{size} of n_ctx {fmt_num(data.get('n_ctx'))}",
+                )
+            spec = data.get("speculative")
+            if isinstance(spec, dict) and spec.get("drafted"):
+                _row(t, "speculative", f"{spec.get('accepted', 0)}/{spec['drafted']} drafted tokens accepted")
+            if data.get("backend"):
+                _row(t, "engine", f"{data['backend']} · {data.get('model_name') or ''}".strip(" ·"))
+            continue
+        if source == "model":  # what the load reported: shown in the engine lines above
+            continue
         shown = ", ".join(f"{k} {v}" for k, v in list(data.items())[:8] if not isinstance(v, dict | list))
         if shown:
             _row(t, source, shown)
