@@ -116,3 +116,13 @@ async def test_mid_stream_error_keeps_partial_answer(server: FakeServer) -> None
         rec = app.session.records[0]
         assert rec["status"] == "error" and rec["answer"].startswith("w00 w01")
         assert "partial answer above is kept" in str(app.query_one(ErrorCard).content)
+
+
+async def test_a_bad_model_spec_is_an_error_card_with_a_hint() -> None:
+    app = ChatApp("nope:some-model")
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, app, "hi")
+        await wait_until(pilot, lambda: len(app.query(ErrorCard)) == 1, timeout=30)
+        text = str(app.query_one(ErrorCard).content)
+        assert "Unknown provider 'nope'" in text and "Try:" in text
+        assert not app.busy and app.session.records == []

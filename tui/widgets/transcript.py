@@ -49,7 +49,7 @@ class AssistantMessage(Vertical):
     """
 
     def __init__(self, clock: Callable[[], int], lag: RenderLag | None = None) -> None:
-        super().__init__(classes="assistant-message")
+        super().__init__(classes="assistant-message -live")
         self.clock = clock
         self.lag = lag if lag is not None else RenderLag()
         self.reasoning = ReasoningBlock()
@@ -130,6 +130,7 @@ class AssistantMessage(Vertical):
     async def finalize(self, record: dict[str, Any]) -> None:
         """Full render of the answer, reasoning folded to one line, an error card if it failed."""
         self.final = True
+        self.remove_class("-live")
         task = self._append_task
         if task is not None:
             with contextlib.suppress(Exception):
