@@ -211,8 +211,6 @@ def aggregate_level(
 
     out_tokens = sum(tok(r, "output") for r in ok)
     in_tokens = sum(tok(r, "input") for r in ok)
-    # Tokens streamed by failed requests were still served: count them in throughput.
-    out_tokens_all = out_tokens + sum(tok(r, "output") for r in recs if r.get("status") != "ok")
 
     ttft = _vals(ok, "ttft_ms")
     ttfvt = _vals(ok, "ttfvt_ms")
@@ -234,7 +232,7 @@ def aggregate_level(
         "errors": _error_counts(recs),
         "duration_s": duration_s,
         "request_throughput": rate(len(ok)),
-        "output_throughput": rate(out_tokens_all),
+        "output_throughput": rate(out_tokens),  # completed requests' tokens, as vLLM counts them
         "total_input_tokens": in_tokens,
         "total_output_tokens": out_tokens,
         "token_source": ",".join(sources),

@@ -182,3 +182,20 @@ def test_cli_with_two_worker_processes(server: BatchingServer, tmp_path: Path) -
 def test_bad_slo_exits_2(capsys) -> None:
     assert main(["bench", "-m", "compat:x", "--slo", "speed=fast"]) == 2
     assert "ttft=500ms" in capsys.readouterr().err
+
+
+def test_cli_open_loop_rates(server: BatchingServer, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "rate"
+    rc = main(
+        [
+            "bench", "-m", "compat:batching-fake", "--base-url", server.base_url, "--rate", "10,20",
+            "--requests", "10", "--warmup", "0", "--max-output-tokens", "4", "--seed", "5", "--out", str(out),
+            "--quiet",
+        ]
+    )  # fmt: skip
+    assert rc == 0
+    assert "10/s" in capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert [lv["request_rate"] for lv in summary["levels"]] == [10.0, 20.0]
+    turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
+    assert all("scheduled_at_ms" in t["extra"]["bench"] for t in turns)
