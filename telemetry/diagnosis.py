@@ -38,7 +38,8 @@ def diagnose_turn(rec: dict[str, Any]) -> str:
         where = "before the first token" if ttft is None else f"after {_s(e2e or ttft)} of output"
         code = f" (HTTP {err['status_code']})" if err.get("status_code") else ""
         hint = f" {err['hint']}" if err.get("hint") else ""
-        return f"The request failed {where}{code}: {err.get('message', 'unknown error')}.{hint}".strip()
+        message = str(err.get("message") or "unknown error").rstrip(". ")
+        return f"The request failed {where}{code}: {message}.{hint}".strip()
     if status == "cancelled":
         got = m.get("e2e_ms") or m.get("total_ms") or 0.0
         if ttft is None:
