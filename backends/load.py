@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import multiprocessing as mp
 import random
 import time
@@ -202,12 +203,39 @@ async def run_level(
     on_progress: Callable[[Progress], None] | None = None,
 ) -> LevelResult:
     """Run one level in this process and return its records and the client's health."""
-    mode = cfg.mode
     total = cfg.requests if requests is None else requests
     if start_at_ns is not None:
         wait = (start_at_ns - ev.now_ns()) / 1e9
         if wait > 0:
             await asyncio.sleep(wait)
+    # A full garbage collection in the middle of a level stalls every stream at once: collect
+    # now and hold the collector off until the level ends (it is re-enabled even on errors).
+    gc_was_on = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        return await _run_level(
+            backend, cfg, level, run_id, level_index, start_index, total, warmup, start_at_ns, worker, on_progress
+        )
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+async def _run_level(
+    backend: Backend,
+    cfg: LoadConfig,
+    level: float,
+    run_id: str,
+    level_index: int,
+    start_index: int,
+    total: int,
+    warmup: bool,
+    start_at_ns: int | None,
+    worker: int,
+    on_progress: Callable[[Progress], None] | None,
+) -> LevelResult:
+    mode = cfg.mode
     watch = _ClientWatch()
     watch.start()
     origin = start_at_ns if start_at_ns is not None else ev.now_ns()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -49,6 +50,12 @@ tok.save(str(out / "tokenizer.json"))
     "unk_token": "[UNK]", "model_max_length": 100000}))
 (out / "special_tokens_map.json").write_text(json.dumps({"unk_token": "[UNK]"}))
 """
+
+
+def child_cpu_s() -> float:
+    """CPU seconds of all finished child processes so far (a tool's whole process tree once it exits)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def free_port() -> int:
@@ -112,6 +119,25 @@ def run_aiperf(
     return json.loads(found[-1].read_text())
 
 
+def interleaved(
+    url: str, base_url: str, model: str, levels: list[int], a: argparse.Namespace, tokenizer: Path | None, out: Path
+) -> tuple[dict[float, dict], dict[int, dict | None]]:
+    """Level by level, ttft then AIPerf, so both see the same machine at about the same time."""
+    ours: dict[float, dict] = {}
+    peer: dict[int, dict | None] = {}
+    for c in levels:
+        t0 = child_cpu_s()
+        ours.update(run_ttft(base_url, model, [c], a, out / f"ttft-{c}"))
+        t1 = child_cpu_s()
+        peer[c] = run_aiperf(a.aiperf, url, model, c, tokenizer, a, out / f"aiperf-{c}") if tokenizer else None
+        t2 = child_cpu_s()
+        ours[float(c)]["tool_cpu_s"] = t1 - t0
+        if peer[c] is not None:
+            peer[c]["tool_cpu_s"] = t2 - t1  # type: ignore[index]
+        print(f"  c={c} done", flush=True)
+    return ours, peer
+
+
 def _pick(d: dict[str, Any], key: str) -> float | None:
     m = d.get(key)
     if isinstance(m, dict):
@@ -132,7 +158,7 @@ def compare(name: str, ours: dict[float, dict], peer: dict[int, dict | None]) ->
     print(f"\n== {name} ==")
     print(
         f"{'c':>3} | {'TTFT p50 ttft':>13} {'AIPerf':>8} {'ratio':>6} | {'TPOT p50 ttft':>13} {'AIPerf':>8} "
-        f"{'ratio':>6} | {'tok/s ttft':>10} {'AIPerf':>8} {'ratio':>6} | ttft client"
+        f"{'ratio':>6} | {'tok/s ttft':>10} {'AIPerf':>8} {'ratio':>6} | {'CPU s ttft':>10} {'AIPerf':>6} | ttft lag"
     )
     devs = []
     for c, p in peer.items():
@@ -146,7 +172,8 @@ def compare(name: str, ours: dict[float, dict], peer: dict[int, dict | None]) ->
         lag = ((o.get("client") or {}).get("loop_lag_ms") or {}).get("p99")
         print(
             f"{c:>3} | {t_o or 0:13.1f} {t_p or 0:8.1f} {_ratio(t_o, t_p)} | {i_o or 0:13.2f} {i_p or 0:8.2f} "
-            f"{_ratio(i_o, i_p)} | {x_o or 0:10.1f} {x_p or 0:8.1f} {_ratio(x_o, x_p)} | lag p99 {lag or 0:.1f} ms"
+            f"{_ratio(i_o, i_p)} | {x_o or 0:10.1f} {x_p or 0:8.1f} {_ratio(x_o, x_p)} | "
+            f"{o.get('tool_cpu_s') or 0:10.1f} {(p or {}).get('tool_cpu_s') or 0:6.1f} | p99 {lag or 0:.1f} ms"
         )
         for x, y in ((t_o, t_p), (i_o, i_p), (x_o, x_p)):
             if x and y:
@@ -170,11 +197,12 @@ def max_streams(a: argparse.Namespace, tmp: Path) -> None:
         levels = [int(x) for x in a.stream_levels.split(",")]
         print(f"\n== streams one ttft process holds (fake server, 20 ms/token, {a.stream_tokens} tokens) ==")
         best = 0
+        misses = 0
         for c in levels:
             out = tmp / f"streams-{c}"
             cmd = [
                 sys.executable, "-m", "tui.cli", "bench", "-m", "compat:fake", "--base-url",
-                f"http://127.0.0.1:{port}/v1", "--concurrency", str(c), "--requests", str(2 * c), "--warmup", "0",
+                f"http://127.0.0.1:{port}/v1", "--concurrency", str(c), "--requests", str(2 * c), "--warmup", "4",
                 "--input-tokens", "16", "--max-output-tokens", str(a.stream_tokens), "--out", str(out), "--quiet",
             ]  # fmt: skip
             subprocess.run(cmd, check=False, cwd=ROOT, stdout=subprocess.DEVNULL)
@@ -189,8 +217,11 @@ def max_streams(a: argparse.Namespace, tmp: Path) -> None:
             )
             if lag < 5.0 and d["failed"] == 0:
                 best = c
+                misses = 0
             else:
-                break
+                misses += 1
+                if misses == 2:
+                    break
         print(f"most concurrent streams with loop lag p99 < 5 ms: {best}")
     finally:
         srv.terminate()
@@ -209,7 +240,7 @@ def main() -> int:
     p.add_argument("--skip-fake", action="store_true")
     p.add_argument("--skip-llama", action="store_true")
     p.add_argument("--skip-streams", action="store_true")
-    p.add_argument("--stream-levels", default="64,128,256,512,1024")
+    p.add_argument("--stream-levels", default="8,16,32,64,128,256,512")
     p.add_argument("--stream-tokens", type=int, default=32)
     p.add_argument("--aiperf-timeout", type=float, default=300)
     a = p.parse_args()
@@ -232,12 +263,7 @@ def main() -> int:
         try:
             wait_http(f"http://127.0.0.1:{port}/health")
             url = f"http://127.0.0.1:{port}"
-            ours = run_ttft(url + "/v1", "batching-fake", levels, a, tmp / "fake-ttft")
-            peer = {
-                c: run_aiperf(a.aiperf, url, "batching-fake", c, tokenizer, a, tmp / f"fake-aiperf-{c}")
-                for c in levels
-                if tokenizer
-            }
+            ours, peer = interleaved(url, url + "/v1", "batching-fake", levels, a, tokenizer, tmp / "fake")
             print("\nsimulated truth (token_ms 10, alpha 0.25): TPOT = 10 * (1 + 0.25 * (c - 1)) ms; TTFT 20 ms")
             compare("simulated batching server (8 slots)", ours, peer or dict.fromkeys(levels))
         finally:
@@ -255,12 +281,9 @@ def main() -> int:
             print(f"\nllama-server: {exc}")
         else:
             try:
-                ours = run_ttft(server.base_url, server.model_name, levels, a, tmp / "llama-ttft")
-                peer = {
-                    c: run_aiperf(a.aiperf, server.url, server.model_name, c, tokenizer, a, tmp / f"llama-aiperf-{c}")
-                    for c in levels
-                    if tokenizer
-                }
+                ours, peer = interleaved(
+                    server.url, server.base_url, server.model_name, levels, a, tokenizer, tmp / "llama"
+                )
                 compare(f"llama-server, {server.model.name}, {a.slots} slots", ours, peer or dict.fromkeys(levels))
             finally:
                 server.stop()
