@@ -24,7 +24,9 @@ def test_chat_stream_usage_and_reasoning(fake_server: FakeServer) -> None:
     assert chunks[-1].usage.completion_tokens == 5
     assert chunks[-1].usage.completion_tokens_details.reasoning_tokens == 2
     req = fake_server.requests[-1]
-    assert req.body["stream_options"] == {"include_usage": True} and req.completed
+    assert req.body["stream_options"] == {"include_usage": True}
+    # The client can read the last byte before the server's handler marks the request done.
+    assert fake_server.wait_for(lambda r: r is req and r.completed) is req
     assert req.headers["authorization"] == "Bearer sk-test"
 
 
