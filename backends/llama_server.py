@@ -155,7 +155,13 @@ class LlamaServer:
         self.port = self.port or free_port()
         cmd = self.command()
         log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            raise LlamaServerError(f"could not start {cmd[0]}: {exc}") from exc
+        finally:
+            if log is not subprocess.DEVNULL:
+                log.close()  # the child holds its own copy
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -238,6 +238,12 @@ def main() -> int:
     p.add_argument("--output-tokens", type=int, default=32)
     p.add_argument("--slots", type=int, default=4, help="llama-server slots")
     p.add_argument("--skip-fake", action="store_true")
+    p.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pin llama-server and the load tools to separate cores, so a tool's own CPU use cannot slow the server",
+    )
     p.add_argument("--skip-llama", action="store_true")
     p.add_argument("--skip-streams", action="store_true")
     p.add_argument("--stream-levels", default="8,16,32,64,128,256,512")
@@ -273,10 +279,18 @@ def main() -> int:
     if not a.skip_llama:
         from backends.llama_server import LlamaServer, LlamaServerError, default_model
 
+        cpus = sorted(os.sched_getaffinity(0))
+        split = a.pin and len(cpus) >= 2
         try:
-            server = LlamaServer(default_model(), slots=a.slots, extra_args=["--ignore-eos"])
+            threads = max(1, len(cpus) // 2) if split else None
+            server = LlamaServer(default_model(), slots=a.slots, threads=threads, extra_args=["--ignore-eos"])
             server.log_path = tmp / "llama-server.log"
+            if split:  # the server gets the first half of the cores, both tools the other half
+                os.sched_setaffinity(0, cpus[: len(cpus) // 2])
             server.start()
+            if split:
+                os.sched_setaffinity(0, cpus[len(cpus) // 2 :])
+                print(f"\nllama-server pinned to CPUs {cpus[: len(cpus) // 2]}, clients to {cpus[len(cpus) // 2 :]}")
         except LlamaServerError as exc:
             print(f"\nllama-server: {exc}")
         else:
@@ -287,6 +301,7 @@ def main() -> int:
                 compare(f"llama-server, {server.model.name}, {a.slots} slots", ours, peer or dict.fromkeys(levels))
             finally:
                 server.stop()
+                os.sched_setaffinity(0, cpus)
 
     if not a.skip_streams:
         max_streams(a, tmp)
