@@ -286,6 +286,8 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
     summary = write_results(out, levels, meta)
     title = meta.get("model") or args.model
     width = 78
+    if args.charts == "png" and not charts.png_available():
+        print("ttft bench: PNG charts need matplotlib (pip install matplotlib); writing SVG", file=sys.stderr)
     for name, chart in bench_charts(levels, str(title)):
         print()
         print(chart.terminal(width, 18))
