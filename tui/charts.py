@@ -202,12 +202,8 @@ def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     start = math.floor(lo / step) * step
-    ticks = []
-    v = start
-    while v <= hi + step * 0.001:
-        ticks.append(round(v, 10))
-        v += step
-    return ticks
+    n = max(1, math.ceil((hi - start) / step - 1e-9))
+    return [round(start + i * step, 10) for i in range(n + 1)]  # the last tick is at or past hi
 
 
 def _fmt_tick(v: float) -> str:
@@ -216,6 +212,9 @@ def _fmt_tick(v: float) -> str:
 
 def _svg(chart: Chart, width: int, height: int) -> str:
     left, right, top, bottom = 70, 20, 40, 55
+    if chart.kind == "timeline":
+        left = 20 + 6 * max((len(b.name) for b in chart.bars), default=10)
+        top = 60
     pw, ph = width - left - right, height - top - bottom
     esc = html.escape
     out = [
@@ -241,7 +240,7 @@ def _svg(chart: Chart, width: int, height: int) -> str:
         else:
             xs = [x for s in chart.series for x in s.xs] or [0.0]
             ys = [y for s in chart.series for y in s.ys] or [0.0]
-            xt = _nice_ticks(min(0.0, min(xs)), max(xs))
+            xt = _nice_ticks(min(0.0, min(xs)), max(xs) * 1.08)  # room for the point labels
             yt = _nice_ticks(min(0.0, min(ys)), max(ys) * 1.08)
         x0, x1, y0, y1 = xt[0], xt[-1], yt[0], yt[-1]
 
