@@ -26,7 +26,7 @@ import httpx2
 
 from backends.base import ChatRequest
 from backends.hosted import HostedBackend, TurnState
-from backends.http import DEFAULT_TIMEOUT_S, NO_KEY, Probe
+from backends.http import NO_KEY, Probe
 from telemetry import events as ev
 
 DEFAULT_MAX_TOKENS = 4096
@@ -45,29 +45,13 @@ def _get(obj: Any, name: str) -> Any:
 class AnthropicMessagesBackend(HostedBackend):
     api = "messages"
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        provider: str = "anthropic",
-        base_url: str | None = None,
-        api_key: str | None = None,
-        key_env: str | None = "ANTHROPIC_API_KEY",
-        headers: dict[str, str] | None = None,
-        timeout_s: float | None = DEFAULT_TIMEOUT_S,
-    ) -> None:
-        super().__init__(
-            model,
-            provider=provider,
-            base_url=base_url,
-            api_key=api_key,
-            key_env=key_env,
-            headers=headers,
-            timeout_s=timeout_s,
-        )
+    def __init__(self, model: str, **opts: Any) -> None:
+        opts.setdefault("provider", "anthropic")
+        opts.setdefault("key_env", "ANTHROPIC_API_KEY")
+        super().__init__(model, **opts)
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key or NO_KEY,
-            base_url=base_url,
+            api_key=self.api_key or NO_KEY,
+            base_url=self.base_url,
             http_client=self.http.client,
             timeout=self.http.timeout,
             default_headers=self.headers or None,

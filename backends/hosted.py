@@ -51,6 +51,7 @@ class HostedBackend:
         key_env: str | None = None,
         headers: dict[str, str] | None = None,
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        max_connections: int | None = None,
     ) -> None:
         self.model = model
         self.provider = provider
@@ -59,7 +60,7 @@ class HostedBackend:
         self.key_env = key_env
         self.headers = dict(headers or {})
         self.timeout_s = timeout_s
-        self.http = InstrumentedHTTP(timeout_s)
+        self.http = InstrumentedHTTP(timeout_s, max_connections=max_connections)
 
     # --- for subclasses ------------------------------------------------------------------
     async def _open(self, request: ChatRequest, probe: Probe, state: TurnState) -> Any:

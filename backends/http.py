@@ -127,12 +127,26 @@ def parse_retry_after(headers: httpx2.Headers) -> float | None:
 class InstrumentedHTTP:
     """An ``httpx2.AsyncClient`` whose hooks feed per-turn probes."""
 
-    def __init__(self, timeout_s: float | None = DEFAULT_TIMEOUT_S, *, connect_timeout_s: float = CONNECT_TIMEOUT_S):
+    def __init__(
+        self,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        *,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        max_connections: int | None = None,
+    ):
         self.timeout = httpx2.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s or connect_timeout_s))
         self.timeout_s = timeout_s
         self._probes: dict[str, Probe] = {}
+        # A stream waiting for a free pooled connection would count that wait as TTFT, so a
+        # load test sizes the pool for every stream it runs (httpx2 defaults to 100).
+        self.limits = (
+            httpx2.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+            if max_connections
+            else httpx2.Limits()
+        )
         self.client = httpx2.AsyncClient(
             timeout=self.timeout,
+            limits=self.limits,
             event_hooks={"request": [self._on_request], "response": [self._on_response]},
         )
 

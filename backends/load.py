@@ -320,27 +320,10 @@ class BackendSpec:
 
 
 def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
+    """The backend for a load run, its HTTP pool sized for ``pool`` concurrent streams."""
     from backends.providers import create_backend
 
-    backend = create_backend(spec.spec, base_url=spec.base_url, **spec.options)
-    size_pool(backend, pool)
-    return backend
-
-
-def size_pool(backend: Backend, max_connections: int) -> bool:
-    """Let one HTTP pool hold ``max_connections`` streams at once (httpx2 defaults to 100, keeping 20 alive).
-
-    A stream waiting for a free connection would count that wait as TTFT. The backends build
-    their ``httpx2`` client themselves, so its pool is widened in place; False when the backend
-    has no such client (a local engine).
-    """
-    client = getattr(getattr(backend, "http", None), "client", None)
-    pool = getattr(getattr(client, "_transport", None), "_pool", None)
-    if pool is None or not hasattr(pool, "_max_connections"):
-        return False
-    pool._max_connections = max(pool._max_connections or 0, max_connections)
-    pool._max_keepalive_connections = max(pool._max_keepalive_connections or 0, max_connections)
-    return True
+    return create_backend(spec.spec, base_url=spec.base_url, max_connections=pool, **spec.options)
 
 
 _WORKER_BACKENDS: dict[BackendSpec | str, Backend] = {}
@@ -442,8 +425,7 @@ class LoadRunner:
         elif self.backend is None:
             assert self.spec is not None
             self.backend = build_backend(self.spec, _pool_size(self.cfg))
-        else:
-            size_pool(self.backend, _pool_size(self.cfg))
+        # A backend passed in ready-made keeps the pool its maker gave it (create_backend's max_connections).
         return self
 
     async def __aexit__(self, *exc: object) -> None:

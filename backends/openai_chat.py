@@ -24,7 +24,7 @@ import openai
 
 from backends.base import ChatRequest
 from backends.hosted import HostedBackend, TurnState
-from backends.http import DEFAULT_TIMEOUT_S, NO_KEY, Probe
+from backends.http import NO_KEY, Probe
 from backends.think import ThinkSplitter
 from telemetry import events as ev
 
@@ -57,34 +57,17 @@ def usage_event(t: int, usage: Any) -> ev.Usage:
 class OpenAIChatBackend(HostedBackend):
     api = "chat.completions"
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        provider: str = "openai",
-        base_url: str | None = None,
-        api_key: str | None = None,
-        key_env: str | None = "OPENAI_API_KEY",
-        headers: dict[str, str] | None = None,
-        timeout_s: float | None = DEFAULT_TIMEOUT_S,
-        compat: bool = False,
-    ) -> None:
-        super().__init__(
-            model,
-            provider=provider,
-            base_url=base_url,
-            api_key=api_key,
-            key_env=key_env,
-            headers=headers,
-            timeout_s=timeout_s,
-        )
+    def __init__(self, model: str, *, compat: bool = False, **opts: Any) -> None:
+        opts.setdefault("provider", "openai")
+        opts.setdefault("key_env", "OPENAI_API_KEY")
+        super().__init__(model, **opts)
         self.compat = compat
         self.stream_options_ok = True  # learned: False once a server rejected stream_options
         self._client = openai.AsyncOpenAI(
             # An empty key sends no Authorization header: local servers need none, and a
             # key from the environment must never leak to a third-party server.
-            api_key=api_key or NO_KEY,
-            base_url=base_url,
+            api_key=self.api_key or NO_KEY,
+            base_url=self.base_url,
             http_client=self.http.client,
             timeout=self.http.timeout,
             default_headers=self.headers or None,

@@ -17,36 +17,20 @@ import openai
 from backends.base import ChatRequest
 from backends.errors import scrub
 from backends.hosted import HostedBackend, TurnState
-from backends.http import DEFAULT_TIMEOUT_S, NO_KEY, Probe
+from backends.http import NO_KEY, Probe
 from telemetry import events as ev
 
 
 class OpenAIResponsesBackend(HostedBackend):
     api = "responses"
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        provider: str = "openai-responses",
-        base_url: str | None = None,
-        api_key: str | None = None,
-        key_env: str | None = "OPENAI_API_KEY",
-        headers: dict[str, str] | None = None,
-        timeout_s: float | None = DEFAULT_TIMEOUT_S,
-    ) -> None:
-        super().__init__(
-            model,
-            provider=provider,
-            base_url=base_url,
-            api_key=api_key,
-            key_env=key_env,
-            headers=headers,
-            timeout_s=timeout_s,
-        )
+    def __init__(self, model: str, **opts: Any) -> None:
+        opts.setdefault("provider", "openai-responses")
+        opts.setdefault("key_env", "OPENAI_API_KEY")
+        super().__init__(model, **opts)
         self._client = openai.AsyncOpenAI(
-            api_key=api_key or NO_KEY,
-            base_url=base_url,
+            api_key=self.api_key or NO_KEY,
+            base_url=self.base_url,
             http_client=self.http.client,
             timeout=self.http.timeout,
             default_headers=self.headers or None,

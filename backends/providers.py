@@ -194,6 +194,7 @@ def create_backend(
     base_url: str | None = None,
     api_key: str | None = None,
     timeout_s: float | None = None,
+    max_connections: int | None = None,
     **local_opts: Any,
 ) -> Backend:
     """The backend for ``-m spec``. Raises ProviderError with a printable message."""
@@ -222,6 +223,7 @@ def create_backend(
         "key_env": r.api_key_env,
         "headers": r.headers,
         "timeout_s": timeout,
+        "max_connections": max_connections,
     }
     if r.kind in ("openai", "compat"):
         from backends.openai_chat import OpenAIChatBackend

@@ -117,8 +117,7 @@ async def test_a_refused_connection_is_counted_as_errors() -> None:
 
 def test_pool_is_widened_for_hundreds_of_streams(server: BatchingServer) -> None:
     backend = build_backend(spec(server), pool=600)
-    pool = backend.http.client._transport._pool  # type: ignore[attr-defined]
-    assert pool._max_connections >= 600
+    assert backend.http.limits.max_connections >= 600  # type: ignore[attr-defined]
 
 
 def test_cli_writes_turns_summary_csv_and_charts(server: BatchingServer, tmp_path: Path, capsys) -> None:
