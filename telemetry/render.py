@@ -16,15 +16,19 @@ from telemetry.metrics import NS_PER_MS, percentiles
 class RenderLag:
     lags_ms: list[float] = field(default_factory=list)
     backlog: list[int] = field(default_factory=list)  # chunks arrived but not yet painted, at each paint
+    paint_ms: list[float] = field(default_factory=list)  # each paint: from the change to it being on screen
 
-    def add(self, arrived_ns: int, painted_ns: int, backlog_chunks: int = 0) -> float:
+    def add(self, arrived_ns: int, painted_ns: int, backlog_chunks: int = 0, paint_ms: float | None = None) -> float:
         lag = max(0.0, (painted_ns - arrived_ns) / NS_PER_MS)
         self.lags_ms.append(lag)
         self.backlog.append(backlog_chunks)
+        if paint_ms is not None:
+            self.paint_ms.append(paint_ms)
         return lag
 
     def summary(self) -> dict[str, float | int | None]:
         p = percentiles(self.lags_ms)
+        cost = percentiles(self.paint_ms)
         half = len(self.lags_ms) // 2
         first = percentiles(self.lags_ms[:half])["p50"] if half else None
         second = percentiles(self.lags_ms[half:])["p50"] if half else None
@@ -37,4 +41,6 @@ class RenderLag:
             "backlog_last": self.backlog[-1] if self.backlog else 0,
             # > 1 means painting fell further behind as the turn went on
             "lag_growth": (second / first) if first and second is not None else None,
+            "paint_p50_ms": cost["p50"],
+            "paint_p95_ms": cost["p95"],
         }

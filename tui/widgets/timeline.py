@@ -5,6 +5,7 @@ The phases and marks come from ``telemetry.timeline``; this widget only maps ms 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from rich.text import Text
@@ -67,8 +68,8 @@ class TimelineView(Widget):
             if tl.status in END_MARK:
                 cells[col(tl.end_ms)] = END_MARK[tl.status]
             out.append(f"{label:>{LABEL_W}} ", style="dim")
-            for ch, style in cells:
-                out.append(ch, style=style)
+            for (ch, style), run in itertools.groupby(cells):  # one span per run, not per cell
+                out.append(ch * len(list(run)), style=style)
             out.append("\n")
         out.append(" " * (LABEL_W + 1))
         left, right = fmt_ms(start if start < 0 else 0.0), fmt_ms(end)

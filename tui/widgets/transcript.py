@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,9 +14,10 @@ from telemetry.recorder import Snapshot, TurnRecorder
 from telemetry.render import RenderLag
 from tui.format import fmt_ms
 from tui.widgets.error_card import ErrorCard
+from tui.widgets.stream import StreamingMarkdown
 
 REASONING_TAIL_CHARS = 480  # while thinking streams, only its tail is shown
-PAINT_PACING = 0.5  # after a paint that took X, wait X/2 before the next (the UI paints at most 2/3 of the time)
+PAINT_PACING = 0.5  # after a paint that took X, wait X/2 before the next (painting at most 2/3 of the UI thread)
 
 
 class UserMessage(Static):
@@ -42,10 +41,12 @@ class ReasoningBlock(Collapsible):
 class AssistantMessage(Vertical):
     """One answer. While live, ``pump`` pulls new text from the recorder each frame and paints it.
 
-    ``pump`` appends to the Markdown incrementally (only new blocks are re-parsed); one
-    append is in flight at a time and text arriving meanwhile is batched into the next.
-    After each paint, the arrival stamp of the oldest chunk that paint made visible goes
-    into ``RenderLag``.
+    The streamed text goes into a ``StreamingMarkdown`` (complete blocks rendered as Markdown
+    once, the open block as incrementally wrapped plain text), so a paint costs the same
+    whatever the answer's length. One paint is in flight at a time: text arriving meanwhile
+    waits for the next, and after a paint that took X (from the change to the screen) the
+    next waits X * PAINT_PACING. When a paint is on screen, the arrival stamp of the oldest
+    chunk it showed goes into ``RenderLag``. ``finalize`` renders the whole answer as Markdown.
     """
 
     def __init__(self, clock: Callable[[], int], lag: RenderLag | None = None) -> None:
@@ -54,18 +55,21 @@ class AssistantMessage(Vertical):
         self.lag = lag if lag is not None else RenderLag()
         self.reasoning = ReasoningBlock()
         self.reasoning.display = False
+        self.stream = StreamingMarkdown(classes="answer-stream")
         self.answer = Markdown("", classes="answer")
+        self.answer.display = False
         self._reasoning_text = ""
         self._r_idx = self._t_idx = 0
         self._seen_chunks = 0
         self._pending: list[str] = []
         self._pending_batches: list[tuple[int, int]] = []  # (oldest arrival ns, chunk count) awaiting paint
-        self._append_task: asyncio.Task[None] | None = None
+        self._painting = False
         self._next_paint_ns = 0
         self.final = False
 
     def compose(self):  # type: ignore[override]
         yield self.reasoning
+        yield self.stream
         yield self.answer
 
     # --- live ----------------------------------------------------------------------
@@ -75,8 +79,8 @@ class AssistantMessage(Vertical):
         n = snap.chunk_count
         if n > self._seen_chunks:
             self._collect(recorder, snap, n)
-        if self._pending_batches and self._append_task is None and time.monotonic_ns() >= self._next_paint_ns:
-            self._flush(recorder)
+        if self._pending_batches and not self._painting and time.monotonic_ns() >= self._next_paint_ns:
+            self._paint(recorder)
 
     def _collect(self, recorder: TurnRecorder, snap: Snapshot, n: int) -> None:
         oldest_ns = recorder.chunks[self._seen_chunks].t_ns
@@ -98,45 +102,38 @@ class AssistantMessage(Vertical):
                 self.reasoning.collapsed = True
         self._pending_batches.append((oldest_ns, n))
 
-    def _flush(self, recorder: TurnRecorder) -> None:
+    def _paint(self, recorder: TurnRecorder) -> None:
         fragment = "".join(self._pending)
         self._pending.clear()
         batches, self._pending_batches = self._pending_batches, []
-        if not batches:
-            return
-
         started = time.monotonic_ns()
+        self._painting = True
+        self.stream.feed(fragment)
 
         def painted() -> None:
             now = self.clock()
             backlog = max(0, len(recorder.chunks) - batches[-1][1])
-            self.lag.add(batches[0][0], now, backlog)
-            # Pace painting to at most half the UI thread's time, however long the answer grows:
-            # the stream thread shares the interpreter, and its timestamps come first.
-            cost = time.monotonic_ns() - started
-            self._next_paint_ns = time.monotonic_ns() + int(cost * PAINT_PACING)
+            done = time.monotonic_ns()
+            self.lag.add(batches[0][0], now, backlog, paint_ms=(done - started) / 1e6)
+            # Pace painting to at most 1 / (1 + PAINT_PACING) of the UI thread's time.
+            self._next_paint_ns = done + int((done - started) * PAINT_PACING)
+            self._painting = False
 
-        async def append() -> None:
-            try:
-                if fragment:
-                    await self.answer.append(fragment)
-                self.call_after_refresh(painted)
-            finally:
-                self._append_task = None
-
-        self._append_task = asyncio.create_task(append())
+        self.call_after_refresh(painted)
 
     # --- the end -------------------------------------------------------------------
     async def finalize(self, record: dict[str, Any]) -> None:
         """Full render of the answer, reasoning folded to one line, an error card if it failed."""
         self.final = True
         self.remove_class("-live")
-        task = self._append_task
-        if task is not None:
-            with contextlib.suppress(Exception):
-                await task
+        await self.stream.stop()
         unpainted, self._pending_batches = self._pending_batches, []
-        await self.answer.update(record.get("answer") or "")
+        answer = record.get("answer") or ""
+        await self.answer.update(answer)
+        with self.app.batch_update():  # the full render replaces the streamed one in a single frame
+            self.answer.display = bool(answer)
+            self.stream.display = False
+        await self.stream.remove()
         if unpainted:  # text that arrived while painting was paced: on screen with the full render
 
             def painted() -> None:
@@ -144,10 +141,6 @@ class AssistantMessage(Vertical):
 
             self.call_after_refresh(painted)
         self.show_reasoning_summary(record)
-        if not record.get("answer") and record.get("status") == "ok":
-            self.answer.display = False
-        if not record.get("answer") and record.get("status") != "ok":
-            self.answer.display = False
 
     def show_reasoning_summary(self, record: dict[str, Any]) -> None:
         reasoning = record.get("reasoning") or ""

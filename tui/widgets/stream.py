@@ -1,0 +1,245 @@
+"""A streamed answer whose paints cost the same at its 100th line as at its first.
+
+While an answer streams, its text is split in two:
+
+- *settled* blocks: everything up to the last block boundary (a blank line, a closed code
+  fence, a heading line). Each batch of settled blocks is rendered as Markdown once, in
+  its own widget (code highlighted), and never touched again;
+- the *open tail*: the block still growing. It is drawn as plain text by ``TailText``,
+  which wraps incrementally: appending text re-wraps only its last line, and a repaint
+  redraws only the lines that changed.
+
+So a paint never re-parses or re-wraps what is already on screen, whether the answer is
+one 8000-character paragraph, a long code block or the fiftieth turn. The caller renders
+the whole answer as Markdown once it has ended (the streamed split is only an
+approximation: a list interrupted by a blank line may look different until then).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from collections.abc import Iterator
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from textual.containers import Vertical
+from textual.geometry import Region, Size
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import Markdown
+
+_WORD = re.compile(r"\S+\s*|\s+")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_HEADING = re.compile(r" {0,3}#{1,6}(\s|$)")
+
+
+def wrap_line(text: str, start: int, end: int, width: int) -> list[tuple[int, int]]:
+    """Greedy word wrap of ``text[start:end]`` (no newline inside) into ``(start, end)`` spans of at most
+    ``width`` cells (trailing spaces may overhang; they are not drawn). Words longer than a line are folded."""
+    if start >= end:
+        return [(start, start)]
+    width = max(1, width)
+    ascii_only = text.isascii()
+    out: list[tuple[int, int]] = []
+    line_start, col = start, 0
+    for m in _WORD.finditer(text, start, end):
+        w_s, w_e = m.span()
+        word = text[w_s:w_e]
+        bare = word.rstrip()
+        n = len(bare) if ascii_only else cell_len(bare)
+        if col and col + n > width:
+            out.append((line_start, w_s))
+            line_start, col = w_s, 0
+        while n > width:  # a word longer than the line: fold it
+            cut = w_s + width if ascii_only else _fold_at(text, w_s, width)
+            out.append((line_start, cut))
+            line_start = w_s = cut
+            bare = text[w_s:w_e].rstrip()
+            n = len(bare) if ascii_only else cell_len(bare)
+            col = 0
+        col += len(word) if ascii_only else cell_len(word)
+    out.append((line_start, end))
+    return out
+
+
+def _fold_at(text: str, start: int, width: int) -> int:
+    used, i = 0, start
+    while i < len(text):
+        w = cell_len(text[i])
+        if used + w > width and i > start:
+            break
+        used += w
+        i += 1
+    return i
+
+
+class TailText(Widget):
+    """Plain text that grows at its end, wrapped incrementally and drawn line by line (Textual's Line API)."""
+
+    DEFAULT_CSS = """
+    TailText {
+        height: auto;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(self, *, classes: str | None = None) -> None:
+        super().__init__(classes=f"{classes or ''} -empty".strip())
+        self.text = ""
+        self._lines: list[tuple[int, int]] = []  # display lines as spans of self.text
+        self._width = 0
+        self._strips: dict[int, Strip] = {}
+
+    # --- text ------------------------------------------------------------------------
+    def append(self, fragment: str) -> None:
+        if not fragment:
+            return
+        self.text += fragment
+        if not self._width:  # not laid out yet: wrapped on the first layout
+            self.remove_class("-empty")
+            self.refresh(layout=True)
+            return
+        first = max(0, len(self._lines) - 1)  # greedy wrapping: only the last line can change
+        self._rewrap(first)
+
+    def drop_prefix(self, n: int) -> None:
+        """Forget the first ``n`` characters (they now show elsewhere)."""
+        if n <= 0:
+            return
+        self.text = self.text[n:]
+        if self._width:
+            self._rewrap(0)
+
+    def clear(self) -> None:
+        self.drop_prefix(len(self.text))
+
+    def _rewrap(self, first: int) -> None:
+        before = len(self._lines)
+        start = self._lines[first][0] if first < len(self._lines) else 0
+        del self._lines[first:]
+        for k in [k for k in self._strips if k >= first]:
+            del self._strips[k]
+        text, end = self.text, len(self.text.rstrip("\n"))  # no empty last line while a line is only begun
+        pos = start
+        while pos <= end and end > 0:
+            nl = text.find("\n", pos, end)
+            stop = end if nl < 0 else nl
+            self._lines += wrap_line(text, pos, stop, self._width)
+            if nl < 0:
+                break
+            pos = nl + 1
+        self.set_class(not self._lines, "-empty")
+        if len(self._lines) != before:
+            self.refresh(layout=True)
+        elif self._lines:
+            top = self.styles.padding.top
+            self.refresh(Region(0, top + first, self.outer_size.width, len(self._lines) - first))
+
+    # --- Textual ---------------------------------------------------------------------
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        if width != self._width:
+            self._width = width
+            self._strips.clear()
+            self._rewrap(0)
+        return len(self._lines)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        strip = self._strips.get(y)
+        if strip is None or strip.cell_length != width:
+            if y < len(self._lines):
+                s, e = self._lines[y]
+                line = self.text[s:e].rstrip()
+                strip = Strip([Segment(line, self.rich_style)]).adjust_cell_length(width, self.rich_style)
+            else:
+                strip = Strip.blank(width, self.rich_style)
+            self._strips[y] = strip
+        return strip
+
+
+class BlockSplitter:
+    """Finds where the settled blocks end in streamed Markdown; each complete line is scanned once."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self._scan = 0  # first character of the first line not scanned yet
+        self._fence: str | None = None  # the open fence's marker
+        self.settled = 0  # text[:settled] is complete blocks
+
+    def feed(self, fragment: str) -> None:
+        self.text += fragment
+        text = self.text
+        while True:
+            nl = text.find("\n", self._scan)
+            if nl < 0:
+                return
+            line, line_start = text[self._scan : nl], self._scan
+            self._scan = nl + 1
+            if self._fence is not None:
+                stripped = line.strip()
+                if stripped.startswith(self._fence) and not stripped.strip(self._fence[0]):
+                    self._fence = None
+                    self.settled = self._scan
+                continue
+            fence = _FENCE.match(line)
+            if fence:
+                self._fence = fence.group(1)
+                self.settled = line_start  # a fence ends the paragraph before it
+            elif not line.strip() or _HEADING.match(line):  # a blank line or a heading ends a block
+                self.settled = self._scan
+
+
+class StreamingMarkdown(Vertical):
+    """Settled blocks as Markdown widgets (rendered once each) above the open tail as ``TailText``."""
+
+    DEFAULT_CSS = """
+    StreamingMarkdown {
+        height: auto;
+    }
+    """
+
+    def __init__(self, *, classes: str | None = None) -> None:
+        super().__init__(classes=classes)
+        self.splitter = BlockSplitter()
+        self.tail = TailText(classes="answer-tail")
+        self._rendered = 0  # text[:_rendered] is in Markdown segments (and no longer in the tail)
+        self._settle_task: asyncio.Task[None] | None = None
+
+    def compose(self) -> Iterator[Widget]:
+        yield self.tail
+
+    @property
+    def segments(self) -> list[Markdown]:
+        return [w for w in self.children if isinstance(w, Markdown)]
+
+    def feed(self, fragment: str) -> None:
+        """New text: on screen in the tail at the next refresh; complete blocks move to Markdown in the background."""
+        self.tail.append(fragment)
+        self.splitter.feed(fragment)
+        if self.splitter.settled > self._rendered and self._settle_task is None and self.is_attached:
+            self._settle_task = asyncio.create_task(self._settle())
+
+    async def _settle(self) -> None:
+        try:
+            while self.splitter.settled > self._rendered and self.is_attached:
+                start, end = self._rendered, self.splitter.settled
+                md = Markdown(self.splitter.text[start:end], classes="answer-segment")
+                await self.mount(md, before=self.tail)  # parsed and rendered by the time this returns
+                with self.app.batch_update():  # the block leaves the tail in the frame it shows as Markdown
+                    self.tail.drop_prefix(end - start)
+                    self._rendered = end
+        finally:
+            self._settle_task = None
+
+    async def stop(self) -> None:
+        """Wait for a settle in progress (before the final full render replaces everything)."""
+        task = self._settle_task
+        if task is not None:
+            with contextlib.suppress(Exception):  # the full render follows anyway
+                await task
