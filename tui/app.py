@@ -23,7 +23,7 @@ from telemetry.render import RenderLag
 from telemetry.settings import TurnSettings
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
 from tui.format import fmt_settings
-from tui.runner import LiveTurn, LoopThread
+from tui.runner import LiveTurn, LoopThread, collect_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
 from tui.widgets import AssistantMessage, TelemetryPane, Transcript
 
@@ -148,6 +148,7 @@ class ChatApp(App[None]):
     async def send(self, prompt: str) -> None:
         """Start a turn; returns once it is running (the record arrives later)."""
         self.lag = RenderLag()
+        await self.transcript.compact()  # a paint must not cost more the longer the chat
         await self.transcript.add_user(prompt)
         self.message = await self.transcript.add_assistant(self.clock, self.lag)
         self.pane.show_message(f"starting {self.session.spec}…")
@@ -201,6 +202,7 @@ class ChatApp(App[None]):
         self.pane.set_timelines(self._timelines)
         self.pane.set_history(self.session.records)
         self.message = None
+        self.call_after_refresh(collect_between_turns)
 
     def _tick(self, force: bool = False) -> None:
         """One frame: new text into the answer every frame; the pane at PANE_FPS or on a phase change."""
@@ -337,6 +339,7 @@ class ChatApp(App[None]):
         await self.transcript.remove_children()
         for rec in records:
             await self.transcript.add_record(rec, self.clock)
+        await self.transcript.compact()
         self._timelines = [(f"#{r.get('turn_index')}", turn_timeline(r)) for r in records]
         self.pane.set_timelines(self._timelines)
         self.pane.set_history(records)
@@ -344,6 +347,7 @@ class ChatApp(App[None]):
             self.pane.show_record(records[-1])
         await self.transcript.add_note(f"resumed session {self.session.log.session_id}: {len(records)} turns", "ok")
         self.update_header()
+        self.call_after_refresh(collect_between_turns)
 
     # --- command palette -----------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:

@@ -36,7 +36,7 @@ from telemetry.settings import TurnSettings
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
 from tui.compare_view import pane_color, pane_done_text, pane_live_text, summary
 from tui.format import fmt_settings
-from tui.runner import LoopThread
+from tui.runner import LoopThread, collect_between_turns
 from tui.widgets import AssistantMessage, ErrorCard, NoteMessage, TimelineView, Transcript
 
 LABELS = "ABCD"
@@ -92,6 +92,7 @@ class PaneView(Vertical):
     async def start_prompt(self, prompt: str) -> None:
         self.timeline = None
         self.show_wins([])
+        await self.transcript.compact()
         await self.transcript.add_user(prompt)
         self.box = Vertical(classes="pane-turn")
         await self.transcript.mount(self.box)
@@ -334,6 +335,7 @@ class CompareApp(App[int]):
             v.transcript.scroll_end(animate=False, immediate=False)  # every pane ends on its answer's end
         self._draw_race()
         self.show_summary()
+        self.call_after_refresh(collect_between_turns)
 
     def show_summary(self) -> None:
         if not self.results:

@@ -10,11 +10,14 @@ We print, over all turns:
 - stamp error: |chunk stamp - (server's request arrival + scheduled offset)| (both processes
   read the same CLOCK_MONOTONIC), the absolute version of the two above;
 - render lag p50/p95 (arrival -> on screen) and whether a backlog grew over the turn;
-- CPU use of this process (UI + stream thread) and of the stream thread alone.
+- CPU use of this process (UI + stream thread) and of the stream thread alone;
+- paint cost p50/p95 (a change to the answer -> on screen), for a fresh chat and for one
+  resumed with ``--history`` prior turns (Markdown answers with lists and code): a paint
+  must not cost more with more history.
 
 A headless baseline (the same turns with run_turn and no UI) shows what the UI adds.
 
-    python tests/benchmarks/ui_fidelity.py [--tokens-per-s 2000] [--tokens 2000] [--turns 5]
+    python tests/benchmarks/ui_fidelity.py [--tokens-per-s 2000] [--tokens 2000] [--turns 5] [--history 50]
 """
 
 from __future__ import annotations
@@ -122,8 +125,40 @@ class ThreadCPU:
         return t.user + t.system, thread
 
 
+HISTORY_ANSWER = """## Step {i}
+
+Prefill reads the whole prompt at once; decode writes one token at a time, so **TTFT** grows
+with the prompt and **TPOT** with the model size. A longer paragraph wraps over several lines
+in the transcript, which is what a real answer looks like.
+
+- first point about the *cache*
+- second point, with `inline code`
+- third point
+
+```python
+def step_{i}(tokens: list[int]) -> int:
+    return sum(t * 2 for t in tokens)
+```
+
+That is all for step {i}.
+"""
+
+
+def history_log(template: dict[str, Any], n: int, directory: Path) -> Path:
+    """A session log with ``n`` finished turns (Markdown answers) for the app to resume."""
+    import json
+
+    path = directory / "history.jsonl"
+    with path.open("w") as f:
+        for i in range(n):
+            rec = {k: v for k, v in template.items() if not k.startswith("_")}
+            rec.update(turn_index=i, prompt=f"question {i}", answer=HISTORY_ANSWER.format(i=i), session_id="history")
+            f.write(json.dumps(rec) + "\n")
+    return path
+
+
 async def run_ui(
-    base_url: str, turns: int, size: tuple[int, int], isolated: bool = True
+    base_url: str, turns: int, size: tuple[int, int], isolated: bool = True, resume: Path | None = None
 ) -> tuple[list[dict[str, Any]], list[dict], dict]:
     from tests.tui_support import wait_until
     from tui.app import ChatApp
@@ -139,24 +174,28 @@ async def run_ui(
             backend_holder["b"] = make_backend(base_url)
         return backend_holder["b"]
 
-    app = ChatApp("fake:fake-model", factory=factory, session_id="bench")
+    app = ChatApp("fake:fake-model", factory=factory, session_id="bench", resume=resume)
     records: list[dict[str, Any]] = []
     lags: list[dict] = []
     cpu = ThreadCPU()
     stream_tid = app.runner._thread.native_id
     async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: resume is None or bool(app.session.records), timeout=60)
+        await pilot.pause(0.5)
+        prior = len(app.session.records)
         wall0 = time.perf_counter()
         p0, s0 = cpu.sample(stream_tid)
         for i in range(turns):
             app.query_one("#prompt").value = f"turn {i}: write a long answer"
             await pilot.press("enter")
-            await wait_until(pilot, lambda n=i: len(app.session.records) == n + 1 and not app.busy, timeout=60)
+            await wait_until(pilot, lambda n=i: len(app.session.records) == prior + n + 1 and not app.busy, timeout=60)
             rec = dict(app.session.records[-1])
             records.append(rec)
             lags.append(app.lag_by_turn[rec["turn_index"]])
         p1, s1 = cpu.sample(stream_tid)
         wall = time.perf_counter() - wall0
-    cpu_info = {"process": (p1 - p0) / wall, "stream_thread": (s1 - s0) / wall, "wall_s": wall}
+        cpu_info = {"process": (p1 - p0) / wall, "stream_thread": (s1 - s0) / wall, "wall_s": wall}
+        cpu_info["widgets"] = len(list(app.screen.walk_children()))
     return records, lags, cpu_info
 
 
@@ -174,6 +213,10 @@ async def run_headless(base_url: str, turns: int) -> list[dict[str, Any]]:
     return out
 
 
+def where(isolated: bool) -> str:
+    return "backend in its own process (the default)" if isolated else "backend in the UI process (TTFT_IN_PROCESS=1)"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens-per-s", type=float, default=2000.0)
@@ -182,6 +225,7 @@ def main() -> int:
     ap.add_argument("--turns", type=int, default=5)
     ap.add_argument("--size", default="160x48")
     ap.add_argument("--compare-in-process", action="store_true", help="also run with the backend in the UI process")
+    ap.add_argument("--history", type=int, default=50, help="also run resumed with this many prior turns (0: skip)")
     args = ap.parse_args()
     os.environ["TTFT_DATA_DIR"] = tempfile.mkdtemp(prefix="ttft-bench-")
     schedule_kw = {
@@ -226,6 +270,11 @@ def main() -> int:
         ui_records, lags, cpu = asyncio.run(run_ui(base_url, args.turns, (w, h), isolated))
         runs.append((isolated, ui_records, lags, cpu, errors(ui_records, served(done, args.turns), schedule_kw)))
         done += args.turns
+    if args.history:
+        resume = history_log(headless[0], args.history, Path(os.environ["TTFT_DATA_DIR"]))
+        ui_records, lags, cpu = asyncio.run(run_ui(base_url, args.turns, (w, h), True, resume))
+        history_run = (ui_records, lags, cpu, errors(ui_records, served(done, args.turns), schedule_kw))
+        done += args.turns
     parent.send("stop")
     parent.recv()
 
@@ -239,11 +288,18 @@ def main() -> int:
     print("\nheadless baseline (run_turn, no UI):")
     for k, label in labels.items():
         print(line(label, e0[k]))
-    for isolated, _records, lags, cpu, e1 in runs:
-        where = (
-            "backend in its own process (the default)" if isolated else "backend in the UI process (TTFT_IN_PROCESS=1)"
-        )
-        print(f"\nwith the chat UI painting, {where}:")
+
+    def paint_line(lags: list[dict], cpu: dict) -> str:
+        p50 = percentiles([x["paint_p50_ms"] for x in lags if x.get("paint_p50_ms") is not None])["p50"] or 0
+        p95 = max((x["paint_p95_ms"] for x in lags if x.get("paint_p95_ms") is not None), default=0)
+        return f"  paint cost             p50 {p50:.1f} ms   p95 {p95:.1f} ms (worst turn)   widgets {cpu['widgets']}"
+
+    shown = [(f"with the chat UI painting, {where(iso)}:", lags, cpu, e1) for iso, _r, lags, cpu, e1 in runs]
+    if args.history:
+        _r, lags, cpu, e1 = history_run
+        shown.append((f"the same, resumed with {args.history} prior turns in the transcript:", lags, cpu, e1))
+    for title, lags, cpu, e1 in shown:
+        print(f"\n{title}")
         for k, label in labels.items():
             print(line(label, e1[k]))
         p50s = [x["p50_ms"] for x in lags if x.get("p50_ms") is not None]
@@ -252,6 +308,7 @@ def main() -> int:
             f"  render lag             p50 {percentiles(p50s)['p50'] or 0:.1f} ms   p95 {max(p95s, default=0):.1f} ms "
             f"(worst turn)   paints/turn {percentiles([x['paints'] for x in lags])['p50']:.0f}"
         )
+        print(f"  render lag p95/turn    {', '.join(f'{x:.0f}' for x in p95s)} ms")
         growth = [x.get("lag_growth") for x in lags]
         backlog = [x.get("backlog_max") for x in lags]
         print(
@@ -262,6 +319,7 @@ def main() -> int:
             f"  CPU                    UI process {100 * cpu['process']:.0f}% of a core, "
             f"its stream thread {100 * cpu['stream_thread']:.0f}%, over {cpu['wall_s']:.1f} s"
         )
+        print(paint_line(lags, cpu))
     print(TARGETS)
     _, _, lags, _, e1 = runs[0]
     p95s = [x["p95_ms"] for x in lags if x.get("p95_ms") is not None]

@@ -30,6 +30,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Markdown
 
+RESERVE_PAINTS = 3  # room for this many more paints at the current pace ...
+RESERVE_MAX_LINES = 12  # ... but never more blank lines than this under the text
 _WORD = re.compile(r"\S+\s*|\s+")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r" {0,3}#{1,6}(\s|$)")
@@ -91,6 +93,10 @@ class TailText(Widget):
         self._lines: list[tuple[int, int]] = []  # display lines as spans of self.text
         self._width = 0
         self._strips: dict[int, Strip] = {}
+        # Growing by a line costs two layout passes of the whole screen (Textual re-lays out a widget
+        # whose size changed); when text keeps coming, reserve room for a few paints' worth of lines.
+        self._reserved = 0
+        self._growing = False
 
     # --- text ------------------------------------------------------------------------
     def append(self, fragment: str) -> None:
@@ -115,7 +121,7 @@ class TailText(Widget):
     def clear(self) -> None:
         self.drop_prefix(len(self.text))
 
-    def _rewrap(self, first: int) -> None:
+    def _rewrap(self, first: int, *, refresh: bool = True) -> None:
         before = len(self._lines)
         start = self._lines[first][0] if first < len(self._lines) else 0
         del self._lines[first:]
@@ -131,7 +137,16 @@ class TailText(Widget):
                 break
             pos = nl + 1
         self.set_class(not self._lines, "-empty")
-        if len(self._lines) != before:
+        n = len(self._lines)
+        if n < before or not refresh:
+            self._reserved = n
+        if not refresh:
+            return
+        if n > self._reserved or n < before:
+            grown = n - before
+            extra = min(RESERVE_MAX_LINES, grown * RESERVE_PAINTS) if self._growing and grown > 0 else 0
+            self._growing = grown > 0
+            self._reserved = n + extra
             self.refresh(layout=True)
         elif self._lines:
             top = self.styles.padding.top
@@ -142,8 +157,8 @@ class TailText(Widget):
         if width != self._width:
             self._width = width
             self._strips.clear()
-            self._rewrap(0)
-        return len(self._lines)
+            self._rewrap(0, refresh=False)  # called by the layout pass itself: no second pass
+        return max(len(self._lines), self._reserved)
 
     def notify_style_update(self) -> None:
         super().notify_style_update()

@@ -6,8 +6,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rich.console import Group
+from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Collapsible, Markdown, Static
 
 from telemetry.recorder import Snapshot, TurnRecorder
@@ -16,20 +19,41 @@ from tui.format import fmt_ms
 from tui.widgets.error_card import ErrorCard
 from tui.widgets.stream import StreamingMarkdown
 
+KEEP_FULL_TURNS = 2  # the last turns stay full widgets; older ones are drawn as one widget each
+CODE_THEME = "monokai"
 REASONING_TAIL_CHARS = 480  # while thinking streams, only its tail is shown
 PAINT_PACING = 0.5  # after a paint that took X, wait X/2 before the next (painting at most 2/3 of the UI thread)
+
+
+def reasoning_title(record: dict[str, Any]) -> str | None:
+    """ "thought for 4.2 s, 312 tokens", or None when the turn did not reason."""
+    reasoning = record.get("reasoning") or ""
+    m = record.get("metrics") or {}
+    n = (record.get("tokens") or {}).get("reasoning")
+    if not reasoning and not n:
+        return None
+    delay = m.get("reasoning_delay_ms")
+    est = " (estimated)" if m.get("reasoning_delay_estimated") else ""
+    title = f"thought for {fmt_ms(delay)}{est}" if delay is not None else "thought"
+    if n:
+        title += f", {n} tokens"
+    if not reasoning:
+        title += " (hidden by the provider)"
+    return title
 
 
 class UserMessage(Static):
     def __init__(self, text: str) -> None:
         super().__init__(Text(text), classes="user-message")
+        self.prompt = text
 
 
 class NoteMessage(Static):
     """A one-line system note (export paths, cancelled, settings changed)."""
 
-    def __init__(self, text: str, kind: str = "info") -> None:
+    def __init__(self, text: str, kind: str = "info", *, outcome: bool = False) -> None:
         super().__init__(Text(text), classes=f"note note-{kind}")
+        self.outcome = outcome  # says how a turn ended (part of that turn when it is compacted)
 
 
 class ReasoningBlock(Collapsible):
@@ -66,6 +90,7 @@ class AssistantMessage(Vertical):
         self._painting = False
         self._next_paint_ns = 0
         self.final = False
+        self.record: dict[str, Any] | None = None
 
     def compose(self):  # type: ignore[override]
         yield self.reasoning
@@ -115,9 +140,12 @@ class AssistantMessage(Vertical):
             backlog = max(0, len(recorder.chunks) - batches[-1][1])
             done = time.monotonic_ns()
             self.lag.add(batches[0][0], now, backlog, paint_ms=(done - started) / 1e6)
-            # Pace painting to at most 1 / (1 + PAINT_PACING) of the UI thread's time.
-            self._next_paint_ns = done + int((done - started) * PAINT_PACING)
+            # Pace painting to at most 1 / (1 + PAINT_PACING) of the UI thread's time ...
+            pause = (done - started) * PAINT_PACING / 1e9
+            self._next_paint_ns = done + int(pause * 1e9)
             self._painting = False
+            # ... and paint again as soon as that allows, not at the next frame tick.
+            self.set_timer(pause, lambda: self.final or self.pump(recorder, recorder.snapshot(self.clock())))
 
         self.call_after_refresh(painted)
 
@@ -125,6 +153,7 @@ class AssistantMessage(Vertical):
     async def finalize(self, record: dict[str, Any]) -> None:
         """Full render of the answer, reasoning folded to one line, an error card if it failed."""
         self.final = True
+        self.record = record
         self.remove_class("-live")
         await self.stream.stop()
         unpainted, self._pending_batches = self._pending_batches, []
@@ -144,22 +173,57 @@ class AssistantMessage(Vertical):
 
     def show_reasoning_summary(self, record: dict[str, Any]) -> None:
         reasoning = record.get("reasoning") or ""
-        m = record.get("metrics") or {}
-        n = (record.get("tokens") or {}).get("reasoning")
-        if not reasoning and not n:
+        title = reasoning_title(record)
+        if title is None:
             self.reasoning.display = False
             return
-        delay = m.get("reasoning_delay_ms")
-        est = " (estimated)" if m.get("reasoning_delay_estimated") else ""
-        title = f"thought for {fmt_ms(delay)}{est}" if delay is not None else "thought"
-        if n:
-            title += f", {n} tokens"
-        if not reasoning:
-            title += " (hidden by the provider)"
         self.reasoning.display = True
         self.reasoning.title = title
         self.reasoning.body.update(Text(reasoning or "The provider did not return the reasoning text.", style="dim"))
         self.reasoning.collapsed = True
+
+
+class CompactTurn(Static):
+    """A finished turn in one widget: the prompt, the reasoning summary, the answer (Rich Markdown,
+    code highlighted) and how it ended. Clicking it shows the turn in full again."""
+
+    def __init__(self, prompt: str, record: dict[str, Any]) -> None:
+        self.prompt = prompt
+        self.record = record
+        super().__init__(self._content(prompt, record), classes="compact-turn")
+
+    @staticmethod
+    def _content(prompt: str, rec: dict[str, Any]) -> Group:
+        parts: list[Any] = [Text.assemble(("▌ ", "bold blue"), (prompt, "bold"))]
+        reasoning = reasoning_title(rec)
+        if reasoning:
+            parts.append(Text(f"▶ {reasoning}", style="dim"))
+        if rec.get("answer"):
+            parts.append(RichMarkdown(rec["answer"], code_theme=CODE_THEME))
+        status = rec.get("status")
+        if status == "error":
+            err = rec.get("error") or {}
+            code = f" · HTTP {err['status_code']}" if err.get("status_code") else ""
+            msg = (err.get("message") or "").strip().splitlines()
+            parts.append(Text(f"✗ {err.get('type') or 'error'}{code}: {msg[0] if msg else ''}", style="red"))
+        elif status == "cancelled":
+            kept = "the partial answer is kept" if rec.get("answer") else "nothing had arrived"
+            parts.append(Text(f"■ cancelled; {kept}", style="yellow"))
+        return Group(*parts)
+
+    async def on_click(self) -> None:
+        transcript = self.parent
+        if not isinstance(transcript, Transcript):
+            return
+        with self.app.batch_update():
+            user = UserMessage(self.prompt)
+            await transcript.mount(user, before=self)
+            msg = AssistantMessage(lambda: 0)
+            await transcript.mount(msg, before=self)
+            await msg.finalize(self.record)
+            if self.record.get("status") == "error":
+                await transcript.mount(ErrorCard(self.record), before=self)
+            await self.remove()
 
 
 class Transcript(VerticalScroll):
@@ -178,8 +242,8 @@ class Transcript(VerticalScroll):
         await self.mount(w)
         return w
 
-    async def add_note(self, text: str, kind: str = "info") -> NoteMessage:
-        w = NoteMessage(text, kind)
+    async def add_note(self, text: str, kind: str = "info", *, outcome: bool = False) -> NoteMessage:
+        w = NoteMessage(text, kind, outcome=outcome)
         await self.mount(w)
         return w
 
@@ -201,4 +265,46 @@ class Transcript(VerticalScroll):
         elif record.get("status") == "cancelled":
             kept = "the partial answer is kept" if record.get("answer") else "nothing had arrived"
             total = (record.get("metrics") or {}).get("total_ms")
-            await self.add_note(f"■ cancelled after {fmt_ms(total)}; {kept}", "warn")
+            await self.add_note(f"■ cancelled after {fmt_ms(total)}; {kept}", "warn", outcome=True)
+
+    # --- long conversations ------------------------------------------------------------
+    def turns(self) -> list[list[Widget]]:
+        """The widgets of each turn: its prompt, then its answer and how it ended."""
+        groups: list[list[Widget]] = []
+        current: list[Widget] | None = None
+        for w in self.children:
+            if isinstance(w, UserMessage):
+                current = [w]
+                groups.append(current)
+            elif current is not None and (
+                isinstance(w, AssistantMessage | ErrorCard)
+                or w.has_class("pane-turn")
+                or (isinstance(w, NoteMessage) and w.outcome)
+            ):
+                current.append(w)
+            else:
+                current = None  # a note between turns stays as it is
+        return groups
+
+    async def compact(self, keep: int = KEEP_FULL_TURNS) -> int:
+        """Draw every finished turn but the last ``keep`` as one widget (``CompactTurn``).
+
+        A Markdown answer is a widget per block (per list item, per code block), and every
+        layout pass visits every widget: without this, each paint of a streamed answer
+        would cost more the longer the conversation. Returns how many turns were compacted.
+        """
+        done = 0
+        groups = self.turns()
+        for group in groups[: max(0, len(groups) - keep)]:
+            messages = [
+                m for w in group for m in ([w] if isinstance(w, AssistantMessage) else w.query(AssistantMessage))
+            ]
+            if len(messages) != 1 or messages[0].record is None:
+                continue
+            user = group[0]
+            assert isinstance(user, UserMessage)
+            with self.app.batch_update():
+                await self.mount(CompactTurn(user.prompt, messages[0].record), before=user)
+                await self.remove_children(group)
+            done += 1
+        return done
