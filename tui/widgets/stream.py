@@ -61,6 +61,7 @@ def wrap_line(text: str, start: int, end: int, width: int) -> list[tuple[int, in
             bare = text[w_s:w_e].rstrip()
             n = len(bare) if ascii_only else cell_len(bare)
             col = 0
+            word = text[w_s:w_e]  # what is left of the word after the fold
         col += len(word) if ascii_only else cell_len(word)
     out.append((line_start, end))
     return out
