@@ -26,7 +26,7 @@ import httpx2
 
 from backends.base import ChatRequest
 from backends.hosted import HostedBackend, TurnState
-from backends.http import NO_KEY, Probe
+from backends.http import Probe
 from telemetry import events as ev
 
 DEFAULT_MAX_TOKENS = 4096
@@ -49,13 +49,7 @@ class AnthropicMessagesBackend(HostedBackend):
         opts.setdefault("provider", "anthropic")
         opts.setdefault("key_env", "ANTHROPIC_API_KEY")
         super().__init__(model, **opts)
-        self._client = anthropic.AsyncAnthropic(
-            api_key=self.api_key or NO_KEY,
-            base_url=self.base_url,
-            http_client=self.http.client,
-            timeout=self.http.timeout,
-            default_headers=self.headers or None,
-        )
+        self._client = anthropic.AsyncAnthropic(**self.sdk_options())
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         s = request.settings

@@ -20,7 +20,7 @@ import httpx2
 
 from backends.base import ChatRequest
 from backends.errors import ErrorContext, failed_from_exception
-from backends.http import DEFAULT_TIMEOUT_S, InstrumentedHTTP, Probe
+from backends.http import DEFAULT_TIMEOUT_S, NO_KEY, InstrumentedHTTP, Probe
 from telemetry import events as ev
 
 
@@ -61,6 +61,20 @@ class HostedBackend:
         self.headers = dict(headers or {})
         self.timeout_s = timeout_s
         self.http = InstrumentedHTTP(timeout_s, max_connections=max_connections)
+
+    def sdk_options(self) -> dict[str, Any]:
+        """What both SDKs' clients take: our instrumented HTTP client, key, address, headers.
+
+        With no key the SDK gets a placeholder that the request hook strips, so a local
+        server gets no auth header and a key from the environment never leaks to it.
+        """
+        return {
+            "api_key": self.api_key or NO_KEY,
+            "base_url": self.base_url,
+            "http_client": self.http.client,
+            "timeout": self.http.timeout,
+            "default_headers": self.headers or None,
+        }
 
     # --- for subclasses ------------------------------------------------------------------
     async def _open(self, request: ChatRequest, probe: Probe, state: TurnState) -> Any:

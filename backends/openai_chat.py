@@ -24,7 +24,7 @@ import openai
 
 from backends.base import ChatRequest
 from backends.hosted import HostedBackend, TurnState
-from backends.http import NO_KEY, Probe
+from backends.http import Probe
 from backends.think import ThinkSplitter
 from telemetry import events as ev
 
@@ -63,15 +63,7 @@ class OpenAIChatBackend(HostedBackend):
         super().__init__(model, **opts)
         self.compat = compat
         self.stream_options_ok = True  # learned: False once a server rejected stream_options
-        self._client = openai.AsyncOpenAI(
-            # An empty key sends no Authorization header: local servers need none, and a
-            # key from the environment must never leak to a third-party server.
-            api_key=self.api_key or NO_KEY,
-            base_url=self.base_url,
-            http_client=self.http.client,
-            timeout=self.http.timeout,
-            default_headers=self.headers or None,
-        )
+        self._client = openai.AsyncOpenAI(**self.sdk_options())
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         s = request.settings

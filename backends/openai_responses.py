@@ -17,7 +17,7 @@ import openai
 from backends.base import ChatRequest
 from backends.errors import scrub
 from backends.hosted import HostedBackend, TurnState
-from backends.http import NO_KEY, Probe
+from backends.http import Probe
 from telemetry import events as ev
 
 
@@ -28,13 +28,7 @@ class OpenAIResponsesBackend(HostedBackend):
         opts.setdefault("provider", "openai-responses")
         opts.setdefault("key_env", "OPENAI_API_KEY")
         super().__init__(model, **opts)
-        self._client = openai.AsyncOpenAI(
-            api_key=self.api_key or NO_KEY,
-            base_url=self.base_url,
-            http_client=self.http.client,
-            timeout=self.http.timeout,
-            default_headers=self.headers or None,
-        )
+        self._client = openai.AsyncOpenAI(**self.sdk_options())
 
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         s = request.settings
