@@ -23,7 +23,7 @@ from telemetry.render import RenderLag
 from telemetry.settings import TurnSettings
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
 from tui.format import fmt_settings
-from tui.runner import LiveTurn, LoopThread, collect_between_turns
+from tui.runner import LiveTurn, LoopThread, collect_between_turns, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
 from tui.widgets import AssistantMessage, TelemetryPane, Transcript
 
@@ -68,6 +68,7 @@ class ChatApp(App[None]):
         fps: float = 30.0,
     ) -> None:
         super().__init__()
+        self._gc_policy = contextlib.ExitStack()
         self.clock = clock or ev.now_ns
         self.fps = fps
         self.runner = LoopThread()
@@ -109,6 +110,7 @@ class ChatApp(App[None]):
         return self.query_one("#pane", TelemetryPane)
 
     async def on_mount(self) -> None:
+        self._gc_policy.enter_context(full_collections_between_turns())
         self._tick_timer = self.set_interval(1 / self.fps, self._tick, pause=True)
         self.update_header()
         self.query_one("#prompt", Input).focus()
@@ -116,6 +118,7 @@ class ChatApp(App[None]):
             await self.load_session(self.resume_path)
 
     async def on_unmount(self) -> None:
+        self._gc_policy.close()
         if self.live is not None:
             self.live.cancel()
         with contextlib.suppress(Exception):

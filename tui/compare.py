@@ -36,7 +36,7 @@ from telemetry.settings import TurnSettings
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
 from tui.compare_view import pane_color, pane_done_text, pane_live_text, summary
 from tui.format import fmt_settings
-from tui.runner import LoopThread, collect_between_turns
+from tui.runner import LoopThread, collect_between_turns, full_collections_between_turns
 from tui.widgets import AssistantMessage, ErrorCard, NoteMessage, TimelineView, Transcript
 
 LABELS = "ABCD"
@@ -68,6 +68,7 @@ class PaneView(Vertical):
         self.wins: list[str] = []  # the summary columns this pane won on the last prompt
         self.last_record: dict[str, Any] | None = None
         self.ui_lock = asyncio.Lock()
+        self._status_lines = 0
 
     def compose(self) -> ComposeResult:
         yield Transcript(classes="pane-transcript")
@@ -102,7 +103,7 @@ class PaneView(Vertical):
         if self.message is not None or self.box.children:
             await self.box.remove_children()  # a trial replaces the previous trial's answer
         self.lag = RenderLag()
-        self.message = AssistantMessage(self.clock, self.lag)
+        self.message = AssistantMessage(self.clock, self.lag, chain=False)  # all panes paint on the same ticks
         await self.box.mount(self.message)
         self.trial, self.trials = trial, trials
         self.recorder = recorder
@@ -113,7 +114,7 @@ class PaneView(Vertical):
             return
         snap = rec.snapshot(now)
         msg.pump(rec, snap)
-        self.status.update(pane_live_text(snap, self.trial, self.trials))
+        self.set_status(pane_live_text(snap, self.trial, self.trials))
         self.timeline = live_timeline(snap, rec.attempts)
 
     async def finish_trial(self, record: dict[str, Any]) -> None:
@@ -130,7 +131,14 @@ class PaneView(Vertical):
             elif record.get("status") == "cancelled":
                 kept = "the partial answer is kept" if record.get("answer") else "nothing had arrived"
                 await self.box.mount(NoteMessage(f"■ cancelled; {kept}", "warn"))
-        self.status.update(pane_done_text(record))
+        self.set_status(pane_done_text(record))
+
+    def set_status(self, text: Text) -> None:
+        """A layout pass only when the status line's height changes (at every frame, it would cost a lot)."""
+        width = max(1, self.status.content_size.width)
+        lines = min(2, max(1, -(-text.cell_len // width)))
+        self.status.update(text, layout=lines != self._status_lines)
+        self._status_lines = lines
 
     def show_wins(self, wins: Sequence[str]) -> None:
         self.wins = list(wins)
@@ -169,6 +177,7 @@ class CompareApp(App[int]):
         seed: int | None = None,
     ) -> None:
         super().__init__()
+        self._gc_policy = contextlib.ExitStack()
         if not 1 <= len(backends) <= MAX_PANES:
             raise ValueError(f"compare takes 1 to {MAX_PANES} models")
         self.clock = clock or ev.now_ns
@@ -222,6 +231,7 @@ class CompareApp(App[int]):
         return f"{p.backend.provider}:{p.backend.model}"
 
     async def on_mount(self) -> None:
+        self._gc_policy.enter_context(full_collections_between_turns())
         self._ui_loop = asyncio.get_running_loop()
         self._tick_timer = self.set_interval(1 / self.fps, self._tick, pause=True)
         self.query_one(TimelineView).max_rows = MAX_PANES
@@ -231,6 +241,7 @@ class CompareApp(App[int]):
             await self.send(self.initial_prompt)
 
     async def on_unmount(self) -> None:
+        self._gc_policy.close()
         self._on_stream(self.runner.cancel)
         with contextlib.suppress(Exception):
             await self.stream.call(self.runner.aclose)
@@ -432,16 +443,20 @@ class CompareApp(App[int]):
             self.notify(f"at most {MAX_PANES} panes, and not after keep", severity="warning")
             return
         if self.factory is None:
-            from tui.commands.compare import backend_factory, parse_model
+            from tui.commands.compare import parse_model, ui_factory
 
-            factory: BackendFactory = backend_factory
+            factory: BackendFactory = ui_factory()
         else:
             from tui.commands.compare import parse_model
 
             factory = self.factory
         ps = parse_model(spec, None)
+
+        async def make() -> Backend:  # on the stream thread: starting a backend process takes a moment
+            return factory(ps.spec, ps.base_url)
+
         try:
-            backend = factory(ps.spec, ps.base_url)
+            backend = await self.stream.call(make)
         except Exception as exc:
             self.notify(f"could not add {spec}: {exc}", severity="error")
             return

@@ -15,7 +15,7 @@ import contextlib
 import gc
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -127,6 +127,21 @@ def start_turn(
 
     live.future = runner.submit(drive())
     return live
+
+
+DEFERRED_GEN2_THRESHOLD = 1_000_000  # gen1 collections before an automatic full one: in practice, never
+
+
+@contextlib.contextmanager
+def full_collections_between_turns() -> Iterator[None]:
+    """While a UI runs: no automatic full collection (it would stall a paint, or a stamp, for 50-300 ms
+    in the middle of a turn); ``collect_between_turns`` does them when a turn has ended."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], thresholds[1], DEFERRED_GEN2_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def collect_between_turns() -> None:

@@ -18,6 +18,7 @@ four panes, the race view and the summary. We print, over all turns:
 A headless baseline (the same four streams through CompareRunner, no UI) shows what the UI adds.
 
     python tests/benchmarks/compare_fidelity.py [--panes 4] [--tokens-per-s 500] [--tokens 1000] [--prompts 3]
+        [--in-process]
 """
 
 from __future__ import annotations
@@ -115,11 +116,17 @@ async def run_headless(base_url: str, models: list[str], prompts: int) -> tuple[
 
 
 async def run_ui(
-    base_url: str, models: list[str], prompts: int, size: tuple[int, int]
+    base_url: str, models: list[str], prompts: int, size: tuple[int, int], isolated: bool = True
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[float], dict[str, float]]:
     from tui.compare import CompareApp
 
-    app = CompareApp([make_backend(base_url, m) for m in models], comparison_id="cmp-bench", session_id="bench")
+    if isolated:  # what `ttft compare` does: each backend in its own process
+        from tui.isolated import ProcessBackend
+
+        backends = [ProcessBackend(f"compat:{m}", base_url) for m in models]
+    else:
+        backends = [make_backend(base_url, m) for m in models]
+    app = CompareApp(backends, comparison_id="cmp-bench", session_id="bench")
     proc = psutil.Process()
     records: list[dict[str, Any]] = []
     skew: list[float] = []
@@ -155,6 +162,7 @@ def main() -> int:
     ap.add_argument("--first-token-ms", type=float, default=200.0)
     ap.add_argument("--prompts", type=int, default=3)
     ap.add_argument("--size", default="160x48")
+    ap.add_argument("--in-process", action="store_true", help="backends in the UI process (TTFT_IN_PROCESS=1)")
     args = ap.parse_args()
     os.environ["TTFT_DATA_DIR"] = tempfile.mkdtemp(prefix="ttft-bench-")
     from tests.fakes import Schedule
@@ -190,7 +198,7 @@ def main() -> int:
     e0 = errors(headless, arrivals(), sched_ms)
     a0 = arrivals()
     offsets = {m: len(v) for m, v in a0.items()}
-    ui, lags, skew1, cpu = asyncio.run(run_ui(base_url, models, args.prompts, (w, h)))
+    ui, lags, skew1, cpu = asyncio.run(run_ui(base_url, models, args.prompts, (w, h), not args.in_process))
     a1 = {m: v[offsets.get(m, 0) :] for m, v in arrivals().items()}
     e1 = errors(ui, a1, sched_ms)
     parent.send("stop")
@@ -200,7 +208,8 @@ def main() -> int:
     for k in ("ttft", "gap", "stamp"):
         print(line(f"{k} error", e0[k]))
     print(line("start skew", skew0))
-    print("\nwith the compare screen painting every pane:")
+    where = "backends in the UI process" if args.in_process else "each backend in its own process (the default)"
+    print(f"\nwith the compare screen painting every pane, {where}:")
     for k in ("ttft", "gap", "stamp"):
         print(line(f"{k} error", e1[k]))
     print(line("start skew", skew1))

@@ -42,6 +42,17 @@ def default_factory(spec: str, base_url: str | None) -> Backend:
 backend_factory: Callable[[str, str | None], Backend] = default_factory
 
 
+def ui_factory() -> Callable[[str, str | None], Backend]:
+    """For the compare screen: each backend in its own process, as in the chat, so painting four panes
+    can never delay a timestamp (``TTFT_IN_PROCESS=1`` keeps them here). Headless runs, and tests that
+    swapped ``backend_factory``, create them in this process."""
+    if backend_factory is not default_factory:
+        return backend_factory
+    from tui.session import default_backend_factory
+
+    return default_backend_factory
+
+
 def settings_from(args: argparse.Namespace) -> TurnSettings:
     return TurnSettings(
         stream=not args.no_stream,
@@ -103,8 +114,9 @@ def run(args: argparse.Namespace) -> int:
     if args.headless and not prompt:
         print("ttft compare --headless: give a prompt (argument or stdin)", file=sys.stderr)
         return 2
+    factory = backend_factory if args.headless else ui_factory()
     try:
-        backends = [backend_factory(s.spec, s.base_url) for s in specs]
+        backends = [factory(s.spec, s.base_url) for s in specs]
     except Exception as exc:  # a bad spec, a missing key: one sentence, no traceback
         print(f"ttft compare: {exc}", file=sys.stderr)
         return 2

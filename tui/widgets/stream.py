@@ -7,7 +7,10 @@ While an answer streams, its text is split in two:
   its own widget (code highlighted), and never touched again;
 - the *open tail*: the block still growing. It is drawn as plain text by ``TailText``,
   which wraps incrementally: appending text re-wraps only its last line, and a repaint
-  redraws only the lines that changed.
+  redraws only the lines that changed. It reserves a few paints' worth of blank lines
+  below the text (growing costs a layout pass of the whole screen), and it is never
+  taller than the view: past that, it shows the open block's last screenful, like a
+  terminal, so the transcript does not have to scroll at every paint.
 
 So a paint never re-parses or re-wraps what is already on screen, whether the answer is
 one 8000-character paragraph, a long code block or the fiftieth turn. The caller renders
@@ -24,14 +27,15 @@ from collections.abc import Iterator
 
 from rich.cells import cell_len
 from rich.segment import Segment
-from textual.containers import Vertical
+from rich.style import Style
+from textual.containers import ScrollableContainer, Vertical
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Markdown
 
-RESERVE_PAINTS = 3  # room for this many more paints at the current pace ...
-RESERVE_MAX_LINES = 12  # ... but never more blank lines than this under the text
+RESERVE_PAINTS = 4  # room for this many more paints at the current pace ...
+RESERVE_MAX_LINES = 24  # ... but never more blank lines than this, nor than a third of the view, under the text
 _WORD = re.compile(r"\S+\s*|\s+")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r" {0,3}#{1,6}(\s|$)")
@@ -98,6 +102,7 @@ class TailText(Widget):
         # whose size changed); when text keeps coming, reserve room for a few paints' worth of lines.
         self._reserved = 0
         self._growing = False
+        self._style: Style | None = None
 
     # --- text ------------------------------------------------------------------------
     def append(self, fragment: str) -> None:
@@ -143,15 +148,37 @@ class TailText(Widget):
             self._reserved = n
         if not refresh:
             return
-        if n > self._reserved or n < before:
+        if n > self._reserved:
             grown = n - before
-            extra = min(RESERVE_MAX_LINES, grown * RESERVE_PAINTS) if self._growing and grown > 0 else 0
+            extra = min(self._reserve_cap(), grown * RESERVE_PAINTS) if self._growing and grown > 0 else 0
             self._growing = grown > 0
             self._reserved = n + extra
+        if self._height() != self.size.height:
             self.refresh(layout=True)
-        elif self._lines:
+        elif n > self.size.height:  # windowed: every shown line moved up
+            self.refresh()
+        elif n:
             top = self.styles.padding.top
-            self.refresh(Region(0, top + first, self.outer_size.width, len(self._lines) - first))
+            self.refresh(Region(0, top + first, self.outer_size.width, n - first))
+
+    def _view_height(self) -> int:
+        """The height of the scrolling view this text is in (0 while unknown)."""
+        views = (a for a in self.ancestors if isinstance(a, ScrollableContainer))
+        return next((a.scrollable_content_region.height for a in views), 0)
+
+    def _reserve_cap(self) -> int:
+        return min(RESERVE_MAX_LINES, self._view_height() // 3)
+
+    def _height(self) -> int:
+        """Lines of text plus the reserve, but never taller than the view: beyond that, the last lines."""
+        n = max(len(self._lines), self._reserved)
+        view = self._view_height()
+        return min(n, view) if view > 0 else n
+
+    @property
+    def first_shown(self) -> int:
+        """Index of the line drawn at the top (> 0 when the open block is taller than the view)."""
+        return max(0, len(self._lines) - self.size.height)
 
     # --- Textual ---------------------------------------------------------------------
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
@@ -159,23 +186,28 @@ class TailText(Widget):
             self._width = width
             self._strips.clear()
             self._rewrap(0, refresh=False)  # called by the layout pass itself: no second pass
-        return max(len(self._lines), self._reserved)
+        return self._height()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._strips.clear()
+        self._style = None
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        strip = self._strips.get(y)
+        i = self.first_shown + y
+        strip = self._strips.get(i)
         if strip is None or strip.cell_length != width:
-            if y < len(self._lines):
-                s, e = self._lines[y]
+            style = self._style
+            if style is None:  # rich_style walks every ancestor: once per style change, not once per line
+                style = self._style = self.rich_style
+            if i < len(self._lines):
+                s, e = self._lines[i]
                 line = self.text[s:e].rstrip()
-                strip = Strip([Segment(line, self.rich_style)]).adjust_cell_length(width, self.rich_style)
+                strip = Strip([Segment(line, style)]).adjust_cell_length(width, style)
             else:
-                strip = Strip.blank(width, self.rich_style)
-            self._strips[y] = strip
+                strip = Strip.blank(width, style)
+            self._strips[i] = strip
         return strip
 
 

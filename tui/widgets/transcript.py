@@ -73,9 +73,12 @@ class AssistantMessage(Vertical):
     chunk it showed goes into ``RenderLag``. ``finalize`` renders the whole answer as Markdown.
     """
 
-    def __init__(self, clock: Callable[[], int], lag: RenderLag | None = None) -> None:
+    def __init__(self, clock: Callable[[], int], lag: RenderLag | None = None, *, chain: bool = True) -> None:
         super().__init__(classes="assistant-message -live")
         self.clock = clock
+        # chain: paint again as soon as pacing allows (one answer on screen); without, paint on the
+        # caller's frame ticks only, so several answers (compare panes) share each screen update.
+        self.chain = chain
         self.lag = lag if lag is not None else RenderLag()
         self.reasoning = ReasoningBlock()
         self.reasoning.display = False
@@ -144,8 +147,8 @@ class AssistantMessage(Vertical):
             pause = (done - started) * PAINT_PACING / 1e9
             self._next_paint_ns = done + int(pause * 1e9)
             self._painting = False
-            # ... and paint again as soon as that allows, not at the next frame tick.
-            self.set_timer(pause, lambda: self.final or self.pump(recorder, recorder.snapshot(self.clock())))
+            if self.chain:  # ... and paint again as soon as that allows, not at the next frame tick.
+                self.set_timer(pause, lambda: self.final or self.pump(recorder, recorder.snapshot(self.clock())))
 
         self.call_after_refresh(painted)
 
