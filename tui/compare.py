@@ -42,6 +42,7 @@ from tui.widgets import AssistantMessage, ErrorCard, NoteMessage, TimelineView, 
 LABELS = "ABCD"
 MAX_PANES = 4
 DEFAULT_TRIALS = 5
+FIGURES_FPS = 10  # status lines and the race view: the figures change slower than the text
 SHORT = {"ttft": "TTFT", "ttfvt": "TTFVT", "tpot": "TPOT", "e2e": "E2E", "output_tokens": "tokens"}
 
 BackendFactory = Callable[[str, str | None], Backend]
@@ -69,6 +70,8 @@ class PaneView(Vertical):
         self.last_record: dict[str, Any] | None = None
         self.ui_lock = asyncio.Lock()
         self._status_lines = 0
+        self._phase = ""
+        self._unrendered: tuple[AssistantMessage | None, dict[str, Any]] | None = None
 
     def compose(self) -> ComposeResult:
         yield Transcript(classes="pane-transcript")
@@ -108,30 +111,44 @@ class PaneView(Vertical):
         self.trial, self.trials = trial, trials
         self.recorder = recorder
 
-    def tick(self, now: int) -> None:
+    def tick(self, now: int, figures: bool = True) -> None:
+        """A frame: new answer text every frame; the status line and race row only when ``figures``."""
         rec, msg = self.recorder, self.message
         if rec is None or msg is None:
             return
         snap = rec.snapshot(now)
         msg.pump(rec, snap)
-        self.set_status(pane_live_text(snap, self.trial, self.trials))
-        self.timeline = live_timeline(snap, rec.attempts)
+        if figures or snap.phase != self._phase:
+            self._phase = snap.phase
+            self.set_status(pane_live_text(snap, self.trial, self.trials))
+            self.timeline = live_timeline(snap, rec.attempts)
 
-    async def finish_trial(self, record: dict[str, Any]) -> None:
+    async def finish_trial(self, record: dict[str, Any], render: bool = True) -> None:
+        """The turn has ended: figures now; the full render of the answer now or (``render=False``)
+        at ``render_final``, so that rendering one long answer never stalls panes still streaming."""
         self.tick(self.clock())  # last frame: every chunk painted before the full render
         self.recorder = None
         self.last_record = record
         self.lag_history.append(self.lag.summary())
         self.timeline = turn_timeline(record)
-        if self.message is not None:
-            await self.message.finalize(record)
-        if self.box is not None:
+        self.set_status(pane_done_text(record))
+        self._unrendered = (self.message, record)
+        if render:
+            await self.render_final()
+
+    async def render_final(self) -> None:
+        if self._unrendered is None:
+            return
+        message, record = self._unrendered
+        self._unrendered = None
+        if message is not None and message.is_attached:
+            await message.finalize(record)
+        if self.box is not None and self.box.is_attached:
             if record.get("status") == "error":
                 await self.box.mount(ErrorCard(record))
             elif record.get("status") == "cancelled":
                 kept = "the partial answer is kept" if record.get("answer") else "nothing had arrived"
                 await self.box.mount(NoteMessage(f"■ cancelled; {kept}", "warn"))
-        self.set_status(pane_done_text(record))
 
     def set_status(self, text: Text) -> None:
         """A layout pass only when the status line's height changes (at every frame, it would cost a lot)."""
@@ -173,7 +190,7 @@ class CompareApp(App[int]):
         comparison_id: str | None = None,
         factory: BackendFactory | None = None,
         clock: Callable[[], int] | None = None,
-        fps: float = 30.0,
+        fps: float = 60.0,
         seed: int | None = None,
     ) -> None:
         super().__init__()
@@ -205,6 +222,7 @@ class CompareApp(App[int]):
         self._ui_loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tick_timer: Any = None
+        self._figures_ns = 0
         self._current_repeat = 1
 
     # --- layout --------------------------------------------------------------------
@@ -313,13 +331,18 @@ class CompareApp(App[int]):
     async def _ui_started(self, pane: int, trial: int, recorder: TurnRecorder) -> None:
         view = self.views[pane]
         async with view.ui_lock:
+            await view.render_final()  # sequential mode: the previous trial's answer in full first
             await view.start_trial(trial, self._current_repeat, recorder)
 
     async def _ui_done(self, pane: int, record: dict[str, Any]) -> None:
         view = self.views[pane]
         async with view.ui_lock:
-            await view.finish_trial(record)
+            await view.finish_trial(record, render=False)
         self._draw_race()
+        if not any(v.recorder is not None for v in self.views):  # nobody streams now: full renders
+            for v in list(self.views):
+                async with v.ui_lock:
+                    await v.render_final()
 
     @work(exclusive=False, group="prompt")
     async def _await_prompt(self, result_future: asyncio.Future[PromptResult]) -> None:
@@ -360,10 +383,15 @@ class CompareApp(App[int]):
 
     # --- the frame -----------------------------------------------------------------
     def _tick(self) -> None:
+        """One frame: every pane's new text; the figures (status lines, race view) at FIGURES_FPS."""
         now = self.clock()
+        figures = now - self._figures_ns >= 1e9 / FIGURES_FPS
+        if figures:
+            self._figures_ns = now
         for v in self.views:
-            v.tick(now)
-        self._draw_race()
+            v.tick(now, figures)
+        if figures:
+            self._draw_race()
 
     def _draw_race(self) -> None:
         rows = [(v.label, v.timeline) for v in self.views if v.timeline is not None]

@@ -220,6 +220,7 @@ def main() -> int:
         f"  render lag             p50 {percentiles(p50s)['p50'] or 0:.1f} ms   p95 {max(p95s, default=0):.1f} ms "
         f"(worst pane-turn)   paints/turn {paints:.0f}"
     )
+    print(f"  render lag p95 by pane-turn {', '.join(f'{x:.0f}' for x in p95s)} ms")
     growth = [x.get("lag_growth") for x in lags]
     backlog = max((x.get("backlog_max") or 0 for x in lags), default=0)
     print(

@@ -35,7 +35,7 @@ from textual.widget import Widget
 from textual.widgets import Markdown
 
 RESERVE_PAINTS = 4  # room for this many more paints at the current pace ...
-RESERVE_MAX_LINES = 24  # ... but never more blank lines than this, nor than a third of the view, under the text
+RESERVE_MAX_LINES = 40  # ... but never more blank lines than this, nor than half the view, under the text
 _WORD = re.compile(r"\S+\s*|\s+")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r" {0,3}#{1,6}(\s|$)")
@@ -167,7 +167,7 @@ class TailText(Widget):
         return next((a.scrollable_content_region.height for a in views), 0)
 
     def _reserve_cap(self) -> int:
-        return min(RESERVE_MAX_LINES, self._view_height() // 3)
+        return min(RESERVE_MAX_LINES, self._view_height() // 2)
 
     def _height(self) -> int:
         """Lines of text plus the reserve, but never taller than the view: beyond that, the last lines."""
