@@ -6,16 +6,17 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
+from backends.base import Backend
 from telemetry import events as ev
 from telemetry.export import export
 from telemetry.log import SessionLog, data_dir
@@ -27,6 +28,9 @@ from tui.runner import LiveTurn, LoopThread, collect_between_turns, full_collect
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
 from tui.widgets import AssistantMessage, TelemetryPane, Transcript
 
+if TYPE_CHECKING:
+    from tui.compare import ChatHandoff
+
 PANE_FPS = 10  # the figures change slower than the text; a layout-free repaint at 10 fps reads as live
 EFFORTS = (None, "minimal", "low", "medium", "high")
 SPECULATIVE_DEFAULT = {"kind": "prompt-lookup", "num_pred_tokens": 2}
@@ -36,8 +40,40 @@ def exports_dir() -> Path:
     return data_dir() / "exports"
 
 
+CHAT_ACTIONS = {"regenerate", "new_chat", "copy_answer", "export", "toggle_stream", "cycle_effort", "settings"}
+CHAT_ACTIONS |= {"sessions", "toggle_pane", "compare", "cancel_turn"}
+
+
+class CompareSpecScreen(ModalScreen[str | None]):
+    """Asks for the model to compare the chat's model with."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "Close")]
+
+    def __init__(self, current: str) -> None:
+        super().__init__(classes="compare-spec")
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="compare-spec-box"):
+            yield Static(Text.assemble(("Compare ", "bold"), (self.current, "bold cyan"), (" with:", "bold")))
+            yield Input(placeholder="PROVIDER:MODEL[@URL], e.g. openai:gpt-4o-mini", id="compare-spec")
+            yield Static(
+                Text("Enter opens both side by side, with this chat's conversation as their context.", style="dim")
+            )
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(event.value.strip() or None)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+
 class ChatApp(App[None]):
-    CSS_PATH = "chat.tcss"
+    CSS_PATH: ClassVar[list[str | Path]] = ["chat.tcss", "compare.tcss"]  # type: ignore[misc]
     TITLE = "ttft"
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -52,6 +88,7 @@ class ChatApp(App[None]):
         Binding("ctrl+l", "settings('model')", "Model", show=False, priority=True),
         Binding("f3", "sessions", "Sessions"),
         Binding("f4", "toggle_pane", "Pane"),
+        Binding("f9", "compare", "Compare"),
         Binding("f1", "help", "Help"),
     ]
 
@@ -97,7 +134,8 @@ class ChatApp(App[None]):
         with Container(id="main"):
             with Vertical(id="chat"):
                 yield Transcript(id="transcript")
-                yield Input(placeholder="Ask anything · Enter sends · Esc cancels · F1 help", id="prompt")
+                self.prompt_input = Input(placeholder="Ask anything · Enter sends · Esc cancels · F1 help", id="prompt")
+                yield self.prompt_input
             yield TelemetryPane(id="pane")
         yield Footer()
 
@@ -139,6 +177,8 @@ class ChatApp(App[None]):
         return self.live is not None or self.message is not None
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input is not self.prompt_input:
+            return  # another screen's input (compare mode, a dialog)
         text = event.value.strip()
         if not text:
             return
@@ -146,6 +186,9 @@ class ChatApp(App[None]):
             self.notify("A turn is in flight: Esc cancels it.", severity="warning")
             return
         event.input.value = ""
+        if text.startswith("/compare"):
+            await self.action_compare(text.removeprefix("/compare").strip() or None)
+            return
         await self.send(text)
 
     async def send(self, prompt: str) -> None:
@@ -352,9 +395,88 @@ class ChatApp(App[None]):
         self.update_header()
         self.call_after_refresh(collect_between_turns)
 
+    # --- compare mode ----------------------------------------------------------------
+    async def action_compare(self, spec: str | None = None) -> None:
+        """Open the compare screen: this chat's model and ``spec`` (asked for when not given)."""
+        if self.busy:
+            self.notify("A turn is in flight: Esc cancels it first.", severity="warning")
+            return
+        if spec is None:
+
+            def asked(answer: str | None) -> None:
+                if answer:
+                    self.run_worker(self.open_compare(answer), group="compare")
+
+            self.push_screen(CompareSpecScreen(self.session.spec), asked)
+            return
+        await self.open_compare(spec)
+
+    async def open_compare(self, spec: str) -> None:
+        from tui.commands.compare import parse_model
+        from tui.compare import CompareScreen
+
+        other = parse_model(spec, None)
+        specs = [(self.session.spec, self.session.base_url), (other.spec, other.base_url)]
+        factory = self.session.factory
+        self.notify(f"starting {other.spec}…")
+        backends = []
+        for s, url in specs:
+
+            async def make(s: str = s, url: str | None = url) -> Backend:  # on the stream thread: may take a moment
+                return factory(s, url)
+
+            try:
+                backends.append(await self.runner.call(make))
+            except Exception as exc:  # a bad spec, a missing key: say so, stay in the chat
+                for b in backends:
+                    self.runner.submit(b.aclose())
+                self.notify(f"could not start {s}: {exc}", severity="error")
+                return
+        screen = CompareScreen(
+            backends,
+            settings=self.session.settings,
+            system=self.session.system_prompt,
+            specs=specs,
+            history=self.session.messages,
+            from_chat=True,
+            factory=factory,
+            clock=self.clock,
+        )
+        self.push_screen(screen, self._back_from_compare)
+
+    def _back_from_compare(self, handoff: ChatHandoff | None) -> None:
+        if handoff is None:
+            self.notify("Back to the chat.")
+            return
+        self.run_worker(self.continue_from(handoff), group="compare")
+
+    async def continue_from(self, handoff: ChatHandoff) -> None:
+        """The chat goes on with a compare pane: its model, and its conversation as the context."""
+        self.session.switch_model(handoff.spec, handoff.base_url)
+        self.session.messages = list(handoff.messages)
+        await self.transcript.add_note(
+            f"continuing pane {handoff.label} ({handoff.spec}) from the comparison: "
+            f"{len(handoff.records)} turn{'s' if len(handoff.records) != 1 else ''}",
+            "ok",
+        )
+        for rec in handoff.records:
+            await self.transcript.add_record(rec, self.clock)
+        self.update_header()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        from tui.compare import CompareScreen
+
+        # the compare screen on top: its own keys, not the chat's underneath
+        return not (isinstance(self.screen, CompareScreen) and action in CHAT_ACTIONS)
+
     # --- command palette -----------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        from tui.compare import CompareScreen
+
         yield from super().get_system_commands(screen)
+        if isinstance(screen, CompareScreen):
+            yield from screen.system_commands()
+            return
         s = self.session.settings
         yield SystemCommand("Cancel the turn in flight", "Esc: stop now and keep what arrived", self.action_cancel_turn)
         yield SystemCommand("Regenerate the last answer", "ctrl+r", self.action_regenerate)
@@ -375,6 +497,9 @@ class ChatApp(App[None]):
             f"Speculative decoding: turn {'off' if s.speculative else 'on'}",
             "local models: prompt-lookup drafting",
             self.action_toggle_speculative,
+        )
+        yield SystemCommand(
+            "Compare with another model…", "F9 or /compare SPEC: side by side, same context", self.action_compare
         )
         yield SystemCommand("Sessions: reopen a past chat", "F3", self.action_sessions)
         yield SystemCommand("Toggle the telemetry pane", "F4", self.action_toggle_pane)

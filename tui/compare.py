@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import random
 from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,7 +25,7 @@ from textual.containers import Container, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from backends.base import Backend
+from backends.base import Backend, Message
 from backends.compare import ComparePane, CompareRunner, Mode, PromptResult, new_comparison_id
 from telemetry import events as ev
 from telemetry.compare import METRICS, Comparison, compare, write_comparison
@@ -68,6 +69,7 @@ class PaneView(Vertical):
         self.timeline: Timeline | None = None
         self.wins: list[str] = []  # the summary columns this pane won on the last prompt
         self.last_record: dict[str, Any] | None = None
+        self.turn_records: list[dict[str, Any]] = []
         self.ui_lock = asyncio.Lock()
         self._status_lines = 0
         self._phase = ""
@@ -129,6 +131,8 @@ class PaneView(Vertical):
         self.tick(self.clock())  # last frame: every chunk painted before the full render
         self.recorder = None
         self.last_record = record
+        if self.trial == self.trials - 1:  # as in the pane's conversation: the last trial of each prompt
+            self.turn_records.append(record)
         self.lag_history.append(self.lag.summary())
         self.timeline = turn_timeline(record)
         self.set_status(pane_done_text(record))
@@ -162,10 +166,21 @@ class PaneView(Vertical):
         self.show_title()
 
 
-class CompareApp(App[int]):
-    CSS_PATH: ClassVar[list[str | Path]] = ["chat.tcss", "compare.tcss"]  # type: ignore[misc]
-    TITLE = "ttft compare"
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+@dataclass(frozen=True)
+class ChatHandoff:
+    """What the chat continues with when the compare screen hands one pane back to it."""
+
+    spec: str
+    base_url: str | None
+    messages: tuple[Message, ...]  # the pane's conversation: the chat's context from now on
+    records: tuple[dict[str, Any], ...]  # the pane's turns in this comparison, for the chat's transcript
+    label: str
+
+
+class CompareScreen(Screen["ChatHandoff | None"]):
+    """The comparison itself: ``ttft compare`` shows it alone, and the chat opens it over itself
+    (F9 or ``/compare SPEC``); from there, ``/chat A`` continues pane A's conversation in the chat."""
+
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+e", "export", "Export", priority=True),
@@ -173,6 +188,7 @@ class CompareApp(App[int]):
         Binding("f6", "toggle_mode", "Parallel/sequential"),
         Binding("f7", "trials", "Trials"),
         Binding("f8", "toggle_bottom", "Summary"),
+        Binding("f10", "to_chat", "Back to chat"),
     ]
 
     def __init__(
@@ -192,9 +208,13 @@ class CompareApp(App[int]):
         clock: Callable[[], int] | None = None,
         fps: float = 60.0,
         seed: int | None = None,
+        specs: Sequence[tuple[str, str | None]] | None = None,
+        history: Sequence[Message] = (),
+        from_chat: bool = False,
     ) -> None:
         super().__init__()
         self._gc_policy = contextlib.ExitStack()
+        self.from_chat = from_chat
         if not 1 <= len(backends) <= MAX_PANES:
             raise ValueError(f"compare takes 1 to {MAX_PANES} models")
         self.clock = clock or ev.now_ns
@@ -208,7 +228,14 @@ class CompareApp(App[int]):
         order = list(range(len(backends)))
         if blind:  # names hidden *and* order shuffled, so pane A is not simply the first -m
             random.Random(seed).shuffle(order)
-        panes = [ComparePane(backends[j], LABELS[k], settings=self.settings) for k, j in enumerate(order)]
+        panes = [
+            ComparePane(backends[j], LABELS[k], history=list(history), settings=self.settings)
+            for k, j in enumerate(order)
+        ]
+        # pane label -> the spec it was made from (so the chat can continue with it)
+        self.specs: dict[str, tuple[str, str | None]] = (
+            {LABELS[k]: specs[j] for k, j in enumerate(order)} if specs is not None else {}
+        )
         self.stream = LoopThread("ttft-compare")
         self.session_log = SessionLog(session_id)
         self.runner = CompareRunner(
@@ -282,6 +309,7 @@ class CompareApp(App[int]):
 
     # --- sending -------------------------------------------------------------------
     async def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()  # opened from the chat: the chat's own handler must not see it
         text = event.value.strip()
         if not text:
             return
@@ -405,8 +433,8 @@ class CompareApp(App[int]):
     def action_cancel(self) -> None:
         if self.in_flight:
             self._on_stream(self.runner.cancel)
-        elif len(self.screen_stack) > 1:
-            self.pop_screen()
+        elif self.from_chat:
+            self.action_to_chat()
 
     def action_reveal(self) -> None:
         self.blind = not self.blind
@@ -489,7 +517,9 @@ class CompareApp(App[int]):
             self.notify(f"could not add {spec}: {exc}", severity="error")
             return
         label = next(c for c in LABELS if c not in {v.label for v in self.views})
-        pane = ComparePane(backend, label, settings=self.settings)
+        history = list(self.runner.panes[0].history) if self.from_chat and self.runner.panes else []
+        pane = ComparePane(backend, label, history=history, settings=self.settings)
+        self.specs[label] = (ps.spec, ps.base_url)
         self.runner.add(pane)
         view = PaneView(label, self._pane_name(pane), pane_color(LABELS.index(label)), self.clock)
         view.blind = self.blind
@@ -543,11 +573,20 @@ class CompareApp(App[int]):
                     self.action_toggle_mode()
             case "export":
                 await self.action_export()
+            case "chat":
+                self.action_to_chat(arg or None)
             case _:
                 self.notify(f"unknown command /{cmd}", severity="warning")
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+    def system_commands(self) -> Iterable[SystemCommand]:
+        if self.from_chat:
+            yield SystemCommand("Back to the chat", "F10 / Esc: the chat as it was", self.action_to_chat)
+            for v in self.views:
+                yield SystemCommand(
+                    f"Continue pane {v.label} in the chat",
+                    "its model and its conversation become the chat's",
+                    self._to_chat_with(v.label),
+                )
         yield SystemCommand(
             f"Trials: resend the last prompt {DEFAULT_TRIALS} times", "medians, p90 and verdicts", self.action_trials
         )
@@ -557,8 +596,88 @@ class CompareApp(App[int]):
         for v in self.views:
             yield SystemCommand(f"Keep pane {v.label}", "continue with this pane alone", self._keeper(v.label))
 
-    def _keeper(self, label: str) -> Callable[[], Coroutine[Any, Any, None]]:
+    def _to_chat_with(self, label: str) -> Callable[[], None]:
+        def go() -> None:
+            self.action_to_chat(label)
+
+        return go
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "to_chat":
+            return self.from_chat  # only where there is a chat to go back to
+        return True
+
+    def action_to_chat(self, label: str | None = None) -> None:
+        """Leave the comparison for the chat: as it was, or (``label``) continuing that pane's conversation."""
+        if not self.from_chat:
+            self.notify("This comparison was not opened from a chat.", severity="warning")
+            return
+        if self.in_flight:
+            self.notify("A prompt is in flight: Esc cancels it first.", severity="warning")
+            return
+        if not label:
+            self.dismiss(None)
+            return
+        idx = self._index(label)
+        if idx is None:
+            return
+        view, pane = self.views[idx], self.runner.panes[idx]
+        spec = self.specs.get(view.label)
+        if spec is None:
+            self.notify(f"pane {view.label}: its model spec is unknown", severity="error")
+            return
+        self.dismiss(ChatHandoff(spec[0], spec[1], tuple(pane.history), tuple(view.turn_records), view.label))
+
         async def keep() -> None:
             await self.action_keep(label)
 
         return keep
+
+
+class CompareApp(App[int]):
+    """``ttft compare``: the compare screen on its own."""
+
+    CSS_PATH: ClassVar[list[str | Path]] = ["chat.tcss", "compare.tcss"]  # type: ignore[misc]
+    TITLE = "ttft compare"
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+
+    def __init__(self, backends: Sequence[Backend], **kwargs: Any) -> None:
+        super().__init__()
+        self.compare = CompareScreen(backends, **kwargs)
+
+    def get_default_screen(self) -> Screen[Any]:
+        return self.compare
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        if isinstance(screen, CompareScreen):
+            yield from screen.system_commands()
+
+    # The comparison's state, as scripts and tests read it.
+    @property
+    def results(self) -> list[tuple[PromptResult, Comparison]]:
+        return self.compare.results
+
+    @property
+    def in_flight(self) -> bool:
+        return self.compare.in_flight
+
+    @property
+    def runner(self) -> CompareRunner:
+        return self.compare.runner
+
+    @property
+    def views(self) -> list[PaneView]:
+        return self.compare.views
+
+    @property
+    def stream(self) -> LoopThread:
+        return self.compare.stream
+
+    @property
+    def repeat(self) -> int:
+        return self.compare.repeat
+
+    @property
+    def last_export(self) -> list[Path]:
+        return self.compare.last_export

@@ -24,6 +24,7 @@ KEYS = (
     ("ctrl+o", "next reasoning effort (default, minimal, low, medium, high)"),
     ("F3", "sessions: reopen a past chat"),
     ("F4", "show or hide the telemetry pane"),
+    ("F9, /compare SPEC", "compare this model with another side by side (F10, Esc: back; /chat A: go on with pane A)"),
     ("ctrl+p", "command palette: every action above, and more"),
     ("F1", "this help"),
     ("ctrl+q", "quit"),
