@@ -166,3 +166,15 @@ async def test_long_chat_keeps_a_bounded_number_of_widgets() -> None:
         assert next(u.prompt for u in app.query(UserMessage)) == "q0"
         full = app.query(AssistantMessage).first()
         assert isinstance(full.answer, Markdown) and full.answer.source == answer
+
+
+def test_open_block_gets_a_light_touch_of_markdown() -> None:
+    from rich.style import Style
+
+    from tui.widgets.stream import inline_segments
+
+    segs = inline_segments("a **bold** and *it* and `code`, 2 * 3 * 4", Style())
+    assert "".join(s.text for s in segs) == "a bold and it and code, 2 * 3 * 4"  # markers dropped, arithmetic kept
+    styled = {s.text: s.style for s in segs}
+    assert styled["bold"].bold and styled["it"].italic and styled["code"].color is not None
+    assert [s.text for s in inline_segments("**not closed yet", Style())] == ["**not closed yet"]

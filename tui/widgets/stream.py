@@ -36,6 +36,12 @@ from textual.widgets import Markdown
 
 RESERVE_PAINTS = 4  # room for this many more paints at the current pace ...
 RESERVE_MAX_LINES = 40  # ... but never more blank lines than this, nor than half the view, under the text
+_INLINE = re.compile(
+    r"\*\*(?P<bold>[^*\s](?:[^*]*[^*\s])?)\*\*"
+    r"|(?<![*\w])\*(?P<italic>[^*\s](?:[^*]*[^*\s])?)\*(?![*\w])"
+    r"|`(?P<code>[^`]+)`"
+)
+_BOLD, _ITALIC, _CODE = Style(bold=True), Style(italic=True), Style(color="cyan")
 _WORD = re.compile(r"\S+\s*|\s+")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r" {0,3}#{1,6}(\s|$)")
@@ -80,6 +86,28 @@ def _fold_at(text: str, start: int, width: int) -> int:
         used += w
         i += 1
     return i
+
+
+def inline_segments(line: str, style: Style) -> list[Segment]:
+    """A light touch of Markdown for the open block: **bold**, *italic* and `code` spans that
+    start and end on this line are styled, their markers dropped (the full render follows)."""
+    if "*" not in line and "`" not in line:
+        return [Segment(line, style)]
+    out: list[Segment] = []
+    pos = 0
+    for m in _INLINE.finditer(line):
+        if m.start() > pos:
+            out.append(Segment(line[pos : m.start()], style))
+        bold, italic, code = m.group("bold"), m.group("italic"), m.group("code")
+        if bold is not None:
+            out.append(Segment(bold, style + _BOLD))
+        elif italic is not None:
+            out.append(Segment(italic, style + _ITALIC))
+        else:
+            out.append(Segment(code, style + _CODE))
+        pos = m.end()
+    out.append(Segment(line[pos:], style))
+    return out
 
 
 class TailText(Widget):
@@ -203,8 +231,7 @@ class TailText(Widget):
                 style = self._style = self.rich_style
             if i < len(self._lines):
                 s, e = self._lines[i]
-                line = self.text[s:e].rstrip()
-                strip = Strip([Segment(line, style)]).adjust_cell_length(width, style)
+                strip = Strip(inline_segments(self.text[s:e].rstrip(), style)).adjust_cell_length(width, style)
             else:
                 strip = Strip.blank(width, style)
             self._strips[i] = strip
