@@ -15,6 +15,7 @@ from rich.text import Text
 
 from telemetry.compare import METRICS, RESAMPLES, Comparison, fmt_amount
 from telemetry.recorder import Snapshot
+from tui.format import PHASE_COLOR
 
 WIN = "★"
 PANE_COLORS = ("cyan", "magenta", "yellow", "green")
@@ -128,18 +129,6 @@ def summary(
     )
 
 
-PHASE_STYLE = {
-    "queued": "dim",
-    "loading": "blue",
-    "waiting": "yellow",
-    "reasoning": "magenta",
-    "streaming": "green",
-    "ok": "green",
-    "error": "red",
-    "cancelled": "yellow",
-}
-
-
 def _ms(v: float | None) -> str:
     return "—" if v is None else fmt_amount(v, "ms")
 
@@ -147,7 +136,7 @@ def _ms(v: float | None) -> str:
 def pane_live_text(snap: Snapshot, trial: int = 0, trials: int = 1) -> Text:
     """One or two lines for a pane's turn in flight (from the recorder snapshot)."""
     t = Text()
-    t.append(f" {snap.phase.upper()} ", style=f"bold reverse {PHASE_STYLE.get(snap.phase, '')}")
+    t.append(f" {snap.phase.upper()} ", style=f"bold reverse {PHASE_COLOR.get(snap.phase, '')}")
     t.append(f" {_ms(snap.elapsed_ms)}")
     if trials > 1:
         t.append(f" · trial {trial + 1}/{trials}", style="dim")
@@ -169,7 +158,7 @@ def pane_done_text(rec: dict[str, Any], wins: Sequence[str] = ()) -> Text:
     m = rec.get("metrics") or {}
     status = rec.get("status") or "?"
     t = Text()
-    t.append(f" {status.upper()} ", style=f"bold reverse {PHASE_STYLE.get(status, '')}")
+    t.append(f" {status.upper()} ", style=f"bold reverse {PHASE_COLOR.get(status, '')}")
     if status == "error":
         err = rec.get("error") or {}
         code = f"HTTP {err['status_code']} " if err.get("status_code") else ""

@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+# One colour per phase, wherever a phase is named (pane, compare status lines).
+PHASE_COLOR = {
+    "queued": "dim",
+    "loading": "blue",
+    "waiting": "yellow",
+    "reasoning": "magenta",
+    "streaming": "green",
+    "ok": "green",
+    "error": "red",
+    "cancelled": "yellow",
+}
+
 DASH = "–"
 
 

@@ -15,20 +15,10 @@ from textual.widgets import Sparkline, Static
 
 from telemetry.recorder import Snapshot
 from telemetry.timeline import Timeline
-from tui.format import DASH, fmt_ms, fmt_num
+from tui.format import DASH, PHASE_COLOR, fmt_ms, fmt_num
 from tui.widgets.history import HistoryPanel
 from tui.widgets.timeline import TimelineView
 
-PHASE_COLOR = {
-    "queued": "dim",
-    "loading": "blue",
-    "waiting": "yellow",
-    "reasoning": "magenta",
-    "streaming": "green",
-    "ok": "green",
-    "error": "red",
-    "cancelled": "yellow",
-}
 LABEL_W = 15
 
 
