@@ -21,10 +21,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SESSION",
         help="reopen a session (default: the most recent) and continue it",
     )
-    p.add_argument("--effort", choices=["minimal", "low", "medium", "high"], help="reasoning effort")
+    p.add_argument(
+        "--reasoning-effort",
+        "--effort",
+        dest="effort",
+        choices=["none", "minimal", "low", "medium", "high", "xhigh", "max"],
+        help="reasoning effort",
+    )
     p.add_argument("--thinking-budget", type=int, help="thinking budget in tokens")
     p.add_argument("--thinking-display", choices=["summarized", "omitted"], help="how thinking is returned")
-    p.add_argument("--max-tokens", type=int, help="max output tokens")
+    p.add_argument("--max-output-tokens", "--max-tokens", dest="max_tokens", type=int, help="max output tokens")
     p.add_argument("--temperature", type=float)
     p.add_argument("--no-stream", action="store_true", help="ask for the whole answer at once")
     p.add_argument("--speculative", action="store_true", help="speculative decoding (local models)")
