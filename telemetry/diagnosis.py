@@ -114,7 +114,8 @@ def diagnose_session(records: Sequence[dict[str, Any]]) -> str:
     wait_total = sum((m.get("phases_ms") or {}).get("waiting", 0.0) for m in ms_)
     think_total = sum((m.get("phases_ms") or {}).get("reasoning", 0.0) for m in ms_)
     out = _median([(r.get("tokens") or {}).get("output") for r in ok])
-    head = f"Across {len(ok)} turns: median TTFT {_s(ttft or 0)}" + (f", TPOT {tpot:.0f} ms" if tpot else "")
+    turns = f"{len(ok)} turn" + ("" if len(ok) == 1 else "s")
+    head = f"Across {turns}: median TTFT {_s(ttft or 0)}" + (f", TPOT {tpot:.0f} ms" if tpot else "")
     if e2e_total <= 0:
         return head + "." + fail_note
     if think_total >= 0.4 * e2e_total:
