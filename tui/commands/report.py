@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from telemetry import aggregate as agg
+from telemetry.compare import pane_stats
 from telemetry.log import read_records, resolve
-from telemetry.metrics import percentiles
 from tui import charts
 from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
 
@@ -132,25 +132,23 @@ GROUP_COLUMNS = ("turns", "ok", "errors", "TTFT p50", "p90", "TTFVT p50", "TPOT 
 
 
 def group_row(g: Group) -> list[str]:
-    ok = [r for r in g.records if r.get("status") == "ok"]
+    st = pane_stats(g.name, g.records)  # the figures come from telemetry; this only formats them
 
-    def pct(key: str, q: str) -> str:
-        vals = [v for r in ok if (v := (r.get("metrics") or {}).get(key)) is not None]
-        v = percentiles(vals)[q]
-        return "-" if v is None else f"{v:,.0f}" if key != "tpot_ms" else f"{v:,.1f}"
+    def fmt(key: str, which: str, digits: int = 0) -> str:
+        v = getattr(st.metrics[key], which)
+        return "-" if v is None else f"{v:,.{digits}f}"
 
-    out_tok = percentiles([float((r.get("tokens") or {}).get("output") or 0) for r in ok])["p50"]
     return [
-        str(len(g.records)),
-        str(len(ok)),
-        str(sum(1 for r in g.records if r.get("status") == "error")),
-        pct("ttft_ms", "p50"),
-        pct("ttft_ms", "p90"),
-        pct("ttfvt_ms", "p50"),
-        pct("tpot_ms", "p50"),
-        pct("tpot_ms", "p90"),
-        pct("e2e_ms", "p50"),
-        "-" if out_tok is None else f"{out_tok:.0f}",
+        str(st.turns),
+        str(st.ok),
+        str(st.failed),
+        fmt("ttft", "median"),
+        fmt("ttft", "p90"),
+        fmt("ttfvt", "median"),
+        fmt("tpot", "median", 1),
+        fmt("tpot", "p90", 1),
+        fmt("e2e", "median"),
+        fmt("output_tokens", "median"),
     ]
 
 
