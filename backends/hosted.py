@@ -33,6 +33,7 @@ class TurnState:
     failed: ev.Failed | None = None  # an error reported as a stream event (not raised)
     usage: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    notices: list[ev.Notice] = field(default_factory=list)  # from _open: yielded after its attempt events
 
 
 class HostedBackend:
@@ -143,11 +144,11 @@ class HostedBackend:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                for e in probe.drain():
+                for e in (*probe.drain(), *state.notices):
                     yield e
                 yield failed_from_exception(exc, self._error_context(False), probe)
                 return
-            for e in probe.drain():
+            for e in (*probe.drain(), *state.notices):
                 yield e
             try:
                 if hasattr(sdk, "__aiter__"):

@@ -7,7 +7,8 @@ llama-server, Ollama, OpenRouter, LM Studio. Compat differences handled here:
   ``<think>...</think>`` inside content split by :class:`backends.think.ThinkSplitter`;
 - llama-server ``timings`` and Ollama's ``*_duration`` fields kept as ServerTimings;
 - a server that rejects ``stream_options`` gets the request again once without it (a
-  second attempt, visible as such); the token counts are then estimated;
+  second attempt, visible as such, with the reason in the record's ``notices``); the token
+  counts are then estimated;
 - no API key is demanded (and none from the environment is sent to a third party).
 
 Non-streamed (``settings.stream`` False): the whole answer arrives at once, so TTFT ==
@@ -35,6 +36,17 @@ OLLAMA_KEYS = (
     "prompt_eval_duration",
     "eval_count",
     "eval_duration",
+)
+
+# The record's ``notices`` entry when the usage request (stream_options.include_usage) was dropped.
+STREAM_OPTIONS_NOTICE = "stream_options"
+STREAM_OPTIONS_REJECTED = (
+    "rejected: the server answered HTTP 400 to stream_options, so the request was sent again without it"
+    " (the next attempt) and no usage was asked for: token counts are estimated unless the server sent usage anyway"
+)
+STREAM_OPTIONS_NOT_SENT = (
+    "not sent: this server rejected stream_options on an earlier turn, so no usage was asked for:"
+    " token counts are estimated unless the server sent usage anyway"
 )
 
 
@@ -88,6 +100,8 @@ class OpenAIChatBackend(HostedBackend):
         client = self._client.with_options(max_retries=request.settings.max_retries)
         params = self._params(request)
         state.extra["splitter"] = ThinkSplitter() if self.compat else None
+        if request.settings.stream and not self.stream_options_ok:
+            state.notices.append(ev.Notice(ev.now_ns(), STREAM_OPTIONS_NOTICE, STREAM_OPTIONS_NOT_SENT))
         try:
             return await client.chat.completions.create(**params, extra_headers=probe.headers)
         except openai.BadRequestError as exc:
@@ -96,7 +110,7 @@ class OpenAIChatBackend(HostedBackend):
             # The server does not know stream_options: ask once more without it.
             self.stream_options_ok = False
             del params["stream_options"]
-            state.extra["stream_options_rejected"] = True
+            state.notices.append(ev.Notice(ev.now_ns(), STREAM_OPTIONS_NOTICE, STREAM_OPTIONS_REJECTED))
             return await client.chat.completions.create(**params, extra_headers=probe.headers)
 
     def _content(self, text: str, t: int, state: TurnState) -> Iterable[ev.Event]:

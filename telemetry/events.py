@@ -99,6 +99,18 @@ class ServerTimings(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Notice(Event):
+    """Something the backend did differently from what was asked, and why (e.g. a dropped option).
+
+    Collected into the record's ``notices`` under ``key`` (a later one with the same key wins);
+    ``value`` must be JSON-serialisable.
+    """
+
+    key: str = ""
+    value: Any = None
+
+
+@dataclass(frozen=True, slots=True)
 class Finished(Event):
     """The stream closed normally."""
 

@@ -56,6 +56,7 @@ class TurnRecord:
     server: dict[str, Any] | None = None
     diagnosis: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    notices: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         origin = self.timestamps.sent
@@ -92,6 +93,7 @@ class TurnRecord:
             "metrics": self.metrics.to_dict(),
             "tokens": self.tokens.to_dict(),
             "server": self.server,
+            "notices": dict(self.notices),
             "chunks": [[round((c.t_ns - t0) / 1e6, 3), c.kind, c.tokens] for c in self.chunks],
             "diagnosis": self.diagnosis,
             "extra": self.extra,

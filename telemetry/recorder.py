@@ -69,6 +69,7 @@ class TurnRecorder:
         self._tools: list[dict[str, str]] = []
         self.usage: ev.Usage | None = None
         self.server: dict[str, Any] = {}
+        self.notices: dict[str, Any] = {}
         self.end_ns: int | None = None
         self.status: str | None = None
         self.error: ErrorInfo | None = None
@@ -112,6 +113,8 @@ class TurnRecorder:
                 self.usage = e
             case ev.ServerTimings():
                 self.server[e.source] = {**self.server.get(e.source, {}), **e.data}
+            case ev.Notice():
+                self.notices[e.key] = e.value
             case ev.RequestQueued():
                 self.queued_ns = e.t_ns
             case ev.ModelLoadStarted():
@@ -269,6 +272,7 @@ class TurnRecorder:
             tool_calls=tuple(self._tools),
             server=self.server or None,
             extra=dict(self.extra),
+            notices=dict(self.notices),
         )
         self._record = replace(rec, diagnosis=diagnose_turn(rec.to_dict()))
         return self._record

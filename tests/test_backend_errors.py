@@ -46,6 +46,30 @@ async def test_http_errors(fake_server: FakeServer, api: str, status: int, etype
     assert d["attempts"] == 1 and d["attempt_log"][0]["status"] == status
 
 
+@pytest.mark.parametrize("api", [*APIS, "compat"])
+@pytest.mark.parametrize(("status", "etype"), [(500, "server_error"), (429, "rate_limited"), (400, "bad_request")])
+async def test_http_errors_non_streamed(fake_server: FakeServer, api: str, status: int, etype: str) -> None:
+    fake_server.schedule = Schedule(fail_status=status, fail_message=f"provider says {status}")
+    b = backend_for(api, fake_server)
+    d = await one_turn(b, stream=False, max_retries=0)
+    await b.aclose()
+    assert fake_server.requests[-1].body["stream"] is False
+    err = _plain(d)
+    assert err["type"] == etype and err["status_code"] == status
+    assert f"provider says {status}" in err["message"]
+    assert d["settings"]["stream"] is False and d["answer"] == "" and d["metrics"]["ttft_ms"] is None
+    assert d["attempts"] == 1 and d["attempt_log"][0]["status"] == status
+
+
+async def test_non_streamed_retry_then_answer(fake_server: FakeServer) -> None:
+    fake_server.schedule = Schedule(fail_status=529, fail_times=1, retry_after=0, visible_tokens=3)
+    b = backend_for("anthropic", fake_server)
+    d = await one_turn(b, stream=False, max_retries=1)
+    await b.aclose()
+    assert d["status"] == "ok" and d["answer"] == "w00 w01 w02 "
+    assert [a["status"] for a in d["attempt_log"]] == [529, 200]
+
+
 @pytest.mark.parametrize("api", APIS)
 async def test_429_retry_after_counts_attempts(fake_server: FakeServer, api: str) -> None:
     fake_server.schedule = Schedule(fail_status=429, fail_times=1, retry_after=0.2, visible_tokens=3)

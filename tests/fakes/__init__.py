@@ -15,6 +15,10 @@ same parsing, retries and HTTP client a user gets. One server answers every API:
   ``signature_delta``), ``redacted_thinking`` and ``text`` blocks, ``display: omitted``
   honoured from the request, usage in ``message_start`` and ``message_delta`` (with
   ``output_tokens_details.thinking_tokens``).
+- Responses and Messages also answer non-streamed (``"stream"`` false or absent): the whole
+  ``response`` object (reasoning item with its summary, message item with ``output_text``,
+  usage) or ``message`` (``thinking`` / ``redacted_thinking`` and ``text`` blocks, usage), sent
+  when the schedule's last token is due (``end_ms()``), like non-streamed Chat Completions.
 - ``GET .../models``: OpenAI list shape, or Anthropic's when the request has ``anthropic-version``.
 
 The path prefix does not matter (``/v1/chat/completions`` and ``/chat/completions`` both work),
@@ -58,7 +62,8 @@ error body, ``retry-after`` when ``retry_after`` is set); after ``*_after`` toke
 ``error_after`` (mid-stream error event of the API's shape), ``drop_after`` (TCP connection closed
 mid-body), ``malformed_after`` (a line of broken JSON), ``stall_after`` (silence for ``stall_s``);
 ``no_done`` ends the body cleanly without ``[DONE]`` / ``response.completed`` / ``message_stop``;
-``reject_stream_options`` answers 400 to a request carrying ``stream_options``.
+``reject_stream_options`` answers 400 to a request carrying ``stream_options`` (before any
+``fail_status``, which the request sent again without it then meets).
 Each ``RecordedRequest`` says whether the stream ``completed`` or the client ``disconnected``
 (detected within ~10 ms, also while the server is sleeping).
 """
@@ -381,12 +386,12 @@ class FakeServer:
         if request.method != "POST" or not isinstance(body, dict):
             rec.status = 404
             return web.json_response({"error": {"message": f"no route {request.method} {path}"}}, status=404)
-        if schedule.fail_status is not None and attempt <= schedule.fail_times:
-            return self._error(rec, schedule.fail_status, schedule.fail_message, schedule, is_anthropic)
-        if schedule.reject_stream_options and "stream_options" in body:
+        if schedule.reject_stream_options and "stream_options" in body:  # checked first, like a request validator
             return self._error(
                 rec, 400, "Unrecognized request argument supplied: stream_options", schedule, is_anthropic
             )
+        if schedule.fail_status is not None and attempt <= schedule.fail_times:
+            return self._error(rec, schedule.fail_status, schedule.fail_message, schedule, is_anthropic)
         stream = _Stream(request, rec, t0)
         try:
             if schedule.headers_ms:
@@ -396,8 +401,12 @@ class FakeServer:
                     return await self._chat_json(stream, body, schedule)
                 await self._chat_sse(stream, body, schedule)
             elif path.endswith("/responses"):
+                if not body.get("stream"):
+                    return await self._responses_json(stream, body, schedule)
                 await self._responses_sse(stream, body, schedule)
             elif path.endswith("/messages"):
+                if not body.get("stream"):
+                    return await self._anthropic_json(stream, body, schedule)
                 await self._anthropic_sse(stream, body, schedule)
             else:
                 rec.status = 404
@@ -585,6 +594,73 @@ class FakeServer:
         return web.json_response(out)
 
     # --- OpenAI Responses --------------------------------------------------------------
+    def _response_obj(
+        self, body: dict[str, Any], rid: str, status: str, output: list[Any], usage: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """A Responses API ``response`` object (streamed inside events, or the whole non-streamed body)."""
+        return {
+            "id": rid,
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": status,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "model": body.get("model", "fake-model"),
+            "output": output,
+            "parallel_tool_calls": True,
+            "previous_response_id": None,
+            "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
+            "store": True,
+            "temperature": body.get("temperature", 1.0),
+            "text": {"format": {"type": "text"}},
+            "tool_choice": "auto",
+            "tools": [],
+            "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": usage,
+            "user": None,
+            "metadata": {},
+        }
+
+    def _usage_responses(self, s: Schedule) -> dict[str, Any]:
+        return {
+            "input_tokens": s.input_tokens,
+            "input_tokens_details": {"cached_tokens": s.cached_tokens},
+            "output_tokens": s.output_tokens,
+            "output_tokens_details": {"reasoning_tokens": s.reasoning_tokens},
+            "total_tokens": s.input_tokens + s.output_tokens,
+        }
+
+    async def _responses_json(self, st: _Stream, body: dict[str, Any], s: Schedule) -> web.Response:
+        """Non-streamed: the whole ``response`` object once the schedule's last token is due."""
+        await st.until(s.end_ms())
+        output: list[dict[str, Any]] = []
+        if s.reasoning_tokens:
+            summary = [] if s.reasoning == "hidden" else [{"type": "summary_text", "text": s.reasoning_text()}]
+            output.append({"id": f"rs_{uuid.uuid4().hex[:12]}", "type": "reasoning", "summary": summary})
+        if s.visible_tokens:
+            part = {"type": "output_text", "text": s.visible_text(), "annotations": [], "logprobs": []}
+            output.append(
+                {
+                    "id": f"msg_{uuid.uuid4().hex[:12]}",
+                    "type": "message",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [part],
+                }
+            )
+        status = s.stop_reason or "completed"
+        out = self._response_obj(
+            body, f"resp_{uuid.uuid4().hex[:12]}", status, output, self._usage_responses(s) if s.usage else None
+        )
+        if status == "incomplete":
+            out["incomplete_details"] = {"reason": "max_output_tokens"}
+        st.rec.status = 200
+        st.rec.completed = True
+        return web.json_response(out)
+
     async def _responses_sse(self, st: _Stream, body: dict[str, Any], s: Schedule) -> None:
         rid = f"resp_{uuid.uuid4().hex[:12]}"
         seq = 0
@@ -596,31 +672,7 @@ class FakeServer:
             await st.data(obj, event=obj["type"])
 
         def response(status: str, output: list[Any], usage: dict[str, Any] | None) -> dict[str, Any]:
-            return {
-                "id": rid,
-                "object": "response",
-                "created_at": int(time.time()),
-                "status": status,
-                "error": None,
-                "incomplete_details": None,
-                "instructions": body.get("instructions"),
-                "max_output_tokens": body.get("max_output_tokens"),
-                "model": body.get("model", "fake-model"),
-                "output": output,
-                "parallel_tool_calls": True,
-                "previous_response_id": None,
-                "reasoning": body.get("reasoning") or {"effort": None, "summary": None},
-                "store": True,
-                "temperature": body.get("temperature", 1.0),
-                "text": {"format": {"type": "text"}},
-                "tool_choice": "auto",
-                "tools": [],
-                "top_p": 1.0,
-                "truncation": "disabled",
-                "usage": usage,
-                "user": None,
-                "metadata": {},
-            }
+            return self._response_obj(body, rid, status, output, usage)
 
         async def error() -> None:
             await emit({"type": "error", "code": "server_error", "message": s.error_message, "param": None})
@@ -738,13 +790,7 @@ class FakeServer:
         if s.no_done:
             await st.end()
             return
-        usage = {
-            "input_tokens": s.input_tokens,
-            "input_tokens_details": {"cached_tokens": s.cached_tokens},
-            "output_tokens": s.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": s.reasoning_tokens},
-            "total_tokens": s.input_tokens + s.output_tokens,
-        }
+        usage = self._usage_responses(s)
         status = s.stop_reason or "completed"
         kind = "response.completed" if status == "completed" else f"response.{status}"
         await emit({"type": kind, "response": response(status, output, usage if s.usage else None)})
@@ -762,6 +808,51 @@ class FakeServer:
         output.append(item)
 
     # --- Anthropic Messages ------------------------------------------------------------
+    @staticmethod
+    def _anthropic_mode(body: dict[str, Any], s: Schedule) -> str:
+        """``thinking`` | ``hidden`` (signature only) | ``redacted``."""
+        thinking = body.get("thinking") or {}
+        mode = s.reasoning
+        if thinking.get("display") == "omitted" or mode == "omitted":
+            mode = "hidden"
+        return mode if mode in ("hidden", "redacted") else "thinking"
+
+    async def _anthropic_json(self, st: _Stream, body: dict[str, Any], s: Schedule) -> web.Response:
+        """Non-streamed: the whole ``message`` once the schedule's last token is due."""
+        await st.until(s.end_ms())
+        mid = f"msg_{uuid.uuid4().hex[:12]}"
+        mode = self._anthropic_mode(body, s)
+        content: list[dict[str, Any]] = []
+        if s.reasoning_tokens:
+            if mode == "redacted":
+                content.append({"type": "redacted_thinking", "data": "EmwKAhgBEgy" + "x" * 40})
+            else:
+                text = s.reasoning_text() if mode == "thinking" else ""
+                content.append({"type": "thinking", "thinking": text, "signature": "EqQBCkYIBRgCKkAfakesig=="})
+        if s.visible_tokens:
+            content.append({"type": "text", "text": s.visible_text()})
+        usage: dict[str, Any] = {
+            "input_tokens": s.input_tokens,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": s.cached_tokens,
+            "output_tokens": s.output_tokens if s.usage else 0,
+        }
+        if s.usage and s.reasoning_tokens:
+            usage["output_tokens_details"] = {"thinking_tokens": s.reasoning_tokens}
+        out = {
+            "id": mid,
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "fake-model"),
+            "content": content,
+            "stop_reason": s.stop_reason or "end_turn",
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        st.rec.status = 200
+        st.rec.completed = True
+        return web.json_response(out, headers={"request-id": f"req_{mid}"})
+
     async def _anthropic_sse(self, st: _Stream, body: dict[str, Any], s: Schedule) -> None:
         mid = f"msg_{uuid.uuid4().hex[:12]}"
 
@@ -771,12 +862,7 @@ class FakeServer:
         async def error() -> None:
             await emit({"type": "error", "error": {"type": "overloaded_error", "message": s.error_message}})
 
-        thinking = body.get("thinking") or {}
-        mode = s.reasoning
-        if thinking.get("display") == "omitted" or mode == "omitted":
-            mode = "hidden"
-        if mode not in ("hidden", "redacted"):
-            mode = "thinking"
+        mode = self._anthropic_mode(body, s)
         await st.open({"request-id": f"req_{mid}"})
         await emit(
             {
