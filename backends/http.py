@@ -87,7 +87,8 @@ class Probe:
         if self.first_byte_ns is None:
             self.first_byte_ns = t
         self.reads += 1
-        self.body_tail = (self.body_tail + data)[-64:]
+        # A read of 64 bytes or more is the whole tail by itself: no concatenation on the hot path.
+        self.body_tail = data[-64:] if len(data) >= 64 else (self.body_tail + data)[-64:]
 
 
 class _StampedStream(httpx2.AsyncByteStream):
@@ -96,8 +97,9 @@ class _StampedStream(httpx2.AsyncByteStream):
         self._probe = probe
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
+        stamp = self._probe._chunk
         async for chunk in self._inner:
-            self._probe._chunk(chunk)
+            stamp(chunk)
             yield chunk
 
     async def aclose(self) -> None:

@@ -1,0 +1,126 @@
+"""How many concurrent streams one ttft load process holds without distorting what it measures.
+
+    python tests/benchmarks/client_capacity.py [--rates 50,10] [--levels 8,16,32,64,128,256] [--tokens 32]
+
+For each per-stream rate (tokens/s) the simulated batching server (tests/fakes/batching_server.py)
+runs in a SEPARATE process with unlimited slots and no batching slowdown, so the truth is
+TPOT = 1000/rate ms and its CPU does not count as the client's. This process is the client: it
+runs closed-loop levels of ``c`` streams through ``backends.load.run_level`` (the same code as
+``ttft bench``) and prints per level the event-loop lag p99, the client's CPU and CPU per streamed
+chunk (process CPU time / content chunks received), and the measured TPOT p50 against the truth.
+The answer is the largest ``c`` with loop lag p99 < 5 ms and no errors (the ramp stops after
+two misses). Figures depend on the machine and on what else runs on it: compare before/after
+on the same machine at the same time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from backends.load import BackendSpec, LoadConfig, build_backend, run_level  # noqa: E402
+from telemetry.metrics import percentiles  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer")
+
+
+def cpu_s() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+async def ramp(base_url: str, rate: float, a: argparse.Namespace) -> int:
+    backend = build_backend(BackendSpec("compat:fake", base_url, raw_stream=a.raw), pool=max(a.levels) + 16)
+    best = 0
+    misses = 0
+    try:
+        warm = LoadConfig(levels=(4,), requests=4, input_tokens=16, max_output_tokens=4, warmup=0)
+        await run_level(backend, warm, 4, run_id="warm", warmup=True)
+        for c in a.levels:
+            cfg = LoadConfig(levels=(c,), requests=a.rounds * c, input_tokens=16, max_output_tokens=a.tokens, warmup=0)
+            c0 = cpu_s()
+            res = await run_level(backend, cfg, c, run_id=f"cap-{rate}-{c}")
+            used = cpu_s() - c0
+            chunks = sum(len(r.get("chunks") or ()) for r in res.records)
+            failed = sum(r.get("status") != "ok" for r in res.records)
+            tpot = percentiles([r["metrics"]["tpot_ms"] for r in res.records if r["metrics"].get("tpot_ms")])
+            lag = res.client["loop_lag_ms"]["p99"]
+            per_chunk_us = used / chunks * 1e6 if chunks else float("nan")
+            print(
+                f"  c={c:>4}: loop lag p99 {lag:7.2f} ms | client CPU {res.client['cpu_percent']:5.1f}% "
+                f"({per_chunk_us:5.0f} us/chunk over {chunks} chunks) | TPOT p50 {tpot.get('p50') or 0:7.2f} ms "
+                f"(truth {1000 / rate:.0f}) | errors {failed}",
+                flush=True,
+            )
+            if lag < 5.0 and failed == 0:
+                best = c
+                misses = 0
+            else:
+                misses += 1
+                if misses == 2:
+                    break
+    finally:
+        await backend.aclose()
+    return best
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rates", default="50,10", help="tokens/s per stream, comma separated")
+    p.add_argument("--levels", default="8,16,32,64,128,256,512")
+    p.add_argument("--tokens", type=int, default=32, help="output tokens per request")
+    p.add_argument("--rounds", type=int, default=2, help="requests per stream at each level")
+    p.add_argument("--raw", action="store_true", help="the load driver's raw SSE path instead of the SDK's")
+    a = p.parse_args()
+    a.levels = [int(x) for x in a.levels.split(",")]
+    os.environ.setdefault("TTFT_DATA_DIR", tempfile.mkdtemp(prefix="ttft-capacity-"))
+    summary = []
+    for rate in (float(x) for x in a.rates.split(",")):
+        port = free_port()
+        srv = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakes.batching_server", "--port", str(port), "--slots", "100000",
+             "--token-ms", str(1000 / rate), "--alpha", "0", "--prefill-ms", "20"],
+            cwd=ROOT, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            wait_http(f"http://127.0.0.1:{port}/health")
+            print(f"== {rate:g} tok/s per stream, {a.tokens} tokens per request, {'raw' if a.raw else 'SDK'} path ==")
+            best = asyncio.run(ramp(f"http://127.0.0.1:{port}/v1", rate, a))
+            summary.append((rate, best))
+        finally:
+            srv.terminate()
+            srv.wait(5)
+    for rate, best in summary:
+        print(f"most concurrent streams with loop lag p99 < 5 ms at {rate:g} tok/s per stream: {best}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
