@@ -17,8 +17,13 @@ class ThinkSplitter:
         self.close_tag = close_tag
         self.inside = inside  # some templates open the think block in the prompt
         self._held = ""
+        lead = open_tag[:1]
+        self._lead = lead if lead and lead == close_tag[:1] else None
 
     def feed(self, text: str) -> list[tuple[Kind, str]]:
+        if not self._held and self._lead is not None and self._lead not in text:
+            # The common chunk: without the tags' first character neither a tag nor the start of one is in it.
+            return [("reasoning" if self.inside else "text", text)] if text else []
         out: list[tuple[Kind, str]] = []
         buf = self._held + text
         self._held = ""

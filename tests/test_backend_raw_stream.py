@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,42 @@ async def test_chat_keeps_the_sdk_path_by_default() -> None:
         finally:
             await b.aclose()
     assert d["status"] == "ok" and d["answer"] == "w00 w01 w02 "
+
+
+def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tui.cli import main
+
+    out = tmp_path / "run"
+    with BatchingServer(slots=8, token_ms=20, alpha=0, prefill_ms=20) as srv:
+        rc = main(
+            [
+                "bench", "-m", "compat:batching-fake", "--base-url", srv.base_url, "--concurrency", "4",
+                "--requests", "8", "--warmup", "1", "--max-output-tokens", "8", "--out", str(out), "--quiet",
+                "--raw-stream",
+            ]
+        )  # fmt: skip
+    assert rc == 0
+    turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
+    assert len(turns) == 9 and all(t["status"] == "ok" for t in turns)
+    assert all(t["tokens"]["output"] == 8 and t["tokens"]["source"] == "usage" for t in turns)
+    assert all(15 <= t["metrics"]["tpot_ms"] < 60 for t in turns)
+    assert '"raw_stream": true' in json.dumps(json.loads((out / "summary.json").read_text()))
+
+
+def test_think_splitter_fast_path_matches_the_general_path() -> None:
+    import random
+
+    from backends.think import ThinkSplitter
+
+    pieces = ["a", "b c", "<", "<t", "<think>", "</think>", "</th", "ink>", "x<y", "  "]
+    for seed in range(2000):
+        r = random.Random(seed)
+        text = "".join(r.choice(pieces) for _ in range(r.randint(0, 12)))
+        cuts = sorted(r.sample(range(len(text) + 1), min(len(text) + 1, r.randint(0, 5))))
+        parts = [text[i:j] for i, j in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        inside = r.random() < 0.3
+        fast, general = ThinkSplitter(inside=inside), ThinkSplitter(inside=inside)
+        general._lead = None  # never takes the shortcut
+        got = [x for p in parts for x in fast.feed(p)] + fast.flush()
+        want = [x for p in parts for x in general.feed(p)] + general.flush()
+        assert got == want, parts
