@@ -71,10 +71,12 @@ async def ramp(base_url: str, rate: float, a: argparse.Namespace) -> int:
             chunks = sum(len(r.get("chunks") or ()) for r in res.records)
             failed = sum(r.get("status") != "ok" for r in res.records)
             tpot = percentiles([r["metrics"]["tpot_ms"] for r in res.records if r["metrics"].get("tpot_ms")])
-            lag = res.client["loop_lag_ms"]["p99"]
+            lags = res.client["loop_lag_ms"]
+            lag = lags["p99"]
             per_chunk_us = used / chunks * 1e6 if chunks else float("nan")
             print(
-                f"  c={c:>4}: loop lag p99 {lag:7.2f} ms | client CPU {res.client['cpu_percent']:5.1f}% "
+                f"  c={c:>4}: loop lag p99 {lag:7.2f} ms (p90 {lags['p90']:5.2f}, max {lags['max']:6.1f}) | "
+                f"client CPU {res.client['cpu_percent']:5.1f}% "
                 f"({per_chunk_us:5.0f} us/chunk over {chunks} chunks) | TPOT p50 {tpot.get('p50') or 0:7.2f} ms "
                 f"(truth {1000 / rate:.0f}) | errors {failed}",
                 flush=True,
