@@ -27,7 +27,6 @@ from typing import Any
 
 import httpx2
 import openai
-from openai._streaming_cleanup import drain_response_async
 
 from backends.base import ChatRequest
 from backends.hosted import HostedBackend, TurnState
@@ -104,6 +103,9 @@ class RawChunks:
                 data = sse.data
                 if data.startswith("[DONE]"):
                     if response.http_version == "HTTP/1.1":
+                        # A private SDK helper, imported here so only the opt-in raw path depends on it.
+                        from openai._streaming_cleanup import drain_response_async
+
                         await drain_response_async(response)  # keeps the connection reusable, as the SDK does
                     return
                 obj = sse.json()
