@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,33 @@ async def test_a_paint_stays_cheap_in_a_long_answer() -> None:
         late = feed_cost(20)
         assert len(sm.tail._lines) > 200
         assert late < early * 5 + 0.0005, (early, late)
+
+
+class ScrollStreamApp(App[None]):
+    def compose(self) -> ComposeResult:
+        with Transcript():
+            yield StreamingMarkdown()
+
+
+async def test_an_open_block_taller_than_the_view_pages_up_by_half_a_view() -> None:
+    """Past the view's height the newest line stays on screen, and the window moves in jumps
+    (so most paints redraw only the lines that changed), not at every new line."""
+    app = ScrollStreamApp()
+    async with app.run_test(size=(40, 12)) as pilot:
+        sm = app.query_one(StreamingMarkdown)
+        tail = sm.tail
+        tops: list[int] = []
+        for i in range(40):
+            sm.feed(f"line {i}\n")
+            await pilot.pause(0.02)
+            n, h, top = len(tail._lines), tail.size.height, tail.first_shown
+            assert top <= n - 1 < top + h, (n, h, top)  # the newest line is on screen ...
+            assert f"line {i}" in tail.render_line(n - 1 - top).text  # ... drawn where it belongs
+            tops.append(top)
+        h = tail.size.height
+        assert tops[-1] > 0 and h >= 4
+        moves = sum(a != b for a, b in pairwise(tops))
+        assert moves <= 40 // (h // 2) + 1, (h, tops)
 
 
 async def test_long_chat_keeps_a_bounded_number_of_widgets() -> None:

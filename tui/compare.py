@@ -39,6 +39,7 @@ from tui.compare_view import pane_color, pane_done_text, pane_live_text, summary
 from tui.format import fmt_settings
 from tui.runner import LoopThread, collect_between_turns, full_collections_between_turns
 from tui.widgets import AssistantMessage, ErrorCard, NoteMessage, TimelineView, Transcript
+from tui.widgets.transcript import UserMessage
 
 LABELS = "ABCD"
 MAX_PANES = 4
@@ -110,6 +111,13 @@ class PaneView(Vertical):
         self.lag = RenderLag()
         self.message = AssistantMessage(self.clock, self.lag, chain=False)  # all panes paint on the same ticks
         await self.box.mount(self.message)
+        # Lay out the answer's room now, below the prompt (which stays in view): the first tokens then
+        # repaint only their lines, not a whole scrolled pane in whichever frame each pane's text lands.
+        users = self.transcript.query(UserMessage)
+        user_h = users.last().outer_size.height if users else 0
+        tail = self.message.stream.tail
+        tail.floor = max(0, self.transcript.scrollable_content_region.height - user_h - 2)
+        tail.refresh(layout=True)
         self.trial, self.trials = trial, trials
         self.recorder = recorder
 

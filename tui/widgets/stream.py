@@ -9,8 +9,9 @@ While an answer streams, its text is split in two:
   which wraps incrementally: appending text re-wraps only its last line, and a repaint
   redraws only the lines that changed. It reserves a few paints' worth of blank lines
   below the text (growing costs a layout pass of the whole screen), and it is never
-  taller than the view: past that, it shows the open block's last screenful, like a
-  terminal, so the transcript does not have to scroll at every paint.
+  taller than the view: past that, it shows a window on the open block that moves up by
+  half a view when the newest line reaches the bottom (like a pager), so the transcript
+  does not scroll at every paint and most paints redraw only the lines that changed.
 
 So a paint never re-parses or re-wraps what is already on screen, whether the answer is
 one 8000-character paragraph, a long code block or the fiftieth turn. The caller renders
@@ -36,6 +37,7 @@ from textual.widgets import Markdown
 
 RESERVE_PAINTS = 4  # room for this many more paints at the current pace ...
 RESERVE_MAX_LINES = 40  # ... but never more blank lines than this, nor than half the view, under the text
+WINDOW_JUMP = 0.5  # a windowed tail that reaches the bottom moves up by this share of its height at once
 _INLINE = re.compile(
     r"\*\*(?P<bold>[^*\s](?:[^*]*[^*\s])?)\*\*"
     r"|(?<![*\w])\*(?P<italic>[^*\s](?:[^*]*[^*\s])?)\*(?![*\w])"
@@ -131,6 +133,8 @@ class TailText(Widget):
         self._reserved = 0
         self._growing = False
         self._style: Style | None = None
+        self.floor = 0  # lines laid out before the text needs them (set when the prompt is sent)
+        self._top = 0  # the first line shown (> 0 once the open block is taller than the view)
 
     # --- text ------------------------------------------------------------------------
     def append(self, fragment: str) -> None:
@@ -159,6 +163,8 @@ class TailText(Widget):
         before = len(self._lines)
         start = self._lines[first][0] if first < len(self._lines) else 0
         del self._lines[first:]
+        if first == 0:  # new text from the start (resized, or a block moved out): the window too
+            self._top = 0
         for k in [k for k in self._strips if k >= first]:
             del self._strips[k]
         text, end = self.text, len(self.text.rstrip("\n"))  # no empty last line while a line is only begun
@@ -183,8 +189,13 @@ class TailText(Widget):
             self._reserved = n + extra
         if self._height() != self.size.height:
             self.refresh(layout=True)
-        elif n > self.size.height:  # windowed: every shown line moved up
-            self.refresh()
+        elif n > self.size.height:  # windowed: only the changed lines, unless the window had to move
+            top = self._top
+            if self._place_window() != top or first < top:
+                self.refresh()
+            else:
+                pad = self.styles.padding.top
+                self.refresh(Region(0, pad + first - top, self.outer_size.width, n - first))
         elif n:
             top = self.styles.padding.top
             self.refresh(Region(0, top + first, self.outer_size.width, n - first))
@@ -199,14 +210,25 @@ class TailText(Widget):
 
     def _height(self) -> int:
         """Lines of text plus the reserve, but never taller than the view: beyond that, the last lines."""
-        n = max(len(self._lines), self._reserved)
+        n = max(len(self._lines), self._reserved, self.floor)
         view = self._view_height()
         return min(n, view) if view > 0 else n
+
+    def _place_window(self) -> int:
+        """The first line shown. Past the view's height the text scrolls like a pager: when the last
+        line would fall below the bottom, the window moves up by ``WINDOW_JUMP`` of its height at
+        once, so most paints redraw only the lines that changed, not every shown line."""
+        n, h = len(self._lines), self.size.height
+        if n <= h or h <= 0:
+            self._top = 0
+        elif n > self._top + h or self._top >= n:
+            self._top = min(n - 1, n - h + int(h * WINDOW_JUMP))
+        return self._top
 
     @property
     def first_shown(self) -> int:
         """Index of the line drawn at the top (> 0 when the open block is taller than the view)."""
-        return max(0, len(self._lines) - self.size.height)
+        return self._place_window()
 
     # --- Textual ---------------------------------------------------------------------
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
