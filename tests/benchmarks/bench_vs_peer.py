@@ -22,16 +22,16 @@ import argparse
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from tests.fakes.batching_server import free_port, wait_http  # noqa: E402
 
 TOKENIZER_CODE = r"""
 import json, sys
@@ -56,25 +56,6 @@ def child_cpu_s() -> float:
     """CPU seconds of all finished child processes so far (a tool's whole process tree once it exits)."""
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, timeout: float = 20) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer")
 
 
 def build_tokenizer(aiperf: Path, folder: Path) -> Path:

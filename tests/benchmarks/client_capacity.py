@@ -19,12 +19,9 @@ import argparse
 import asyncio
 import os
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,23 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from backends.load import BackendSpec, LoadConfig, build_backend, run_level  # noqa: E402
 from telemetry.metrics import percentiles  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer")
+from tests.fakes.batching_server import free_port, wait_http  # noqa: E402
 
 
 def cpu_s() -> float:

@@ -29,14 +29,16 @@ import argparse
 import asyncio
 import contextlib
 import json
-import socket
 import threading
 import time
+import urllib.request
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from backends.llama_server import free_port
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class BatchingServer:
         self.default_tokens = default_tokens
         self.timings = timings
         self.host = host
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.active = 0
         self.max_active = 0
         self.served = 0
@@ -226,10 +228,16 @@ class BatchingServer:
         self.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def wait_http(url: str, timeout: float = 20) -> None:
+    """Block until ``url`` answers (a server started in another process is ready)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer")
 
 
 def main() -> None:
