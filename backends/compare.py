@@ -14,8 +14,9 @@ pane's history, so every trial of a prompt sees the same context.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
@@ -34,6 +35,8 @@ MODES: tuple[Mode, ...] = ("parallel", "sequential")
 OnStart = Callable[[int, int, TurnRecorder], None]  # pane, trial, recorder (poll its snapshot)
 OnDone = Callable[[int, int, TurnRecord], None]
 OnEvent = Callable[[int, ev.Event], None]
+Ready = Callable[[], Awaitable[None]]  # resolves when the front end is ready to show the turns just started
+READY_TIMEOUT_S = 2.0  # a front end that never answers delays a release by this much, no more
 
 
 def new_comparison_id() -> str:
@@ -103,7 +106,11 @@ class CompareRunner:
         on_start: OnStart | None = None,
         on_done: OnDone | None = None,
         on_event: OnEvent | None = None,
+        ready: Ready | None = None,
     ) -> PromptResult:
+        """Every pane, ``repeat`` trials. ``on_start`` sees each turn's recorder before its request
+        goes out; ``ready`` (awaited after the ``on_start`` calls, before the release) lets a front end
+        finish laying out the new turns first, so its drawing work does not overlap the streams' start."""
         if repeat < 1:
             raise ValueError("repeat must be >= 1")
         index = self.prompt_index
@@ -117,10 +124,10 @@ class CompareRunner:
                 break
             self._cancel_requested = set()
             if self.mode == "parallel":
-                got, skew = await self._parallel(requests, index, trial, on_start, on_done, on_event)
+                got, skew = await self._parallel(requests, index, trial, on_start, on_done, on_event, ready)
                 skews.append(skew)
             else:
-                got = await self._sequential(requests, index, trial, on_start, on_done, on_event)
+                got = await self._sequential(requests, index, trial, on_start, on_done, on_event, ready)
             for i, rec in got.items():
                 records[i].append(rec)
         for pane, recs in zip(self.panes, records, strict=True):
@@ -206,6 +213,16 @@ class CompareRunner:
                 self.log.append(record)
             return record
 
+    def _never_sent(self, i: int, trial: int, recorder: TurnRecorder, on_done: OnDone | None) -> TurnRecord:
+        """A turn started (its pane shows it) but cancelled before its request went out."""
+        recorder.feed(ev.Cancelled(ev.now_ns()))
+        record = recorder.finish()
+        if self.log is not None:
+            self.log.append(record)
+        if on_done is not None:
+            on_done(i, trial, record)
+        return record
+
     async def _parallel(
         self,
         requests: list[ChatRequest],
@@ -214,14 +231,15 @@ class CompareRunner:
         on_start: OnStart | None,
         on_done: OnDone | None,
         on_event: OnEvent | None,
+        ready: Ready | None,
     ) -> tuple[dict[int, TurnRecord], float]:
         release = asyncio.Event()
-        ready = 0
+        parked = 0
         recorders = [self._recorder(i, r, prompt_index, trial, 0) for i, r in enumerate(requests)]
 
         async def pane_task(i: int) -> TurnRecord:
-            nonlocal ready
-            ready += 1
+            nonlocal parked
+            parked += 1
             await release.wait()
             record = await self._one(i, requests[i], recorders[i], on_event)
             if on_done is not None:
@@ -231,9 +249,12 @@ class CompareRunner:
         for i, rec in enumerate(recorders):
             if on_start is not None:
                 on_start(i, trial, rec)
+        await _until(ready)
+        if self._stop:  # cancelled while the front end got ready: nothing went out
+            return {i: self._never_sent(i, trial, rec, on_done) for i, rec in enumerate(recorders)}, 0.0
         self._tasks = {i: asyncio.create_task(pane_task(i)) for i in range(len(requests))}
         try:
-            while ready < len(requests):  # every pane is parked at the barrier
+            while parked < len(requests):  # every pane is parked at the barrier
                 await asyncio.sleep(0)
             release.set()
             results = await asyncio.gather(*self._tasks.values(), return_exceptions=True)
@@ -254,6 +275,7 @@ class CompareRunner:
         on_start: OnStart | None,
         on_done: OnDone | None,
         on_event: OnEvent | None,
+        ready: Ready | None,
     ) -> dict[int, TurnRecord]:
         n = len(requests)
         order = [(trial + k) % n for k in range(n)]
@@ -264,6 +286,10 @@ class CompareRunner:
             recorder = self._recorder(i, requests[i], prompt_index, trial, position)
             if on_start is not None:
                 on_start(i, trial, recorder)
+            await _until(ready)
+            if self._stop:
+                out[i] = self._never_sent(i, trial, recorder, on_done)
+                break
             task = asyncio.create_task(self._one(i, requests[i], recorder, on_event))
             self._tasks = {i: task}
             try:
@@ -273,3 +299,9 @@ class CompareRunner:
             if on_done is not None:
                 on_done(i, trial, out[i])
         return out
+
+
+async def _until(ready: Ready | None) -> None:
+    if ready is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ready(), READY_TIMEOUT_S)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from backends.compare import ComparePane, CompareRunner
+from telemetry import events as ev
 from telemetry.compare import compare
 from telemetry.log import SessionLog
 from tests.compare_fakes import ScheduledBackend
@@ -166,3 +167,56 @@ async def test_keep_add_remove_keep_pane_ids_stable() -> None:
     assert [m.content for m in b.requests[-1].messages if m.role == "user"] == ["one", "two"]
     with pytest.raises(ValueError):
         runner.remove(0)
+
+
+@pytest.mark.parametrize("mode", ["parallel", "sequential"])
+async def test_requests_wait_until_the_front_end_is_ready(mode: str) -> None:
+    """``ready`` is awaited after the panes were shown their recorders and before any request goes out."""
+    ps = [ComparePane(ScheduledBackend(f"m{i}", ttft_s=0.01, gap_s=0.001, tokens=3)) for i in range(3)]
+    events: list[tuple[str, int]] = []
+    resolved_ns: list[int] = []
+
+    def on_start(pane: int, trial: int, recorder: object) -> None:
+        events.append(("start", pane))
+
+    async def ready() -> None:
+        events.append(("ready", -1))
+        await asyncio.sleep(0.05)  # a front end laying out its panes
+        resolved_ns.append(ev.now_ns())
+
+    res = await CompareRunner(ps, mode=mode).run_prompt("x", on_start=on_start, ready=ready)  # type: ignore[arg-type]
+    assert all(r[0].status == "ok" for r in res.records)
+    if mode == "parallel":  # every pane started, then one wait, then all released
+        assert events == [("start", 0), ("start", 1), ("start", 2), ("ready", -1)]
+        assert all(p.backend.sent_ns[0] >= resolved_ns[0] for p in ps)  # type: ignore[attr-defined]
+    else:  # one wait per pane, each before that pane's request
+        assert events == [("start", 0), ("ready", -1), ("start", 1), ("ready", -1), ("start", 2), ("ready", -1)]
+        assert all(p.backend.sent_ns[0] >= t for p, t in zip(ps, resolved_ns, strict=True))  # type: ignore[attr-defined]
+
+
+async def test_cancel_while_the_front_end_gets_ready_sends_nothing() -> None:
+    ps = [ComparePane(ScheduledBackend(f"m{i}", ttft_s=0.01, gap_s=0.001, tokens=3)) for i in range(2)]
+    log = SessionLog("s5")
+    runner = CompareRunner(ps, log=log)
+    done: list[int] = []
+
+    async def ready() -> None:
+        runner.cancel()  # Esc pressed while the panes were being laid out
+        await asyncio.sleep(0.01)
+
+    res = await runner.run_prompt("x", repeat=3, on_done=lambda i, t, r: done.append(i), ready=ready)
+    assert all(not p.backend.requests for p in ps)  # type: ignore[attr-defined]
+    assert [[r.status for r in recs] for recs in res.records] == [["cancelled"], ["cancelled"]]
+    assert sorted(done) == [0, 1]  # the panes that showed the turn hear that it ended
+    assert [r["status"] for r in log.records()] == ["cancelled", "cancelled"]
+
+
+async def test_a_front_end_that_never_answers_delays_by_the_timeout_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("backends.compare.READY_TIMEOUT_S", 0.05)
+    ps = [ComparePane(ScheduledBackend("m", ttft_s=0.01, gap_s=0.001, tokens=3))]
+
+    async def never() -> None:
+        await asyncio.Event().wait()
+
+    res = await asyncio.wait_for(CompareRunner(ps).run_prompt("x", ready=never), 5)
+    assert res.records[0][0].status == "ok"
