@@ -223,3 +223,39 @@ async def test_sequential_toggle_and_add_remove(data_dir: Path) -> None:
     recs = list(read_records(data_dir / "sessions" / "s7.jsonl"))
     assert sorted(r["extra"]["pane"] for r in recs) == [1, 2]
     assert {r["extra"]["mode"] for r in recs} == {"sequential"}
+
+
+async def test_nothing_moves_while_the_panes_stream() -> None:
+    """Every change of a widget's height mid-stream is a layout pass of the whole screen: while the
+    panes stream, no pane, status line, answer room or race view changes height, the prompt stays
+    in view above its answer, and the newest line is on screen once the answer pages."""
+    from tui.widgets.transcript import UserMessage
+
+    backends = [
+        ScheduledBackend(f"m{i}", ttft_s=0.05 + 0.05 * i, gap_s=0.004, tokens=400, word="word") for i in range(3)
+    ]
+    app = CompareApp(backends)
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, app, "first prompt")  # a summary below, older turns above: the usual second prompt
+        await finish(pilot, app)
+        await send(pilot, app, "a long answer please")
+        seen: dict[str, set[tuple[int, ...]]] = {v.label: set() for v in app.views}
+        paged = set()
+        while app.in_flight:
+            await pilot.pause(0.02)
+            for v in app.views:
+                msg = v.message
+                if v.recorder is None or msg is None or not msg.stream.tail.text:
+                    continue  # not streaming (yet, or any more)
+                tail = msg.stream.tail
+                seen[v.label].add(
+                    (v.size.height, v.status.size.height, tail.size.height, app.query_one("#race").size.height)
+                )
+                user = v.transcript.query(UserMessage).last()
+                assert v.transcript.region.contains_region(user.region), "the prompt scrolled out of view"
+                n, top = len(tail._lines), tail.first_shown
+                assert top <= n - 1 < top + tail.size.height  # the newest line is drawn
+                paged.add(v.label) if top > 0 else None
+        assert all(len(s) == 1 for s in seen.values()), seen
+        assert paged == {"A", "B", "C"}  # 400 words do not fit the room: each answer paged within it
+        assert all(v.status.size.height == 2 for v in app.views)

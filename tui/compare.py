@@ -10,6 +10,7 @@ polls the recorders' snapshots at its frame rate and draws; every figure comes f
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import random
 from collections.abc import Callable, Coroutine, Iterable, Sequence
@@ -72,7 +73,6 @@ class PaneView(Vertical):
         self.last_record: dict[str, Any] | None = None
         self.turn_records: list[dict[str, Any]] = []
         self.ui_lock = asyncio.Lock()
-        self._status_lines = 0
         self._phase = ""
         self._unrendered: tuple[AssistantMessage | None, dict[str, Any]] | None = None
 
@@ -111,15 +111,20 @@ class PaneView(Vertical):
         self.lag = RenderLag()
         self.message = AssistantMessage(self.clock, self.lag, chain=False)  # all panes paint on the same ticks
         await self.box.mount(self.message)
-        # Lay out the answer's room now, below the prompt (which stays in view): the first tokens then
-        # repaint only their lines, not a whole scrolled pane in whichever frame each pane's text lands.
-        users = self.transcript.query(UserMessage)
-        user_h = users.last().outer_size.height if users else 0
-        tail = self.message.stream.tail
-        tail.floor = max(0, self.transcript.scrollable_content_region.height - user_h - 2)
-        tail.refresh(layout=True)
         self.trial, self.trials = trial, trials
         self.recorder = recorder
+
+    def fit_room(self) -> None:
+        """Once the new answer is laid out, before its request goes out: give it a fixed room, what is
+        left of the view below the prompt. The prompt stays in view, the answer fills the room and then
+        pages within it, and no pane changes height while it streams (each change is a layout pass of
+        the whole screen, landing in whichever frame each pane's text arrives)."""
+        msg, users = self.message, self.transcript.query(UserMessage)
+        if msg is None or msg.stream.tail.text or not users:
+            return
+        tail, user = msg.stream.tail, users.last()
+        above = tail.region.y - user.region.y + user.styles.margin.top  # the prompt, down to the answer
+        tail.reserve(self.transcript.scrollable_content_region.height - above - tail.styles.margin.bottom)
 
     def tick(self, now: int, figures: bool = True) -> None:
         """A frame: new answer text every frame; the status line and race row only when ``figures``."""
@@ -163,11 +168,8 @@ class PaneView(Vertical):
                 await self.box.mount(NoteMessage(f"■ cancelled; {kept}", "warn"))
 
     def set_status(self, text: Text) -> None:
-        """A layout pass only when the status line's height changes (at every frame, it would cost a lot)."""
-        width = max(1, self.status.content_size.width)
-        lines = min(2, max(1, -(-text.cell_len // width)))
-        self.status.update(text, layout=lines != self._status_lines)
-        self._status_lines = lines
+        """The status line has a fixed height (compare.tcss): a new text never costs a layout pass."""
+        self.status.update(text, layout=False)
 
     def show_wins(self, wins: Sequence[str]) -> None:
         self.wins = list(wins)
@@ -288,6 +290,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         self._ui_loop = asyncio.get_running_loop()
         self._tick_timer = self.set_interval(1 / self.fps, self._tick, pause=True)
         self.query_one(TimelineView).max_rows = MAX_PANES
+        self._draw_race()
         self.update_header()
         self.query_one("#prompt", Input).focus()
         if self.initial_prompt:
@@ -338,11 +341,12 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         self.last_prompt = prompt
         for v in self.views:
             await v.start_prompt(prompt)
-        self.query_one("#summary", Static).update(
-            Text(f"running {n} trial{'s' if n > 1 else ''} ({self.runner.mode})…", style="dim")
-        )
+        summary_box = self.query_one("#summary", Static)
+        # Same height as the summary it replaces: the panes do not move (a layout of every pane) mid-stream.
+        pad = "\n" * max(0, summary_box.size.height - 1)
+        summary_box.update(Text(f"running {n} trial{'s' if n > 1 else ''} ({self.runner.mode})…{pad}", style="dim"))
         future = self.stream.submit(
-            self.runner.run_prompt(prompt, repeat=n, on_start=self._started, on_done=self._done)
+            self.runner.run_prompt(prompt, repeat=n, on_start=self._started, on_done=self._done, ready=self._ready)
         )
         if self._tick_timer is not None:
             self._tick_timer.resume()
@@ -351,6 +355,27 @@ class CompareScreen(Screen["ChatHandoff | None"]):
     # Called on the stream thread: hand over to the UI loop without waiting (never block a stream).
     def _started(self, pane: int, trial: int, recorder: TurnRecorder) -> None:
         self._to_ui(pane, self._ui_started(pane, trial, recorder))
+
+    async def _ready(self) -> None:
+        """Resolves once every pane just started is laid out and on screen: the requests go out then,
+        so mounting and laying out the new answers never competes with their first tokens."""
+        assert self._ui_loop is not None
+        fut: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._ui_loop.call_soon_threadsafe(self._spawn, self._ui_ready(fut))
+        await asyncio.wrap_future(fut)
+
+    async def _ui_ready(self, fut: concurrent.futures.Future[None]) -> None:
+        try:
+            for v in list(self.views):  # the _ui_started calls queued before this one hold these locks
+                async with v.ui_lock:
+                    pass
+            await self.wait_for_refresh()  # the new answers are laid out: their rooms can be measured
+            for v in list(self.views):
+                v.fit_room()
+            await self.wait_for_refresh()  # ... and laid out in turn
+        finally:
+            if not fut.done():
+                fut.set_result(None)
 
     def _done(self, pane: int, trial: int, record: TurnRecord) -> None:
         self._to_ui(pane, self._ui_done(pane, record.to_dict()))
@@ -399,10 +424,11 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         per_pane = {p.label: recs for p, recs in zip(self.runner.panes, result.as_dicts(), strict=True)}
         c = compare(per_pane)
         self.results.append((result, c))
+        await self.wait_for_refresh()  # the full renders are laid out: each pane can now end on its answer's end
         for v in self.views:
             wins = [SHORT[m.key] for m in METRICS if v.label in c.rankings[m.key].winners and len(self.views) > 1]
             v.show_wins(wins)
-            v.transcript.scroll_end(animate=False, immediate=False)  # every pane ends on its answer's end
+            v.transcript.scroll_end(animate=False, immediate=False)
         self._draw_race()
         self.show_summary()
         self.call_after_refresh(collect_between_turns)
@@ -430,8 +456,9 @@ class CompareScreen(Screen["ChatHandoff | None"]):
             self._draw_race()
 
     def _draw_race(self) -> None:
-        rows = [(v.label, v.timeline) for v in self.views if v.timeline is not None]
-        self.query_one(TimelineView).set_rows(rows)
+        race = self.query_one(TimelineView)
+        race.reserve_rows = len(self.views)  # its height stays put while the panes stream
+        race.set_rows([(v.label, v.timeline) for v in self.views if v.timeline is not None])
 
     # --- actions -------------------------------------------------------------------
     def _on_stream(self, fn: Callable[[], Any]) -> None:

@@ -12,6 +12,8 @@ While an answer streams, its text is split in two:
   taller than the view: past that, it shows a window on the open block that moves up by
   half a view when the newest line reaches the bottom (like a pager), so the transcript
   does not scroll at every paint and most paints redraw only the lines that changed.
+  Given a fixed room before its first token (``TailText.reserve``, the compare panes),
+  it is that tall from the start and pages within it: its height never changes mid-stream.
 
 So a paint never re-parses or re-wraps what is already on screen, whether the answer is
 one 8000-character paragraph, a long code block or the fiftieth turn. The caller renders
@@ -133,10 +135,18 @@ class TailText(Widget):
         self._reserved = 0
         self._growing = False
         self._style: Style | None = None
-        self.floor = 0  # lines laid out before the text needs them (set when the prompt is sent)
+        self._room = 0  # a fixed height set before any text (``reserve``); 0: grow with the text
         self._top = 0  # the first line shown (> 0 once the open block is taller than the view)
 
     # --- text ------------------------------------------------------------------------
+    def reserve(self, lines: int) -> None:
+        """Give the open block a fixed room of ``lines`` lines, laid out now, before any text: it fills
+        that room and then pages within it, so its height never changes while it streams (each change
+        is a layout pass of the whole screen). Below 1, the block grows with its text as usual."""
+        self._room = max(0, lines)
+        self.set_class(not self.text and not self._room, "-empty")
+        self.refresh(layout=True)
+
     def append(self, fragment: str) -> None:
         if not fragment:
             return
@@ -176,7 +186,7 @@ class TailText(Widget):
             if nl < 0:
                 break
             pos = nl + 1
-        self.set_class(not self._lines, "-empty")
+        self.set_class(not self._lines and not self._room, "-empty")
         n = len(self._lines)
         if n < before or not refresh:
             self._reserved = n
@@ -209,8 +219,11 @@ class TailText(Widget):
         return min(RESERVE_MAX_LINES, self._view_height() // 2)
 
     def _height(self) -> int:
-        """Lines of text plus the reserve, but never taller than the view: beyond that, the last lines."""
-        n = max(len(self._lines), self._reserved, self.floor)
+        """The room if one was reserved; else lines of text plus the reserve, but never taller than the
+        view: beyond that, a window on the last lines."""
+        if self._room:
+            return self._room
+        n = max(len(self._lines), self._reserved)
         view = self._view_height()
         return min(n, view) if view > 0 else n
 

@@ -34,15 +34,22 @@ class TimelineView(Widget):
         super().__init__(id=id, classes=classes)
         self.rows: list[tuple[str, Timeline]] = []
         self.max_rows = 12
+        # Room kept for this many rows even before they exist: a live view whose rows appear one by
+        # one keeps its height, so what is around it is not laid out again at each new row.
+        self.reserve_rows = 0
 
     def set_rows(self, rows: Sequence[tuple[str, Timeline]]) -> None:
         rows = list(rows)[-self.max_rows :]
-        resized = len(rows) != len(self.rows)
+        before = self._height()
         self.rows = rows
-        self.refresh(layout=resized)
+        self.refresh(layout=self._height() != before)
+
+    def _height(self) -> int:
+        n = max(len(self.rows), min(self.reserve_rows, self.max_rows))
+        return n + 2 if n else 1
 
     def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[no-untyped-def]
-        return (len(self.rows) + 2) if self.rows else 1
+        return self._height()
 
     def render(self) -> Text:
         if not self.rows:
