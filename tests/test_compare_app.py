@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 from pathlib import Path
@@ -229,25 +230,30 @@ async def test_nothing_moves_while_the_panes_stream() -> None:
     """Every change of a widget's height mid-stream is a layout pass of the whole screen: while the
     panes stream, no pane, status line, answer room or race view changes height, the prompt stays
     in view above its answer, and the newest line is on screen once the answer pages."""
-    from tui.widgets.transcript import UserMessage
+    from textual.widgets._markdown import MarkdownFence
+
+    from tui.widgets.transcript import AssistantMessage, UserMessage
 
     backends = [
-        ScheduledBackend(f"m{i}", ttft_s=0.05 + 0.05 * i, gap_s=0.004, tokens=400, word="word") for i in range(3)
-    ]
+        ScheduledBackend(f"m{i}", ttft_s=0.05 + 0.05 * i, gap_s=0.004, tokens=400, word="word") for i in range(2)
+    ]  # ... and one whose answer is Markdown blocks: a paragraph, a code block, a heading, again and again
+    backends.append(ScheduledBackend("md", ttft_s=0.15, gap_s=0.03, tokens=60, word="para\n\n```\ncode\n```\n# h"))
     app = CompareApp(backends)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, app, "first prompt")  # a summary below, older turns above: the usual second prompt
         await finish(pilot, app)
-        await send(pilot, app, "a long answer please")
+        # Sent directly: pilot.press waits for an idle screen, which it is not until the panes are done.
+        await app.compare.send("a long answer please")
         seen: dict[str, set[tuple[int, ...]]] = {v.label: set() for v in app.views}
         paged = set()
         while app.in_flight:
-            await pilot.pause(0.02)
+            await asyncio.sleep(0.02)  # not pilot.pause: it waits for an idle screen, rare while panes stream
             for v in app.views:
                 msg = v.message
                 if v.recorder is None or msg is None or not msg.stream.tail.text:
                     continue  # not streaming (yet, or any more)
                 tail = msg.stream.tail
+                assert not msg.stream.segments, "a Markdown block was mounted mid-stream"
                 seen[v.label].add(
                     (v.size.height, v.status.size.height, tail.size.height, app.query_one("#race").size.height)
                 )
@@ -259,3 +265,6 @@ async def test_nothing_moves_while_the_panes_stream() -> None:
         assert all(len(s) == 1 for s in seen.values()), seen
         assert paged == {"A", "B", "C"}  # 400 words do not fit the room: each answer paged within it
         assert all(v.status.size.height == 2 for v in app.views)
+        # When the prompt has ended, every answer is rendered as Markdown in full.
+        md = app.query_one("#pane-C").query_one(AssistantMessage)
+        assert md.answer.display and "```" in md.answer.source and len(md.answer.query(MarkdownFence)) == 60

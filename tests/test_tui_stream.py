@@ -206,3 +206,62 @@ def test_open_block_gets_a_light_touch_of_markdown() -> None:
     styled = {s.text: s.style for s in segs}
     assert styled["bold"].bold and styled["it"].italic and styled["code"].color is not None
     assert [s.text for s in inline_segments("**not closed yet", Style())] == ["**not closed yet"]
+
+
+class TailApp(App[None]):
+    def compose(self) -> ComposeResult:
+        with Transcript():
+            yield TailText()
+
+
+async def test_an_open_block_that_keeps_every_block_shows_fences_and_headings() -> None:
+    """Without settling (the compare panes), code and headings stay recognisable until the full render."""
+    app = TailApp()
+    async with app.run_test(size=(60, 20)) as pilot:
+        tail = app.query_one(TailText)
+        for piece in ["# Title\n", "text with `x`\n", "```py\n", "a = 1\n", "  b = 2\n", "```\n", "after\n", "~~~"]:
+            tail.append(piece)
+        await pilot.pause()
+        lines = {tail.render_line(y).text.rstrip(): tail.render_line(y) for y in range(len(tail._lines))}
+
+        def style(text: str):  # type: ignore[no-untyped-def]
+            return next(seg.style for seg in lines[text] if seg.text.strip())
+
+        assert style("# Title").bold
+        assert style("```py").dim and style("```").dim  # the fence markers, dimmed
+        assert style("a = 1").color is not None and style("  b = 2").color == style("a = 1").color  # code
+        assert style("after") == style("text with x") != style("a = 1")  # after the closing fence: plain again
+        assert not style("~~~").dim  # a marker line counts once complete (its newline arrived)
+        # Moving a settled prefix out keeps the styling right for what stays.
+        tail.drop_prefix(len("# Title\ntext with `x`\n"))
+        await pilot.pause()
+        assert tail.render_line(0).text.startswith("```py") and tail._fences == [0, len("```py\na = 1\n  b = 2\n")]
+
+
+async def test_a_reserved_room_keeps_its_height_and_repaints_lines_that_go() -> None:
+    app = TailApp()
+    async with app.run_test(size=(40, 20)) as pilot:
+        tail = app.query_one(TailText)
+        tail.reserve(8)
+        await pilot.pause()
+        assert tail.size.height == 8 and not tail.has_class("-empty")  # laid out before any text
+        heights = set()
+        for i in range(30):
+            tail.append(f"line {i}\n")
+            await pilot.pause(0.01)
+            heights.add(tail.size.height)
+        assert heights == {8} and tail.first_shown > 0  # paged within the room
+        repainted = []
+        original = tail.refresh
+
+        def spy(*regions, **kw):  # type: ignore[no-untyped-def]
+            repainted.extend(regions)
+            return original(*regions, **kw)
+
+        tail.refresh = spy  # type: ignore[method-assignment]
+        tail.drop_prefix(len("".join(f"line {i}\n" for i in range(27))))  # 3 lines left of 30
+        assert len(tail._lines) == 3
+        # The room does not shrink, so no layout pass repaints it: the lines now blank must be repainted.
+        assert any(r.y <= 0 and r.bottom >= 8 for r in repainted), repainted
+        await pilot.pause()
+        assert [tail.render_line(y).text.strip() for y in range(8)] == ["line 27", "line 28", "line 29"] + [""] * 5

@@ -109,7 +109,9 @@ class PaneView(Vertical):
         if self.message is not None or self.box.children:
             await self.box.remove_children()  # a trial replaces the previous trial's answer
         self.lag = RenderLag()
-        self.message = AssistantMessage(self.clock, self.lag, chain=False)  # all panes paint on the same ticks
+        # All panes paint on the same ticks, and the answer stays lightly styled text until the prompt ends:
+        # a Markdown block mounted mid-stream would lay out every pane again while the others stream.
+        self.message = AssistantMessage(self.clock, self.lag, chain=False, settle=False)
         await self.box.mount(self.message)
         self.trial, self.trials = trial, trials
         self.recorder = recorder

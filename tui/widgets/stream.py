@@ -24,6 +24,7 @@ approximation: a list interrupted by a blank line may look different until then)
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import re
 from collections.abc import Iterator
@@ -45,7 +46,7 @@ _INLINE = re.compile(
     r"|(?<![*\w])\*(?P<italic>[^*\s](?:[^*]*[^*\s])?)\*(?![*\w])"
     r"|`(?P<code>[^`]+)`"
 )
-_BOLD, _ITALIC, _CODE = Style(bold=True), Style(italic=True), Style(color="cyan")
+_BOLD, _ITALIC, _CODE, _MARKER = Style(bold=True), Style(italic=True), Style(color="cyan"), Style(dim=True)
 _WORD = re.compile(r"\S+\s*|\s+")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r" {0,3}#{1,6}(\s|$)")
@@ -137,6 +138,8 @@ class TailText(Widget):
         self._style: Style | None = None
         self._room = 0  # a fixed height set before any text (``reserve``); 0: grow with the text
         self._top = 0  # the first line shown (> 0 once the open block is taller than the view)
+        self._fences: list[int] = []  # offsets of complete code-fence lines (``` or ~~~) in self.text
+        self._scanned = 0  # self.text[:_scanned] is complete lines, already looked at for fences
 
     # --- text ------------------------------------------------------------------------
     def reserve(self, lines: int) -> None:
@@ -151,6 +154,7 @@ class TailText(Widget):
         if not fragment:
             return
         self.text += fragment
+        self._scan_fences()
         if not self._width:  # not laid out yet: wrapped on the first layout
             self.remove_class("-empty")
             self.refresh(layout=True)
@@ -163,8 +167,17 @@ class TailText(Widget):
         if n <= 0:
             return
         self.text = self.text[n:]
+        self._fences = [f - n for f in self._fences if f >= n]
+        self._scanned = max(0, self._scanned - n)
         if self._width:
             self._rewrap(0)
+
+    def _scan_fences(self) -> None:
+        text = self.text
+        while (nl := text.find("\n", self._scanned)) >= 0:
+            if _FENCE.match(text, self._scanned, nl):
+                self._fences.append(self._scanned)
+            self._scanned = nl + 1
 
     def clear(self) -> None:
         self.drop_prefix(len(self.text))
@@ -199,16 +212,15 @@ class TailText(Widget):
             self._reserved = n + extra
         if self._height() != self.size.height:
             self.refresh(layout=True)
-        elif n > self.size.height:  # windowed: only the changed lines, unless the window had to move
-            top = self._top
-            if self._place_window() != top or first < top:
-                self.refresh()
-            else:
-                pad = self.styles.padding.top
-                self.refresh(Region(0, pad + first - top, self.outer_size.width, n - first))
-        elif n:
-            top = self.styles.padding.top
-            self.refresh(Region(0, top + first, self.outer_size.width, n - first))
+            return
+        top = self._top
+        if n > self.size.height and (self._place_window() != top or first < top):
+            self.refresh()  # windowed, and the window moved: every shown line
+            return
+        changed = max(n, before) - first  # the lines rewrapped, and those that are gone (now blank)
+        if changed > 0:
+            pad = self.styles.padding.top
+            self.refresh(Region(0, pad + first - self._top, self.outer_size.width, changed))
 
     def _view_height(self) -> int:
         """The height of the scrolling view this text is in (0 while unknown)."""
@@ -265,12 +277,27 @@ class TailText(Widget):
             if style is None:  # rich_style walks every ancestor: once per style change, not once per line
                 style = self._style = self.rich_style
             if i < len(self._lines):
-                s, e = self._lines[i]
-                strip = Strip(inline_segments(self.text[s:e].rstrip(), style)).adjust_cell_length(width, style)
+                strip = Strip(self._segments(i, style)).adjust_cell_length(width, style)
             else:
                 strip = Strip.blank(width, style)
             self._strips[i] = strip
         return strip
+
+    def _segments(self, i: int, style: Style) -> list[Segment]:
+        """Display line ``i``, lightly styled by the source line it belongs to: a code fence's marker
+        lines dimmed and its body as code, a heading bold, inline spans elsewhere."""
+        s, e = self._lines[i]
+        text = self.text
+        line = text[s:e].rstrip()
+        start = text.rfind("\n", 0, s) + 1  # the source line this display line wraps
+        k = bisect.bisect_right(self._fences, start)
+        if k and self._fences[k - 1] == start:
+            return [Segment(line, style + _MARKER)]
+        if k % 2:  # after an opening fence and before its closing one
+            return [Segment(line, style + _CODE)]
+        if _HEADING.match(text, start):
+            return [Segment(line, style + _BOLD)]
+        return inline_segments(line, style)
 
 
 class BlockSplitter:
@@ -314,8 +341,11 @@ class StreamingMarkdown(Vertical):
     }
     """
 
-    def __init__(self, *, classes: str | None = None) -> None:
+    def __init__(self, *, classes: str | None = None, settle: bool = True) -> None:
         super().__init__(classes=classes)
+        # settle=False: the whole answer stays in the tail until the final render (no widget is
+        # mounted mid-stream, so nothing is laid out again while it streams: the compare panes).
+        self.settle = settle
         self.splitter = BlockSplitter()
         self.tail = TailText(classes="answer-tail")
         self._rendered = 0  # text[:_rendered] is in Markdown segments (and no longer in the tail)
@@ -331,6 +361,8 @@ class StreamingMarkdown(Vertical):
     def feed(self, fragment: str) -> None:
         """New text: on screen in the tail at the next refresh; complete blocks move to Markdown in the background."""
         self.tail.append(fragment)
+        if not self.settle:
+            return
         self.splitter.feed(fragment)
         if self.splitter.settled > self._rendered and self._settle_task is None and self.is_attached:
             self._settle_task = asyncio.create_task(self._settle())

@@ -73,16 +73,19 @@ class AssistantMessage(Vertical):
     chunk it showed goes into ``RenderLag``. ``finalize`` renders the whole answer as Markdown.
     """
 
-    def __init__(self, clock: Callable[[], int], lag: RenderLag | None = None, *, chain: bool = True) -> None:
+    def __init__(
+        self, clock: Callable[[], int], lag: RenderLag | None = None, *, chain: bool = True, settle: bool = True
+    ) -> None:
         super().__init__(classes="assistant-message -live")
         self.clock = clock
         # chain: paint again as soon as pacing allows (one answer on screen); without, paint on the
         # caller's frame ticks only, so several answers (compare panes) share each screen update.
+        # settle: complete blocks become Markdown while streaming (see StreamingMarkdown).
         self.chain = chain
         self.lag = lag if lag is not None else RenderLag()
         self.reasoning = ReasoningBlock()
         self.reasoning.display = False
-        self.stream = StreamingMarkdown(classes="answer-stream")
+        self.stream = StreamingMarkdown(classes="answer-stream", settle=settle)
         self.answer = Markdown("", classes="answer")
         self.answer.display = False
         self._reasoning_text = ""
