@@ -268,3 +268,31 @@ async def test_nothing_moves_while_the_panes_stream() -> None:
         # When the prompt has ended, every answer is rendered as Markdown in full.
         md = app.query_one("#pane-C").query_one(AssistantMessage)
         assert md.answer.display and "```" in md.answer.source and len(md.answer.query(MarkdownFence)) == 60
+
+
+async def test_closing_mid_stream_drops_pane_updates_quietly(data_dir: Path) -> None:
+    """Quitting while panes stream: the turns are recorded as cancelled, and the pane updates that
+    land while the screen is being taken down raise nothing (no 'Task exception was never retrieved')."""
+    import gc
+
+    loop = asyncio.get_running_loop()
+    errors: list[dict] = []
+    loop.set_exception_handler(lambda _loop, ctx: errors.append(ctx))
+    try:
+        slow = [ScheduledBackend(f"slow{i}", ttft_s=0.02, gap_s=0.01, tokens=300) for i in range(2)]
+        app = CompareApp(slow, session_id="s-quit")
+        async with app.run_test(size=SIZE):
+            await app.compare.send("stop me")
+            for _ in range(100):
+                await asyncio.sleep(0.01)
+                if all(v.message is not None and v.message.stream.tail.text for v in app.views):
+                    break
+        for _ in range(5):
+            await asyncio.sleep(0.02)
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert not errors, [e.get("message") for e in errors]
+    statuses = [r["status"] for r in read_records(data_dir / "sessions" / "s-quit.jsonl")]
+    assert statuses == ["cancelled", "cancelled"]

@@ -23,6 +23,7 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
@@ -358,6 +359,15 @@ class CompareScreen(Screen["ChatHandoff | None"]):
     def _started(self, pane: int, trial: int, recorder: TurnRecorder) -> None:
         self._to_ui(pane, self._ui_started(pane, trial, recorder))
 
+    async def _while_attached(self, coro: Coroutine[Any, Any, None]) -> None:
+        """A pane update from the stream thread; one that lands while the app is closing finds
+        its widgets gone, and is dropped (the turn itself is recorded and logged by the runner)."""
+        try:
+            await coro
+        except NoMatches:
+            if self.is_running and self.is_attached:
+                raise
+
     async def _ready(self) -> None:
         """Resolves once every pane just started is laid out and on screen: the requests go out then,
         so mounting and laying out the new answers never competes with their first tokens."""
@@ -387,7 +397,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         self._ui_loop.call_soon_threadsafe(self._spawn, coro)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro)
+        task = asyncio.create_task(self._while_attached(coro))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
