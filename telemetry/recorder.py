@@ -6,6 +6,7 @@ path; ``snapshot`` is what a UI polls at its own frame rate.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -64,6 +65,10 @@ class TurnRecorder:
         self.load_end_ns: int | None = None
         self.attempts: list[Attempt] = []
         self.chunks: list[Chunk] = []
+        # Running token total after each chunk and the first visible chunk's stamp: a snapshot (taken
+        # every frame, per pane) costs O(log n) in a long answer, not a pass over every chunk.
+        self._cum_tokens: list[int] = []
+        self._first_visible_ns: int | None = None
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._tools: list[dict[str, str]] = []
@@ -80,6 +85,12 @@ class TurnRecorder:
         self._record: TurnRecord | None = None
 
     # --- feeding -----------------------------------------------------------------
+    def _add_chunk(self, c: Chunk) -> None:
+        self.chunks.append(c)
+        self._cum_tokens.append((self._cum_tokens[-1] if self._cum_tokens else 0) + c.tokens)
+        if c.kind != "reasoning" and self._first_visible_ns is None:
+            self._first_visible_ns = c.t_ns
+
     def feed(self, e: ev.Event) -> None:
         if self.end_ns is not None:
             return  # a terminal event closes the turn; late stragglers are ignored
@@ -90,19 +101,19 @@ class TurnRecorder:
                 n = e.tokens if e.tokens is not None else estimate_tokens(e.text)
                 self._reasoning.append(e.text)
                 self._reasoning_tokens += n
-                self.chunks.append(Chunk(e.t_ns, "reasoning", n))
+                self._add_chunk(Chunk(e.t_ns, "reasoning", n))
             case ev.TextDelta():
                 if not e.text:
                     return  # empty content is not a token
                 n = e.tokens if e.tokens is not None else estimate_tokens(e.text)
                 self._text.append(e.text)
                 self._visible_tokens += n
-                self.chunks.append(Chunk(e.t_ns, "text", n))
+                self._add_chunk(Chunk(e.t_ns, "text", n))
             case ev.ToolCallDelta():
                 n = e.tokens if e.tokens is not None else estimate_tokens(e.name + e.arguments)
                 self._tools.append({"name": e.name, "arguments": e.arguments})
                 self._visible_tokens += n
-                self.chunks.append(Chunk(e.t_ns, "tool", n))
+                self._add_chunk(Chunk(e.t_ns, "tool", n))
             case ev.AttemptSent():
                 self.attempts.append(Attempt(e.attempt, e.t_ns))
             case ev.HeadersReceived():
@@ -157,7 +168,7 @@ class TurnRecorder:
 
     # --- reading -----------------------------------------------------------------
     def timestamps(self) -> Timestamps:
-        first_visible = next((c.t_ns for c in self.chunks if c.kind != "reasoning"), None)
+        first_visible = self._first_visible_ns
         return Timestamps(
             sent=self.attempts[0].sent_ns if self.attempts else None,
             final_sent=self.attempts[-1].sent_ns if self.attempts else None,
@@ -186,18 +197,19 @@ class TurnRecorder:
             now = self.end_ns
         sent = self.attempts[0].sent_ns if self.attempts else None
         first = self.chunks[0].t_ns if self.chunks else None
-        first_vis = next((c.t_ns for c in self.chunks if c.kind != "reasoning"), None)
+        first_vis = self._first_visible_ns
         phase, since = self._phase(sent, first, first_vis, now)
         gaps = [(b.t_ns - a.t_ns) / NS_PER_MS for a, b in pairwise(self.chunks[-RECENT_GAPS - 1 :])]
         n_tokens = self._reasoning_tokens + self._visible_tokens
         avg_tpot = None
         if first is not None and n_tokens > 1:
             avg_tpot = (self.chunks[-1].t_ns - first) / NS_PER_MS / (n_tokens - 1)
-        recent = [c for c in self.chunks if c.t_ns >= now - SPEED_WINDOW_NS]
+        # The chunks of the last SPEED_WINDOW_NS (stamps are in arrival order): tokens after the first of them.
+        i = bisect.bisect_left(self.chunks, now - SPEED_WINDOW_NS, key=_stamp)
         tps = cur_tpot = None
-        if len(recent) > 1:
-            span_s = (recent[-1].t_ns - recent[0].t_ns) / 1e9
-            n = sum(c.tokens for c in recent[1:])
+        if len(self.chunks) - i > 1:
+            span_s = (self.chunks[-1].t_ns - self.chunks[i].t_ns) / 1e9
+            n = self._cum_tokens[-1] - self._cum_tokens[i]
             if span_s > 0 and n:
                 tps = n / span_s
                 cur_tpot = 1000 / tps
@@ -276,3 +288,7 @@ class TurnRecorder:
         )
         self._record = replace(rec, diagnosis=diagnose_turn(rec.to_dict()))
         return self._record
+
+
+def _stamp(c: Chunk) -> int:
+    return c.t_ns

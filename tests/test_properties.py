@@ -6,10 +6,11 @@ from itertools import pairwise
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pytest import approx
 
 from telemetry import events as ev
 from telemetry.metrics import percentiles
-from tests.turns import MS, T0, play
+from tests.turns import MS, T0, play, recorder
 
 chunk_kind = st.sampled_from(["reasoning", "text", "tool"])
 
@@ -79,3 +80,29 @@ def test_percentiles_are_ordered(values: list[float]) -> None:
     p = percentiles(values)
     ordered = [p["min"], p["p50"], p["p90"], p["p95"], p["p99"], p["max"]]
     assert all(a <= b + 1e-9 for a, b in pairwise(ordered))
+
+
+@settings(max_examples=200, deadline=None)
+@given(turns(), st.integers(0, 12_000))
+def test_live_snapshot_equals_a_pass_over_every_chunk(events: list[ev.Event], at_ms: int) -> None:
+    """The snapshot (taken every frame) keeps running totals; at any moment of a turn they equal
+    what a pass over every chunk so far gives."""
+    from telemetry.recorder import SPEED_WINDOW_NS
+
+    now = T0 + at_ms * MS
+    rec = recorder()
+    for e in events:
+        if e.t_ns > now or isinstance(e, ev.Finished | ev.Failed | ev.Cancelled):
+            break
+        rec.feed(e)
+    snap = rec.snapshot(now)
+    chunks = rec.chunks
+    first_visible = next((c.t_ns for c in chunks if c.kind != "reasoning"), None)
+    assert snap.ttfvt_ms == (None if first_visible is None else (first_visible - T0) / 1e6)
+    recent = [c for c in chunks if c.t_ns >= now - SPEED_WINDOW_NS]
+    span_s = (recent[-1].t_ns - recent[0].t_ns) / 1e9 if len(recent) > 1 else 0
+    n = sum(c.tokens for c in recent[1:])
+    if span_s > 0 and n:
+        assert snap.tokens_per_s == approx(n / span_s)
+    else:
+        assert snap.tokens_per_s is None
