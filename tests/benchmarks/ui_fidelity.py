@@ -18,6 +18,7 @@ We print, over all turns:
 A headless baseline (the same turns with run_turn and no UI) shows what the UI adds.
 
     python tests/benchmarks/ui_fidelity.py [--tokens-per-s 2000] [--tokens 2000] [--turns 5] [--history 50]
+    python tests/benchmarks/ui_fidelity.py --panes 4      # the compare screen: 4 panes at 500 tokens/s each
 """
 
 from __future__ import annotations
@@ -226,7 +227,19 @@ def main() -> int:
     ap.add_argument("--size", default="160x48")
     ap.add_argument("--compare-in-process", action="store_true", help="also run with the backend in the UI process")
     ap.add_argument("--history", type=int, default=50, help="also run resumed with this many prior turns (0: skip)")
+    ap.add_argument(
+        "--panes", type=int, default=1, help="2-4: the compare screen instead, with this many panes (compare_fidelity)"
+    )
     args = ap.parse_args()
+    if args.panes > 1:  # the same figures for the compare screen, each pane at its own (default) rate
+        import compare_fidelity
+
+        given = [a for a in sys.argv[1:] if a.startswith("--")]
+        sys.argv = [compare_fidelity.__file__, "--panes", str(args.panes)]
+        for flag in ("--tokens-per-s", "--tokens", "--first-token-ms", "--size"):
+            if flag in given:
+                sys.argv += [flag, str(getattr(args, flag[2:].replace("-", "_")))]
+        return compare_fidelity.main()
     os.environ["TTFT_DATA_DIR"] = tempfile.mkdtemp(prefix="ttft-bench-")
     schedule_kw = {
         "first_token_ms": args.first_token_ms,
