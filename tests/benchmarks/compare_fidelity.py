@@ -11,6 +11,8 @@ four panes, the race view and the summary. We print, over all turns:
 - gap error: |measured inter-chunk gap - scheduled gap|, every consecutive pair;
 - stamp error: |chunk stamp - (server's request arrival + scheduled offset)| (both processes
   read CLOCK_MONOTONIC);
+- sent -> server read: from our ``sent`` stamp to the server having read the request (the
+  schedule starts there, so this transit is part of the TTFT error);
 - start skew: spread of the four first sends after the barrier;
 - render lag p50/p95 (arrival -> on screen) per pane, and whether a backlog grew;
 - CPU: the process (UI + stream thread) and the stream thread alone.
@@ -74,11 +76,12 @@ def make_backend(base_url: str, model: str) -> Any:
 def errors(records: list[dict[str, Any]], arrivals: dict[str, list[int]], sched_ms: list[float]) -> dict[str, list]:
     """``records`` carry ``_sent_ns``; ``arrivals[model]`` are the server's request stamps in order."""
     seen: dict[str, int] = {}
-    out: dict[str, list[float]] = {"ttft": [], "gap": [], "stamp": []}
+    out: dict[str, list[float]] = {"ttft": [], "gap": [], "stamp": [], "transit": []}
     for rec in records:
         k = seen.get(rec["model"], 0)
         seen[rec["model"]] = k + 1
         arrived = arrivals[rec["model"]][k]
+        out["transit"].append((arrived - rec["_sent_ns"]) / 1e6)  # our `sent` stamp -> the server has the request
         chunks = rec["chunks"]
         if rec["metrics"]["ttft_ms"] is not None:
             out["ttft"].append(abs(rec["metrics"]["ttft_ms"] - sched_ms[0]))
@@ -207,11 +210,13 @@ def main() -> int:
     print(f"\nheadless baseline (CompareRunner, {args.panes} parallel streams, no UI):")
     for k in ("ttft", "gap", "stamp"):
         print(line(f"{k} error", e0[k]))
+    print(line("sent -> server read", e0["transit"]))
     print(line("start skew", skew0))
     where = "backends in the UI process" if args.in_process else "each backend in its own process (the default)"
     print(f"\nwith the compare screen painting every pane, {where}:")
     for k in ("ttft", "gap", "stamp"):
         print(line(f"{k} error", e1[k]))
+    print(line("sent -> server read", e1["transit"]))
     print(line("start skew", skew1))
     p50s = [x["p50_ms"] for x in lags if x.get("p50_ms") is not None]
     p95s = [x["p95_ms"] for x in lags if x.get("p95_ms") is not None]
