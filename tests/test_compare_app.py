@@ -226,7 +226,8 @@ async def test_sequential_toggle_and_add_remove(data_dir: Path) -> None:
     assert {r["extra"]["mode"] for r in recs} == {"sequential"}
 
 
-async def test_nothing_moves_while_the_panes_stream() -> None:
+@pytest.mark.parametrize("mode", ["parallel", "sequential"])
+async def test_nothing_moves_while_the_panes_stream(mode: str) -> None:
     """Every change of a widget's height mid-stream is a layout pass of the whole screen: while the
     panes stream, no pane, status line, answer room or race view changes height, the prompt stays
     in view above its answer, and the newest line is on screen once the answer pages."""
@@ -234,11 +235,14 @@ async def test_nothing_moves_while_the_panes_stream() -> None:
 
     from tui.widgets.transcript import AssistantMessage, UserMessage
 
+    scale = 1 if mode == "parallel" else 2  # one pane after another: shorter answers, the same test time
     backends = [
-        ScheduledBackend(f"m{i}", ttft_s=0.05 + 0.05 * i, gap_s=0.004, tokens=400, word="word") for i in range(2)
+        ScheduledBackend(f"m{i}", ttft_s=0.05 + 0.05 * i, gap_s=0.004, tokens=400 // scale, word="word")
+        for i in range(2)
     ]  # ... and one whose answer is Markdown blocks: a paragraph, a code block, a heading, again and again
-    backends.append(ScheduledBackend("md", ttft_s=0.15, gap_s=0.03, tokens=60, word="para\n\n```\ncode\n```\n# h"))
-    app = CompareApp(backends)
+    md_word = "para\n\n```\ncode\n```\n# h"
+    backends.append(ScheduledBackend("md", ttft_s=0.15, gap_s=0.03, tokens=60 // scale, word=md_word))
+    app = CompareApp(backends, mode=mode)  # type: ignore[arg-type]
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, app, "first prompt")  # a summary below, older turns above: the usual second prompt
         await finish(pilot, app)
@@ -267,7 +271,7 @@ async def test_nothing_moves_while_the_panes_stream() -> None:
         assert all(v.status.size.height == 2 for v in app.views)
         # When the prompt has ended, every answer is rendered as Markdown in full.
         md = app.query_one("#pane-C").query_one(AssistantMessage)
-        assert md.answer.display and "```" in md.answer.source and len(md.answer.query(MarkdownFence)) == 60
+        assert md.answer.display and "```" in md.answer.source and len(md.answer.query(MarkdownFence)) == 60 // scale
 
 
 async def test_closing_mid_stream_drops_pane_updates_quietly(data_dir: Path) -> None:

@@ -123,8 +123,8 @@ class PaneView(Vertical):
         pages within it, and no pane changes height while it streams (each change is a layout pass of
         the whole screen, landing in whichever frame each pane's text arrives)."""
         msg, users = self.message, self.transcript.query(UserMessage)
-        if msg is None or msg.stream.tail.text or not users:
-            return
+        if self.recorder is None or msg is None or msg.final or msg.stream.tail.text or not users:
+            return  # not a turn about to be sent (sequential mode: another pane's)
         tail, user = msg.stream.tail, users.last()
         above = tail.region.y - user.region.y + user.styles.margin.top  # the prompt, down to the answer
         tail.reserve(self.transcript.scrollable_content_region.height - above - tail.styles.margin.bottom)
