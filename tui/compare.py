@@ -301,6 +301,8 @@ class CompareScreen(Screen["ChatHandoff | None"]):
 
     async def on_unmount(self) -> None:
         self._gc_policy.close()
+        for task in list(self._tasks):  # pane updates still queued: their widgets are going
+            task.cancel()
         self._on_stream(self.runner.cancel)
         with contextlib.suppress(Exception):
             await self.stream.call(self.runner.aclose)
