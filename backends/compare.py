@@ -39,6 +39,29 @@ Ready = Callable[[], Awaitable[None]]  # resolves when the front end is ready to
 READY_TIMEOUT_S = 2.0  # a front end that never answers delays a release by this much, no more
 
 
+@dataclass(frozen=True)
+class _Hooks:
+    """A front end's callbacks for one prompt (any may be None)."""
+
+    on_start: OnStart | None = None
+    on_done: OnDone | None = None
+    on_event: OnEvent | None = None
+    ready: Ready | None = None
+
+    def started(self, pane: int, trial: int, recorder: TurnRecorder) -> None:
+        if self.on_start is not None:
+            self.on_start(pane, trial, recorder)
+
+    def done(self, pane: int, trial: int, record: TurnRecord) -> None:
+        if self.on_done is not None:
+            self.on_done(pane, trial, record)
+
+    async def until_ready(self) -> None:
+        if self.ready is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.ready(), READY_TIMEOUT_S)
+
+
 def new_comparison_id() -> str:
     return "cmp-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
@@ -118,16 +141,17 @@ class CompareRunner:
         records: list[list[TurnRecord]] = [[] for _ in self.panes]
         skews: list[float] = []
         requests = [self._request(p, prompt) for p in self.panes]
+        hooks = _Hooks(on_start, on_done, on_event, ready)
         self._stop = False
         for trial in range(repeat):
             if self._stop:
                 break
             self._cancel_requested = set()
             if self.mode == "parallel":
-                got, skew = await self._parallel(requests, index, trial, on_start, on_done, on_event, ready)
+                got, skew = await self._parallel(requests, index, trial, hooks)
                 skews.append(skew)
             else:
-                got = await self._sequential(requests, index, trial, on_start, on_done, on_event, ready)
+                got = await self._sequential(requests, index, trial, hooks)
             for i, rec in got.items():
                 records[i].append(rec)
         for pane, recs in zip(self.panes, records, strict=True):
@@ -213,14 +237,13 @@ class CompareRunner:
                 self.log.append(record)
             return record
 
-    def _never_sent(self, i: int, trial: int, recorder: TurnRecorder, on_done: OnDone | None) -> TurnRecord:
+    def _never_sent(self, i: int, trial: int, recorder: TurnRecorder, hooks: _Hooks) -> TurnRecord:
         """A turn started (its pane shows it) but cancelled before its request went out."""
         recorder.feed(ev.Cancelled(ev.now_ns()))
         record = recorder.finish()
         if self.log is not None:
             self.log.append(record)
-        if on_done is not None:
-            on_done(i, trial, record)
+        hooks.done(i, trial, record)
         return record
 
     async def _parallel(
@@ -228,10 +251,7 @@ class CompareRunner:
         requests: list[ChatRequest],
         prompt_index: int,
         trial: int,
-        on_start: OnStart | None,
-        on_done: OnDone | None,
-        on_event: OnEvent | None,
-        ready: Ready | None,
+        hooks: _Hooks,
     ) -> tuple[dict[int, TurnRecord], float]:
         release = asyncio.Event()
         parked = 0
@@ -241,17 +261,15 @@ class CompareRunner:
             nonlocal parked
             parked += 1
             await release.wait()
-            record = await self._one(i, requests[i], recorders[i], on_event)
-            if on_done is not None:
-                on_done(i, trial, record)
+            record = await self._one(i, requests[i], recorders[i], hooks.on_event)
+            hooks.done(i, trial, record)
             return record
 
         for i, rec in enumerate(recorders):
-            if on_start is not None:
-                on_start(i, trial, rec)
-        await _until(ready)
+            hooks.started(i, trial, rec)
+        await hooks.until_ready()
         if self._stop:  # cancelled while the front end got ready: nothing went out
-            return {i: self._never_sent(i, trial, rec, on_done) for i, rec in enumerate(recorders)}, 0.0
+            return {i: self._never_sent(i, trial, rec, hooks) for i, rec in enumerate(recorders)}, 0.0
         self._tasks = {i: asyncio.create_task(pane_task(i)) for i in range(len(requests))}
         try:
             while parked < len(requests):  # every pane is parked at the barrier
@@ -272,10 +290,7 @@ class CompareRunner:
         requests: list[ChatRequest],
         prompt_index: int,
         trial: int,
-        on_start: OnStart | None,
-        on_done: OnDone | None,
-        on_event: OnEvent | None,
-        ready: Ready | None,
+        hooks: _Hooks,
     ) -> dict[int, TurnRecord]:
         n = len(requests)
         order = [(trial + k) % n for k in range(n)]
@@ -284,24 +299,16 @@ class CompareRunner:
             if self._stop:
                 break  # cancelled as a whole: the panes not yet run are skipped
             recorder = self._recorder(i, requests[i], prompt_index, trial, position)
-            if on_start is not None:
-                on_start(i, trial, recorder)
-            await _until(ready)
+            hooks.started(i, trial, recorder)
+            await hooks.until_ready()
             if self._stop:
-                out[i] = self._never_sent(i, trial, recorder, on_done)
+                out[i] = self._never_sent(i, trial, recorder, hooks)
                 break
-            task = asyncio.create_task(self._one(i, requests[i], recorder, on_event))
+            task = asyncio.create_task(self._one(i, requests[i], recorder, hooks.on_event))
             self._tasks = {i: task}
             try:
                 out[i] = await task
             finally:
                 self._tasks = {}
-            if on_done is not None:
-                on_done(i, trial, out[i])
+            hooks.done(i, trial, out[i])
         return out
-
-
-async def _until(ready: Ready | None) -> None:
-    if ready is not None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ready(), READY_TIMEOUT_S)
