@@ -23,6 +23,15 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
+class Submitted(Event):
+    """The user asked: Enter in the chat, the start of ``ttft ask``.
+
+    From here to the first AttemptSent is ttft's own delay (``own_delay_ms``): what the
+    user waits for before any server is involved. Never part of TTFT.
+    """
+
+
+@dataclass(frozen=True, slots=True)
 class RequestQueued(Event):
     """The client wanted to send; any time until the first attempt is client-side queueing."""
 

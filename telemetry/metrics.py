@@ -3,7 +3,9 @@
 All inputs are monotonic nanosecond stamps; all outputs are milliseconds.
 TTFT and the waiting phase start at the *first* attempt's send: time lost to
 retries is part of the wait a user sees, and is reported on its own as
-``retry_ms`` so it is never silently inside TTFT.
+``retry_ms`` so it is never silently inside TTFT. What comes *before* the first
+send (the user's submit -> send: ttft's own delay) is ``own_delay_ms``, also never
+inside TTFT.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
-import numpy as np
-
 NS_PER_MS = 1_000_000
 PERCENTILES = (50, 90, 95, 99)
+# ttft's own delay below this is noise nobody can feel; front ends show it from here on.
+OWN_DELAY_SHOWN_MS = 5.0
 
 
 def ms(a_ns: int | None, b_ns: int | None) -> float | None:
@@ -28,6 +30,8 @@ def ms(a_ns: int | None, b_ns: int | None) -> float | None:
 
 def percentiles(values: Sequence[float]) -> dict[str, float | None]:
     """p50/p90/p95/p99 (linear interpolation, numpy's default), mean, min, max."""
+    import numpy as np  # here, not at the top: `ttft ask` then imports it after its request is out (~80 ms)
+
     keys = [f"p{p}" for p in PERCENTILES]
     if not values:
         return {**dict.fromkeys(keys), "mean": None, "min": None, "max": None}
@@ -98,6 +102,7 @@ class TurnMetrics:
     retry_ms: float = 0.0
     queue_ms: float | None = None
     load_ms: float | None = None
+    own_delay_ms: float | None = None  # submit -> first send, less any model load: ttft's own time
     phases_ms: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,6 +132,7 @@ def compute(
     *,
     queued_ns: int | None = None,
     load_ns: tuple[int, int] | None = None,
+    submitted_ns: int | None = None,
 ) -> TurnMetrics:
     reasoning_streamed = any(c.kind == "reasoning" for c in chunks)
     ttft = ms(ts.sent, ts.first_token)
@@ -167,8 +173,23 @@ def compute(
         retry_ms=ms(ts.sent, ts.final_sent) or 0.0,
         queue_ms=ms(queued_ns, ts.sent),
         load_ms=ms(*load_ns) if load_ns else None,
+        own_delay_ms=own_delay_ms(submitted_ns, ts.sent, load_ns),
         phases_ms=phases,
     )
+
+
+def own_delay_ms(submitted_ns: int | None, sent_ns: int | None, load_ns: tuple[int, int] | None) -> float | None:
+    """Submit -> first send: the time ttft itself made the user wait.
+
+    A model load inside that span is its own phase (``load_ms``), so it is taken out.
+    None when the request never went out.
+    """
+    own = ms(submitted_ns, sent_ns)
+    if own is None:
+        return None
+    if load_ns is not None and submitted_ns is not None and load_ns[0] >= submitted_ns:
+        own -= (load_ns[1] - load_ns[0]) / NS_PER_MS
+    return own
 
 
 def _phases(ts: Timestamps, reasoning_streamed: bool) -> dict[str, float]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from telemetry import events as ev
 from telemetry.diagnosis import diagnose_turn
-from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, compute
+from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, compute, own_delay_ms
 from telemetry.record import Attempt, ErrorInfo, TurnRecord
 from telemetry.settings import TurnSettings
 from telemetry.tokens import estimate_tokens, tokens_for_chars
@@ -25,7 +25,8 @@ SPEED_WINDOW_NS = 1_000_000_000  # "current speed" looks at the last second
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    phase: str  # queued | loading | waiting | reasoning | streaming | ok | error | cancelled
+    # starting (submitted, not yet sent) | queued | loading | waiting | reasoning | streaming | ok | error | cancelled
+    phase: str
     elapsed_ms: float  # since the first send (ticks while nothing arrives)
     phase_elapsed_ms: float
     ttft_ms: float | None
@@ -43,6 +44,7 @@ class Snapshot:
     chunk_count: int
     load_ms: float | None
     error: ErrorInfo | None = None
+    own_delay_ms: float | None = None  # submit -> first send (so far, while not sent), less any model load
 
 
 @dataclass
@@ -60,6 +62,7 @@ class TurnRecorder:
 
     def __post_init__(self) -> None:
         self.started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        self.submitted_ns: int | None = None  # the user's submit (ev.Submitted): ttft's own delay starts here
         self.queued_ns: int | None = None
         self.load_start_ns: int | None = None
         self.load_end_ns: int | None = None
@@ -126,6 +129,8 @@ class TurnRecorder:
                 self.server[e.source] = {**self.server.get(e.source, {}), **e.data}
             case ev.Notice():
                 self.notices[e.key] = e.value
+            case ev.Submitted():
+                self.submitted_ns = e.t_ns
             case ev.RequestQueued():
                 self.queued_ns = e.t_ns
             case ev.ModelLoadStarted():
@@ -214,6 +219,9 @@ class TurnRecorder:
                 tps = n / span_s
                 cur_tpot = 1000 / tps
         last = self.attempts[-1] if self.attempts else None
+        load = None
+        if self.load_start_ns is not None:
+            load = (self.load_start_ns, self.load_end_ns or now)
         return Snapshot(
             phase=phase,
             elapsed_ms=(now - sent) / NS_PER_MS if sent is not None else 0.0,
@@ -231,10 +239,9 @@ class TurnRecorder:
             recent_gaps_ms=tuple(gaps),
             last_chunk_ns=self.chunks[-1].t_ns if self.chunks else None,
             chunk_count=len(self.chunks),
-            load_ms=(
-                ((self.load_end_ns or now) - self.load_start_ns) / NS_PER_MS if self.load_start_ns is not None else None
-            ),
+            load_ms=(load[1] - load[0]) / NS_PER_MS if load is not None else None,
             error=self.error,
+            own_delay_ms=own_delay_ms(self.submitted_ns, sent if sent is not None else now, load),
         )
 
     def _phase(self, sent: int | None, first: int | None, first_vis: int | None, now: int) -> tuple[str, int | None]:
@@ -243,6 +250,8 @@ class TurnRecorder:
         if self.load_start_ns is not None and self.load_end_ns is None:
             return "loading", self.load_start_ns
         if sent is None:
+            if self.queued_ns is None and self.submitted_ns is not None:
+                return "starting", self.submitted_ns  # ttft's own time: nothing has gone out yet
             return "queued", self.queued_ns or self.first_ns
         if first is None:
             return "waiting", self.attempts[-1].sent_ns
@@ -260,7 +269,9 @@ class TurnRecorder:
         ts = self.timestamps()
         tokens = self.token_counts()
         load = (self.load_start_ns, self.load_end_ns) if self.load_start_ns and self.load_end_ns else None
-        metrics = compute(ts, self.chunks, tokens, queued_ns=self.queued_ns, load_ns=load)
+        metrics = compute(
+            ts, self.chunks, tokens, queued_ns=self.queued_ns, load_ns=load, submitted_ns=self.submitted_ns
+        )
         rec = TurnRecord(
             session_id=self.session_id,
             turn_index=self.turn_index,

@@ -1,7 +1,9 @@
 """A turn's phases on its own time axis, for drawing timelines (the drawing itself is the UI's job).
 
 Works on ``ttft.turn/1`` dicts (so logged turns can be redrawn) and on live snapshots.
-Times are ms from the first send; a local model load before the send has a negative start.
+Times are ms from the first send; what came before it has a negative start: a local model
+load, and before that ttft's own delay (``client``: the user's submit -> the send, shown once
+it is at least ``OWN_DELAY_SHOWN_MS``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from itertools import pairwise
 from typing import Any
 
 from telemetry.diagnosis import STALL_FACTOR
+from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.recorder import Snapshot
 
 STALL_MIN_MS = 100.0  # a gap a person can see; below it a 10x jump is jitter, not a stall
@@ -20,7 +23,7 @@ STALL_MIN_MS = 100.0  # a gap a person can see; below it a 10x jump is jitter, n
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    phase: str  # loading | waiting | reasoning | streaming
+    phase: str  # client | loading | waiting | reasoning | streaming
     start_ms: float
     end_ms: float
 
@@ -36,7 +39,7 @@ class Marker:
 class Timeline:
     segments: tuple[Segment, ...]
     markers: tuple[Marker, ...]
-    start_ms: float  # <= 0 when a model load came first
+    start_ms: float  # <= 0 when ttft's own delay or a model load came first
     end_ms: float
     status: str  # ok | error | cancelled | live phase
 
@@ -61,6 +64,13 @@ def _seg(phase: str, a: float | None, b: float | None) -> list[Segment]:
     return [Segment(phase, a, b)]
 
 
+def _client(own_ms: float | None, before_ms: float) -> list[Segment]:
+    """ttft's own delay, drawn just before ``before_ms`` (the load's start, else the send)."""
+    if own_ms is None or own_ms < OWN_DELAY_SHOWN_MS:
+        return []
+    return _seg("client", before_ms - own_ms, before_ms)
+
+
 def turn_timeline(rec: dict[str, Any]) -> Timeline:
     ev = rec.get("events_ms") or {}
     m = rec.get("metrics") or {}
@@ -73,6 +83,10 @@ def turn_timeline(rec: dict[str, Any]) -> Timeline:
     if load:
         start = -float(load)
         segs += _seg("loading", start, 0.0)
+    client = _client(m.get("own_delay_ms"), start)
+    if client:
+        start = client[0].start_ms
+    segs = client + segs
     segs += _seg("waiting", 0.0, first if first is not None else (end or 0.0))
     if first is not None:
         segs += _seg("reasoning", first, vis if vis is not None else stop)
@@ -96,7 +110,11 @@ def live_timeline(snap: Snapshot, attempts: Sequence[Any] = ()) -> Timeline:
     if snap.load_ms:
         start = -snap.load_ms if snap.phase != "loading" else 0.0
         segs += _seg("loading", start, start + snap.load_ms)
-    if snap.phase not in ("loading", "queued"):
+    client = _client(snap.own_delay_ms, start)
+    if client:
+        start = client[0].start_ms
+    segs = client + segs
+    if snap.phase not in ("loading", "queued", "starting"):
         segs += _seg("waiting", 0.0, snap.ttft_ms if snap.ttft_ms is not None else now)
         if snap.ttft_ms is not None:
             segs += _seg("reasoning", snap.ttft_ms, snap.ttfvt_ms if snap.ttfvt_ms is not None else now)

@@ -13,6 +13,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
+from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.recorder import Snapshot
 from telemetry.timeline import Timeline
 from tui.format import DASH, PHASE_COLOR, fmt_ms, fmt_num
@@ -34,7 +35,9 @@ def live_text(snap: Snapshot, attempts: Sequence[Any] = (), lag: dict[str, Any] 
     color = PHASE_COLOR.get(snap.phase, "")
     t.append(f" {snap.phase.upper()} ", style=f"bold reverse {color}")
     t.append("  ")
-    if snap.phase == "loading":
+    if snap.phase == "starting":
+        t.append(f"sending the request {fmt_ms(snap.phase_elapsed_ms)}", style="bold")
+    elif snap.phase == "loading":
         t.append(f"loading model {fmt_ms(snap.load_ms)}", style="bold")
     elif snap.phase == "queued":
         t.append(f"queued {fmt_ms(snap.phase_elapsed_ms)}", style="bold")
@@ -51,6 +54,7 @@ def live_text(snap: Snapshot, attempts: Sequence[Any] = (), lag: dict[str, Any] 
     t.append("\n")
     if snap.load_ms is not None and snap.phase != "loading":
         _row(t, "model load", fmt_ms(snap.load_ms))
+    _own_row(t, snap.own_delay_ms)
     _row(t, "elapsed", fmt_ms(snap.elapsed_ms))
     if snap.ttft_ms is not None:
         _row(t, "TTFT", fmt_ms(snap.ttft_ms))
@@ -68,6 +72,12 @@ def live_text(snap: Snapshot, attempts: Sequence[Any] = (), lag: dict[str, Any] 
     if lag and lag.get("paints"):
         _row(t, "render lag", f"p50 {fmt_ms(lag['p50_ms'])} · p95 {fmt_ms(lag['p95_ms'])}")
     return t
+
+
+def _own_row(t: Text, own_ms: float | None) -> None:
+    """ttft's own delay (submit -> send), once it is large enough to feel; never part of TTFT."""
+    if own_ms is not None and own_ms >= OWN_DELAY_SHOWN_MS:
+        _row(t, "ttft's own", f"{fmt_ms(own_ms)} before the send")
 
 
 def _server_lines(t: Text, server: dict[str, Any]) -> None:
@@ -174,6 +184,7 @@ def record_text(rec: dict[str, Any], lag: dict[str, Any] | None = None) -> Text:
         _row(t, "queued", fmt_ms(m["queue_ms"]))
     if m.get("load_ms"):
         _row(t, "model load", fmt_ms(m["load_ms"]))
+    _own_row(t, m.get("own_delay_ms"))
     cached = f" (cached {tok['cached_input']})" if tok.get("cached_input") else ""
     _row(
         t,

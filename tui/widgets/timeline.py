@@ -15,6 +15,7 @@ from telemetry.timeline import Timeline
 from tui.format import fmt_ms
 
 PHASE_STYLE = {
+    "client": ("━", "cyan"),  # ttft's own delay: the user's submit -> the send
     "loading": ("▒", "blue"),
     "waiting": ("━", "yellow"),
     "reasoning": ("━", "magenta"),
@@ -83,8 +84,8 @@ class TimelineView(Widget):
         out.append(left + " " * max(1, width - len(left) - len(right)) + right + "\n", style="dim")
         out.append(" " * (LABEL_W + 1))
         for name, (ch, style) in PHASE_STYLE.items():
-            if name == "loading" and not any(s.phase == "loading" for _, tl in self.rows for s in tl.segments):
-                continue
+            if name in ("client", "loading") and not any(s.phase == name for _, tl in self.rows for s in tl.segments):
+                continue  # only in the legend when a turn has it
             out.append(ch * 2, style=style)
             out.append(f" {name}  ", style="dim")
         out.append("↻", style="bold red")
