@@ -84,10 +84,10 @@ def test_report_on_bench_turns_alone_reaggregates(tmp_path: Path, capsys) -> Non
 
 def test_timeline_picks_chosen_turns(tmp_path: Path, capsys) -> None:
     s = session_log(tmp_path)
-    assert main(["report", str(s), "--turns", "0,2"]) == 0
+    assert main(["report", str(s), "--turns", "1,3"]) == 0  # numbered as shown: from 1
     out = capsys.readouterr().out
     timeline = out[out.index("Timeline of chosen turns") :]
-    assert "#0 " in timeline and "#2 " in timeline and "#1 " not in timeline
+    assert "#1 " in timeline and "#3 " in timeline and "#2 " not in timeline
 
 
 def test_report_on_a_missing_file_says_so(tmp_path: Path, capsys) -> None:

@@ -23,7 +23,7 @@ from telemetry.log import SessionLog, data_dir
 from telemetry.render import RenderLag
 from telemetry.settings import TurnSettings
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
-from tui.format import fmt_settings
+from tui.format import fmt_settings, turn_label
 from tui.runner import LiveTurn, LoopThread, collect_between_turns, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
 from tui.widgets import AssistantMessage, TelemetryPane, Transcript
@@ -244,7 +244,7 @@ class ChatApp(App[None]):
         lag = self.lag.summary()
         self.lag_by_turn[record.get("turn_index", -1)] = lag
         self.pane.show_record(record, lag)
-        self._timelines.append((f"#{record.get('turn_index')}", turn_timeline(record)))
+        self._timelines.append((turn_label(record.get("turn_index")), turn_timeline(record)))
         self.pane.set_timelines(self._timelines)
         self.pane.set_history(self.session.records)
         self.message = None
@@ -386,7 +386,7 @@ class ChatApp(App[None]):
         for rec in records:
             await self.transcript.add_record(rec, self.clock)
         await self.transcript.compact()
-        self._timelines = [(f"#{r.get('turn_index')}", turn_timeline(r)) for r in records]
+        self._timelines = [(turn_label(r.get("turn_index")), turn_timeline(r)) for r in records]
         self.pane.set_timelines(self._timelines)
         self.pane.set_history(records)
         if records:

@@ -15,9 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tui.format import short_spec, turn_label
+
 PHASE_COLORS = {"waiting": "#9aa0a6", "reasoning": "#a142f4", "streaming": "#1a73e8"}
 PALETTE = ("#1a73e8", "#e8710a", "#188038", "#d93025", "#a142f4", "#12b5cb")
 PHASE_CHARS = {"waiting": "░", "reasoning": "▒", "streaming": "█"}
+BAR_NAME_W = 28  # a timeline row's name: the turn and its provider:model
 
 
 @dataclass
@@ -168,8 +171,9 @@ def timeline_chart(records: Sequence[dict[str, Any]], title: str = "Timeline") -
             if d > 0:
                 segs.append((name, t, t + d))
                 t += d
-        label = f"#{r.get('turn_index', '?')} {r.get('provider', '')}:{r.get('model', '')}"
-        bars.append(Bar(label[:28], segs))
+        turn = turn_label(r.get("turn_index"))
+        who = short_spec(r.get("provider"), r.get("model"), BAR_NAME_W - len(turn) - 1)
+        bars.append(Bar(f"{turn} {who}", segs))
     return Chart("timeline", title, "ms since send", bars=bars)
 
 
@@ -178,7 +182,7 @@ def _timeline_text(chart: Chart, width: int) -> str:
     if not chart.bars:
         return f"{chart.title}: no turns"
     end = max((s[2] for b in chart.bars for s in b.segments), default=0.0) or 1.0
-    name_w = min(28, max(len(b.name) for b in chart.bars))
+    name_w = min(BAR_NAME_W, max(len(b.name) for b in chart.bars))
     span = max(10, width - name_w - 12)
     lines = [chart.title]
     for b in chart.bars:

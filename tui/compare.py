@@ -24,6 +24,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.css.query import NoMatches
+from textual.markup import escape as escape_markup
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
@@ -38,7 +39,7 @@ from telemetry.render import RenderLag
 from telemetry.settings import TurnSettings
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
 from tui.compare_view import pane_color, pane_done_text, pane_live_text, summary
-from tui.format import fmt_settings
+from tui.format import fmt_settings, short_spec_str
 from tui.runner import LoopThread, collect_between_turns, full_collections_between_turns
 from tui.widgets import AssistantMessage, ErrorCard, NoteMessage, TimelineView, Transcript
 from tui.widgets.transcript import UserMessage
@@ -95,7 +96,13 @@ class PaneView(Vertical):
     def show_title(self) -> None:
         name = "model hidden" if self.blind else self.model_name
         wins = f"  [b green]★ {' '.join(self.wins)}[/]" if self.wins else ""
-        self.border_title = f"[b {self.color}]{self.label}[/] {name}{wins}"
+        # room for the name: the border's corners and padding, the label, the stars
+        room = (self.size.width or 40) - 6 - len(self.label) - (len(" ".join(self.wins)) + 4 if self.wins else 0)
+        short = escape_markup(short_spec_str(name, max(8, room)))  # a model name may hold brackets
+        self.border_title = f"[b {self.color}]{self.label}[/] {short}{wins}"
+
+    def on_resize(self) -> None:
+        self.show_title()  # the model's name is shortened to the pane's width
 
     async def start_prompt(self, prompt: str) -> None:
         self.timeline = None
@@ -326,6 +333,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
     # --- sending -------------------------------------------------------------------
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()  # opened from the chat: the chat's own handler must not see it
+        submitted = self.clock()  # Enter: each pane's own delay (-> its send) starts here
         text = event.value.strip()
         if not text:
             return
@@ -336,10 +344,11 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         if self.in_flight:
             self.notify("A prompt is in flight: Esc cancels it.", severity="warning")
             return
-        await self.send(text)
+        await self.send(text, submitted_ns=submitted)
 
-    async def send(self, prompt: str, repeat: int | None = None) -> None:
-        """Start the prompt on every pane; returns once it is running."""
+    async def send(self, prompt: str, repeat: int | None = None, submitted_ns: int | None = None) -> None:
+        """Start the prompt on every pane; returns once it is running. ``submitted_ns``: the user's Enter."""
+        submitted_ns = self.clock() if submitted_ns is None else submitted_ns
         n = repeat or self.repeat
         self._current_repeat = n
         self.in_flight = True
@@ -351,7 +360,14 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         pad = "\n" * max(0, summary_box.size.height - 1)
         summary_box.update(Text(f"running {n} trial{'s' if n > 1 else ''} ({self.runner.mode})…{pad}", style="dim"))
         future = self.stream.submit(
-            self.runner.run_prompt(prompt, repeat=n, on_start=self._started, on_done=self._done, ready=self._ready)
+            self.runner.run_prompt(
+                prompt,
+                repeat=n,
+                on_start=self._started,
+                on_done=self._done,
+                ready=self._ready,
+                submitted_ns=submitted_ns,
+            )
         )
         if self._tick_timer is not None:
             self._tick_timer.resume()

@@ -15,9 +15,10 @@ from rich.text import Text
 
 from telemetry.compare import METRICS, RESAMPLES, Comparison, fmt_amount
 from telemetry.recorder import Snapshot
-from tui.format import PHASE_COLOR
+from tui.format import PHASE_COLOR, short_spec_str
 
 WIN = "★"
+NAME_W = 32  # the summary's model column
 PANE_COLORS = ("cyan", "magenta", "yellow", "green")
 
 
@@ -59,7 +60,7 @@ def summary_table(
     multi = c.trials > 1
     table = Table(title=title, title_justify="left", expand=False, pad_edge=False, show_edge=False)
     table.add_column("pane", no_wrap=True)
-    table.add_column("model", overflow="ellipsis", min_width=8, max_width=32)
+    table.add_column("model", overflow="ellipsis", min_width=8, max_width=NAME_W)
     for m in METRICS:
         head = "out tok" if m.key == "output_tokens" else m.label
         table.add_column(head + (" med" if multi else ""), justify="right", no_wrap=True)
@@ -68,7 +69,7 @@ def summary_table(
         s = c.stats[p]
         cells: list[Text | str] = [
             Text(p, style=f"bold {(colors or {}).get(p, '')}".strip()),
-            (names or {}).get(p, f"{s.provider}:{s.model}"),
+            short_spec_str((names or {}).get(p, f"{s.provider}:{s.model}"), NAME_W),
         ]
         for m in METRICS:
             ms = s.metrics[m.key]

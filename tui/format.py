@@ -52,3 +52,80 @@ def fmt_settings(settings: dict) -> str:
     if settings.get("speculative"):
         parts.append("speculative")
     return " · ".join(parts)
+
+
+ELLIPSIS = "…"
+_SEPARATORS = "-_: "  # where a model name splits into readable parts ("." is not one: "Qwen2.5", "3.3")
+
+
+def turn_label(index: object, prefix: str = "#") -> str:
+    """How a person reads a turn: "#1" (or "turn 1", or "1" under a "#" heading) for ``turn_index`` 0.
+
+    The log keeps ``turn_index`` 0-based (it is the schema); every screen, table and chart
+    numbers turns from 1, through this one function. A missing index reads "?".
+    """
+    ok = isinstance(index, int) and not isinstance(index, bool) and index >= 0
+    return prefix + (str(index + 1) if ok else "?")  # type: ignore[operator]
+
+
+def short_model(name: str | None, width: int) -> str:
+    """A model name that fits ``width`` characters and still says which model it is.
+
+    Model names run from the general to the specific: family, version, size, then variant,
+    date and quantization ("Llama-3.3-70B-Instruct-Q4_K_M", "claude-sonnet-4-5-20250929").
+    So, only as far as needed to fit:
+
+    1. the vendor or directory prefix goes ("meta-llama/", "/models/"; not in a label with
+       spaces, such as a report's group name) and a ".gguf" extension;
+    2. whole trailing parts go, cut at a separator (``-``, ``_``, ``:``, space) and marked with
+       "…": "Llama-3.3-70B…", never "a-3.3-70B-Instruct" cut from the left;
+    3. when that would keep less than half the width (one long part), the start and the
+       end are kept around a "…" in the middle: "averylongm…name".
+
+    The full name stays in the record (and the export); every place that shortens a name for
+    people uses this function.
+    """
+    name = (name or "").strip()
+    if width <= 0:
+        return ""
+    if len(name) <= width:
+        return name
+    base = name
+    if not any(c.isspace() for c in name):  # an id or a path; a label with spaces keeps its "/" parts
+        base = name.rstrip("/").rsplit("/", 1)[-1] or name
+    if base.lower().endswith(".gguf"):
+        base = base[: -len(".gguf")]
+    if len(base) <= width:
+        return base
+    if width == 1:
+        return ELLIPSIS
+    room = width - 1
+    cut = max((i for i in range(1, room + 1) if base[i] in _SEPARATORS), default=0)
+    if cut >= width / 2:
+        return base[:cut] + ELLIPSIS
+    tail = room // 3
+    return base[: room - tail] + ELLIPSIS + (base[-tail:] if tail else "")
+
+
+def short_spec(provider: str | None, model: str | None, width: int, sep: str = ":") -> str:
+    """``provider:model`` in ``width`` characters, each part shortened by :func:`short_model`.
+
+    The model gets at least two thirds of the room (or all it needs): it says more about the
+    latency than the provider does. Without room for the provider or five of its characters,
+    only the model is shown.
+    """
+    if not provider:
+        return short_model(model, width)
+    if not model:
+        return short_model(provider, width)
+    model_room = min(len(model), max(width - len(provider) - len(sep), (width - len(sep)) * 2 // 3))
+    provider_room = width - len(sep) - model_room
+    if provider_room < min(5, len(provider)):
+        return short_model(model, width)
+    return f"{short_model(provider, provider_room)}{sep}{short_model(model, model_room)}"
+
+
+def short_spec_str(spec: str, width: int) -> str:
+    """:func:`short_spec` for a ``provider:model`` string (the model may itself hold colons)."""
+    provider, sep, model = spec.partition(":")
+    return short_spec(provider, model, width) if sep and model else short_model(spec, width)

@@ -22,6 +22,7 @@ from telemetry.compare import pane_stats
 from telemetry.log import read_records, resolve
 from tui import charts
 from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
+from tui.format import short_model
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("files", nargs="+", help="bench folders, summary.json, .jsonl logs, or session ids")
-    p.add_argument("--turns", help="turn indices for the timeline, e.g. 0,3,7 (default: the last 8)")
+    p.add_argument("--turns", help="turns for the timeline, numbered from 1 as shown, e.g. 1,4,8 (default: the last 8)")
     p.add_argument("--html", type=Path, help="write one HTML page with the tables and charts")
     p.add_argument("--svg", type=Path, metavar="DIR", help="write each chart as an SVG file into DIR")
     p.add_argument("--png", type=Path, metavar="DIR", help="write each chart as PNG into DIR (needs matplotlib)")
@@ -156,14 +157,14 @@ def groups_table(groups: list[Group]) -> str:
     name_w = min(48, max(len(g.name) for g in groups))
     lines = [f"{'turns of':<{name_w}} " + " ".join(f"{c:>9}" for c in GROUP_COLUMNS)]
     for g in groups:
-        lines.append(f"{g.name[:name_w]:<{name_w}} " + " ".join(f"{c:>9}" for c in group_row(g)))
+        lines.append(f"{short_model(g.name, name_w):<{name_w}} " + " ".join(f"{c:>9}" for c in group_row(g)))
     return "\n".join(lines)
 
 
 def _chosen(records: list[dict[str, Any]], turns: str | None) -> list[dict[str, Any]]:
     if not turns:
         return records[-8:]
-    want = {int(t) for t in turns.split(",") if t.strip()}
+    want = {int(t) - 1 for t in turns.split(",") if t.strip()}  # as people read them (turn_label): from 1
     return [r for r in records if r.get("turn_index") in want]
 
 

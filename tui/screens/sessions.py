@@ -12,7 +12,10 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from telemetry.log import SessionInfo, list_sessions, sessions_dir
-from tui.format import fmt_ms
+from tui.format import fmt_ms, short_model, short_spec_str
+
+MODELS_W = 50  # the models column
+MODEL_W = 24  # each model in it
 
 
 class SessionsScreen(ModalScreen[Path | None]):
@@ -49,7 +52,7 @@ class SessionsScreen(ModalScreen[Path | None]):
                 str(s.errors),
                 fmt_ms(s.median_ttft_ms),
                 fmt_ms(s.median_tpot_ms, digits=1),
-                ", ".join(s.models)[:50],
+                short_model(", ".join(short_spec_str(m, MODEL_W) for m in s.models), MODELS_W),
                 key=str(s.path),
             )
         if not self.sessions:

@@ -10,9 +10,10 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from telemetry.diagnosis import diagnose_session
-from tui.format import DASH, fmt_ms
+from tui.format import DASH, fmt_ms, short_model, turn_label
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "cancelled": "yellow"}
+MODEL_W = 16
 
 
 class HistoryPanel(Vertical):
@@ -36,8 +37,8 @@ class HistoryPanel(Vertical):
             status = r.get("status") or "?"
             out = tok.get("output")
             table.add_row(
-                str(r.get("turn_index", "")),
-                (r.get("model") or "")[-16:],
+                turn_label(r.get("turn_index"), ""),  # under the "#" heading
+                short_model(r.get("model"), MODEL_W),
                 Text(status, style=STATUS_STYLE.get(status, "")),
                 fmt_ms(m.get("ttft_ms")),
                 fmt_ms(m.get("ttfvt_ms")),

@@ -16,11 +16,12 @@ from textual.widgets import Sparkline, Static
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.recorder import Snapshot
 from telemetry.timeline import Timeline
-from tui.format import DASH, PHASE_COLOR, fmt_ms, fmt_num
+from tui.format import DASH, PHASE_COLOR, fmt_ms, fmt_num, short_spec, turn_label
 from tui.widgets.history import HistoryPanel
 from tui.widgets.timeline import TimelineView
 
 LABEL_W = 15
+HEADER_MODEL_W = 40  # the turn header's provider · model: one line of the 64-column pane
 
 
 def _row(t: Text, label: str, value: str | Text, style: str = "") -> None:
@@ -159,7 +160,8 @@ def record_text(rec: dict[str, Any], lag: dict[str, Any] | None = None) -> Text:
     status = rec.get("status") or "?"
     t = Text()
     t.append(f" {status.upper()} ", style=f"bold reverse {PHASE_COLOR.get(status, '')}")
-    t.append(f"  turn {rec.get('turn_index', '?')} · {rec.get('provider')} · {rec.get('model')}\n", style="bold")
+    who = short_spec(rec.get("provider"), rec.get("model"), HEADER_MODEL_W, sep=" · ")
+    t.append(f"  {turn_label(rec.get('turn_index'), 'turn ')} · {who}\n", style="bold")
     _row(t, "TTFT", fmt_ms(m.get("ttft_ms")))
     _row(t, "TTFVT", fmt_ms(m.get("ttfvt_ms")))
     if m.get("reasoning_delay_ms") is not None:
