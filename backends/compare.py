@@ -119,6 +119,7 @@ class CompareRunner:
         self._tasks: dict[int, asyncio.Task[TurnRecord]] = {}
         self._cancel_requested: set[int] = set()
         self._stop = False
+        self._submitted_ns: int | None = None  # the current prompt's submit (run_prompt)
 
     # --- one prompt, every pane ---------------------------------------------------------
     async def run_prompt(
@@ -130,10 +131,15 @@ class CompareRunner:
         on_done: OnDone | None = None,
         on_event: OnEvent | None = None,
         ready: Ready | None = None,
+        submitted_ns: int | None = None,
     ) -> PromptResult:
         """Every pane, ``repeat`` trials. ``on_start`` sees each turn's recorder before its request
         goes out; ``ready`` (awaited after the ``on_start`` calls, before the release) lets a front end
-        finish laying out the new turns first, so its drawing work does not overlap the streams' start."""
+        finish laying out the new turns first, so its drawing work does not overlap the streams' start.
+
+        ``submitted_ns``: when the user asked (Enter), the start of each first turn's own delay
+        (``own_delay_ms``); a turn ttft starts by itself (a later trial, the next pane in sequential
+        mode) counts its own delay from the moment ttft starts it."""
         if repeat < 1:
             raise ValueError("repeat must be >= 1")
         index = self.prompt_index
@@ -142,6 +148,7 @@ class CompareRunner:
         skews: list[float] = []
         requests = [self._request(p, prompt) for p in self.panes]
         hooks = _Hooks(on_start, on_done, on_event, ready)
+        self._submitted_ns = submitted_ns
         self._stop = False
         for trial in range(repeat):
             if self._stop:
@@ -219,6 +226,8 @@ class CompareRunner:
             self.panes[i].backend, request, session_id=self.session_id, turn_index=self._turn_index, extra=extra
         )
         self._turn_index += 1
+        asked = self._submitted_ns
+        rec.feed(ev.Submitted(asked if asked is not None and trial == 0 and position == 0 else ev.now_ns()))
         return rec
 
     async def _one(self, i: int, request: ChatRequest, recorder: TurnRecorder, on_event: OnEvent | None) -> TurnRecord:

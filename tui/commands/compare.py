@@ -164,7 +164,10 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
             err.print(f"[dim]{done}/{total} {LABELS[pane]} trial {trial + 1}: {record.status}[/dim]", highlight=False)
 
     try:
-        result = await runner.run_prompt(prompt, repeat=args.repeat, on_done=progress)
+        # the process start (tui.cli) is what the first turns' own delay runs from
+        result = await runner.run_prompt(
+            prompt, repeat=args.repeat, on_done=progress, submitted_ns=getattr(args, "started_ns", None)
+        )
     finally:
         for b in backends:
             await b.aclose()
