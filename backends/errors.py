@@ -8,16 +8,32 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass
 
-import anthropic
 import httpx2
-import openai
 
 from backends.http import Probe
 from telemetry import events as ev
 
+SDKS = ("openai", "anthropic")
+
 _KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")
+
+
+def sdk_errors(name: str) -> tuple[type[BaseException], ...]:
+    """The SDKs' exception class ``name`` (e.g. ``APIStatusError``), from each SDK this process has imported.
+
+    Read from ``sys.modules`` rather than imported: an OpenAI-compatible call must not pay for
+    importing the Anthropic SDK (~0.7 s) just to classify errors, and an SDK that was never
+    imported cannot have raised anything.
+    """
+    out: list[type[BaseException]] = []
+    for sdk in SDKS:
+        cls = getattr(sys.modules.get(sdk), name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            out.append(cls)
+    return tuple(out)
 
 
 def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
@@ -59,7 +75,7 @@ def _sentence(s: str) -> str:
 def _unwrap(exc: BaseException) -> BaseException:
     """The httpx2 error under an SDK's connection/timeout wrapper."""
     seen = 0
-    while seen < 5 and isinstance(exc, (openai.APIConnectionError, anthropic.APIConnectionError)):
+    while seen < 5 and isinstance(exc, sdk_errors("APIConnectionError")):
         cause = exc.__cause__ or exc.__context__
         if cause is None:
             break
@@ -84,10 +100,10 @@ def failed_from_exception(exc: BaseException, ctx: ErrorContext, probe: Probe | 
     attempts = probe.attempt if probe else 0
     where = ctx.base_url or f"the {ctx.provider} API"
     status = getattr(exc, "status_code", None)
-    is_conn = isinstance(exc, (openai.APIConnectionError, anthropic.APIConnectionError))
-    if isinstance(exc, (openai.APIStatusError, anthropic.APIStatusError)) and status not in (None, 200):
+    is_conn = isinstance(exc, sdk_errors("APIConnectionError"))
+    if isinstance(exc, sdk_errors("APIStatusError")) and status not in (None, 200):
         return _http_failure(t, exc, int(status), ctx, attempts)
-    if isinstance(exc, (openai.APIError, anthropic.APIError)) and not is_conn and (ctx.streaming_started or status):
+    if isinstance(exc, sdk_errors("APIError")) and not is_conn and (ctx.streaming_started or status):
         msg = provider_message(exc)
         etype = _body_type(exc) or "error"
         return ev.Failed(
@@ -99,7 +115,7 @@ def failed_from_exception(exc: BaseException, ctx: ErrorContext, probe: Probe | 
         )
     inner = _unwrap(exc)
     if isinstance(inner, (httpx2.ReadTimeout, httpx2.WriteTimeout, httpx2.PoolTimeout)) or isinstance(
-        exc, (openai.APITimeoutError, anthropic.APITimeoutError)
+        exc, sdk_errors("APITimeoutError")
     ):
         secs = f"{ctx.timeout_s:g} s" if ctx.timeout_s else "the read timeout"
         phase = "in the middle of the answer" if ctx.streaming_started else "before the answer started"
@@ -129,7 +145,7 @@ def failed_from_exception(exc: BaseException, ctx: ErrorContext, probe: Probe | 
             "Is the server running? Check --base-url (and the port).",
         )
     if isinstance(inner, (httpx2.RemoteProtocolError, httpx2.ReadError)) or isinstance(
-        exc, (openai.APIConnectionError, anthropic.APIConnectionError)
+        exc, sdk_errors("APIConnectionError")
     ):
         detail = str(inner) or type(inner).__name__
         phase = "in the middle of the answer" if ctx.streaming_started else "before the answer started"
@@ -148,7 +164,7 @@ def failed_from_exception(exc: BaseException, ctx: ErrorContext, probe: Probe | 
             None,
             "The server may not speak this API: check --base-url and the provider kind (-m PROVIDER:MODEL).",
         )
-    if isinstance(exc, (openai.APIError, anthropic.APIError)):
+    if isinstance(exc, sdk_errors("APIError")):
         return ev.Failed(
             t,
             "api_error",

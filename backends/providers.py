@@ -282,10 +282,7 @@ def list_models(spec: str, base_url: str | None = None, *, api_key: str | None =
         from backends.local_model import installed_models
 
         return [m.name for m in installed_models()]
-    import anthropic
-    import openai
-
-    from backends.errors import provider_message, scrub
+    from backends.errors import provider_message, scrub, sdk_errors
 
     r = resolve(spec, base_url=base_url)
     if r.kind == "compat" and not r.base_url:
@@ -297,24 +294,28 @@ def list_models(spec: str, base_url: str | None = None, *, api_key: str | None =
     key = _key(r, api_key)
     timeout = r.timeout or 30.0
     try:
-        if r.kind == "anthropic":
+        if r.kind == "anthropic":  # each SDK imported only for its own provider: either costs 0.3-0.7 s
+            import anthropic
+
             a = anthropic.Anthropic(
                 api_key=key or "none", base_url=r.base_url, default_headers=r.headers or None, timeout=timeout
             )
             ids = [m.id for m in a.models.list()]
         else:
+            import openai
+
             o = openai.OpenAI(
                 api_key=key or "none", base_url=r.base_url, default_headers=r.headers or None, timeout=timeout
             )
             ids = [m.id for m in o.models.list()]
-    except (openai.APIStatusError, anthropic.APIStatusError) as exc:
+    except sdk_errors("APIStatusError") as exc:
         where = r.base_url or r.provider
         raise ProviderError(
             scrub(f"{where} did not list its models (HTTP {exc.status_code}: {provider_message(exc)}).", (key or "",)),
             kind="http_error",
             hint="Not every server offers /v1/models; check --base-url (it usually ends in /v1).",
         ) from None
-    except (openai.APIError, anthropic.APIError) as exc:
+    except sdk_errors("APIError") as exc:
         raise ProviderError(
             scrub(f"Could not reach {r.base_url or r.provider} ({provider_message(exc)}).", (key or "",)),
             kind="connect_error",

@@ -1,42 +1,69 @@
-"""The ``ttft`` command line. Each subcommand lives in its own module and registers itself here."""
+"""The ``ttft`` command line. Each subcommand lives in its own module and registers itself here.
+
+Only the module of the command being run is imported (``ttft ask`` never pays for
+Textual, numpy-heavy reports or the bench driver); ``ttft --help`` and an unknown
+command import them all so argparse can list them.
+"""
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import sys
-from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
+# First, before any other import: the moment this process began to serve the user, on the
+# events' shared clock. `ttft ask` measures its own delay (start -> first send) from here.
+from telemetry.events import now_ns
 
-# Modules that define ``register(subparsers)``; each adds one subcommand.
+STARTED_NS: int | None = now_ns()
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import sys  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
+
+# Modules that define ``register(subparsers)``; each adds one subcommand, named by the key.
 # A module not written yet is skipped, so commands can land one at a time.
-COMMAND_MODULES = (
-    "tui.commands.chat",
-    "tui.commands.ask",
-    "tui.commands.models",
-    "tui.commands.compare",
-    "tui.commands.bench",
-    "tui.commands.report",
-    "tui.commands.sessions",
-    "tui.commands.export",
-)
+COMMANDS = {
+    "chat": "tui.commands.chat",
+    "ask": "tui.commands.ask",
+    "models": "tui.commands.models",
+    "compare": "tui.commands.compare",
+    "bench": "tui.commands.bench",
+    "report": "tui.commands.report",
+    "sessions": "tui.commands.sessions",
+    "export": "tui.commands.export",
+}
+COMMAND_MODULES = tuple(COMMANDS.values())
 
 
 def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("ttft")
     except PackageNotFoundError:
         return "0+unknown"
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """``--version``: reads the installed metadata only when asked (it costs ~10 ms at every start otherwise)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"ttft {package_version()}")
+        parser.exit()
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser with every command, or with just ``only`` (the command about to run)."""
     parser = argparse.ArgumentParser(
         prog="ttft",
         description="A terminal chat client for LLMs that shows where the latency comes from.",
     )
-    parser.add_argument("--version", action="version", version=f"ttft {package_version()}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for cmd, name in COMMANDS.items():
+        if only is not None and cmd != only:
+            continue
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -47,20 +74,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _started_ns(argv: Sequence[str] | None) -> int:
+    """When the user asked: this process's start for a real command line (the first call), else now."""
+    global STARTED_NS
+    started, STARTED_NS = STARTED_NS, None
+    return started if started is not None and argv is None else now_ns()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    started = _started_ns(argv)
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
     # Bare `ttft` (or options only) opens the chat.
     if not args_list or (args_list[0].startswith("-") and args_list[0] not in ("-h", "--help", "--version")):
-        if "chat" in parser._subparsers._group_actions[0].choices:  # type: ignore[union-attr]
-            args_list = ["chat", *args_list]
-        else:
-            parser.print_help()
-            return 0
+        args_list = ["chat", *args_list]
+    only = args_list[0] if args_list[0] in COMMANDS else None
+    parser = build_parser(only)
+    if only == "chat" and "chat" not in parser._subparsers._group_actions[0].choices:  # type: ignore[union-attr]
+        parser.print_help()
+        return 0
     args = parser.parse_args(args_list)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    args.started_ns = started  # what a command measures its own delay from
     return int(args.func(args) or 0)
 
 

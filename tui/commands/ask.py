@@ -21,6 +21,7 @@ from backends.providers import ProviderError, create_backend, default_spec, is_l
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
 from telemetry.log import SessionLog
+from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
@@ -115,6 +116,9 @@ def summary_line(d: dict[str, Any]) -> str:
         r = f", {t['reasoning']} reasoning" if t.get("reasoning") else ""
         parts.append(f"{out} tokens out{r} ({t['source']})")
     parts.append(f"E2E {f(m.get('e2e_ms') or m.get('total_ms'))}")
+    own = m.get("own_delay_ms")
+    if own is not None and own >= OWN_DELAY_SHOWN_MS:
+        parts.append(f"ttft's own {f(own)} before the send")
     if d.get("attempts", 1) > 1:
         parts.append(f"{d['attempts']} attempts (+{f(m.get('retry_ms'))} retrying)")
     if not d["settings"].get("stream", True):
@@ -129,12 +133,13 @@ def summary_line(d: dict[str, Any]) -> str:
 
 
 def _failed_record(
-    spec: str, base_url: str | None, request: ChatRequest, err: ProviderError, log: SessionLog
+    spec: str, base_url: str | None, request: ChatRequest, err: ProviderError, log: SessionLog, submitted_ns: int
 ) -> TurnRecord:
     """A turn that never reached a server (bad spec, missing key) is still a recorded turn."""
     provider, model = parse_spec(spec) if spec.strip() else ("", None)
     stub = SimpleNamespace(provider=provider, api="", model=model or "", base_url=base_url)
     rec = new_recorder(stub, request, session_id=log.session_id, turn_index=log.next_turn_index())  # type: ignore[arg-type]
+    rec.feed(ev.Submitted(submitted_ns))
     rec.feed(ev.Failed(ev.now_ns(), err.kind, err.message, None, err.hint))
     record = rec.finish()
     log.append(record)
@@ -178,6 +183,7 @@ def _make_backend(spec: str, base_url: str | None, timeout: float | None) -> Bac
 
 
 def run(args: argparse.Namespace) -> int:
+    started = getattr(args, "started_ns", None) or ev.now_ns()  # tui.cli stamps the process start
     prompt = " ".join(args.prompt).strip()
     if not prompt and not sys.stdin.isatty():
         prompt = sys.stdin.read().strip()
@@ -196,9 +202,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             backend = _make_backend(spec, args.base_url, args.timeout)
         except ProviderError as err:
-            record = _failed_record(spec, args.base_url, request, err, log)
+            record = _failed_record(spec, args.base_url, request, err, log, started)
         else:
             recorder = new_recorder(backend, request, session_id=log.session_id, turn_index=log.next_turn_index())
+            recorder.feed(ev.Submitted(started))  # ttft's own delay runs from the process start to the send
             record = asyncio.run(_ask(backend, request, recorder, log, echo=not args.json))
     except KeyboardInterrupt:
         if recorder is None:
