@@ -8,6 +8,7 @@ is cancelled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 from backends.base import Backend, ChatRequest
@@ -32,6 +33,19 @@ def new_recorder(
         input_chars=sum(len(m.content) for m in request.messages),
         extra=dict(extra or {}),
     )
+
+
+async def warm_up(backend: Backend) -> None:
+    """Pay a backend's first-use costs before any turn: ``warm_up()`` where it has one (the SDK's first
+    stream), else ``load()`` (a local model: the turns after it then have no load phase).
+
+    Best effort: a failure here is met again, and recorded, by the first turn.
+    """
+    warm = getattr(backend, "warm_up", None) or getattr(backend, "load", None)
+    if warm is None:
+        return
+    with contextlib.suppress(Exception):
+        await warm()
 
 
 async def run_turn(

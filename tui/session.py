@@ -5,6 +5,8 @@ No widgets here, so the chat and each compare pane can hold one each.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import os
 from collections.abc import Callable
@@ -13,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import Backend, ChatRequest, Message
-from backends.turn import new_recorder
+from backends.turn import new_recorder, warm_up
+from telemetry import events as ev
 from telemetry.log import SessionLog, read_records
 from telemetry.settings import TurnSettings
 from tui.runner import LiveTurn, LoopThread, start_turn
@@ -64,26 +67,73 @@ class ChatSession:
         self.records: list[dict[str, Any]] = []
         self.turn_index = 0
         self.live: LiveTurn | None = None
+        # The backend being created (on the stream loop): the start-up warm-up and the first turn share it.
+        self._creating: concurrent.futures.Future[Backend] | None = None
 
     # --- backend -------------------------------------------------------------------
-    async def ensure_backend(self) -> Backend:
-        """Create the backend on the stream loop (a local model loads there, never on the UI thread)."""
-        if self.backend is None:
-            spec, base_url, factory = self.spec, self.base_url, self.factory
+    async def ensure_backend(self, *, keep_failure: bool = False) -> Backend:
+        """Create the backend on the stream loop (a local model loads there, never on the UI thread).
 
-            async def make() -> Backend:
-                return factory(spec, base_url)
-
-            self.backend = await self.runner.call(make)
+        Once, however many wait for it: a turn sent while the warm-up is still creating it waits
+        for that one. A failed creation is tried again by the next call, unless ``keep_failure``
+        (the warm-up): then the first turn meets the same error without paying for it twice.
+        """
+        while self.backend is None:
+            fut = self._creating
+            if fut is None:
+                fut = self._creating = self.runner.submit(self._make(self.factory, self.spec, self.base_url))
+            try:
+                backend = await asyncio.wrap_future(fut)
+            except Exception:
+                if not keep_failure and self._creating is fut:
+                    self._creating = None
+                raise
+            if self._creating is fut:  # still the model wanted (no switch meanwhile)
+                self._creating = None
+                if self.backend is None:
+                    self.backend = backend
+                else:  # one was put in place meanwhile: it wins
+                    self._close_later(backend)
         return self.backend
+
+    @staticmethod
+    async def _make(factory: BackendFactory, spec: str, base_url: str | None) -> Backend:
+        return factory(spec, base_url)  # on the stream loop: a process start or a model load never blocks the UI
+
+    async def warm_up(self) -> None:
+        """Start the backend and pay its first-use costs now (the SDK's first stream, a local model's load),
+        while the user types, so the first turn's own delay is as small as any later turn's.
+
+        Never raises: a backend that cannot start says so on the first turn, as it would without this.
+        """
+        try:
+            backend = await self.ensure_backend(keep_failure=True)
+        except Exception:
+            return
+
+        async def warm() -> None:
+            await warm_up(backend)
+
+        with contextlib.suppress(Exception):
+            await self.runner.call(warm)
 
     def switch_model(self, spec: str, base_url: str | None = None) -> None:
         """The next turn uses ``spec``; the old backend closes in the background."""
         old, self.backend = self.backend, None
+        creating, self._creating = self._creating, None
         self.spec, self.base_url = spec, base_url
         if old is not None:
-            fut = self.runner.submit(old.aclose())
-            fut.add_done_callback(lambda f: f.exception())  # an error closing the old one is not the user's problem
+            self._close_later(old)
+        if creating is not None:  # one being created for the old model: close it once it exists
+            creating.add_done_callback(self._close_created)
+
+    def _close_created(self, fut: concurrent.futures.Future[Backend]) -> None:
+        if not fut.cancelled() and fut.exception() is None:
+            self._close_later(fut.result())
+
+    def _close_later(self, backend: Backend) -> None:
+        fut = self.runner.submit(backend.aclose())
+        fut.add_done_callback(lambda f: f.exception())  # an error closing the old one is not the user's problem
 
     async def close_backend(self) -> None:
         backend, self.backend = self.backend, None
@@ -109,12 +159,16 @@ class ChatSession:
         msgs.append(Message("user", prompt))
         return ChatRequest(tuple(msgs), self.settings)
 
-    async def start(self, prompt: str) -> LiveTurn:
+    async def start(self, prompt: str, *, submitted_ns: int | None = None) -> LiveTurn:
+        """Start a turn. ``submitted_ns``: when the user asked (Enter), on the events' clock; ttft's own
+        delay (``own_delay_ms``) runs from there to the first send."""
+        submitted_ns = ev.now_ns() if submitted_ns is None else submitted_ns
         backend = await self.ensure_backend()
         request = self.build_request(prompt)
         recorder = new_recorder(
             backend, request, session_id=self.log.session_id, turn_index=self.turn_index, extra=self.extra
         )
+        recorder.feed(ev.Submitted(submitted_ns))  # before the runner sees the recorder: no other feeder yet
         self.turn_index += 1
         self.live = start_turn(self.runner, backend, request, recorder, self.log)
         return self.live
