@@ -103,8 +103,12 @@ class ChatApp(App[None]):
         session_id: str | None = None,
         clock: Callable[[], int] | None = None,
         fps: float = 30.0,
+        warm_up: bool | None = None,
     ) -> None:
+        """``warm_up``: start the backend and pay its first-use costs at start-up, while the user types
+        (None: for the real backends, i.e. no ``factory`` given; a factory's fakes only when asked)."""
         super().__init__()
+        self.warm_up_at_start = factory is None if warm_up is None else warm_up
         self._gc_policy = contextlib.ExitStack()
         self.clock = clock or ev.now_ns
         self.fps = fps
@@ -126,6 +130,7 @@ class ChatApp(App[None]):
         self.last_export: list[Path] = []
         self._tick_timer = None
         self._pane_phase = ""
+        self._starting = False
         self._pane_ns = 0
 
     # --- layout --------------------------------------------------------------------
@@ -154,6 +159,13 @@ class ChatApp(App[None]):
         self.query_one("#prompt", Input).focus()
         if self.resume_path is not None:
             await self.load_session(self.resume_path)
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        """The backend's start and first use, in the background: the first turn then goes out as fast as
+        any later one (its own delay, Enter -> send, no longer holds a process start or an SDK's first use)."""
+        if self.warm_up_at_start:
+            self.run_worker(self.session.warm_up(), group="warm-up", exit_on_error=False)
 
     async def on_unmount(self) -> None:
         self._gc_policy.close()
@@ -174,11 +186,12 @@ class ChatApp(App[None]):
     # --- a turn --------------------------------------------------------------------
     @property
     def busy(self) -> bool:
-        return self.live is not None or self.message is not None
+        return self.live is not None or self.message is not None or self._starting
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input is not self.prompt_input:
             return  # another screen's input (compare mode, a dialog)
+        submitted = self.clock()  # Enter: what the user waits for starts here, not at the send
         text = event.value.strip()
         if not text:
             return
@@ -189,20 +202,23 @@ class ChatApp(App[None]):
         if text.startswith("/compare"):
             await self.action_compare(text.removeprefix("/compare").strip() or None)
             return
-        await self.send(text)
+        await self.send(text, submitted)
 
-    async def send(self, prompt: str) -> None:
-        """Start a turn; returns once it is running (the record arrives later)."""
+    async def send(self, prompt: str, submitted_ns: int | None = None) -> None:
+        """Start a turn; returns once it is running (the record arrives later).
+
+        ``submitted_ns``: the user's Enter (default: now); the record's ``own_delay_ms`` runs from it.
+        """
+        submitted_ns = self.clock() if submitted_ns is None else submitted_ns
         self.lag = RenderLag()
-        await self.transcript.compact()  # a paint must not cost more the longer the chat
-        await self.transcript.add_user(prompt)
-        self.message = await self.transcript.add_assistant(self.clock, self.lag)
         self.pane.show_message(f"starting {self.session.spec}…")
+        self._starting = True  # busy from Enter on, though nothing is mounted yet
         try:
-            self.live = await self.session.start(prompt)
+            live = await self.session.start(prompt, submitted_ns=submitted_ns)
         except Exception as exc:  # the backend could not even be created (unknown model, missing key, ...)
-            await self.message.remove()
-            self.message = None
+            self._starting = False
+            await self.transcript.compact()
+            await self.transcript.add_user(prompt)
             await self.transcript.add_error(
                 {
                     "provider": self.session.spec,
@@ -217,10 +233,20 @@ class ChatApp(App[None]):
             )
             self.pane.show_message(f"could not start {self.session.spec}: {exc}")
             return
-        self.update_header()
+        # The request is on its way: the prompt and the answer's widgets are mounted while it travels
+        # (10-30 ms), not before it leaves, where they were ttft's own delay.
+        self.live = live
         if self._tick_timer is not None:
             self._tick_timer.resume()
-        self._await_turn(self.live, self.message)
+        self._tick(force=True)  # the pane goes live at once: the phase and the wait so far
+        try:
+            await self.transcript.compact()  # a paint must not cost more the longer the chat
+            await self.transcript.add_user(prompt)
+            self.message = message = await self.transcript.add_assistant(self.clock, self.lag)
+        finally:
+            self._starting = False
+        self.update_header()
+        self._await_turn(live, message)
 
     @work(exclusive=False, group="turn")
     async def _await_turn(self, live: LiveTurn, message: AssistantMessage) -> None:
@@ -253,12 +279,13 @@ class ChatApp(App[None]):
     def _tick(self, force: bool = False) -> None:
         """One frame: new text into the answer every frame; the pane at PANE_FPS or on a phase change."""
         live, message = self.live, self.message
-        if live is None or message is None:
+        if live is None:
             return
         rec = live.recorder
         now = self.clock()
         snap = rec.snapshot(now)
-        message.pump(rec, snap)
+        if message is not None:  # None for the first frames: the answer's widget is mounted after the send
+            message.pump(rec, snap)
         if force or snap.phase != self._pane_phase or now - self._pane_ns >= 1e9 / PANE_FPS:
             self._pane_phase, self._pane_ns = snap.phase, now
             self.pane.show_live(snap, rec.attempts, self.lag.summary())
@@ -272,6 +299,7 @@ class ChatApp(App[None]):
             self.pop_screen()
 
     async def action_regenerate(self) -> None:
+        submitted = self.clock()
         if self.busy:
             self.notify("A turn is in flight: Esc cancels it first.", severity="warning")
             return
@@ -279,7 +307,7 @@ class ChatApp(App[None]):
         if prompt is None:
             self.notify("Nothing to regenerate yet.")
             return
-        await self.send(prompt)
+        await self.send(prompt, submitted)
 
     async def action_new_chat(self) -> None:
         if self.live is not None:
@@ -330,6 +358,7 @@ class ChatApp(App[None]):
         self.session.settings = settings
         if spec and (spec != self.session.spec or base_url != self.session.base_url):
             self.session.switch_model(spec, base_url)
+            self.warm_up()  # the new model's first use, too, while the user types
         self.update_header()
         self.notify(f"Next turn: {self.session.spec} · {fmt_settings(settings.to_dict())}")
 
@@ -453,6 +482,7 @@ class ChatApp(App[None]):
     async def continue_from(self, handoff: ChatHandoff) -> None:
         """The chat goes on with a compare pane: its model, and its conversation as the context."""
         self.session.switch_model(handoff.spec, handoff.base_url)
+        self.warm_up()
         self.session.messages = list(handoff.messages)
         await self.transcript.add_note(
             f"continuing pane {handoff.label} ({handoff.spec}) from the comparison: "
