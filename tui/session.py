@@ -69,6 +69,7 @@ class ChatSession:
         self.live: LiveTurn | None = None
         # The backend being created (on the stream loop): the start-up warm-up and the first turn share it.
         self._creating: concurrent.futures.Future[Backend] | None = None
+        self._warming: asyncio.Future[None] | None = None  # the warm-up of the current backend
 
     # --- backend -------------------------------------------------------------------
     async def ensure_backend(self, *, keep_failure: bool = False) -> Backend:
@@ -114,13 +115,15 @@ class ChatSession:
         async def warm() -> None:
             await warm_up(backend)
 
+        self._warming = warming = asyncio.wrap_future(self.runner.submit(warm()))
         with contextlib.suppress(Exception):
-            await self.runner.call(warm)
+            await warming
 
     def switch_model(self, spec: str, base_url: str | None = None) -> None:
         """The next turn uses ``spec``; the old backend closes in the background."""
         old, self.backend = self.backend, None
         creating, self._creating = self._creating, None
+        self._warming = None
         self.spec, self.base_url = spec, base_url
         if old is not None:
             self._close_later(old)
@@ -169,6 +172,14 @@ class ChatSession:
             backend, request, session_id=self.log.session_id, turn_index=self.turn_index, extra=self.extra
         )
         recorder.feed(ev.Submitted(submitted_ns))  # before the runner sees the recorder: no other feeder yet
+        warming = self._warming
+        if warming is not None and not warming.done() and backend.provider == "local":
+            # Sent while the start-up load still runs: the wait for it is this turn's load phase, as a load
+            # in the turn would be (never its own delay, never TTFT).
+            recorder.feed(ev.ModelLoadStarted(ev.now_ns(), what="waiting for the model load begun at start-up"))
+            with contextlib.suppress(Exception):
+                await asyncio.shield(warming)
+            recorder.feed(ev.ModelLoadFinished(ev.now_ns()))
         self.turn_index += 1
         self.live = start_turn(self.runner, backend, request, recorder, self.log)
         return self.live
