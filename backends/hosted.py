@@ -20,7 +20,7 @@ import httpx2
 
 from backends.base import ChatRequest
 from backends.errors import ErrorContext, failed_from_exception
-from backends.http import DEFAULT_TIMEOUT_S, NO_KEY, InstrumentedHTTP, Probe
+from backends.http import DEFAULT_TIMEOUT_S, NO_KEY, InstrumentedHTTP, Probe, needs_ca_bundle
 from telemetry import events as ev
 
 
@@ -61,7 +61,7 @@ class HostedBackend:
         self.key_env = key_env
         self.headers = dict(headers or {})
         self.timeout_s = timeout_s
-        self.http = InstrumentedHTTP(timeout_s, max_connections=max_connections)
+        self.http = InstrumentedHTTP(timeout_s, max_connections=max_connections, tls=needs_ca_bundle(base_url))
 
     def sdk_options(self) -> dict[str, Any]:
         """What both SDKs' clients take: our instrumented HTTP client, key, address, headers.

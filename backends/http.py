@@ -31,6 +31,8 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import itertools
+import os
+import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -126,6 +128,26 @@ def parse_retry_after(headers: httpx2.Headers) -> float | None:
         return max(0.0, email.utils.mktime_tz(parsed) - time.time())
 
 
+PROXY_ENV = ("http_proxy", "https_proxy", "all_proxy")
+
+
+def no_tls_context() -> ssl.SSLContext:
+    """The TLS context for a plain-http server (a local llama-server, vLLM, Ollama): one that trusts no CA.
+
+    Loading the CA bundle costs 20-80 ms of every process start, inside `ttft ask`'s own delay,
+    for a server that never speaks TLS. Verification stays on, so any TLS this client were ever
+    asked for (it follows no redirects) fails closed rather than trusting anything.
+    """
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+
+
+def needs_ca_bundle(base_url: str | None) -> bool:
+    """False only for a plain ``http://`` address reached without a proxy (a proxy may itself be TLS)."""
+    if not (base_url or "").lower().startswith("http://"):
+        return True  # the providers' default APIs are https
+    return any(os.environ.get(k) or os.environ.get(k.upper()) for k in PROXY_ENV)
+
+
 class InstrumentedHTTP:
     """An ``httpx2.AsyncClient`` whose hooks feed per-turn probes."""
 
@@ -135,7 +157,9 @@ class InstrumentedHTTP:
         *,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         max_connections: int | None = None,
+        tls: bool = True,
     ):
+        """``tls=False``: the server is plain http (see :func:`needs_ca_bundle`), no CA bundle is loaded."""
         self.timeout = httpx2.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s or connect_timeout_s))
         self.timeout_s = timeout_s
         self._probes: dict[str, Probe] = {}
@@ -149,6 +173,7 @@ class InstrumentedHTTP:
         self.client = httpx2.AsyncClient(
             timeout=self.timeout,
             limits=self.limits,
+            verify=True if tls else no_tls_context(),
             event_hooks={"request": [self._on_request], "response": [self._on_response]},
         )
 

@@ -330,3 +330,19 @@ def test_ask_on_a_compat_model_imports_neither_anthropic_nor_textual() -> None:
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"rc": 0, "loaded": []}
+
+
+def test_a_plain_http_server_costs_no_ca_bundle_and_tls_would_fail_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ssl
+
+    from backends.http import needs_ca_bundle, no_tls_context
+
+    for k in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(k, raising=False)
+    assert not needs_ca_bundle("http://127.0.0.1:8080/v1")
+    assert needs_ca_bundle("https://api.openai.com/v1") and needs_ca_bundle(None)
+    monkeypatch.setenv("HTTPS_PROXY", "https://proxy.example:3128")  # the proxy itself may speak TLS
+    assert needs_ca_bundle("http://127.0.0.1:8080/v1")
+    ctx = no_tls_context()
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname  # verification on ...
+    assert ctx.get_ca_certs() == []  # ... against no roots: nothing would be trusted
