@@ -70,7 +70,7 @@ async def test_f9_opens_compare_with_the_chat_model_and_chat_a_continues_a_pane(
         await wait_until(pilot, lambda: not isinstance(app.screen, CompareScreen))
         await wait_until(pilot, lambda: app.session.spec == "fake:second")
         assert [m.content for m in app.session.messages][-2:] == ["compare this", "second0 second1 second2 second3 "]
-        assert "fake:second" in str(app.query_one("#header").content)
+        assert "fake · second" in str(app.query_one("#header").content)
         await wait_until(pilot, lambda: [u.prompt for u in app.query(UserMessage)][-1:] == ["compare this"])
 
         # the chat goes on with pane B's model and conversation

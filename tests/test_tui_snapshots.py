@@ -144,3 +144,21 @@ def test_error(snap_compare, size) -> None:
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
+
+
+def test_empty_chat_greets(snap_compare, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before the first prompt: which model, where it runs, how to switch (80x24: the tightest fit)."""
+    monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path / "no-config"))  # a user's config must not show here
+    app = ChatApp(
+        "local:/models/Example-Chat-1B-Instruct-Q4_K_M.gguf",
+        factory=factory_for(ScriptedBackend([])),
+        session_id="20260101-120000-snap",
+        clock=lambda: T0,
+        fps=PARKED_FPS,
+    )
+
+    async def run_before(pilot) -> None:
+        steady(pilot.app)
+        await pilot.pause(0.1)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

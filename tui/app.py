@@ -23,9 +23,10 @@ from telemetry.log import SessionLog, data_dir
 from telemetry.render import RenderLag
 from telemetry.settings import TurnSettings
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
-from tui.format import fmt_settings, turn_label
+from tui.format import fmt_settings, short_spec, turn_label
 from tui.runner import LiveTurn, LoopThread, collect_between_turns, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
+from tui.target import Target, describe_target
 from tui.widgets import AssistantMessage, TelemetryPane, Transcript
 
 if TYPE_CHECKING:
@@ -159,6 +160,8 @@ class ChatApp(App[None]):
         self.query_one("#prompt", Input).focus()
         if self.resume_path is not None:
             await self.load_session(self.resume_path)
+        else:
+            await self.transcript.show_greeting(self.target())
         self.warm_up()
 
     def warm_up(self) -> None:
@@ -175,13 +178,28 @@ class ChatApp(App[None]):
             await self.session.close_backend()
         self.runner.close()
 
+    def target(self) -> Target:
+        """What the next turn talks to (the backend's own names once it exists)."""
+        return describe_target(self.session.spec, self.session.base_url, self.session.backend)
+
     def update_header(self) -> None:
+        """The header, and the empty chat's greeting: both say which model the next turn uses."""
+        target = self.target()
+        settings = f"│ {fmt_settings(self.session.settings.to_dict())} "
+        sid = f"│ {self.session.log.session_id}"
+        room = self.size.width - 2 - len("ttft │  ") - len(settings) - len(sid)  # 2: the header's padding
+        label = short_spec(target.provider, target.model, max(20, room), sep=" · ")
         t = Text()
         t.append("ttft ", style="bold")
-        t.append(f"│ {self.session.label} ", style="bold cyan")
-        t.append(f"│ {fmt_settings(self.session.settings.to_dict())} ", style="")
-        t.append(f"│ {self.session.log.session_id}", style="dim")
+        t.append(f"│ {label} ", style="bold cyan")
+        t.append(settings, style="")
+        t.append(sid, style="dim")
         self.query_one("#header", Static).update(t)
+        if (greeting := self.transcript.greeting) is not None:
+            greeting.set_target(target)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.update_header)  # the model's name is shortened to the new width
 
     # --- a turn --------------------------------------------------------------------
     @property
@@ -217,6 +235,7 @@ class ChatApp(App[None]):
             live = await self.session.start(prompt, submitted_ns=submitted_ns)
         except Exception as exc:  # the backend could not even be created (unknown model, missing key, ...)
             self._starting = False
+            await self.transcript.hide_greeting()
             await self.transcript.compact()
             await self.transcript.add_user(prompt)
             await self.transcript.add_error(
@@ -240,6 +259,7 @@ class ChatApp(App[None]):
             self._tick_timer.resume()
         self._tick(force=True)  # the pane goes live at once: the phase and the wait so far
         try:
+            await self.transcript.hide_greeting()
             await self.transcript.compact()  # a paint must not cost more the longer the chat
             await self.transcript.add_user(prompt)
             self.message = message = await self.transcript.add_assistant(self.clock, self.lag)
@@ -318,6 +338,7 @@ class ChatApp(App[None]):
         self._timelines = []
         self.lag_by_turn = {}
         await self.transcript.remove_children()
+        await self.transcript.show_greeting(self.target())
         self.pane.show_message("New chat. Send a prompt: its latency appears here.")
         self.pane.set_timelines([])
         self.pane.set_history([])
@@ -420,6 +441,8 @@ class ChatApp(App[None]):
         self.pane.set_history(records)
         if records:
             self.pane.show_record(records[-1])
+        else:  # an empty session: the chat starts as a new one would
+            await self.transcript.show_greeting(self.target())
         await self.transcript.add_note(f"resumed session {self.session.log.session_id}: {len(records)} turns", "ok")
         self.update_header()
         self.call_after_refresh(collect_between_turns)
@@ -484,6 +507,7 @@ class ChatApp(App[None]):
         self.session.switch_model(handoff.spec, handoff.base_url)
         self.warm_up()
         self.session.messages = list(handoff.messages)
+        await self.transcript.hide_greeting()
         await self.transcript.add_note(
             f"continuing pane {handoff.label} ({handoff.spec}) from the comparison: "
             f"{len(handoff.records)} turn{'s' if len(handoff.records) != 1 else ''}",

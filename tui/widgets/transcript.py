@@ -16,7 +16,9 @@ from textual.widgets import Collapsible, Markdown, Static
 from telemetry.recorder import Snapshot, TurnRecorder
 from telemetry.render import RenderLag
 from tui.format import fmt_ms
+from tui.target import Target
 from tui.widgets.error_card import ErrorCard
+from tui.widgets.greeting import Greeting
 from tui.widgets.stream import StreamingMarkdown
 
 KEEP_FULL_TURNS = 2  # the last turns stay full widgets; older ones are drawn as one widget each
@@ -235,8 +237,32 @@ class CompactTurn(Static):
 class Transcript(VerticalScroll):
     """Scrolls with the newest message while the user has not scrolled away."""
 
+    _greeting: Greeting | None = None
+
     def on_mount(self) -> None:
         self.anchor()
+
+    # --- the empty chat's greeting ---------------------------------------------------------
+    @property
+    def greeting(self) -> Greeting | None:
+        g = self._greeting
+        return g if g is not None and g.is_attached else None  # remove_children() may have taken it
+
+    async def show_greeting(self, target: Target) -> None:
+        """The greeting, first in the transcript (updated in place if it is there already)."""
+        if (g := self.greeting) is not None:
+            g.set_target(target)
+            return
+        self._greeting = Greeting(target)
+        if self.children:
+            await self.mount(self._greeting, before=self.children[0])
+        else:
+            await self.mount(self._greeting)
+
+    async def hide_greeting(self) -> None:
+        if (g := self.greeting) is not None:
+            await g.remove()
+        self._greeting = None
 
     async def add_user(self, text: str) -> UserMessage:
         w = UserMessage(text)
