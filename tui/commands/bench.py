@@ -244,7 +244,15 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     if server is not None:
-        meta["server"] = {"kind": "llama-server", "model": str(server.model), "slots": args.slots, "ctx": args.ctx}
+        bufts = server.bufts()
+        meta["server"] = {
+            "kind": "llama-server",
+            "model": str(server.model),
+            "slots": args.slots,
+            "ctx": args.ctx,
+            "extra_bufts": bufts.use,  # off (--no-repack) on AMX CPUs: see backends.amx
+            "extra_bufts_reason": bufts.reason,
+        }
     turns = (out / "turns.jsonl").open("w", encoding="utf-8")
     try:
         try:
