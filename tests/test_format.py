@@ -101,3 +101,24 @@ async def test_compare_panes_shorten_their_model_names_and_keep_brackets(
         title = Text.from_markup(a.border_title or "").plain
         assert title.startswith("A fake:Meta-Llama-3.3-70B") and title.endswith("…")
         assert len(title) <= a.size.width - 4  # inside its own border's corners
+
+
+def test_history_gives_the_model_the_room_the_figures_leave() -> None:
+    from tui.widgets.history import CELL_PAD, COLUMNS, MAX_HEIGHT, SCROLLBAR_W, _cells, model_width
+
+    rec = {
+        "turn_index": 11,
+        "model": "SmolLM2-135M-Instruct-Q8_0",
+        "status": "cancelled",
+        "metrics": {"ttft_ms": 1234.0, "ttfvt_ms": 1500.0, "tpot_ms": 22.25, "e2e_ms": 65_000.0},
+        "tokens": {"output": 1024, "source": "estimated"},
+    }
+    rows = [_cells(rec)]
+    for width in (62, 80, 120):
+        w = model_width(rows, width)
+        others = sum(max(len(COLUMNS[i]), len(str(rows[0][i]))) + CELL_PAD for i in range(len(COLUMNS)) if i != 1)
+        assert w == 8 or others + w + CELL_PAD <= width  # the last column stays on screen
+    assert model_width(rows, 200) == len("SmolLM2-135M-Instruct-Q8_0")  # room to spare: the whole name
+    assert model_width(rows, 0) == 16 and model_width([], 62) >= 8
+    many = rows * MAX_HEIGHT  # the table scrolls: its scrollbar takes a column too
+    assert model_width(rows, 70) == 13 and model_width(many, 70) == 13 - SCROLLBAR_W

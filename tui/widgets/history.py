@@ -13,39 +13,74 @@ from telemetry.diagnosis import diagnose_session
 from tui.format import DASH, fmt_ms, short_model, turn_label
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "cancelled": "yellow"}
-MODEL_W = 16
+# "tok": output tokens ("~" when estimated); short, so the 64-column pane keeps room for the model
+COLUMNS = ("#", "model", "status", "TTFT", "TTFVT", "TPOT", "E2E", "tok")
+MODEL_W = 16  # the model column when the table's width is not known yet
+MODEL_MIN_W = 8
+CELL_PAD = 2  # DataTable's cell padding, one column either side
+SCROLLBAR_W = 1  # the table's own, once it scrolls (set in DEFAULT_CSS)
+MAX_HEIGHT = 14  # the table's, header included: more rows than this scroll
+
+
+def _cells(r: dict[str, Any]) -> list[str | Text]:
+    """One turn's cells; the model's name in full (it is shortened to the room left)."""
+    m = r.get("metrics") or {}
+    tok = r.get("tokens") or {}
+    status = r.get("status") or "?"
+    out = tok.get("output")
+    return [
+        turn_label(r.get("turn_index"), ""),  # under the "#" heading
+        r.get("model") or "",
+        Text(status, style=STATUS_STYLE.get(status, "")),
+        fmt_ms(m.get("ttft_ms")),
+        fmt_ms(m.get("ttfvt_ms")),
+        fmt_ms(m.get("tpot_ms"), digits=1) if m.get("tpot_ms") is not None else DASH,
+        fmt_ms(m.get("e2e_ms") or m.get("total_ms")),
+        DASH if out is None else f"{out}{'~' if tok.get('source') == 'estimated' else ''}",
+    ]
+
+
+def model_width(rows: Sequence[Sequence[str | Text]], width: int) -> int:
+    """The model column's width: what the other columns leave of ``width``, so the last one
+    is never cut off the pane's edge; MODEL_W while the width is unknown."""
+    if width <= 0:
+        return MODEL_W
+    others = sum(
+        max([len(COLUMNS[i]), *(len(str(row[i])) for row in rows)]) + CELL_PAD for i in range(len(COLUMNS)) if i != 1
+    )
+    longest = max((len(str(row[1])) for row in rows), default=MODEL_MIN_W)
+    scrollbar = SCROLLBAR_W if len(rows) >= MAX_HEIGHT else 0
+    return max(MODEL_MIN_W, min(longest, width - others - CELL_PAD - scrollbar))
 
 
 class HistoryPanel(Vertical):
-    DEFAULT_CSS = """
-    HistoryPanel { height: auto; }
-    HistoryPanel DataTable { height: auto; max-height: 14; }
+    DEFAULT_CSS = f"""
+    HistoryPanel {{ height: auto; }}
+    HistoryPanel DataTable {{ height: auto; max-height: {MAX_HEIGHT}; scrollbar-size-vertical: {SCROLLBAR_W}; }}
     """
 
     def compose(self):  # type: ignore[override]
+        self._records: list[dict[str, Any]] = []
+        self._drawn_w = -1
         table: DataTable[Any] = DataTable(cursor_type="row", zebra_stripes=True, id="history-table")
-        table.add_columns("#", "model", "status", "TTFT", "TTFVT", "TPOT", "E2E", "out tok")
+        table.add_columns(*COLUMNS)
         yield table
         yield Static("", id="session-summary", classes="summary")
 
+    def on_resize(self) -> None:
+        if self._records and self.size.width != self._drawn_w:
+            self.set_records(self._records)  # the model's name gets the new room
+
     def set_records(self, records: Sequence[dict[str, Any]]) -> None:
+        self._records = list(records)
+        self._drawn_w = self.size.width
         table = self.query_one(DataTable)
         table.clear()
-        for r in records:
-            m = r.get("metrics") or {}
-            tok = r.get("tokens") or {}
-            status = r.get("status") or "?"
-            out = tok.get("output")
-            table.add_row(
-                turn_label(r.get("turn_index"), ""),  # under the "#" heading
-                short_model(r.get("model"), MODEL_W),
-                Text(status, style=STATUS_STYLE.get(status, "")),
-                fmt_ms(m.get("ttft_ms")),
-                fmt_ms(m.get("ttfvt_ms")),
-                fmt_ms(m.get("tpot_ms"), digits=1) if m.get("tpot_ms") is not None else DASH,
-                fmt_ms(m.get("e2e_ms") or m.get("total_ms")),
-                DASH if out is None else f"{out}{'~' if tok.get('source') == 'estimated' else ''}",
-            )
+        rows = [_cells(r) for r in records]
+        w = model_width(rows, self.size.width)
+        for row in rows:
+            row[1] = short_model(str(row[1]), w)
+            table.add_row(*row)
         if records:
             table.move_cursor(row=len(records) - 1)
         self.query_one("#session-summary", Static).update(Text(diagnose_session(list(records)), style="italic"))
