@@ -149,7 +149,9 @@ def test_ttft_ask_local_survives_kill_segv_on_its_engine(tmp_path: Path) -> None
     assert proc.returncode == 1, stderr
     assert "SIGSEGV" in stderr and "Traceback" not in stderr
     records = [
-        json.loads(line) for f in (tmp_path / "data" / "sessions").glob("*.jsonl") for line in f.read_text().splitlines()
+        json.loads(line)
+        for f in (tmp_path / "data" / "sessions").glob("*.jsonl")
+        for line in f.read_text().splitlines()
     ]
     assert len(records) == 1
     r = records[0]
