@@ -83,4 +83,5 @@ class HistoryPanel(Vertical):
             table.add_row(*row)
         if records:
             table.move_cursor(row=len(records) - 1)
+        table.refresh()  # the header row too: its cached line kept the old column widths on screen
         self.query_one("#session-summary", Static).update(Text(diagnose_session(list(records)), style="italic"))
