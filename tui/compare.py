@@ -13,7 +13,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import random
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -693,6 +693,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
             return
         self.dismiss(ChatHandoff(spec[0], spec[1], tuple(pane.history), tuple(view.turn_records), view.label))
 
+    def _keeper(self, label: str) -> Callable[[], Awaitable[None]]:
         async def keep() -> None:
             await self.action_keep(label)
 

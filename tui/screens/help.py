@@ -61,13 +61,13 @@ class HelpScreen(ModalScreen[None]):
         keys = Table.grid(padding=(0, 2))
         keys.add_column(style="bold cyan", no_wrap=True)
         keys.add_column()
-        for k, what in KEYS:
-            keys.add_row(k, what)
+        for k, what in KEYS:  # Text, not str: a str cell is markup, and "[usage]" would vanish
+            keys.add_row(Text(k), Text(what))
         metrics = Table.grid(padding=(0, 2))
         metrics.add_column(style="bold", no_wrap=True)
         metrics.add_column()
         for k, what in METRICS:
-            metrics.add_row(k, what)
+            metrics.add_row(Text(k), Text(what))
         with VerticalScroll():
             yield Static(Text("Keys", style="bold underline"))
             yield Static(keys)

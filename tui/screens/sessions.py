@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Vertical
@@ -36,7 +37,8 @@ class SessionsScreen(ModalScreen[Path | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"[b]Sessions[/b] in {sessions_dir()} · Enter reopens · Esc closes", id="sessions-title")
+            title = Text.assemble(("Sessions", "bold"), f" in {sessions_dir()} · Enter reopens · Esc closes")
+            yield Static(title, id="sessions-title")  # Text: a path with [brackets] is not markup
             table: DataTable[Any] = DataTable(cursor_type="row", zebra_stripes=True)
             table.add_columns("session", "started", "turns", "errors", "TTFT p50", "TPOT p50", "models")
             yield table
@@ -56,7 +58,9 @@ class SessionsScreen(ModalScreen[Path | None]):
                 key=str(s.path),
             )
         if not self.sessions:
-            self.query_one("#sessions-title", Static).update(f"No sessions logged yet in {sessions_dir()}. Esc closes.")
+            self.query_one("#sessions-title", Static).update(
+                Text(f"No sessions logged yet in {sessions_dir()}. Esc closes.")
+            )
         table.focus()
 
     def action_open(self) -> None:
