@@ -282,6 +282,21 @@ async def test_compare_turns_count_their_own_delay_from_the_submit() -> None:
     assert all(0 <= v < 200 for v in second)  # trial 2 was started by ttft itself, later
 
 
+async def test_the_compare_screen_warms_every_pane_up_before_the_first_prompt() -> None:
+    from tui.compare import CompareApp
+
+    a, b = WarmBackend(), WarmBackend()
+    app = CompareApp([a, b], session_id="s1", comparison_id="cmp-1")
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_until(pilot, lambda: a.warmed_before is not None and b.warmed_before is not None)
+        app.query_one("#prompt").value = "hi"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: bool(app.results) and not app.in_flight, timeout=15)
+        assert (a.warmed_before, b.warmed_before) == (0, 0)  # before their first request
+        records = [r.to_dict() for pane in app.results[-1][0].records for r in pane]
+        assert all(r["metrics"]["own_delay_ms"] >= 0 for r in records)
+
+
 # --- ttft ask ----------------------------------------------------------------------------
 def test_ask_records_its_own_delay(srv: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ask", "-m", "compat:x", "--base-url", srv.openai_base_url, "--json", "hi"]) == 0

@@ -24,12 +24,14 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.css.query import NoMatches
+from textual.filter import LineFilter
 from textual.markup import escape as escape_markup
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from backends.base import Backend, Message
 from backends.compare import ComparePane, CompareRunner, Mode, PromptResult, new_comparison_id
+from backends.turn import warm_up
 from telemetry import events as ev
 from telemetry.compare import METRICS, Comparison, compare, write_comparison
 from telemetry.log import SessionLog, data_dir
@@ -41,6 +43,7 @@ from telemetry.timeline import Timeline, live_timeline, turn_timeline
 from tui.compare_view import pane_color, pane_done_text, pane_live_text, summary
 from tui.format import fmt_settings, short_spec_str
 from tui.runner import LoopThread, collect_between_turns, full_collections_between_turns
+from tui.terminal import with_drop_controls
 from tui.widgets import AssistantMessage, ErrorCard, NoteMessage, TimelineView, Transcript
 from tui.widgets.transcript import UserMessage
 
@@ -303,8 +306,14 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         self._draw_race()
         self.update_header()
         self.query_one("#prompt", Input).focus()
+        for p in self.runner.panes:  # first-use costs while the user types, not in the first prompt's own delay
+            self._warm(p.backend)
         if self.initial_prompt:
             await self.send(self.initial_prompt)
+
+    def _warm(self, backend: Backend) -> None:
+        fut = self.stream.submit(warm_up(backend))  # a backend process finishes it before a turn sent meanwhile
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())  # best effort: never raises
 
     async def on_unmount(self) -> None:
         self._gc_policy.close()
@@ -586,6 +595,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         pane = ComparePane(backend, label, history=history, settings=self.settings)
         self.specs[label] = (ps.spec, ps.base_url)
         self.runner.add(pane)
+        self._warm(backend)
         view = PaneView(label, self._pane_name(pane), pane_color(LABELS.index(label)), self.clock)
         view.blind = self.blind
         self.views.append(view)
@@ -713,6 +723,9 @@ class CompareApp(App[int]):
 
     def get_default_screen(self) -> Screen[Any]:
         return self.compare
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        return with_drop_controls(super().get_line_filters())  # outside text never drives the terminal
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
