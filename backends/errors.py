@@ -16,7 +16,7 @@ import httpx2
 from backends.http import Probe
 from telemetry import events as ev
 
-SDKS = ("openai", "anthropic")
+SDKS = ("openai", "anthropic", "backends.openai_lean")  # the lean path mirrors the SDK's error classes
 
 _KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")
 

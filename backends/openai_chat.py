@@ -31,28 +31,17 @@ import openai
 from backends.base import ChatRequest
 from backends.hosted import HostedBackend, TurnState
 from backends.http import Probe
+from backends.openai_wire import (  # noqa: F401  (re-exported: the names' old home)
+    OLLAMA_KEYS,
+    STREAM_OPTIONS_NOT_SENT,
+    STREAM_OPTIONS_NOTICE,
+    STREAM_OPTIONS_REJECTED,
+    ChatWire,
+    server_events_raw,
+    usage_event_raw,
+)
 from backends.think import ThinkSplitter
 from telemetry import events as ev
-
-OLLAMA_KEYS = (
-    "total_duration",
-    "load_duration",
-    "prompt_eval_count",
-    "prompt_eval_duration",
-    "eval_count",
-    "eval_duration",
-)
-
-# The record's ``notices`` entry when the usage request (stream_options.include_usage) was dropped.
-STREAM_OPTIONS_NOTICE = "stream_options"
-STREAM_OPTIONS_REJECTED = (
-    "rejected: the server answered HTTP 400 to stream_options, so the request was sent again without it"
-    " (the next attempt) and no usage was asked for: token counts are estimated unless the server sent usage anyway"
-)
-STREAM_OPTIONS_NOT_SENT = (
-    "not sent: this server rejected stream_options on an earlier turn, so no usage was asked for:"
-    " token counts are estimated unless the server sent usage anyway"
-)
 
 
 def _extra(obj: Any) -> dict[str, Any]:
@@ -68,18 +57,6 @@ def usage_event(t: int, usage: Any) -> ev.Usage:
         cached_input=getattr(details_in, "cached_tokens", None) if details_in else None,
         output=getattr(usage, "completion_tokens", None),
         reasoning=getattr(details_out, "reasoning_tokens", None) if details_out else None,
-    )
-
-
-def usage_event_raw(t: int, usage: dict[str, Any]) -> ev.Usage:
-    details_in = usage.get("prompt_tokens_details") or {}
-    details_out = usage.get("completion_tokens_details") or {}
-    return ev.Usage(
-        t,
-        input=usage.get("prompt_tokens"),
-        cached_input=details_in.get("cached_tokens"),
-        output=usage.get("completion_tokens"),
-        reasoning=details_out.get("reasoning_tokens"),
     )
 
 
@@ -125,7 +102,7 @@ class RawChunks:
         await self.response.aclose()
 
 
-class OpenAIChatBackend(HostedBackend):
+class OpenAIChatBackend(ChatWire, HostedBackend):
     api = "chat.completions"
     raw_stream = False  # the load driver's cheaper streamed path (see the module doc)
 
@@ -136,25 +113,6 @@ class OpenAIChatBackend(HostedBackend):
         self.compat = compat
         self.stream_options_ok = True  # learned: False once a server rejected stream_options
         self._client = openai.AsyncOpenAI(**self.sdk_options())
-
-    def _params(self, request: ChatRequest) -> dict[str, Any]:
-        s = request.settings
-        p: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
-            "stream": s.stream,
-        }
-        if s.max_output_tokens is not None:
-            p["max_completion_tokens"] = s.max_output_tokens
-            if self.compat:  # older servers (Ollama, LM Studio) only know max_tokens
-                p["max_tokens"] = s.max_output_tokens
-        if s.temperature is not None:
-            p["temperature"] = s.temperature
-        if s.reasoning_effort is not None:
-            p["reasoning_effort"] = s.reasoning_effort
-        if s.stream and self.stream_options_ok:
-            p["stream_options"] = {"include_usage": True}
-        return p
 
     async def _open(self, request: ChatRequest, probe: Probe, state: TurnState) -> Any:
         client = self._client.with_options(max_retries=request.settings.max_retries)
@@ -180,22 +138,8 @@ class OpenAIChatBackend(HostedBackend):
         resp = await client.chat.completions.with_raw_response.create(**params, extra_headers=probe.headers)
         return RawChunks(resp.http_response, client._make_sse_decoder())
 
-    def _content(self, text: str, t: int, state: TurnState) -> Iterable[ev.Event]:
-        splitter: ThinkSplitter | None = state.extra.get("splitter")
-        if splitter is None:
-            yield ev.TextDelta(t, text)
-            return
-        for kind, piece in splitter.feed(text):
-            yield ev.ReasoningDelta(t, piece) if kind == "reasoning" else ev.TextDelta(t, piece)
-
     def _server(self, obj: Any, t: int) -> Iterable[ev.Event]:
-        extra = _extra(obj)
-        timings = extra.get("timings")
-        if isinstance(timings, dict):
-            yield ev.ServerTimings(t, "llama-server", dict(timings))
-        ollama = {k: extra[k] for k in OLLAMA_KEYS if k in extra}
-        if ollama:
-            yield ev.ServerTimings(t, "ollama", ollama)
+        yield from server_events_raw(_extra(obj), t)  # the typed model keeps unknown fields as extras
 
     def _translate(self, item: Any, t: int, state: TurnState) -> Iterable[ev.Event]:
         if type(item) is dict:
@@ -225,35 +169,6 @@ class OpenAIChatBackend(HostedBackend):
             if choice.finish_reason:
                 state.stop_reason = choice.finish_reason
 
-    def _translate_raw(self, item: dict[str, Any], t: int, state: TurnState) -> Iterable[ev.Event]:
-        """One streamed chunk as its JSON dict (``raw_stream``): the same events as from the typed chunk."""
-        timings = item.get("timings")
-        if isinstance(timings, dict):
-            yield ev.ServerTimings(t, "llama-server", dict(timings))
-        ollama = {k: item[k] for k in OLLAMA_KEYS if k in item}
-        if ollama:
-            yield ev.ServerTimings(t, "ollama", ollama)
-        usage = item.get("usage")
-        if isinstance(usage, dict):
-            state.usage["event"] = usage_event_raw(t, usage)
-        for choice in item.get("choices") or ():
-            delta = choice.get("delta")
-            if delta:
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if isinstance(reasoning, str) and reasoning:
-                    yield ev.ReasoningDelta(t, reasoning)
-                content = delta.get("content")
-                if content:
-                    yield from self._content(content, t, state)
-                for tc in delta.get("tool_calls") or ():
-                    fn = tc.get("function") or {}
-                    name = fn.get("name") or ""
-                    args = fn.get("arguments") or ""
-                    if name or args:
-                        yield ev.ToolCallDelta(t, name, args)
-            if choice.get("finish_reason"):
-                state.stop_reason = choice["finish_reason"]
-
     def _translate_complete(self, resp: Any, t: int, state: TurnState) -> Iterable[ev.Event]:
         """A non-streamed ``chat.completion``: everything arrived with the body."""
         usage = usage_event(t, resp.usage) if getattr(resp, "usage", None) is not None else None
@@ -282,25 +197,6 @@ class OpenAIChatBackend(HostedBackend):
         if usage is not None:
             state.usage["event"] = usage
         state.finished = True
-
-    def _finish(self, state: TurnState, probe: Probe, t: int) -> Iterable[ev.Event]:
-        splitter: ThinkSplitter | None = state.extra.get("splitter")
-        if splitter is not None:
-            for kind, piece in splitter.flush():
-                yield ev.ReasoningDelta(t, piece) if kind == "reasoning" else ev.TextDelta(t, piece)
-        if "event" in state.usage:
-            yield state.usage["event"]
-        saw_done = state.finished or b"[DONE]" in probe.body_tail
-        if not saw_done and state.stop_reason is None:
-            yield ev.Failed(
-                t,
-                "incomplete_stream",
-                "The stream ended without [DONE] or a finish reason, so the answer may be cut short.",
-                None,
-                "The partial answer is kept; retry the turn, and check any proxy between you and the server.",
-            )
-            return
-        yield ev.Finished(t, state.stop_reason)
 
 
 def _sse(*objs: str) -> bytes:

@@ -204,9 +204,14 @@ def create_backend(
     api_key: str | None = None,
     timeout_s: float | None = None,
     max_connections: int | None = None,
+    lean: bool = False,
     **local_opts: Any,
 ) -> Backend:
-    """The backend for ``-m spec``. Raises ProviderError with a printable message."""
+    """The backend for ``-m spec``. Raises ProviderError with a printable message.
+
+    ``lean``: Chat Completions (openai, compat) without the OpenAI SDK (backends.openai_lean):
+    the same record, without the SDK's 0.5-1.2 s import.
+    """
     provider, rest = parse_spec(spec)
     if provider == "local" and provider not in configured_providers():
         return _create_local(rest, **local_opts)
@@ -234,6 +239,10 @@ def create_backend(
         "timeout_s": timeout,
         "max_connections": max_connections,
     }
+    if r.kind in ("openai", "compat") and lean:
+        from backends.openai_lean import LeanChatBackend
+
+        return LeanChatBackend(r.model, compat=r.kind == "compat", **common)
     if r.kind in ("openai", "compat"):
         from backends.openai_chat import OpenAIChatBackend
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +143,164 @@ def test_think_splitter_fast_path_matches_the_general_path() -> None:
         got = [x for p in parts for x in fast.feed(p)] + fast.flush()
         want = [x for p in parts for x in general.feed(p)] + general.flush()
         assert got == want, parts
+
+
+# --- the lean path (backends.openai_lean): no SDK, the same records ------------------------------
+def lean_for(srv: Any, **kw: Any) -> Any:
+    from backends.openai_lean import LeanChatBackend
+
+    return LeanChatBackend("fake-model", provider="compat", base_url=srv.openai_base_url, compat=True, **kw)
+
+
+async def _both(schedule: Schedule, **settings: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One turn on the SDK path, then one on the lean path, each against a fresh server (so a
+    schedule's "first K attempts fail" counts from 0 for each)."""
+    out = []
+    for make in (lambda s: backend_for("compat", s), lean_for):
+        with FakeServer(schedule) as srv:
+            b = make(srv)
+            try:
+                out.append(await one_turn(b, **settings))
+            finally:
+                await b.aclose()
+    return out[0], out[1]
+
+
+def _error_words(d: dict[str, Any]) -> tuple[str | None, str | None]:
+    """The error's message (each server's port masked) and hint."""
+    err = d.get("error") or {}
+    msg = err.get("message")
+    return (re.sub(r"127\.0\.0\.1:\d+", "HOST", msg) if msg else None), err.get("hint")
+
+
+LEAN_EXTRA = {
+    "http_401": (Schedule(fail_status=401), {}),
+    "http_429_then_ok": (Schedule(fail_status=429, fail_times=1, retry_after=0.05, visible_tokens=3), {}),
+    "http_500_then_ok": (Schedule(fail_status=500, fail_times=1, visible_tokens=3), {}),
+    "http_404": (Schedule(fail_status=404), {"max_retries": 0}),
+    "not_streamed": (Schedule(visible_tokens=4), {"stream": False}),
+    "not_streamed_think": (Schedule(reasoning_tokens=2, visible_tokens=3, reasoning="think"), {"stream": False}),
+}
+
+
+@pytest.mark.parametrize("name", [*SCHEDULES, *LEAN_EXTRA])
+async def test_lean_path_records_what_the_sdk_path_records(name: str) -> None:
+    schedule, settings = (SCHEDULES[name], {}) if name in SCHEDULES else LEAN_EXTRA[name]
+    settings = {"stream": True, "max_retries": 0 if name in SCHEDULES else 2, **settings}
+    sdk, lean = await _both(schedule, **settings)
+    assert _same(lean) == _same(sdk)
+    assert len(lean["chunks"]) == len(sdk["chunks"])
+    assert _error_words(lean) == _error_words(sdk)
+    if name.endswith("then_ok"):
+        assert lean["status"] == "ok" and lean["attempts"] == sdk["attempts"] and lean["attempts"] == 2
+
+
+async def test_lean_path_on_a_refused_connection_retries_and_fails_as_the_sdk_does() -> None:
+    import socket
+
+    from backends.openai_chat import OpenAIChatBackend
+    from backends.openai_lean import LeanChatBackend
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    recs = []
+    for cls in (OpenAIChatBackend, LeanChatBackend):
+        b = cls("m", provider="compat", base_url=url, compat=True)
+        try:
+            recs.append(await one_turn(b, stream=True, max_retries=1))
+        finally:
+            await b.aclose()
+    sdk, lean = recs
+    assert lean["error"]["type"] == "connection_refused"
+    assert _same(lean) == _same(sdk) and lean["attempts"] == 2
+    assert lean["error"]["message"] == sdk["error"]["message"]
+
+
+async def test_lean_path_sends_the_key_only_when_there_is_one() -> None:
+    with FakeServer(Schedule(visible_tokens=2)) as srv:
+        for key, want in ((None, None), ("sk-lean-test-123", "Bearer sk-lean-test-123")):
+            b = lean_for(srv, api_key=key, headers={"X-Extra": "1"})
+            try:
+                d = await one_turn(b, stream=True)
+            finally:
+                await b.aclose()
+            assert d["status"] == "ok"
+            seen = srv.requests[-1]
+            assert seen.headers.get("authorization") == want
+            assert seen.headers.get("x-extra") == "1"
+            assert "x-ttft-probe" not in seen.headers
+            assert seen.path == "/v1/chat/completions"
+
+
+def test_chat_url_joins_as_the_sdk_does() -> None:
+    from backends.openai_lean import chat_url
+
+    assert chat_url("http://h:1/v1") == "http://h:1/v1/chat/completions"
+    assert chat_url("http://h:1/v1/") == "http://h:1/v1/chat/completions"
+    assert chat_url(None).endswith("/chat/completions")
+
+
+def test_sse_splitter_on_any_byte_boundary() -> None:
+    import random
+
+    from backends.openai_lean import SSESplitter
+
+    wire = (
+        b": ping\n\n"
+        b'data: {"a":1}\n\n'
+        b'data: {"b":\r\ndata: 2}\r\n\r\n'
+        b"event: x\ndata: [1,\ndata: 2]\n\n"
+        b"id: 7\n\n"
+        b'data:{"c":3}\r\r'
+        b"data: [DONE]\n\n"
+        b"data: tail-without-blank-line"
+    )
+    want = [b'{"a":1}', b'{"b":\n2}', b"[1,\n2]", b"", b'{"c":3}', b"[DONE]"]
+    for seed in range(300):
+        r = random.Random(seed)
+        cuts = sorted(r.sample(range(1, len(wire)), r.randint(0, 12)))
+        split = SSESplitter()
+        got = [d for a, b in zip([0, *cuts], [*cuts, len(wire)], strict=True) for d in split.feed(wire[a:b])]
+        assert got == want, cuts
+
+
+def test_lean_status_errors_carry_the_sdk_class_names() -> None:
+    import httpx2
+
+    from backends import openai_lean as lean
+
+    def err(status: int, body: bytes = b'{"error":{"message":"no","type":"t"}}') -> lean.APIStatusError:
+        resp = httpx2.Response(status, content=body, request=httpx2.Request("POST", "http://x/v1/chat/completions"))
+        return lean.status_error(resp)
+
+    names = {s: type(err(s)).__name__ for s in (400, 401, 403, 404, 409, 418, 422, 429, 500, 503)}
+    assert names == {
+        400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError", 404: "NotFoundError",
+        409: "ConflictError", 418: "APIStatusError", 422: "UnprocessableEntityError", 429: "RateLimitError",
+        500: "InternalServerError", 503: "InternalServerError",
+    }  # fmt: skip
+    e = err(401)
+    assert str(e) == "Error code: 401 - no" and e.body == {"message": "no", "type": "t"} and e.status_code == 401
+    assert err(500, b"plain text").body == "plain text"
+
+
+def test_lean_backoff_follows_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    import httpx2
+
+    from backends.openai_lean import retry_delay_s, should_retry
+
+    monkeypatch.setattr("random.random", lambda: 1.0)  # the most jitter: 25 % off
+    assert [retry_delay_s(n, None) for n in (0, 1, 2, 5)] == [0.375, 0.75, 1.5, 6.0]
+    assert retry_delay_s(0, httpx2.Headers({"retry-after-ms": "40"})) == pytest.approx(0.04)
+    assert retry_delay_s(0, httpx2.Headers({"retry-after": "3"})) == 3.0
+    assert retry_delay_s(0, httpx2.Headers({"retry-after": "900"})) == 0.375  # unreasonable: own backoff
+
+    def resp(status: int, **h: str) -> httpx2.Response:
+        return httpx2.Response(status, headers=h)
+
+    assert [should_retry(resp(s)) for s in (400, 401, 408, 409, 429, 500, 529)] == [0, 0, 1, 1, 1, 1, 1]
+    assert not should_retry(resp(429, **{"retry-after": "900"}))
+    assert should_retry(resp(400, **{"x-should-retry": "true"})) and not should_retry(
+        resp(500, **{"x-should-retry": "false"})
+    )

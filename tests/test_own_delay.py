@@ -327,15 +327,17 @@ import json, sys
 from tests.fakes import FakeServer, Schedule
 with FakeServer(Schedule(first_token_ms=5, token_ms=1, visible_tokens=2)) as srv:
     from tui.cli import main
-    rc = main(["ask", "-m", "compat:x", "--base-url", srv.openai_base_url, "--json", "hi"])
-print(json.dumps({"rc": rc, "loaded": sorted(m for m in ("anthropic", "textual") if m in sys.modules)}))
+    rc = main(["ask", "-m", "compat:x", "--base-url", srv.openai_base_url, "--json", "hi", *sys.argv[1:]])
+print(json.dumps({"rc": rc, "loaded": sorted(m for m in ("anthropic", "openai", "textual") if m in sys.modules)}))
 """
 
 
-def test_ask_on_a_compat_model_imports_neither_anthropic_nor_textual() -> None:
-    # aiohttp (the fake server) must not drag either in; a separate process sees only what ask imports
+@pytest.mark.parametrize(("flags", "loaded"), [((), []), (("--sdk",), ["openai"])])
+def test_ask_on_a_compat_model_imports_no_sdk_and_no_textual(flags: tuple[str, ...], loaded: list[str]) -> None:
+    # the lean Chat Completions path: no SDK at all (--sdk: the OpenAI SDK, never Anthropic's);
+    # aiohttp (the fake server) must not drag any in; a separate process sees only what ask imports
     proc = subprocess.run(
-        [sys.executable, "-c", IMPORT_CHECK],
+        [sys.executable, "-c", IMPORT_CHECK, *flags],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
@@ -344,7 +346,7 @@ def test_ask_on_a_compat_model_imports_neither_anthropic_nor_textual() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert out == {"rc": 0, "loaded": []}
+    assert out == {"rc": 0, "loaded": loaded}
 
 
 def test_a_plain_http_server_costs_no_ca_bundle_and_tls_would_fail_closed(monkeypatch: pytest.MonkeyPatch) -> None:
