@@ -38,10 +38,20 @@ def sdk_errors(name: str) -> tuple[type[BaseException], ...]:
 
 def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
     """Remove anything that is, or looks like, an API key."""
-    for s in secrets:
+    for s in sorted(secrets, key=len, reverse=True):  # "Bearer tok" before "tok": no half-masked value
         if s and len(s) >= 4:
             text = text.replace(s, "***")
     return _KEYLIKE.sub(lambda m: m.group(0)[:3] + "***", text)
+
+
+def header_secrets(headers: dict[str, str]) -> tuple[str, ...]:
+    """What to mask of configured headers: each value, and its last word (the token of
+    ``Bearer TOKEN``), since a server may echo either. Every header, not only those named like
+    auth ones: ``X-Api-Key``, ``Helicone-Auth`` or ``api-key`` cannot all be guessed."""
+    out: list[str] = []
+    for value in headers.values():
+        out += [value, value.split()[-1] if value.split() else ""]
+    return tuple(dict.fromkeys(v for v in out if v))
 
 
 @dataclass

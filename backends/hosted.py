@@ -19,9 +19,10 @@ from typing import Any
 import httpx2
 
 from backends.base import ChatRequest
-from backends.errors import ErrorContext, failed_from_exception
+from backends.errors import ErrorContext, failed_from_exception, header_secrets
 from backends.http import DEFAULT_TIMEOUT_S, NO_KEY, InstrumentedHTTP, Probe, needs_ca_bundle
 from telemetry import events as ev
+from telemetry.urls import redact_url, split_query, url_secrets
 
 
 @dataclass
@@ -56,10 +57,15 @@ class HostedBackend:
     ) -> None:
         self.model = model
         self.provider = provider
-        self.base_url = base_url
+        # Recorded and shown: credentials and query values masked. The SDK gets the address
+        # without its query, and the query as default parameters (see telemetry.urls).
+        self.base_url = redact_url(base_url)
+        self._sdk_base_url, self._query = split_query(base_url)
         self.api_key = api_key
         self.key_env = key_env
         self.headers = dict(headers or {})
+        # a server may echo any of these in an error message: each is masked there
+        self._secrets = tuple(s for s in (api_key, *header_secrets(self.headers), *url_secrets(base_url)) if s)
         self.timeout_s = timeout_s
         self.http = InstrumentedHTTP(timeout_s, max_connections=max_connections, tls=needs_ca_bundle(base_url))
 
@@ -71,7 +77,8 @@ class HostedBackend:
         """
         return {
             "api_key": self.api_key or NO_KEY,
-            "base_url": self.base_url,
+            "base_url": self._sdk_base_url,
+            "default_query": self._query or None,
             "http_client": self.http.client,
             "timeout": self.http.timeout,
             "default_headers": self.headers or None,
@@ -136,7 +143,7 @@ class HostedBackend:
             base_url=self.base_url,
             key_env=self.key_env,
             timeout_s=self.timeout_s,
-            secrets=(self.api_key,) if self.api_key else (),
+            secrets=self._secrets,
             streaming_started=streaming_started,
         )
 

@@ -291,7 +291,8 @@ def list_models(spec: str, base_url: str | None = None, *, api_key: str | None =
         from backends.local_model import installed_models
 
         return [m.name for m in installed_models()]
-    from backends.errors import provider_message, scrub, sdk_errors
+    from backends.errors import header_secrets, provider_message, scrub, sdk_errors
+    from telemetry.urls import redact_url, split_query, url_secrets
 
     r = resolve(spec, base_url=base_url)
     if r.kind == "compat" and not r.base_url:
@@ -302,31 +303,30 @@ def list_models(spec: str, base_url: str | None = None, *, api_key: str | None =
         )
     key = _key(r, api_key)
     timeout = r.timeout or 30.0
+    url, query = split_query(r.base_url)  # the query as the SDK's default parameters, as for a turn
+    where = redact_url(r.base_url) or r.provider
+    secrets = (key or "", *header_secrets(r.headers), *url_secrets(r.base_url))
+    options: dict[str, Any] = {"base_url": url, "default_query": query or None, "default_headers": r.headers or None}
     try:
         if r.kind == "anthropic":  # each SDK imported only for its own provider: either costs 0.3-0.7 s
             import anthropic
 
-            a = anthropic.Anthropic(
-                api_key=key or "none", base_url=r.base_url, default_headers=r.headers or None, timeout=timeout
-            )
+            a = anthropic.Anthropic(api_key=key or "none", timeout=timeout, **options)
             ids = [m.id for m in a.models.list()]
         else:
             import openai
 
-            o = openai.OpenAI(
-                api_key=key or "none", base_url=r.base_url, default_headers=r.headers or None, timeout=timeout
-            )
+            o = openai.OpenAI(api_key=key or "none", timeout=timeout, **options)
             ids = [m.id for m in o.models.list()]
     except sdk_errors("APIStatusError") as exc:
-        where = r.base_url or r.provider
         raise ProviderError(
-            scrub(f"{where} did not list its models (HTTP {exc.status_code}: {provider_message(exc)}).", (key or "",)),
+            scrub(f"{where} did not list its models (HTTP {exc.status_code}: {provider_message(exc)}).", secrets),
             kind="http_error",
             hint="Not every server offers /v1/models; check --base-url (it usually ends in /v1).",
         ) from None
     except sdk_errors("APIError") as exc:
         raise ProviderError(
-            scrub(f"Could not reach {r.base_url or r.provider} ({provider_message(exc)}).", (key or "",)),
+            scrub(f"Could not reach {where} ({provider_message(exc)}).", secrets),
             kind="connect_error",
             hint="Is the server running? Check --base-url.",
         ) from None

@@ -16,6 +16,7 @@ from telemetry import events as ev
 from telemetry.log import SessionLog
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
+from telemetry.urls import redact_url
 
 
 def new_recorder(
@@ -27,7 +28,7 @@ def new_recorder(
         provider=backend.provider,
         api=backend.api,
         model=backend.model,
-        base_url=backend.base_url,
+        base_url=redact_url(backend.base_url),  # never a URL's credentials or query values, whoever built it
         settings=request.settings,
         prompt=request.prompt,
         input_chars=sum(len(m.content) for m in request.messages),

@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from telemetry.urls import redact_url
+
 TEXT_FIELDS = ("prompt", "answer", "reasoning")
+
+
+def safe_urls(rec: dict[str, Any]) -> dict[str, Any]:
+    """``base_url`` without credentials or query values, also for lines logged before ttft masked them."""
+    if not rec.get("base_url"):
+        return rec
+    return {**rec, "base_url": redact_url(rec["base_url"])}
 
 
 def redact(rec: dict[str, Any]) -> dict[str, Any]:
@@ -170,6 +179,6 @@ WRITERS = {"jsonl": write_jsonl, "csv": write_csv, "otel": write_otel}
 def export(records: Sequence[dict[str, Any]], fmt: str, out: Path, *, redact_text: bool = False) -> int:
     if fmt not in WRITERS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(WRITERS)}")
-    recs = [redact(r) for r in records] if redact_text else list(records)
+    recs = [safe_urls(redact(r) if redact_text else r) for r in records]
     out.parent.mkdir(parents=True, exist_ok=True)
     return WRITERS[fmt](recs, out)

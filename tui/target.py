@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import Backend
+from telemetry.urls import redact_url
 
 API_NAMES = {
     "openai": "OpenAI Chat Completions",
@@ -118,7 +119,7 @@ def where_text(t: Target) -> str:
         return "runs on this machine (llama.cpp) · no API key, no network"
     if not t.kind:
         return f"provider {t.provider}"
-    where = t.base_url or DEFAULT_HOSTS.get(t.kind, "")
+    where = redact_url(t.base_url) or DEFAULT_HOSTS.get(t.kind, "")  # never its credentials or query values
     api = API_NAMES.get(t.kind, t.kind)
     head = f"{t.provider} ({api}, from config.toml)" if t.configured else api
     return f"{head} at {where}" if where else head

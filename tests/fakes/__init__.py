@@ -36,6 +36,7 @@ API
         ...
         srv.requests[-1].body           # the JSON the SDK sent
         srv.requests[-1].headers        # its headers (lower-case keys)
+        srv.requests[-1].query          # its URL's query parameters (the path, .path, has none)
         srv.schedule = Schedule(fail_status=429, fail_times=1, retry_after=0)   # resets attempt counting
         srv.schedules["slow-model"] = Schedule(first_token_ms=500)             # per-model schedule
         srv.wait_for(lambda r: r.disconnected, timeout=2)                      # e.g. after a cancel
@@ -79,7 +80,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -171,6 +172,7 @@ class RecordedRequest:
     disconnected: bool = False  # the client went away before the end
     disconnect_ns: int | None = None
     chunks_sent: int = 0
+    query: dict[str, str] = field(default_factory=dict)  # the URL's query parameters, as they arrived
 
 
 class _Gone(Exception):
@@ -376,6 +378,7 @@ class FakeServer:
             body,
             time.monotonic_ns(),
             attempt,
+            query=dict(request.query),
         )
         self.requests.append(rec)
         is_anthropic = "anthropic-version" in rec.headers or path.endswith("/messages")

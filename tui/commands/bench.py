@@ -19,6 +19,7 @@ from typing import Any
 
 from backends.load import BackendSpec, LoadConfig, LoadRunner, Progress
 from telemetry import aggregate as agg
+from telemetry.urls import redact_url
 from tui import charts
 
 LOCAL_SERVER = "local-server"
@@ -231,7 +232,7 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
     meta: dict[str, Any] = {
         "run_id": run_id,
         "model_spec": args.model,
-        "base_url": base_url,
+        "base_url": redact_url(base_url),  # never its credentials or query values
         "mode": mode,
         "requests_per_level": cfg.requests,
         "warmup": cfg.warmup,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from telemetry.log import read_records, resolve
 from telemetry.settings import TurnSettings
+from telemetry.urls import without_masked
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         records = list(read_records(resume))
         if records and spec is None:
             spec = spec_from_record(records[-1])
-            base_url = base_url or records[-1].get("base_url")
+            base_url = base_url or without_masked(records[-1].get("base_url"))  # logged with "***" in it
     app = ChatApp(spec, settings=settings, base_url=base_url, resume=resume)
     app.session.system_prompt = args.system
     app.run()

@@ -26,9 +26,10 @@ class PaneSpec:
 
 def parse_model(value: str, default_base_url: str | None) -> PaneSpec:
     """``PROVIDER:MODEL`` or ``PROVIDER:MODEL@URL`` (the URL wins over ``--base-url`` for that pane)."""
-    spec, sep, url = value.rpartition("@")
-    if sep and url.startswith(("http://", "https://")) and spec:
-        return PaneSpec(spec, url)
+    # the first "@http(s)://": a URL's own "@" (user:password@host) is not the split
+    at = min((i for i in (value.find("@http://"), value.find("@https://")) if i > 0), default=-1)
+    if at > 0:
+        return PaneSpec(value[:at], value[at + 1 :])
     return PaneSpec(value, default_base_url)
 
 

@@ -1,0 +1,83 @@
+"""Base URLs: what goes to the server, and the only form that is ever stored or shown.
+
+A ``--base-url`` may carry secrets: credentials in its user part
+(``http://user:PASSWORD@host/v1``) and values in its query (``?api-key=...``, Azure's
+``?api-version=...``). The request needs them; the log, ``--json``, exports and every
+message get :func:`redact_url`'s form instead: the user part as ``***`` and each query
+value as ``***`` (keys kept, so a reader still sees that a query was sent).
+"""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
+
+MASK = "***"
+UNREADABLE = "(an unreadable URL)"
+
+
+def redact_url(url: str | None) -> str | None:
+    """``url`` with its credentials and query values masked and its fragment dropped; idempotent."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unclosed IPv6 bracket: any part of it may be the secret
+        return UNREADABLE
+    netloc = parts.netloc
+    if "@" in netloc:  # the whole user part: a lone user name is often a token itself
+        netloc = f"{MASK}@{netloc.rpartition('@')[2]}"
+    query = "&".join(f"{quote(k, safe='')}={MASK}" for k, _ in parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
+    """``(url without query and fragment, query parameters)``.
+
+    The SDKs append their path (``/chat/completions``) to the base URL as a string, so a
+    query left in it ends up inside the path (``/v1?api-key=.../chat/completions``, a 404);
+    its parameters go to the SDK as default query parameters instead.
+    """
+    if not url:
+        return url, {}
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url, {}  # the SDK reports it, through a scrubbed error
+    if not parts.query and not parts.fragment:
+        return url, {}
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), query
+
+
+def url_secrets(url: str | None) -> tuple[str, ...]:
+    """The parts of ``url`` that must not appear in any message: user, password, query values
+    (raw and percent-decoded, as a server or an HTTP library may echo either)."""
+    if not url:
+        return ()
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return (url,)
+    found: list[str] = []
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rpartition("@")[0]
+        for piece in (userinfo, *userinfo.split(":", 1)):
+            found += [piece, unquote(piece)]
+    for raw in parts.query.split("&"):
+        _, _, value = raw.partition("=")
+        found += [value, unquote(value.replace("+", " "))]
+    return tuple(dict.fromkeys(s for s in found if s and s != MASK))
+
+
+def without_masked(url: str | None) -> str | None:
+    """A stored (redacted) URL made fit to send again: the masked user part and the masked query
+    parameters left out, since ``***`` is no credential. The server then says what it misses."""
+    if not url or MASK not in url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    netloc = parts.netloc.rpartition("@")[2] if parts.netloc.startswith(f"{MASK}@") else parts.netloc
+    kept = [p for p in parts.query.split("&") if p and p.partition("=")[2] != MASK]
+    return urlunsplit((parts.scheme, netloc, parts.path, "&".join(kept), ""))
