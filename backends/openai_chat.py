@@ -14,7 +14,8 @@ llama-server, Ollama, OpenRouter, LM Studio. Compat differences handled here:
 Load driver option (``raw_stream=True``, off by default): the streamed answer is read with
 ``with_raw_response`` and the SDK's own SSE decoder, and each ``data:`` line is translated from
 its JSON dict instead of the SDK's typed chunk model, which costs about a third of the client's
-CPU per chunk. Same bytes, same probe stamps, same events; chat and ask keep the typed SDK path.
+CPU per chunk. Same bytes, same probe stamps, same events; the chat keeps the typed SDK path, and
+`ttft ask` reads without the SDK at all (backends.openai_lean, the same translation).
 
 Non-streamed (``settings.stream`` False): the whole answer arrives at once, so TTFT ==
 E2E; every part of the answer is stamped with the arrival of the response body.

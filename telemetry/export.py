@@ -4,15 +4,43 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import re
+import stat
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from telemetry.urls import redact_url
 
 TEXT_FIELDS = ("prompt", "answer", "reasoning")
+# A CSV cell a spreadsheet would run as a formula (OWASP's list: = + - @, tab, carriage return) ...
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# ... unless it is a plain number, which a spreadsheet reads as the number it is.
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def open_private(path: Path, *, newline: str | None = None) -> TextIO:
+    """``path`` opened for writing text, readable by the user alone (0600) like the session log:
+    an export or a report holds the prompts and answers. An existing file is made 0600 too
+    (``O_TRUNC`` keeps a file's old mode)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        if hasattr(os, "fchmod") and stat.S_ISREG(os.fstat(fd).st_mode):  # not a pipe or /dev/stdout
+            os.fchmod(fd, 0o600)
+        return open(fd, "w", encoding="utf-8", newline=newline)  # the caller closes it
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def csv_cell(value: Any) -> Any:
+    """A text cell that would start a formula gets a leading ``'`` (shown as text, never run)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
 
 
 def safe_urls(rec: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +76,7 @@ def flatten(rec: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def write_jsonl(records: Iterable[dict[str, Any]], out: Path) -> int:
     n = 0
-    with out.open("w", encoding="utf-8") as f:
+    with open_private(out) as f:
         for r in records:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
             n += 1
@@ -56,9 +84,9 @@ def write_jsonl(records: Iterable[dict[str, Any]], out: Path) -> int:
 
 
 def write_csv(records: Sequence[dict[str, Any]], out: Path) -> int:
-    rows = [flatten(r) for r in records]
+    rows = [{k: csv_cell(v) for k, v in flatten(r).items()} for r in records]
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    with out.open("w", encoding="utf-8", newline="") as f:
+    with open_private(out, newline="") as f:
         w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
         w.writerows(rows)
@@ -169,7 +197,8 @@ def otel_document(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def write_otel(records: Sequence[dict[str, Any]], out: Path) -> int:
-    out.write_text(json.dumps(otel_document(records), indent=1), encoding="utf-8")
+    with open_private(out) as f:
+        f.write(json.dumps(otel_document(records), indent=1))
     return len(records)
 
 

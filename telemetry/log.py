@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import statistics
 from collections.abc import Iterator
@@ -34,11 +35,28 @@ def new_session_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
+# A session id names one file in the sessions folder, so ``--session ../../x`` or an absolute path
+# cannot write elsewhere: no separator (nor a drive's ":"), no leading "." (".", "..", hidden files),
+# no control character. Spaces and the like stay allowed: a file someone renamed still resumes.
+_BAD_ID = re.compile(r"[/\\:\x00-\x1f\x7f-\x9f]|^\.")
+
+
+def check_session_id(session_id: str) -> str:
+    """``session_id`` itself when it is a valid id, else ValueError with a message fit to print."""
+    if not session_id or len(session_id) > 200 or _BAD_ID.search(session_id):
+        raise ValueError(
+            f"{session_id!r} is not a session id: it names a file in the sessions folder, so it may not "
+            "hold '/', '\\', ':' or control characters, start with '.', or pass 200 characters "
+            "(e.g. 20260101-090000-a1b2)"
+        )
+    return session_id
+
+
 class SessionLog:
     """Append-only; each append is flushed and fsynced, so a crash loses at most the turn in flight."""
 
     def __init__(self, session_id: str | None = None, directory: Path | None = None) -> None:
-        self.session_id = session_id or new_session_id()
+        self.session_id = check_session_id(session_id) if session_id else new_session_id()
         self.path = (directory or sessions_dir()) / f"{self.session_id}.jsonl"
 
     def append(self, record: TurnRecord | dict[str, Any]) -> None:
@@ -122,7 +140,10 @@ def resolve(session_or_file: str | None, directory: Path | None = None) -> Path:
         p = Path(session_or_file)
         if p.exists():
             return p
-        candidate = (directory or sessions_dir()) / f"{session_or_file}.jsonl"
+        try:
+            candidate = (directory or sessions_dir()) / f"{check_session_id(session_or_file)}.jsonl"
+        except ValueError:
+            raise FileNotFoundError(f"no file named {session_or_file!r}, and it is not a session id") from None
         if candidate.exists():
             return candidate
         raise FileNotFoundError(f"no session or file named {session_or_file!r}")

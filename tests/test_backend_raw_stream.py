@@ -152,11 +152,14 @@ def lean_for(srv: Any, **kw: Any) -> Any:
     return LeanChatBackend("fake-model", provider="compat", base_url=srv.openai_base_url, compat=True, **kw)
 
 
-async def _both(schedule: Schedule, **settings: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+async def _both(
+    schedule: Schedule, backend_kw: dict[str, Any] | None = None, **settings: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """One turn on the SDK path, then one on the lean path, each against a fresh server (so a
     schedule's "first K attempts fail" counts from 0 for each)."""
     out = []
-    for make in (lambda s: backend_for("compat", s), lean_for):
+    kw = backend_kw or {}
+    for make in (lambda s: backend_for("compat", s, **kw), lambda s: lean_for(s, **kw)):
         with FakeServer(schedule) as srv:
             b = make(srv)
             try:
@@ -193,6 +196,25 @@ async def test_lean_path_records_what_the_sdk_path_records(name: str) -> None:
     assert _error_words(lean) == _error_words(sdk)
     if name.endswith("then_ok"):
         assert lean["status"] == "ok" and lean["attempts"] == sdk["attempts"] and lean["attempts"] == 2
+
+
+async def test_lean_path_on_a_stalled_stream_times_out_as_the_sdk_does() -> None:
+    sdk, lean = await _both(
+        Schedule(visible_tokens=6, stall_after=2, stall_s=3), {"timeout_s": 0.5}, stream=True, max_retries=0
+    )
+    assert lean["error"]["type"] == "timeout" and lean["answer"] == "w00 w01 "
+    assert _same(lean) == _same(sdk) and _error_words(lean) == _error_words(sdk)
+
+
+def test_only_an_opt_in_gets_the_lean_path() -> None:
+    from backends.openai_chat import OpenAIChatBackend
+    from backends.openai_lean import LeanChatBackend
+    from backends.providers import create_backend
+
+    url = "http://127.0.0.1:9/v1"
+    assert type(create_backend("compat:m", base_url=url)) is OpenAIChatBackend  # chat, bench, compare
+    assert type(create_backend("compat:m", base_url=url, lean=True)) is LeanChatBackend  # ask
+    assert type(create_backend("openai:m", api_key="sk-x", lean=True)) is LeanChatBackend
 
 
 async def test_lean_path_on_a_refused_connection_retries_and_fails_as_the_sdk_does() -> None:

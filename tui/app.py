@@ -429,7 +429,7 @@ class ChatApp(App[None]):
             return
         try:
             records = self.session.resume(path)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a file name that is no session id
             self.notify(f"Could not open {path}: {exc}", severity="error")
             return
         await self.transcript.remove_children()

@@ -134,11 +134,13 @@ async def chat_turns(url: str, server: Server, turns: int, warm: bool) -> list[d
 WITHOUT_AIOHTTP = "import sys; sys.modules['aiohttp'] = None; from tui.cli import main; sys.exit(main())"
 
 
-def ask_runs(url: str, server: Server, n: int, root: Path, user_install: bool = False) -> list[dict[str, float]]:
+def ask_runs(
+    url: str, server: Server, n: int, root: Path, user_install: bool = False, flags: tuple[str, ...] = ()
+) -> list[dict[str, float]]:
     env = {**os.environ, "PYTHONPATH": str(root), "TTFT_DATA_DIR": tempfile.mkdtemp(prefix="ttft-own-")}
     env.pop("TTFT_IN_PROCESS", None)
     entry = ["-c", WITHOUT_AIOHTTP] if user_install else ["-m", "tui.cli"]
-    cmd = [sys.executable, *entry, "ask", "-m", "compat:x", "--base-url", url, "--json", "hi"]
+    cmd = [sys.executable, *entry, "ask", "-m", "compat:x", "--base-url", url, "--json", *flags, "hi"]
     out: list[dict[str, float]] = []
     for _ in range(n):
         before = len(server.arrivals())
@@ -170,6 +172,7 @@ def main() -> int:
     p.add_argument("--root", type=Path, default=ROOT, help="run `ttft ask` from this checkout")
     p.add_argument("--skip-chat", action="store_true")
     p.add_argument("--user-install", action="store_true", help="also run ask without aiohttp, as a user's install")
+    p.add_argument("--sdk", action="store_true", help="also run ask with --sdk (the OpenAI SDK's stream reader)")
     args = p.parse_args()
     os.environ.setdefault("TTFT_DATA_DIR", tempfile.mkdtemp(prefix="ttft-own-"))
     server = Server()
@@ -204,9 +207,14 @@ def main() -> int:
                 + f"  [without warm-up: own delay {med(first[False], 'own_delay_ms'):.0f} ms,"
                 f" Enter->arrival {med(first[False], 'enter_to_arrival_ms'):.0f} ms]"
             )
-        for user in (False, True) if args.user_install else (False,):
-            runs = ask_runs(server.url, server, args.asks, args.root.resolve(), user)
-            how = "as a user's install (no aiohttp)" if user else "in this environment"
+        modes: list[tuple[bool, tuple[str, ...]]] = (
+            [(False, ())] + ([(True, ())] if args.user_install else []) + ([(False, ("--sdk",))] if args.sdk else [])
+        )
+        for user, flags in modes:
+            runs = ask_runs(server.url, server, args.asks, args.root.resolve(), user, flags)
+            how = ("as a user's install (no aiohttp)" if user else "in this environment") + (
+                ", with --sdk" if flags else ""
+            )
             print(f"\nttft ask (from {args.root}, {how}), {len(runs)} processes:")
             print("  run   start->arrival   own_delay_ms   TTFT")
             for i, r in enumerate(runs):

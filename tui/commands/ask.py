@@ -20,13 +20,21 @@ from backends.base import Backend, ChatRequest, Message
 from backends.providers import ProviderError, create_backend, default_spec, is_local_spec, parse_spec
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
-from telemetry.log import SessionLog
+from telemetry.log import SessionLog, check_session_id
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def session_id_arg(value: str) -> str:
+    """``--session``: an id in the sessions folder, never a path out of it."""
+    try:
+        return check_session_id(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -91,7 +99,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_model_options(p)
     add_turn_options(p)
     p.add_argument("--json", action="store_true", help="print the full ttft.turn/1 record instead of the answer")
-    p.add_argument("--session", metavar="ID", help="append to this session's log (default: a new session)")
+    p.add_argument(
+        "--session", metavar="ID", type=session_id_arg, help="append to this session's log (default: a new session)"
+    )
     p.add_argument(
         "--sdk",
         action="store_true",

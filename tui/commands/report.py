@@ -19,6 +19,7 @@ from typing import Any
 
 from telemetry import aggregate as agg
 from telemetry.compare import pane_stats
+from telemetry.export import open_private
 from telemetry.log import read_records, resolve
 from tui import charts
 from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
@@ -241,7 +242,8 @@ def run(args: argparse.Namespace) -> int:
     print_report(loaded, chart_list, args.width)
     if args.html:
         args.html.parent.mkdir(parents=True, exist_ok=True)
-        args.html.write_text(html_page(loaded, chart_list), encoding="utf-8")
+        with open_private(args.html) as f:  # the user's data, like an export: 0600
+            f.write(html_page(loaded, chart_list))
         print(f"\nwrote {args.html}")
     for fmt, folder in (("svg", args.svg), ("png", args.png)):
         if folder is None:
