@@ -61,6 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="Chat Completions: read streams as JSON without the SDK's typed chunks (less client CPU per token)",
     )
+    p.add_argument(
+        "--lean",
+        action="store_true",
+        help="Chat Completions: no SDK at all, ttft's own stream reader (as ttft ask; the same records)",
+    )
     p.add_argument("--charts", choices=("svg", "png"), default="svg", help="chart files (png needs matplotlib)")
     p.add_argument("--slots", type=int, default=4, help="local-server: parallel slots (-np)")
     p.add_argument("--ctx", type=int, default=4096, help="local-server: context shared by the slots (-c)")
@@ -241,6 +246,7 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
         "seed": cfg.seed,
         "workers": cfg.workers,
         "raw_stream": args.raw_stream,
+        "lean": args.lean,
         "slo": slo.to_dict() if slo else None,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -258,7 +264,10 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
     try:
         try:
             runner = LoadRunner(
-                cfg, spec=BackendSpec(spec, base_url, raw_stream=args.raw_stream), run_id=run_id, on_progress=progress
+                cfg,
+                spec=BackendSpec(spec, base_url, raw_stream=args.raw_stream, options={"lean": True} if args.lean else {}),
+                run_id=run_id,
+                on_progress=progress,
             )
             async with runner:
                 if runner.backend is not None:
