@@ -106,7 +106,8 @@ async def test_chat_keeps_the_sdk_path_by_default() -> None:
     assert d["status"] == "ok" and d["answer"] == "w00 w01 w02 "
 
 
-def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("flag", ["--raw-stream", "--lean"])
+def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, flag: str) -> None:
     from tui.cli import main
 
     out = tmp_path / "run"
@@ -115,7 +116,7 @@ def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, capsys: pytest.C
             [
                 "bench", "-m", "compat:batching-fake", "--base-url", srv.base_url, "--concurrency", "4",
                 "--requests", "8", "--warmup", "1", "--max-output-tokens", "8", "--out", str(out), "--quiet",
-                "--raw-stream",
+                flag,
             ]
         )  # fmt: skip
     assert rc == 0
@@ -123,7 +124,8 @@ def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, capsys: pytest.C
     assert len(turns) == 9 and all(t["status"] == "ok" for t in turns)
     assert all(t["tokens"]["output"] == 8 and t["tokens"]["source"] == "usage" for t in turns)
     assert all(15 <= t["metrics"]["tpot_ms"] < 60 for t in turns)
-    assert '"raw_stream": true' in json.dumps(json.loads((out / "summary.json").read_text()))
+    key = "raw_stream" if flag == "--raw-stream" else "lean"
+    assert f'"{key}": true' in json.dumps(json.loads((out / "summary.json").read_text()))
 
 
 def test_think_splitter_fast_path_matches_the_general_path() -> None:

@@ -38,7 +38,8 @@ def cpu_s() -> float:
 
 
 async def ramp(base_url: str, rate: float, a: argparse.Namespace) -> int:
-    backend = build_backend(BackendSpec("compat:fake", base_url, raw_stream=a.raw), pool=max(a.levels) + 16)
+    spec = BackendSpec("compat:fake", base_url, raw_stream=a.raw, options={"lean": True} if a.lean else {})
+    backend = build_backend(spec, pool=max(a.levels) + 16)
     best = 0
     misses = 0
     try:
@@ -81,6 +82,7 @@ def main() -> int:
     p.add_argument("--tokens", type=int, default=32, help="output tokens per request")
     p.add_argument("--rounds", type=int, default=2, help="requests per stream at each level")
     p.add_argument("--raw", action="store_true", help="the load driver's raw SSE path instead of the SDK's")
+    p.add_argument("--lean", action="store_true", help="no SDK at all (backends.openai_lean, as ttft bench --lean)")
     a = p.parse_args()
     a.levels = [int(x) for x in a.levels.split(",")]
     os.environ.setdefault("TTFT_DATA_DIR", tempfile.mkdtemp(prefix="ttft-capacity-"))
@@ -94,7 +96,8 @@ def main() -> int:
         )  # fmt: skip
         try:
             wait_http(f"http://127.0.0.1:{port}/health")
-            print(f"== {rate:g} tok/s per stream, {a.tokens} tokens per request, {'raw' if a.raw else 'SDK'} path ==")
+            path = "lean" if a.lean else "raw" if a.raw else "SDK"
+            print(f"== {rate:g} tok/s per stream, {a.tokens} tokens per request, {path} path ==")
             best = asyncio.run(ramp(f"http://127.0.0.1:{port}/v1", rate, a))
             summary.append((rate, best))
         finally:

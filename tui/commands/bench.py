@@ -265,7 +265,9 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
         try:
             runner = LoadRunner(
                 cfg,
-                spec=BackendSpec(spec, base_url, raw_stream=args.raw_stream, options={"lean": True} if args.lean else {}),
+                spec=BackendSpec(
+                    spec, base_url, raw_stream=args.raw_stream, options={"lean": True} if args.lean else {}
+                ),
                 run_id=run_id,
                 on_progress=progress,
             )
