@@ -41,31 +41,6 @@ def csv_cell(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
         return "'" + value
     return value
-# A CSV cell a spreadsheet would run as a formula (OWASP's list: = + - @, tab, carriage return) ...
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-# ... unless it is a plain number, which a spreadsheet reads as the number it is.
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def open_private(path: Path, *, newline: str | None = None) -> TextIO:
-    """``path`` opened for writing text, readable by the user alone (0600) like the session log:
-    an export or a report holds the prompts and answers. An existing file is made 0600 too
-    (``O_TRUNC`` keeps a file's old mode)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        if hasattr(os, "fchmod") and stat.S_ISREG(os.fstat(fd).st_mode):  # not a pipe or /dev/stdout
-            os.fchmod(fd, 0o600)
-        return open(fd, "w", encoding="utf-8", newline=newline)  # the caller closes it
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def csv_cell(value: Any) -> Any:
-    """A text cell that would start a formula gets a leading ``'`` (shown as text, never run)."""
-    if isinstance(value, str) and value.startswith(_FORMULA_START) and not _NUMBER.fullmatch(value):
-        return "'" + value
-    return value
 
 
 def safe_urls(rec: dict[str, Any]) -> dict[str, Any]:

@@ -52,23 +52,6 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
-# A session id names one file in the sessions folder, so ``--session ../../x`` or an absolute path
-# cannot write elsewhere: no separator (nor a drive's ":"), no leading "." (".", "..", hidden files),
-# no control character. Spaces and the like stay allowed: a file someone renamed still resumes.
-_BAD_ID = re.compile(r"[/\\:\x00-\x1f\x7f-\x9f]|^\.")
-
-
-def check_session_id(session_id: str) -> str:
-    """``session_id`` itself when it is a valid id, else ValueError with a message fit to print."""
-    if not session_id or len(session_id) > 200 or _BAD_ID.search(session_id):
-        raise ValueError(
-            f"{session_id!r} is not a session id: it names a file in the sessions folder, so it may not "
-            "hold '/', '\\', ':' or control characters, start with '.', or pass 200 characters "
-            "(e.g. 20260101-090000-a1b2)"
-        )
-    return session_id
-
-
 class SessionLog:
     """Append-only; each append is flushed and fsynced, so a crash loses at most the turn in flight."""
 

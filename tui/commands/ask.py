@@ -37,14 +37,6 @@ def session_id_arg(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def session_id_arg(value: str) -> str:
-    """``--session``: an id in the sessions folder, never a path out of it."""
-    try:
-        return check_session_id(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-m",

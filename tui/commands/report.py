@@ -20,7 +20,6 @@ from typing import Any
 from telemetry import aggregate as agg
 from telemetry.compare import pane_stats
 from telemetry.export import open_private
-from telemetry.export import open_private
 from telemetry.log import read_records, resolve
 from tui import charts
 from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
