@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -13,6 +13,7 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical
+from textual.filter import LineFilter
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
@@ -27,6 +28,7 @@ from tui.format import fmt_settings, short_spec, turn_label
 from tui.runner import LiveTurn, LoopThread, collect_between_turns, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
 from tui.target import Target, describe_target
+from tui.terminal import visible_text, with_drop_controls
 from tui.widgets import AssistantMessage, TelemetryPane, Transcript
 
 if TYPE_CHECKING:
@@ -134,6 +136,9 @@ class ChatApp(App[None]):
         self._starting = False
         self._pane_ns = 0
 
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        return with_drop_controls(super().get_line_filters())  # outside text never drives the terminal
+
     # --- layout --------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Static(id="header")
@@ -194,7 +199,7 @@ class ChatApp(App[None]):
         t.append(f"│ {label} ", style="bold cyan")
         t.append(settings, style="")
         t.append(sid, style="dim")
-        self.query_one("#header", Static).update(t)
+        self.query_one("#header", Static).update(visible_text(t))  # a model name may come from a server
         if (greeting := self.transcript.greeting) is not None:
             greeting.set_target(target)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 # One colour per phase, wherever a phase is named (pane, compare status lines).
 PHASE_COLOR = {
     "queued": "dim",
@@ -15,6 +17,27 @@ PHASE_COLOR = {
 }
 
 DASH = "–"
+
+# --- text from outside, on a terminal ---------------------------------------------------------
+# Model output, a server's error text, a log file's fields: none of it may drive the terminal
+# (ESC ]0; sets the title, ESC [2J clears the screen, ESC ]52; writes the clipboard, ESC ]8; makes
+# links, and the C1 byte 0x9b is a CSI by itself). So every control character but newline and tab
+# is shown instead of sent: C0 as its Unicode control picture (ESC as "␛", BEL as "␇", CR as "␍"),
+# DEL as "␡", C1 (0x80-0x9f, which have no pictures) as "<0x9b>".
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_VISIBLE = {c: chr(0x2400 + c) for c in range(0x20) if c not in (0x09, 0x0A)}
+_VISIBLE[0x7F] = "\u2421"
+_VISIBLE.update({c: f"<0x{c:02x}>" for c in range(0x80, 0xA0)})
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with every control character but newline and tab made visible (see above), never executed.
+
+    Cheap on clean text (one regex scan), so it runs on each streamed delta, not on each repaint.
+    """
+    if _CONTROLS.search(text) is None:
+        return text
+    return text.translate(_VISIBLE)
 
 
 def fmt_ms(v: float | None, *, digits: int = 0) -> str:

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import sys
 from types import SimpleNamespace
 from typing import Any
@@ -25,8 +26,11 @@ from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
+from tui.format import visible_controls
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+# JSON escapes C0 itself; DEL and C1 (0x9b is a CSI) it leaves raw with ensure_ascii=False.
+_JSON_RAW_CONTROLS = re.compile("[\x7f-\x9f]")
 
 
 def session_id_arg(value: str) -> str:
@@ -166,13 +170,15 @@ async def _ask(
     backend: Backend, request: ChatRequest, recorder: TurnRecorder, log: SessionLog, echo: bool
 ) -> TurnRecord:
     wrote = False
+    # On a terminal the answer's control characters are shown, not run; piped, it stays byte-exact.
+    shown = visible_controls if sys.stdout.isatty() else str
 
     def on_event(e: ev.Event) -> None:
         nonlocal wrote
         if isinstance(e, ev.ModelLoadStarted) and e.what:
-            print(f"ttft: {e.what}", file=sys.stderr, flush=True)  # e.g. assembling the default model
+            print(f"ttft: {visible_controls(e.what)}", file=sys.stderr, flush=True)  # e.g. assembling the model
         if echo and isinstance(e, ev.TextDelta) and e.text:
-            sys.stdout.write(e.text)
+            sys.stdout.write(shown(e.text))
             sys.stdout.flush()
             wrote = True
 
@@ -236,6 +242,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print(record: TurnRecord, as_json: bool) -> None:
     d = record.to_dict()
-    if as_json:
-        print(json.dumps(d, ensure_ascii=False, indent=2))
-    print(summary_line(d), file=sys.stderr)
+    if as_json:  # every control character escaped: the same JSON values, and safe on a terminal
+        text = json.dumps(d, ensure_ascii=False, indent=2)
+        print(_JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
+    print(visible_controls(summary_line(d)), file=sys.stderr)  # the server's error text among it

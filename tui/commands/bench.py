@@ -21,6 +21,7 @@ from backends.load import BackendSpec, LoadConfig, LoadRunner, Progress
 from telemetry import aggregate as agg
 from telemetry.urls import redact_url
 from tui import charts
+from tui.format import visible_controls
 
 LOCAL_SERVER = "local-server"
 
@@ -280,7 +281,8 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                 if warm and warm.records and all(r.get("status") != "ok" for r in warm.records):
                     progress.end()
                     err = warm.records[0].get("error") or {}
-                    print(f"ttft bench: every warm-up request failed: {err.get('message')}", file=sys.stderr)
+                    msg = visible_controls(f"ttft bench: every warm-up request failed: {err.get('message')}")
+                    print(msg, file=sys.stderr)  # the server's words: shown, never run
                     return 1
                 print(HEADER)
                 for i in range(len(cfg.levels)):
@@ -302,7 +304,7 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
         except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
             progress.end()
             hint = getattr(exc, "hint", None)
-            print(f"ttft bench: {exc}" + (f" {hint}" if hint else ""), file=sys.stderr)
+            print(visible_controls(f"ttft bench: {exc}" + (f" {hint}" if hint else "")), file=sys.stderr)
             if not levels:
                 return 2
     finally:

@@ -13,6 +13,7 @@ from typing import Any
 
 from backends.base import Backend
 from telemetry.settings import TurnSettings
+from tui.format import visible_controls
 
 LABELS = "ABCD"
 MAX_PANES = 4
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         backends = [factory(s.spec, s.base_url) for s in specs]
     except Exception as exc:  # a bad spec, a missing key: one sentence, no traceback
-        print(f"ttft compare: {exc}", file=sys.stderr)
+        print(visible_controls(f"ttft compare: {exc}"), file=sys.stderr)
         return 2
     if args.headless:
         try:

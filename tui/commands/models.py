@@ -11,6 +11,7 @@ import json
 import sys
 
 from backends.providers import ProviderError, default_spec, is_local_spec, list_models
+from tui.format import visible_controls
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -54,13 +55,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         ids = list_models(spec, args.base_url)
     except ProviderError as err:
-        print(f"error: {err.message}" + (f" {err.hint}" if err.hint else ""), file=sys.stderr)
+        print(visible_controls(f"error: {err.message}" + (f" {err.hint}" if err.hint else "")), file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(ids))
     else:
         for i in ids:
-            print(i)
+            print(visible_controls(i))  # the server's own names: shown, never run
         if not ids:
             print("the server listed no models", file=sys.stderr)
     return 0

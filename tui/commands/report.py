@@ -23,7 +23,7 @@ from telemetry.export import open_private
 from telemetry.log import read_records, resolve
 from tui import charts
 from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
-from tui.format import short_model
+from tui.format import short_model, visible_controls
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -187,22 +187,21 @@ def report_charts(loaded: Loaded, turns: str | None) -> list[tuple[str, charts.C
 
 
 # --- output ------------------------------------------------------------------------------
-def print_report(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], width: int) -> None:
+def report_text(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], width: int) -> str:
+    out: list[str] = []
     for b in loaded.benches:
-        print(f"== bench: {b.name} ==")
-        print(HEADER)
-        for lv in b.levels:
-            print(level_row(lv))
-        print()
+        out += [f"== bench: {b.name} ==", HEADER, *(level_row(lv) for lv in b.levels), ""]
     if loaded.groups:
-        print("== turns ==")
-        print(groups_table(loaded.groups))
-        print()
+        out += ["== turns ==", groups_table(loaded.groups), ""]
     for _, c in chart_list:
-        print(c.terminal(width, 16 if c.kind == "hist" else 18))
-        print()
-    for b in loaded.benches:
-        print(f"{b.name}: {b.conclusion}")
+        out += [c.terminal(width, 16 if c.kind == "hist" else 18), ""]
+    out += [f"{b.name}: {b.conclusion}" for b in loaded.benches]
+    return "\n".join(out)
+
+
+def print_report(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], width: int) -> None:
+    # names, models and conclusions come from files: their control characters are shown, never run
+    print(visible_controls(report_text(loaded, chart_list, width)))
 
 
 def _html_table(header: list[str], rows: list[list[str]]) -> str:
@@ -235,7 +234,7 @@ def html_page(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]]) -> str
 def run(args: argparse.Namespace) -> int:
     loaded = load(args.files)
     for p in loaded.problems:
-        print(f"ttft report: {p}", file=sys.stderr)
+        print(visible_controls(f"ttft report: {p}"), file=sys.stderr)
     if not loaded.benches and not loaded.groups:
         return 1
     chart_list = report_charts(loaded, args.turns)

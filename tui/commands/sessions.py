@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from telemetry.log import list_sessions, sessions_dir
+from tui.format import visible_controls
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,9 +24,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"{'session':<24} {'turns':>5} {'errors':>6} {'TTFT p50 ms':>11} {'TPOT p50 ms':>11}  models")
     for s in sessions:
-        print(
+        line = (
             f"{s.session_id:<24} {s.turns:>5} {s.errors:>6} {_fmt(s.median_ttft_ms):>11} "
             f"{_fmt(s.median_tpot_ms):>11}  {', '.join(s.models)}"
         )
+        print(visible_controls(line))  # ids and model names come from files: shown, never run
     print(f"\n{len(sessions)} sessions in {sessions_dir()}")
     return 0

@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from telemetry.log import SessionInfo, list_sessions, sessions_dir
-from tui.format import fmt_ms, short_model, short_spec_str
+from tui.format import fmt_ms, short_model, short_spec_str, visible_controls
 
 MODELS_W = 50  # the models column
 MODEL_W = 24  # each model in it
@@ -46,15 +46,16 @@ class SessionsScreen(ModalScreen[Path | None]):
     def on_mount(self) -> None:
         self.sessions = list_sessions()
         table = self.query_one(DataTable)
-        for s in self.sessions:
+        for s in self.sessions:  # ids and model names come from files: their control characters are shown
+            models = [visible_controls(m) for m in s.models]
             table.add_row(
-                s.session_id + (" (this)" if s.session_id == self.current else ""),
+                visible_controls(s.session_id) + (" (this)" if s.session_id == self.current else ""),
                 (s.started_at or "")[:16].replace("T", " "),
                 str(s.turns),
                 str(s.errors),
                 fmt_ms(s.median_ttft_ms),
                 fmt_ms(s.median_tpot_ms, digits=1),
-                short_model(", ".join(short_spec_str(m, MODEL_W) for m in s.models), MODELS_W),
+                short_model(", ".join(short_spec_str(m, MODEL_W) for m in models), MODELS_W),
                 key=str(s.path),
             )
         if not self.sessions:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import BindingType
@@ -14,6 +15,7 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, OptionList, Select, Static, Switch
 
 from telemetry.settings import TurnSettings
+from tui.format import visible_controls
 
 EFFORT_OPTIONS = [("default", ""), ("minimal", "minimal"), ("low", "low"), ("medium", "medium"), ("high", "high")]
 DISPLAY_OPTIONS = [("default", ""), ("summarized", "summarized"), ("omitted", "omitted")]
@@ -190,8 +192,8 @@ class SettingsScreen(ModalScreen[Result | None]):
 
     def _show_models(self, models: list[str], error: str | None) -> None:
         note = self.query_one("#settings-error", Static)
-        if error or not models:
-            note.update(error or "The server listed no models.")
+        if error or not models:  # a Text: the server's words are neither markup nor control sequences
+            note.update(Text(visible_controls(error or "The server listed no models.")))
             return
         note.update(f"{len(models)} models: pick one")
         options = self.query_one("#model-list", OptionList)

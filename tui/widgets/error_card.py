@@ -7,6 +7,8 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
+from tui.format import visible_controls
+
 GENERIC_HINTS = {
     401: "Check the API key (environment variable or config).",
     403: "The key lacks access to this model or feature.",
@@ -42,13 +44,15 @@ class ErrorCard(Static):
         title = f"✗ {words} ({kind})" if words else f"✗ {kind}" + (f" · HTTP {status}" if status else "")
         t = Text()
         t.append(title + "\n", style="bold red")
-        t.append(f"{rec.get('provider', '?')} · {rec.get('model', '?')}\n", style="dim")
+        # the provider's message is the server's text: its control characters are shown, never run
+        # (made visible before Rich, which would silently drop BEL and CR but send ESC)
+        t.append(visible_controls(f"{rec.get('provider', '?')} · {rec.get('model', '?')}") + "\n", style="dim")
         t.append("What happened: " if words else "Provider said: ", style="bold")
-        t.append((err.get("message") or "no message").strip()[:800] + "\n")
+        t.append(visible_controls((err.get("message") or "no message").strip()[:800]) + "\n")
         hint = err.get("hint") or GENERIC_HINTS.get(status or 0)
         if hint:
             t.append("Try: ", style="bold")
-            t.append(hint + "\n")
+            t.append(visible_controls(hint) + "\n")
         if rec.get("answer"):
             t.append("The partial answer above is kept.", style="italic")
         else:

@@ -14,6 +14,7 @@ from textual.widgets import Static
 
 from tui.format import short_spec
 from tui.target import Target, key_text, where_text
+from tui.terminal import visible_text
 
 COMPAT_EXAMPLE = "ttft -m compat:MODEL --base-url http://127.0.0.1:8080/v1"
 # (row, label): a row without a value for the target is hidden; a label shows on a block's first row
@@ -41,7 +42,7 @@ def _hosted_example() -> tuple[str, str]:
 
 def model_line(target: Target, width: int) -> Text:
     """``provider:model``, shortened to one line of ``width``."""
-    name = Text(short_spec(target.provider, target.model, width), style="bold")
+    name = visible_text(Text(short_spec(target.provider, target.model, width), style="bold"))
     if target.model is None:  # the backend names its default when it starts
         name.append("  (its default model)", style="dim not bold")
     return name
@@ -51,7 +52,7 @@ def greeting_lines(target: Target) -> dict[str, Text | None]:
     """Every row but the model's (which depends on the width); None: not shown for this target."""
     hosted, key_env = _hosted_example()
     key = key_text(target)
-    return {
+    lines: dict[str, Text | None] = {
         # its first clause: the whole greeting must fit the empty chat at 80x24
         "about": Text(target.about.split(";")[0], style="dim") if target.about else None,
         "where": Text(where_text(target), style="dim"),
@@ -67,6 +68,8 @@ def greeting_lines(target: Target) -> dict[str, Text | None]:
         if target.kind == "local"
         else Text.assemble(("ttft -m local", "bold"), ("  a small model on this machine, no key", "dim")),
     }
+    # names, addresses and descriptions come from the command line, config.toml or a server
+    return {k: None if v is None else visible_text(v) for k, v in lines.items()}
 
 
 class ModelLine(Widget):

@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from telemetry.diagnosis import diagnose_session
-from tui.format import DASH, fmt_ms, short_model, turn_label
+from tui.format import DASH, fmt_ms, short_model, turn_label, visible_controls
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "cancelled": "yellow"}
 # "tok": output tokens ("~" when estimated); short, so the 64-column pane keeps room for the model
@@ -30,7 +30,7 @@ def _cells(r: dict[str, Any]) -> list[str | Text]:
     out = tok.get("output")
     return [
         turn_label(r.get("turn_index"), ""),  # under the "#" heading
-        r.get("model") or "",
+        visible_controls(r.get("model") or ""),  # a log file's or a server's name: shown, never run
         Text(status, style=STATUS_STYLE.get(status, "")),
         fmt_ms(m.get("ttft_ms")),
         fmt_ms(m.get("ttfvt_ms")),
@@ -84,4 +84,5 @@ class HistoryPanel(Vertical):
         if records:
             table.move_cursor(row=len(records) - 1)
         table.refresh()  # the header row too: its cached line kept the old column widths on screen
-        self.query_one("#session-summary", Static).update(Text(diagnose_session(list(records)), style="italic"))
+        summary = visible_controls(diagnose_session(list(records)))  # it may quote a server's error
+        self.query_one("#session-summary", Static).update(Text(summary, style="italic"))

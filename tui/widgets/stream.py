@@ -38,6 +38,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Markdown
 
+from tui.format import visible_controls
+
 RESERVE_PAINTS = 4  # room for this many more paints at the current pace ...
 RESERVE_MAX_LINES = 40  # ... but never more blank lines than this, nor than half the view, under the text
 WINDOW_JUMP = 0.5  # a windowed tail that reaches the bottom moves up by this share of its height at once
@@ -359,7 +361,12 @@ class StreamingMarkdown(Vertical):
         return [w for w in self.children if isinstance(w, Markdown)]
 
     def feed(self, fragment: str) -> None:
-        """New text: on screen in the tail at the next refresh; complete blocks move to Markdown in the background."""
+        """New text: on screen in the tail at the next refresh; complete blocks move to Markdown in the background.
+
+        Its control characters are made visible here, once per fragment: the tail, the blocks and
+        their Markdown only ever hold the shown text, and a repaint never scans it again.
+        """
+        fragment = visible_controls(fragment)
         self.tail.append(fragment)
         if not self.settle:
             return

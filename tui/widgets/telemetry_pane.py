@@ -17,6 +17,7 @@ from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.recorder import Snapshot
 from telemetry.timeline import Timeline
 from tui.format import DASH, PHASE_COLOR, fmt_ms, fmt_num, short_spec, turn_label
+from tui.terminal import visible_text
 from tui.widgets.history import HistoryPanel
 from tui.widgets.timeline import TimelineView
 
@@ -233,6 +234,7 @@ class TelemetryPane(VerticalScroll):
             spark.display = False
 
     def _set_live(self, text: Text) -> None:
+        text = visible_text(text)  # model names, server figures, quoted errors: shown, never run
         # A layout pass costs far more than a repaint: only when the line count changes.
         lines = text.plain.count("\n")
         self.query_one("#live", Static).update(text, layout=lines != self._live_lines)

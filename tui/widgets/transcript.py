@@ -15,7 +15,7 @@ from textual.widgets import Collapsible, Markdown, Static
 
 from telemetry.recorder import Snapshot, TurnRecorder
 from telemetry.render import RenderLag
-from tui.format import fmt_ms
+from tui.format import fmt_ms, visible_controls
 from tui.target import Target
 from tui.widgets.error_card import ErrorCard
 from tui.widgets.greeting import Greeting
@@ -46,15 +46,15 @@ def reasoning_title(record: dict[str, Any]) -> str | None:
 
 class UserMessage(Static):
     def __init__(self, text: str) -> None:
-        super().__init__(Text(text), classes="user-message")
-        self.prompt = text
+        super().__init__(Text(visible_controls(text)), classes="user-message")
+        self.prompt = text  # as typed: it is sent again on regenerate
 
 
 class NoteMessage(Static):
     """A one-line system note (export paths, cancelled, settings changed)."""
 
     def __init__(self, text: str, kind: str = "info", *, outcome: bool = False) -> None:
-        super().__init__(Text(text), classes=f"note note-{kind}")
+        super().__init__(Text(visible_controls(text)), classes=f"note note-{kind}")
         self.outcome = outcome  # says how a turn ended (part of that turn when it is compacted)
 
 
@@ -121,7 +121,8 @@ class AssistantMessage(Vertical):
         r_parts = recorder.reasoning_parts(self._r_idx)
         if r_parts:
             self._r_idx += len(r_parts)
-            self._reasoning_text = (self._reasoning_text + "".join(r_parts))[-REASONING_TAIL_CHARS * 2 :]
+            shown = visible_controls("".join(r_parts))  # once per new part, not per repaint of the tail
+            self._reasoning_text = (self._reasoning_text + shown)[-REASONING_TAIL_CHARS * 2 :]
             self.reasoning.display = True
             self.reasoning.body.update(Text("…" + self._reasoning_text[-REASONING_TAIL_CHARS:], style="dim italic"))
         if snap.reasoning_tokens:
@@ -166,7 +167,7 @@ class AssistantMessage(Vertical):
         await self.stream.stop()
         unpainted, self._pending_batches = self._pending_batches, []
         answer = record.get("answer") or ""
-        await self.answer.update(answer)
+        await self.answer.update(visible_controls(answer))  # the record keeps the exact text
         with self.app.batch_update():  # the full render replaces the streamed one in a single frame
             self.answer.display = bool(answer)
             self.stream.display = False
@@ -187,7 +188,8 @@ class AssistantMessage(Vertical):
             return
         self.reasoning.display = True
         self.reasoning.title = title
-        self.reasoning.body.update(Text(reasoning or "The provider did not return the reasoning text.", style="dim"))
+        shown = visible_controls(reasoning) or "The provider did not return the reasoning text."
+        self.reasoning.body.update(Text(shown, style="dim"))
         self.reasoning.collapsed = True
 
 
@@ -202,17 +204,17 @@ class CompactTurn(Static):
 
     @staticmethod
     def _content(prompt: str, rec: dict[str, Any]) -> Group:
-        parts: list[Any] = [Text.assemble(("▌ ", "bold blue"), (prompt, "bold"))]
+        parts: list[Any] = [Text.assemble(("▌ ", "bold blue"), (visible_controls(prompt), "bold"))]
         reasoning = reasoning_title(rec)
         if reasoning:
             parts.append(Text(f"▶ {reasoning}", style="dim"))
         if rec.get("answer"):
-            parts.append(RichMarkdown(rec["answer"], code_theme=CODE_THEME))
+            parts.append(RichMarkdown(visible_controls(rec["answer"]), code_theme=CODE_THEME))
         status = rec.get("status")
         if status == "error":
             err = rec.get("error") or {}
             code = f" · HTTP {err['status_code']}" if err.get("status_code") else ""
-            msg = (err.get("message") or "").strip().splitlines()
+            msg = visible_controls(err.get("message") or "").strip().splitlines()
             parts.append(Text(f"✗ {err.get('type') or 'error'}{code}: {msg[0] if msg else ''}", style="red"))
         elif status == "cancelled":
             kept = "the partial answer is kept" if rec.get("answer") else "nothing had arrived"
