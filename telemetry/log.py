@@ -2,17 +2,27 @@
 
 Logs live in the user data directory (``platformdirs``), one file per session;
 ``TTFT_DATA_DIR`` overrides the place (tests, CI, portable setups).
+
+Writing: each append holds an exclusive ``flock`` on the file while it picks the turn's
+index and writes, so several processes appending to one session (two ``ttft ask
+--session ID``) never interleave lines or repeat a ``turn_index``. A write that fails or
+comes up short (disk full) is cut back off the file and raised as ``LogWriteError``; a
+line torn by a crash is closed with a newline before the next record, so it costs only
+itself. Reading: a line that is not valid UTF-8, not JSON, or not a well-formed
+``ttft.turn/1`` record is skipped and counted (``Skipped``), never fatal.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
 import secrets
 import statistics
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +30,12 @@ from typing import Any
 import platformdirs
 
 from telemetry.record import SCHEMA, TurnRecord
+from telemetry.surrogates import scrub, scrub_value
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; appends are still whole lines, indices may repeat across processes
+    fcntl = None  # type: ignore[assignment]
 
 
 def data_dir() -> Path:
@@ -52,45 +68,277 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
+class LogWriteError(OSError):
+    """A turn could not be written to its session log (unwritable folder, disk full, short write).
+
+    The record itself is intact in memory; the message names the file and the cause.
+    """
+
+    def __init__(self, path: Path, cause: BaseException | str) -> None:
+        reason = cause if isinstance(cause, str) else (getattr(cause, "strerror", None) or str(cause))
+        super().__init__(f"could not write the session log {path}: {reason}")
+        self.path = path
+
+
+def encode_line(data: dict[str, Any]) -> bytes:
+    """One record as a JSON line that is always valid UTF-8.
+
+    A lone surrogate the backends' edge missed (a server's notice, a hand-made record) is
+    replaced rather than failing the write; a value JSON cannot hold is written as its text.
+    """
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    try:
+        return text.encode() + b"\n"
+    except UnicodeEncodeError:
+        return scrub(text).encode() + b"\n"
+
+
+# Our own lines start {"schema":..,"session_id":..,"turn_index":N: the index is read without parsing the line.
+_INDEX = re.compile(rb'"turn_index":\s*(-?\d+)')
+_INDEX_SCAN = 512  # bytes of a line's start searched for its index
+
+
+def _line_index(line: bytes) -> int | None:
+    m = _INDEX.search(line, 0, _INDEX_SCAN)
+    if m is not None:
+        return int(m.group(1))
+    try:
+        rec = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    index = rec.get("turn_index") if isinstance(rec, dict) else None
+    return index if isinstance(index, int) else None
+
+
 class SessionLog:
     """Append-only; each append is flushed and fsynced, so a crash loses at most the turn in flight."""
 
     def __init__(self, session_id: str | None = None, directory: Path | None = None) -> None:
         self.session_id = check_session_id(session_id) if session_id else new_session_id()
         self.path = (directory or sessions_dir()) / f"{self.session_id}.jsonl"
+        self.write_errors: list[LogWriteError] = []  # every failed append, for the front end to report
+        self._indices: set[int] = set()  # turn indices in the file up to _scanned bytes
+        self._scanned = 0
 
-    def append(self, record: TurnRecord | dict[str, Any]) -> None:
-        data = record.to_dict() if isinstance(record, TurnRecord) else record
-        line = json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def records(self) -> list[dict[str, Any]]:
-        return list(read_records(self.path)) if self.path.exists() else []
+    def _scan(self, f: Any, end: int) -> None:
+        """Learn the indices of the lines between what was read before and ``end`` (others' appends)."""
+        if end < self._scanned:  # the file was replaced or cut: read it all again
+            self._indices, self._scanned = set(), 0
+        if end == self._scanned:
+            return
+        f.seek(self._scanned)
+        pos = self._scanned
+        for line in f:
+            if pos + len(line) > end or not line.endswith(b"\n"):
+                break  # past what we locked, or a torn last line: re-read next time
+            pos += len(line)
+            index = _line_index(line)
+            if index is not None:
+                self._indices.add(index)
+        self._scanned = pos
 
     def next_turn_index(self) -> int:
-        recs = self.records()
-        return max((r.get("turn_index", -1) for r in recs), default=-1) + 1
+        """One more than the highest index logged (a hint: ``append`` settles the index under the lock)."""
+        try:
+            with self.path.open("rb") as f:
+                self._scan(f, os.fstat(f.fileno()).st_size)
+        except OSError:
+            pass  # missing (a new session) or unreadable: the append will say so
+        return max(self._indices, default=-1) + 1
+
+    def append(self, record: TurnRecord | dict[str, Any]) -> TurnRecord | dict[str, Any]:
+        """Write one record; returns it as written (its ``turn_index`` moved past any index another
+        writer took meanwhile). Raises ``LogWriteError`` (also kept in ``write_errors``) when it was not
+        written whole: the file is then left as it was, and the record is untouched in memory."""
+        try:
+            return self._append(record)
+        except LogWriteError as exc:
+            self.write_errors.append(exc)
+            raise
+
+    def _append(self, record: TurnRecord | dict[str, Any]) -> TurnRecord | dict[str, Any]:
+        data = record.to_dict() if isinstance(record, TurnRecord) else dict(record)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise LogWriteError(self.path, exc) from exc
+        try:
+            with open(os.dup(fd), "rb") as reader:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close below
+                start = os.fstat(fd).st_size
+                self._scan(reader, start)
+                index = asked = data.get("turn_index")
+                if isinstance(index, int) and index in self._indices:
+                    index = data["turn_index"] = max(self._indices) + 1
+                line = encode_line(data)
+                if start and os.pread(fd, 1, start - 1) != b"\n":
+                    line = b"\n" + line  # close a torn line first: it stays one skipped line, not two lost turns
+                try:
+                    write_all(fd, line)
+                    os.fsync(fd)
+                except OSError as exc:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(fd, start)  # no fragment left behind for the next turn to be glued onto
+                    raise LogWriteError(self.path, exc) from exc
+                if isinstance(index, int):
+                    self._indices.add(index)
+                if self._scanned == start:
+                    self._scanned = start + len(line)
+        except LogWriteError:
+            raise
+        except OSError as exc:  # reading the file back, the lock
+            raise LogWriteError(self.path, exc) from exc
+        finally:
+            os.close(fd)
+        if index == asked:
+            return record
+        if isinstance(record, TurnRecord):
+            return replace(record, turn_index=index)
+        return {**record, "turn_index": index}
+
+    def records(self, skipped: Skipped | None = None) -> list[dict[str, Any]]:
+        return list(read_records(self.path, skipped)) if self.path.exists() else []
 
 
-def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Every valid ``ttft.turn/1`` line; a torn last line from a crash is skipped, not fatal."""
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, dict) and rec.get("schema") == SCHEMA:
+def write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until all of ``data`` is out: a short write is not success."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, "the write was cut short (no space left on the device?)")
+        view = view[n:]
+
+
+# --- reading -----------------------------------------------------------------------------
+@dataclass
+class Skipped:
+    """What the readers could not use, per file, so a command can say so once (never a traceback)."""
+
+    lines: dict[Path, int] = field(default_factory=dict)  # unreadable lines per file
+    files: dict[Path, str] = field(default_factory=dict)  # files that could not be read at all, and why
+
+    def __bool__(self) -> bool:
+        return bool(self.lines or self.files)
+
+    def message(self) -> str | None:
+        """One sentence for everything skipped, or None."""
+        parts = []
+        if self.lines:
+            n = sum(self.lines.values())
+            what = f"{n} unreadable line{'s' if n != 1 else ''}"
+            if len(self.lines) == 1:
+                parts.append(f"skipped {what} in {next(iter(self.lines))}")
+            else:
+                each = ", ".join(f"{p.name} ({k})" for p, k in self.lines.items())
+                parts.append(f"skipped {what} in {len(self.lines)} files: {each}")
+        parts += [f"could not read {p}: {why}" for p, why in self.files.items()]
+        return "; ".join(parts) or None
+
+
+_NONE = type(None)
+_NUM = (int, float)
+_OPT_NUM = (int, float, _NONE)
+_OPT_STR = (str, _NONE)
+
+# What each field of a ttft.turn/1 line must be when it is there (older lines lack newer fields).
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "session_id": str,
+    "turn_index": int,
+    "started_at": _OPT_STR,
+    "provider": _OPT_STR,
+    "api": _OPT_STR,
+    "model": _OPT_STR,
+    "base_url": _OPT_STR,
+    "settings": dict,
+    "status": str,
+    "error": (dict, _NONE),
+    "attempts": int,
+    "attempt_log": list,
+    "prompt": _OPT_STR,
+    "answer": _OPT_STR,
+    "reasoning": _OPT_STR,
+    "tool_calls": list,
+    "stop_reason": _OPT_STR,
+    "events_ms": dict,
+    "metrics": dict,
+    "tokens": dict,
+    "server": (dict, _NONE),
+    "notices": dict,
+    "chunks": list,
+    "diagnosis": _OPT_STR,
+    "extra": dict,
+}
+_ERROR_FIELDS = {"type": _OPT_STR, "message": _OPT_STR, "status_code": (int, _NONE), "hint": _OPT_STR}
+_BENCH_FIELDS = {"level": _NUM, "index": int, "sent_at_ms": _OPT_NUM, "scheduled_at_ms": _OPT_NUM, "mode": str}
+_COMPARE_FIELDS = {"comparison_id": str, "pane": int, "pane_label": _OPT_STR, "trial": int, "prompt_index": int}
+
+
+def _numbers(d: dict[str, Any]) -> bool:
+    return all(isinstance(v, _OPT_NUM) for v in d.values())
+
+
+def _chunk_ok(c: Any) -> bool:
+    return isinstance(c, list) and len(c) == 3 and isinstance(c[0], _NUM) and isinstance(c[2], _NUM)
+
+
+def _fields_ok(d: dict[str, Any], spec: dict[str, type | tuple[type, ...]]) -> bool:
+    return all(k not in d or isinstance(d[k], t) for k, t in spec.items())
+
+
+def well_formed(rec: Any) -> bool:
+    """A ``ttft.turn/1`` record whose fields have the types every reader relies on."""
+    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA or not _fields_ok(rec, _FIELDS):
+        return False
+    for key, value in (rec.get("metrics") or {}).items():
+        if key in ("itl_ms", "phases_ms"):
+            if not (isinstance(value, dict) and _numbers(value)):
+                return False
+        elif key.endswith(("_ms", "_per_s")) and not isinstance(value, _OPT_NUM):
+            return False
+    tokens = dict(rec.get("tokens") or {})
+    if not isinstance(tokens.pop("source", None), _OPT_STR) or not _numbers(tokens):
+        return False
+    if not _numbers(rec.get("events_ms") or {}):
+        return False
+    if not all(_chunk_ok(c) for c in rec.get("chunks") or ()):
+        return False
+    if not all(isinstance(x, dict) for x in (*rec.get("attempt_log", ()), *rec.get("tool_calls", ()))):
+        return False
+    if rec.get("error") is not None and not _fields_ok(rec["error"], _ERROR_FIELDS):
+        return False
+    extra = rec.get("extra") or {}
+    bench = extra.get("bench")
+    if bench is not None and not (isinstance(bench, dict) and _fields_ok(bench, _BENCH_FIELDS)):
+        return False
+    return _fields_ok(extra, _COMPARE_FIELDS)
+
+
+def read_records(path: Path, skipped: Skipped | None = None) -> Iterator[dict[str, Any]]:
+    """Every well-formed ``ttft.turn/1`` line. Any other line (a torn last line from a crash, bytes that
+    are not UTF-8, a field of the wrong type) is skipped, and counted in ``skipped`` when given."""
+    bad = 0
+    try:
+        with path.open("rb") as f:
+            for raw in f:
+                if not raw.strip():
+                    continue
+                try:
+                    rec = json.loads(raw)  # bytes: strict UTF-8, so a bad byte is a ValueError here
+                except (ValueError, RecursionError):
+                    bad += 1
+                    continue
+                if not well_formed(rec):
+                    bad += 1
+                    continue
+                if b"\\ud" in raw or b"\\uD" in raw:  # an escaped surrogate: scrub any that is alone
+                    rec = scrub_value(rec)
                 yield rec
+    finally:
+        if bad and skipped is not None:
+            skipped.lines[path] = skipped.lines.get(path, 0) + bad
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,8 +353,8 @@ class SessionInfo:
     errors: int
 
 
-def summarize(path: Path) -> SessionInfo:
-    recs = list(read_records(path))
+def summarize(path: Path, skipped: Skipped | None = None) -> SessionInfo:
+    recs = list(read_records(path, skipped))
 
     def med(key: str) -> float | None:
         vals = [r["metrics"][key] for r in recs if r.get("metrics", {}).get(key) is not None]
@@ -125,13 +373,30 @@ def summarize(path: Path) -> SessionInfo:
     )
 
 
-def list_sessions(directory: Path | None = None) -> list[SessionInfo]:
-    """Sessions, newest first."""
+def _mtime(p: Path) -> float:
+    try:
+        return p.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def list_sessions(directory: Path | None = None, skipped: Skipped | None = None) -> list[SessionInfo]:
+    """Sessions, newest first. A file that cannot be read at all is left out (and named in ``skipped``)."""
     d = directory or sessions_dir()
-    if not d.exists():
+    try:
+        paths = sorted(d.glob("*.jsonl"), key=_mtime, reverse=True)
+    except OSError as exc:
+        if skipped is not None and d.exists():
+            skipped.files[d] = exc.strerror or str(exc)
         return []
-    paths = sorted(d.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
-    return [summarize(p) for p in paths]
+    out = []
+    for p in paths:
+        try:
+            out.append(summarize(p, skipped))
+        except OSError as exc:
+            if skipped is not None:
+                skipped.files[p] = exc.strerror or str(exc)
+    return out
 
 
 def resolve(session_or_file: str | None, directory: Path | None = None) -> Path:

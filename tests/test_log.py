@@ -40,7 +40,8 @@ def test_append_and_read_back_every_status(data_dir: Path) -> None:
     assert [r["status"] for r in recs] == ["ok", "error"]
     assert recs[1]["answer"] == "part"
     assert log.path.parent == data_dir / "sessions"
-    assert log.next_turn_index() == 1
+    # both recorders said turn 0: the log keeps indices unique, so the second is written as turn 1
+    assert [r["turn_index"] for r in recs] == [0, 1] and log.next_turn_index() == 2
     keys = set(recs[0])
     for k in (
         "schema",
