@@ -24,7 +24,7 @@ from typing import Literal
 from backends.base import Backend, ChatRequest, Message
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
-from telemetry.log import SessionLog
+from telemetry.log import LogWriteError, SessionLog
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
@@ -242,16 +242,19 @@ class CompareRunner:
         except Exception as exc:  # raised outside run_turn's own guard (e.g. closing the stream)
             recorder.feed(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc)))
             record = recorder.finish()
-            if self.log is not None:
-                self.log.append(record)
+            self._log(record)
             return record
+
+    def _log(self, record: TurnRecord) -> None:
+        if self.log is not None:
+            with contextlib.suppress(LogWriteError):  # kept in log.write_errors, which the front end reports
+                self.log.append(record)
 
     def _never_sent(self, i: int, trial: int, recorder: TurnRecorder, hooks: _Hooks) -> TurnRecord:
         """A turn started (its pane shows it) but cancelled before its request went out."""
         recorder.feed(ev.Cancelled(ev.now_ns()))
         record = recorder.finish()
-        if self.log is not None:
-            self.log.append(record)
+        self._log(record)
         hooks.done(i, trial, record)
         return record
 

@@ -13,9 +13,10 @@ from collections.abc import Callable
 
 from backends.base import Backend, ChatRequest
 from telemetry import events as ev
-from telemetry.log import SessionLog
+from telemetry.log import LogWriteError, SessionLog
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
+from telemetry.surrogates import scrub, scrub_event
 from telemetry.urls import redact_url
 
 
@@ -30,7 +31,7 @@ def new_recorder(
         model=backend.model,
         base_url=redact_url(backend.base_url),  # never a URL's credentials or query values, whoever built it
         settings=request.settings,
-        prompt=request.prompt,
+        prompt=scrub(request.prompt),  # argv's undecodable bytes arrive as lone surrogates
         input_chars=sum(len(m.content) for m in request.messages),
         extra=dict(extra or {}),
     )
@@ -57,10 +58,15 @@ async def run_turn(
     log: SessionLog | None = None,
     on_event: Callable[[ev.Event], None] | None = None,
 ) -> TurnRecord:
-    """Drive the stream to its end. Cancellation closes the stream, records the turn, and re-raises."""
+    """Drive the stream to its end. Cancellation closes the stream, records the turn, and re-raises.
+
+    Returns the record as logged. A log write that fails does not lose the turn: the record is still
+    returned, and the failure is in ``log.write_errors`` for the front end to report.
+    """
     stream = backend.stream(request)
     try:
         async for e in stream:
+            e = scrub_event(e)  # here, once, for every front end: lone surrogates never reach a file or a terminal
             recorder.feed(e)
             if on_event is not None:
                 on_event(e)
@@ -73,5 +79,6 @@ async def run_turn(
         await stream.aclose()  # type: ignore[attr-defined]
         record = recorder.finish()
         if log is not None:
-            log.append(record)
+            with contextlib.suppress(LogWriteError):  # kept in log.write_errors
+                record = log.append(record)  # type: ignore[assignment]
     return record

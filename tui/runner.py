@@ -120,9 +120,9 @@ def start_turn(
         record = recorder.finish()
         if log is not None:
             try:
-                log.append(record)
-            except OSError as exc:
-                live.log_error = f"could not write the session log: {exc}"
+                record = log.append(record)  # type: ignore[assignment]  # its index, settled under the file's lock
+            except OSError as exc:  # LogWriteError: the turn stays on screen and in memory, the user is told
+                live.log_error = str(exc)
         return record
 
     live.future = runner.submit(drive())
