@@ -36,6 +36,7 @@ from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
 from telemetry.aggregate import poisson_schedule
 from telemetry.metrics import percentiles
+from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
 
 Mode = Literal["concurrency", "rate"]
@@ -113,6 +114,15 @@ class Progress:
     output_tokens: int = 0
 
 
+class LevelCancelled(asyncio.CancelledError):
+    """A level cut short (Ctrl-C, SIGTERM): its finished turns and, recorded as cancelled with what had
+    arrived, the ones in flight. Still a CancelledError, so cancellation goes on as usual."""
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        super().__init__("level cancelled")
+        self.records = records
+
+
 @dataclass
 class LevelResult:
     mode: Mode
@@ -174,6 +184,7 @@ async def _one(
     warmup: bool,
     scheduled_ms: float | None = None,
     worker: int = 0,
+    on_cancel: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     request = ChatRequest((Message("user", synthetic_prompt(index, cfg.input_tokens, cfg.seed)),), cfg.settings())
     bench = {"run_id": run_id, "mode": mode, "level": level, "index": index, "warmup": warmup, "worker": worker}
@@ -181,11 +192,20 @@ async def _one(
         bench["scheduled_at_ms"] = scheduled_ms
     recorder = new_recorder(backend, request, session_id=run_id, turn_index=index, extra={"bench": bench})
     called = ev.now_ns()
-    record = await run_turn(backend, request, recorder)
-    d = record.to_dict()
-    sent = record.timestamps.sent if record.timestamps.sent is not None else called
-    d["extra"]["bench"]["sent_at_ms"] = (sent - origin_ns) / 1e6
-    return d
+
+    def as_dict(record: TurnRecord) -> dict[str, Any]:
+        d = record.to_dict()
+        sent = record.timestamps.sent if record.timestamps.sent is not None else called
+        d["extra"]["bench"]["sent_at_ms"] = (sent - origin_ns) / 1e6
+        return d
+
+    try:
+        record = await run_turn(backend, request, recorder)
+    except asyncio.CancelledError:
+        if on_cancel is not None:  # run_turn recorded it as cancelled, with what had arrived
+            on_cancel(as_dict(recorder.finish()))
+        raise
+    return as_dict(record)
 
 
 async def run_level(
@@ -266,18 +286,29 @@ async def _run_level(
                 )
             )
 
-    common = {"run_id": run_id, "mode": mode, "level": level, "origin_ns": origin, "warmup": warmup, "worker": worker}
+    common = {
+        "run_id": run_id,
+        "mode": mode,
+        "level": level,
+        "origin_ns": origin,
+        "warmup": warmup,
+        "worker": worker,
+        "on_cancel": records.append,
+    }
     t0 = time.monotonic()
-    if mode == "concurrency":
-        indices = iter(range(start_index, start_index + total))
+    tasks: list[asyncio.Task[None]] = []
 
-        async def user() -> None:
-            for i in indices:
-                state["in_flight"] += 1
-                finished(await _one(backend, cfg, index=i, **common))  # type: ignore[arg-type]
+    async def drive() -> None:
+        if mode == "concurrency":
+            indices = iter(range(start_index, start_index + total))
 
-        await asyncio.gather(*(user() for _ in range(max(1, min(int(level), total)))))
-    else:
+            async def user() -> None:
+                for i in indices:
+                    state["in_flight"] += 1
+                    finished(await _one(backend, cfg, index=i, **common))  # type: ignore[arg-type]
+
+            await asyncio.gather(*(user() for _ in range(max(1, min(int(level), total)))))
+            return
         schedule = poisson_schedule(level, total, cfg.seed + level_index * 1000 + worker)
         gate = asyncio.Semaphore(cfg.max_in_flight)
         loop = asyncio.get_running_loop()
@@ -288,13 +319,23 @@ async def _run_level(
                 state["in_flight"] += 1
                 finished(await _one(backend, cfg, index=i, scheduled_ms=at_s * 1000, **common))  # type: ignore[arg-type]
 
-        tasks = []
         for k, at in enumerate(schedule):
             delay = base + at - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
             tasks.append(asyncio.create_task(send(start_index + k, at)))
         await asyncio.gather(*tasks)
+
+    try:
+        await drive()
+    except asyncio.CancelledError:
+        for t in tasks:  # open loop: the sends already started are not children of a gather yet
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await watch.stop()
+        records.sort(key=lambda r: r["extra"]["bench"]["index"])
+        raise LevelCancelled(records) from None
     wall = time.monotonic() - t0
     client = await watch.stop()
     late = [

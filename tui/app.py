@@ -20,10 +20,11 @@ from textual.widgets import Footer, Input, Static
 from backends.base import Backend
 from telemetry import events as ev
 from telemetry.export import export
-from telemetry.log import SessionLog, data_dir
+from telemetry.log import SessionLog, Skipped, data_dir
 from telemetry.render import RenderLag
 from telemetry.settings import TurnSettings
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
+from tui import signals
 from tui.format import fmt_settings, short_spec, turn_label
 from tui.runner import LiveTurn, LoopThread, collect_between_turns, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 PANE_FPS = 10  # the figures change slower than the text; a layout-free repaint at 10 fps reads as live
 EFFORTS = (None, "minimal", "low", "medium", "high")
 SPECULATIVE_DEFAULT = {"kind": "prompt-lookup", "num_pred_tokens": 2}
+STOP_WAIT_S = 3.0  # SIGTERM/SIGHUP: how long the turn in flight gets to be recorded and logged before exit
 
 
 def exports_dir() -> Path:
@@ -135,6 +137,7 @@ class ChatApp(App[None]):
         self._pane_phase = ""
         self._starting = False
         self._pane_ns = 0
+        self._signals: list[int] = []
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return with_drop_controls(super().get_line_filters())  # outside text never drives the terminal
@@ -160,6 +163,7 @@ class ChatApp(App[None]):
 
     async def on_mount(self) -> None:
         self._gc_policy.enter_context(full_collections_between_turns())
+        self._signals = signals.install(asyncio.get_running_loop(), self._on_stop_signal)
         self._tick_timer = self.set_interval(1 / self.fps, self._tick, pause=True)
         self.update_header()
         self.query_one("#prompt", Input).focus()
@@ -176,12 +180,28 @@ class ChatApp(App[None]):
             self.run_worker(self.session.warm_up(), group="warm-up", exit_on_error=False)
 
     async def on_unmount(self) -> None:
+        signals.uninstall(asyncio.get_running_loop(), self._signals)
         self._gc_policy.close()
         if self.live is not None:
             self.live.cancel()
         with contextlib.suppress(Exception):
             await self.session.close_backend()
         self.runner.close()
+
+    def _on_stop_signal(self, signum: int) -> None:
+        """SIGTERM or SIGHUP (a container stop, the terminal closed): quit as ctrl+q would, and first let the
+        turn in flight end as cancelled and be logged with what arrived; it is never just killed."""
+        live = self.live
+        if live is not None:
+            live.cancel()  # at once, on the stream thread: the UI may be unable to paint (no terminal)
+
+        async def stop() -> None:
+            if live is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(live.wait(), STOP_WAIT_S)
+            self.exit(return_code=signals.exit_code(signals.Interrupted(signum)))
+
+        self.run_worker(stop(), group="stop", exit_on_error=False)
 
     def target(self) -> Target:
         """What the next turn talks to (the backend's own names once it exists)."""
@@ -358,7 +378,11 @@ class ChatApp(App[None]):
         self.notify(f"Copied the last answer ({len(answer)} characters).")
 
     async def action_export(self) -> list[Path]:
-        records = self.session.log.records()
+        try:
+            records = self.session.log.records()
+        except OSError as exc:
+            self.notify(f"Export failed: could not read the session log: {exc}", severity="error")
+            return []
         if not records:
             self.notify("Nothing to export yet: no turn has finished.")
             return []
@@ -432,8 +456,9 @@ class ChatApp(App[None]):
         if self.live is not None:
             self.notify("Cancel the turn in flight first (Esc).", severity="warning")
             return
+        skipped = Skipped()
         try:
-            records = self.session.resume(path)
+            records = self.session.resume(path, skipped)
         except (OSError, ValueError) as exc:  # ValueError: a file name that is no session id
             self.notify(f"Could not open {path}: {exc}", severity="error")
             return
@@ -449,6 +474,8 @@ class ChatApp(App[None]):
         else:  # an empty session: the chat starts as a new one would
             await self.transcript.show_greeting(self.target())
         await self.transcript.add_note(f"resumed session {self.session.log.session_id}: {len(records)} turns", "ok")
+        if skipped:  # a torn or damaged line: said once, the rest of the session is there
+            await self.transcript.add_note(str(skipped.message()), "error")
         self.update_header()
         self.call_after_refresh(collect_between_turns)
 

@@ -40,6 +40,7 @@ from telemetry.recorder import TurnRecorder
 from telemetry.render import RenderLag
 from telemetry.settings import TurnSettings
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
+from tui import signals
 from tui.compare_view import pane_color, pane_done_text, pane_live_text, summary
 from tui.format import fmt_settings, short_spec_str
 from tui.runner import LoopThread, collect_between_turns, full_collections_between_turns
@@ -273,6 +274,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._tick_timer: Any = None
         self._figures_ns = 0
+        self._log_errors_shown = 0
         self._current_repeat = 1
 
     # --- layout --------------------------------------------------------------------
@@ -458,6 +460,10 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         if self._tick_timer is not None:
             self._tick_timer.pause()
         self.in_flight = False
+        errors = self.session_log.write_errors
+        if len(errors) > self._log_errors_shown:  # the panes show the turns; the log does not hold them
+            self._log_errors_shown = len(errors)
+            self.notify(f"{errors[-1]}: these turns are not saved", severity="error", timeout=15)
         if result is None:
             return
         per_pane = {p.label: recs for p, recs in zip(self.runner.panes, result.as_dicts(), strict=True)}
@@ -720,9 +726,19 @@ class CompareApp(App[int]):
     def __init__(self, backends: Sequence[Backend], **kwargs: Any) -> None:
         super().__init__()
         self.compare = CompareScreen(backends, **kwargs)
+        self._signals: list[int] = []
 
     def get_default_screen(self) -> Screen[Any]:
         return self.compare
+
+    def on_mount(self) -> None:
+        # SIGTERM / SIGHUP quit as ctrl+q does: the screen's unmount cancels the turns in flight and logs them
+        self._signals = signals.install(
+            asyncio.get_running_loop(), lambda s: self.exit(return_code=signals.exit_code(signals.Interrupted(s)))
+        )
+
+    def on_unmount(self) -> None:
+        signals.uninstall(asyncio.get_running_loop(), self._signals)
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return with_drop_controls(super().get_line_filters())  # outside text never drives the terminal

@@ -17,7 +17,7 @@ from typing import Any
 from backends.base import Backend, ChatRequest, Message
 from backends.turn import new_recorder, warm_up
 from telemetry import events as ev
-from telemetry.log import SessionLog, read_records
+from telemetry.log import SessionLog, Skipped, read_records
 from telemetry.settings import TurnSettings
 from tui.runner import LiveTurn, LoopThread, start_turn
 
@@ -188,6 +188,9 @@ class ChatSession:
         """Fold a finished turn into the conversation. A turn with no answer text leaves the context unchanged."""
         self.records.append(record)
         self.live = None
+        index = record.get("turn_index")
+        if isinstance(index, int):  # the log may have moved it past another writer's turn
+            self.turn_index = max(self.turn_index, index + 1)
         if record.get("answer"):
             self.messages += [Message("user", record.get("prompt") or ""), Message("assistant", record["answer"])]
 
@@ -204,9 +207,10 @@ class ChatSession:
         self.messages, self.records, self.turn_index, self.live = [], [], 0, None
         self.log = SessionLog()
 
-    def resume(self, path: Path) -> list[dict[str, Any]]:
-        """Continue a logged session: the same log file, its transcript as context."""
-        records = list(read_records(path))
+    def resume(self, path: Path, skipped: Skipped | None = None) -> list[dict[str, Any]]:
+        """Continue a logged session: the same log file, its transcript as context (lines it cannot
+        read are left out, and counted in ``skipped``)."""
+        records = list(read_records(path, skipped))
         self.log = SessionLog(path.stem, directory=path.parent)
         self.messages, self.records, self.live = [], [], None
         for rec in records:

@@ -67,6 +67,9 @@ mid-body), ``malformed_after`` (a line of broken JSON), ``stall_after`` (silence
 ``fail_status``, which the request sent again without it then meets).
 Each ``RecordedRequest`` says whether the stream ``completed`` or the client ``disconnected``
 (detected within ~10 ms, also while the server is sleeping).
+
+Scripted content: ``texts`` gives the chunks' text (hostile text on any API's normal shape);
+``raw_sse`` is sent verbatim as a streamed body (wire content the schedule cannot make).
 """
 
 from __future__ import annotations
@@ -122,6 +125,11 @@ class Schedule:
     no_done: bool = False
     reject_stream_options: bool = False
     models: tuple[str, ...] = ("fake-model", "fake-reasoner")
+    # Scripted text: each token-bearing chunk's text in order (reasoning first) instead of "r07 " / "w07 ".
+    # JSON-escaped on the wire, so a lone surrogate goes out as "\ud800", as an ASCII-escaping server sends it.
+    texts: tuple[str, ...] | None = None
+    # A streamed answer's body, sent verbatim after the headers (any API): wire content no schedule makes.
+    raw_sse: str | None = None
 
     def chunks(self, reasoning_visible: bool = True) -> list[tuple[float, str, str]]:
         """``(at_ms, kind, text)`` for every token-bearing chunk, reasoning first.
@@ -134,6 +142,8 @@ class Schedule:
         for kind, n, prefix in (("reasoning", self.reasoning_tokens, "r"), ("text", self.visible_tokens, "w")):
             for start in range(0, n, c):
                 text = "".join(f"{prefix}{i % 100:02d} " for i in range(start, min(n, start + c)))
+                if self.texts is not None and j < len(self.texts):
+                    text = self.texts[j]
                 if kind == "text" or reasoning_visible:
                     out.append((self.first_token_ms + j * c * self.token_ms, kind, text))
                 j += 1
@@ -153,9 +163,13 @@ class Schedule:
         return self.reasoning_tokens + self.visible_tokens
 
     def reasoning_text(self) -> str:
+        if self.texts is not None:
+            return "".join(t for _, kind, t in self.chunks() if kind == "reasoning")
         return "".join(f"r{i % 100:02d} " for i in range(self.reasoning_tokens))
 
     def visible_text(self) -> str:
+        if self.texts is not None:
+            return "".join(t for _, kind, t in self.chunks() if kind == "text")
         return "".join(f"w{i % 100:02d} " for i in range(self.visible_tokens))
 
 
@@ -399,7 +413,11 @@ class FakeServer:
         try:
             if schedule.headers_ms:
                 await stream.until(schedule.headers_ms)
-            if path.endswith("/chat/completions"):
+            if schedule.raw_sse is not None and body.get("stream"):
+                await stream.open()
+                await stream.raw(schedule.raw_sse.encode())
+                await stream.end()
+            elif path.endswith("/chat/completions"):
                 if not body.get("stream"):
                     return await self._chat_json(stream, body, schedule)
                 await self._chat_sse(stream, body, schedule)

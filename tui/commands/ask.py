@@ -2,14 +2,16 @@
 
 The answer streams to stdout, a one-line telemetry summary goes to stderr; ``--json``
 prints the full ``ttft.turn/1`` record to stdout instead. Exit code 0 on success, 1 on
-error (the record is still printed and logged, with ``status: error``), 130 when
-interrupted. Every turn is appended to the session log.
+error (the record is still printed and logged, with ``status: error``), 3 when the turn
+could not be written to the session log (the answer and record are still printed), 130
+when interrupted (143 for SIGTERM, 129 for SIGHUP: the turn is logged as cancelled).
+Every turn is appended to the session log.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import contextlib
 import json
 import os
 import re
@@ -21,14 +23,17 @@ from backends.base import Backend, ChatRequest, Message
 from backends.providers import ProviderError, create_backend, default_spec, is_local_spec, parse_spec
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
-from telemetry.log import SessionLog, check_session_id
+from telemetry.log import LogWriteError, SessionLog, check_session_id
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
+from telemetry.surrogates import scrub
+from tui import signals
 from tui.format import visible_controls
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+LOG_FAILED = 3  # exit code: the turn ran, but its record could not be written to the session log
 # JSON escapes C0 itself; DEL and C1 (0x9b is a CSI) it leaves raw with ensure_ascii=False.
 _JSON_RAW_CONTROLS = re.compile("[\x7f-\x9f]")
 
@@ -162,7 +167,8 @@ def _failed_record(
     rec.feed(ev.Submitted(submitted_ns))
     rec.feed(ev.Failed(ev.now_ns(), err.kind, err.message, None, err.hint))
     record = rec.finish()
-    log.append(record)
+    with contextlib.suppress(LogWriteError):  # kept in log.write_errors, reported by run()
+        record = log.append(record)  # type: ignore[assignment]
     return record
 
 
@@ -210,13 +216,14 @@ def run(args: argparse.Namespace) -> int:
     prompt = " ".join(args.prompt).strip()
     if not prompt and not sys.stdin.isatty():
         prompt = sys.stdin.read().strip()
+    prompt = scrub(prompt)  # bytes argv could not decode arrive as lone surrogates, which no request can carry
     if not prompt:
         print(
             'ttft ask: give a question, e.g. ttft ask -m openai:gpt-4o-mini "hi" (or pipe it on stdin)', file=sys.stderr
         )
         return 2
     settings = settings_from_args(args)
-    messages = ([Message("system", args.system)] if args.system else []) + [Message("user", prompt)]
+    messages = ([Message("system", scrub(args.system))] if args.system else []) + [Message("user", prompt)]
     request = ChatRequest(tuple(messages), settings)
     log = SessionLog(args.session)
     spec = args.model or default_spec()
@@ -229,18 +236,32 @@ def run(args: argparse.Namespace) -> int:
         else:
             recorder = new_recorder(backend, request, session_id=log.session_id, turn_index=log.next_turn_index())
             recorder.feed(ev.Submitted(started))  # ttft's own delay runs from the process start to the send
-            record = asyncio.run(_ask(backend, request, recorder, log, echo=not args.json))
-    except KeyboardInterrupt:
+            # SIGTERM and SIGHUP (a container stop, a closed terminal) end the turn like Ctrl-C
+            record = signals.run(_ask(backend, request, recorder, log, echo=not args.json))
+    except KeyboardInterrupt as exc:
         if recorder is None:
-            return 130
+            return signals.exit_code(exc)
         record = recorder.finish()  # run_turn recorded Cancelled and logged it
-        _print(record, args.json)
-        return 130
-    _print(record, args.json)
+        _print(record, args.json, log)
+        return signals.exit_code(exc)
+    _print(record, args.json, log)
+    if log.write_errors:
+        return LOG_FAILED
     return 0 if record.status == "ok" else 1
 
 
-def _print(record: TurnRecord, as_json: bool) -> None:
+def _print(record: TurnRecord, as_json: bool, log: SessionLog) -> None:
+    """The record (``--json``), the summary, and any log write that failed, on stderr; a closed terminal
+    (after SIGHUP) or a closed pipe just ends the printing: the turn is in the log."""
+    try:
+        _print_record(record, as_json)
+        for err in log.write_errors:
+            print(f"ttft ask: {err}; the turn was not saved (its record is above with --json)", file=sys.stderr)
+    except OSError:
+        pass
+
+
+def _print_record(record: TurnRecord, as_json: bool) -> None:
     d = record.to_dict()
     if as_json:  # every control character escaped: the same JSON values, and safe on a terminal
         text = json.dumps(d, ensure_ascii=False, indent=2)

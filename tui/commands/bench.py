@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import csv
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from backends.load import BackendSpec, LoadConfig, LoadRunner, Progress
+from backends.load import BackendSpec, LevelCancelled, LoadConfig, LoadRunner, Progress
 from telemetry import aggregate as agg
+from telemetry.log import encode_line, write_all
 from telemetry.urls import redact_url
-from tui import charts
+from tui import charts, signals
 from tui.format import visible_controls
 
 LOCAL_SERVER = "local-server"
@@ -83,10 +86,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"ttft bench: {exc}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(bench(args, slo))
-    except KeyboardInterrupt:
+        return signals.run(bench(args, slo))  # SIGTERM and SIGHUP stop it like Ctrl-C
+    except KeyboardInterrupt as exc:
         print("\nttft bench: interrupted; results so far are in the output folder", file=sys.stderr)
-        return 130
+        return signals.exit_code(exc)
 
 
 # --- output --------------------------------------------------------------------------
@@ -143,6 +146,31 @@ def server_line(a: dict[str, Any]) -> str | None:
     if m.get("tokens_predicted_total"):
         parts.append(f"{m['tokens_predicted_total']:.0f} tokens predicted")
     return ("          server-reported: " + ", ".join(parts)) if parts else None
+
+
+class TurnsFile:
+    """``turns.jsonl``: every record as a valid UTF-8 line. A failed write (disk full) is kept, not raised:
+    the run goes on, says so at the end and exits non-zero, and a short write is cut back off the file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.error: OSError | None = None
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+
+    def write(self, records: list[dict[str, Any]]) -> None:
+        if self.error is not None or not records:
+            return
+        start = os.lseek(self._fd, 0, os.SEEK_CUR)
+        try:
+            write_all(self._fd, b"".join(encode_line(r) for r in records))
+        except OSError as exc:
+            self.error = exc
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+                os.lseek(self._fd, start, os.SEEK_SET)
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 def write_results(out: Path, levels: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +235,12 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
     )
     run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     out: Path = args.out or Path(f"ttft-{run_id}")
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        turns = TurnsFile(out / "turns.jsonl")
+    except OSError as exc:
+        print(f"ttft bench: cannot write the results to {out}/: {exc.strerror or exc}", file=sys.stderr)
+        return 2
 
     server = None
     spec, base_url = args.model, args.base_url
@@ -261,7 +294,6 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
             "extra_bufts": bufts.use,  # off (--no-repack) on AMX CPUs: see backends.amx
             "extra_bufts_reason": bufts.reason,
         }
-    turns = (out / "turns.jsonl").open("w", encoding="utf-8")
     try:
         try:
             runner = LoadRunner(
@@ -275,9 +307,12 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
             async with runner:
                 if runner.backend is not None:
                     meta.update(provider=runner.backend.provider, api=runner.backend.api, model=runner.backend.model)
-                warm = await runner.warmup()
-                for r in warm.records if warm else []:
-                    turns.write(json.dumps(r, ensure_ascii=False) + "\n")
+                try:
+                    warm = await runner.warmup()
+                except LevelCancelled as exc:  # the turns in flight are kept, as cancelled
+                    turns.write(exc.records)
+                    raise
+                turns.write(warm.records if warm else [])
                 if warm and warm.records and all(r.get("status") != "ok" for r in warm.records):
                     progress.end()
                     err = warm.records[0].get("error") or {}
@@ -287,10 +322,12 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                 print(HEADER)
                 for i in range(len(cfg.levels)):
                     before = await asyncio.to_thread(server.metrics) if server else None
-                    res = await runner.level(i)
-                    for r in res.records:
-                        turns.write(json.dumps(r, ensure_ascii=False) + "\n")
-                    turns.flush()
+                    try:
+                        res = await runner.level(i)
+                    except LevelCancelled as exc:
+                        turns.write(exc.records)
+                        raise
+                    turns.write(res.records)
                     a = agg.aggregate_level(res.records, level=res.level, mode=res.mode, slo=slo, client=res.client)
                     if server is not None and before is not None:
                         from backends.llama_server import metrics_delta
@@ -313,7 +350,14 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
             server.stop()
 
     meta["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    summary = write_results(out, levels, meta)
+    unsaved: list[str] = []  # what could not be written (disk full, a folder gone read-only): said, exit 1
+    if turns.error is not None:
+        unsaved.append(f"{turns.path}: {turns.error.strerror or turns.error}")
+    try:
+        summary = write_results(out, levels, meta)
+    except OSError as exc:
+        unsaved.append(f"summary.json / levels.csv: {exc.strerror or exc}")
+        summary = agg.summary(levels, meta=meta)
     title = meta.get("model") or args.model
     width = 78
     if args.charts == "png" and not charts.png_available():
@@ -321,10 +365,17 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
     for name, chart in bench_charts(levels, str(title)):
         print()
         print(chart.terminal(width, 18))
-        charts.write_chart(chart, out / name, args.charts)
+        try:
+            charts.write_chart(chart, out / name, args.charts)
+        except OSError as exc:
+            unsaved.append(f"the {name} chart: {exc.strerror or exc}")
     print()
     print(summary["conclusion"])
     if slo:
         print(f"SLOs: {slo.describe()}")
+    if unsaved:
+        for what in unsaved:
+            print(f"ttft bench: could not write {what}", file=sys.stderr)
+        return 1
     print(f"\nresults in {out}/ (turns.jsonl, summary.json, levels.csv, tradeoff + ttft charts)")
     return 0 if levels and all(lv["completed"] for lv in levels) else 1

@@ -74,11 +74,15 @@ def run(args: argparse.Namespace) -> int:
         except FileNotFoundError as exc:
             print(f"ttft chat: {exc}", file=sys.stderr)
             return 1
-        records = list(read_records(resume))
+        try:
+            records = list(read_records(resume))  # lines it cannot read: the chat says so when it opens
+        except OSError as exc:
+            print(f"ttft chat: could not read {resume}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
         if records and spec is None:
             spec = spec_from_record(records[-1])
             base_url = base_url or without_masked(records[-1].get("base_url"))  # logged with "***" in it
     app = ChatApp(spec, settings=settings, base_url=base_url, resume=resume)
     app.session.system_prompt = args.system
     app.run()
-    return 0
+    return app.return_code or 0  # 143 / 129 after SIGTERM / SIGHUP

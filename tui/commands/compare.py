@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from telemetry.settings import TurnSettings
 from tui.format import visible_controls
 
 LABELS = "ABCD"
+LOG_FAILED = 3  # exit code, as for ttft ask: the turns ran but could not be written to the session log
 MAX_PANES = 4
 
 
@@ -123,10 +123,12 @@ def run(args: argparse.Namespace) -> int:
         print(visible_controls(f"ttft compare: {exc}"), file=sys.stderr)
         return 2
     if args.headless:
+        from tui import signals
+
         try:
-            return asyncio.run(headless(args, backends, prompt))
-        except KeyboardInterrupt:
-            return 130
+            return signals.run(headless(args, backends, prompt))  # SIGTERM, SIGHUP: like Ctrl-C, turns kept
+        except KeyboardInterrupt as exc:
+            return signals.exit_code(exc)
     from tui.compare import CompareApp
 
     app = CompareApp(
@@ -194,9 +196,20 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
         console.print(f"comparison {runner.comparison_id} · session {log.session_id}")
         console.print(summary(c, names, mode=result.mode, skew_ms=result.start_skew_ms))
+    rc = 0 if any(c.stats[p].ok for p in c.panes) else 1
     if args.out:
         records = [r for recs in result.as_dicts() for r in recs]
         parts = [({"prompt_index": result.prompt_index, "mode": result.mode}, c)]
-        paths = write_comparison(records, parts, args.out, runner.comparison_id)
-        print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
-    return 0 if any(c.stats[p].ok for p in c.panes) else 1
+        try:
+            paths = write_comparison(records, parts, args.out, runner.comparison_id)
+        except OSError as exc:
+            print(f"ttft compare: could not write the export to {args.out}: {exc.strerror or exc}", file=sys.stderr)
+            rc = rc or 1
+        else:
+            print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
+    if log.write_errors:  # the panes' answers are above; the user must know they are not in the log
+        n = len(log.write_errors)
+        lost = f"{n} turn{'s were' if n != 1 else ' was'} not saved"
+        print(f"ttft compare: {log.write_errors[0]}; {lost}", file=sys.stderr)
+        return LOG_FAILED
+    return rc

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from telemetry.export import WRITERS, export
-from telemetry.log import read_records, resolve
+from telemetry.log import Skipped, read_records, resolve
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,9 +25,20 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"ttft export: {exc}", file=sys.stderr)
         return 1
-    records = list(read_records(path))
+    skipped = Skipped()
+    try:
+        records = list(read_records(path, skipped))
+    except OSError as exc:
+        print(f"ttft export: could not read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    if skipped:
+        print(f"ttft export: {skipped.message()}", file=sys.stderr)
     suffix = {"jsonl": ".jsonl", "csv": ".csv", "otel": ".otel.json"}[args.format]
     out = args.out or Path(path.stem + suffix)
-    n = export(records, args.format, out, redact_text=args.redact)
+    try:
+        n = export(records, args.format, out, redact_text=args.redact)
+    except OSError as exc:  # a read-only folder, a full disk: say where, not a traceback
+        print(f"ttft export: could not write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     print(f"wrote {n} turns from {path} to {out} ({args.format}{', redacted' if args.redact else ''})")
     return 0

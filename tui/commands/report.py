@@ -20,7 +20,7 @@ from typing import Any
 from telemetry import aggregate as agg
 from telemetry.compare import pane_stats
 from telemetry.export import open_private
-from telemetry.log import read_records, resolve
+from telemetry.log import Skipped, read_records, resolve
 from tui import charts
 from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
 from tui.format import short_model, visible_controls
@@ -82,7 +82,10 @@ def _bench_from_summary(path: Path) -> Bench:
 
 
 def _from_jsonl(path: Path, out: Loaded) -> None:
-    recs = list(read_records(path))
+    skipped = Skipped()
+    recs = list(read_records(path, skipped))
+    if skipped:
+        out.problems.append(str(skipped.message()))
     if not recs:
         out.problems.append(f"{path}: no ttft.turn/1 records")
         return
@@ -239,17 +242,28 @@ def run(args: argparse.Namespace) -> int:
         return 1
     chart_list = report_charts(loaded, args.turns)
     print_report(loaded, chart_list, args.width)
+    rc = 0
     if args.html:
-        args.html.parent.mkdir(parents=True, exist_ok=True)
-        with open_private(args.html) as f:  # the user's data, like an export: 0600
-            f.write(html_page(loaded, chart_list))
-        print(f"\nwrote {args.html}")
+        try:
+            args.html.parent.mkdir(parents=True, exist_ok=True)
+            with open_private(args.html) as f:  # the user's data, like an export: 0600
+                f.write(html_page(loaded, chart_list))
+        except OSError as exc:  # a read-only folder, a full disk: the report above stands, the file does not
+            print(f"ttft report: could not write {args.html}: {exc.strerror or exc}", file=sys.stderr)
+            rc = 1
+        else:
+            print(f"\nwrote {args.html}")
     for fmt, folder in (("svg", args.svg), ("png", args.png)):
         if folder is None:
             continue
-        folder.mkdir(parents=True, exist_ok=True)
         if fmt == "png" and not charts.png_available():
             print("ttft report: PNG needs matplotlib (pip install matplotlib); writing SVG instead", file=sys.stderr)
-        written = [charts.write_chart(c, folder / name, fmt) for name, c in chart_list]
-        print(f"wrote {len(written)} charts to {folder}/")
-    return 0
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            written = [charts.write_chart(c, folder / name, fmt) for name, c in chart_list]
+        except OSError as exc:
+            print(f"ttft report: could not write the charts to {folder}/: {exc.strerror or exc}", file=sys.stderr)
+            rc = 1
+        else:
+            print(f"wrote {len(written)} charts to {folder}/")
+    return rc

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
-from telemetry.log import list_sessions, sessions_dir
+from telemetry.log import Skipped, list_sessions, sessions_dir
 from tui.format import visible_controls
 
 
@@ -18,7 +19,10 @@ def _fmt(v: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    sessions = list_sessions()
+    skipped = Skipped()
+    sessions = list_sessions(skipped=skipped)
+    if skipped:  # once, for every file: the other sessions are listed as usual
+        print(visible_controls(f"ttft sessions: {skipped.message()}"), file=sys.stderr)
     if not sessions:
         print(f"no sessions logged yet (looked in {sessions_dir()})")
         return 0

@@ -12,7 +12,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from telemetry.log import SessionInfo, list_sessions, sessions_dir
+from telemetry.log import SessionInfo, Skipped, list_sessions, sessions_dir
 from tui.format import fmt_ms, short_model, short_spec_str, visible_controls
 
 MODELS_W = 50  # the models column
@@ -44,7 +44,10 @@ class SessionsScreen(ModalScreen[Path | None]):
             yield table
 
     def on_mount(self) -> None:
-        self.sessions = list_sessions()
+        skipped = Skipped()
+        self.sessions = list_sessions(skipped=skipped)
+        if skipped:  # the other sessions are listed as usual; what could not be read is said once
+            self.notify(str(skipped.message()), severity="warning", timeout=10)
         table = self.query_one(DataTable)
         for s in self.sessions:  # ids and model names come from files: their control characters are shown
             models = [visible_controls(m) for m in s.models]
