@@ -15,7 +15,7 @@ from rich.text import Text
 
 from telemetry.compare import METRICS, RESAMPLES, Comparison, fmt_amount
 from telemetry.recorder import Snapshot
-from tui.format import PHASE_COLOR, short_spec_str
+from tui.format import PHASE_COLOR, short_spec_str, visible_controls
 
 WIN = "★"
 NAME_W = 32  # the summary's model column
@@ -107,7 +107,7 @@ def verdict_text(c: Comparison, *, only_clear: bool = False) -> Text:
                 what.append(f"{s.cancelled} cancelled")
             out.append(f"{p}: {', '.join(what)} of {s.turns} (left out of its figures)", style="red")
             if s.errors:
-                out.append(f": {s.errors[-1]}", style="red")
+                out.append(f": {visible_controls(s.errors[-1])}", style="red")  # the server's words, shown
             out.append("\n")
     out.rstrip()
     return out

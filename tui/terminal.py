@@ -27,7 +27,11 @@ _ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # newline and tab too: in a p
 
 
 def visible_text(text: Text) -> Text:
-    """A Rich ``Text`` with :func:`visible_controls` applied, its styles kept on the same characters."""
+    """A Rich ``Text`` with :func:`visible_controls` applied, its styles kept on the same characters.
+
+    Rich has already dropped BEL, BS, VT, FF and CR from any ``Text`` it built (not sent, but not
+    shown either); where those should show too, build the ``Text`` from ``visible_controls(str)``.
+    """
     plain = text.plain
     shown = visible_controls(plain)
     if shown is plain:

@@ -364,9 +364,10 @@ class StreamingMarkdown(Vertical):
         """New text: on screen in the tail at the next refresh; complete blocks move to Markdown in the background.
 
         Its control characters are made visible here, once per fragment: the tail, the blocks and
-        their Markdown only ever hold the shown text, and a repaint never scans it again.
+        their Markdown only ever hold the shown text, and a repaint never scans it again. A tab
+        becomes 4 spaces (as Markdown reads it): painted as is, it would move the cursor.
         """
-        fragment = visible_controls(fragment)
+        fragment = visible_controls(fragment).replace("\t", "    ")
         self.tail.append(fragment)
         if not self.settle:
             return
