@@ -284,6 +284,7 @@ class LoadedModel:
     kv_tokens: list[int] = field(default_factory=list)  # what the KV cache holds, position by position
     verify_batch_max: int = 1  # largest speculative verify batch checked bit-identical to one-token steps
     verify_checked: int = 1  # batch sizes up to this one have been checked
+    verify_threads: int = 0  # ... with verify batches on this many threads (0: not checked yet)
 
 
 class _Cancelled(Exception):
@@ -556,13 +557,15 @@ class LocalLlamaBackend:
         lm = self._loaded
         need_load = lm is None or lm.n_gpu_layers != layers or lm.bufts.use != bufts.use
         need_check = spec is not None and spec["verify_batch"] is None
+        if need_check and lm is not None and lm.verify_threads != spec["verify_threads"]:
+            lm.verify_batch_max = lm.verify_checked = 1  # checked with other threads: that says nothing here
         if need_load or (need_check and lm is not None and lm.verify_checked < spec["num_pred_tokens"] + 1):
             # Loading (and checking which verify batches are bit-identical) is its own phase, before the request.
             lm = self._ensure_loaded(layers, bufts, emit)
             if not need_load:
                 emit(ev.ModelLoadStarted(ev.now_ns(), what="checking batch-invariance for speculative decoding"))
             if need_check:
-                _check_verify_batch(lm, spec["num_pred_tokens"] + 1, cancel)
+                _check_verify_batch(lm, spec["num_pred_tokens"] + 1, cancel, spec["verify_threads"])
                 lm.info["verify_batch_max"] = lm.verify_batch_max
             emit(ev.ModelLoadFinished(ev.now_ns(), info=dict(lm.info)))
         assert lm is not None
@@ -591,33 +594,46 @@ class LocalLlamaBackend:
 
 
 CHECK_TEXT = "def add(a, b):\n    return a + b\n\nfor i in range(10):\n    print(add(i, i * 2))\n"
+# The check runs over a short and a long cached prefix: llama.cpp's CPU kernels switch with the KV length
+# too (on 2+ threads, flash attention splits a one-token step's KV across threads once the KV view, padded
+# to 256 cells, reaches 512), and a batch computed one way while single steps go the other gives different
+# logits. Measured on SmolLM2 135M with 2 threads: identical over a 20-token prefix, argmax changed over 500
+# (1 thread: identical at any length). 280 cached tokens cross that line at the least prefill cost.
+CHECK_PREFIXES = (4, 280)
 
 
-def _check_verify_batch(lm: LoadedModel, up_to: int, cancel: threading.Event) -> None:
+def _check_verify_batch(lm: LoadedModel, up_to: int, cancel: threading.Event, verify_threads: int) -> None:
     """Largest verify batch whose logits are bit-identical to one-token decoding, checked on this build/model.
 
     Speculative decoding keeps a drafted token only if the model picks it at that
     position; that is lossless only if a batch computes the same logits as single
     steps. llama.cpp switches kernels with the batch size (weight repacking, flash
-    attention tiles), so this is measured rather than assumed, once per model.
+    attention tiles), the KV length and the thread count, so this is measured rather
+    than assumed, once per model, over a short and a long context, with one-token steps
+    and batches on the threads a speculative turn gives them (``_verify_threads``).
     """
     import numpy as np
 
     llm = lm.llm
     if up_to <= lm.verify_checked:
         return
-    toks = llm.tokenize(CHECK_TEXT.encode(), add_bos=True, special=False)
-    n_vocab, prefix = llm.n_vocab(), 4
+    lm.verify_threads = verify_threads
+    n_vocab = llm.n_vocab()
+    span = max(4, up_to)  # tokens decoded after each prefix: one at a time, then in batches of each size
+    prefixes = [p for p in CHECK_PREFIXES if p + span < llm.n_ctx()]
+    base = llm.tokenize(CHECK_TEXT.encode(), add_bos=False, special=False)
+    toks = llm.tokenize(b"", add_bos=True, special=False)
+    while len(toks) < prefixes[-1] + span:
+        toks += base
 
-    def run(b: int) -> list[Any]:
-        llm._ctx.kv_cache_clear()
-        llm._batch.set_batch(toks[:prefix], 0, False)
-        llm._ctx.decode(llm._batch)
+    def steps(prefix: int, b: int) -> list[Any]:
+        """Logits of the span after ``prefix``, decoded in batches of ``b`` over the same cached prefix."""
+        llm._ctx.kv_cache_seq_rm(-1, prefix, -1)
         rows = []
-        for i in range(prefix, len(toks), b):
+        for i in range(prefix, prefix + span, b):
             if cancel.is_set():
                 raise _Cancelled
-            chunk = toks[i : i + b]
+            chunk = toks[i : min(i + b, prefix + span)]
             llm._batch.set_batch(chunk, i, True)
             llm._ctx.decode(llm._batch)
             rows += [
@@ -625,21 +641,54 @@ def _check_verify_batch(lm: LoadedModel, up_to: int, cancel: threading.Event) ->
             ]
         return rows
 
+    sizes = list(range(max(2, lm.verify_checked + 1), up_to + 1))
+    same = dict.fromkeys(sizes, True)
     lm.kv_tokens = []  # the check overwrites the cache
     try:
-        single = run(1)
-        for b in range(max(2, lm.verify_checked + 1), up_to + 1):
+        llm._ctx.kv_cache_clear()
+        done = 0
+        for prefix in prefixes:
+            _verify_threads(lm, None)  # the prefix is prefilled as a prompt is, once, then reused
+            for i in range(done, prefix, llm.n_batch):
+                llm._batch.set_batch(toks[i : min(i + llm.n_batch, prefix)], i, False)
+                llm._ctx.decode(llm._batch)
+            done = prefix
+            _verify_threads(lm, verify_threads)
+            single = steps(prefix, 1)
+            for b in sizes:
+                if same[b]:
+                    same[b] = all(np.array_equal(x, y) for x, y in zip(steps(prefix, b), single, strict=True))
+            llm._ctx.kv_cache_seq_rm(-1, prefix, -1)
+        for b in sizes:
             if lm.verify_batch_max < b - 1:
                 break
-            same = all(np.array_equal(x, y) for x, y in zip(run(b), single, strict=True))
             lm.verify_checked = b
-            if not same:
+            if not same[b]:
                 lm.verify_checked = 1 << 30  # larger batches are not tried once one differs
                 break
             lm.verify_batch_max = b
     finally:
+        _verify_threads(lm, None)
         llm._ctx.kv_cache_clear()
         lm.kv_tokens = []
+
+
+def _verify_threads(lm: LoadedModel, threads: int | None) -> None:
+    """Verify batches on ``threads`` (None: back to the load's threads); one-token steps keep theirs.
+
+    llama.cpp runs a one-token decode on ``n_threads`` and any larger batch on
+    ``n_threads_batch``. A verify batch gains from a second core (measured on 2 shared
+    cores: a batch of 3 in 1.4 one-token steps instead of 2.3, when that core is free),
+    a one-token step hardly (22 ms instead of 25). Single steps must stay as a turn
+    without speculation runs them; on more than one thread they take a split-KV flash
+    attention path over a 512+ cell KV view that no batch takes, which the check finds
+    (it then allows no verify batch at all).
+    """
+    import llama_cpp
+
+    info = lm.info
+    batch = info["n_threads_batch"] if threads is None else threads
+    llama_cpp.llama_set_n_threads(lm.llm.ctx, info["n_threads"], batch)
 
 
 def _warm_up(llm: Any) -> None:
@@ -657,6 +706,11 @@ def _warm_up(llm: Any) -> None:
     llama_cpp.llama_perf_context_reset(llm.ctx)
 
 
+SPEC_NUM_PRED = 4  # longest draft; a batch of 5 costs ~2.5 one-token steps on 2 CPU cores (local_decode.py)
+SPEC_MIN_MATCH = 3  # shortest match of the context's tail worth a draft: shorter ones are mostly wrong
+PROGRESS_NS = 100_000_000  # DraftProgress at most every 100 ms
+
+
 def _speculative(setting: dict[str, Any] | None) -> dict[str, Any] | None:
     if not setting:
         return None
@@ -666,12 +720,60 @@ def _speculative(setting: dict[str, Any] | None) -> dict[str, Any] | None:
             "bad_setting", f"speculative kind {kind!r} is not supported", "use {'kind': 'prompt-lookup'}"
         )
     vb = setting.get("verify_batch")  # set it to skip the bit-identity check (output may then differ)
+    vt = setting.get("verify_threads")
     return {
         "kind": kind,
-        "num_pred_tokens": max(1, int(setting.get("num_pred_tokens", 2))),
-        "max_ngram_size": int(setting.get("max_ngram_size", 2)),
+        "num_pred_tokens": max(1, int(setting.get("num_pred_tokens", SPEC_NUM_PRED))),
+        "min_match": max(1, int(setting.get("min_match", SPEC_MIN_MATCH))),
+        # a verify batch is compute-bound: by default every logical CPU (one-token steps keep theirs)
+        "verify_threads": max(1, int(vt) if vt is not None else os.cpu_count() or 1),
         "verify_batch": int(vb) if vb is not None else None,
     }
+
+
+class _PromptLookup:
+    """Drafts for prompt-lookup decoding: what followed the longest earlier match of the context's tail.
+
+    The context is the prompt and the answer so far (an answer that repeats itself drafts
+    from its own text too). An index of every ``min_match``-gram gives the candidates in
+    O(1) a step; the longest match wins (the latest on a tie: nearer text is likelier to
+    continue the same way), and the draft grows with the match: a match of ``min_match``
+    tokens drafts one token, each token more drafts one more. No match, no draft: that
+    step is a plain one-token step, at no extra cost.
+    """
+
+    MAX_CANDIDATES = 16  # latest occurrences compared: bounds a step's cost in a repetitive text
+    MAX_MATCH = 32  # a match this long is as good as any longer one
+
+    def __init__(self, tokens: list[int], min_match: int) -> None:
+        self.n = min_match
+        self.seq: list[int] = []
+        self.at: dict[tuple[int, ...], list[int]] = {}  # n-gram -> positions right after each occurrence
+        for t in tokens:
+            self.append(t)
+
+    def append(self, tok: int) -> None:
+        seq = self.seq
+        seq.append(tok)
+        if len(seq) >= self.n:
+            self.at.setdefault(tuple(seq[-self.n :]), []).append(len(seq))
+
+    def draft(self, room: int) -> list[int]:
+        seq, n = self.seq, self.n
+        if room <= 0 or len(seq) <= n:
+            return []
+        best, best_len = -1, 0
+        for p in reversed(self.at.get(tuple(seq[-n:]), ())[-self.MAX_CANDIDATES - 1 :]):
+            if p >= len(seq):
+                continue  # the tail itself
+            k = n
+            while k < self.MAX_MATCH and p - 1 - k >= 0 and seq[p - 1 - k] == seq[-1 - k]:
+                k += 1
+            if k > best_len:
+                best, best_len = p, k
+        if best < 0:
+            return []
+        return seq[best : best + min(room, best_len - n + 1)]
 
 
 def _load_error(path: Path, exc: Exception, log: str, n_gpu_layers: int) -> LocalModelError:
@@ -725,6 +827,7 @@ class _Generation:
         self.drafted = 0
         self.accepted = 0
         self.steps = 0
+        self.progress_ns = 0  # when the last DraftProgress went out
         temp = DEFAULT_TEMPERATURE if settings.temperature is None else float(settings.temperature)
         extra = settings.extra or {}
         self.llm.set_seed(int(extra.get("seed", self.llm._seed)))
@@ -735,13 +838,7 @@ class _Generation:
             min_p=float(extra.get("min_p", 0.05)),
             repeat_penalty=float(extra.get("repeat_penalty", 1.0)),
         )
-        self.draft = None
-        if spec:
-            from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
-
-            self.draft = LlamaPromptLookupDecoding(
-                max_ngram_size=spec["max_ngram_size"], num_pred_tokens=spec["num_pred_tokens"]
-            )
+        self.lookup = _PromptLookup(tokens, spec["min_match"]) if spec and spec["verify_batch"] > 1 else None
 
     def _text_stops(self, stops: tuple[str, ...]) -> tuple[str, ...]:
         """Stop strings that start with an end-of-generation token are already caught token by token."""
@@ -787,6 +884,8 @@ class _Generation:
         if self.is_eog(self.vocab, tok):
             return "stop"
         self.generated.append(tok)
+        if self.lookup is not None:
+            self.lookup.append(tok)
         self.pending += 1
         text, stopped = self.stops.feed(self.utf8.decode(self._piece(tok)))
         if text:
@@ -842,14 +941,30 @@ class _Generation:
         import llama_cpp
 
         llm, lm = self.llm, self.lm
-        n_ctx = llm.n_ctx()
         llama_cpp.llama_perf_context_reset(llm.ctx)
         n_past, reused = self._prefill()
-        stop_reason: str | None = None
-        cancelled = False
         tok = self.sampler.sample(llm._ctx, -1)  # synchronizes: llama.cpp books the prompt's time here
         perf_prefill = _perf(llm)
         stop_reason = "length" if max_new <= 0 else self._accept_token(tok)
+        if self.lookup is not None:
+            _verify_threads(lm, self.spec["verify_threads"])  # after the prefill, which keeps its own threads
+        try:
+            stop_reason, cancelled, n_past = self._decode_loop(tok, stop_reason, n_past, max_new)
+        finally:
+            if self.lookup is not None:
+                _verify_threads(lm, None)
+        if self.lookup is not None:
+            self.emit(ev.DraftProgress(ev.now_ns(), self.drafted, self.accepted, self.steps))
+        perf_end = _perf(llm)
+        self._finish(stop_reason, cancelled, reused, perf_prefill, perf_end)
+
+    def _decode_loop(
+        self, tok: int, stop_reason: str | None, n_past: int, max_new: int
+    ) -> tuple[str | None, bool, int]:
+        """Decode until a stop; with speculation, each step verifies a draft in the same batch."""
+        llm, lm = self.llm, self.lm
+        n_ctx = llm.n_ctx()
+        cancelled = False
         while stop_reason is None:
             if len(self.generated) >= max_new:
                 stop_reason = "length"
@@ -858,11 +973,9 @@ class _Generation:
                 cancelled = True
                 break
             draft: list[int] = []
-            if self.draft is not None:
+            if self.lookup is not None:
                 room = min(n_ctx - n_past - 1, max_new - len(self.generated) - 1, self.spec["verify_batch"] - 1)
-                if room > 0:
-                    ctx_ids = _as_intc([*lm.kv_tokens, tok])
-                    draft = [int(t) for t in self.draft(ctx_ids)[:room]]
+                draft = self.lookup.draft(room)
             batch = [tok, *draft]
             if n_past + len(batch) > n_ctx:
                 stop_reason = "length"
@@ -886,8 +999,10 @@ class _Generation:
                         del lm.kv_tokens[keep:]
                         n_past = keep
                     break
-        perf_end = _perf(llm)
-        self._finish(stop_reason, cancelled, reused, perf_prefill, perf_end)
+            if self.lookup is not None and (t := ev.now_ns()) - self.progress_ns >= PROGRESS_NS:
+                self.progress_ns = t
+                self.emit(ev.DraftProgress(t, self.drafted, self.accepted, self.steps))
+        return stop_reason, cancelled, n_past
 
     def _finish(
         self,
@@ -958,12 +1073,6 @@ class _Generation:
             self.emit(ev.Cancelled(ev.now_ns()))
         else:
             self.emit(ev.Finished(ev.now_ns(), stop_reason))
-
-
-def _as_intc(ids: list[int]) -> Any:
-    import numpy as np
-
-    return np.asarray(ids, dtype=np.intc)
 
 
 def create(rest: str | None = None, **opts: Any) -> LocalLlamaBackend:

@@ -141,3 +141,16 @@ class Cancelled(Event):
 
 TokenEvent = ReasoningDelta | TextDelta | ToolCallDelta
 TERMINAL = (Finished, Failed, Cancelled)
+
+
+@dataclass(frozen=True, slots=True)
+class DraftProgress(Event):
+    """Speculative decoding so far in this turn (the local engine, at most every 100 ms).
+
+    ``drafted`` tokens were proposed, ``accepted`` of them kept; ``steps`` decode steps
+    (each verifying one draft, or a plain step where there was none).
+    """
+
+    drafted: int = 0
+    accepted: int = 0
+    steps: int = 0

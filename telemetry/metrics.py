@@ -104,6 +104,7 @@ class TurnMetrics:
     load_ms: float | None = None
     own_delay_ms: float | None = None  # submit -> first send, less any model load: ttft's own time
     phases_ms: dict[str, float] = field(default_factory=dict)
+    speculative: dict[str, Any] | None = None  # telemetry.speculative: drafted, accepted, rate, tokens/step
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

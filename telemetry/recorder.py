@@ -17,6 +17,7 @@ from telemetry.diagnosis import diagnose_turn
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, compute, own_delay_ms
 from telemetry.record import Attempt, ErrorInfo, TurnRecord
 from telemetry.settings import TurnSettings
+from telemetry.speculative import draft_stats, speculative_summary
 from telemetry.tokens import estimate_tokens, tokens_for_chars
 
 RECENT_GAPS = 64  # gaps kept for a live sparkline
@@ -45,6 +46,7 @@ class Snapshot:
     load_ms: float | None
     error: ErrorInfo | None = None
     own_delay_ms: float | None = None  # submit -> first send (so far, while not sent), less any model load
+    draft: dict[str, Any] | None = None  # speculative decoding so far (telemetry.speculative), None when none
 
 
 @dataclass
@@ -77,6 +79,7 @@ class TurnRecorder:
         self._tools: list[dict[str, str]] = []
         self.usage: ev.Usage | None = None
         self.server: dict[str, Any] = {}
+        self.draft: dict[str, Any] | None = None  # the latest speculative figures, live
         self.notices: dict[str, Any] = {}
         self.end_ns: int | None = None
         self.status: str | None = None
@@ -127,6 +130,10 @@ class TurnRecorder:
                 self.usage = e
             case ev.ServerTimings():
                 self.server[e.source] = {**self.server.get(e.source, {}), **e.data}
+                if e.source == "llama-server" and "draft_n" in e.data:  # streamed with timings_per_token
+                    self.draft = speculative_summary({e.source: self.server[e.source]})
+            case ev.DraftProgress():
+                self.draft = draft_stats(e.drafted, e.accepted, e.steps)
             case ev.Notice():
                 self.notices[e.key] = e.value
             case ev.Submitted():
@@ -242,6 +249,7 @@ class TurnRecorder:
             load_ms=(load[1] - load[0]) / NS_PER_MS if load is not None else None,
             error=self.error,
             own_delay_ms=own_delay_ms(self.submitted_ns, sent if sent is not None else now, load),
+            draft=self.draft,
         )
 
     def _phase(self, sent: int | None, first: int | None, first_vis: int | None, now: int) -> tuple[str, int | None]:
@@ -272,6 +280,7 @@ class TurnRecorder:
         metrics = compute(
             ts, self.chunks, tokens, queued_ns=self.queued_ns, load_ns=load, submitted_ns=self.submitted_ns
         )
+        metrics = replace(metrics, speculative=speculative_summary(self.server))
         rec = TurnRecord(
             session_id=self.session_id,
             turn_index=self.turn_index,

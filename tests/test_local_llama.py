@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import struct
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -274,6 +275,97 @@ async def test_prompt_lookup_gives_identical_output_at_temperature_zero(backend,
         if s["verify_batch"] > 1:
             assert s["drafted"] > 0 and 0 <= s["accepted"] <= s["drafted"]
     assert one(plain, ev.ServerTimings).data["speculative"] is None
+
+
+ORDERS = """def summarize(orders, tax_rate):
+    result = {"count": 0, "subtotal": 0.0, "tax": 0.0}
+    for order in orders:
+        if order.status == "cancelled":
+            continue
+        result["count"] += 1
+        result["subtotal"] += order.amount
+        result["tax"] += order.amount * tax_rate
+    return result
+"""
+
+
+async def test_speculative_turn_reports_its_drafting_while_it_streams(backend) -> None:
+    from telemetry.speculative import draft_stats
+
+    in_worker(backend, clear_cache)
+    prompt = "Rename the variable result to totals in this Python function and show the whole function:\n\n" + ORDERS
+    request = req(prompt, n=60, spec={"kind": "prompt-lookup"})
+    rec = new_recorder(backend, request, session_id="t-spec", turn_index=1)
+    progress: list[tuple[ev.DraftProgress, dict | None]] = []
+    texts: list[int] = []
+
+    def on_event(e: ev.Event) -> None:
+        if isinstance(e, ev.DraftProgress):
+            progress.append((e, rec.snapshot().draft))
+        elif isinstance(e, ev.TextDelta):
+            texts.append(e.t_ns)
+
+    record = (await run_turn(backend, request, rec, on_event=on_event)).to_dict()
+    assert record["status"] == "ok"
+    engine = record["server"]["llama.cpp"]
+    stamps = [p.t_ns for p, _ in progress]
+    assert sum(t < texts[-1] for t in stamps) >= 2  # live: while tokens were still coming
+    assert all(b - a >= 100_000_000 for a, b in pairwise(stamps[:-1]))  # at most every 100 ms (the last: the end)
+    counts = [(p.drafted, p.accepted, p.steps) for p, _ in progress]
+    assert counts == sorted(counts) and counts[-1] == (
+        engine["speculative"]["drafted"],
+        engine["speculative"]["accepted"],
+        engine["decode_steps"],
+    )
+    assert all(snap == draft_stats(p.drafted, p.accepted, p.steps) for p, snap in progress)  # the snapshot has it
+    s = record["metrics"]["speculative"]
+    assert s == draft_stats(*counts[-1]) and s["source"] == "llama.cpp"
+    assert s["accepted"] > 0 and s["tokens_per_step"] > 1  # the answer copies the function: drafts are kept
+
+
+async def test_the_batch_check_never_claims_what_a_long_context_breaks(backend) -> None:
+    """Whatever verify batch the check allows must give one-token steps' logits at a long context too.
+
+    On 2 threads llama.cpp's one-token step takes another flash-attention path from 512 KV cells on,
+    which a check over a short context cannot see (it allowed 3 there); so both thread layouts are tried.
+    """
+    import numpy as np
+
+    two = create(None, n_threads=2)
+    try:
+        for b in (backend, two):
+            await collect(b, req("Hi", n=2, spec={"kind": "prompt-lookup", "num_pred_tokens": 3}))
+
+            def compare(lm):
+                llm, vb = lm.llm, lm.verify_batch_max
+                local_llama._verify_threads(lm, lm.verify_threads)
+                toks = llm.tokenize(Path(local_llama.__file__).read_bytes(), add_bos=True)[:316]
+                prefix, n_vocab = 310, llm.n_vocab()  # past 256 cells: a 512-cell KV view, where 2 threads split
+                llm._ctx.kv_cache_clear()
+                for i in range(0, prefix, 256):
+                    llm._batch.set_batch(toks[i : min(i + 256, prefix)], i, False)
+                    llm._ctx.decode(llm._batch)
+                rows = {}
+                for size in sorted({1, vb}):
+                    llm._ctx.kv_cache_seq_rm(-1, prefix, -1)
+                    got = []
+                    for i in range(prefix, prefix + 6, size):
+                        chunk = toks[i : min(i + size, prefix + 6)]
+                        llm._batch.set_batch(chunk, i, True)
+                        llm._ctx.decode(llm._batch)
+                        got += [
+                            np.ctypeslib.as_array(llm._ctx.get_logits_ith(j), shape=(n_vocab,)).copy()
+                            for j in range(len(chunk))
+                        ]
+                    rows[size] = got
+                local_llama._verify_threads(lm, None)
+                clear_cache(lm)
+                return vb, all(np.array_equal(x, y) for x, y in zip(rows[1], rows[vb], strict=True))
+
+            vb, same = in_worker(b, compare)
+            assert same, f"the check allowed verify batches of {vb} with {b.loaded.info['n_threads']} thread(s)"
+    finally:
+        await two.aclose()
 
 
 # --- cancel and failures -----------------------------------------------------------------------

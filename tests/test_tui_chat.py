@@ -307,5 +307,5 @@ def test_pane_shows_the_engines_own_split_for_each_server_format() -> None:
     }
     text = record_text({**base, "server": engine}).plain
     assert "engine prefill" in text and "135 reused from cache" in text and "119 tok in 4.7 s" in text
-    assert "282 tokens = 3.0 MiB of n_ctx 4,096" in text and "31/40 drafted tokens accepted" in text
+    assert "282 tokens = 3.0 MiB of n_ctx 4,096" in text and "78% accepted (31/40)" in text
     assert "n_ctx 4096" not in text  # the load info is not dumped raw

@@ -6,7 +6,8 @@ same parsing, retries and HTTP client a user gets. One server answers every API:
 - ``POST .../chat/completions``: OpenAI Chat Completions, SSE ``data:`` lines ending with
   ``data: [DONE]``; a usage-only last chunk when ``stream_options.include_usage``;
   reasoning as ``delta.reasoning_content``, ``delta.reasoning`` or ``<think>`` in content;
-  llama-server ``timings`` / Ollama durations on the last chunk; non-streaming JSON when
+  llama-server ``timings`` / Ollama durations on the last chunk (llama-server's on every chunk too
+  with ``timings_per_chunk``, its draft counts with ``draft``); non-streaming JSON when
   ``"stream"`` is false.
 - ``POST .../responses``: OpenAI Responses, ``event:`` + ``data:`` lines in the real event
   order (created, in_progress, reasoning item with ``reasoning_summary_text.delta``, message
@@ -109,6 +110,8 @@ class Schedule:
     cached_tokens: int = 0
     usage: bool = True  # send usage (Chat Completions: only when include_usage is asked)
     timings: str | None = None  # "llama" (llama-server timings) | "ollama" (durations) on the last chunk
+    timings_per_chunk: bool = False  # llama timings on every token chunk too (llama-server's timings_per_token)
+    draft: tuple[int, int] | None = None  # llama timings' (draft_n, draft_n_accepted): speculative decoding
     stop_reason: str | None = None  # default per API: stop / completed / end_turn
     # failure injection
     fail_status: int | None = None
@@ -503,20 +506,22 @@ class FakeServer:
             },
         }
 
-    def _server_timings(self, s: Schedule) -> dict[str, Any]:
+    def _server_timings(self, s: Schedule, done: float = 1.0) -> dict[str, Any]:
+        """The server's own figures; ``done`` < 1: those of a chunk mid-stream (that share of the answer)."""
         gen_ms = s.end_ms() - s.first_token_ms
         if s.timings == "llama":
-            return {
-                "timings": {
-                    "cache_n": s.cached_tokens,
-                    "prompt_n": s.input_tokens - s.cached_tokens,
-                    "prompt_ms": s.first_token_ms,
-                    "prompt_per_second": 1000 * s.input_tokens / max(s.first_token_ms, 1e-3),
-                    "predicted_n": s.output_tokens,
-                    "predicted_ms": gen_ms,
-                    "predicted_per_second": 1000 * s.output_tokens / max(gen_ms, 1e-3),
-                }
+            timings = {
+                "cache_n": s.cached_tokens,
+                "prompt_n": s.input_tokens - s.cached_tokens,
+                "prompt_ms": s.first_token_ms,
+                "prompt_per_second": 1000 * s.input_tokens / max(s.first_token_ms, 1e-3),
+                "predicted_n": round(s.output_tokens * done),
+                "predicted_ms": gen_ms * done,
+                "predicted_per_second": 1000 * s.output_tokens / max(gen_ms, 1e-3),
             }
+            if s.draft:
+                timings["draft_n"], timings["draft_n_accepted"] = (round(n * done) for n in s.draft)
+            return {"timings": timings}
         if s.timings == "ollama":
             return {
                 "total_duration": int((s.end_ms() + 1) * 1e6),
@@ -581,7 +586,8 @@ class FakeServer:
                     piece = ("nk>" if s.think_tag_split else "</think>") + text
                 first_text = False
                 delta = {"content": piece}
-            await st.data(chunk(delta))
+            mid = self._server_timings(s, (n_sent + 1) / len(chunks)) if s.timings_per_chunk else {}
+            await st.data(chunk(delta, **mid))
             st.rec.chunks_sent += 1
         if await self._failures(st, s, len(chunks), error):
             return

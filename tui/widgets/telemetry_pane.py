@@ -15,6 +15,7 @@ from textual.widgets import Sparkline, Static
 
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.recorder import Snapshot
+from telemetry.speculative import speculative_summary
 from telemetry.timeline import Timeline
 from tui.format import DASH, PHASE_COLOR, fmt_ms, fmt_num, short_spec, turn_label
 from tui.terminal import visible_text
@@ -71,6 +72,7 @@ def live_text(snap: Snapshot, attempts: Sequence[Any] = (), lag: dict[str, Any] 
             f"{fmt_ms(snap.current_tpot_ms, digits=1)} now · {fmt_ms(snap.avg_tpot_ms, digits=1)} avg",
         )
         _row(t, "speed", fmt_num(snap.tokens_per_s, "tokens/s", 1))
+    _draft_row(t, snap.draft)
     if lag and lag.get("paints"):
         _row(t, "render lag", f"p50 {fmt_ms(lag['p50_ms'])} · p95 {fmt_ms(lag['p95_ms'])}")
     return t
@@ -80,6 +82,13 @@ def _own_row(t: Text, own_ms: float | None) -> None:
     """ttft's own delay (submit -> send), once it is large enough to feel; never part of TTFT."""
     if own_ms is not None and own_ms >= OWN_DELAY_SHOWN_MS:
         _row(t, "ttft's own", f"{fmt_ms(own_ms)} before the send")
+
+
+def _draft_row(t: Text, d: dict[str, Any] | None) -> None:
+    """Speculative decoding (``telemetry.speculative``), live or for the whole turn."""
+    if d:
+        per_step = f" · {d['tokens_per_step']:.1f} tok/step" if d.get("tokens_per_step") else ""
+        _row(t, "draft", f"{d['acceptance_rate']:.0%} accepted ({d['accepted']}/{d['drafted']}){per_step}")
 
 
 def _server_lines(t: Text, server: dict[str, Any]) -> None:
@@ -101,8 +110,6 @@ def _server_lines(t: Text, server: dict[str, Any]) -> None:
             )
             if data.get("cache_n") is not None:
                 _row(t, "KV cache reuse", f"{fmt_num(data['cache_n'])} prompt tokens from cache")
-            if data.get("draft_n"):
-                _row(t, "speculative", f"{data.get('draft_n_accepted', 0)}/{data['draft_n']} drafted tokens accepted")
             continue
         if "eval_duration" in data or "prompt_eval_duration" in data:  # Ollama, durations in ns
             pe, ev = data.get("prompt_eval_duration"), data.get("eval_duration")
@@ -142,8 +149,8 @@ def _server_lines(t: Text, server: dict[str, Any]) -> None:
                     f"{fmt_num(data['kv_used_tokens'])} tokens{size} of n_ctx {fmt_num(data.get('n_ctx'))}",
                 )
             spec = data.get("speculative")
-            if isinstance(spec, dict) and spec.get("drafted"):
-                _row(t, "speculative", f"{spec.get('accepted', 0)}/{spec['drafted']} drafted tokens accepted")
+            if isinstance(spec, dict) and spec.get("verify_batch") == 1:  # the bit-identity check failed
+                _row(t, "draft", "off: batches are not bit-identical to one-token steps here", "dim")
             if data.get("backend"):
                 _row(t, "engine", f"{data['backend']} · {data.get('model_name') or ''}".strip(" ·"))
             continue
@@ -197,6 +204,8 @@ def record_text(rec: dict[str, Any], lag: dict[str, Any] | None = None) -> Text:
     )
     if rec.get("server"):
         _server_lines(t, rec["server"])
+    # records logged before metrics.speculative existed: the same figures from their server data
+    _draft_row(t, m["speculative"] if "speculative" in m else speculative_summary(rec.get("server")))
     if lag and lag.get("paints"):
         _row(t, "render lag", f"p50 {fmt_ms(lag['p50_ms'])} · p95 {fmt_ms(lag['p95_ms'])}")
     if rec.get("diagnosis"):
