@@ -5,6 +5,17 @@ item into events (:meth:`HostedBackend._translate`); this class stamps them with
 arrival time of their bytes, drains attempt/headers events in order, turns any
 exception into one ``Failed`` event, and closes the HTTP stream on every exit, so a
 cancelled or abandoned turn stops the server's generation at once.
+
+Two clocks end a turn that never ends, here in the stream loop rather than in httpx (whose read
+timeout every keepalive byte resets):
+
+- token idle (``timeout_s``): no new token (text, reasoning or tool-call delta) for that long,
+  counted from the response headers and then from each token. SSE comments (``: ping``), empty
+  lines, Anthropic ``ping`` events and chunks that carry no token do not reset it. A model that
+  thinks without streaming its reasoning is silent for this clock: give it a longer ``--timeout``.
+- deadline (``settings.deadline_s``): the whole turn, from the call to the last byte.
+
+Either ends the turn as a ``timeout`` / ``deadline`` error with the partial answer kept.
 """
 
 from __future__ import annotations
@@ -35,6 +46,9 @@ class TurnState:
     usage: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     notices: list[ev.Notice] = field(default_factory=list)  # from _open: yielded after its attempt events
+
+
+_TOKENS = (ev.ReasoningDelta, ev.TextDelta, ev.ToolCallDelta)  # what resets the token-idle clock
 
 
 class HostedBackend:
@@ -148,28 +162,70 @@ class HostedBackend:
         )
 
     # --- the turn ------------------------------------------------------------------------
+    def _clock_failed(self, kind: str, request: ChatRequest, got_tokens: bool) -> ev.Failed:
+        """The turn ran out of one of its two clocks (see the module doc)."""
+        phase = "in the middle of the answer" if got_tokens else "before the first token"
+        kept = "The partial answer is kept; " if got_tokens else ""
+        if kind == "deadline":
+            message = f"The turn passed its {request.settings.deadline_s or 0:g} s deadline {phase}."
+            hint = f"{kept}allow more time with --deadline SECONDS."
+        else:
+            message = f"No new token for {self.timeout_s or 0:g} s {phase}; keepalives from the server do not count."
+            hint = f"{kept}the server stalled: retry, or allow more time with --timeout SECONDS."
+        return ev.Failed(ev.now_ns(), kind, message, None, hint[0].upper() + hint[1:])
+
     async def stream(self, request: ChatRequest) -> AsyncIterator[ev.Event]:
+        loop = asyncio.get_running_loop()
+        deadline_s = request.settings.deadline_s
+        deadline = loop.time() + deadline_s if deadline_s else None
         await self._warm_up()
         probe = self.http.new_probe()
         state = TurnState()
         sdk: Any = None
+        got_tokens = False
         try:
             try:
-                sdk = await self._open(request, probe, state)
+                async with asyncio.timeout_at(deadline) as clock:
+                    sdk = await self._open(request, probe, state)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 for e in (*probe.drain(), *state.notices):
                     yield e
-                yield failed_from_exception(exc, self._error_context(False), probe)
+                if deadline is not None and clock.expired():
+                    yield self._clock_failed("deadline", request, False)
+                else:
+                    yield failed_from_exception(exc, self._error_context(False), probe)
                 return
             for e in (*probe.drain(), *state.notices):
                 yield e
             try:
                 if hasattr(sdk, "__aiter__"):
-                    async for item in sdk:
+                    items = sdk.__aiter__()
+                    idle = self.timeout_s or None
+                    last_token = loop.time()  # the headers are in: the idle clock starts
+                    while True:
+                        # Only the wait for the next item is under the clock: never the consumer's
+                        # code while this generator is suspended at a yield.
+                        due = last_token + idle if idle else None
+                        if deadline is not None and (due is None or deadline < due):
+                            due = deadline
+                        try:
+                            async with asyncio.timeout_at(due) as clock:
+                                item = await items.__anext__()
+                        except StopAsyncIteration:
+                            break
+                        except TimeoutError:
+                            if not clock.expired():
+                                raise
+                            hit_deadline = deadline is not None and loop.time() >= deadline
+                            yield self._clock_failed("deadline" if hit_deadline else "timeout", request, got_tokens)
+                            return
                         t = probe.stamp()
                         for e in self._translate(item, t, state):
+                            if isinstance(e, _TOKENS):
+                                got_tokens = True
+                                last_token = loop.time()
                             yield e
                         if state.failed is not None:
                             break

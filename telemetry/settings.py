@@ -18,6 +18,8 @@ class TurnSettings:
     # Local speculative decoding: None (off) or {"kind": "prompt-lookup", "num_pred_tokens": 2}.
     speculative: dict[str, Any] | None = None
     max_retries: int = 2
+    # The whole turn may take at most this long (seconds); then it ends as an error, partial answer kept.
+    deadline_s: float | None = None
     # Anything a backend adds that still shapes latency (GPU layers, ...).
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -133,6 +133,10 @@ class Schedule:
     texts: tuple[str, ...] | None = None
     # A streamed answer's body, sent verbatim after the headers (any API): wire content no schedule makes.
     raw_sse: str | None = None
+    # Keepalives: these bytes every ``keepalive_s`` while the open stream waits (for a token, a stall,
+    # the end), as a proxy or a server's heartbeat sends them; they carry no event.
+    keepalive_s: float | None = None
+    keepalive: str = ": ping\n\n"
 
     def chunks(self, reasoning_visible: bool = True) -> list[tuple[float, str, str]]:
         """``(at_ms, kind, text)`` for every token-bearing chunk, reasoning first.
@@ -204,6 +208,7 @@ class _Stream:
         self.rec = rec
         self.t0 = t0
         self.resp: web.StreamResponse | None = None
+        self.keepalive: tuple[float, bytes] | None = None  # (every S seconds, these bytes) once open
 
     def gone(self) -> bool:
         tr = self.request.transport
@@ -212,12 +217,16 @@ class _Stream:
     async def until(self, at_ms: float) -> None:
         loop = asyncio.get_running_loop()
         target = self.t0 + at_ms / 1000
+        ping_at = loop.time() + self.keepalive[0] if self.keepalive else None
         while True:
             left = target - loop.time()
             if self.gone():
                 raise _Gone
             if left <= 0:
                 return
+            if ping_at is not None and self.keepalive and self.resp is not None and loop.time() >= ping_at:
+                await self.raw(self.keepalive[1])
+                ping_at += self.keepalive[0]
             await asyncio.sleep(min(left, 0.01))
 
     async def open(self, extra_headers: dict[str, str] | None = None) -> None:
@@ -413,6 +422,8 @@ class FakeServer:
         if schedule.fail_status is not None and attempt <= schedule.fail_times:
             return self._error(rec, schedule.fail_status, schedule.fail_message, schedule, is_anthropic)
         stream = _Stream(request, rec, t0)
+        if schedule.keepalive_s:
+            stream.keepalive = (schedule.keepalive_s, schedule.keepalive.encode())
         try:
             if schedule.headers_ms:
                 await stream.until(schedule.headers_ms)

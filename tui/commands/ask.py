@@ -46,6 +46,17 @@ def session_id_arg(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def deadline_arg(value: str) -> float:
+    """``--deadline``: a positive number of seconds."""
+    try:
+        secs = float(value)
+    except ValueError:
+        secs = float("nan")
+    if not secs > 0 or secs == float("inf"):
+        raise argparse.ArgumentTypeError(f"takes a positive number of seconds, not {value!r}")
+    return secs
+
+
 def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-m",
@@ -55,7 +66,13 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "compat:MODEL (with --base-url), local, local:/path/model.gguf, or a configured provider",
     )
     p.add_argument("--base-url", help="the API's address (e.g. http://127.0.0.1:8080/v1 for a compat server)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S", help="read timeout in seconds (default 60)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="end the turn when no new token came for S seconds; keepalives do not count (default 60)",
+    )
 
 
 def add_turn_options(p: argparse.ArgumentParser) -> None:
@@ -74,6 +91,13 @@ def add_turn_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--thinking-display", choices=("summarized", "omitted"), help="Anthropic thinking display")
     p.add_argument("--no-stream", action="store_true", help="ask for the whole answer at once (TTFT == E2E)")
     p.add_argument("--max-retries", type=int, default=2, metavar="N", help="SDK retries on 408/409/429/5xx (default 2)")
+    p.add_argument(
+        "--deadline",
+        type=deadline_arg,
+        default=None,
+        metavar="S",
+        help="end the turn as an error after S seconds in all, however steadily it streams (partial answer kept)",
+    )
 
 
 def settings_from_args(args: argparse.Namespace) -> TurnSettings:
@@ -99,6 +123,7 @@ def settings_from_args(args: argparse.Namespace) -> TurnSettings:
         thinking_budget=budget,
         thinking_display=getattr(args, "thinking_display", None),
         max_retries=getattr(args, "max_retries", 2),
+        deadline_s=getattr(args, "deadline", None),
         extra=extra,
     )
 
@@ -140,7 +165,10 @@ def summary_line(d: dict[str, Any]) -> str:
     if out is not None:
         r = f", {t['reasoning']} reasoning" if t.get("reasoning") else ""
         parts.append(f"{out} tokens out{r} ({t['source']})")
-    parts.append(f"E2E {f(m.get('e2e_ms') or m.get('total_ms'))}")
+    if m.get("e2e_ms") is not None:
+        parts.append(f"E2E {f(m['e2e_ms'])}")
+    else:  # no token came: an "E2E" would time an answer that does not exist
+        parts.append(f"no tokens ({f(m.get('total_ms'))} in all)")
     own = m.get("own_delay_ms")
     if own is not None and own >= OWN_DELAY_SHOWN_MS:
         parts.append(f"ttft's own {f(own)} before the send")
