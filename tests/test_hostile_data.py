@@ -559,7 +559,10 @@ async def test_chat_logs_the_turn_in_flight_on_sigterm_and_sighup(sig: int, env:
             async with app.run_test(size=(120, 40)) as pilot:
                 app.query_one("#prompt").value = "hi"
                 await pilot.press("enter")
-                await wait_until(pilot, lambda: any(r.chunks_sent >= 3 for r in s.requests), 30)
+                # three chunks received (not merely sent: the backend's process may still hold them)
+                await wait_until(
+                    pilot, lambda: app.session.live is not None and len(app.session.live.recorder.chunks) >= 3, 30
+                )
                 os.kill(os.getpid(), sig)
                 deadline = time.monotonic() + 10
                 while app.return_code is None and time.monotonic() < deadline:
