@@ -7,7 +7,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -83,14 +83,19 @@ def write_jsonl(records: Iterable[dict[str, Any]], out: Path) -> int:
     return n
 
 
-def write_csv(records: Sequence[dict[str, Any]], out: Path) -> int:
-    rows = [{k: csv_cell(v) for k, v in flatten(r).items()} for r in records]
-    columns = list(dict.fromkeys(k for row in rows for k in row))
+def write_csv(records: Sequence[dict[str, Any]] | Callable[[], Iterable[dict[str, Any]]], out: Path) -> int:
+    """One row per record. ``records`` may be a function giving a fresh pass each call: then the
+    columns come from a first pass and the rows from a second, and no record list is held."""
+    passes = records if callable(records) else lambda: records
+    columns = list(dict.fromkeys(k for r in passes() for k in flatten(r)))
+    n = 0
     with open_private(out, newline="") as f:
         w = csv.DictWriter(f, fieldnames=columns)
         w.writeheader()
-        w.writerows(rows)
-    return len(rows)
+        for r in passes():
+            w.writerow({k: csv_cell(v) for k, v in flatten(r).items()})
+            n += 1
+    return n
 
 
 # --- OpenTelemetry GenAI semantic conventions -------------------------------------
@@ -161,10 +166,13 @@ def _point(value: float, attrs: dict[str, Any], t_unix_nano: int, bounds: list[f
     }
 
 
-def otel_document(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """OTLP/JSON ``ExportMetricsServiceRequest``: one histogram data point per turn and metric."""
+def otel_document(records: Iterable[dict[str, Any]], counted: list[int] | None = None) -> dict[str, Any]:
+    """OTLP/JSON ``ExportMetricsServiceRequest``: one histogram data point per turn and metric.
+    The records are read once, one at a time; ``counted`` gets how many there were."""
     metrics: dict[str, dict[str, Any]] = {}
+    n = 0
     for rec in records:
+        n += 1
         t = int(datetime.fromisoformat(rec["started_at"]).timestamp() * 1e9) if rec.get("started_at") else 0
         attrs = otel_attributes(rec)
         for name, (unit, read) in OTEL_HISTOGRAMS.items():
@@ -184,6 +192,8 @@ def otel_document(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             m["histogram"]["dataPoints"].append(
                 _point(float(tok[ttype]), {**attrs, "gen_ai.token.type": ttype}, t, TOKEN_BOUNDS)
             )
+    if counted is not None:
+        counted.append(n)
     for m in metrics.values():
         m["histogram"]["aggregationTemporality"] = 1  # DELTA: each point is one turn
     return {
@@ -196,18 +206,38 @@ def otel_document(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def write_otel(records: Sequence[dict[str, Any]], out: Path) -> int:
+def write_otel(records: Iterable[dict[str, Any]], out: Path) -> int:
+    counted: list[int] = []
+    doc = otel_document(records, counted)
     with open_private(out) as f:
-        f.write(json.dumps(otel_document(records), indent=1))
-    return len(records)
+        f.write(json.dumps(doc, indent=1))
+    return counted[0]
 
 
 WRITERS = {"jsonl": write_jsonl, "csv": write_csv, "otel": write_otel}
 
 
-def export(records: Sequence[dict[str, Any]], fmt: str, out: Path, *, redact_text: bool = False) -> int:
+def export(
+    records: Iterable[dict[str, Any]] | Callable[[], Iterable[dict[str, Any]]],
+    fmt: str,
+    out: Path,
+    *,
+    redact_text: bool = False,
+) -> int:
+    """Write ``records`` as ``fmt``. Given a function that reads them afresh on each call (a log read
+    line by line), the records stream through: none is kept past its own row (csv reads twice)."""
     if fmt not in WRITERS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(WRITERS)}")
-    recs = [safe_urls(redact(r) if redact_text else r) for r in records]
+    if callable(records):
+        source = records
+    else:
+        kept = list(records)  # several passes over what may be a one-shot iterator
+        source = lambda: kept  # noqa: E731
+
+    def prepared() -> Iterator[dict[str, Any]]:
+        return (safe_urls(redact(r) if redact_text else r) for r in source())
+
     out.parent.mkdir(parents=True, exist_ok=True)
-    return WRITERS[fmt](recs, out)
+    if fmt == "csv":
+        return write_csv(prepared, out)
+    return WRITERS[fmt](prepared(), out)

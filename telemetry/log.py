@@ -316,29 +316,85 @@ def well_formed(rec: Any) -> bool:
     return _fields_ok(extra, _COMPARE_FIELDS)
 
 
+_BAD_LINE: dict[str, Any] = {}  # parse_line's answer for a line that is not a usable record
+
+
+def parse_line(raw: bytes) -> dict[str, Any] | None:
+    """One log line as a record; None for a blank line, ``_BAD_LINE`` for one that is not well formed."""
+    if not raw.strip():
+        return None
+    try:
+        rec = json.loads(raw)  # bytes: strict UTF-8, so a bad byte is a ValueError here
+    except (ValueError, RecursionError):
+        return _BAD_LINE
+    if not well_formed(rec):
+        return _BAD_LINE
+    if b"\\ud" in raw or b"\\uD" in raw:  # an escaped surrogate: scrub any that is alone
+        rec = scrub_value(rec)
+    return rec
+
+
+def _count_bad(path: Path, bad: int, skipped: Skipped | None) -> None:
+    if bad and skipped is not None:
+        skipped.lines[path] = skipped.lines.get(path, 0) + bad
+
+
 def read_records(path: Path, skipped: Skipped | None = None) -> Iterator[dict[str, Any]]:
-    """Every well-formed ``ttft.turn/1`` line. Any other line (a torn last line from a crash, bytes that
-    are not UTF-8, a field of the wrong type) is skipped, and counted in ``skipped`` when given."""
+    """Every well-formed ``ttft.turn/1`` line, one at a time (never the whole file in memory). Any other
+    line (a torn last line from a crash, bytes that are not UTF-8, a field of the wrong type) is
+    skipped, and counted in ``skipped`` when given."""
     bad = 0
     try:
         with path.open("rb") as f:
             for raw in f:
-                if not raw.strip():
-                    continue
-                try:
-                    rec = json.loads(raw)  # bytes: strict UTF-8, so a bad byte is a ValueError here
-                except (ValueError, RecursionError):
+                rec = parse_line(raw)
+                if rec is _BAD_LINE:
                     bad += 1
-                    continue
-                if not well_formed(rec):
-                    bad += 1
-                    continue
-                if b"\\ud" in raw or b"\\uD" in raw:  # an escaped surrogate: scrub any that is alone
-                    rec = scrub_value(rec)
-                yield rec
+                elif rec is not None:
+                    yield rec
     finally:
-        if bad and skipped is not None:
-            skipped.lines[path] = skipped.lines.get(path, 0) + bad
+        _count_bad(path, bad, skipped)
+
+
+TAIL_BLOCK = 64 * 1024  # bytes read per step backwards from a log's end
+
+
+def tail_records(path: Path, k: int, skipped: Skipped | None = None) -> list[dict[str, Any]]:
+    """The last ``k`` well-formed records, in file order (see :func:`tail_records_from`)."""
+    return tail_records_from(path, k, skipped)[0]
+
+
+def tail_records_from(path: Path, k: int, skipped: Skipped | None = None) -> tuple[list[dict[str, Any]], int]:
+    """The last ``k`` well-formed records in file order, and the byte offset where the first of them
+    starts. Read backwards from the end in blocks, so a resumed session draws at once however long its
+    log: only the lines among the last ``k`` are parsed. Unreadable lines met are counted in ``skipped``."""
+    out: list[dict[str, Any]] = []
+    bad = 0
+    first = 0
+    with path.open("rb") as f:
+        pos = first = f.seek(0, os.SEEK_END)
+        head = b""  # the start of a line cut by the block boundary: completed by the next block back
+        while pos > 0 and len(out) < k:
+            size = min(TAIL_BLOCK, pos)
+            pos -= size
+            f.seek(pos)
+            buf = f.read(size) + head
+            lines = buf.split(b"\n")
+            head = lines.pop(0) if pos > 0 else b""
+            at = pos + len(buf) + 1  # where the line after the one in hand starts (one past a newline)
+            for raw in reversed(lines):
+                at -= len(raw) + 1
+                rec = parse_line(raw)
+                if rec is _BAD_LINE:
+                    bad += 1
+                elif rec is not None:
+                    out.append(rec)
+                    first = at
+                    if len(out) == k:
+                        break
+    _count_bad(path, bad, skipped)
+    out.reverse()
+    return out, first
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,23 +409,124 @@ class SessionInfo:
     errors: int
 
 
+# ``ttft sessions`` keeps what it learned of each log in ``.index/SESSION.json`` beside it: the byte
+# offset read up to and the running tally. A log is then read only from there (what was appended
+# since), not parsed whole on every listing; a log that was replaced or cut (its first bytes or its
+# size no longer match) is read again from the start. Best effort: an index that cannot be written
+# or read just means a full read.
+INDEX_DIR = ".index"
+_HEAD_BYTES = 256  # a log's first bytes, kept in its index to notice a replaced file
+_TALLY_VERSION = 1
+
+
+def _index_path(path: Path) -> Path:
+    return path.parent / INDEX_DIR / f"{path.stem}.json"
+
+
+def _new_tally(head: bytes) -> dict[str, Any]:
+    return {
+        "version": _TALLY_VERSION,
+        "head": head.hex(),
+        "offset": 0,
+        "turns": 0,
+        "errors": 0,
+        "bad": 0,
+        "started_at": None,
+        "models": [],
+        "ttft": [],
+        "tpot": [],
+    }
+
+
+def _load_tally(path: Path, head: bytes, size: int) -> dict[str, Any]:
+    try:
+        tally = json.loads(_index_path(path).read_bytes())
+        ok = (
+            isinstance(tally, dict)
+            and tally.get("version") == _TALLY_VERSION
+            and isinstance(tally.get("head"), str)
+            and head.hex().startswith(tally["head"])
+            and isinstance(tally.get("offset"), int)
+            and 0 < tally["offset"] <= size
+        )
+    except (OSError, ValueError, RecursionError):
+        ok = False
+    return tally if ok else _new_tally(head)
+
+
+def _save_tally(path: Path, tally: dict[str, Any]) -> None:
+    target = _index_path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(OSError):
+        target.parent.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "wb") as f:
+            f.write(json.dumps(tally, separators=(",", ":")).encode())
+        os.replace(tmp, target)  # whole or not at all: a reader never sees half an index
+    with contextlib.suppress(OSError):
+        tmp.unlink(missing_ok=True)
+
+
+def _add(tally: dict[str, Any], rec: dict[str, Any]) -> None:
+    tally["turns"] += 1
+    if tally["turns"] == 1:
+        tally["started_at"] = rec.get("started_at")
+    model = f"{rec.get('provider')}:{rec.get('model')}"
+    if model not in tally["models"]:
+        tally["models"].append(model)
+    if rec.get("status") == "error":
+        tally["errors"] += 1
+    metrics = rec.get("metrics") or {}
+    for key, name in (("ttft_ms", "ttft"), ("tpot_ms", "tpot")):
+        if metrics.get(key) is not None:
+            tally[name].append(metrics[key])
+
+
 def summarize(path: Path, skipped: Skipped | None = None) -> SessionInfo:
-    recs = list(read_records(path, skipped))
+    """Turn count, first start, models, medians and errors of one log, read one line at a time and,
+    with its index, only from where the last listing stopped."""
+    with path.open("rb") as f:
+        head = f.read(_HEAD_BYTES)
+        size = os.fstat(f.fileno()).st_size
+        tally = _load_tally(path, head, size)
+        start = tally["offset"]
+        f.seek(start)
+        pos = start
+        torn: dict[str, Any] | None = None  # an unterminated last line: counted now, read again next time
+        for raw in f:
+            rec = parse_line(raw)
+            if not raw.endswith(b"\n"):
+                torn = rec
+                break
+            pos += len(raw)
+            if rec is _BAD_LINE:
+                tally["bad"] += 1
+            elif rec is not None:
+                _add(tally, rec)
+    if pos != start:
+        tally["offset"] = pos
+        tally["head"] = head[:pos].hex()  # what of the start was read: a short log's head grows with it
+        _save_tally(path, tally)
+    bad = tally["bad"]
+    if torn is _BAD_LINE:
+        bad += 1
+    elif torn is not None:
+        tally = json.loads(json.dumps(tally))  # a copy: the saved tally stops before this line
+        _add(tally, torn)
+    _count_bad(path, bad, skipped)
 
-    def med(key: str) -> float | None:
-        vals = [r["metrics"][key] for r in recs if r.get("metrics", {}).get(key) is not None]
-        return statistics.median(vals) if vals else None
+    def med(values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
 
-    models = tuple(dict.fromkeys(f"{r.get('provider')}:{r.get('model')}" for r in recs))
     return SessionInfo(
         session_id=path.stem,
         path=path,
-        turns=len(recs),
-        started_at=recs[0].get("started_at") if recs else None,
-        models=models,
-        median_ttft_ms=med("ttft_ms"),
-        median_tpot_ms=med("tpot_ms"),
-        errors=sum(1 for r in recs if r.get("status") == "error"),
+        turns=tally["turns"],
+        started_at=tally["started_at"],
+        models=tuple(tally["models"]),
+        median_ttft_ms=med(tally["ttft"]),
+        median_tpot_ms=med(tally["tpot"]),
+        errors=tally["errors"],
     )
 
 

@@ -77,6 +77,9 @@ class CompareSpecScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+RESUME_DRAWN = 20  # turns a resumed session draws in the transcript
+
+
 class ChatApp(App[None]):
     CSS_PATH: ClassVar[list[str | Path]] = ["chat.tcss", "compare.tcss"]  # type: ignore[misc]
     TITLE = "ttft"
@@ -463,7 +466,8 @@ class ChatApp(App[None]):
             self.notify(f"Could not open {path}: {exc}", severity="error")
             return
         await self.transcript.remove_children()
-        for rec in records:
+        # The last few turns drawn (each is widgets to mount); the history and timelines get all read.
+        for rec in records[-RESUME_DRAWN:]:
             await self.transcript.add_record(rec, self.clock)
         await self.transcript.compact()
         self._timelines = [(turn_label(r.get("turn_index")), turn_timeline(r)) for r in records]
@@ -473,7 +477,10 @@ class ChatApp(App[None]):
             self.pane.show_record(records[-1])
         else:  # an empty session: the chat starts as a new one would
             await self.transcript.show_greeting(self.target())
-        await self.transcript.add_note(f"resumed session {self.session.log.session_id}: {len(records)} turns", "ok")
+        # the turn count from the last index: the earlier turns are not read up front
+        turns = max((r.get("turn_index", -1) for r in records), default=-1) + 1
+        shown = f", the last {RESUME_DRAWN} shown" if len(records) > RESUME_DRAWN else ""
+        await self.transcript.add_note(f"resumed session {self.session.log.session_id}: {turns} turns{shown}", "ok")
         if skipped:  # a torn or damaged line: said once, the rest of the session is there
             await self.transcript.add_note(str(skipped.message()), "error")
         self.update_header()

@@ -9,6 +9,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,11 +18,12 @@ from typing import Any
 from backends.base import Backend, ChatRequest, Message
 from backends.turn import new_recorder, warm_up
 from telemetry import events as ev
-from telemetry.log import SessionLog, Skipped, read_records
+from telemetry.log import SessionLog, Skipped, parse_line, tail_records_from
 from telemetry.settings import TurnSettings
 from tui.runner import LiveTurn, LoopThread, start_turn
 
 BackendFactory = Callable[[str, str | None], Backend]
+RESUME_TURNS = 200  # the last turns a resume reads up front (history, timelines); the rest is read lazily
 
 
 def default_backend_factory(spec: str, base_url: str | None) -> Backend:
@@ -70,6 +72,8 @@ class ChatSession:
         # The backend being created (on the stream loop): the start-up warm-up and the first turn share it.
         self._creating: concurrent.futures.Future[Backend] | None = None
         self._warming: asyncio.Future[None] | None = None  # the warm-up of the current backend
+        # A resumed session's earlier turns as context, read in a thread (see resume); the first turn waits for it.
+        self._earlier: concurrent.futures.Future[list[Message]] | None = None
 
     # --- backend -------------------------------------------------------------------
     async def ensure_backend(self, *, keep_failure: bool = False) -> Backend:
@@ -167,6 +171,7 @@ class ChatSession:
         delay (``own_delay_ms``) runs from there to the first send."""
         submitted_ns = ev.now_ns() if submitted_ns is None else submitted_ns
         backend = await self.ensure_backend()
+        await self._take_earlier()
         request = self.build_request(prompt)
         recorder = new_recorder(
             backend, request, session_id=self.log.session_id, turn_index=self.turn_index, extra=self.extra
@@ -205,15 +210,63 @@ class ChatSession:
 
     def new_chat(self) -> None:
         self.messages, self.records, self.turn_index, self.live = [], [], 0, None
+        self._earlier = None
         self.log = SessionLog()
 
-    def resume(self, path: Path, skipped: Skipped | None = None) -> list[dict[str, Any]]:
+    def resume(self, path: Path, skipped: Skipped | None = None, *, turns: int = RESUME_TURNS) -> list[dict[str, Any]]:
         """Continue a logged session: the same log file, its transcript as context (lines it cannot
-        read are left out, and counted in ``skipped``)."""
-        records = list(read_records(path, skipped))
+        read are left out, and counted in ``skipped``).
+
+        Only the last ``turns`` records are read now, backwards from the file's end, so a long log opens
+        at once; they are returned. The context of the turns before them is read in a thread, and the
+        next turn waits for it (``_take_earlier``).
+        """
+        records, start = tail_records_from(path, turns, skipped)
         self.log = SessionLog(path.stem, directory=path.parent)
         self.messages, self.records, self.live = [], [], None
         for rec in records:
             self.complete(rec)
         self.turn_index = max((r.get("turn_index", -1) for r in records), default=-1) + 1
+        self._earlier = _read_context_in_thread(path, start) if start > 0 else None
         return records
+
+    async def _take_earlier(self) -> None:
+        """Put a resumed session's earlier turns before the context (once, when they have been read)."""
+        fut = self._earlier
+        if fut is None:
+            return
+        try:
+            earlier = await asyncio.wrap_future(fut)
+        except Exception:  # unreadable meanwhile: the last turns are context enough
+            earlier = []
+        if self._earlier is fut:  # still the same session (no new chat or other resume meanwhile)
+            self._earlier = None
+            self.messages = earlier + self.messages
+
+
+def _context(path: Path, end: int) -> list[Message]:
+    """The prompt/answer pairs of the records in the first ``end`` bytes, read line by line."""
+    out: list[Message] = []
+    pos = 0
+    with path.open("rb") as f:
+        for raw in f:
+            pos += len(raw)
+            if pos > end:
+                break
+            rec = parse_line(raw)
+            if rec and rec.get("answer"):  # as complete() folds a turn in
+                out += [Message("user", rec.get("prompt") or ""), Message("assistant", rec["answer"])]
+    return out
+
+
+def _read_context_in_thread(path: Path, end: int) -> concurrent.futures.Future[list[Message]]:
+    fut: concurrent.futures.Future[list[Message]] = concurrent.futures.Future()
+
+    def work() -> None:
+        try:
+            fut.set_result(_context(path, end))
+        except BaseException as exc:  # the future carries it to the turn that waits
+            fut.set_exception(exc)
+
+    threading.Thread(target=work, name="ttft-resume-context", daemon=True).start()
+    return fut

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from telemetry.log import read_records, resolve
+from telemetry.log import resolve, tail_records
 from telemetry.settings import TurnSettings
 from telemetry.urls import without_masked
 
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"ttft chat: {exc}", file=sys.stderr)
             return 1
         try:
-            records = list(read_records(resume))  # lines it cannot read: the chat says so when it opens
+            records = tail_records(resume, 1)  # the last turn's model; unreadable lines: the chat says so
         except OSError as exc:
             print(f"ttft chat: could not read {resume}: {exc.strerror or exc}", file=sys.stderr)
             return 1

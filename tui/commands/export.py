@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from telemetry.export import WRITERS, export
 from telemetry.log import Skipped, read_records, resolve
@@ -25,20 +27,33 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"ttft export: {exc}", file=sys.stderr)
         return 1
-    skipped = Skipped()
     try:
-        records = list(read_records(path, skipped))
+        path.open("rb").close()
     except OSError as exc:
         print(f"ttft export: could not read {path}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    if skipped:
-        print(f"ttft export: {skipped.message()}", file=sys.stderr)
+    skipped = Skipped()
+    passes = 0
+
+    def records() -> Iterator[dict[str, Any]]:
+        """One pass over the log, line by line: the export never holds the session (csv reads twice)."""
+        nonlocal passes
+        passes += 1
+        return read_records(path, skipped if passes == 1 else None)  # unreadable lines counted once
+
     suffix = {"jsonl": ".jsonl", "csv": ".csv", "otel": ".otel.json"}[args.format]
     out = args.out or Path(path.stem + suffix)
     try:
         n = export(records, args.format, out, redact_text=args.redact)
     except OSError as exc:  # a read-only folder, a full disk: say where, not a traceback
-        print(f"ttft export: could not write {out}: {exc.strerror or exc}", file=sys.stderr)
+        reading = exc.filename is not None and str(exc.filename) == str(path)  # the log, read as it streams
+        print(
+            f"ttft export: could not {'read' if reading else 'write'} {path if reading else out}: "
+            f"{exc.strerror or exc}",
+            file=sys.stderr,
+        )
         return 1
+    if skipped:
+        print(f"ttft export: {skipped.message()}", file=sys.stderr)
     print(f"wrote {n} turns from {path} to {out} ({args.format}{', redacted' if args.redact else ''})")
     return 0

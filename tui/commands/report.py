@@ -83,7 +83,9 @@ def _bench_from_summary(path: Path) -> Bench:
 
 def _from_jsonl(path: Path, out: Loaded) -> None:
     skipped = Skipped()
-    recs = list(read_records(path, skipped))
+    # A report reads figures, never text: each record is kept without its prompt, answer and
+    # reasoning, so a long session costs its numbers' memory, not its transcript's.
+    recs = [{**r, "prompt": None, "answer": None, "reasoning": None} for r in read_records(path, skipped)]
     if skipped:
         out.problems.append(str(skipped.message()))
     if not recs:
