@@ -51,6 +51,59 @@ class TurnState:
 _TOKENS = (ev.ReasoningDelta, ev.TextDelta, ev.ToolCallDelta)  # what resets the token-idle clock
 
 
+class _Clocks:
+    """A turn's token-idle and deadline clocks (see the module doc).
+
+    One timer per idle window, not one per chunk (a timeout scope per chunk costs ~10 us, which a
+    load test of many streams would pay on every token). When a clock runs out while the stream
+    loop waits for the next item, the task is cancelled there, and only there: never while the
+    generator is suspended at a yield, in its consumer's code.
+    """
+
+    __slots__ = ("deadline", "fired", "handle", "idle", "last_token", "loop", "task", "waiting")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, idle: float | None, deadline: float | None) -> None:
+        self.loop = loop
+        self.idle = idle
+        self.deadline = deadline
+        self.last_token = loop.time()  # moved on by the stream loop at each token
+        self.waiting = False  # the stream loop is awaiting the next item
+        self.fired: str | None = None  # "timeout" or "deadline" once one ran out
+        self.task = asyncio.current_task()
+        self.handle: asyncio.TimerHandle | None = None
+        self._arm()
+
+    def _due(self) -> float | None:
+        due = self.last_token + self.idle if self.idle else None
+        if self.deadline is not None and (due is None or self.deadline < due):
+            due = self.deadline
+        return due
+
+    def _arm(self) -> None:
+        due = self._due()
+        self.handle = None if due is None else self.loop.call_at(due, self._check)
+
+    def _check(self) -> None:
+        now = self.loop.time()
+        due = self._due()
+        if due is not None and now < due:  # a token came meanwhile: the window moved on
+            self.handle = self.loop.call_at(due, self._check)
+            return
+        self.handle = None
+        self.fired = "deadline" if self.deadline is not None and now >= self.deadline else "timeout"
+        if self.waiting and self.task is not None:
+            self.task.cancel()  # lands in the awaited read: the stream loop turns it into the error
+
+    def cancelled_us(self) -> bool:
+        """Whether a CancelledError in the wait is this clock's own (then it is withdrawn), not the caller's."""
+        return self.fired is not None and self.task is not None and self.task.uncancel() == 0
+
+    def stop(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None
+
+
 class HostedBackend:
     provider: str
     api: str
@@ -202,33 +255,34 @@ class HostedBackend:
             try:
                 if hasattr(sdk, "__aiter__"):
                     items = sdk.__aiter__()
-                    idle = self.timeout_s or None
-                    last_token = loop.time()  # the headers are in: the idle clock starts
-                    while True:
-                        # Only the wait for the next item is under the clock: never the consumer's
-                        # code while this generator is suspended at a yield.
-                        due = last_token + idle if idle else None
-                        if deadline is not None and (due is None or deadline < due):
-                            due = deadline
-                        try:
-                            async with asyncio.timeout_at(due) as clock:
+                    # the headers are in: the idle clock starts
+                    clocks = _Clocks(loop, self.timeout_s or None, deadline)
+                    try:
+                        while clocks.fired is None:
+                            clocks.waiting = True
+                            try:
                                 item = await items.__anext__()
-                        except StopAsyncIteration:
-                            break
-                        except TimeoutError:
-                            if not clock.expired():
-                                raise
-                            hit_deadline = deadline is not None and loop.time() >= deadline
-                            yield self._clock_failed("deadline" if hit_deadline else "timeout", request, got_tokens)
-                            return
-                        t = probe.stamp()
-                        for e in self._translate(item, t, state):
-                            if isinstance(e, _TOKENS):
-                                got_tokens = True
-                                last_token = loop.time()
-                            yield e
-                        if state.failed is not None:
-                            break
+                            except StopAsyncIteration:
+                                break
+                            except asyncio.CancelledError:
+                                clocks.waiting = False
+                                if not clocks.cancelled_us():
+                                    raise
+                                break
+                            clocks.waiting = False
+                            t = probe.stamp()
+                            for e in self._translate(item, t, state):
+                                if isinstance(e, _TOKENS):
+                                    got_tokens = True
+                                    clocks.last_token = loop.time()
+                                yield e
+                            if state.failed is not None:
+                                break
+                    finally:
+                        clocks.stop()
+                    if clocks.fired is not None and state.failed is None:
+                        yield self._clock_failed(clocks.fired, request, got_tokens)
+                        return
                 else:  # a complete (non-streamed) response
                     for e in self._translate(sdk, probe.stamp(), state):
                         yield e

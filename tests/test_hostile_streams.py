@@ -7,6 +7,7 @@ or a slow but steady answer. Times are generous sanity bounds; the point is that
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -19,7 +20,7 @@ import pytest
 
 from backends.base import Backend
 from backends.openai_lean import LeanChatBackend
-from tests.backend_util import backend_for, one_turn
+from tests.backend_util import backend_for, make_request, one_turn
 from tests.fakes import FakeServer, Schedule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,3 +128,20 @@ def test_ask_deadline_keeps_the_partial_answer(srv: FakeServer, tmp_path: Path) 
 def test_ask_rejects_a_deadline_that_is_not_a_positive_number(value: str, srv: FakeServer, tmp_path: Path) -> None:
     p, _ = _ask(srv, tmp_path, "--deadline", value)
     assert p.returncode == 2 and "Traceback" not in p.stderr and "--deadline" in p.stderr, p.stderr
+
+
+async def test_a_clock_never_cancels_the_consumer_between_events(srv: FakeServer) -> None:
+    """The idle clock runs out while the consumer is busy (the generator waits at a yield): the consumer's
+    own await is not cancelled; the turn ends as a timeout at its next read."""
+    srv.schedule = Schedule(first_token_ms=10, token_ms=50, visible_tokens=20)
+    backend = _backend("lean", srv, timeout_s=0.3)
+    events = []
+    try:
+        async for e in backend.stream(make_request(max_retries=0)):
+            events.append(e)
+            if len(events) == 3:
+                await asyncio.sleep(0.6)  # raises CancelledError here if the clock cancelled the task
+    finally:
+        await backend.aclose()
+    assert type(events[-1]).__name__ == "Failed" and events[-1].error_type == "timeout"
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
