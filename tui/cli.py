@@ -31,6 +31,10 @@ COMMANDS = {
     "export": "tui.commands.export",
 }
 COMMAND_MODULES = tuple(COMMANDS.values())
+# Commands that pick a model read the config file: a bad one stops them before they start,
+# with one line (exit 2), never a traceback or a silent fall-back to another provider.
+CONFIG_COMMANDS = frozenset({"chat", "ask", "models", "compare", "bench"})
+USAGE_ERROR = 2
 
 
 def package_version() -> str:
@@ -97,7 +101,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     args.started_ns = started  # what a command measures its own delay from
-    return int(args.func(args) or 0)
+    if args.command not in CONFIG_COMMANDS:  # these never read it (nor pay for importing the HTTP stack)
+        return int(args.func(args) or 0)
+    from backends.providers import ProviderError, check_config
+
+    try:
+        check_config()
+        return int(args.func(args) or 0)
+    except ProviderError as err:
+        if err.kind != "config_error":
+            raise
+        from tui.format import visible_controls
+
+        hint = f" {err.hint}" if err.hint else ""
+        print(visible_controls(f"ttft: {err.message}{hint}"), file=sys.stderr)
+        return USAGE_ERROR
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from pathlib import Path
 from telemetry.log import resolve, tail_records
 from telemetry.settings import TurnSettings
 from telemetry.urls import without_masked
+from tui.commands.ask import deadline_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,6 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-stream", action="store_true", help="ask for the whole answer at once")
     p.add_argument("--speculative", action="store_true", help="speculative decoding (local models)")
     p.add_argument("--system", help="a system prompt")
+    p.add_argument(
+        "--deadline",
+        type=deadline_arg,
+        metavar="S",
+        help="end a turn as an error after S seconds in all (partial answer kept)",
+    )
     p.set_defaults(func=run)
 
 
@@ -48,6 +55,7 @@ def settings_from_args(args: argparse.Namespace) -> TurnSettings:
         thinking_budget=args.thinking_budget,
         thinking_display=args.thinking_display,
         speculative={"kind": "prompt-lookup", "num_pred_tokens": 2} if args.speculative else None,
+        deadline_s=getattr(args, "deadline", None),
     )
 
 
