@@ -30,6 +30,7 @@ from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
 from telemetry.surrogates import scrub
 from tui import signals
+from tui.commands.args import model_spec, non_negative_int, positive_int, seconds, temperature
 from tui.format import visible_controls
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -61,6 +62,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-m",
         "--model",
+        type=model_spec,
         metavar="PROVIDER:MODEL",
         help="e.g. openai:gpt-4o-mini, anthropic:claude-x, "
         "compat:MODEL (with --base-url), local, local:/path/model.gguf, or a configured provider",
@@ -68,7 +70,7 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--base-url", help="the API's address (e.g. http://127.0.0.1:8080/v1 for a compat server)")
     p.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=None,
         metavar="S",
         help="end the turn when no new token came for S seconds; keepalives do not count (default 60)",
@@ -77,8 +79,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
 
 def add_turn_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--system", help="a system prompt")
-    p.add_argument("--max-output-tokens", type=int, metavar="N")
-    p.add_argument("--temperature", type=float)
+    p.add_argument("--max-output-tokens", type=positive_int, metavar="N")
+    p.add_argument("--temperature", type=temperature)
     p.add_argument(
         "--reasoning-effort", choices=EFFORTS, help="OpenAI reasoning_effort / Anthropic output_config.effort"
     )
@@ -90,7 +92,13 @@ def add_turn_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--thinking-display", choices=("summarized", "omitted"), help="Anthropic thinking display")
     p.add_argument("--no-stream", action="store_true", help="ask for the whole answer at once (TTFT == E2E)")
-    p.add_argument("--max-retries", type=int, default=2, metavar="N", help="SDK retries on 408/409/429/5xx (default 2)")
+    p.add_argument(
+        "--max-retries",
+        type=non_negative_int,
+        default=2,
+        metavar="N",
+        help="SDK retries on 408/409/429/5xx (default 2)",
+    )
     p.add_argument(
         "--deadline",
         type=deadline_arg,

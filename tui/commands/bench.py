@@ -24,6 +24,7 @@ from telemetry import aggregate as agg
 from telemetry.log import encode_line, write_all
 from telemetry.urls import redact_url
 from tui import charts, signals
+from tui.commands.args import model_spec, positive_int
 from tui.format import visible_controls
 
 LOCAL_SERVER = "local-server"
@@ -46,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("-m", "--model", required=True, help="PROVIDER:MODEL, or local-server[:PATH.gguf]")
+    p.add_argument("-m", "--model", type=model_spec, required=True, help="PROVIDER:MODEL, or local-server[:PATH.gguf]")
     p.add_argument("--base-url", help="server base URL (compat servers, or to point a provider at another host)")
     load = p.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=_floats, help="closed-loop users per level, e.g. 1,2,4,8 (default)")
@@ -54,7 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--requests", type=int, default=32, help="measured requests per level (default 32)")
     p.add_argument("--warmup", type=int, default=2, help="unmeasured requests before the first level (default 2)")
     p.add_argument("--input-tokens", type=int, default=128, help="synthetic prompt length (default 128)")
-    p.add_argument("--max-output-tokens", type=int, default=64, help="max output tokens per request (default 64)")
+    p.add_argument(
+        "--max-output-tokens", type=positive_int, default=64, help="max output tokens per request (default 64)"
+    )
     p.add_argument("--seed", type=int, default=0, help="prompts and arrival times repeat with the same seed")
     p.add_argument("--slo", help="goodput objectives, e.g. ttft=500ms,tpot=50ms,e2e=10s (errors count as misses)")
     p.add_argument("--out", type=Path, help="results folder (default ./ttft-bench-<time>)")

@@ -9,12 +9,15 @@ from pathlib import Path
 from telemetry.log import resolve, tail_records
 from telemetry.settings import TurnSettings
 from telemetry.urls import without_masked
+from tui.commands.args import model_spec, positive_int, temperature
 from tui.commands.ask import deadline_arg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("chat", help="chat with a model and watch where the latency goes (the default command)")
-    p.add_argument("-m", "--model", help="provider:model spec (default: configured default, else the local model)")
+    p.add_argument(
+        "-m", "--model", type=model_spec, help="provider:model spec (default: configured default, else the local model)"
+    )
     p.add_argument("--base-url", help="base URL of an OpenAI- or Anthropic-compatible server")
     p.add_argument(
         "--resume",
@@ -30,10 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["none", "minimal", "low", "medium", "high", "xhigh", "max"],
         help="reasoning effort",
     )
-    p.add_argument("--thinking-budget", type=int, help="thinking budget in tokens")
+    p.add_argument("--thinking-budget", type=positive_int, help="thinking budget in tokens")
     p.add_argument("--thinking-display", choices=["summarized", "omitted"], help="how thinking is returned")
-    p.add_argument("--max-output-tokens", "--max-tokens", dest="max_tokens", type=int, help="max output tokens")
-    p.add_argument("--temperature", type=float)
+    p.add_argument(
+        "--max-output-tokens", "--max-tokens", dest="max_tokens", type=positive_int, help="max output tokens"
+    )
+    p.add_argument("--temperature", type=temperature)
     p.add_argument("--no-stream", action="store_true", help="ask for the whole answer at once")
     p.add_argument("--speculative", action="store_true", help="speculative decoding (local models)")
     p.add_argument("--system", help="a system prompt")

@@ -12,6 +12,7 @@ from typing import Any
 
 from backends.base import Backend
 from telemetry.settings import TurnSettings
+from tui.commands.args import positive_int, temperature
 from tui.format import visible_controls
 
 LABELS = "ABCD"
@@ -92,10 +93,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="headless: print the summary as JSON")
     p.add_argument("--out", type=Path, metavar="DIR", help="export the comparison: JSONL + summary and verdict CSVs")
     p.add_argument("--system", help="system prompt for every pane")
-    p.add_argument("--max-output-tokens", type=int)
-    p.add_argument("--temperature", type=float)
+    p.add_argument("--max-output-tokens", type=positive_int)
+    p.add_argument("--temperature", type=temperature)
     p.add_argument("--reasoning-effort")
-    p.add_argument("--thinking-budget", type=int)
+    p.add_argument("--thinking-budget", type=positive_int)
     p.add_argument("--thinking-display", choices=["summarized", "omitted"])
     p.add_argument("--no-stream", action="store_true")
     p.add_argument("prompt", nargs="*", help="the prompt (headless: read from stdin when omitted)")
