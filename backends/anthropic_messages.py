@@ -25,6 +25,7 @@ import anthropic
 import httpx2
 
 from backends.base import ChatRequest
+from backends.errors import check_stream, shape_checked
 from backends.hosted import HostedBackend, TurnState
 from backends.http import Probe
 from telemetry import events as ev
@@ -86,8 +87,11 @@ class AnthropicMessagesBackend(HostedBackend):
         if not request.settings.stream:
             params["stream"] = False
         state.extra["usage"] = {}
-        return await client.messages.create(**params, extra_headers=probe.headers)
+        out = await client.messages.create(**params, extra_headers=probe.headers)
+        await check_stream(out)
+        return out
 
+    @shape_checked("Anthropic Messages")
     def _translate(self, item: Any, t: int, state: TurnState) -> Iterable[ev.Event]:
         u: dict[str, Any] = state.extra["usage"]
         kind = getattr(item, "type", None)

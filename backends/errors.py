@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx2
 
@@ -17,6 +19,8 @@ from backends.http import Probe
 from telemetry import events as ev
 
 SDKS = ("openai", "anthropic", "backends.openai_lean")  # the lean path mirrors the SDK's error classes
+
+Translate = Callable[[Any, Any, int, Any], Iterator[ev.Event]]
 
 _KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")
 
@@ -52,6 +56,68 @@ def header_secrets(headers: dict[str, str]) -> tuple[str, ...]:
     for value in headers.values():
         out += [value, value.split()[-1] if value.split() else ""]
     return tuple(dict.fromkeys(v for v in out if v))
+
+
+class MalformedStream(Exception):
+    """A stream that is not this API's (a chunk of the wrong shape, an HTML page): a clear message,
+    reported as ``malformed_stream`` rather than as a bug in ttft."""
+
+
+_TEXT_FIELDS = {ev.TextDelta: ("text",), ev.ReasoningDelta: ("text",), ev.ToolCallDelta: ("name", "arguments")}
+
+
+def _preview(item: object) -> str:
+    text = repr(item)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def shape_checked(api: str) -> Callable[[Translate], Translate]:
+    """Wrap a backend's chunk translation: a chunk of the wrong shape (``[1,2,3]``, ``null``,
+    ``{"choices": "x"}``; the SDKs build their models without validating) fails the lookups
+    with AttributeError/TypeError/KeyError, and a text field that is not a string would break
+    the record later: both become MalformedStream, naming the chunk."""
+
+    def wrap(translate: Translate) -> Translate:
+        def checked(self: Any, item: Any, t: int, state: Any) -> Iterator[ev.Event]:
+            try:
+                for e in translate(self, item, t, state):
+                    for name in _TEXT_FIELDS.get(type(e), ()):
+                        if not isinstance(getattr(e, name), str):
+                            raise MalformedStream(f"a {api} chunk whose {name} is not a string: {_preview(item)}")
+                    yield e
+            except (AttributeError, TypeError, KeyError, IndexError) as exc:
+                raise MalformedStream(f"a chunk that is not a {api} event: {_preview(item)}") from exc
+
+        return checked
+
+    return wrap
+
+
+def check_content_type(response: Any) -> None:
+    """An HTML page with HTTP 200 (a web UI, a captive portal, a wrong path) is not an API answer;
+    without this it reads as a stream that ended early."""
+    headers = getattr(response, "headers", None)
+    ctype = str(headers.get("content-type", "")) if headers is not None else ""
+    if "html" in ctype.lower():
+        raise MalformedStream("The server answered with an HTML page, not an API response")
+
+
+async def check_stream(out: Any) -> None:
+    """:func:`check_content_type` on an SDK stream's response, closing the stream when it fails
+    (the caller never gets it to close)."""
+    response = getattr(out, "response", None)  # a complete (non-streamed) answer has none
+    if response is None:
+        return
+    try:
+        check_content_type(response)
+    except MalformedStream:
+        await out.close()
+        raise
+
+
+def count(value: object) -> int | None:
+    """A token count from the server's usage: an int, else None (a string or a float is not one)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass
@@ -165,6 +231,22 @@ def failed_from_exception(exc: BaseException, ctx: ErrorContext, probe: Probe | 
             scrub(_sentence(f"The connection to {where} closed {phase} ({detail})"), ctx.secrets),
             None,
             "The partial answer is kept; retry the turn, and check any proxy or load-balancer timeouts.",
+        )
+    if isinstance(exc, MalformedStream):
+        return ev.Failed(
+            t,
+            "malformed_stream",
+            scrub(_sentence(f"The server sent {exc}" if str(exc).startswith("a ") else str(exc)), ctx.secrets),
+            None,
+            "The server may not speak this API: check --base-url and the provider kind (-m PROVIDER:MODEL).",
+        )
+    if isinstance(exc, UnicodeDecodeError):  # the stream's bytes, as the SSE decoder or JSON reads them
+        return ev.Failed(
+            t,
+            "malformed_stream",
+            _sentence(f"The server sent bytes that are not valid UTF-8 (byte 0x{exc.object[exc.start]:02x})"),
+            None,
+            "The server may not speak this API: check --base-url and the provider kind (-m PROVIDER:MODEL).",
         )
     if isinstance(exc, json.JSONDecodeError | ValueError) and not isinstance(exc, UnicodeError):
         return ev.Failed(

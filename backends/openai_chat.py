@@ -30,6 +30,7 @@ import httpx2
 import openai
 
 from backends.base import ChatRequest
+from backends.errors import check_stream, count, shape_checked
 from backends.hosted import HostedBackend, TurnState
 from backends.http import Probe
 from backends.openai_wire import (  # noqa: F401  (re-exported: the names' old home)
@@ -54,10 +55,10 @@ def usage_event(t: int, usage: Any) -> ev.Usage:
     details_out = getattr(usage, "completion_tokens_details", None)
     return ev.Usage(
         t,
-        input=getattr(usage, "prompt_tokens", None),
-        cached_input=getattr(details_in, "cached_tokens", None) if details_in else None,
-        output=getattr(usage, "completion_tokens", None),
-        reasoning=getattr(details_out, "reasoning_tokens", None) if details_out else None,
+        input=count(getattr(usage, "prompt_tokens", None)),
+        cached_input=count(getattr(details_in, "cached_tokens", None)) if details_in else None,
+        output=count(getattr(usage, "completion_tokens", None)),
+        reasoning=count(getattr(details_out, "reasoning_tokens", None)) if details_out else None,
     )
 
 
@@ -135,13 +136,17 @@ class OpenAIChatBackend(ChatWire, HostedBackend):
 
     async def _create(self, client: openai.AsyncOpenAI, params: dict[str, Any], probe: Probe, raw: bool) -> Any:
         if not raw:
-            return await client.chat.completions.create(**params, extra_headers=probe.headers)
-        resp = await client.chat.completions.with_raw_response.create(**params, extra_headers=probe.headers)
-        return RawChunks(resp.http_response, client._make_sse_decoder())
+            out = await client.chat.completions.create(**params, extra_headers=probe.headers)
+        else:
+            resp = await client.chat.completions.with_raw_response.create(**params, extra_headers=probe.headers)
+            out = RawChunks(resp.http_response, client._make_sse_decoder())
+        await check_stream(out)
+        return out
 
     def _server(self, obj: Any, t: int) -> Iterable[ev.Event]:
         yield from server_events_raw(_extra(obj), t)  # the typed model keeps unknown fields as extras
 
+    @shape_checked("Chat Completions")
     def _translate(self, item: Any, t: int, state: TurnState) -> Iterable[ev.Event]:
         if type(item) is dict:
             yield from self._translate_raw(item, t, state)

@@ -34,6 +34,7 @@ from typing import Any
 import httpx2
 
 from backends.base import ChatRequest
+from backends.errors import MalformedStream, check_content_type
 from backends.hosted import HostedBackend, TurnState
 from backends.http import Probe, parse_retry_after
 from backends.openai_wire import (
@@ -370,6 +371,11 @@ class LeanChatBackend(ChatWire, HostedBackend):
                 await response.aclose()
             raise status_error(response)
         if params.get("stream"):
+            try:
+                check_content_type(response)
+            except MalformedStream:
+                await response.aclose()
+                raise
             return LeanChunks(response)
         try:
             await response.aread()  # through the stamped stream: the body's arrival is the stamp

@@ -15,7 +15,7 @@ import httpx2
 import openai
 
 from backends.base import ChatRequest
-from backends.errors import scrub
+from backends.errors import check_stream, scrub, shape_checked
 from backends.hosted import HostedBackend, TurnState
 from backends.http import Probe
 from telemetry import events as ev
@@ -55,8 +55,11 @@ class OpenAIResponsesBackend(HostedBackend):
 
     async def _open(self, request: ChatRequest, probe: Probe, state: TurnState) -> Any:
         client = self._client.with_options(max_retries=request.settings.max_retries)
-        return await client.responses.create(**self._params(request), extra_headers=probe.headers)
+        out = await client.responses.create(**self._params(request), extra_headers=probe.headers)
+        await check_stream(out)
+        return out
 
+    @shape_checked("Responses")
     def _translate(self, item: Any, t: int, state: TurnState) -> Iterable[ev.Event]:
         kind = getattr(item, "type", None)
         if kind is None or getattr(item, "object", None) == "response":

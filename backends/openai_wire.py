@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from backends.base import ChatRequest
+from backends.errors import count, shape_checked
 from backends.hosted import TurnState
 from backends.http import Probe
 from backends.think import ThinkSplitter
@@ -42,10 +43,10 @@ def usage_event_raw(t: int, usage: dict[str, Any]) -> ev.Usage:
     details_out = usage.get("completion_tokens_details") or {}
     return ev.Usage(
         t,
-        input=usage.get("prompt_tokens"),
-        cached_input=details_in.get("cached_tokens"),
-        output=usage.get("completion_tokens"),
-        reasoning=details_out.get("reasoning_tokens"),
+        input=count(usage.get("prompt_tokens")),
+        cached_input=count(details_in.get("cached_tokens")),
+        output=count(usage.get("completion_tokens")),
+        reasoning=count(details_out.get("reasoning_tokens")),
     )
 
 
@@ -93,6 +94,7 @@ class ChatWire:
         for kind, piece in splitter.feed(text):
             yield ev.ReasoningDelta(t, piece) if kind == "reasoning" else ev.TextDelta(t, piece)
 
+    @shape_checked("Chat Completions")
     def _translate_raw(self, item: dict[str, Any], t: int, state: TurnState) -> Iterable[ev.Event]:
         """One streamed chunk as its JSON dict: the same events as from the SDK's typed chunk."""
         yield from server_events_raw(item, t)
@@ -117,6 +119,7 @@ class ChatWire:
             if choice.get("finish_reason"):
                 state.stop_reason = choice["finish_reason"]
 
+    @shape_checked("Chat Completions")
     def _translate_complete_raw(self, resp: dict[str, Any], t: int, state: TurnState) -> Iterable[ev.Event]:
         """A non-streamed ``chat.completion`` body: everything arrived with it."""
         u = resp.get("usage")
