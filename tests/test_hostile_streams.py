@@ -145,3 +145,11 @@ async def test_a_clock_never_cancels_the_consumer_between_events(srv: FakeServer
         await backend.aclose()
     assert type(events[-1]).__name__ == "Failed" and events[-1].error_type == "timeout"
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+def test_chat_takes_a_deadline_for_its_turns() -> None:
+    from tui.cli import build_parser
+    from tui.commands.chat import settings_from_args
+
+    assert settings_from_args(build_parser().parse_args(["chat", "--deadline", "2.5"])).deadline_s == 2.5
+    assert settings_from_args(build_parser().parse_args(["chat"])).deadline_s is None
