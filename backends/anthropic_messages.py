@@ -25,7 +25,7 @@ import anthropic
 import httpx2
 
 from backends.base import ChatRequest
-from backends.errors import check_stream, shape_checked
+from backends.errors import check_stream, count, shape_checked
 from backends.hosted import HostedBackend, TurnState
 from backends.http import Probe
 from telemetry import events as ev
@@ -134,12 +134,12 @@ class AnthropicMessagesBackend(HostedBackend):
         if usage is None:
             return
         for name in ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens"):
-            v = _get(usage, name)
+            v = count(_get(usage, name))  # a count that is not an int would break the metrics later
             if v is not None:
                 u[name] = v
         details = _get(usage, "output_tokens_details")
         thinking = _get(details, "thinking_tokens") if not isinstance(details, dict) else details.get("thinking_tokens")
-        if thinking is not None:
+        if count(thinking) is not None:
             u["thinking_tokens"] = thinking
 
     def _usage_event(self, u: dict[str, Any], t: int) -> ev.Usage | None:

@@ -83,7 +83,7 @@ def shape_checked(api: str) -> Callable[[Translate], Translate]:
                 for e in translate(self, item, t, state):
                     for name in _TEXT_FIELDS.get(type(e), ()):
                         if not isinstance(getattr(e, name), str):
-                            raise MalformedStream(f"a {api} chunk whose {name} is not a string: {_preview(item)}")
+                            raise MalformedStream(f"a chunk whose {name} is not a string ({api}): {_preview(item)}")
                     yield e
             except (AttributeError, TypeError, KeyError, IndexError) as exc:
                 raise MalformedStream(f"a chunk that is not a {api} event: {_preview(item)}") from exc

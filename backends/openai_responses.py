@@ -15,7 +15,7 @@ import httpx2
 import openai
 
 from backends.base import ChatRequest
-from backends.errors import check_stream, scrub, shape_checked
+from backends.errors import check_stream, count, scrub, shape_checked
 from backends.hosted import HostedBackend, TurnState
 from backends.http import Probe
 from telemetry import events as ev
@@ -118,10 +118,10 @@ class OpenAIResponsesBackend(HostedBackend):
         dout = getattr(u, "output_tokens_details", None)
         state.usage["event"] = ev.Usage(
             t,
-            input=u.input_tokens,
-            cached_input=getattr(din, "cached_tokens", None) if din else None,
-            output=u.output_tokens,
-            reasoning=getattr(dout, "reasoning_tokens", None) if dout else None,
+            input=count(getattr(u, "input_tokens", None)),  # the SDK builds its models without validating
+            cached_input=count(getattr(din, "cached_tokens", None)) if din else None,
+            output=count(getattr(u, "output_tokens", None)),
+            reasoning=count(getattr(dout, "reasoning_tokens", None)) if dout else None,
         )
 
     def _complete(self, resp: Any, t: int, state: TurnState) -> Iterable[ev.Event]:

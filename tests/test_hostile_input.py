@@ -286,7 +286,7 @@ async def test_a_chunk_of_the_wrong_shape_is_a_malformed_stream(api: str, tail: 
         finally:
             await backend.aclose()
     assert rec["status"] == "error" and rec["error"]["type"] == "malformed_stream", rec["error"]
-    assert "not a Chat Completions event" in rec["error"]["message"] or "not a string" in rec["error"]["message"]
+    assert "not a Chat Completions event" in rec["error"]["message"] or "is not a string" in rec["error"]["message"]
     assert rec["answer"] == "Hi"  # what came before is kept
 
 
@@ -326,6 +326,31 @@ async def test_an_html_page_with_200_says_so(api: str, raw: RawServer) -> None:
         await backend.aclose()
     assert rec["error"]["type"] == "malformed_stream", rec["error"]
     assert "HTML page, not an API response" in rec["error"]["message"] and "--base-url" in rec["error"]["hint"]
+
+
+BAD_USAGE: dict[str, bytes] = {  # token counts that are not ints: a crash in the metrics before, outside any backend
+    "sdk": b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":"a","completion_tokens":[1]}}\n\ndata: [DONE]\n\n',
+    "responses": b'data: {"type":"response.completed","response":{"id":"r","status":"completed","output":[],'
+    b'"usage":{"input_tokens":"a","output_tokens":{"x":1}}}}\n\n',
+    "messages": b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+    b'"usage":{"output_tokens":"x","output_tokens_details":{"thinking_tokens":[]}}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+}
+BAD_USAGE["lean"] = BAD_USAGE["sdk"]
+
+
+@pytest.mark.parametrize("api", list(BAD_USAGE))
+async def test_token_counts_of_the_wrong_type_are_dropped(api: str, raw: RawServer) -> None:
+    raw.content_type = "text/event-stream"
+    raw.pieces = [FIRST[api] + BAD_USAGE[api]]
+    backend = _backend(api, raw.url)
+    try:
+        rec = await one_turn(backend, max_retries=0)
+    finally:
+        await backend.aclose()
+    assert rec["status"] == "ok" and rec["answer"] == "Hi", rec["error"]
+    assert all(v is None or type(v) is int for k, v in rec["tokens"].items() if k != "source"), rec["tokens"]
 
 
 # --- fuzz: every API's stream reader ---------------------------------------------------------------
@@ -391,16 +416,82 @@ shaped = st.recursive(  # dicts with the keys the readers look up, holding any J
 )
 
 
+TEMPLATES: dict[str, list[dict[str, Any]]] = {  # well-formed events of each API, one leaf of which the fuzz replaces
+    "chat": [
+        {"choices": [{"index": 0, "delta": {"content": "x", "reasoning_content": "r"}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2,
+                                  "prompt_tokens_details": {"cached_tokens": 0},
+                                  "completion_tokens_details": {"reasoning_tokens": 0}}},
+        {"choices": [], "timings": {"prompt_n": 1, "predicted_n": 2}},
+        {"error": {"message": "boom", "type": "server_error"}},
+    ],
+    "responses": [
+        {"type": "response.output_text.delta", "item_id": "i", "output_index": 0, "content_index": 0, "delta": "x"},
+        {"type": "response.reasoning_summary_text.delta", "item_id": "i", "output_index": 0, "delta": "r"},
+        {"type": "response.output_item.added", "output_index": 0, "item": {"type": "function_call", "name": "f"}},
+        {"type": "response.function_call_arguments.delta", "item_id": "i", "output_index": 0, "delta": "{"},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed", "output": [],
+                                                    "usage": {"input_tokens": 1, "output_tokens": 2,
+                                                              "input_tokens_details": {"cached_tokens": 0},
+                                                              "output_tokens_details": {"reasoning_tokens": 0}}}},
+        {"type": "response.failed", "response": {"id": "r", "status": "failed", "error": {"message": "m"}}},
+        {"type": "error", "message": "boom", "code": "server_error"},
+    ],
+    "messages": [
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "thinking", "thinking": "t"}},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "name": "f", "id": "t"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "thinking_delta", "thinking": "t"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{"}},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+         "usage": {"output_tokens": 3, "output_tokens_details": {"thinking_tokens": 1}}},
+        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
+                                              "usage": {"input_tokens": 1, "cache_read_input_tokens": 2}}},
+        {"type": "message_stop"},
+        {"type": "error", "error": {"type": "overloaded_error", "message": "m"}},
+    ],
+}  # fmt: skip
+TEMPLATES["sdk"] = TEMPLATES["lean"] = TEMPLATES.pop("chat")
+
+
+def _paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON value (itself included) that the fuzz may replace."""
+    out = [at]
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        out += _paths(inner, (*at, key))
+    return out
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _replaced(value[path[0]], path[1:], new)
+    return copy
+
+
+@st.composite
+def mutated_event(draw: st.DrawFn, api: str) -> Any:
+    """An API's own event with one field (or the whole event) swapped for an arbitrary JSON value."""
+    template = draw(st.sampled_from(TEMPLATES[api]))
+    path = draw(st.sampled_from(_paths(template)))
+    return _replaced(template, path, draw(json_values)) if draw(st.booleans()) else template
+
+
 @st.composite
 def hostile_body(draw: st.DrawFn, api: str) -> list[bytes]:
     """The first text delta, then arbitrary bytes or arbitrary JSON events, cut at random byte offsets."""
     tail = b""
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["bytes", "json", "shaped"]))
+        kind = draw(st.sampled_from(["bytes", "json", "shaped", "mutated", "mutated"]))
         if kind == "bytes":
             tail += draw(st.binary(max_size=40))
             continue
-        value = draw(json_values if kind == "json" else shaped)
+        strategy = {"json": json_values, "shaped": shaped, "mutated": mutated_event(api)}[kind]
+        value = draw(strategy)
         etype = draw(st.sampled_from(EVENT_TYPES[api]))
         if etype is not None and isinstance(value, dict) and draw(st.booleans()):
             value = {**value, "type": etype}
@@ -424,7 +515,7 @@ def test_fuzz_every_stream_reader_ends_in_a_clean_record(
 ) -> None:
     backend = _backend(api, raw.url)
 
-    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(pieces=hostile_body(api))
     def check(pieces: list[bytes]) -> None:
         raw.content_type = "text/event-stream"
