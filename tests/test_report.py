@@ -107,3 +107,25 @@ def test_svg_charts_are_well_formed() -> None:
     ):
         root = ET.fromstring(chart.svg())
         assert root.tag.endswith("svg")
+
+
+def test_a_long_session_keeps_chunk_stamps_only_for_the_turns_it_draws(tmp_path: Path, capsys) -> None:
+    from tui.commands.report import TIMELINE_TURNS, load, report_charts
+
+    log = SessionLog("long", directory=tmp_path / "sessions")
+    for i in range(30):
+        r = recorder()
+        r.turn_index = i
+        log.append(play(stream(first_ms=100 + i, gap_ms=5, visible=6), r))
+    loaded = load([str(log.path)])
+    (group,) = loaded.groups
+    kept = [r["turn_index"] for r in group.records if r["chunks"]]
+    assert kept == list(range(30 - TIMELINE_TURNS, 30))  # the timeline's default turns, and no others
+    assert len(group.records) == 30 and all(r["metrics"]["ttft_ms"] for r in group.records)  # figures all kept
+    asked = load([str(log.path)], "2,5")
+    assert {r["turn_index"] for r in asked.groups[0].records if r["chunks"]} >= {1, 4}
+    timeline = dict(report_charts(asked, "2,5"))["timeline"]
+    assert timeline  # the chosen turns still draw, chunks and all
+    with pytest.raises(SystemExit) as bad:
+        main(["report", str(log.path), "--turns", "1,x"])
+    assert bad.value.code == 2 and "expected turn numbers" in capsys.readouterr().err

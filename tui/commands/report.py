@@ -13,6 +13,7 @@ import argparse
 import html
 import json
 import sys
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("files", nargs="+", help="bench folders, summary.json, .jsonl logs, or session ids")
-    p.add_argument("--turns", help="turns for the timeline, numbered from 1 as shown, e.g. 1,4,8 (default: the last 8)")
+    p.add_argument(
+        "--turns",
+        type=_turns_arg,
+        help="turns for the timeline, numbered from 1 as shown, e.g. 1,4,8 (default: the last 8)",
+    )
     p.add_argument("--html", type=Path, help="write one HTML page with the tables and charts")
     p.add_argument("--svg", type=Path, metavar="DIR", help="write each chart as an SVG file into DIR")
     p.add_argument("--png", type=Path, metavar="DIR", help="write each chart as PNG into DIR (needs matplotlib)")
@@ -81,11 +86,43 @@ def _bench_from_summary(path: Path) -> Bench:
     return Bench(name, levels, data.get("conclusion") or agg.conclusion(levels), data)
 
 
-def _from_jsonl(path: Path, out: Loaded) -> None:
+TIMELINE_TURNS = 8  # the timeline's default: the last turns of each group
+# What a session's tables and charts never read: texts, and the server's own and per-call details.
+UNREAD = frozenset({"prompt", "answer", "reasoning", "tool_calls", "server", "notices", "diagnosis"})
+
+
+def _group_key(r: dict[str, Any]) -> str:
+    ex = r.get("extra") or {}
+    if ex.get("bench"):
+        return "bench"
+    if ex.get("comparison_id"):
+        label = ex.get("pane_label") or f"pane {ex.get('pane')}: {r.get('provider')}:{r.get('model')}"
+        return f"{ex['comparison_id']} {label}"
+    return ""
+
+
+def _from_jsonl(path: Path, out: Loaded, want: set[int] | None = None) -> None:
     skipped = Skipped()
-    # A report reads figures, never text: each record is kept without its prompt, answer and
-    # reasoning, so a long session costs its numbers' memory, not its transcript's.
-    recs = [{**r, "prompt": None, "answer": None, "reasoning": None} for r in read_records(path, skipped)]
+    # A report reads figures, never text: a session record is kept without its texts and the
+    # server's details (UNREAD), a bench record without its texts. Chunk stamps (most of a record's
+    # numbers) are kept only where they are drawn: bench records (re-aggregated), the turns asked
+    # for, and the last turns of each group (the timeline's default).
+    recs: list[dict[str, Any]] = []
+    recent: dict[str, deque[tuple[int, Any]]] = {}
+    for r in read_records(path, skipped):
+        key = _group_key(r)
+        if key == "bench":  # re-aggregated: the server's own figures are read too
+            recs.append({**r, "prompt": None, "answer": None, "reasoning": None})
+            continue
+        slim = {k: v for k, v in r.items() if k not in UNREAD}
+        if not (want and r.get("turn_index") in want):
+            tail = recent.setdefault(key, deque(maxlen=TIMELINE_TURNS))
+            tail.append((len(recs), slim.get("chunks")))
+            slim["chunks"] = None
+        recs.append(slim)
+    for tail in recent.values():
+        for i, chunks in tail:
+            recs[i]["chunks"] = chunks
     if skipped:
         out.problems.append(str(skipped.message()))
     if not recs:
@@ -111,7 +148,9 @@ def _from_jsonl(path: Path, out: Loaded) -> None:
         out.groups.append(Group(path.stem, plain))
 
 
-def load(paths: list[str]) -> Loaded:
+def load(paths: list[str], turns: str | None = None) -> Loaded:
+    """Read bench folders, summaries and logs; ``turns`` (as people number them) keeps those turns' chunks."""
+    want = _wanted(turns)
     out = Loaded()
     for item in paths:
         p = Path(item)
@@ -124,11 +163,11 @@ def load(paths: list[str]) -> Loaded:
                     if not files:
                         out.problems.append(f"{p}: no summary.json or .jsonl logs inside")
                     for f in files:
-                        _from_jsonl(f, out)
+                        _from_jsonl(f, out, want)
             elif p.suffix == ".json":
                 out.benches.append(_bench_from_summary(p))
             else:
-                _from_jsonl(resolve(item), out)
+                _from_jsonl(resolve(item), out, want)
         except (OSError, ValueError, FileNotFoundError) as exc:
             out.problems.append(f"{item}: {exc}")
     return out
@@ -167,10 +206,21 @@ def groups_table(groups: list[Group]) -> str:
     return "\n".join(lines)
 
 
+def _turns_arg(value: str) -> str:
+    if not all(t.strip().isdigit() and int(t) >= 1 for t in value.split(",") if t.strip()):
+        raise argparse.ArgumentTypeError(f"expected turn numbers from 1, e.g. 1,4,8; got {value!r}")
+    return value
+
+
+def _wanted(turns: str | None) -> set[int] | None:
+    """``--turns 1,4`` as turn indices (people number turns from 1, as turn_label does)."""
+    return {int(t) - 1 for t in turns.split(",") if t.strip()} if turns else None
+
+
 def _chosen(records: list[dict[str, Any]], turns: str | None) -> list[dict[str, Any]]:
-    if not turns:
-        return records[-8:]
-    want = {int(t) - 1 for t in turns.split(",") if t.strip()}  # as people read them (turn_label): from 1
+    want = _wanted(turns)
+    if want is None:
+        return records[-TIMELINE_TURNS:]
     return [r for r in records if r.get("turn_index") in want]
 
 
@@ -237,7 +287,7 @@ def html_page(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]]) -> str
 
 
 def run(args: argparse.Namespace) -> int:
-    loaded = load(args.files)
+    loaded = load(args.files, args.turns)
     for p in loaded.problems:
         print(visible_controls(f"ttft report: {p}"), file=sys.stderr)
     if not loaded.benches and not loaded.groups:
