@@ -176,33 +176,8 @@ class OpenAIChatBackend(ChatWire, HostedBackend):
                 state.stop_reason = choice.finish_reason
 
     def _translate_complete(self, resp: Any, t: int, state: TurnState) -> Iterable[ev.Event]:
-        """A non-streamed ``chat.completion``: everything arrived with the body."""
-        usage = usage_event(t, resp.usage) if getattr(resp, "usage", None) is not None else None
-        reasoning_tokens = usage.reasoning if usage else None
-        text_tokens = (usage.output - (usage.reasoning or 0)) if usage and usage.output is not None else None
-        yield from self._server(resp, t)
-        for choice in resp.choices[:1]:
-            msg = choice.message
-            extra = _extra(msg)
-            reasoning = extra.get("reasoning_content") or extra.get("reasoning")
-            content = msg.content or ""
-            if self.compat and "<think>" in content:
-                splitter = ThinkSplitter()
-                parts = [*splitter.feed(content), *splitter.flush()]
-                reasoning = (reasoning or "") + "".join(p for k, p in parts if k == "reasoning")
-                content = "".join(p for k, p in parts if k == "text")
-            if isinstance(reasoning, str) and reasoning:
-                yield ev.ReasoningDelta(t, reasoning, reasoning_tokens or None)
-            if content:
-                yield ev.TextDelta(t, content, text_tokens or None)
-            for tc in msg.tool_calls or ():
-                fn = getattr(tc, "function", None)
-                if fn is not None:
-                    yield ev.ToolCallDelta(t, fn.name or "", fn.arguments or "")
-            state.stop_reason = choice.finish_reason
-        if usage is not None:
-            state.usage["event"] = usage
-        state.finished = True
+        """A non-streamed ``chat.completion``: its JSON (extra fields included) through the one dict translation."""
+        yield from self._translate_complete_raw(resp.model_dump(), t, state)
 
 
 def _sse(*objs: str) -> bytes:
