@@ -706,8 +706,11 @@ def _warm_up(llm: Any) -> None:
     llama_cpp.llama_perf_context_reset(llm.ctx)
 
 
-SPEC_NUM_PRED = 4  # longest draft; a batch of 5 costs ~2.5 one-token steps on 2 CPU cores (local_decode.py)
-SPEC_MIN_MATCH = 3  # shortest match of the context's tail worth a draft: shorter ones are mostly wrong
+# Replaying code-edit answers with measured batch costs (local_decode.py, section 4): drafts of 2-4 tokens
+# are within a few % of each other, 6-8 lose (a CPU verify batch costs ~0.7 of a step per token); matches of
+# 2 tokens draft more and keep fewer, 4 miss some.
+SPEC_NUM_PRED = 4  # longest draft
+SPEC_MIN_MATCH = 3  # shortest match of the context's tail worth a draft
 PROGRESS_NS = 100_000_000  # DraftProgress at most every 100 ms
 
 

@@ -19,6 +19,9 @@ each run) so background load hits them alike, and medians are printed.
    threads; and against the best plain run at any thread count), acceptance, tokens per
    decode step, and whether the text is identical. Every trial starts from an empty KV
    cache (greedy output may depend on what the cache held).
+4. A replay of the plain answers through the drafter with other draft lengths and match
+   sizes: the answer is the same with speculation on or off, so the tokens per step follow
+   from it, and with section 2's costs the speedup each setting would get.
 """
 
 from __future__ import annotations
