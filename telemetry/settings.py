@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+# What "speculative decoding on" means wherever a person turns it on: prompt lookup with the
+# engine's own defaults (draft length, shortest match, verify threads).
+PROMPT_LOOKUP: dict[str, Any] = {"kind": "prompt-lookup"}
+
 
 @dataclass(frozen=True, slots=True)
 class TurnSettings:

@@ -22,7 +22,7 @@ from telemetry import events as ev
 from telemetry.export import export
 from telemetry.log import SessionLog, Skipped, data_dir
 from telemetry.render import RenderLag
-from telemetry.settings import TurnSettings
+from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
 from tui import signals
 from tui.format import fmt_settings, short_spec, turn_label
@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 PANE_FPS = 10  # the figures change slower than the text; a layout-free repaint at 10 fps reads as live
 EFFORTS = (None, "minimal", "low", "medium", "high")
-SPECULATIVE_DEFAULT = {"kind": "prompt-lookup", "num_pred_tokens": 2}
 STOP_WAIT_S = 3.0  # SIGTERM/SIGHUP: how long the turn in flight gets to be recorded and logged before exit
 
 
@@ -426,7 +425,7 @@ class ChatApp(App[None]):
 
     def action_toggle_speculative(self) -> None:
         s = self.session.settings
-        self.apply_settings(s.with_(speculative=None if s.speculative else dict(SPECULATIVE_DEFAULT)))
+        self.apply_settings(s.with_(speculative=None if s.speculative else dict(PROMPT_LOOKUP)))
 
     def action_settings(self, focus: str | None = None) -> None:
         from tui.screens.settings import SettingsScreen

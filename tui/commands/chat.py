@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from telemetry.log import resolve, tail_records
-from telemetry.settings import TurnSettings
+from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from telemetry.urls import without_masked
 from tui.commands.args import model_spec, positive_int, temperature
 from tui.commands.ask import deadline_arg
@@ -59,7 +59,7 @@ def settings_from_args(args: argparse.Namespace) -> TurnSettings:
         reasoning_effort=args.effort,
         thinking_budget=args.thinking_budget,
         thinking_display=args.thinking_display,
-        speculative={"kind": "prompt-lookup", "num_pred_tokens": 2} if args.speculative else None,
+        speculative=dict(PROMPT_LOOKUP) if args.speculative else None,
         deadline_s=getattr(args, "deadline", None),
     )
 

@@ -14,12 +14,11 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, OptionList, Select, Static, Switch
 
-from telemetry.settings import TurnSettings
+from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from tui.format import visible_controls
 
 EFFORT_OPTIONS = [("default", ""), ("minimal", "minimal"), ("low", "low"), ("medium", "medium"), ("high", "high")]
 DISPLAY_OPTIONS = [("default", ""), ("summarized", "summarized"), ("omitted", "omitted")]
-SPECULATIVE = {"kind": "prompt-lookup", "num_pred_tokens": 2}
 
 Result = tuple[str, str | None, TurnSettings]
 
@@ -156,7 +155,7 @@ class SettingsScreen(ModalScreen[Result | None]):
             max_output_tokens=_int(self.query_one("#max_tokens", Input).value, "max output tokens"),
             temperature=_float(self.query_one("#temperature", Input).value, "temperature"),
             stream=self.query_one("#stream", Switch).value,
-            speculative=dict(self.settings.speculative or SPECULATIVE) if spec_on else None,
+            speculative=dict(self.settings.speculative or PROMPT_LOOKUP) if spec_on else None,
         )
         return spec, base_url, settings
 
