@@ -109,11 +109,7 @@ class OpenAIChatBackend(ChatWire, HostedBackend):
     raw_stream = False  # the load driver's cheaper streamed path (see the module doc)
 
     def __init__(self, model: str, *, compat: bool = False, **opts: Any) -> None:
-        opts.setdefault("provider", "openai")
-        opts.setdefault("key_env", "OPENAI_API_KEY")
-        super().__init__(model, **opts)
-        self.compat = compat
-        self.stream_options_ok = True  # learned: False once a server rejected stream_options
+        super().__init__(model, compat=compat, **opts)
         self._client = openai.AsyncOpenAI(**self.sdk_options())
 
     async def _open(self, request: ChatRequest, probe: Probe, state: TurnState) -> Any:

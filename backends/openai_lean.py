@@ -299,11 +299,7 @@ class LeanChatBackend(ChatWire, HostedBackend):
     raw_stream = True  # chunks are JSON dicts by construction
 
     def __init__(self, model: str, *, compat: bool = False, **opts: Any) -> None:
-        opts.setdefault("provider", "openai")
-        opts.setdefault("key_env", "OPENAI_API_KEY")
-        super().__init__(model, **opts)
-        self.compat = compat
-        self.stream_options_ok = True  # learned: False once a server rejected stream_options
+        super().__init__(model, compat=compat, **opts)
         # the address without its query (the query goes as parameters), as the SDK path gets it
         base = getattr(self, "_sdk_base_url", self.base_url)
         self._url = chat_url(base)

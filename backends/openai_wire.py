@@ -67,6 +67,13 @@ class ChatWire:
     compat: bool
     stream_options_ok: bool
 
+    def __init__(self, model: str, *, compat: bool = False, **opts: Any) -> None:
+        opts.setdefault("provider", "openai")
+        opts.setdefault("key_env", "OPENAI_API_KEY")
+        super().__init__(model, **opts)  # type: ignore[call-arg]  # HostedBackend, next in the MRO
+        self.compat = compat
+        self.stream_options_ok = True  # learned: False once a server rejected stream_options
+
     def _params(self, request: ChatRequest) -> dict[str, Any]:
         s = request.settings
         p: dict[str, Any] = {
