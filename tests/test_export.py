@@ -42,7 +42,7 @@ def test_csv_one_flat_row_per_turn(records: list[dict], tmp_path: Path) -> None:
     assert float(rows[0]["metrics.ttft_ms"]) == pytest.approx(200)
     assert rows[0]["tokens.source"] == "usage"
     assert rows[1]["error.status_code"] == "429"
-    assert json.loads(rows[0]["chunks"])[0][1] == "reasoning"
+    assert json.loads(rows[0]["chunks"])[0]["kind"] == "reasoning"
 
 
 def test_otel_names_units_and_attributes(records: list[dict]) -> None:
