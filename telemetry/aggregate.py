@@ -449,7 +449,8 @@ def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
     client = agg.get("client") or {}
     return {
         "mode": agg["mode"],
-        "level": agg["level"],
+        # concurrency is a whole number of users (written 4, not 4.0); a rate may be fractional
+        "level": agg["level"] if agg["mode"] == "rate" else int(agg["level"]),
         "requests": agg["requests"],
         "completed": agg["completed"],
         "failed": agg["failed"],

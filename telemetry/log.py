@@ -345,9 +345,9 @@ def _count_bad(path: Path, bad: int, skipped: Skipped | None) -> None:
 
 
 def read_records(path: Path, skipped: Skipped | None = None) -> Iterator[dict[str, Any]]:
-    """Every well-formed ``ttft.turn`` line (in the current form), one at a time (never the whole file in memory). Any other
-    line (a torn last line from a crash, bytes that are not UTF-8, a field of the wrong type) is
-    skipped, and counted in ``skipped`` when given."""
+    """Every well-formed ``ttft.turn`` line, in the current form, one at a time (never the whole file
+    in memory). Any other line (a torn last line from a crash, bytes that are not UTF-8, a field of
+    the wrong type) is skipped, and counted in ``skipped`` when given."""
     bad = 0
     try:
         with path.open("rb") as f:

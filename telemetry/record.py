@@ -51,7 +51,6 @@ def upgrade(rec: dict[str, Any]) -> dict[str, Any]:
     return {**rec, "schema": SCHEMA, "chunks": chunk_rows(rec)}
 
 
-
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
     type: str
@@ -135,7 +134,9 @@ class TurnRecord:
             "tokens": self.tokens.to_dict(),
             "server": self.server,
             "notices": dict(self.notices),
-            "chunks": [{"t_ms": round((c.t_ns - t0) / 1e6, 3), "kind": c.kind, "tokens": c.tokens} for c in self.chunks],
+            "chunks": [
+                {"t_ms": round((c.t_ns - t0) / 1e6, 3), "kind": c.kind, "tokens": c.tokens} for c in self.chunks
+            ],
             "diagnosis": self.diagnosis,
             "extra": self.extra,
         }

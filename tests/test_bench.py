@@ -152,7 +152,7 @@ def test_cli_writes_turns_summary_csv_and_charts(server: BatchingServer, tmp_pat
     assert summary["conclusion"]
 
     rows = list(csv.DictReader((out / "levels.csv").open()))
-    assert [r["level"] for r in rows] == ["1.0", "4.0"]
+    assert [r["level"] for r in rows] == ["1", "4"]  # whole users, not 1.0
     assert float(rows[1]["output_throughput"]) > float(rows[0]["output_throughput"])
     tradeoff = (out / "tradeoff.svg").read_text()
     assert tradeoff.startswith("<svg") and "c=1" in tradeoff and "c=4" in tradeoff
