@@ -100,8 +100,9 @@ padding:.35rem .55rem;border-radius:4px;font-size:.85rem;box-shadow:0 2px 6px rg
 dl.meta dt{margin-top:.3rem}figure.chart svg.wide{display:none}figure.chart svg.narrow{display:block}}
 """
 
-# Shows the hovered (or tapped) element's data-tip beside the pointer; the <title> copies are for
-# SVG files opened alone, and are dropped here so the browser does not show a second tooltip.
+# Shows the hovered (or tapped) element's data-tip beside the pointer, kept on the screen; a tap
+# elsewhere hides it (a finger "leaves" the page as it lifts, so that does not). The <title> copies
+# are for SVG files opened alone, and are dropped here so the browser shows no second tooltip.
 SCRIPT = """
 (function(){
 var tip=document.getElementById("tip");
@@ -116,7 +117,7 @@ if(y+h>window.innerHeight-4){y=Math.max(4,e.clientY-h-14);}
 tip.style.left=x+"px";tip.style.top=y+"px";}
 document.addEventListener("pointermove",show);
 document.addEventListener("pointerdown",show);
-document.addEventListener("pointerleave",function(){tip.hidden=true;});
+document.addEventListener("pointerleave",function(e){if(e.pointerType!=="touch"){tip.hidden=true;}});
 })();
 """
 _SCRIPT_HASH = base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
