@@ -370,7 +370,7 @@ def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
 
     backend = create_backend(spec.spec, base_url=spec.base_url, max_connections=pool, **spec.options)
     if spec.raw_stream and hasattr(backend, "raw_stream"):
-        backend.raw_stream = True  # type: ignore[attr-defined]
+        backend.raw_stream = True
     return backend
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from typing import Any
 
 from backends.base import Backend, ChatRequest
 from backends.finish import finish_turn
@@ -22,7 +23,7 @@ from telemetry.urls import redact_url
 
 
 def new_recorder(
-    backend: Backend, request: ChatRequest, *, session_id: str, turn_index: int, extra: dict | None = None
+    backend: Backend, request: ChatRequest, *, session_id: str, turn_index: int, extra: dict[str, Any] | None = None
 ) -> TurnRecorder:
     return TurnRecorder(
         session_id=session_id,
