@@ -7,6 +7,7 @@ from typing import Any
 
 from telemetry.metrics import Chunk, Timestamps, TokenCounts, TurnMetrics
 from telemetry.settings import TurnSettings
+from telemetry.wire import HttpInfo
 
 SCHEMA = "ttft.turn/1"
 
@@ -57,6 +58,7 @@ class TurnRecord:
     diagnosis: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     notices: dict[str, Any] = field(default_factory=dict)
+    http: HttpInfo | None = None  # the final attempt's connection and response headers (telemetry.wire)
 
     def to_dict(self) -> dict[str, Any]:
         origin = self.timestamps.sent
@@ -93,6 +95,7 @@ class TurnRecord:
             "metrics": self.metrics.to_dict(),
             "tokens": self.tokens.to_dict(),
             "server": self.server,
+            "http": self.http.to_dict() if self.http is not None else None,
             "notices": dict(self.notices),
             "chunks": [[round((c.t_ns - t0) / 1e6, 3), c.kind, c.tokens] for c in self.chunks],
             "diagnosis": self.diagnosis,
