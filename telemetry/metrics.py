@@ -105,6 +105,10 @@ class TurnMetrics:
     own_delay_ms: float | None = None  # submit -> first send, less any model load: ttft's own time
     phases_ms: dict[str, float] = field(default_factory=dict)
     speculative: dict[str, Any] | None = None  # telemetry.speculative: drafted, accepted, rate, tokens/step
+    # With a saved probe only (telemetry.probe_split): the server's part of the wait (wait_ms.server +
+    # first_token) as the prefill expected for this prompt's uncached input, and the rest (its queue).
+    expected_prefill_ms: float | None = None
+    server_queue_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
