@@ -13,8 +13,8 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from telemetry.wire import WaitSplit
 from telemetry.probe_split import probe_day
+from telemetry.wire import WaitSplit
 
 GOOD_TTFT_MS = 500.0
 FLOW_MS = 1_000.0
