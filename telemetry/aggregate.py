@@ -222,7 +222,9 @@ def aggregate_level(
     sources = sorted({(r.get("tokens") or {}).get("source") or "?" for r in ok})
 
     good = sum(1 for r in recs if slo.met(r)) if slo else None
-    rate = lambda n: n / duration_s if duration_s > 0 else None  # noqa: E731
+
+    def rate(n: float) -> float | None:
+        return n / duration_s if duration_s > 0 else None
 
     out: dict[str, Any] = {
         "mode": mode,

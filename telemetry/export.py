@@ -157,7 +157,7 @@ OTEL_HISTOGRAMS: dict[str, tuple[str, Any]] = {
 }
 # Default explicit bounds from the semantic conventions' advice for durations (s).
 DURATION_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
-TOKEN_BOUNDS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
+TOKEN_BOUNDS: list[float] = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
 
 
 def otel_attributes(rec: dict[str, Any]) -> dict[str, Any]:
@@ -258,7 +258,12 @@ def write_otel(records: Iterable[dict[str, Any]], out: Path) -> int:
     return counted[0]
 
 
-WRITERS = {"jsonl": write_jsonl, "csv": write_csv, "parquet": write_parquet, "otel": write_otel}
+WRITERS: dict[str, Callable[[Iterable[dict[str, Any]], Path], int]] = {
+    "jsonl": write_jsonl,
+    "csv": write_csv,
+    "parquet": write_parquet,
+    "otel": write_otel,
+}
 
 
 def export(

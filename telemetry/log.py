@@ -22,11 +22,11 @@ import os
 import re
 import secrets
 import statistics
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import platformdirs
 
@@ -193,7 +193,7 @@ class SessionLog:
             raise LogWriteError(self.path, exc) from exc
         finally:
             os.close(fd)
-        if index == asked:
+        if index == asked or not isinstance(index, int):
             return record
         if isinstance(record, TurnRecord):
             return replace(record, turn_index=index)
@@ -267,14 +267,16 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "metrics": dict,
     "tokens": dict,
     "server": (dict, _NONE),
+    "http": (dict, _NONE),
     "notices": dict,
     "chunks": list,
     "diagnosis": _OPT_STR,
     "extra": dict,
 }
-_ERROR_FIELDS = {"type": _OPT_STR, "message": _OPT_STR, "status_code": (int, _NONE), "hint": _OPT_STR}
-_BENCH_FIELDS = {"level": _NUM, "index": int, "sent_at_ms": _OPT_NUM, "scheduled_at_ms": _OPT_NUM, "mode": str}
-_COMPARE_FIELDS = {"comparison_id": str, "pane": int, "pane_label": _OPT_STR, "trial": int, "prompt_index": int}
+_Spec = Mapping[str, type | tuple[type, ...]]
+_ERROR_FIELDS: _Spec = {"type": _OPT_STR, "message": _OPT_STR, "status_code": (int, _NONE), "hint": _OPT_STR}
+_BENCH_FIELDS: _Spec = {"level": _NUM, "index": int, "sent_at_ms": _OPT_NUM, "scheduled_at_ms": _OPT_NUM, "mode": str}
+_COMPARE_FIELDS: _Spec = {"comparison_id": str, "pane": int, "pane_label": _OPT_STR, "trial": int, "prompt_index": int}
 
 
 def _numbers(d: dict[str, Any]) -> bool:
@@ -288,17 +290,20 @@ def _chunk_ok(c: Any) -> bool:
     return isinstance(c, list) and len(c) == 3 and isinstance(c[0], _NUM) and isinstance(c[2], _NUM)
 
 
-def _fields_ok(d: dict[str, Any], spec: dict[str, type | tuple[type, ...]]) -> bool:
+def _fields_ok(d: dict[str, Any], spec: _Spec) -> bool:
     return all(k not in d or isinstance(d[k], t) for k, t in spec.items())
 
 
-def well_formed(rec: Any) -> bool:
+def well_formed(rec: Any) -> TypeGuard[dict[str, Any]]:
     """A ``ttft.turn`` record (any schema read) whose fields have the types every reader relies on."""
     if not isinstance(rec, dict) or rec.get("schema") not in SCHEMAS or not _fields_ok(rec, _FIELDS):
         return False
     for key, value in (rec.get("metrics") or {}).items():
         if key in ("itl_ms", "phases_ms"):
             if not (isinstance(value, dict) and _numbers(value)):
+                return False
+        elif key == "wait_ms":  # telemetry.wire; None without a first token, absent in older records
+            if not (value is None or (isinstance(value, dict) and _numbers(value))):
                 return False
         elif key.endswith(("_ms", "_per_s")) and not isinstance(value, _OPT_NUM):
             return False
@@ -335,7 +340,8 @@ def parse_line(raw: bytes) -> dict[str, Any] | None:
         return _BAD_LINE
     rec = upgrade(rec)
     if b"\\ud" in raw or b"\\uD" in raw:  # an escaped surrogate: scrub any that is alone
-        rec = scrub_value(rec)
+        scrubbed: dict[str, Any] = scrub_value(rec)  # the same shape, its strings scrubbed
+        return scrubbed
     return rec
 
 
