@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from telemetry import table
+from telemetry.log import read_records
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.batching_server import BatchingServer
 from tui.cli import main
@@ -67,6 +68,13 @@ COUNTS = {"session": (3, 1), "compare": (4, 2), "bench": (8, 0)}  # turns, faile
 def test_every_csv_has_the_same_header(made: dict[str, Any]) -> None:
     heads = {made[f"{s}.csv"].read_text().splitlines()[0] for s in SOURCES}
     assert heads == {",".join(table.HEADER)}
+
+
+def test_every_field_the_real_commands_log_has_a_column(made: dict[str, Any]) -> None:
+    # A field added to the record needs its column in telemetry/table.py: this names it.
+    for log in made["logs"].values():
+        for rec in read_records(log):
+            assert table.unlisted(rec) == [], log.name
 
 
 def test_pandas_reads_and_concatenates(made: dict[str, Any]) -> None:

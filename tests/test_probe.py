@@ -80,7 +80,7 @@ def test_json_recovers_the_servers_costs(srv: PrefillServer, env: Path, tmp_path
     # --out: every turn as ttft.turn JSONL, the chart as SVG, the JSON again.
     (jsonl,) = out.glob("*.jsonl")
     turns = [json.loads(line) for line in jsonl.read_text().splitlines()]
-    assert len(turns) == plan.requests and {t["schema"] for t in turns} == {"ttft.turn/1"}
+    assert len(turns) == plan.requests and {t["schema"] for t in turns} == {"ttft.turn/2"}
     kinds = {t["extra"]["probe_point"]["kind"] for t in turns}
     assert kinds == {"warmup", "input", "cache_cold", "cache_warm", "output"}
     ET.fromstring((out / "probe.svg").read_text())
