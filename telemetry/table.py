@@ -104,9 +104,12 @@ HEADER: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 _TOP_EXTRA = frozenset(c.name.split(".")[1] for c in COLUMNS if c.name.startswith("extra.") and c.name != "extra.other")
 
 
-def _get(rec: dict[str, Any], path: str) -> Any:
+_PATHS = tuple((c, tuple(c.name.split("."))) for c in COLUMNS)  # split once: row() runs per turn
+
+
+def _get(rec: dict[str, Any], path: tuple[str, ...]) -> Any:
     value: Any = rec
-    for part in path.split("."):
+    for part in path:
         if not isinstance(value, dict):
             return None
         value = value.get(part)
@@ -139,7 +142,7 @@ def row(rec: dict[str, Any]) -> dict[str, Any]:
     extra = rec.get("extra") or {}
     other = {k: v for k, v in extra.items() if k not in _TOP_EXTRA} if isinstance(extra, dict) else {}
     out: dict[str, Any] = {}
-    for c in COLUMNS:
+    for c, path in _PATHS:
         if c.name == "chunks":
             value: Any = chunk_rows(rec)
         elif c.name == "chunk_count":
@@ -147,7 +150,7 @@ def row(rec: dict[str, Any]) -> dict[str, Any]:
         elif c.name == "extra.other":
             value = other or None
         else:
-            value = _get(rec, c.name)
+            value = _get(rec, path)
         out[c.name] = _cast(value, c.type)
     return out
 
