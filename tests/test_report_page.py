@@ -111,3 +111,14 @@ def test_report_html_command_writes_the_page(tmp_path: Path, monkeypatch: pytest
     page = out.read_text()
     assert page.count('class="stop error"') == 2  # wide and narrow drawings
     assert (out.stat().st_mode & 0o777) == 0o600
+
+
+def test_html_to_stdout_is_the_page_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+    log = SessionLog("s-out", directory=tmp_path / "sessions")
+    for r in turns():
+        log.append(r)
+    assert main(["report", str(log.path), "--html", "-"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("<!doctype html>") and out.rstrip().endswith("</html>")
+    assert "Timeline of chosen turns" in out and "wrote" not in out and not (Path.cwd() / "-").exists()

@@ -21,7 +21,7 @@ from typing import Any
 
 from telemetry import aggregate as agg
 from telemetry.compare import pane_stats
-from telemetry.export import open_private
+from telemetry.export import STDOUT, open_private
 from telemetry.log import Skipped, read_records, resolve
 from tui import charts, report_html
 from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=_turns_arg,
         help="turns for the timeline, numbered from 1 as shown, e.g. 1,4,8 (default: the last 8)",
     )
-    p.add_argument("--html", type=Path, help="write one HTML page with the tables and charts")
+    p.add_argument("--html", type=Path, help="write one HTML page with the tables and charts (- for stdout alone)")
     p.add_argument("--svg", type=Path, metavar="DIR", help="write each chart as an SVG file into DIR")
     p.add_argument("--png", type=Path, metavar="DIR", help="write each chart as PNG into DIR (needs matplotlib)")
     p.add_argument("--width", type=int, default=78, help="terminal chart width")
@@ -289,11 +289,14 @@ def run(args: argparse.Namespace) -> int:
     if not loaded.benches and not loaded.groups:
         return 1
     chart_list = report_charts(loaded, args.turns)
-    print_report(loaded, chart_list, args.width)
+    page_to_stdout = args.html == STDOUT  # --html -: standard output holds the page alone
+    if not page_to_stdout:
+        print_report(loaded, chart_list, args.width)
     rc = 0
     if args.html:
         try:
-            args.html.parent.mkdir(parents=True, exist_ok=True)
+            if not page_to_stdout:
+                args.html.parent.mkdir(parents=True, exist_ok=True)
             from tui.cli import package_version  # here: the CLI imports this module
 
             with open_private(args.html) as f:  # the user's data, like an export: 0600
@@ -302,7 +305,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"ttft report: could not write {args.html}: {exc.strerror or exc}", file=sys.stderr)
             rc = 1
         else:
-            print(f"\nwrote {args.html}")
+            if not page_to_stdout:
+                print(f"\nwrote {args.html}")
     for fmt, folder in (("svg", args.svg), ("png", args.png)):
         if folder is None:
             continue
