@@ -328,7 +328,8 @@ def _svg(chart: Chart, width: int, height: int) -> str:
     esc = _esc
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12" role="img" '
+        f'aria-label="{esc(chart.title)}">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{width / 2}" y="22" text-anchor="middle" font-size="15" font-weight="bold">'
         f"{esc(chart.title)}</text>",
