@@ -1,7 +1,7 @@
 """The load driver behind ``ttft bench``: many concurrent turns, each recorded like any other.
 
 Every request goes through :func:`backends.turn.run_turn` with its own recorder, so every
-request is a complete ``ttft.turn/1`` record (tagged ``extra.bench``), ended by
+request is a complete ``ttft.turn`` record (tagged ``extra.bench``), ended by
 :func:`backends.finish.finish_turn` and so seen by the same sinks (OpenTelemetry) as a chat turn. Two kinds of level:
 
 - closed loop (``mode="concurrency"``): ``c`` users, each sending its next request as soon

@@ -1,6 +1,6 @@
 """Side-by-side comparison of panes: rankings, medians/p90, and bootstrap verdicts.
 
-Input is, per pane, the list of ``ttft.turn/1`` dicts that pane produced for the
+Input is, per pane, the list of ``ttft.turn`` dicts that pane produced for the
 same prompt (one per trial). Failed and cancelled turns stay in their pane's
 counts but never enter a metric: a fast error is not a fast answer.
 

@@ -1,6 +1,6 @@
 """One actionable sentence per turn and per session: where the time went.
 
-Works on ``ttft.turn/1`` dicts so that logged turns can be re-diagnosed later.
+Works on ``ttft.turn`` dicts so that logged turns can be re-diagnosed later.
 Rules follow the physics in the metrics reference: a long silence is prefill,
 queueing, retries or hidden reasoning (a shorter prompt helps only the first);
 a slow trickle is decode (fewer output tokens is the strong lever). UX anchors:

@@ -1,7 +1,7 @@
 """``ttft ask``: one turn, headless and scriptable.
 
 The answer streams to stdout, a one-line telemetry summary goes to stderr; ``--json``
-prints the full ``ttft.turn/1`` record to stdout instead. Exit code 0 on success, 1 on
+prints the full ``ttft.turn`` record to stdout instead. Exit code 0 on success, 1 on
 error (the record is still printed and logged, with ``status: error``), 3 when the turn
 could not be written to the session log (the answer and record are still printed), 130
 when interrupted (143 for SIGTERM, 129 for SIGHUP: the turn is logged as cancelled).
@@ -140,7 +140,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ask", help="ask one question; answer to stdout, telemetry summary to stderr")
     add_model_options(p)
     add_turn_options(p)
-    p.add_argument("--json", action="store_true", help="print the full ttft.turn/1 record instead of the answer")
+    p.add_argument("--json", action="store_true", help="print the full ttft.turn record instead of the answer")
     p.add_argument(
         "--session", metavar="ID", type=session_id_arg, help="append to this session's log (default: a new session)"
     )

@@ -2,7 +2,7 @@
 
 Runs closed-loop concurrency levels or open-loop Poisson rates against any provider, or
 against llama.cpp's ``llama-server`` started here (``-m local-server[:PATH.gguf] --slots 4``).
-Every request is a ``ttft.turn/1`` record; the run leaves ``turns.jsonl``, ``summary.json``
+Every request is a ``ttft.turn`` record; the run leaves ``turns.jsonl``, ``summary.json``
 (vLLM bench key names), ``levels.csv`` and the charts in ``--out``.
 """
 

@@ -1,6 +1,6 @@
 """The live telemetry pane: what is happening now, the last turn's figures, timelines, history.
 
-Everything shown comes from a recorder ``Snapshot``, a ``ttft.turn/1`` dict, the render-lag
+Everything shown comes from a recorder ``Snapshot``, a ``ttft.turn`` dict, the render-lag
 summary or ``telemetry.diagnosis``: the pane formats, it never computes a metric.
 """
 
