@@ -1,4 +1,4 @@
-"""Per-level figures of a load run, from ``ttft.turn/1`` dicts (pure: no I/O, no drawing).
+"""Per-level figures of a load run, from ``ttft.turn`` dicts (pure: no I/O, no drawing).
 
 A bench run sends N requests at each level (a closed-loop concurrency or an
 open-loop Poisson rate). This module turns the records of one level into the
