@@ -53,7 +53,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "compare": next((root / "cmp").glob("cmp-*[0-9a-f].jsonl")),
             "bench": root / "bench" / "turns.jsonl",
         }
-        out: dict[str, Any] = {"logs": logs, "levels": root / "bench" / "levels.csv"}
+        out: dict[str, Any] = {"logs": logs, "levels": root / "bench" / "levels.csv", "cmp": root / "cmp"}
         for name, log in logs.items():
             for fmt in ("csv", "parquet"):
                 out[f"{name}.{fmt}"] = root / f"{name}.{fmt}"
@@ -170,3 +170,14 @@ def test_levels_csv_has_whole_concurrency(made: dict[str, Any]) -> None:
     assert pd.read_csv(made["levels"])["level"].dtype == "int64"
     con = duckdb.connect()
     assert con.sql(f"SELECT DISTINCT typeof(level) FROM read_csv('{made['levels']}')").fetchall() == [("BIGINT",)]
+
+
+def test_the_comparisons_summary_csvs_load(made: dict[str, Any]) -> None:
+    (summary,) = made["cmp"].glob("*-summary.csv")
+    (verdicts,) = made["cmp"].glob("*-verdicts.csv")
+    df = pl.read_csv(summary)
+    assert df["pane"].to_list() == ["A", "B"] and df["failed"].to_list() == [0, 2]
+    assert df.schema["ttft_median"] == pl.Float64 and df.schema["ttft_winner"] == pl.Boolean
+    v = pl.read_csv(verdicts)
+    assert set(v["metric"].to_list()) >= {"ttft", "tpot"} and v.schema["clear"] == pl.Boolean
+    assert duckdb.connect().read_csv(str(verdicts)).aggregate("count(*)").fetchall() == [(v.height,)]
