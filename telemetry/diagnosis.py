@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from telemetry.probe_split import probe_day
 from telemetry.wire import WaitSplit
 
 GOOD_TTFT_MS = 500.0
@@ -74,6 +75,9 @@ def diagnose_turn(rec: dict[str, Any]) -> str:
             f"The answer was long: {n_out} tokens at {tpot:.0f} ms each took {_s(e2e)}; "
             "asking for fewer tokens is the strongest lever."
         )
+    probed = _probe_sentence(rec, ttft)
+    if probed:
+        return probed
     if e2e and ttft >= FLOW_MS and phases.get("waiting", 0) >= 0.5 * e2e:
         share = 100 * phases["waiting"] / e2e
         if wait is not None:
@@ -141,6 +145,30 @@ def _wait_split(wait: WaitSplit, ttft: float) -> str:
     return (
         f"The {_s(ttft)} wait was split: network {_s(net)}, server {_s(wait.server_ms)}, "
         f"earlier attempts and the pool {_s(wait.retries + wait.pool)}."
+    )
+
+
+def _k_tokens(n: float) -> str:
+    return f"{n / 1000:.1f}k" if n >= 1000 else f"{n:.0f}"
+
+
+def _probe_sentence(rec: dict[str, Any], ttft: float) -> str:
+    """With a saved probe: whether the prompt's prefill or the server's queue made a slow wait."""
+    m = rec.get("metrics") or {}
+    expected, queue = m.get("expected_prefill_ms"), m.get("server_queue_ms")
+    if not isinstance(expected, int | float) or not isinstance(queue, int | float) or ttft <= GOOD_TTFT_MS:
+        return ""
+    if expected + queue < 0.5 * ttft:
+        return ""  # the network or retries took most of it: other rules speak to those
+    tokens = rec.get("tokens") or {}
+    fresh = (tokens.get("input") or 0) - (tokens.get("cached_input") or 0)
+    probe = (rec.get("extra") or {}).get("probe") or {}
+    day = probe_day(probe.get("date"))
+    head = f"{_k_tokens(fresh)} input tokens should prefill in about {_s(expected)} on this model (probe of {day})"
+    if queue >= expected:
+        return f"{head}; the other {_s(queue)} was the server's queue."
+    return (
+        f"{head}, most of the {_s(ttft)} wait: the prompt's length, not a queue; shorten it or reuse a cached prefix."
     )
 
 

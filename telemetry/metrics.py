@@ -108,6 +108,10 @@ class TurnMetrics:
     phases_ms: dict[str, float] = field(default_factory=dict)
     speculative: dict[str, Any] | None = None  # telemetry.speculative: drafted, accepted, rate, tokens/step
     wait_ms: WaitSplit | None = None  # telemetry.wire: the wait (== ttft_ms) by phase; None without a first token
+    # With a saved probe only (telemetry.probe_split): the server's part of the wait (wait_ms.server +
+    # first_token) as the prefill expected for this prompt's uncached input, and the rest (its queue).
+    expected_prefill_ms: float | None = None
+    server_queue_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

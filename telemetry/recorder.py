@@ -15,6 +15,7 @@ from typing import Any
 from telemetry import events as ev
 from telemetry.diagnosis import diagnose_turn
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, compute, own_delay_ms
+from telemetry.probe_split import SavedProbe, split_server_wait
 from telemetry.record import Attempt, ErrorInfo, TurnRecord
 from telemetry.settings import TurnSettings
 from telemetry.speculative import draft_stats, speculative_summary
@@ -66,9 +67,14 @@ class TurnRecorder:
     prompt: str
     input_chars: int = 0  # for an input estimate when the server reports no usage
     extra: dict[str, Any] = field(default_factory=dict)
+    probe: SavedProbe | None = None  # this target's saved probe: splits the server's wait (telemetry.probe_split)
 
     def __post_init__(self) -> None:
         self.started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        # Set by backends.finish when the turn has ended: the record as logged and sunk, and why
+        # the log write failed, if it did.
+        self.delivered: TurnRecord | None = None
+        self.log_error: str | None = None
         self.submitted_ns: int | None = None  # the user's submit (ev.Submitted): ttft's own delay starts here
         self.queued_ns: int | None = None
         self.load_start_ns: int | None = None
@@ -305,6 +311,15 @@ class TurnRecorder:
             wire_steps=self.wire_steps,
         )
         metrics = replace(metrics, speculative=speculative_summary(self.server))
+        extra = dict(self.extra)
+        probe = self.probe if self.status == "ok" else None
+        wait = getattr(metrics, "wait_ms", None)
+        split = split_server_wait(wait, tokens.input, tokens.cached_input, probe.fit) if probe else None
+        if probe is not None and split is not None:
+            metrics = replace(
+                metrics, expected_prefill_ms=split.expected_prefill_ms, server_queue_ms=split.server_queue_ms
+            )
+            extra["probe"] = probe.reference()
         rec = TurnRecord(
             session_id=self.session_id,
             turn_index=self.turn_index,
@@ -328,7 +343,7 @@ class TurnRecorder:
             tool_calls=tuple(self._tools),
             server=self.server or None,
             http=self.http,
-            extra=dict(self.extra),
+            extra=extra,
             notices=dict(self.notices),
         )
         self._record = replace(rec, diagnosis=diagnose_turn(rec.to_dict()))

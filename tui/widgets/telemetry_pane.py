@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
@@ -259,7 +260,7 @@ class TelemetryPane(VerticalScroll):
     TelemetryPane .pane-title { text-style: bold; color: $text-muted; margin: 1 0 0 0; }
     """
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield Static(Text("Send a prompt: its latency appears here.", style="dim"), id="live")
         yield Sparkline([], id="live-gaps")
         yield Static("Timeline", classes="pane-title")

@@ -9,6 +9,7 @@ import itertools
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual.geometry import Size
 from textual.widget import Widget
 
 from telemetry.timeline import Timeline
@@ -51,7 +52,7 @@ class TimelineView(Widget):
         n = max(len(self.rows), min(self.reserve_rows, self.max_rows))
         return n + 2 if n else 1
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[no-untyped-def]
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return self._height()
 
     def render(self) -> Text:
