@@ -218,3 +218,22 @@ def test_ask_json_over_https_gives_the_split_and_the_request_id(trusted: TLSFake
     w = _sums_to_ttft(d)
     assert 145 <= w["server"] <= 210 and 70 <= w["first_token"] <= 120 and w["tls"] > 0, w
     assert d["http"]["connection"] == "new" and d["http"]["request_id"] == "req_7f3a"
+
+
+async def test_the_bench_client_aiohttp_splits_the_wait_too(trusted: TLSFakeServer) -> None:
+    """The load driver's aiohttp client: the same keys and sum; its connect holds the TLS handshake."""
+    b = LeanChatBackend("fake-model", base_url=f"https://localhost:{trusted.port}/v1", api_key="sk-test")
+    b.use_aiohttp()
+    try:
+        first = await one_turn(b, max_retries=0)
+        again = await one_turn(b, max_retries=0)
+    finally:
+        await b.aclose()
+    for d in (first, again):
+        assert d["status"] == "ok", d["error"]
+        w = _sums_to_ttft(d)
+        assert 145 <= w["server"] <= 210 and 70 <= w["first_token"] <= 120, w
+        assert d["http"]["request_id"] == "req_7f3a" and d["http"]["http_version"] == "HTTP/1.1"
+    w1, w2 = first["metrics"]["wait_ms"], again["metrics"]["wait_ms"]
+    assert first["http"]["connection"] == "new" and w1["connect"] > 0 and w1["dns"] > 0 and w1["tls"] == 0
+    assert again["http"]["connection"] == "reused" and w2["connect"] == w2["dns"] == 0
