@@ -7,8 +7,7 @@ a bench turn and a chat turn the same ``extra.*`` columns, so files from differe
 concatenate. Lists and open-ended objects (chunks, the attempt log, the server's own figures)
 are one JSON text column each (``json``). A field a record holds that is not listed here is
 left out of the table (the JSONL export keeps everything): a new record field gets its column
-here, or a JSON column for its whole object until its leaves settle (``metrics.wait_ms``,
-``http``).
+here, or a JSON column for its whole object until its leaves settle.
 """
 
 from __future__ import annotations
@@ -66,7 +65,8 @@ COLUMNS: tuple[Column, ...] = (
     *_cols("metrics.itl_ms.", "float", "p50 p90 p95 p99 max"),
     *_cols("metrics.", "float", "e2e_ms total_ms output_tokens_per_s decode_tokens_per_s retry_ms queue_ms"),
     *_cols("metrics.", "float", "load_ms own_delay_ms"),
-    Column("metrics.wait_ms", "json", "the wait's phases, when measured"),
+    *_cols("metrics.", "float", "expected_prefill_ms server_queue_ms", "with a saved probe only"),
+    *_cols("metrics.wait_ms.", "float", "retries pool dns connect tls send server first_token", "sum to ttft_ms"),
     *_cols("metrics.phases_ms.", "float", "waiting reasoning streaming"),
     Column("metrics.speculative.source", "str", "null when nothing was drafted"),
     *_cols("metrics.speculative.", "int", "drafted accepted"),
@@ -75,7 +75,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("metrics.speculative.tokens_per_step", "float"),
     *_cols("tokens.", "int", "input cached_input output reasoning"),
     Column("tokens.source", "str", "usage | estimated"),
-    Column("http", "json", "the connection's own timings, when measured"),
+    Column("http.connection", "str", "new | reused"),
+    *_cols("http.", "str", "http_version request_id"),
+    Column("http.server_processing_ms", "float", "openai-processing-ms"),
+    *_cols("http.ratelimit.", "int", "remaining_requests remaining_tokens", "null when the server sent none"),
+    *_cols("http.ratelimit.", "str", "reset_requests reset_tokens", "as the server wrote them"),
     Column("server", "json", "what the server or engine reported, under its own names"),
     Column("notices", "json", "{key: why} for anything sent other than asked"),
     Column("chunks", "json", "[{t_ms, kind, tokens}]"),
