@@ -237,3 +237,17 @@ async def test_the_bench_client_aiohttp_splits_the_wait_too(trusted: TLSFakeServ
     w1, w2 = first["metrics"]["wait_ms"], again["metrics"]["wait_ms"]
     assert first["http"]["connection"] == "new" and w1["connect"] > 0 and w1["dns"] > 0 and w1["tls"] == 0
     assert again["http"]["connection"] == "reused" and w2["connect"] == w2["dns"] == 0
+
+
+def test_ask_summary_line_gives_the_split_and_the_request_id(trusted: TLSFakeServer, tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "TTFT_DATA_DIR": str(tmp_path / "data"),
+        "TTFT_CONFIG_DIR": str(tmp_path / "conf"),
+        "PYTHONPATH": str(ROOT),
+        "SSL_CERT_FILE": trusted.ca_file,
+    }
+    cmd = [sys.executable, "-m", "tui.cli", "ask", "-m", "compat:fake-model", "--base-url", trusted.openai_base_url]
+    p = subprocess.run([*cmd, "hi"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "(new connection), server 1" in p.stderr and "request id req_7f3a" in p.stderr, p.stderr
