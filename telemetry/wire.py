@@ -39,7 +39,9 @@ LIVE_LABEL = {
     "send": "sending the request",
     "server": "sent, server working",
     "first_token": "headers in, waiting for the first token",
+    "prefill": "prefill (the engine's server part)",  # a local engine: no wire, its wait is its prefill
 }
+ENGINE_APIS = ("llama.cpp",)  # in-process engines: the live phase of their wait is "prefill"
 
 
 @dataclass(frozen=True, slots=True)

@@ -114,3 +114,16 @@ def test_a_later_attempt_starts_its_steps_afresh() -> None:
     w = rec["metrics"]["wait_ms"]
     assert w["retries"] == 550 and w["connect"] == 0 and w["server"] == 148 and w["first_token"] == 50
     assert sum(w.values()) == pytest.approx(rec["metrics"]["ttft_ms"])
+
+
+def test_a_local_engine_waits_in_prefill_and_its_wait_is_the_server_part() -> None:
+    rec = recorder()
+    rec.api = "llama.cpp"
+    rec.feed(ev.AttemptSent(at(0), 1))
+    snap = rec.snapshot(at(300))
+    assert snap.wait_phase == "prefill" and snap.wait_phase_ms == pytest.approx(300)
+    rec.feed(ev.TextDelta(at(420), "hi"))
+    rec.feed(ev.Finished(at(430)))
+    d = rec.finish().to_dict()
+    assert d["metrics"]["wait_ms"]["server"] == pytest.approx(420) and d["http"] is None
+    assert sum(d["metrics"]["wait_ms"].values()) == pytest.approx(d["metrics"]["ttft_ms"])
