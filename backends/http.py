@@ -28,7 +28,7 @@ steps (TCP connect, TLS handshake, request headers and body written) come back a
 (``telemetry.wire``) and the live line can name the phase. Name resolution happens inside
 httpcore2's TCP connect, where no trace sees it; the pool's network backend is wrapped
 (:class:`_ResolvingBackend`) so that it resolves first, timed, then connects to the
-addresses in order. The response hook reads the headers' ``http`` facts
+addresses (happy eyeballs). The response hook reads the headers' ``http`` facts
 (``backends.http_meta``).
 
 Routing: several turns may share one client (and its connection pool), so each turn
@@ -157,6 +157,23 @@ _TRACE_PHASE = {
 _RESOLVED: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar("ttft_resolved", default=None)
 
 
+HAPPY_EYEBALLS_DELAY_S = 0.25  # RFC 8305's recommended connection attempt delay
+
+
+def _interleave(infos: list[Any]) -> list[str]:
+    """The resolved addresses, deduplicated, alternating address families from the resolver's first (RFC 8305)."""
+    by_family: dict[int, list[str]] = {}
+    for info in infos:
+        addr = str(info[4][0])
+        if addr not in by_family.setdefault(info[0], []):
+            by_family[info[0]].append(addr)
+    lists = list(by_family.values())
+    out: list[str] = []
+    for i in range(max((len(x) for x in lists), default=0)):
+        out.extend(x[i] for x in lists if i < len(x))
+    return out
+
+
 def _is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host.strip("[]"))
@@ -168,9 +185,11 @@ def _is_ip(host: str) -> bool:
 class _ResolvingBackend(httpcore2.AsyncNetworkBackend):
     """httpcore2's network backend, resolving the host name itself first so the lookup is timed.
 
-    Then it connects to the resolved addresses in the resolver's order, the next one when one
-    fails, all within the one connect timeout (httpcore2's own backend does the same lookup
-    inside its connect, untimed). An IP address goes straight through.
+    Then it connects to the resolved addresses as anyio does for a host name (happy eyeballs:
+    families interleaved, the next attempt started 250 ms after the previous one unless it
+    failed sooner, the first to connect wins), all within the one connect timeout. httpcore2's
+    own backend does the same lookup inside its connect, untimed. An IP address goes straight
+    through.
     """
 
     def __init__(self, inner: httpcore2.AsyncNetworkBackend) -> None:
@@ -200,15 +219,52 @@ class _ResolvingBackend(httpcore2.AsyncNetworkBackend):
             raise httpcore2.ConnectError(str(exc)) from exc
         if report is not None:
             report("connect")
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-        error: Exception = httpcore2.ConnectError(f"{host} resolved to no address")
-        for address in addresses:
-            left = None if deadline is None else max(0.0, deadline - loop.time())
-            try:
-                return await self._inner.connect_tcp(address, port, left, local_address, socket_options)
-            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
-                error = exc
-        raise error
+        addresses = _interleave(infos)
+        return await self._connect_any(addresses, port, deadline, local_address, socket_options)
+
+    async def _connect_any(
+        self,
+        addresses: list[str],
+        port: int,
+        deadline: float | None,
+        local_address: str | None,
+        socket_options: Iterable[Any] | None,
+    ) -> httpcore2.AsyncNetworkStream:
+        """Happy eyeballs (RFC 8305, simplified): the next address starts when the previous one has not
+        connected within HAPPY_EYEBALLS_DELAY_S (or failed); the first to connect wins, the rest are cancelled."""
+        loop = asyncio.get_running_loop()
+        todo = list(addresses)
+        pending: set[asyncio.Task[httpcore2.AsyncNetworkStream]] = set()
+        error: BaseException = httpcore2.ConnectError("the host name resolved to no address")
+        try:
+            while todo or pending:
+                if todo:
+                    left = None if deadline is None else max(0.0, deadline - loop.time())
+                    connect = self._inner.connect_tcp(todo.pop(0), port, left, local_address, socket_options)
+                    pending.add(asyncio.ensure_future(connect))
+                done, pending = await asyncio.wait(
+                    pending, timeout=HAPPY_EYEBALLS_DELAY_S if todo else None, return_when=asyncio.FIRST_COMPLETED
+                )
+                won = []
+                for t in done:
+                    exc = t.exception()
+                    if exc is None:
+                        won.append(t)
+                    else:
+                        error = exc
+                if won:
+                    for extra in won[1:]:
+                        await extra.result().aclose()
+                    return won[0].result()
+            raise error
+        finally:
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.wait(pending)
+                for t in pending:
+                    if not t.cancelled() and t.exception() is None:
+                        await t.result().aclose()
 
     async def connect_unix_socket(
         self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None

@@ -79,9 +79,10 @@ async def test_held_headers_and_first_token_split_new_then_reused(trusted: TLSFa
         assert d["status"] == "ok", d["error"]
         w = _sums_to_ttft(d)
         # The server held its headers 150 ms after reading the request and sent the first token 80 ms after
-        # them. Lower bounds allow for this 2-core machine's load: a late stamp of the request's end.
-        assert 120 <= w["server"] <= 150 + 60 and 60 <= w["first_token"] <= 80 + 40, w
-        assert w["server"] + w["first_token"] >= 215, w
+        # them (at 230 ms). Loose bounds: on this loaded 2-core machine the server thread itself runs late
+        # at times, sending its headers later and so leaving less to the first token, whose time is absolute.
+        assert 120 <= w["server"] <= 260 and 30 <= w["first_token"] <= 120, w
+        assert 215 <= w["server"] + w["first_token"] <= 330, w
         assert w["retries"] == 0
         http = d["http"]
         assert http["request_id"] == "req_7f3a" and http["server_processing_ms"] == 149.0
@@ -218,7 +219,7 @@ def test_ask_json_over_https_gives_the_split_and_the_request_id(trusted: TLSFake
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     w = _sums_to_ttft(d)
-    assert 120 <= w["server"] <= 210 and 60 <= w["first_token"] <= 120 and w["tls"] > 0, w
+    assert 120 <= w["server"] <= 260 and 30 <= w["first_token"] <= 120 and w["tls"] > 0, w
     assert d["http"]["connection"] == "new" and d["http"]["request_id"] == "req_7f3a"
 
 
@@ -234,7 +235,7 @@ async def test_the_bench_client_aiohttp_splits_the_wait_too(trusted: TLSFakeServ
     for d in (first, again):
         assert d["status"] == "ok", d["error"]
         w = _sums_to_ttft(d)
-        assert 120 <= w["server"] <= 210 and 60 <= w["first_token"] <= 120, w
+        assert 120 <= w["server"] <= 260 and 30 <= w["first_token"] <= 120, w
         assert d["http"]["request_id"] == "req_7f3a" and d["http"]["http_version"] == "HTTP/1.1"
     w1, w2 = first["metrics"]["wait_ms"], again["metrics"]["wait_ms"]
     assert first["http"]["connection"] == "new" and w1["connect"] > 0 and w1["dns"] > 0 and w1["tls"] == 0
@@ -253,3 +254,67 @@ def test_ask_summary_line_gives_the_split_and_the_request_id(trusted: TLSFakeSer
     p = subprocess.run([*cmd, "hi"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert "(new connection), server 1" in p.stderr and "request id req_7f3a" in p.stderr, p.stderr
+
+
+class _FakeStream:
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+class _FakeNet:
+    """A network backend whose addresses hang, fail or connect, after a delay each."""
+
+    def __init__(self, plan: dict[str, tuple[str, float]]) -> None:
+        self.plan = plan
+        self.started: list[str] = []
+        self.made: list[_FakeStream] = []
+
+    async def connect_tcp(self, host: str, port: int, *args: Any) -> Any:
+        import asyncio
+
+        import httpcore2
+
+        self.started.append(host)
+        what, delay = self.plan[host]
+        await asyncio.sleep(delay)
+        if what == "fail":
+            raise httpcore2.ConnectError(f"{host} refused")
+        stream = _FakeStream(host)
+        self.made.append(stream)
+        return stream
+
+
+async def test_happy_eyeballs_moves_on_from_a_silent_address_and_closes_losers() -> None:
+    import time
+
+    from backends.http import _ResolvingBackend
+
+    net = _FakeNet({"::1": ("hang", 30.0), "127.0.0.1": ("ok", 0.01)})
+    backend = _ResolvingBackend(net)  # type: ignore[arg-type]
+    t0 = time.monotonic()
+    stream = await backend._connect_any(["::1", "127.0.0.1"], 1, None, None, None)
+    assert stream.address == "127.0.0.1" and time.monotonic() - t0 < 5  # not the 30 s of the silent one
+    assert net.started == ["::1", "127.0.0.1"]
+
+    net = _FakeNet({"a": ("fail", 0.0), "b": ("fail", 0.0)})
+    with pytest.raises(Exception, match="b refused"):
+        await _ResolvingBackend(net)._connect_any(["a", "b"], 1, None, None, None)  # type: ignore[arg-type]
+
+    net = _FakeNet({"a": ("ok", 0.6), "b": ("ok", 0.05)})  # b wins while a is still connecting
+    stream = await _ResolvingBackend(net)._connect_any(["a", "b"], 1, None, None, None)  # type: ignore[arg-type]
+    assert stream.address == "b" and all(s.closed for s in net.made if s is not stream)
+
+
+def test_resolved_addresses_alternate_families() -> None:
+    import socket
+
+    from backends.http import _interleave
+
+    v6, v4 = socket.AF_INET6, socket.AF_INET
+    infos = [(v6, 1, 6, "", ("::1", 1)), (v6, 1, 6, "", ("::2", 1)), (v4, 1, 6, "", ("1.1.1.1", 1))]
+    infos.append((v4, 1, 6, "", ("1.1.1.1", 1)))
+    assert _interleave(infos) == ["::1", "1.1.1.1", "::2"]
