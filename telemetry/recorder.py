@@ -247,7 +247,9 @@ class TurnRecorder:
                 tps = n / span_s
                 cur_tpot = 1000 / tps
         last = self.attempts[-1] if self.attempts else None
-        wire = live_phase(self.wire_steps, last.headers_ns if last else None) if phase == "waiting" else None
+        wire = None
+        if phase == "waiting" and last is not None:
+            wire = live_phase(self.wire_steps, last.headers_ns, last.status)
         if wire is None and phase == "waiting" and last is not None and self.api in ENGINE_APIS:
             wire = ("prefill", last.sent_ns)
         load = None

@@ -127,3 +127,14 @@ def test_a_local_engine_waits_in_prefill_and_its_wait_is_the_server_part() -> No
     d = rec.finish().to_dict()
     assert d["metrics"]["wait_ms"]["server"] == pytest.approx(420) and d["http"] is None
     assert sum(d["metrics"]["wait_ms"].values()) == pytest.approx(d["metrics"]["ttft_ms"])
+
+
+def test_an_error_response_waits_to_retry_not_for_a_token() -> None:
+    rec = recorder()
+    for e in [ev.AttemptSent(at(0), 1), ev.WireStep(at(0), 1, "pool"), ev.HeadersReceived(at(40), 1, 429)]:
+        rec.feed(e)
+    assert rec.snapshot(at(100)).wait_phase == "backoff"
+    rec.feed(ev.AttemptSent(at(540), 2))
+    rec.feed(ev.WireStep(at(540), 2, "pool"))
+    rec.feed(ev.WireStep(at(541), 2, "send"))
+    assert rec.snapshot(at(545)).wait_phase == "send"
