@@ -80,3 +80,13 @@ def test_old_records_without_the_fields_still_draw_and_diagnose() -> None:
     del d["metrics"]["wait_ms"], d["http"]
     assert "shorten the prompt" in diagnose_turn(d)
     assert turn_timeline(d).segments[0].phase == "waiting"
+
+
+def test_the_session_verdict_names_the_server_when_its_part_dominates() -> None:
+    from telemetry.diagnosis import diagnose_session
+
+    recs = [wired(send=5, server=3000, first_token=40) for _ in range(3)]
+    v = diagnose_session(recs)
+    assert "before the first token: the server's part (100% of it)" in v and "not the network" in v
+    old = [play(stream(first_ms=4000, gap_ms=10, visible=20)) for _ in range(3)]
+    assert "prompt length, queueing or retries dominate" in diagnose_session(old)
