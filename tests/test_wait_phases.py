@@ -291,10 +291,10 @@ class _FakeNet:
 async def test_happy_eyeballs_moves_on_from_a_silent_address_and_closes_losers() -> None:
     import time
 
-    from backends.http import _ResolvingBackend
+    from backends.resolve import ResolvingBackend
 
     net = _FakeNet({"::1": ("hang", 30.0), "127.0.0.1": ("ok", 0.01)})
-    backend = _ResolvingBackend(net)  # type: ignore[arg-type]
+    backend = ResolvingBackend(net)  # type: ignore[arg-type]
     t0 = time.monotonic()
     stream = await backend._connect_any(["::1", "127.0.0.1"], 1, None, None, None)
     assert stream.address == "127.0.0.1" and time.monotonic() - t0 < 5  # not the 30 s of the silent one
@@ -302,17 +302,17 @@ async def test_happy_eyeballs_moves_on_from_a_silent_address_and_closes_losers()
 
     net = _FakeNet({"a": ("fail", 0.0), "b": ("fail", 0.0)})
     with pytest.raises(Exception, match="b refused"):
-        await _ResolvingBackend(net)._connect_any(["a", "b"], 1, None, None, None)  # type: ignore[arg-type]
+        await ResolvingBackend(net)._connect_any(["a", "b"], 1, None, None, None)  # type: ignore[arg-type]
 
     net = _FakeNet({"a": ("ok", 0.6), "b": ("ok", 0.05)})  # b wins while a is still connecting
-    stream = await _ResolvingBackend(net)._connect_any(["a", "b"], 1, None, None, None)  # type: ignore[arg-type]
+    stream = await ResolvingBackend(net)._connect_any(["a", "b"], 1, None, None, None)  # type: ignore[arg-type]
     assert stream.address == "b" and all(s.closed for s in net.made if s is not stream)
 
 
 def test_resolved_addresses_alternate_families() -> None:
     import socket
 
-    from backends.http import _interleave
+    from backends.resolve import _interleave
 
     v6, v4 = socket.AF_INET6, socket.AF_INET
     infos = [(v6, 1, 6, "", ("::1", 1)), (v6, 1, 6, "", ("::2", 1)), (v4, 1, 6, "", ("1.1.1.1", 1))]
