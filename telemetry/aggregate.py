@@ -25,7 +25,8 @@ import numpy as np
 
 from telemetry.metrics import percentiles
 from telemetry.record import chunk_times_ms
-from telemetry.wire import split_summary
+from telemetry.wire import KEYS as WAIT_KEYS
+from telemetry.wire import WaitSplit
 
 # The client is said to distort what it measures past these (one process).
 CLIENT_LAG_P99_MS = 5.0
@@ -256,6 +257,29 @@ def aggregate_level(
         "wait_ms": split_summary(ok),  # telemetry.wire: the wait's parts per request, summarised
     }
     out["vllm"] = vllm_summary(out, mode=mode, level=level)
+    return out
+
+
+def split_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per-level wait parts of completed ``ttft.turn`` dicts: p50/p90/p99 of each key and of the
+    network and server parts, and how many records had a split; None when none had one.
+
+    Under load, a ``server`` part growing from level to level is the server's queue; a
+    ``pool`` part growing is this client's own connection limit.
+    """
+    splits = [w for r in records if (w := WaitSplit.from_dict((r.get("metrics") or {}).get("wait_ms"))) is not None]
+    if not splits:
+        return None
+
+    def pct(values: list[float]) -> dict[str, float | None]:
+        p = percentiles(values)
+        return {k: p[k] for k in ("p50", "p90", "p99")}
+
+    out: dict[str, Any] = {"requests": len(splits)}
+    for key in WAIT_KEYS:
+        out[key] = pct([getattr(w, key) for w in splits])
+    out["network"] = pct([w.network_ms for w in splits])
+    out["server_part"] = pct([w.server_ms for w in splits])
     return out
 
 

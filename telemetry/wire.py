@@ -171,28 +171,3 @@ def live_phase(
     if steps:
         return steps[-1]
     return None  # no wire trace (a local engine): the front end says "waiting for the first token"
-
-
-def split_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """Per-level wait parts of completed ``ttft.turn`` dicts: p50/p90/p99 of each key and of the
-    network and server parts, and how many records had a split; None when none had one.
-
-    Under load, a ``server`` part growing from level to level is the server's queue; a
-    ``pool`` part growing is this client's own connection limit.
-    """
-    from telemetry.metrics import percentiles  # here: metrics imports this module
-
-    splits = [w for r in records if (w := WaitSplit.from_dict((r.get("metrics") or {}).get("wait_ms"))) is not None]
-    if not splits:
-        return None
-
-    def pct(values: list[float]) -> dict[str, float | None]:
-        p = percentiles(values)
-        return {k: p[k] for k in ("p50", "p90", "p99")}
-
-    out: dict[str, Any] = {"requests": len(splits)}
-    for key in KEYS:
-        out[key] = pct([getattr(w, key) for w in splits])
-    out["network"] = pct([w.network_ms for w in splits])
-    out["server_part"] = pct([w.server_ms for w in splits])
-    return out
