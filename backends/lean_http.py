@@ -9,6 +9,10 @@ What it keeps, so a record does not depend on the client:
 - the same per-turn :class:`backends.http.Probe` bookkeeping as the httpx2 hooks: an
   ``AttemptSent`` as the request leaves, ``HeadersReceived`` with status and retry-after when
   the headers are in, and every raw read stamped on arrival (``Probe._chunk``);
+- the wait's wire steps (``telemetry.wire``) from aiohttp's trace hooks: pool, dns, connect,
+  send, server, and the ``http`` facts of the headers. aiohttp's connect includes the TLS
+  handshake (it has no hook between them), so on this client ``tls`` is 0 and ``connect``
+  holds both;
 - its errors raised as the httpx2 errors they correspond to (connect refused or timed out,
   read timeout, a connection dropped mid-body), so :mod:`backends.errors` words them alike;
 - the pool sized for every stream (a stream waiting for a connection would count it as TTFT)
@@ -19,12 +23,15 @@ aiohttp is imported on first use: ``ttft ask`` keeps the httpx2 client (one turn
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable, Mapping
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
+import httpcore2
 import httpx2
 
 from backends.http import Probe, no_tls_context, parse_retry_after
+from backends.http_meta import http_info
 from telemetry import events as ev
 
 if TYPE_CHECKING:
@@ -114,6 +121,42 @@ class AiohttpResponse:
             self._raw.close()
 
 
+def _on(phase: str | None, *, new: bool = False) -> Callable[..., Any]:
+    """An aiohttp trace hook: the attempt (``trace_request_ctx``) entered ``phase``."""
+
+    async def hook(session: object, ctx: SimpleNamespace, params: object) -> None:
+        attempt = ctx.trace_request_ctx
+        if isinstance(attempt, _Attempt):
+            attempt.probe.traced = True
+            if new:
+                attempt.probe.connected = True
+            if phase is not None:
+                attempt.probe.step(attempt.number, phase)
+
+    return hook
+
+
+class _Attempt:
+    __slots__ = ("number", "probe")
+
+    def __init__(self, probe: Probe, number: int) -> None:
+        self.probe = probe
+        self.number = number
+
+
+def _trace_config() -> aiohttp.TraceConfig:
+    import aiohttp
+
+    tc = aiohttp.TraceConfig()
+    tc.on_connection_create_start.append(_on("connect", new=True))
+    tc.on_dns_resolvehost_start.append(_on("dns"))
+    tc.on_dns_resolvehost_end.append(_on("connect"))
+    tc.on_connection_create_end.append(_on("send"))
+    tc.on_connection_reuseconn.append(_on("send"))
+    tc.on_request_chunk_sent.append(_on("server"))
+    return tc
+
+
 class AiohttpClient:
     """An aiohttp session for many concurrent streams, feeding per-turn probes."""
 
@@ -137,7 +180,9 @@ class AiohttpClient:
         connector = aiohttp.TCPConnector(
             limit=self.max_connections or 100,
             limit_per_host=0,
-            ssl=True if self.tls else no_tls_context(),
+            # httpx2's trust (SSL_CERT_FILE / SSL_CERT_DIR read now, as the SDK clients do), not aiohttp's
+            # context built when aiohttp was imported.
+            ssl=httpcore2.default_ssl_context() if self.tls else no_tls_context(),
             ttl_dns_cache=300,
         )
         timeout = aiohttp.ClientTimeout(
@@ -145,7 +190,11 @@ class AiohttpClient:
         )
         # No cookies kept between requests, as an SDK client without a jar: each turn stands alone.
         return aiohttp.ClientSession(
-            connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar(), raise_for_status=False
+            connector=connector,
+            timeout=timeout,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            raise_for_status=False,
+            trace_configs=[_trace_config()],
         )
 
     async def send(
@@ -162,15 +211,25 @@ class AiohttpClient:
         probe.last_arrival_ns = None
         probe.reads = 0
         probe.body_tail = b""
-        probe.pending.append(ev.AttemptSent(ev.now_ns(), probe.attempt))
+        probe.connected = probe.traced = False
+        t = ev.now_ns()
+        probe.push(ev.AttemptSent(t, probe.attempt))
+        probe.push(ev.WireStep(t, probe.attempt, "pool"))
+        attempt = _Attempt(probe, probe.attempt)
         try:
-            raw = await self._session.post(url, data=body, headers=headers, params=params or None)
+            raw = await self._session.post(
+                url, data=body, headers=headers, params=params or None, trace_request_ctx=attempt
+            )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _as_httpx(exc, request) from exc
         t = ev.now_ns()
         probe.status = raw.status
         probe.retry_after_s = parse_retry_after(raw.headers)  # type: ignore[arg-type]
-        probe.pending.append(ev.HeadersReceived(t, probe.attempt, raw.status, probe.retry_after_s))
+        version = f"HTTP/{raw.version.major}.{raw.version.minor}" if raw.version else None
+        connection = ("new" if probe.connected else "reused") if probe.traced else None
+        info = http_info(raw.headers, connection=connection, http_version=version)
+        probe.push(ev.HttpResponse(t, probe.attempt, info))
+        probe.push(ev.HeadersReceived(t, probe.attempt, raw.status, probe.retry_after_s))
         return AiohttpResponse(raw, request, probe)
 
     async def aclose(self) -> None:

@@ -29,6 +29,7 @@ from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
 from telemetry.surrogates import scrub
+from telemetry.wire import WaitSplit
 from tui import signals
 from tui.commands.args import model_spec, non_negative_int, positive_int, seconds, temperature
 from tui.format import visible_controls
@@ -163,6 +164,11 @@ def summary_line(d: dict[str, Any]) -> str:
 
     who = f"{d['provider']}:{d['model']}"
     parts = [f"TTFT {f(m.get('ttft_ms'))}"]
+    http = d.get("http") or {}
+    wait = WaitSplit.from_dict(m.get("wait_ms")) if http else None
+    if wait is not None:  # the wire split (telemetry.wire)
+        conn = f" ({http['connection']} connection)" if http.get("connection") else ""
+        parts.append(f"network {f(wait.network_ms)}{conn}, server {f(wait.server)}, first token {f(wait.first_token)}")
     if m.get("reasoning_delay_ms") is not None:
         est = " est" if m.get("reasoning_delay_estimated") else ""
         parts.append(f"TTFVT {f(m.get('ttfvt_ms'))} (thinking {f(m.get('reasoning_delay_ms'))}{est})")
@@ -185,6 +191,8 @@ def summary_line(d: dict[str, Any]) -> str:
     if not d["settings"].get("stream", True):
         parts.append("not streamed")
     line = " · ".join(parts) + f" · {who}"
+    if http.get("request_id"):
+        line += f" · request id {http['request_id']}"
     if d["status"] == "error" and d.get("error"):
         e = d["error"]
         line = f"error: {e['message']}" + (f" {e['hint']}" if e.get("hint") else "") + f"\n{line}"

@@ -154,6 +154,19 @@ def server_line(a: dict[str, Any]) -> str | None:
     return ("          server-reported: " + ", ".join(parts)) if parts else None
 
 
+def wait_line(a: dict[str, Any]) -> str | None:
+    """The level's wait split (``telemetry.wire.split_summary``): a growing server part is the server's queue."""
+    w = a.get("wait_ms")
+    if not isinstance(w, dict):
+        return None
+    parts = [
+        f"{label} p50 {_n(w[key]['p50'])} ms p90 {_n(w[key]['p90'])} ms"
+        for key, label in (("network", "network"), ("server_part", "server"), ("pool", "pool"))
+        if isinstance(w.get(key), dict)
+    ]
+    return "          wait split: " + ", ".join(parts)
+
+
 class TurnsFile:
     """``turns.jsonl``: every record as a valid UTF-8 line. A failed write (disk full) is kept, not raised:
     the run goes on, says so at the end and exits non-zero, and a short write is cut back off the file."""
@@ -345,6 +358,8 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                     progress.end()
                     print(level_row(a), flush=True)
                     if (line := server_line(a)) is not None:
+                        print(line, flush=True)
+                    if (line := wait_line(a)) is not None:
                         print(line, flush=True)
         except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
             progress.end()
