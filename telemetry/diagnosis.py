@@ -14,12 +14,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from telemetry.probe_split import probe_day
+from telemetry.wire import WaitSplit
 
 GOOD_TTFT_MS = 500.0
 FLOW_MS = 1_000.0
 ATTENTION_MS = 10_000.0
 READING_TPOT_MS = 100.0  # slower than ~10 tokens/s trails a reader
 STALL_FACTOR = 10.0
+NEW_CONNECTION_MS = 100.0  # a connection set-up worth naming (and at least this share of the wait:)
+NEW_CONNECTION_SHARE = 0.3
 
 
 def _s(ms: float) -> str:
@@ -55,6 +58,10 @@ def diagnose_turn(rec: dict[str, Any]) -> str:
             f"{attempts - 1} retr{'y' if attempts == 2 else 'ies'} cost {_s(retry)} of the {_s(ttft)} wait: "
             "the provider was rate-limiting or overloaded; slow down or raise the limit."
         )
+    wait = WaitSplit.from_dict(m.get("wait_ms")) if isinstance(rec.get("http"), dict) else None
+    setup = _new_connection(wait, rec.get("http"), ttft)
+    if setup:
+        return setup
     delay = m.get("reasoning_delay_ms")
     if delay and ttfvt and delay >= 0.5 * ttfvt and ttfvt >= FLOW_MS:
         est = " (estimated from reasoning tokens)" if m.get("reasoning_delay_estimated") else ""
@@ -73,6 +80,8 @@ def diagnose_turn(rec: dict[str, Any]) -> str:
         return probed
     if e2e and ttft >= FLOW_MS and phases.get("waiting", 0) >= 0.5 * e2e:
         share = 100 * phases["waiting"] / e2e
+        if wait is not None:
+            return _wait_split(wait, ttft)
         return (
             f"{share:.0f}% of the time came before the first token ({_s(ttft)}): "
             "shorten the prompt, reuse a cached prefix, or check the server's queue."
@@ -97,6 +106,46 @@ def diagnose_turn(rec: dict[str, Any]) -> str:
         )
     speed = f", then {1000 / tpot:.0f} tokens/s" if tpot else ""
     return f"Responsive: first token in {_s(ttft)}{speed}; nothing to fix."
+
+
+def _new_connection(wait: WaitSplit | None, http: Any, ttft: float) -> str:
+    """A fresh connection's set-up (dns + connect + tls) that took a visible share of the wait."""
+    if wait is None or not isinstance(http, dict) or http.get("connection") != "new":
+        return ""
+    setup = wait.dns + wait.connect + wait.tls
+    if setup < NEW_CONNECTION_MS or setup < NEW_CONNECTION_SHARE * ttft:
+        return ""
+    what = "A new TLS connection" if wait.tls > 0 else "A new connection"
+    return f"{what} cost {_s(setup)} of the {_s(ttft)} wait; later turns reuse it while it stays open."
+
+
+def _wait_split(wait: WaitSplit, ttft: float) -> str:
+    """A long wait, said by the part of it that dominated (the wire split)."""
+    net = wait.network_ms
+    if net >= 0.5 * ttft:
+        return (
+            f"The network took {_s(net)} of the {_s(ttft)} wait (dns {_s(wait.dns)}, connect {_s(wait.connect)}, "
+            f"TLS {_s(wait.tls)}, send {_s(wait.send)}): a closer server or a kept-alive connection would help."
+        )
+    if wait.server >= 0.5 * ttft:
+        return (
+            f"The server took {_s(wait.server)} after the request arrived, before its headers: "
+            f"a queue or a long prefill, not the network ({_s(net)})."
+        )
+    if wait.first_token >= 0.5 * ttft:
+        return (
+            f"The server sent its headers, then its first token {_s(wait.first_token)} later: "
+            f"a queue or a long prefill, not the network ({_s(net)})."
+        )
+    if wait.server_ms >= 0.5 * ttft:
+        return (
+            f"The server took {_s(wait.server_ms)} of the {_s(ttft)} wait ({_s(wait.server)} before its headers, "
+            f"{_s(wait.first_token)} after): a queue or a long prefill, not the network ({_s(net)})."
+        )
+    return (
+        f"The {_s(ttft)} wait was split: network {_s(net)}, server {_s(wait.server_ms)}, "
+        f"earlier attempts and the pool {_s(wait.retries + wait.pool)}."
+    )
 
 
 def _k_tokens(n: float) -> str:

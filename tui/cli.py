@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args_list = ["chat", *args_list]
     only = args_list[0] if args_list[0] in COMMANDS else None
     parser = build_parser(only)
-    if only == "chat" and "chat" not in parser._subparsers._group_actions[0].choices:  # type: ignore[union-attr]
+    if only == "chat" and "chat" not in parser._subparsers._group_actions[0].choices:  # type: ignore[union-attr,operator]
         parser.print_help()
         return 0
     args = parser.parse_args(args_list)
