@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from backends.probe_plan import make_plan
+from telemetry.record import SCHEMA
 from tests.fakes.prefill_server import PrefillServer
 from tui.cli import main
 
@@ -80,7 +81,7 @@ def test_json_recovers_the_servers_costs(srv: PrefillServer, env: Path, tmp_path
     # --out: every turn as ttft.turn JSONL, the chart as SVG, the JSON again.
     (jsonl,) = out.glob("*.jsonl")
     turns = [json.loads(line) for line in jsonl.read_text().splitlines()]
-    assert len(turns) == plan.requests and {t["schema"] for t in turns} == {"ttft.turn/1"}
+    assert len(turns) == plan.requests and {t["schema"] for t in turns} == {SCHEMA}
     kinds = {t["extra"]["probe_point"]["kind"] for t in turns}
     assert kinds == {"warmup", "input", "cache_cold", "cache_warm", "output"}
     ET.fromstring((out / "probe.svg").read_text())

@@ -1,11 +1,10 @@
 """A saved probe: stored per target with credentials masked, read back defensively, and used to split
 a turn's server wait into the prefill expected for its prompt and the server's queue (hand-made turns
-with a hand-made ``wait_ms``: the shape the wire-level wait split gives every turn)."""
+with hand-made wire steps, which give the turn its ``wait_ms``)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,12 +12,10 @@ from typing import Any
 
 import pytest
 
-import telemetry.recorder as recorder_mod
 from backends.base import ChatRequest, Message
 from backends.turn import new_recorder
 from telemetry import events as ev
 from telemetry.diagnosis import diagnose_turn
-from telemetry.metrics import TurnMetrics, compute
 from telemetry.probe_result import CacheFit, Estimate, ProbeFit
 from telemetry.probe_split import SavedProbe, server_wait_ms, split_server_wait
 from telemetry.probe_store import probe_path, save_probe, saved_probe
@@ -116,32 +113,33 @@ def test_new_recorder_picks_up_the_saved_probe_and_the_probe_itself_does_not(dat
     assert own.probe is None
 
 
-@dataclass(frozen=True)
-class _WithWait(TurnMetrics):
-    """TurnMetrics as the wait split makes them: with ``wait_ms``."""
-
-    wait_ms: dict[str, float] = field(default_factory=dict)
-
-
 def _turn(monkeypatch: pytest.MonkeyPatch, wait: dict[str, float] | None, probe: SavedProbe | None) -> dict[str, Any]:
-    if wait is not None:
-        with_wait = lambda *a, **k: _WithWait(**vars_of(compute(*a, **k)), wait_ms=wait)  # noqa: E731
-        monkeypatch.setattr(recorder_mod, "compute", with_wait)
+    """A turn whose wire steps (when ``wait`` is given) tile its wait as ``wait`` says."""
     r = recorder(probe=probe)
-    ttft = sum(wait.values()) if wait else 2000.0
-    for e in (
-        ev.AttemptSent(at(0), 1),
-        ev.HeadersReceived(at(ttft / 2), 1, 200),
-        *[ev.TextDelta(at(ttft + 10 * i), "word", 1) for i in range(20)],
-        ev.Usage(at(ttft + 200), input=3100, cached_input=0, output=20, reasoning=0),
-        ev.Finished(at(ttft + 201), "stop"),
-    ):
+    events: list[ev.Event] = [ev.AttemptSent(at(0), 1)]
+    t = 0.0
+    if wait is not None:
+        for phase in ("pool", "dns", "connect", "tls", "send", "server", "first_token"):
+            if wait[phase] > 0 or phase in ("pool", "server", "first_token"):
+                events.append(ev.WireStep(at(t), 1, phase))
+                if phase == "first_token":
+                    events.append(ev.HeadersReceived(at(t), 1, 200))
+            t += wait[phase]
+    else:
+        t = 2000.0
+        events.append(ev.HeadersReceived(at(t / 2), 1, 200))
+    events += [ev.TextDelta(at(t + 10 * i), "word", 1) for i in range(20)]
+    events += [
+        ev.Usage(at(t + 200), input=3100, cached_input=0, output=20, reasoning=0),
+        ev.Finished(at(t + 201), "stop"),
+    ]
+    for e in events:
         r.feed(e)
-    return r.finish().to_dict()
-
-
-def vars_of(m: TurnMetrics) -> dict[str, Any]:
-    return {f: getattr(m, f) for f in m.__dataclass_fields__ if f != "wait_ms"}
+    d = r.finish().to_dict()
+    if wait is not None:
+        assert d["metrics"]["wait_ms"]["server"] == pytest.approx(wait["server"])
+        assert d["metrics"]["wait_ms"]["first_token"] == pytest.approx(wait["first_token"])
+    return d
 
 
 PROBE = SavedProbe("openai", "m", "http://127.0.0.1:1/v1", "2026-12-02T09:30:00+00:00", FIT)
@@ -168,8 +166,15 @@ def test_a_long_prompt_is_named_when_prefill_dominated(monkeypatch: pytest.Monke
     assert "the prompt's length, not a queue" in d["diagnosis"]
 
 
-def test_without_a_probe_or_without_a_wait_split_nothing_is_added(monkeypatch: pytest.MonkeyPatch) -> None:
-    none = _turn(monkeypatch, None, PROBE)  # a turn with no wait_ms (an old engine, a failed split)
+def test_without_a_probe_or_a_first_token_nothing_is_added(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without a trace the whole send -> headers is the server's part, and the split still holds.
+    untraced = _turn(monkeypatch, None, PROBE)
+    assert untraced["metrics"]["expected_prefill_ms"] == pytest.approx(40 + 38 * 3.1)
+    # A turn that never got a first token has no wait to split.
+    r = recorder(probe=PROBE)
+    for e in (ev.AttemptSent(at(0), 1), ev.HeadersReceived(at(100), 1, 200), ev.Cancelled(at(3000))):
+        r.feed(e)
+    none = r.finish().to_dict()
     assert none["metrics"]["expected_prefill_ms"] is None and none["metrics"]["server_queue_ms"] is None
     assert "probe" not in none["extra"] and "probe of" not in none["diagnosis"]
     plain = _turn(monkeypatch, _wait(1200.0, 700.0), None)
