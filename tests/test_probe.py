@@ -138,3 +138,16 @@ def test_unreachable_server_fails_at_the_warm_up(env: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert rc == 1 and "warm-up request failed" in err and "Traceback" not in err
     assert not (Path(os.environ["TTFT_DATA_DIR"]) / "probes").exists()
+
+
+def test_a_local_model_scales_the_plan_to_the_smaller_of_its_contexts() -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from tui.commands.probe import _context
+
+    async def load() -> dict:
+        return {"n_ctx": 4096, "n_ctx_train": 2048}
+
+    assert asyncio.run(_context(SimpleNamespace(load=load))) == 2048
+    assert asyncio.run(_context(SimpleNamespace())) is None  # a hosted API: the 8k plan
