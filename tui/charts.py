@@ -97,12 +97,18 @@ class Chart:
                     f.draw(f.text(x + span * 0.015, y, lab))
             if len(self.series) < 2:
                 f.legend(False)
+            ys_all = [y for s in self.series for y in s.ys]
+            axes: list[tuple[str, list[float]]] = [("y", ys_all)]
             if self.x_whole:  # users: ticks at the levels, never 1.17 of one
                 xt = sorted({x for s in self.series for x in s.xs})
                 f.ruler("x").ticks(xt, [f"{x:g}" for x in xt])
-            elif max(xs_all) >= 1000:  # plotext would write 1.4e3: plain numbers read better
-                ticks = [t for t in _nice_ticks(min(0.0, min(xs_all)), max(xs_all)) if t <= max(xs_all)]
-                f.ruler("x").ticks(ticks, [_fmt_tick(t) for t in ticks])
+            else:
+                axes.insert(0, ("x", xs_all))
+            for axis, vals in axes:
+                lo, hi = min(vals), max(vals)
+                if max(abs(lo), abs(hi)) >= 1000:  # plotext would write 1.4e3: plain numbers read better
+                    ticks = [t for t in _nice_ticks(min(0.0, lo), hi) if lo <= t <= hi or t == 0]
+                    f.ruler(axis).ticks(ticks, [_fmt_tick(t) for t in ticks])
         f.title(self.title)
         f.label(self.xlabel, "x")
         f.label(self.ylabel, "y")

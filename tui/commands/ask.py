@@ -183,6 +183,8 @@ def summary_line(d: dict[str, Any]) -> str:
         parts.append(f"E2E {f(m['e2e_ms'])}")
     else:  # no token came: an "E2E" would time an answer that does not exist
         parts.append(f"no tokens ({f(m.get('total_ms'))} in all)")
+    if m.get("expected_prefill_ms") is not None and m.get("server_queue_ms") is not None:  # a saved ttft probe
+        parts.append(f"server: prefill {f(m['expected_prefill_ms'])} expected, queue {f(m['server_queue_ms'])}")
     own = m.get("own_delay_ms")
     if own is not None and own >= OWN_DELAY_SHOWN_MS:
         parts.append(f"ttft's own {f(own)} before the send")
