@@ -509,10 +509,20 @@ class LoadRunner:
         )
 
     async def level(self, level_index: int) -> LevelResult:
-        level = self.cfg.levels[level_index]
-        start_index = level_index * self.cfg.requests
+        return await self.probe(
+            self.cfg.levels[level_index],
+            requests=self.cfg.requests,
+            level_index=level_index,
+            start_index=level_index * self.cfg.requests,
+        )
+
+    async def probe(self, level: float, *, requests: int, level_index: int, start_index: int) -> LevelResult:
+        """``requests`` requests at any ``level`` (the capacity search's probes; ``level`` runs the configured ones).
+
+        ``start_index`` numbers the prompts (unique across a run); ``level_index`` seeds open-loop arrivals.
+        """
         if self.cfg.workers > 1:
-            return await self._run_split(self.cfg, level, level_index, start_index=start_index)
+            return await self._run_split(self.cfg, level, level_index, requests=requests, start_index=start_index)
         assert self.backend is not None
         return await run_level(
             self.backend,
@@ -521,6 +531,7 @@ class LoadRunner:
             run_id=self.run_id,
             level_index=level_index,
             start_index=start_index,
+            requests=requests,
             on_progress=self.on_progress,
         )
 
