@@ -7,8 +7,12 @@ HTTP/1.1 in C and hands over each socket read as it lands, as AIPerf's clients d
 What it keeps, so a record does not depend on the client:
 
 - the same per-turn :class:`backends.http.Probe` bookkeeping as the httpx2 hooks: an
-  ``AttemptSent`` as the request leaves, ``HeadersReceived`` with status and retry-after when
-  the headers are in, and every raw read stamped on arrival (``Probe._chunk``);
+  ``AttemptSent`` as the request leaves, the wire steps of the wait (``pool`` at the send,
+  ``dns``, ``connect``, ``send`` once a connection is in hand, ``server`` once the body is
+  written: from aiohttp's request tracing, per request, never per chunk; TLS is inside
+  ``connect`` here, aiohttp reports no handshake of its own), ``HttpResponse`` (the ``http``
+  facts, new or reused connection) and ``HeadersReceived`` when the headers are in, and every
+  raw read stamped on arrival (``Probe._chunk``);
 - its errors raised as the httpx2 errors they correspond to (connect refused or timed out,
   read timeout, a connection dropped mid-body), so :mod:`backends.errors` words them alike;
 - the pool sized for every stream (a stream waiting for a connection would count it as TTFT)
@@ -19,12 +23,15 @@ aiohttp is imported on first use: ``ttft ask`` keeps the httpx2 client (one turn
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 
 from backends.http import Probe, no_tls_context, parse_retry_after
+from backends.http_meta import http_info
 from telemetry import events as ev
 
 if TYPE_CHECKING:
@@ -114,6 +121,38 @@ class AiohttpResponse:
             self._raw.close()
 
 
+def _step(phase: str, *, connected: bool = False, ip_only: bool = False) -> Any:
+    """An aiohttp trace callback: the probe's attempt (the request's trace context) entered ``phase``.
+
+    ``ip_only``: only when the host is an IP address (aiohttp then resolves nothing, so the
+    connection's start is the connect; a host name's connect starts once it is resolved)."""
+
+    async def on(session: Any, ctx: SimpleNamespace, params: Any) -> None:
+        probe, attempt, is_ip = ctx.trace_request_ctx
+        if attempt != probe.attempt or (ip_only and not is_ip):
+            return
+        probe.traced = True
+        if connected:
+            probe.connected = True
+        probe.step(attempt, phase)
+
+    return on
+
+
+def _tracing() -> aiohttp.TraceConfig:
+    import aiohttp
+
+    tc = aiohttp.TraceConfig()
+    tc.on_connection_create_start.append(_step("connect", connected=True, ip_only=True))
+    tc.on_dns_resolvehost_start.append(_step("dns", connected=True))
+    tc.on_dns_resolvehost_end.append(_step("connect", connected=True))
+    tc.on_dns_cache_hit.append(_step("connect", connected=True))
+    tc.on_connection_create_end.append(_step("send", connected=True))
+    tc.on_connection_reuseconn.append(_step("send"))
+    tc.on_request_chunk_sent.append(_step("server"))
+    return tc
+
+
 class AiohttpClient:
     """An aiohttp session for many concurrent streams, feeding per-turn probes."""
 
@@ -130,6 +169,7 @@ class AiohttpClient:
         self.max_connections = max_connections
         self.tls = tls
         self._session: aiohttp.ClientSession | None = None
+        self._ip_hosts: dict[str, bool] = {}
 
     def _open_session(self) -> aiohttp.ClientSession:
         import aiohttp
@@ -145,8 +185,23 @@ class AiohttpClient:
         )
         # No cookies kept between requests, as an SDK client without a jar: each turn stands alone.
         return aiohttp.ClientSession(
-            connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar(), raise_for_status=False
+            connector=connector,
+            timeout=timeout,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            raise_for_status=False,
+            trace_configs=[_tracing()],
         )
+
+    def _is_ip(self, url: str) -> bool:
+        if url not in self._ip_hosts:
+            host = httpx2.URL(url).host
+            try:
+                ipaddress.ip_address(host)
+            except ValueError:
+                self._ip_hosts[url] = False
+            else:
+                self._ip_hosts[url] = True
+        return self._ip_hosts[url]
 
     async def send(
         self, url: str, *, body: bytes, headers: dict[str, str], params: dict[str, str], probe: Probe
@@ -162,15 +217,27 @@ class AiohttpClient:
         probe.last_arrival_ns = None
         probe.reads = 0
         probe.body_tail = b""
-        probe.pending.append(ev.AttemptSent(ev.now_ns(), probe.attempt))
+        probe.connected = False
+        probe.traced = False
+        t = ev.now_ns()
+        probe.push(ev.AttemptSent(t, probe.attempt))
+        probe.push(ev.WireStep(t, probe.attempt, "pool"))
         try:
-            raw = await self._session.post(url, data=body, headers=headers, params=params or None)
+            raw = await self._session.post(
+                url, data=body, headers=headers, params=params or None, trace_request_ctx=(probe, probe.attempt, self._is_ip(url))
+            )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _as_httpx(exc, request) from exc
         t = ev.now_ns()
         probe.status = raw.status
         probe.retry_after_s = parse_retry_after(raw.headers)  # type: ignore[arg-type]
-        probe.pending.append(ev.HeadersReceived(t, probe.attempt, raw.status, probe.retry_after_s))
+        info = http_info(
+            raw.headers,
+            connection=("new" if probe.connected else "reused") if probe.traced else None,
+            http_version=f"HTTP/{raw.version.major}.{raw.version.minor}" if raw.version else None,
+        )
+        probe.push(ev.HttpResponse(t, probe.attempt, info))
+        probe.push(ev.HeadersReceived(t, probe.attempt, raw.status, probe.retry_after_s))
         return AiohttpResponse(raw, request, probe)
 
     async def aclose(self) -> None:

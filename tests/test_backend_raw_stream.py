@@ -345,3 +345,26 @@ def test_lean_backoff_follows_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
     assert should_retry(resp(400, **{"x-should-retry": "true"})) and not should_retry(
         resp(500, **{"x-should-retry": "false"})
     )
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_lean_clients_split_the_wait_as_the_sdk_path_does(client: str) -> None:
+    """A new connection, then a reused one: the same ``http`` facts and the same phases of the wait."""
+
+    def facts(d: dict[str, Any]) -> tuple[Any, ...]:
+        wait = d["metrics"]["wait_ms"]
+        return d["http"]["connection"], d["http"]["http_version"], sorted(k for k, v in wait.items() if v > 0)
+
+    out = []
+    with FakeServer(Schedule(visible_tokens=3)) as srv:
+        for b in (backend_for("compat", srv), lean_for(srv, client)):
+            try:
+                out.append([await one_turn(b, stream=True) for _ in range(2)])
+            finally:
+                await b.aclose()
+    sdk, lean = out
+    assert [facts(d) for d in lean] == [facts(d) for d in sdk]
+    assert facts(lean[0])[0] == "new" and "connect" in facts(lean[0])[2]
+    assert facts(lean[1])[0] == "reused" and "connect" not in facts(lean[1])[2]
+    for d in lean:  # the phases tile the wait
+        assert sum(d["metrics"]["wait_ms"].values()) == pytest.approx(d["metrics"]["ttft_ms"], abs=0.01)
