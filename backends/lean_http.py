@@ -224,7 +224,11 @@ class AiohttpClient:
         probe.push(ev.WireStep(t, probe.attempt, "pool"))
         try:
             raw = await self._session.post(
-                url, data=body, headers=headers, params=params or None, trace_request_ctx=(probe, probe.attempt, self._is_ip(url))
+                url,
+                data=body,
+                headers=headers,
+                params=params or None,
+                trace_request_ctx=(probe, probe.attempt, self._is_ip(url)),
             )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _as_httpx(exc, request) from exc
