@@ -23,6 +23,7 @@ aiohttp is imported on first use: ``ttft ask`` keeps the httpx2 client (one turn
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 from collections.abc import AsyncIterator, Mapping
 from types import SimpleNamespace
@@ -66,10 +67,13 @@ class AiohttpResponse:
     """One attempt's response: the attributes the lean reader and :mod:`backends.errors` read
     from an ``httpx2.Response`` (status, headers, request, body), and a stamped byte stream."""
 
-    __slots__ = ("_body", "_done", "_raw", "headers", "probe", "request", "status_code")
+    __slots__ = ("_body", "_done", "_raw", "headers", "probe", "request", "status_code", "timeout_s")
 
-    def __init__(self, raw: aiohttp.ClientResponse, request: httpx2.Request, probe: Probe) -> None:
+    def __init__(
+        self, raw: aiohttp.ClientResponse, request: httpx2.Request, probe: Probe, timeout_s: float | None
+    ) -> None:
         self._raw = raw
+        self.timeout_s = timeout_s
         self.request = request
         self.probe = probe
         self.status_code = raw.status
@@ -99,7 +103,11 @@ class AiohttpResponse:
 
     async def aread(self) -> bytes:
         if self._body is None:
-            self._body = b"".join([d async for d in self.aiter_bytes()])
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    self._body = b"".join([d async for d in self.aiter_bytes()])
+            except TimeoutError as exc:
+                raise httpx2.ReadTimeout("read timeout", request=self.request) from exc
         return self._body
 
     @property
@@ -180,9 +188,10 @@ class AiohttpClient:
             ssl=True if self.tls else no_tls_context(),
             ttl_dns_cache=300,
         )
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self.connect_timeout_s, sock_read=self.timeout_s or None
-        )
+        # No per-read timeout: aiohttp re-arms it on every socket read (a timer per chunk). The wait
+        # for the headers and a whole-body read each get one timer (send, aread); a stream's
+        # silence is the turn's token-idle clock (backends.hosted), as on the httpx2 path.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s, sock_read=None)
         # No cookies kept between requests, as an SDK client without a jar: each turn stands alone.
         return aiohttp.ClientSession(
             connector=connector,
@@ -223,13 +232,14 @@ class AiohttpClient:
         probe.push(ev.AttemptSent(t, probe.attempt))
         probe.push(ev.WireStep(t, probe.attempt, "pool"))
         try:
-            raw = await self._session.post(
-                url,
-                data=body,
-                headers=headers,
-                params=params or None,
-                trace_request_ctx=(probe, probe.attempt, self._is_ip(url)),
-            )
+            async with asyncio.timeout(self.timeout_s):
+                raw = await self._session.post(
+                    url,
+                    data=body,
+                    headers=headers,
+                    params=params or None,
+                    trace_request_ctx=(probe, probe.attempt, self._is_ip(url)),
+                )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _as_httpx(exc, request) from exc
         t = ev.now_ns()
@@ -242,7 +252,7 @@ class AiohttpClient:
         )
         probe.push(ev.HttpResponse(t, probe.attempt, info))
         probe.push(ev.HeadersReceived(t, probe.attempt, raw.status, probe.retry_after_s))
-        return AiohttpResponse(raw, request, probe)
+        return AiohttpResponse(raw, request, probe, self.timeout_s)
 
     async def aclose(self) -> None:
         if self._session is not None:
