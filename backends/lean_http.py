@@ -67,19 +67,39 @@ class AiohttpResponse:
     """One attempt's response: the attributes the lean reader and :mod:`backends.errors` read
     from an ``httpx2.Response`` (status, headers, request, body), and a stamped byte stream."""
 
-    __slots__ = ("_body", "_done", "_raw", "headers", "probe", "request", "status_code", "timeout_s")
+    __slots__ = (
+        "_body",
+        "_done",
+        "_params",
+        "_raw",
+        "_request",
+        "_url",
+        "headers",
+        "probe",
+        "status_code",
+        "timeout_s",
+    )
 
     def __init__(
-        self, raw: aiohttp.ClientResponse, request: httpx2.Request, probe: Probe, timeout_s: float | None
+        self, raw: aiohttp.ClientResponse, url: str, params: dict[str, str], probe: Probe, timeout_s: float | None
     ) -> None:
         self._raw = raw
         self.timeout_s = timeout_s
-        self.request = request
+        self._url = url
+        self._params = params
+        self._request: httpx2.Request | None = None
         self.probe = probe
         self.status_code = raw.status
         self.headers: Mapping[str, str] = raw.headers
         self._body: bytes | None = None
         self._done = False
+
+    @property
+    def request(self) -> httpx2.Request:
+        """The request as httpx2 would name it, for errors only (built on first use: not per request)."""
+        if self._request is None:
+            self._request = httpx2.Request("POST", self._url, params=self._params or None)
+        return self._request
 
     @property
     def is_success(self) -> bool:
@@ -220,7 +240,6 @@ class AiohttpClient:
 
         if self._session is None:
             self._session = self._open_session()
-        request = httpx2.Request("POST", url, params=params or None)
         probe.attempt += 1
         probe.status = None
         probe.last_arrival_ns = None
@@ -241,7 +260,7 @@ class AiohttpClient:
                     trace_request_ctx=(probe, probe.attempt, self._is_ip(url)),
                 )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _as_httpx(exc, request) from exc
+            raise _as_httpx(exc, httpx2.Request("POST", url, params=params or None)) from exc
         t = ev.now_ns()
         probe.status = raw.status
         probe.retry_after_s = parse_retry_after(raw.headers)  # type: ignore[arg-type]
@@ -252,7 +271,7 @@ class AiohttpClient:
         )
         probe.push(ev.HttpResponse(t, probe.attempt, info))
         probe.push(ev.HeadersReceived(t, probe.attempt, raw.status, probe.retry_after_s))
-        return AiohttpResponse(raw, request, probe, self.timeout_s)
+        return AiohttpResponse(raw, url, params, probe, self.timeout_s)
 
     async def aclose(self) -> None:
         if self._session is not None:
