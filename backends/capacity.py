@@ -43,7 +43,7 @@ class CapacityRun:
         """The probes' aggregates in order of load (the trade-off chart's points)."""
         return [p.aggregate for p in sorted(self.probes, key=lambda p: p.level)]
 
-    def knee(self) -> tuple[float, float] | None:
+    def knee(self) -> cap.Knee | None:
         return cap.knee([(p.level, p.aggregate.get("output_throughput") or 0.0) for p in self.probes])
 
     def summary(self) -> dict[str, Any]:
@@ -65,7 +65,7 @@ class CapacityRun:
             "resolution": self.search.step(),
             "limit": self.search.limit,
             "limit_reached": limit_reached,
-            "knee": None if knee_at is None else {"level": knee_at[0], "output_throughput": knee_at[1]},
+            "knee": None if knee_at is None else knee_at.to_dict(),
             "undecided": undecided,
             "probes": [p.result.to_dict() for p in self.probes],
             "conclusion": cap.conclusion(

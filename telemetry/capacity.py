@@ -13,9 +13,9 @@ users (or requests/s, ``--rate``) can this server carry while its requests meet 
   up to a limit, and the result says when the interval still could not decide (counted as a miss).
 - :class:`Search` doubles the load from a start until a probe misses, then bisects between the last
   pass and the first miss until the bracket is within ``resolution`` (10 %, at least one user).
-- :func:`knee` finds where total throughput stops growing with the load: the break of the best
-  two-segment line fit of output tokens/s against the level (as GuideLLM does), reported when the
-  second segment's slope is under a quarter of the first's.
+- :func:`knee` finds where total throughput stops growing with the load: the break of a two-segment
+  line fit of output tokens/s against the level (as GuideLLM does), reported when the second
+  segment's slope is under a quarter of the first's and no heavier load got a quarter more.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ Verdict = Literal["pass", "fail", "undecided"]
 Z_95 = 1.959964  # two-sided 95 % normal quantile
 DEFAULT_ATTAINMENT = 0.95
 KNEE_SLOPE_RATIO = 0.25  # past the knee, each extra user buys under a quarter of what one did before it
+KNEE_GAIN = 0.25  # ... and no heavier load gets more than a quarter more throughput in all
 
 _KEY = re.compile(r"^(ttft|tpot|e2e|e2el)(?:_p(\d{1,2}(?:\.\d+)?))?$")
 _NAMES = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E"}
@@ -237,29 +238,36 @@ class Search:
         return mid
 
 
-def knee(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
-    """(level, throughput) where total throughput stops growing, or None when it does not (or too few points).
+@dataclass(frozen=True, slots=True)
+class Knee:
+    level: float
+    output_throughput: float  # tokens/s at the knee
+    beyond_max: float  # the most tokens/s any heavier load reached
 
-    Two least-squares lines, one up to and one from a break point (a probed level); the break with
-    the least total squared error wins, and counts as a knee when the slope after it is under
-    KNEE_SLOPE_RATIO of the slope before (and the slope before is positive).
+    def to_dict(self) -> dict[str, float]:
+        return {"level": self.level, "output_throughput": self.output_throughput, "beyond_max": self.beyond_max}
+
+
+def knee(points: Sequence[tuple[float, float]]) -> Knee | None:
+    """Where total throughput stops growing with the load, or None when it does not (or too few points).
+
+    Two least-squares lines, one up to and one from a break point (a probed level), breaks tried
+    from the least total squared error up; the first whose slope after is under KNEE_SLOPE_RATIO
+    of the slope before (a positive one), and past which no heavier load got more than KNEE_GAIN
+    more throughput, is the knee.
     """
     pts = sorted({p[0]: p for p in points if p[1] is not None}.values())
     if len(pts) < 4:
         return None
-    best: tuple[float, int, float, float] | None = None
+    fits = []
     for i in range(1, len(pts) - 1):
-        left, right = pts[: i + 1], pts[i:]
-        (s1, e1), (s2, e2) = _fit(left), _fit(right)
-        err = e1 + e2
-        if best is None or err < best[0]:
-            best = (err, i, s1, s2)
-    if best is None:
-        return None
-    _, i, s1, s2 = best
-    if s1 <= 0 or s2 >= KNEE_SLOPE_RATIO * s1:
-        return None
-    return pts[i]
+        (s1, e1), (s2, e2) = _fit(pts[: i + 1]), _fit(pts[i:])
+        fits.append((e1 + e2, i, s1, s2))
+    for _, i, s1, s2 in sorted(fits):
+        beyond = max(p[1] for p in pts[i + 1 :])
+        if s1 > 0 and s2 < KNEE_SLOPE_RATIO * s1 and beyond <= pts[i][1] * (1 + KNEE_GAIN):
+            return Knee(pts[i][0], pts[i][1], beyond)
+    return None
 
 
 def _fit(pts: Sequence[tuple[float, float]]) -> tuple[float, float]:
@@ -283,7 +291,7 @@ def conclusion(
     mode: str,
     objectives: Objectives,
     goodput: float | None,
-    knee_at: tuple[float, float] | None,
+    knee_at: Knee | None,
     undecided: Sequence[float],
     start: float,
     limit_reached: bool,
@@ -297,10 +305,11 @@ def conclusion(
         text = f"This server carries {_load(capacity, mode)} at {what}{gp}"
         text += f"; the search stopped at its limit of {_load(capacity, mode)}." if limit_reached else "."
     if knee_at is not None:
-        unit = "" if mode == "rate" else " users"
+        unit = " requests/s" if mode == "rate" else " users"
+        more = knee_at.beyond_max / knee_at.output_throughput - 1 if knee_at.output_throughput else 0.0
         text += (
-            f" Past {knee_at[0]:g}{unit}, total throughput stops growing ({knee_at[1]:.0f} tokens/s) "
-            "while each user's speed keeps falling."
+            f" Past {knee_at.level:g}{unit}, total throughput stops growing ({knee_at.output_throughput:.0f} "
+            f"tokens/s there, at most {max(more, 0.0):.0%} more beyond) while each user's speed keeps falling."
         )
     if undecided:
         levels = ", ".join(f"{lv:g}" for lv in undecided)
