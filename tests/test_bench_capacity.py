@@ -203,6 +203,10 @@ def test_find_capacity_on_the_batching_fake_lands_within_one_step_of_its_truth(t
     assert len({t["prompt"] for t in turns}) == len(turns)
     svg = (out / "tradeoff.svg").read_text()
     assert "SLO: p90 TPOT &lt;= 21 ms" in svg and f"capacity c={int(c['capacity'])}" in svg
+    # ttft report reads the folder back: the answer, and the objective on its chart
+    assert main(["report", str(out), "--svg", str(tmp_path / "charts")]) == 0
+    assert c["conclusion"] in capsys.readouterr().out
+    assert "SLO: p90 TPOT" in (tmp_path / "charts" / "tradeoff.svg").read_text()
 
 
 def test_find_capacity_in_rate_mode(tmp_path: Path) -> None:
