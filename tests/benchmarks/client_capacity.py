@@ -93,6 +93,12 @@ def main() -> int:
     p.add_argument("--rates", default="20", help="tokens/s per stream, comma separated")
     p.add_argument("--levels", default="8,16,32,64,128,256,512")
     p.add_argument("--tokens", type=int, default=32, help="output tokens per request")
+    p.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the server and this client on separate halves of the cores",
+    )
     p.add_argument("--all-levels", action="store_true", help="run every level, even after two misses")
     p.add_argument("--rounds", type=int, default=2, help="requests per stream at each level")
     path = p.add_mutually_exclusive_group()
@@ -111,6 +117,10 @@ def main() -> int:
              "--token-ms", str(1000 / rate), "--alpha", "0", "--prefill-ms", "20"],
             cwd=ROOT, stdout=subprocess.DEVNULL,
         )  # fmt: skip
+        cpus = sorted(os.sched_getaffinity(0))
+        if a.pin and len(cpus) >= 2:  # the server on the first half of the cores, this client on the rest
+            os.sched_setaffinity(srv.pid, cpus[: len(cpus) // 2])
+            os.sched_setaffinity(0, cpus[len(cpus) // 2 :])
         try:
             wait_http(f"http://127.0.0.1:{port}/health")
             path = "SDK" if a.sdk else "raw" if a.raw else "lean on httpx2" if a.httpx else "lean on aiohttp (default)"
