@@ -160,17 +160,35 @@ def _label(lv: dict[str, Any]) -> str:
     return f"{lv['level']:g}/s" if lv.get("mode") == "rate" else f"c={int(lv['level'])}"
 
 
-def tradeoff_chart(levels: Sequence[dict[str, Any]], title: str = "Batching trade-off") -> Chart:
-    """Aggregate output tokens/s against per-user tokens/s (1/TPOT p50), a point per level."""
+def tradeoff_chart(
+    levels: Sequence[dict[str, Any]], title: str = "Batching trade-off", capacity: dict[str, Any] | None = None
+) -> Chart:
+    """Aggregate output tokens/s against per-user tokens/s (1/TPOT p50), a point per level.
+
+    With a capacity search's summary (``summary.json``'s ``capacity``): its TPOT objective as the
+    per-user speed it allows (a vertical line at 1000 / bound) and the capacity level's point.
+    """
     pts = [
         (lv["per_user_tokens_per_s"]["p50"], lv["output_throughput"], _label(lv))
         for lv in levels
         if lv.get("per_user_tokens_per_s", {}).get("p50") and lv.get("output_throughput")
     ]
-    s = Series("levels", [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts])
+    series = [Series("levels", [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts])]
+    caption = "Each point is a level: right = faster for each user, up = more for the server."
+    if capacity and pts:
+        top = max(p[1] for p in pts) * 1.05
+        for obj in capacity.get("objectives") or ():
+            if obj.get("metric") == "tpot" and obj.get("bound_ms"):
+                speed = 1000 / obj["bound_ms"]
+                name = f"SLO: p{obj['target'] * 100:g} TPOT <= {obj['bound_ms']:g} ms ({speed:.3g} tok/s per user)"
+                series.append(Series(name, [speed, speed], [0.0, top]))
+        at = next((lv for lv in levels if lv.get("level") == capacity.get("capacity")), None)
+        if at is not None and at.get("per_user_tokens_per_s", {}).get("p50") and at.get("output_throughput"):
+            label = f"capacity {_label(at)}"
+            series.append(Series(label, [at["per_user_tokens_per_s"]["p50"]], [at["output_throughput"]], [label]))
+        caption += " The line is the TPOT objective; the capacity point is the most load that met every objective."
     return Chart(
-        "xy", title, "per-user tokens/s (1 / TPOT p50)", "total output tokens/s", [s],
-        caption="Each point is a level: right = faster for each user, up = more for the server.",
+        "xy", title, "per-user tokens/s (1 / TPOT p50)", "total output tokens/s", series, caption=caption,
     )  # fmt: skip
 
 

@@ -88,7 +88,17 @@ def _bench_from_summary(path: Path) -> Bench:
         raise ValueError(f"{path} is not a ttft bench summary")
     levels = list(data.get("details") or [])
     name = str(data.get("model") or data.get("model_spec") or path.parent.name)
-    return Bench(name, levels, data.get("conclusion") or agg.conclusion(levels), data)
+    conclusion = str(data.get("conclusion") or agg.conclusion(levels))
+    capacity = data.get("capacity")
+    if isinstance(capacity, dict) and capacity.get("conclusion"):  # a --find-capacity run: its answer too
+        conclusion += " " + str(capacity["conclusion"])
+    return Bench(name, levels, conclusion, data)
+
+
+def _capacity(b: Bench) -> dict[str, Any] | None:
+    """A --find-capacity run's summary block (drawn on its trade-off chart), if the bench is one."""
+    capacity = b.meta.get("capacity")
+    return capacity if isinstance(capacity, dict) else None
 
 
 TIMELINE_TURNS = 8  # the timeline's default: the last turns of each group
@@ -238,7 +248,7 @@ def report_charts(loaded: Loaded, turns: str | None) -> list[tuple[str, charts.C
     out: list[tuple[str, charts.Chart]] = []
     for i, b in enumerate(loaded.benches):
         suffix = f"-{i + 1}" if len(loaded.benches) > 1 else ""
-        out += [(f"{name}{suffix}", c) for name, c in bench_charts(b.levels, b.name)]
+        out += [(f"{name}{suffix}", c) for name, c in bench_charts(b.levels, b.name, _capacity(b))]
     session = [r for g in loaded.groups for r in g.records]
     ok = [r for r in session if r.get("status") == "ok"]
     if ok:
