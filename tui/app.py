@@ -502,7 +502,7 @@ class ChatApp(App[None]):
         await self.open_compare(spec)
 
     async def open_compare(self, spec: str) -> None:
-        from tui.commands.compare import parse_model
+        from backends.panes import parse_model
         from tui.compare import CompareScreen
 
         other = parse_model(spec, None)
