@@ -5,13 +5,16 @@ Streams are consumed on the stream thread (``tui.runner.LoopThread``), where
 them in turn), feeds each pane's recorder and logs each turn. The UI thread only
 polls the recorders' snapshots at its frame rate and draws; every figure comes from
 ``telemetry`` (snapshots, records, ``telemetry.compare``).
+
+The screen lays out and routes; the thread hand-off is ``tui.compare_controller``, one pane's
+widgets ``tui.compare_pane``, the slash commands and palette entries ``tui.compare_commands``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -33,7 +36,7 @@ from telemetry.compare import METRICS, Comparison, compare, write_comparison
 from telemetry.log import SessionLog, data_dir
 from telemetry.settings import TurnSettings
 from tui import signals
-from tui.compare_commands import run_command
+from tui.compare_commands import DEFAULT_TRIALS, palette, run_command
 from tui.compare_controller import PaneController
 from tui.compare_pane import PaneView
 from tui.compare_view import pane_color, summary
@@ -42,7 +45,6 @@ from tui.runner import LoopThread, collect_between_turns, full_collections_betwe
 from tui.terminal import with_drop_controls
 from tui.widgets import TimelineView
 
-DEFAULT_TRIALS = 5
 FIGURES_FPS = 10  # status lines and the race view: the figures change slower than the text
 SHORT = {"ttft": "TTFT", "ttfvt": "TTFVT", "tpot": "TPOT", "e2e": "E2E", "output_tokens": "tokens"}
 
@@ -403,28 +405,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
             self.notify(warning, severity="warning")
 
     def system_commands(self) -> Iterable[SystemCommand]:
-        if self.from_chat:
-            yield SystemCommand("Back to the chat", "F10 / Esc: the chat as it was", self.action_to_chat)
-            for v in self.views:
-                yield SystemCommand(
-                    f"Continue pane {v.label} in the chat",
-                    "its model and its conversation become the chat's",
-                    self._to_chat_with(v.label),
-                )
-        yield SystemCommand(
-            f"Trials: resend the last prompt {DEFAULT_TRIALS} times", "medians, p90 and verdicts", self.action_trials
-        )
-        yield SystemCommand("Reveal / hide model names", "blind mode", self.action_reveal)
-        yield SystemCommand("Parallel / sequential", "how the next prompts start", self.action_toggle_mode)
-        yield SystemCommand("Export the comparison", "JSONL + summary and verdict CSVs", self.action_export)
-        for v in self.views:
-            yield SystemCommand(f"Keep pane {v.label}", "continue with this pane alone", self._keeper(v.label))
-
-    def _to_chat_with(self, label: str) -> Callable[[], None]:
-        def go() -> None:
-            self.action_to_chat(label)
-
-        return go
+        return palette(self, [v.label for v in self.views])
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "to_chat":
@@ -451,12 +432,6 @@ class CompareScreen(Screen["ChatHandoff | None"]):
             self.notify(f"pane {view.label}: its model spec is unknown", severity="error")
             return
         self.dismiss(ChatHandoff(spec[0], spec[1], tuple(pane.history), tuple(view.turn_records), view.label))
-
-    def _keeper(self, label: str) -> Callable[[], Awaitable[None]]:
-        async def keep() -> None:
-            await self.action_keep(label)
-
-        return keep
 
 
 class CompareApp(App[int]):

@@ -1,17 +1,23 @@
-"""The compare screen's slash commands, as one table: ``/NAME ARG`` -> what the screen does."""
+"""The compare screen's commands: the slash commands as one table (``/NAME ARG`` -> what the screen does),
+and its entries in the command palette."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+
+from textual.app import SystemCommand
+
+DEFAULT_TRIALS = 5  # what the palette's and F7's trials send: enough for medians, p90 and verdicts
 
 
 class Target(Protocol):
     """What the commands drive: the compare screen."""
 
     repeat: int
+    from_chat: bool
 
     @property
     def mode(self) -> str: ...
@@ -111,3 +117,31 @@ async def run_command(target: Target, text: str) -> str | None:
     if cmd is None:
         return f"unknown command /{name}"
     return await cmd.run(target, arg.strip())
+
+
+def palette(t: Target, labels: Sequence[str]) -> Iterator[SystemCommand]:
+    """The screen's entries in the command palette; ``labels``: its panes."""
+
+    def to_chat(label: str) -> Callable[[], None]:
+        return lambda: t.action_to_chat(label)
+
+    def keep(label: str) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            await t.action_keep(label)
+
+        return run
+
+    if t.from_chat:
+        yield SystemCommand("Back to the chat", "F10 / Esc: the chat as it was", t.action_to_chat)
+        for label in labels:
+            yield SystemCommand(
+                f"Continue pane {label} in the chat", "its model and its conversation become the chat's", to_chat(label)
+            )
+    yield SystemCommand(
+        f"Trials: resend the last prompt {DEFAULT_TRIALS} times", "medians, p90 and verdicts", t.action_trials
+    )
+    yield SystemCommand("Reveal / hide model names", "blind mode", t.action_reveal)
+    yield SystemCommand("Parallel / sequential", "how the next prompts start", t.action_toggle_mode)
+    yield SystemCommand("Export the comparison", "JSONL + summary and verdict CSVs", t.action_export)
+    for label in labels:
+        yield SystemCommand(f"Keep pane {label}", "continue with this pane alone", keep(label))
