@@ -147,3 +147,26 @@ def test_the_checks_see_what_they_look_for() -> None:
     assert "backends.local.llama_adapter" in GRAPH["backends.local.template"]  # from backends.local import ...
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+LLAMA_PRIVATE = {"_ctx", "_batch", "_model", "_init_sampler", "_seed"}
+
+
+def test_only_the_adapter_touches_llama_cpp_python() -> None:
+    """An upgrade of llama-cpp-python breaks one file: only the adapter imports it or reads its internals."""
+    adapter = "backends.local.llama_adapter"
+    importers = sorted(
+        name
+        for name, path in MODULES.items()
+        for target, _, level in _imports(ast.parse(path.read_text()))
+        if not level and (target == "llama_cpp" or target.startswith("llama_cpp."))
+    )
+    assert set(importers) == {adapter}
+    private = sorted(
+        (name, node.attr)
+        for name, path in MODULES.items()
+        if name.startswith("backends.local") and name != adapter
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr in LLAMA_PRIVATE
+    )
+    assert private == []
