@@ -1,7 +1,8 @@
 """The load driver behind ``ttft bench``: many concurrent turns, each recorded like any other.
 
 Every request goes through :func:`backends.turn.run_turn` with its own recorder, so every
-request is a complete ``ttft.turn/1`` record (tagged ``extra.bench``). Two kinds of level:
+request is a complete ``ttft.turn/1`` record (tagged ``extra.bench``), ended by
+:func:`backends.finish.finish_turn` and so seen by the same sinks (OpenTelemetry) as a chat turn. Two kinds of level:
 
 - closed loop (``mode="concurrency"``): ``c`` users, each sending its next request as soon
   as the previous one ends, until ``requests`` are done;
@@ -32,6 +33,7 @@ from typing import Any, Literal
 import psutil
 
 from backends.base import Backend, ChatRequest, Message
+from backends.finish import finish_turn
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
 from telemetry.aggregate import poisson_schedule
@@ -203,7 +205,7 @@ async def _one(
         record = await run_turn(backend, request, recorder)
     except asyncio.CancelledError:
         if on_cancel is not None:  # run_turn recorded it as cancelled, with what had arrived
-            on_cancel(as_dict(recorder.finish()))
+            on_cancel(as_dict(finish_turn(recorder)))
         raise
     return as_dict(record)
 

@@ -380,9 +380,9 @@ def create_backend(
 
 
 def _create_local(rest: str | None, **opts: Any) -> Backend:
-    if importlib.util.find_spec("backends.local_llama") is None:
+    if importlib.util.find_spec("backends.local") is None:
         raise ProviderError("Local models are not available in this build of ttft.", kind="local_unavailable")
-    module = importlib.import_module("backends.local_llama")
+    module = importlib.import_module("backends.local")
     available = getattr(module, "llama_cpp_available", None)
     if available is not None and not available():
         raise ProviderError(

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from backends.base import Backend, ChatRequest
+from backends.finish import finish_turn
 from telemetry import events as ev
-from telemetry.log import LogWriteError, SessionLog
+from telemetry.log import SessionLog
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.surrogates import scrub, scrub_event
@@ -61,8 +62,9 @@ async def run_turn(
 ) -> TurnRecord:
     """Drive the stream to its end. Cancellation closes the stream, records the turn, and re-raises.
 
-    Returns the record as logged. A log write that fails does not lose the turn: the record is still
-    returned, and the failure is in ``log.write_errors`` for the front end to report.
+    Returns the record as logged (:func:`backends.finish.finish_turn`, which also hands it to the
+    sinks). A log write that fails does not lose the turn: the record is still returned, and the
+    failure is in ``log.write_errors`` and ``recorder.log_error`` for the front end to report.
     """
     stream = backend.stream(request)
     try:
@@ -78,8 +80,5 @@ async def run_turn(
         recorder.feed(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc)))
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
-        record = recorder.finish()
-        if log is not None:
-            with contextlib.suppress(LogWriteError):  # kept in log.write_errors
-                record = log.append(record)  # type: ignore[assignment]
+        record = finish_turn(recorder, log)
     return record

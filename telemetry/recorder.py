@@ -64,6 +64,10 @@ class TurnRecorder:
 
     def __post_init__(self) -> None:
         self.started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        # Set by backends.finish when the turn has ended: the record as logged and sunk, and why
+        # the log write failed, if it did.
+        self.delivered: TurnRecord | None = None
+        self.log_error: str | None = None
         self.submitted_ns: int | None = None  # the user's submit (ev.Submitted): ttft's own delay starts here
         self.queued_ns: int | None = None
         self.load_start_ns: int | None = None

@@ -16,6 +16,7 @@ from typing import Any
 
 from telemetry.diagnosis import STALL_FACTOR
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
+from telemetry.record import chunk_times_ms
 from telemetry.recorder import Snapshot
 
 STALL_MIN_MS = 100.0  # a gap a person can see; below it a 10x jump is jitter, not a stall
@@ -97,7 +98,7 @@ def turn_timeline(rec: dict[str, Any]) -> Timeline:
     for prev, cur in pairwise(attempts):
         why = f"after {prev['status']}" if prev.get("status") else "after an error"
         markers.append(Marker("retry", cur.get("sent_ms") or 0.0, f"attempt {cur.get('attempt')} {why}"))
-    markers += stalls([c[0] for c in rec.get("chunks") or []])
+    markers += stalls(chunk_times_ms(rec))
     end_ms = max([s.end_ms for s in segs] + [end or 0.0, stop or 0.0, 0.0])
     return Timeline(tuple(segs), tuple(markers), start, end_ms, status)
 

@@ -29,7 +29,7 @@ def _same(d: dict[str, Any]) -> dict[str, Any]:
         "stop_reason": d["stop_reason"],
         "error": (d.get("error") or {}).get("type"),
         "tokens": d["tokens"],
-        "chunks": [c[1:] if isinstance(c, list) else {k: v for k, v in c.items() if k != "t_ns"} for c in d["chunks"]],
+        "chunks": [c[1:] if isinstance(c, list) else {k: v for k, v in c.items() if k != "t_ms"} for c in d["chunks"]],
         "server": d.get("server"),
         "notices": d.get("notices"),
         "attempts": d["attempts"],

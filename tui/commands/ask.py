@@ -11,7 +11,6 @@ Every turn is appended to the session log.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -20,10 +19,11 @@ from types import SimpleNamespace
 from typing import Any
 
 from backends.base import Backend, ChatRequest, Message
+from backends.finish import finish_turn
 from backends.providers import ProviderError, create_backend, default_spec, is_local_spec, parse_spec
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
-from telemetry.log import LogWriteError, SessionLog, check_session_id
+from telemetry.log import SessionLog, check_session_id
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
@@ -202,10 +202,7 @@ def _failed_record(
     rec = new_recorder(stub, request, session_id=log.session_id, turn_index=log.next_turn_index())
     rec.feed(ev.Submitted(submitted_ns))
     rec.feed(ev.Failed(ev.now_ns(), err.kind, err.message, None, err.hint))
-    record = rec.finish()
-    with contextlib.suppress(LogWriteError):  # kept in log.write_errors, reported by run()
-        record = log.append(record)  # type: ignore[assignment]
-    return record
+    return finish_turn(rec, log)  # a failed write is kept in log.write_errors, reported by run()
 
 
 async def _ask(
