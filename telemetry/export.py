@@ -258,7 +258,12 @@ def write_otel(records: Iterable[dict[str, Any]], out: Path) -> int:
     return counted[0]
 
 
-WRITERS = {"jsonl": write_jsonl, "csv": write_csv, "parquet": write_parquet, "otel": write_otel}
+WRITERS: dict[str, Callable[[Iterable[dict[str, Any]], Path], int]] = {
+    "jsonl": write_jsonl,
+    "csv": write_csv,
+    "parquet": write_parquet,
+    "otel": write_otel,
+}
 
 
 def export(

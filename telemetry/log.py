@@ -267,6 +267,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "metrics": dict,
     "tokens": dict,
     "server": (dict, _NONE),
+    "http": (dict, _NONE),
     "notices": dict,
     "chunks": list,
     "diagnosis": _OPT_STR,
@@ -300,6 +301,9 @@ def well_formed(rec: Any) -> TypeGuard[dict[str, Any]]:
     for key, value in (rec.get("metrics") or {}).items():
         if key in ("itl_ms", "phases_ms"):
             if not (isinstance(value, dict) and _numbers(value)):
+                return False
+        elif key == "wait_ms":  # telemetry.wire; None without a first token, absent in older records
+            if not (value is None or (isinstance(value, dict) and _numbers(value))):
                 return False
         elif key.endswith(("_ms", "_per_s")) and not isinstance(value, _OPT_NUM):
             return False

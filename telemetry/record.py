@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
 from telemetry.settings import TurnSettings
 from telemetry.typed_read import RecordError, build, convert, field_types, kind_of
+from telemetry.wire import HttpInfo
 
 SCHEMA = "ttft.turn/2"
 OLD_SCHEMAS = ("ttft.turn/1",)  # still read: upgraded by upgrade() as each line is parsed
@@ -101,6 +102,7 @@ class TurnRecord:
     diagnosis: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     notices: dict[str, Any] = field(default_factory=dict)
+    http: HttpInfo | None = None  # the final attempt's connection and response headers (telemetry.wire)
 
     def to_dict(self) -> dict[str, Any]:
         origin = self.timestamps.sent
@@ -137,6 +139,7 @@ class TurnRecord:
             "metrics": self.metrics.to_dict(),
             "tokens": self.tokens.to_dict(),
             "server": self.server,
+            "http": self.http.to_dict() if self.http is not None else None,
             "notices": dict(self.notices),
             "chunks": [
                 {"t_ms": round((c.t_ns - t0) / 1e6, 3), "kind": c.kind, "tokens": c.tokens} for c in self.chunks

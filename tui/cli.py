@@ -29,11 +29,12 @@ COMMANDS = {
     "report": "tui.commands.report",
     "sessions": "tui.commands.sessions",
     "export": "tui.commands.export",
+    "probe": "tui.commands.probe",
 }
 COMMAND_MODULES = tuple(COMMANDS.values())
 # Commands that pick a model read the config file: a bad one stops them before they start,
 # with one line (exit 2), never a traceback or a silent fall-back to another provider.
-CONFIG_COMMANDS = frozenset({"chat", "ask", "models", "compare", "bench"})
+CONFIG_COMMANDS = frozenset({"chat", "ask", "models", "compare", "bench", "probe"})
 USAGE_ERROR = 2
 
 
