@@ -165,11 +165,11 @@ class TurnRecord:
         for name in ("session_id", "turn_index", "status"):
             if data.get(name) is None:
                 raise RecordError(f"{name} is missing")
-        events = convert(dict[str, float | None], data.get("events_ms") or {}, "events_ms")
+        events = convert(dict[str, float | None], _object(data, "events_ms"), "events_ms")
         attempts = tuple(_attempt(a, f"attempt_log[{i}]") for i, a in enumerate(_list(data, "attempt_log")))
         sent = _ns(events.get("sent"), "events_ms.sent")
         known: dict[str, Any] = {
-            "settings": build(TurnSettings, data.get("settings") or {}, "settings"),
+            "settings": build(TurnSettings, _object(data, "settings"), "settings"),
             "error": _error(data.get("error")),
             "attempts": attempts,
             "timestamps": Timestamps(
@@ -181,8 +181,8 @@ class TurnRecord:
                 last_token=_ns(events.get("last_token"), "events_ms.last_token"),
                 end=_ns(events.get("end"), "events_ms.end"),
             ),
-            "metrics": build(TurnMetrics, data.get("metrics") or {}, "metrics"),
-            "tokens": build(TokenCounts, {"source": "", **(data.get("tokens") or {})}, "tokens"),
+            "metrics": build(TurnMetrics, _object(data, "metrics"), "metrics"),
+            "tokens": build(TokenCounts, {"source": "", **_object(data, "tokens")}, "tokens"),
             "chunks": tuple(_chunk(c, f"chunks[{i}]") for i, c in enumerate(_list(data, "chunks"))),
         }
         hints = field_types(cls)
@@ -210,6 +210,15 @@ def _ns(value_ms: float | None, where: str = "a time") -> int | None:
     if not math.isfinite(ns):
         raise RecordError(f"{where} is not a finite time")
     return round(ns)
+
+
+def _object(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = data.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise RecordError(f"{name} is {kind_of(value)}, not an object")
+    return value
 
 
 def _list(data: Mapping[str, Any], name: str) -> list[Any]:
