@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
@@ -196,6 +196,18 @@ class TurnRecord:
                 continue
             known[f.name] = convert(hints[f.name], value, f.name)
         return cls(**known)
+
+
+def typed_records(dicts: Iterable[object]) -> list[TurnRecord]:
+    """The typed records of those dicts that are readable ones; any other is left out (a front end
+    summarising a session should show what it can, not fail on one odd line)."""
+    out: list[TurnRecord] = []
+    for d in dicts:
+        try:
+            out.append(TurnRecord.from_dict(d))
+        except RecordError:
+            continue
+    return out
 
 
 # Text fields that a well-formed old line may hold as null: read as empty.
