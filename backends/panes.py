@@ -66,9 +66,7 @@ def build_panes(
     from backends.compare import ComparePane  # imported late: the CLI's parser needs only the specs
 
     check_count(len(backends))
-    return [
-        ComparePane(backends[j], LABELS[k], history=list(history), settings=settings) for k, j in enumerate(order)
-    ]
+    return [ComparePane(backends[j], LABELS[k], history=list(history), settings=settings) for k, j in enumerate(order)]
 
 
 def next_label(used: Collection[str]) -> str:

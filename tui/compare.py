@@ -247,7 +247,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
             self.notify(f"{errors[-1]}: these turns are not saved", severity="error", timeout=15)
         if result is None:
             return
-        per_pane = {p.label: recs for p, recs in zip(self.runner.panes, result.as_dicts(), strict=True)}
+        per_pane = {p.label: recs for p, recs in zip(self.runner.panes, result.records, strict=True)}
         c = compare(per_pane)
         self.results.append((result, c))
         await self.wait_for_refresh()  # the full renders are laid out: each pane can now end on its answer's end

@@ -18,7 +18,7 @@ import sys
 from types import SimpleNamespace
 from typing import Any
 
-from backends.base import Backend, ChatRequest, Message
+from backends.base import Backend, ChatRequest, build_request
 from backends.finish import finish_turn
 from backends.providers import ProviderError, create_backend, default_spec, is_local_spec, parse_spec
 from backends.turn import new_recorder, run_turn
@@ -266,8 +266,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     settings = settings_from_args(args)
-    messages = ([Message("system", scrub(args.system))] if args.system else []) + [Message("user", prompt)]
-    request = ChatRequest(tuple(messages), settings)
+    request = build_request(prompt, system=scrub(args.system) if args.system else None, settings=settings)
     log = SessionLog(args.session)
     spec = args.model or default_spec()
     recorder: TurnRecorder | None = None

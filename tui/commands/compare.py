@@ -147,7 +147,7 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
     finally:
         for b in backends:
             await b.aclose()
-    per_pane = {p.label: recs for p, recs in zip(panes, result.as_dicts(), strict=True)}
+    per_pane = {p.label: recs for p, recs in zip(panes, result.records, strict=True)}
     c = compare(per_pane)
     names = {p.label: f"{p.backend.provider}:{p.backend.model}" for p in panes}
     if args.json:

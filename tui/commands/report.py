@@ -23,6 +23,7 @@ from telemetry import aggregate as agg
 from telemetry.compare import pane_stats
 from telemetry.export import STDOUT, open_private
 from telemetry.log import Skipped, read_records, resolve
+from telemetry.record import typed_records
 from tui import charts, report_html
 from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
 from tui.format import short_model, visible_controls
@@ -198,7 +199,7 @@ GROUP_COLUMNS = ("turns", "ok", "errors", "TTFT p50", "p90", "TTFVT p50", "TPOT 
 
 
 def group_row(g: Group) -> list[str]:
-    st = pane_stats(g.name, g.records)  # the figures come from telemetry; this only formats them
+    st = pane_stats(g.name, typed_records(g.records))  # the figures come from telemetry; this only formats them
 
     def fmt(key: str, which: str, digits: int = 0) -> str:
         v = getattr(st.metrics[key], which)
