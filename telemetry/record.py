@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from telemetry.metrics import Chunk, Timestamps, TokenCounts, TurnMetrics
@@ -57,6 +58,16 @@ class TurnRecord:
     diagnosis: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     notices: dict[str, Any] = field(default_factory=dict)
+    wall_offset_ns: int | None = None  # a monotonic stamp plus this is the wall clock (ns since the epoch)
+
+    def sent_at(self) -> str | None:
+        """The wall clock of the first send (the origin of ``events_ms``), to the microsecond, UTC."""
+        sent = self.timestamps.sent
+        if sent is None or self.wall_offset_ns is None:
+            return None
+        return datetime.fromtimestamp((sent + self.wall_offset_ns) // 1000 / 1e6, UTC).isoformat(
+            timespec="microseconds"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         origin = self.timestamps.sent
@@ -66,6 +77,7 @@ class TurnRecord:
             "session_id": self.session_id,
             "turn_index": self.turn_index,
             "started_at": self.started_at,
+            "sent_at": self.sent_at(),
             "provider": self.provider,
             "api": self.api,
             "model": self.model,

@@ -1,4 +1,4 @@
-"""``ttft export``: a session log as JSONL, CSV or OpenTelemetry GenAI metrics."""
+"""``ttft export``: a session log as JSONL, CSV, or OpenTelemetry GenAI traces (otel) or metrics (otel-metrics)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from telemetry.log import Skipped, read_records, resolve
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="export a session (default: the latest) as jsonl, csv or otel")
+    p = sub.add_parser(
+        "export", help="export a session (default: the latest) as jsonl, csv, otel (OTLP/JSON traces) or otel-metrics"
+    )
     p.add_argument("source", nargs="?", help="session id or log file (default: the most recent session)")
     p.add_argument("--format", "-f", choices=sorted(WRITERS), default="jsonl")
     p.add_argument("--out", "-o", type=Path, help="output path (default: SESSION.FORMAT in the current folder)")
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         passes += 1
         return read_records(path, skipped if passes == 1 else None)  # unreadable lines counted once
 
-    suffix = {"jsonl": ".jsonl", "csv": ".csv", "otel": ".otel.json"}[args.format]
+    suffix = {"jsonl": ".jsonl", "csv": ".csv", "otel": ".otel.json", "otel-metrics": ".otel-metrics.json"}[args.format]
     out = args.out or Path(path.stem + suffix)
     try:
         n = export(records, args.format, out, redact_text=args.redact)
