@@ -19,7 +19,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from backends.base import Backend, ChatRequest, Message
 from backends.finish import finish_turn
@@ -89,7 +89,7 @@ class PromptResult:
     records: list[list[TurnRecord]]
     start_skew_ms: list[float]  # parallel mode: max - min first send, per trial
 
-    def as_dicts(self) -> list[list[dict]]:
+    def as_dicts(self) -> list[list[dict[str, Any]]]:
         return [[r.to_dict() for r in recs] for recs in self.records]
 
 

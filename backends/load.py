@@ -362,6 +362,9 @@ class BackendSpec:
     options: dict[str, Any] = field(default_factory=dict)
     # Chat Completions only: read streams as JSON dicts, not the SDK's typed chunks (less CPU per chunk).
     raw_stream: bool = False
+    # With options["lean"] (no SDK): send through aiohttp rather than httpx2 (backends.lean_http),
+    # the cheapest client per chunk under many streams.
+    aiohttp: bool = False
 
 
 def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
@@ -370,7 +373,9 @@ def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
 
     backend = create_backend(spec.spec, base_url=spec.base_url, max_connections=pool, **spec.options)
     if spec.raw_stream and hasattr(backend, "raw_stream"):
-        backend.raw_stream = True  # type: ignore[attr-defined]
+        backend.raw_stream = True
+    if spec.aiohttp and hasattr(backend, "use_aiohttp"):
+        backend.use_aiohttp()
     return backend
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from typing import Any
 
 from backends.base import Backend, ChatRequest
 from backends.finish import finish_turn
 from telemetry import events as ev
 from telemetry.log import SessionLog
+from telemetry.probe_store import saved_probe as saved_probe_for
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.surrogates import scrub, scrub_event
@@ -22,8 +24,17 @@ from telemetry.urls import redact_url
 
 
 def new_recorder(
-    backend: Backend, request: ChatRequest, *, session_id: str, turn_index: int, extra: dict | None = None
+    backend: Backend,
+    request: ChatRequest,
+    *,
+    session_id: str,
+    turn_index: int,
+    extra: dict[str, Any] | None = None,
+    saved_probe: bool = True,
 ) -> TurnRecorder:
+    """The recorder for one turn. ``saved_probe``: split the server's wait with this target's saved
+    ``ttft probe`` when there is one (telemetry.probe_split); the probe's own turns say False."""
+    probe = saved_probe_for(backend.provider, backend.model, backend.base_url) if saved_probe else None
     return TurnRecorder(
         session_id=session_id,
         turn_index=turn_index,
@@ -35,6 +46,7 @@ def new_recorder(
         prompt=scrub(request.prompt),  # argv's undecodable bytes arrive as lone surrogates
         input_chars=sum(len(m.content) for m in request.messages),
         extra=dict(extra or {}),
+        probe=probe,
     )
 
 

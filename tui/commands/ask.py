@@ -199,7 +199,7 @@ def _failed_record(
     """A turn that never reached a server (bad spec, missing key) is still a recorded turn."""
     provider, model = parse_spec(spec) if spec.strip() else ("", None)
     stub = SimpleNamespace(provider=provider, api="", model=model or "", base_url=base_url)
-    rec = new_recorder(stub, request, session_id=log.session_id, turn_index=log.next_turn_index())  # type: ignore[arg-type]
+    rec = new_recorder(stub, request, session_id=log.session_id, turn_index=log.next_turn_index())
     rec.feed(ev.Submitted(submitted_ns))
     rec.feed(ev.Failed(ev.now_ns(), err.kind, err.message, None, err.hint))
     return finish_turn(rec, log)  # a failed write is kept in log.write_errors, reported by run()

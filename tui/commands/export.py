@@ -1,4 +1,8 @@
-"""``ttft export``: a session log as JSONL, CSV, or OpenTelemetry GenAI traces (otel) or metrics (otel-metrics)."""
+"""``ttft export``: a session log as JSONL, CSV, Parquet, or OpenTelemetry GenAI traces (otel) or
+metrics (otel-metrics), both OTLP/JSON.
+
+The data goes to the file (``-o -``: standard output); what the command has to say (how many
+turns, what it skipped) goes to standard error, so ``-o -`` and ``-o /dev/stdout`` hold only data."""
 
 from __future__ import annotations
 
@@ -8,17 +12,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from telemetry.export import WRITERS, export
+from telemetry.export import STDOUT, WRITERS, export
 from telemetry.log import Skipped, read_records, resolve
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "export", help="export a session (default: the latest) as jsonl, csv, otel (OTLP/JSON traces) or otel-metrics"
+        "export",
+        help="export a session (default: the latest) as jsonl, csv, parquet, otel (OTLP/JSON traces) or otel-metrics",
     )
     p.add_argument("source", nargs="?", help="session id or log file (default: the most recent session)")
     p.add_argument("--format", "-f", choices=sorted(WRITERS), default="jsonl")
-    p.add_argument("--out", "-o", type=Path, help="output path (default: SESSION.FORMAT in the current folder)")
+    p.add_argument(
+        "--out",
+        "-o",
+        type=Path,
+        help="output path, - for standard output (default: SESSION.FORMAT in the current folder)",
+    )
     p.add_argument("--redact", action="store_true", help="drop prompt, answer and reasoning text")
     p.set_defaults(func=run)
 
@@ -43,10 +53,19 @@ def run(args: argparse.Namespace) -> int:
         passes += 1
         return read_records(path, skipped if passes == 1 else None)  # unreadable lines counted once
 
-    suffix = {"jsonl": ".jsonl", "csv": ".csv", "otel": ".otel.json", "otel-metrics": ".otel-metrics.json"}[args.format]
+    suffix = {
+        "jsonl": ".jsonl",
+        "csv": ".csv",
+        "parquet": ".parquet",
+        "otel": ".otel.json",
+        "otel-metrics": ".otel-metrics.json",
+    }[args.format]
     out = args.out or Path(path.stem + suffix)
     try:
         n = export(records, args.format, out, redact_text=args.redact)
+    except ModuleNotFoundError:
+        print("ttft export: Parquet needs polars (pip install polars); csv has the same columns", file=sys.stderr)
+        return 1
     except OSError as exc:  # a read-only folder, a full disk: say where, not a traceback
         reading = exc.filename is not None and str(exc.filename) == str(path)  # the log, read as it streams
         print(
@@ -57,5 +76,8 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if skipped:
         print(f"ttft export: {skipped.message()}", file=sys.stderr)
-    print(f"wrote {n} turns from {path} to {out} ({args.format}{', redacted' if args.redact else ''})")
+    where = "standard output" if out == STDOUT else out
+    print(
+        f"wrote {n} turns from {path} to {where} ({args.format}{', redacted' if args.redact else ''})", file=sys.stderr
+    )
     return 0
