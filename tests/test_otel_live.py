@@ -277,3 +277,26 @@ def test_only_the_signals_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s is not None and (s.traces, s.metrics) == (True, False)
     s = otel.configured({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:4318", "OTEL_METRICS_EXPORTER": "none"})
     assert s is not None and (s.traces, s.metrics) == (True, False)
+
+
+def test_compare_panes_arrive_tagged_with_their_comparison(
+    srv: FakeServer, rx: OtlpReceiver, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc = main(
+        ["compare", "--headless", "-m", "compat:fake-a", "-m", "compat:fake-b", "--base-url", srv.openai_base_url, "hi"]
+    )
+    capsys.readouterr()
+    assert rc == 0
+    assert otel.uninstall() is None
+    logged = _log(tmp_path / "data")
+    assert sorted(r["model"] for r in logged) == ["fake-a", "fake-b"]
+    roots = _roots(rx)
+    for rec in logged:
+        span = roots[(rec["session_id"], rec["turn_index"])]
+        assert_span_is_the_record(span, rec, rx)
+        a = attrs(span.attributes)
+        assert (
+            a["ttft.compare.id"] == rec["extra"]["comparison_id"]
+            and a["ttft.compare.pane"] == rec["extra"]["pane_label"]
+        )
+    assert_histograms_are_the_records(rx, logged)
