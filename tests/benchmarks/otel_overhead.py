@@ -11,6 +11,9 @@
 4. ``ttft ask`` against the loopback fake server, interleaved runs: no endpoint, a loopback
    collector, a dead collector (nothing listening). Reports the wall time of the process and
    the turn's own TTFT: the TTFT must not move, the wall time moves by the bounded exit flush.
+5. ``ttft bench`` on the simulated batching server (8 users, 64 requests of 64 tokens), without and
+   with a loopback collector, interleaved: TTFT and TPOT p50 and the client's own health (event-loop
+   lag p99, CPU), since the export thread shares the interpreter with the streams.
 """
 
 from __future__ import annotations
@@ -121,6 +124,43 @@ def ask_runs(runs: int) -> None:
         print(f"   {name:15s} {wall:.2f} s / {ttft:.1f} ms")
 
 
+def bench_runs(runs: int) -> None:
+    from tests.fakes.batching_server import BatchingServer
+
+    rx = OtlpReceiver().start()
+    rows: dict[str, list[tuple[float, float, float, float]]] = {"no endpoint": [], "collector": []}
+    with BatchingServer(slots=8, token_ms=5, alpha=0.3, prefill_ms=10) as server, tempfile.TemporaryDirectory() as d:
+        for k in range(runs):
+            for name in rows:
+                env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+                env |= {"PYTHONPATH": str(ROOT), "TTFT_DATA_DIR": d, "TTFT_CONFIG_DIR": d}
+                if name == "collector":
+                    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = rx.url
+                out = Path(d, f"{name}-{k}")
+                subprocess.run(
+                    [sys.executable, "-m", "tui.cli", "bench", "-m", "compat:batching-fake", "--base-url",
+                     server.base_url, "--concurrency", "8", "--requests", "64", "--warmup", "2",
+                     "--max-output-tokens", "64", "--out", str(out), "--quiet"],
+                    env=env, capture_output=True, text=True, cwd=ROOT, timeout=300, check=True,
+                )  # fmt: skip
+                summary = json.loads((out / "summary.json").read_text())
+                level, client = summary["levels"][0], summary["details"][0]["client"]
+                rows[name].append(
+                    (
+                        level["median_ttft_ms"],
+                        level["median_tpot_ms"],
+                        client["loop_lag_ms"]["p99"],
+                        client["cpu_percent"],
+                    )
+                )
+    rx.stop()
+    print(f"5. ttft bench, c=8, 64 x 64 tokens, {runs} interleaved runs each (medians):")
+    print("   case            TTFT p50   TPOT p50   loop lag p99   client CPU")
+    for name, vals in rows.items():
+        ttft, tpot, lag, cpu = (statistics.median(v[i] for v in vals) for i in range(4))
+        print(f"   {name:15s} {ttft:7.1f} ms {tpot:7.2f} ms {lag:9.1f} ms {cpu:9.0f} %")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
@@ -131,6 +171,7 @@ def main() -> None:
     rx.stop()
     import_cost()
     ask_runs(args.runs)
+    bench_runs(max(3, args.runs // 2))
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 
