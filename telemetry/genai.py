@@ -123,6 +123,15 @@ def _str(v: Any) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
+def _label(v: Any) -> str | None:
+    """A short text attribute (a model, an error type) with control characters replaced: a span
+    name or an attribute may end up printed by a terminal tool, and the record is untrusted."""
+    text = _str(v)
+    if text is None or text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
+
+
 def _dict(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
@@ -190,16 +199,16 @@ def error_type(rec: dict[str, Any]) -> str | None:
     if rec.get("status") == "cancelled":
         return "cancelled"
     if rec.get("status") == "error":
-        return _str(_dict(rec.get("error")).get("type")) or "_OTHER"
+        return _label(_dict(rec.get("error")).get("type")) or "_OTHER"
     return None
 
 
 def metric_attributes(rec: dict[str, Any]) -> Attrs:
     """The few attributes every histogram point carries: nothing that grows with the turns."""
-    model = _str(rec.get("model")) or "unknown"
+    model = _label(rec.get("model")) or "unknown"
     attrs: Attrs = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": _str(rec.get("provider")) or "unknown",
+        "gen_ai.provider.name": _label(rec.get("provider")) or "unknown",
         "gen_ai.request.model": model,
         "gen_ai.response.model": model,
         **_server(rec),
@@ -230,25 +239,25 @@ def span_attributes(rec: dict[str, Any], *, capture_content: bool = False) -> At
     attrs.update({k: v for k, v in usage.items() if v is not None})
     if (ttft := _num(metrics.get("ttft_ms"))) is not None:
         attrs["gen_ai.response.time_to_first_chunk"] = ttft / 1000
-    if (stop := _str(rec.get("stop_reason"))) is not None:
+    if (stop := _label(rec.get("stop_reason"))) is not None:
         attrs["gen_ai.response.finish_reasons"] = [stop]
     # ttft's own: what a latency investigation filters on, and where the counts came from.
     own = {
-        "ttft.session_id": _str(rec.get("session_id")),
+        "ttft.session_id": _label(rec.get("session_id")),
         "ttft.turn_index": _int(rec.get("turn_index")),
-        "ttft.api": _str(rec.get("api")),
-        "ttft.status": _str(rec.get("status")),
-        "ttft.tokens.source": _str(tokens.get("source")),
+        "ttft.api": _label(rec.get("api")),
+        "ttft.status": _label(rec.get("status")),
+        "ttft.tokens.source": _label(tokens.get("source")),
         "ttft.time_to_first_visible_chunk": _sec(metrics.get("ttfvt_ms")),
         "ttft.time_per_output_token": _sec(metrics.get("tpot_ms")),
-        "ttft.diagnosis": _str(rec.get("diagnosis")),
+        "ttft.diagnosis": _label(rec.get("diagnosis")),
     }
     extra = _dict(rec.get("extra"))
     bench, pane = _dict(extra.get("bench")), extra.get("comparison_id")
     if bench:
-        own |= {"ttft.bench.run_id": _str(bench.get("run_id")), "ttft.bench.level": _num(bench.get("level"))}
+        own |= {"ttft.bench.run_id": _label(bench.get("run_id")), "ttft.bench.level": _num(bench.get("level"))}
     if pane is not None:
-        own |= {"ttft.compare.id": _str(pane), "ttft.compare.pane": _str(extra.get("pane_label"))}
+        own |= {"ttft.compare.id": _label(pane), "ttft.compare.pane": _label(extra.get("pane_label"))}
     attrs.update({k: v for k, v in own.items() if v is not None})
     # OpenInference's names, so Arize Phoenix shows the model and the counts without any glue.
     attrs["openinference.span.kind"] = "LLM"
@@ -286,7 +295,7 @@ def _content(rec: dict[str, Any]) -> Attrs:
         out["output.value"] = answer
     if parts:
         message: dict[str, Any] = {"role": "assistant", "parts": parts}
-        if (stop := _str(rec.get("stop_reason"))) is not None:
+        if (stop := _label(rec.get("stop_reason"))) is not None:
             message["finish_reason"] = stop
         out["gen_ai.output.messages"] = json.dumps([message], ensure_ascii=False)
     return out
@@ -322,9 +331,9 @@ def turn_span(rec: dict[str, Any], *, capture_content: bool = False) -> Span | N
         if visible is not None and last is not None:
             children.append(Span("streaming", visible, last, {"ttft.phase": "streaming"}))
     err = error_type(rec)
-    message = _str(_dict(rec.get("error")).get("message")) if err != "cancelled" else "cancelled"
+    message = _label(_dict(rec.get("error")).get("message")) if err != "cancelled" else "cancelled"
     return Span(
-        f"chat {_str(rec.get('model')) or 'unknown'}",
+        f"chat {_label(rec.get('model')) or 'unknown'}",
         sent,
         max(end, sent),
         span_attributes(rec, capture_content=capture_content),

@@ -199,3 +199,25 @@ def test_the_readme_curl_replays_a_file_to_a_collector(
     assert [r.content_type for r in rx.received] == ["application/json"] * 2
     assert len([s for s in rx.spans() if s.name == "chat m"]) == 3
     assert {m.name for m in rx.metrics()} >= {"gen_ai.client.operation.duration"}
+
+
+def test_odd_records_give_a_valid_document_not_an_error(records: list[dict[str, Any]], tmp_path: Path) -> None:
+    ok = records[0]
+    odd = [
+        ok | {"started_at": "yesterday", "sent_at": None},  # no usable wall clock: no span, still counted
+        ok | {"sent_at": "2026-01-02T03:04:05"},  # a naive time is not trusted; started_at is used
+        ok | {"metrics": {"ttft_ms": "fast", "total_ms": float("nan")}, "tokens": {"output": True}},
+        ok | {"chunks": [[1.0, "text"], {"t_ms": "x"}, None], "base_url": "http://[::1"},
+        ok | {"model": "m\x1b[2J", "stop_reason": 7, "settings": None, "extra": {"bench": "x"}},
+    ]
+    doc = _traces(odd, tmp_path)
+    roots = [s for s in doc.resource_spans[0].scope_spans[0].spans if not s.parent_span_id]
+    assert len(roots) == 4
+    assert roots[0].start_time_unix_nano == genai.unix_ns(ok["started_at"])
+    a = attrs(roots[1].attributes)
+    assert "gen_ai.response.time_to_first_chunk" not in a and "gen_ai.usage.output_tokens" not in a
+    assert "server.address" not in attrs(roots[2].attributes)
+    assert roots[3].name == "chat m\ufffd[2J"  # no escape sequence reaches a terminal tool
+    metrics = _metrics(odd, tmp_path)
+    points = metrics["gen_ai.client.operation.duration"].histogram.data_points
+    assert sum(p.count for p in points) == 4  # the turn without a usable total_ms adds no duration
