@@ -132,7 +132,11 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def test_ask_turn_arrives_as_span_and_histograms(srv: FakeServer, rx: OtlpReceiver, tmp_path: Path) -> None:
-    env = _env(OTEL_SERVICE_NAME="my-svc", OTEL_RESOURCE_ATTRIBUTES="deployment.environment=test")
+    env = _env(
+        OTEL_SERVICE_NAME="my-svc",
+        OTEL_RESOURCE_ATTRIBUTES="deployment.environment=test",
+        OTEL_EXPORTER_OTLP_HEADERS="x-collector-token=tok123",
+    )
     p = _ttft(env, "ask", "-m", "compat:fake-model", "--base-url", srv.openai_base_url, "hi")
     assert p.returncode == 0, p.stderr
     assert "OpenTelemetry" not in p.stderr  # everything was delivered
@@ -144,6 +148,18 @@ def test_ask_turn_arrives_as_span_and_histograms(srv: FakeServer, rx: OtlpReceiv
     assert res["service.name"] == "my-svc" and res["deployment.environment"] == "test"
     assert rx.schema_urls() == {genai.SCHEMA_URL}
     assert {r.content_type for r in rx.received} == {"application/x-protobuf"}
+    assert all(r.headers.get("x-collector-token") == "tok123" for r in rx.received)
+
+
+def test_one_signal_endpoint_sends_that_signal_only(srv: FakeServer, tmp_path: Path) -> None:
+    rx = OtlpReceiver().start()
+    try:
+        env = _env(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=f"{rx.url}/v1/traces")  # the Phoenix recipe's one variable
+        p = _ttft(env, "ask", "-m", "compat:fake-model", "--base-url", srv.openai_base_url, "hi")
+    finally:
+        rx.stop()
+    assert p.returncode == 0 and "OpenTelemetry" not in p.stderr, p.stderr
+    assert {r.path for r in rx.received} == {"/v1/traces"} and len(_roots(rx)) == 1
 
 
 def test_chat_turn_in_the_pilot_arrives(srv: FakeServer, rx: OtlpReceiver, tmp_path: Path) -> None:
