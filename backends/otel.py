@@ -71,7 +71,8 @@ def configured(env: Mapping[str, str] = os.environ) -> Signals | None:
         or env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
         or ""
     )
-    return Signals(bool(traces), bool(metrics), redact_url(where.strip()) or "the collector")
+    shown = "".join(ch if ch.isprintable() else "?" for ch in redact_url(where.strip()) or "")  # for stderr
+    return Signals(bool(traces), bool(metrics), shown or "the collector")
 
 
 class LivePush:
