@@ -27,10 +27,10 @@ def _closed_pipe_run(args: list[str], env: dict[str, str]) -> subprocess.Complet
         os.close(write_end)
 
 
-@pytest.mark.parametrize("args", [["models", "-m", "local"], ["sessions"]])
+@pytest.mark.parametrize("args", [["models", "-m", "local"], ["sessions"], ["export", "-f", "csv", "-o", "-"]])
 def test_closed_stdout_is_no_traceback(args: list[str], tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TTFT_DATA_DIR": str(tmp_path), "TTFT_CONFIG_DIR": str(tmp_path)}
-    if args[0] == "sessions":  # something to list
+    if args[0] in ("sessions", "export"):  # something to list or export
         (tmp_path / "sessions").mkdir()
         (tmp_path / "sessions" / "20260101-090000-a1b2.jsonl").write_text("")
     done = _closed_pipe_run(args, env)
