@@ -196,6 +196,7 @@ class TurnRecord:
             "metrics": build(TurnMetrics, _object(data, "metrics"), "metrics"),
             "tokens": build(TokenCounts, {"source": "", **_object(data, "tokens")}, "tokens"),
             "chunks": tuple(_chunk(c, f"chunks[{i}]") for i, c in enumerate(_list(data, "chunks"))),
+            "wall_offset_ns": _wall_offset(data.get("sent_at"), sent),
         }
         hints = field_types(cls)
         for f in dataclasses.fields(cls):
@@ -224,6 +225,22 @@ def typed_records(dicts: Iterable[object]) -> list[TurnRecord]:
 
 # Text fields that a well-formed old line may hold as null: read as empty.
 _TEXT_FIELDS = ("started_at", "provider", "api", "model", "prompt", "answer", "reasoning", "diagnosis")
+
+
+def _wall_offset(sent_at: object, sent_ns: int | None) -> int | None:
+    """``wall_offset_ns`` back from ``sent_at`` (the wall clock of the send, to the us); None without one."""
+    if sent_at is None or sent_ns is None:
+        return None
+    if not isinstance(sent_at, str):
+        raise RecordError(f"sent_at should be text, not {kind_of(sent_at)}")
+    try:
+        at = datetime.fromisoformat(sent_at)
+    except ValueError:
+        raise RecordError("sent_at is not an ISO 8601 time") from None
+    if at.tzinfo is None:
+        raise RecordError("sent_at has no time zone")
+    whole = int(at.replace(microsecond=0).timestamp())
+    return (whole * 1_000_000 + at.microsecond) * 1000 - sent_ns
 
 
 def _ns(value_ms: float | None, where: str = "a time") -> int | None:
