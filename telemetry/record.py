@@ -13,7 +13,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
@@ -227,20 +227,18 @@ def typed_records(dicts: Iterable[object]) -> list[TurnRecord]:
 _TEXT_FIELDS = ("started_at", "provider", "api", "model", "prompt", "answer", "reasoning", "diagnosis")
 
 
-def _wall_offset(sent_at: object, sent_ns: int | None) -> int | None:
-    """``wall_offset_ns`` back from ``sent_at`` (the wall clock of the send, to the us); None without one."""
-    if sent_at is None or sent_ns is None:
+def _wall_offset(sent_at: object, sent: int | None) -> int | None:
+    """The offset that turns this clock (0 at the first send) back into the logged ``sent_at``."""
+    if sent is None or not isinstance(sent_at, str):
         return None
-    if not isinstance(sent_at, str):
-        raise RecordError(f"sent_at should be text, not {kind_of(sent_at)}")
     try:
-        at = datetime.fromisoformat(sent_at)
+        when = datetime.fromisoformat(sent_at)
     except ValueError:
         raise RecordError("sent_at is not an ISO 8601 time") from None
-    if at.tzinfo is None:
-        raise RecordError("sent_at has no time zone")
-    whole = int(at.replace(microsecond=0).timestamp())
-    return (whole * 1_000_000 + at.microsecond) * 1000 - sent_ns
+    if when.tzinfo is None:
+        return None  # a wall clock with no zone names no instant
+    epoch_us = (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    return epoch_us * 1000 - sent
 
 
 def _ns(value_ms: float | None, where: str = "a time") -> int | None:
