@@ -1,4 +1,4 @@
-"""Per-level figures of a load run, from ``ttft.turn/1`` dicts (pure: no I/O, no drawing).
+"""Per-level figures of a load run, from ``ttft.turn`` dicts (pure: no I/O, no drawing).
 
 A bench run sends N requests at each level (a closed-loop concurrency or an
 open-loop Poisson rate). This module turns the records of one level into the
@@ -65,7 +65,8 @@ class SLO:
             if not part.strip():
                 continue
             key, sep, value = part.partition("=")
-            key = key.strip().lower()
+            # a percentile (ttft_p90, as --find-capacity takes) does not change a request's own bound
+            key = re.sub(r"_p\d{1,2}(\.\d+)?$", "", key.strip().lower())
             if not sep or key not in ("ttft", "tpot", "e2e", "e2el"):
                 raise ValueError(f"bad SLO {part!r}: use ttft=500ms,tpot=50ms,e2e=10s")
             bounds["e2e" if key == "e2el" else key] = parse_duration_ms(value)

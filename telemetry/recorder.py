@@ -350,7 +350,7 @@ class TurnRecorder:
             extra=extra,
             notices=dict(self.notices),
         )
-        self._record = replace(rec, diagnosis=diagnose_turn(rec.to_dict()))
+        self._record = replace(rec, diagnosis=diagnose_turn(rec))
         return self._record
 
 
