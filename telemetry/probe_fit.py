@@ -145,7 +145,12 @@ def fit_cache(points: Sequence[ProbePoint], *, seed: int = 0) -> CacheFit:
     rng = np.random.default_rng(seed)
     samples = _bootstrap([list(range(len(pairs)))], lambda i: float(np.median(savings[i])), rng)
     saving = _interval(samples, float(np.median(savings)))
-    reported = [w.cached_tokens for _, w in pairs if w.tokens_source == "usage" and w.cached_tokens]
+    # What the second send had cached beyond the first (the first may share a template's head, or more).
+    reported = [
+        w.cached_tokens - (c.cached_tokens or 0)
+        for c, w in pairs
+        if w.tokens_source == "usage" and w.cached_tokens and w.cached_tokens > (c.cached_tokens or 0)
+    ]
     cached = int(np.median(reported)) if reported else None
     cold_ttft = float(np.median([float(c.ttft_ms or 0.0) for c, _ in pairs]))
     by_timing = len(pairs) >= 2 and saving.low > 0 and saving.value >= CACHE_MIN_SHARE * cold_ttft

@@ -169,3 +169,16 @@ def test_ask_after_a_probe_splits_the_server_wait(srv: PrefillServer, env: Path,
     from tui.widgets.telemetry_pane import record_text
 
     assert "prefill" in record_text(d).plain and "queue" in record_text(d).plain  # the chat's after-turn lines
+
+
+def test_each_run_sends_new_text_so_no_earlier_probe_is_cached() -> None:
+    from backends.probe_plan import prompt_text
+
+    a, b = make_plan(None, quick=True), make_plan(None, quick=True)
+    assert a.requests == b.requests
+    assert {prompt_text(s) for s in a.steps}.isdisjoint(prompt_text(s) for s in b.steps)
+    same = make_plan(None, quick=True, seed=7), make_plan(None, quick=True, seed=7)
+    assert [prompt_text(s) for s in same[0].steps] == [prompt_text(s) for s in same[1].steps]
+    # Within a run: unique from the first word, except the cold/warm pairs' shared prefix.
+    firsts = [prompt_text(s).split()[1] for s in a.steps if s.kind in ("input", "cache_cold", "output")]
+    assert len(set(firsts)) == len(firsts)
