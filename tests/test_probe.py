@@ -60,13 +60,14 @@ def test_json_recovers_the_servers_costs(srv: PrefillServer, env: Path, tmp_path
     assert abs(d["base_ttft_ms"]["value"] - BASE_MS) <= 15, d["base_ttft_ms"]
     # Decode: a generous bound (loopback chunks coalesce now and then), but far from any other cost here.
     assert abs(d["tpot_ms"]["value"] - TOKEN_MS) <= 0.5 * TOKEN_MS, d["tpot_ms"]
-    assert abs(d["output_ms_per_100_tokens"]["value"] - 100 * TOKEN_MS) <= 0.2 * 100 * TOKEN_MS
+    per_100 = d["output_ms_per_100_tokens"]
+    assert abs(per_100["value"] - 100 * TOKEN_MS) <= 0.3 * 100 * TOKEN_MS, per_100
     cache = d["cache"]
-    assert cache["detected"] is True
+    assert cache["detected"] is True, cache
     prefix = make_plan(None, quick=True).design.cache_prefix
     assert prefix - 32 <= cache["cached_tokens"] <= prefix + 16  # whole 16-token blocks of the shared prefix
     saving_truth = PREFILL_MS_PER_TOKEN * cache["cached_tokens"]
-    assert abs(cache["ttft_saving_ms"]["value"] - saving_truth) <= 0.15 * saving_truth + 5
+    assert abs(cache["ttft_saving_ms"]["value"] - saving_truth) <= 0.25 * saving_truth + 10, cache
 
     # It said what it would spend before it started, and spent exactly that many requests.
     plan = make_plan(None, quick=True)
