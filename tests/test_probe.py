@@ -183,3 +183,22 @@ def test_each_run_sends_new_text_so_no_earlier_probe_is_cached() -> None:
     # Within a run: unique from the first word, except the cold/warm pairs' shared prefix.
     firsts = [prompt_text(s).split()[1] for s in a.steps if s.kind in ("input", "cache_cold", "output")]
     assert len(set(firsts)) == len(firsts)
+
+
+def test_anthropic_through_its_sdk_and_a_server_whose_usage_never_changes(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The runner is the same for every API. This fake reports 12 input tokens whatever it is sent, and
+    the probe trusts usage over its own estimate: no slope can be fitted, and it says so, guessing nothing."""
+    from tests.fakes import FakeServer, Schedule
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    out = tmp_path / "out"
+    with FakeServer(Schedule(first_token_ms=5, token_ms=1, visible_tokens=4)) as fake:
+        rc = main(["probe", "-m", "anthropic:claude-x", "--base-url", fake.url, "--budget", "9000", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "not enough successful turns" in err and "Traceback" not in err
+    (jsonl,) = out.glob("*.jsonl")
+    turns = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert {t["api"] for t in turns} == {"messages"} and {t["status"] for t in turns} == {"ok"}
+    assert not (env / "probes").exists()
