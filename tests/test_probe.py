@@ -19,7 +19,7 @@ from telemetry.record import SCHEMA
 from tests.fakes.prefill_server import PrefillServer
 from tui.cli import main
 
-BASE_MS, PREFILL_MS_PER_TOKEN, TOKEN_MS = 20.0, 0.03, 2.0
+BASE_MS, PREFILL_MS_PER_TOKEN, TOKEN_MS = 20.0, 0.05, 2.0
 FIT_KEYS = {"base_ttft_ms", "prefill_ms_per_1k_input_tokens", "tpot_ms", "output_ms_per_100_tokens", "cache"}
 
 
@@ -157,7 +157,7 @@ def test_a_local_model_scales_the_plan_to_the_smaller_of_its_contexts() -> None:
 def test_ask_after_a_probe_splits_the_server_wait(srv: PrefillServer, env: Path, capsys) -> None:
     assert _probe(srv, "--quick", "--json", "--budget", "12000") == 0
     capsys.readouterr()
-    prompt = " ".join(["word"] * 2000)  # about 2k fresh input tokens: 20 + 0.03 x 2000 = 80 ms on this server
+    prompt = " ".join(["word"] * 2000)  # about 2k fresh input tokens: 20 + 0.05 x 2000 = 120 ms on this server
     assert main(["ask", "-m", "compat:prefill-fake", "--base-url", srv.base_url, "--json", prompt]) == 0
     captured = capsys.readouterr()
     d = json.loads(captured.out)
