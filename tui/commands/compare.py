@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,12 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import Backend
-from telemetry.settings import TurnSettings
-from tui.commands.args import positive_int, temperature
+from telemetry.surrogates import scrub
+from tui.commands.exits import Exit, for_error_kind, for_turns
+from tui.commands.flags import add_turn_flags, settings_from_args
+from tui.commands.help import examples
+from tui.commands.output import add_output_flags, note, print_json
+from tui.commands.prompt import PromptTooLarge, read_prompt
 from tui.format import visible_controls
 
 LABELS = "ABCD"
-LOG_FAILED = 3  # exit code, as for ttft ask: the turns ran but could not be written to the session log
+LOG_FAILED = int(Exit.NOT_SAVED)  # as for ttft ask: the turns ran but could not be written to the session log
 MAX_PANES = 4
 
 
@@ -35,17 +39,17 @@ def parse_model(value: str, default_base_url: str | None) -> PaneSpec:
     return PaneSpec(value, default_base_url)
 
 
-def default_factory(spec: str, base_url: str | None) -> Backend:
+def default_factory(spec: str, base_url: str | None, *, timeout_s: float | None = None) -> Backend:
     from backends.providers import create_backend  # imported late: `ttft --help` stays fast
 
-    return create_backend(spec, base_url=base_url)
+    return create_backend(spec, base_url=base_url, timeout_s=timeout_s)
 
 
 # Tests and the benchmark swap this for in-process fakes.
 backend_factory: Callable[[str, str | None], Backend] = default_factory
 
 
-def ui_factory() -> Callable[[str, str | None], Backend]:
+def ui_factory(timeout_s: float | None = None) -> Callable[[str, str | None], Backend]:
     """For the compare screen: each backend in its own process, as in the chat, so painting four panes
     can never delay a timestamp (``TTFT_IN_PROCESS=1`` keeps them here). Headless runs, and tests that
     swapped ``backend_factory``, create them in this process."""
@@ -53,18 +57,17 @@ def ui_factory() -> Callable[[str, str | None], Backend]:
         return backend_factory
     from tui.session import default_backend_factory
 
-    return default_backend_factory
+    return functools.partial(default_backend_factory, timeout_s=timeout_s)
 
 
-def settings_from(args: argparse.Namespace) -> TurnSettings:
-    return TurnSettings(
-        stream=not args.no_stream,
-        max_output_tokens=args.max_output_tokens,
-        temperature=args.temperature,
-        reasoning_effort=args.reasoning_effort,
-        thinking_budget=args.thinking_budget,
-        thinking_display=args.thinking_display,
-    )
+def headless_factory(timeout_s: float | None = None) -> Callable[[str, str | None], Backend]:
+    """Headless: the backends in this process (tests swap ``backend_factory``)."""
+    if backend_factory is not default_factory:
+        return backend_factory
+    return functools.partial(default_factory, timeout_s=timeout_s)
+
+
+settings_from = settings_from_args  # the turn flags, as every command reads them
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -75,6 +78,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Send the same prompt to 2 to 4 models at the same instant (or one after another with --sequential) "
             "and compare TTFT, TTFVT, TPOT, E2E and output tokens. Every turn is logged with its comparison id "
             "and pane."
+        ),
+        epilog=examples(
+            "ttft compare -m openai:gpt-4o-mini -m anthropic:claude-haiku-4-5",
+            "ttft compare -m compat:qwen@http://127.0.0.1:8080/v1 -m compat:llama@http://127.0.0.1:8081/v1",
+            "ttft compare --sequential -m local:smollm2-135m -m local:smollm2-360m",
+            'ttft compare --headless -n 10 --out cmp -m openai:gpt-4o-mini -m openai:gpt-4.1-mini "hi"',
+            'cat notes.md | ttft compare --headless --json -m A -m B "summarize"   # stdin, then the prompt',
         ),
     )
     p.add_argument(
@@ -90,39 +100,38 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", "-n", type=int, default=1, metavar="N", help="trials per prompt (default 1)")
     p.add_argument("--headless", action="store_true", help="no UI: print the summary table and verdicts")
     p.add_argument("--blind", action="store_true", help="hide model names until revealed (UI)")
-    p.add_argument("--json", action="store_true", help="headless: print the summary as JSON")
+    add_output_flags(p, "headless: print the ttft.compare/1 summary as JSON")
     p.add_argument("--out", type=Path, metavar="DIR", help="export the comparison: JSONL + summary and verdict CSVs")
-    p.add_argument("--system", help="system prompt for every pane")
-    p.add_argument("--max-output-tokens", type=positive_int)
-    p.add_argument("--temperature", type=temperature)
-    p.add_argument("--reasoning-effort")
-    p.add_argument("--thinking-budget", type=positive_int)
-    p.add_argument("--thinking-display", choices=["summarized", "omitted"])
-    p.add_argument("--no-stream", action="store_true")
-    p.add_argument("prompt", nargs="*", help="the prompt (headless: read from stdin when omitted)")
+    add_turn_flags(p)
+    p.add_argument("prompt", nargs="*", help="the prompt (headless: piped stdin comes before it)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if not 1 <= len(args.model) <= MAX_PANES:
         print(f"ttft compare: give 1 to {MAX_PANES} -m options (got {len(args.model)})", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     if args.repeat < 1:
         print("ttft compare: --repeat must be at least 1", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     specs = [parse_model(m, args.base_url) for m in args.model]
-    prompt = " ".join(args.prompt).strip()
-    if args.headless and not prompt and not sys.stdin.isatty():
-        prompt = sys.stdin.read().strip()
+    if args.headless:
+        try:
+            prompt = read_prompt(args.prompt)
+        except PromptTooLarge as exc:
+            print(f"ttft compare: {exc}", file=sys.stderr)
+            return Exit.USAGE
+    else:  # the screen owns the terminal: stdin is never read
+        prompt = scrub(" ".join(args.prompt).strip())
     if args.headless and not prompt:
         print("ttft compare --headless: give a prompt (argument or stdin)", file=sys.stderr)
-        return 2
-    factory = backend_factory if args.headless else ui_factory()
+        return Exit.USAGE
+    factory = headless_factory(args.timeout) if args.headless else ui_factory(args.timeout)
     try:
         backends = [factory(s.spec, s.base_url) for s in specs]
     except Exception as exc:  # a bad spec, a missing key: one sentence, no traceback
         print(visible_controls(f"ttft compare: {exc}"), file=sys.stderr)
-        return 2
+        return for_error_kind(getattr(exc, "kind", "bad_spec"))
     if args.headless:
         from tui import signals
 
@@ -165,7 +174,7 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
     def progress(pane: int, trial: int, record: Any) -> None:
         nonlocal done
         done += 1
-        if not args.json:
+        if not args.quiet:
             err.print(f"[dim]{done}/{total} {LABELS[pane]} trial {trial + 1}: {record.status}[/dim]", highlight=False)
 
     try:
@@ -181,6 +190,7 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
     names = {p.label: f"{p.backend.provider}:{p.backend.model}" for p in panes}
     if args.json:
         out: dict[str, Any] = {
+            "schema": "ttft.compare/1",
             "comparison_id": runner.comparison_id,
             "session_id": log.session_id,
             "mode": result.mode,
@@ -192,22 +202,21 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
                 for v in c.verdicts
             ],
         }
-        print(json.dumps(out, indent=2))
+        print_json(out)
     else:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
         console.print(f"comparison {runner.comparison_id} · session {log.session_id}")
         console.print(summary(c, names, mode=result.mode, skew_ms=result.start_skew_ms))
-    rc = 0 if any(c.stats[p].ok for p in c.panes) else 1
+    records = [r for recs in result.as_dicts() for r in recs]
+    rc = for_turns((r.get("status", ""), (r.get("error") or {}).get("type")) for r in records)
     if args.out:
-        records = [r for recs in result.as_dicts() for r in recs]
         parts = [({"prompt_index": result.prompt_index, "mode": result.mode}, c)]
         try:
             paths = write_comparison(records, parts, args.out, runner.comparison_id)
         except OSError as exc:
             print(f"ttft compare: could not write the export to {args.out}: {exc.strerror or exc}", file=sys.stderr)
-            rc = rc or 1
-        else:
-            print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
+            return Exit.NOT_SAVED
+        note(args, "wrote " + ", ".join(str(p) for p in paths))
     if log.write_errors:  # the panes' answers are above; the user must know they are not in the log
         n = len(log.write_errors)
         lost = f"{n} turn{'s were' if n != 1 else ' was'} not saved"

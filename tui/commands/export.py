@@ -10,14 +10,26 @@ from typing import Any
 
 from telemetry.export import WRITERS, export
 from telemetry.log import Skipped, read_records, resolve
+from tui.commands.exits import Exit
+from tui.commands.help import examples
+from tui.commands.output import add_output_flags, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="export a session (default: the latest) as jsonl, csv or otel")
+    p = sub.add_parser(
+        "export",
+        help="export a session (default: the latest) as jsonl, csv or otel",
+        epilog=examples(
+            "ttft export                                  # the latest session, as SESSION.jsonl here",
+            "ttft export 20260101-090000-a1b2 -f csv -o turns.csv",
+            "ttft export --redact -f otel --json          # what was written, as JSON on stdout",
+        ),
+    )
     p.add_argument("source", nargs="?", help="session id or log file (default: the most recent session)")
     p.add_argument("--format", "-f", choices=sorted(WRITERS), default="jsonl")
     p.add_argument("--out", "-o", type=Path, help="output path (default: SESSION.FORMAT in the current folder)")
     p.add_argument("--redact", action="store_true", help="drop prompt, answer and reasoning text")
+    add_output_flags(p, "print what was written as a ttft.export/1 JSON object")
     p.set_defaults(func=run)
 
 
@@ -26,12 +38,12 @@ def run(args: argparse.Namespace) -> int:
         path = resolve(args.source)
     except FileNotFoundError as exc:
         print(f"ttft export: {exc}", file=sys.stderr)
-        return 1
+        return Exit.FAILED
     try:
         path.open("rb").close()
     except OSError as exc:
         print(f"ttft export: could not read {path}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return Exit.FAILED
     skipped = Skipped()
     passes = 0
 
@@ -52,8 +64,12 @@ def run(args: argparse.Namespace) -> int:
             f"{exc.strerror or exc}",
             file=sys.stderr,
         )
-        return 1
+        return Exit.FAILED if reading else Exit.NOT_SAVED
     if skipped:
         print(f"ttft export: {skipped.message()}", file=sys.stderr)
-    print(f"wrote {n} turns from {path} to {out} ({args.format}{', redacted' if args.redact else ''})")
-    return 0
+    if args.json:
+        doc = {"schema": "ttft.export/1", "source": str(path), "out": str(out), "format": args.format}
+        print_json({**doc, "turns": n, "redacted": args.redact, "skipped_lines": sum(skipped.lines.values())})
+    elif not args.quiet:
+        print(f"wrote {n} turns from {path} to {out} ({args.format}{', redacted' if args.redact else ''})")
+    return Exit.OK
