@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print the shell completion script for bash, zsh or fish",
         description="Print a completion script for your shell on stdout; load it as shown below.",
         epilog=examples(
-            'eval "$(ttft completion bash)"                 # bash: add to ~/.bashrc',
+            "ttft completion bash > ~/.local/share/bash-completion/completions/ttft",
+            'eval "$(ttft completion bash)"                 # or this line in ~/.bashrc',
             "ttft completion zsh > ~/.zfunc/_ttft          # zsh: a folder on $fpath, then compinit",
             "ttft completion fish > ~/.config/fish/completions/ttft.fish",
         ),
