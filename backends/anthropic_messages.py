@@ -212,7 +212,7 @@ AnthropicMessagesBackend.WARM_UP_BODY = _events(
 )
 
 
-async def _warm_messages(self: AnthropicMessagesBackend, client: httpx2.AsyncClient) -> None:
+async def _warm_messages(self: HostedBackend, client: httpx2.AsyncClient) -> None:
     sdk = anthropic.AsyncAnthropic(api_key="warm-up", base_url="http://warm.up", http_client=client, max_retries=0)
     stream = await sdk.messages.create(
         model="w", max_tokens=8, messages=[{"role": "user", "content": "w"}], stream=True

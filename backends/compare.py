@@ -19,12 +19,13 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from backends.base import Backend, ChatRequest, Message
+from backends.finish import finish_turn
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
-from telemetry.log import LogWriteError, SessionLog
+from telemetry.log import SessionLog
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
@@ -88,7 +89,7 @@ class PromptResult:
     records: list[list[TurnRecord]]
     start_skew_ms: list[float]  # parallel mode: max - min first send, per trial
 
-    def as_dicts(self) -> list[list[dict]]:
+    def as_dicts(self) -> list[list[dict[str, Any]]]:
         return [[r.to_dict() for r in recs] for recs in self.records]
 
 
@@ -237,24 +238,16 @@ class CompareRunner:
         except asyncio.CancelledError:
             if i in self._cancel_requested:
                 # run_turn recorded and logged it; a pane cancelled on request ends this pane only.
-                return recorder.finish()
+                return finish_turn(recorder, self.log)
             raise
         except Exception as exc:  # raised outside run_turn's own guard (e.g. closing the stream)
             recorder.feed(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc)))
-            record = recorder.finish()
-            self._log(record)
-            return record
-
-    def _log(self, record: TurnRecord) -> None:
-        if self.log is not None:
-            with contextlib.suppress(LogWriteError):  # kept in log.write_errors, which the front end reports
-                self.log.append(record)
+            return finish_turn(recorder, self.log)  # a failed log write is in log.write_errors
 
     def _never_sent(self, i: int, trial: int, recorder: TurnRecorder, hooks: _Hooks) -> TurnRecord:
         """A turn started (its pane shows it) but cancelled before its request went out."""
         recorder.feed(ev.Cancelled(ev.now_ns()))
-        record = recorder.finish()
-        self._log(record)
+        record = finish_turn(recorder, self.log)
         hooks.done(i, trial, record)
         return record
 
@@ -292,7 +285,9 @@ class CompareRunner:
             tasks, self._tasks = self._tasks, {}
             for t in tasks.values():
                 t.cancel()
-        records = {i: r if isinstance(r, TurnRecord) else recorders[i].finish() for i, r in enumerate(results)}
+        records = {
+            i: r if isinstance(r, TurnRecord) else finish_turn(recorders[i], self.log) for i, r in enumerate(results)
+        }
         sent = [r.timestamps.sent for r in records.values() if r.timestamps.sent is not None]
         skew = (max(sent) - min(sent)) / 1e6 if len(sent) > 1 else 0.0
         return records, skew

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ from telemetry import events as ev
 
 SDKS = ("openai", "anthropic", "backends.openai_lean")  # the lean path mirrors the SDK's error classes
 
-Translate = Callable[[Any, Any, int, Any], Iterator[ev.Event]]
+Translate = Callable[[Any, Any, int, Any], Iterable[ev.Event]]
 
 _KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")
 
@@ -136,9 +136,9 @@ def provider_message(exc: BaseException) -> str:
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return inner["message"]
+            return str(inner["message"])
         if isinstance(body.get("message"), str):
-            return body["message"]
+            return str(body["message"])
     msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     return str(msg)
 

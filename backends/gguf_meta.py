@@ -51,7 +51,7 @@ class _Reader:
         n = struct.calcsize(fmt)
         if self.pos + n > self.size:
             raise GGUFError("the header ends early (truncated file)")
-        v = struct.unpack_from(fmt, self.buf, self.pos)[0]
+        v: int | float | bool = struct.unpack_from(fmt, self.buf, self.pos)[0]
         self.pos += n
         return v
 

@@ -236,10 +236,26 @@ class HostedBackend:
         state = TurnState()
         sdk: Any = None
         got_tokens = False
+        opening: asyncio.Future[Any] | None = None
         try:
             try:
-                async with asyncio.timeout_at(deadline) as clock:
-                    sdk = await self._open(request, probe, state)
+                # The attempt's events (sent, each wire step) go out as they happen, not once the
+                # headers are in: the live line names the phase of the wait. Never yielded inside
+                # the deadline's scope, which would cancel the consumer's code instead of the wait.
+                opening = asyncio.ensure_future(self._open(request, probe, state))
+                probe.wake = asyncio.Event()
+                while True:
+                    woken = asyncio.ensure_future(probe.wake.wait())
+                    try:
+                        async with asyncio.timeout_at(deadline) as clock:
+                            await asyncio.wait((opening, woken), return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        woken.cancel()
+                    if opening.done():
+                        break
+                    for e in probe.drain():
+                        yield e
+                sdk = opening.result()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -297,6 +313,12 @@ class HostedBackend:
             for e in self._finish(state, probe, probe.stamp()):
                 yield e
         finally:
+            if opening is not None and sdk is None:
+                if not opening.done():
+                    opening.cancel()  # cancelled, or past the deadline, while connecting or waiting for headers
+                    await asyncio.wait((opening,))
+                if not opening.cancelled() and opening.exception() is None:
+                    sdk = opening.result()  # it opened just as the turn ended: closed below
             self.http.release(probe)
             close = getattr(sdk, "close", None)
             if close is not None:

@@ -20,6 +20,17 @@ arrive together). What this cannot see is time the bytes spent in the kernel soc
 buffer while the event loop was busy: the stamp is when the HTTP layer got them, which
 on an idle loop is within a few microseconds of arrival.
 
+Where the wait goes
+-------------------
+The request hook also sets httpx2's ``trace`` extension on each attempt: the connection's
+steps (TCP connect, TLS handshake, request headers and body written) come back as
+:class:`telemetry.events.WireStep` events the moment each begins, so the wait can be split
+(``telemetry.wire``) and the live line can name the phase. Name resolution happens inside
+httpcore2's TCP connect, where no trace sees it; the pool's network backend is wrapped
+(:class:`_ResolvingBackend`) so that it resolves first, timed, then connects to the
+addresses in order. The response hook reads the headers' ``http`` facts
+(``backends.http_meta``).
+
 Routing: several turns may share one client (and its connection pool), so each turn
 gets a :class:`Probe`; the backend passes ``probe.headers`` as the SDK's
 ``extra_headers`` and the request hook takes that header off again before anything is
@@ -28,17 +39,24 @@ sent, so the server never sees it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import email.utils
+import ipaddress
 import itertools
 import os
+import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any
 
+import httpcore2
 import httpx2
 
+from backends.http_meta import http_info
 from telemetry import events as ev
 
 # httpx2 imports its async backend on the first connection (50-200 ms): do it now, not inside the first TTFT.
@@ -69,6 +87,9 @@ class Probe:
         self.first_byte_ns: int | None = None
         self.reads = 0  # raw chunks of the current attempt's body
         self.body_tail = b""  # the last bytes of the current attempt's body
+        self.connected = False  # the current attempt opened a new connection
+        self.traced = False  # the HTTP layer reported any step of the current attempt
+        self.wake: asyncio.Event | None = None  # set when an event is pending (the backend yields it live)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -81,7 +102,37 @@ class Probe:
     def drain(self) -> list[ev.Event]:
         out = list(self.pending)
         self.pending.clear()
+        if self.wake is not None:
+            self.wake.clear()
         return out
+
+    def push(self, e: ev.Event) -> None:
+        self.pending.append(e)
+        if self.wake is not None:
+            self.wake.set()
+
+    def step(self, attempt: int, phase: str) -> None:
+        """The attempt entered ``phase`` now (ignored once a later attempt has begun)."""
+        if attempt == self.attempt:
+            self.push(ev.WireStep(ev.now_ns(), attempt, phase))
+
+    def tracer(self, attempt: int) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
+        """httpx2's ``trace`` extension for one attempt: connection steps -> WireStep events."""
+
+        async def trace(name: str, info: dict[str, Any]) -> None:
+            if attempt != self.attempt:
+                return  # a straggler of an attempt already given up
+            self.traced = True
+            phase = _TRACE_PHASE.get(name)
+            if phase is not None:
+                self.step(attempt, phase)
+                if phase == "connect":
+                    self.connected = True
+                    _RESOLVED.set(lambda p: self.step(attempt, p))
+            elif name.startswith("connection.connect_tcp."):
+                _RESOLVED.set(None)
+
+        return trace
 
     def _chunk(self, data: bytes) -> None:
         t = ev.now_ns()
@@ -91,6 +142,94 @@ class Probe:
         self.reads += 1
         # A read of 64 bytes or more is the whole tail by itself: no concatenation on the hot path.
         self.body_tail = data[-64:] if len(data) >= 64 else (self.body_tail + data)[-64:]
+
+
+# httpx2 trace names (HTTP/1.1 and HTTP/2) -> the phase that begins there (telemetry.wire.PHASES)
+_TRACE_PHASE = {
+    "connection.connect_tcp.started": "connect",
+    "connection.start_tls.started": "tls",
+    "http11.send_request_headers.started": "send",
+    "http2.send_request_headers.started": "send",
+    "http11.send_request_body.complete": "server",
+    "http2.send_request_body.complete": "server",
+}
+# While a traced attempt connects: how the resolving backend reports its dns/connect steps.
+_RESOLVED: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar("ttft_resolved", default=None)
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+class _ResolvingBackend(httpcore2.AsyncNetworkBackend):
+    """httpcore2's network backend, resolving the host name itself first so the lookup is timed.
+
+    Then it connects to the resolved addresses in the resolver's order, the next one when one
+    fails, all within the one connect timeout (httpcore2's own backend does the same lookup
+    inside its connect, untimed). An IP address goes straight through.
+    """
+
+    def __init__(self, inner: httpcore2.AsyncNetworkBackend) -> None:
+        self._inner = inner
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        report = _RESOLVED.get()
+        if _is_ip(host):
+            return await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        if report is not None:
+            report("dns")
+        try:
+            async with asyncio.timeout_at(deadline):
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except TimeoutError as exc:
+            raise httpcore2.ConnectTimeout(f"resolving {host} timed out") from exc
+        except OSError as exc:
+            raise httpcore2.ConnectError(str(exc)) from exc
+        if report is not None:
+            report("connect")
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+        error: Exception = httpcore2.ConnectError(f"{host} resolved to no address")
+        for address in addresses:
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            try:
+                return await self._inner.connect_tcp(address, port, left, local_address, socket_options)
+            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
+                error = exc
+        raise error
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore2.AsyncNetworkStream:
+        return await self._inner.connect_unix_socket(path, timeout, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def _time_dns(client: httpx2.AsyncClient) -> None:
+    """Wrap the direct (no proxy) pool's network backend in :class:`_ResolvingBackend`.
+
+    Private attributes of httpx2/httpcore2, checked by type: if a release moves them, the
+    lookup simply stays inside ``connect`` (no dns phase), nothing breaks.
+    """
+    pool = getattr(getattr(client, "_transport", None), "_pool", None)
+    if type(pool) is httpcore2.AsyncConnectionPool:
+        inner = getattr(pool, "_network_backend", None)
+        if isinstance(inner, httpcore2.AsyncNetworkBackend) and not isinstance(inner, _ResolvingBackend):
+            pool._network_backend = _ResolvingBackend(inner)
 
 
 class _StampedStream(httpx2.AsyncByteStream):
@@ -176,6 +315,7 @@ class InstrumentedHTTP:
             verify=True if tls else no_tls_context(),
             event_hooks={"request": [self._on_request], "response": [self._on_response]},
         )
+        _time_dns(self.client)
 
     def new_probe(self) -> Probe:
         p = Probe()
@@ -197,13 +337,17 @@ class InstrumentedHTTP:
         probe = self._probes.get(pid)
         if probe is None:
             return
-        request.extensions = {**request.extensions, _EXT: probe}
         probe.attempt += 1
+        request.extensions = {**request.extensions, _EXT: probe, "trace": probe.tracer(probe.attempt)}
         probe.status = None
         probe.last_arrival_ns = None
         probe.reads = 0
         probe.body_tail = b""
-        probe.pending.append(ev.AttemptSent(ev.now_ns(), probe.attempt))
+        probe.connected = False
+        probe.traced = False
+        t = ev.now_ns()
+        probe.push(ev.AttemptSent(t, probe.attempt))
+        probe.push(ev.WireStep(t, probe.attempt, "pool"))
 
     async def _on_response(self, response: httpx2.Response) -> None:
         t = ev.now_ns()
@@ -212,7 +356,13 @@ class InstrumentedHTTP:
             return
         probe.status = response.status_code
         probe.retry_after_s = parse_retry_after(response.headers)
-        probe.pending.append(ev.HeadersReceived(t, probe.attempt, response.status_code, probe.retry_after_s))
+        info = http_info(
+            response.headers,
+            connection=("new" if probe.connected else "reused") if probe.traced else None,
+            http_version=response.http_version,
+        )
+        probe.push(ev.HttpResponse(t, probe.attempt, info))
+        probe.push(ev.HeadersReceived(t, probe.attempt, response.status_code, probe.retry_after_s))
         response.stream = _StampedStream(response.stream, probe)  # type: ignore[arg-type]
 
     async def aclose(self) -> None:

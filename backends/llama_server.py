@@ -88,7 +88,8 @@ def gemma_template() -> Path:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -194,7 +195,7 @@ class LlamaServer:
         except OSError as exc:
             raise LlamaServerError(f"could not start {cmd[0]}: {exc}") from exc
         finally:
-            if log is not subprocess.DEVNULL:
+            if not isinstance(log, int):  # a file of ours, not DEVNULL
                 log.close()  # the child holds its own copy
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
@@ -212,7 +213,8 @@ class LlamaServer:
     def healthy(self) -> bool:
         try:
             with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
-                return r.status == 200
+                status: int = r.status
+                return status == 200
         except (urllib.error.URLError, OSError):
             return False
 

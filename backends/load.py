@@ -1,7 +1,8 @@
 """The load driver behind ``ttft bench``: many concurrent turns, each recorded like any other.
 
 Every request goes through :func:`backends.turn.run_turn` with its own recorder, so every
-request is a complete ``ttft.turn/1`` record (tagged ``extra.bench``). Two kinds of level:
+request is a complete ``ttft.turn/1`` record (tagged ``extra.bench``), ended by
+:func:`backends.finish.finish_turn` and so seen by the same sinks (OpenTelemetry) as a chat turn. Two kinds of level:
 
 - closed loop (``mode="concurrency"``): ``c`` users, each sending its next request as soon
   as the previous one ends, until ``requests`` are done;
@@ -32,6 +33,7 @@ from typing import Any, Literal
 import psutil
 
 from backends.base import Backend, ChatRequest, Message
+from backends.finish import finish_turn
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
 from telemetry.aggregate import poisson_schedule
@@ -206,7 +208,7 @@ async def _one(
         record = await run_turn(backend, request, recorder)
     except asyncio.CancelledError:
         if on_cancel is not None:  # run_turn recorded it as cancelled, with what had arrived
-            on_cancel(as_dict(recorder.finish()))
+            on_cancel(as_dict(finish_turn(recorder)))
         raise
     return as_dict(record)
 
@@ -363,6 +365,9 @@ class BackendSpec:
     options: dict[str, Any] = field(default_factory=dict)
     # Chat Completions only: read streams as JSON dicts, not the SDK's typed chunks (less CPU per chunk).
     raw_stream: bool = False
+    # With options["lean"] (no SDK): send through aiohttp rather than httpx2 (backends.lean_http),
+    # the cheapest client per chunk under many streams.
+    aiohttp: bool = False
 
 
 def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
@@ -371,7 +376,9 @@ def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
 
     backend = create_backend(spec.spec, base_url=spec.base_url, max_connections=pool, **spec.options)
     if spec.raw_stream and hasattr(backend, "raw_stream"):
-        backend.raw_stream = True  # type: ignore[attr-defined]
+        backend.raw_stream = True
+    if spec.aiohttp and hasattr(backend, "use_aiohttp"):
+        backend.use_aiohttp()
     return backend
 
 

@@ -193,7 +193,7 @@ OpenAIChatBackend.WARM_UP_BODY = _sse(
 )
 
 
-async def _warm_chat(self: OpenAIChatBackend, client: httpx2.AsyncClient) -> None:
+async def _warm_chat(self: HostedBackend, client: httpx2.AsyncClient) -> None:
     sdk = openai.AsyncOpenAI(api_key="warm-up", base_url="http://warm.up/v1", http_client=client, max_retries=0)
     stream = await sdk.chat.completions.create(model="w", messages=[{"role": "user", "content": "w"}], stream=True)
     async for _ in stream:

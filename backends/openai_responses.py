@@ -194,7 +194,7 @@ OpenAIResponsesBackend.WARM_UP_BODY = _events(
 )
 
 
-async def _warm_responses(self: OpenAIResponsesBackend, client: httpx2.AsyncClient) -> None:
+async def _warm_responses(self: HostedBackend, client: httpx2.AsyncClient) -> None:
     sdk = openai.AsyncOpenAI(api_key="warm-up", base_url="http://warm.up/v1", http_client=client, max_retries=0)
     stream = await sdk.responses.create(model="w", input="w", stream=True)
     async for _ in stream:

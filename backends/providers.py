@@ -380,9 +380,9 @@ def create_backend(
 
 
 def _create_local(rest: str | None, **opts: Any) -> Backend:
-    if importlib.util.find_spec("backends.local_llama") is None:
+    if importlib.util.find_spec("backends.local") is None:
         raise ProviderError("Local models are not available in this build of ttft.", kind="local_unavailable")
-    module = importlib.import_module("backends.local_llama")
+    module = importlib.import_module("backends.local")
     available = getattr(module, "llama_cpp_available", None)
     if available is not None and not available():
         raise ProviderError(
@@ -390,7 +390,8 @@ def _create_local(rest: str | None, **opts: Any) -> Backend:
             kind="local_unavailable",
             hint="pip install 'ttft[local]' (or pick a hosted model: -m openai:MODEL with OPENAI_API_KEY set).",
         )
-    return module.create(rest, **opts)
+    backend: Backend = module.create(rest, **opts)
+    return backend
 
 
 def default_spec() -> str:
@@ -442,8 +443,9 @@ def list_models(spec: str, base_url: str | None = None, *, api_key: str | None =
             o = openai.OpenAI(api_key=key or "none", timeout=timeout, **options)
             ids = [m.id for m in o.models.list()]
     except sdk_errors("APIStatusError") as exc:
+        code = getattr(exc, "status_code", "?")  # every SDK's APIStatusError has one
         raise ProviderError(
-            scrub(f"{where} did not list its models (HTTP {exc.status_code}: {provider_message(exc)}).", secrets),
+            scrub(f"{where} did not list its models (HTTP {code}: {provider_message(exc)}).", secrets),
             kind="http_error",
             hint="Not every server offers /v1/models; check --base-url (it usually ends in /v1).",
         ) from None

@@ -37,7 +37,7 @@ class ThinkSplitter:
                 buf = buf[i + len(tag) :]
                 self.inside = not self.inside
                 continue
-            keep = _partial_suffix(buf, tag)
+            keep = partial_suffix(buf, tag)
             emit = buf[: len(buf) - keep]
             if emit:
                 out.append((kind, emit))
@@ -51,7 +51,7 @@ class ThinkSplitter:
         return [("reasoning" if self.inside else "text", held)] if held else []
 
 
-def _partial_suffix(buf: str, tag: str) -> int:
+def partial_suffix(buf: str, tag: str) -> int:
     """Length of the longest suffix of ``buf`` that is a proper prefix of ``tag``."""
     for n in range(min(len(tag) - 1, len(buf)), 0, -1):
         if buf.endswith(tag[:n]):

@@ -10,10 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from typing import Any
 
 from backends.base import Backend, ChatRequest
+from backends.finish import finish_turn
 from telemetry import events as ev
-from telemetry.log import LogWriteError, SessionLog
+from telemetry.log import SessionLog
+from telemetry.probe_store import saved_probe as saved_probe_for
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.surrogates import scrub, scrub_event
@@ -21,8 +24,17 @@ from telemetry.urls import redact_url
 
 
 def new_recorder(
-    backend: Backend, request: ChatRequest, *, session_id: str, turn_index: int, extra: dict | None = None
+    backend: Backend,
+    request: ChatRequest,
+    *,
+    session_id: str,
+    turn_index: int,
+    extra: dict[str, Any] | None = None,
+    saved_probe: bool = True,
 ) -> TurnRecorder:
+    """The recorder for one turn. ``saved_probe``: split the server's wait with this target's saved
+    ``ttft probe`` when there is one (telemetry.probe_split); the probe's own turns say False."""
+    probe = saved_probe_for(backend.provider, backend.model, backend.base_url) if saved_probe else None
     return TurnRecorder(
         session_id=session_id,
         turn_index=turn_index,
@@ -34,6 +46,7 @@ def new_recorder(
         prompt=scrub(request.prompt),  # argv's undecodable bytes arrive as lone surrogates
         input_chars=sum(len(m.content) for m in request.messages),
         extra=dict(extra or {}),
+        probe=probe,
     )
 
 
@@ -60,8 +73,9 @@ async def run_turn(
 ) -> TurnRecord:
     """Drive the stream to its end. Cancellation closes the stream, records the turn, and re-raises.
 
-    Returns the record as logged. A log write that fails does not lose the turn: the record is still
-    returned, and the failure is in ``log.write_errors`` for the front end to report.
+    Returns the record as logged (:func:`backends.finish.finish_turn`, which also hands it to the
+    sinks). A log write that fails does not lose the turn: the record is still returned, and the
+    failure is in ``log.write_errors`` and ``recorder.log_error`` for the front end to report.
     """
     stream = backend.stream(request)
     try:
@@ -77,8 +91,5 @@ async def run_turn(
         recorder.feed(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc)))
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
-        record = recorder.finish()
-        if log is not None:
-            with contextlib.suppress(LogWriteError):  # kept in log.write_errors
-                record = log.append(record)  # type: ignore[assignment]
+        record = finish_turn(recorder, log)
     return record

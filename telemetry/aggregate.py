@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from telemetry.metrics import percentiles
+from telemetry.record import chunk_times_ms
 
 # The client is said to distort what it measures past these (one process).
 CLIENT_LAG_P99_MS = 5.0
@@ -148,7 +149,7 @@ def span_ms(records: Sequence[dict[str, Any]]) -> tuple[float, float] | None:
 
 def chunk_gaps_ms(rec: dict[str, Any]) -> list[float]:
     """Gaps between consecutive token-bearing chunks (the ITL samples of one request)."""
-    times = [c[0] for c in rec.get("chunks") or []]
+    times = chunk_times_ms(rec)
     return [b - a for a, b in pairwise(times)]
 
 
@@ -221,7 +222,9 @@ def aggregate_level(
     sources = sorted({(r.get("tokens") or {}).get("source") or "?" for r in ok})
 
     good = sum(1 for r in recs if slo.met(r)) if slo else None
-    rate = lambda n: n / duration_s if duration_s > 0 else None  # noqa: E731
+
+    def rate(n: float) -> float | None:
+        return n / duration_s if duration_s > 0 else None
 
     out: dict[str, Any] = {
         "mode": mode,
@@ -448,7 +451,8 @@ def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
     client = agg.get("client") or {}
     return {
         "mode": agg["mode"],
-        "level": agg["level"],
+        # concurrency is a whole number of users (written 4, not 4.0); a rate may be fractional
+        "level": agg["level"] if agg["mode"] == "rate" else int(agg["level"]),
         "requests": agg["requests"],
         "completed": agg["completed"],
         "failed": agg["failed"],

@@ -13,11 +13,16 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from telemetry.probe_split import probe_day
+from telemetry.wire import WaitSplit
+
 GOOD_TTFT_MS = 500.0
 FLOW_MS = 1_000.0
 ATTENTION_MS = 10_000.0
 READING_TPOT_MS = 100.0  # slower than ~10 tokens/s trails a reader
 STALL_FACTOR = 10.0
+NEW_CONNECTION_MS = 100.0  # a connection set-up worth naming (and at least this share of the wait:)
+NEW_CONNECTION_SHARE = 0.3
 
 
 def _s(ms: float) -> str:
@@ -53,6 +58,10 @@ def diagnose_turn(rec: dict[str, Any]) -> str:
             f"{attempts - 1} retr{'y' if attempts == 2 else 'ies'} cost {_s(retry)} of the {_s(ttft)} wait: "
             "the provider was rate-limiting or overloaded; slow down or raise the limit."
         )
+    wait = WaitSplit.from_dict(m.get("wait_ms")) if isinstance(rec.get("http"), dict) else None
+    setup = _new_connection(wait, rec.get("http"), ttft)
+    if setup:
+        return setup
     delay = m.get("reasoning_delay_ms")
     if delay and ttfvt and delay >= 0.5 * ttfvt and ttfvt >= FLOW_MS:
         est = " (estimated from reasoning tokens)" if m.get("reasoning_delay_estimated") else ""
@@ -66,8 +75,13 @@ def diagnose_turn(rec: dict[str, Any]) -> str:
             f"The answer was long: {n_out} tokens at {tpot:.0f} ms each took {_s(e2e)}; "
             "asking for fewer tokens is the strongest lever."
         )
+    probed = _probe_sentence(rec, ttft)
+    if probed:
+        return probed
     if e2e and ttft >= FLOW_MS and phases.get("waiting", 0) >= 0.5 * e2e:
         share = 100 * phases["waiting"] / e2e
+        if wait is not None:
+            return _wait_split(wait, ttft)
         return (
             f"{share:.0f}% of the time came before the first token ({_s(ttft)}): "
             "shorten the prompt, reuse a cached prefix, or check the server's queue."
@@ -92,6 +106,70 @@ def diagnose_turn(rec: dict[str, Any]) -> str:
         )
     speed = f", then {1000 / tpot:.0f} tokens/s" if tpot else ""
     return f"Responsive: first token in {_s(ttft)}{speed}; nothing to fix."
+
+
+def _new_connection(wait: WaitSplit | None, http: Any, ttft: float) -> str:
+    """A fresh connection's set-up (dns + connect + tls) that took a visible share of the wait."""
+    if wait is None or not isinstance(http, dict) or http.get("connection") != "new":
+        return ""
+    setup = wait.dns + wait.connect + wait.tls
+    if setup < NEW_CONNECTION_MS or setup < NEW_CONNECTION_SHARE * ttft:
+        return ""
+    what = "A new TLS connection" if wait.tls > 0 else "A new connection"
+    return f"{what} cost {_s(setup)} of the {_s(ttft)} wait; later turns reuse it while it stays open."
+
+
+def _wait_split(wait: WaitSplit, ttft: float) -> str:
+    """A long wait, said by the part of it that dominated (the wire split)."""
+    net = wait.network_ms
+    if net >= 0.5 * ttft:
+        return (
+            f"The network took {_s(net)} of the {_s(ttft)} wait (dns {_s(wait.dns)}, connect {_s(wait.connect)}, "
+            f"TLS {_s(wait.tls)}, send {_s(wait.send)}): a closer server or a kept-alive connection would help."
+        )
+    if wait.server >= 0.5 * ttft:
+        return (
+            f"The server took {_s(wait.server)} after the request arrived, before its headers: "
+            f"a queue or a long prefill, not the network ({_s(net)})."
+        )
+    if wait.first_token >= 0.5 * ttft:
+        return (
+            f"The server sent its headers, then its first token {_s(wait.first_token)} later: "
+            f"a queue or a long prefill, not the network ({_s(net)})."
+        )
+    if wait.server_ms >= 0.5 * ttft:
+        return (
+            f"The server took {_s(wait.server_ms)} of the {_s(ttft)} wait ({_s(wait.server)} before its headers, "
+            f"{_s(wait.first_token)} after): a queue or a long prefill, not the network ({_s(net)})."
+        )
+    return (
+        f"The {_s(ttft)} wait was split: network {_s(net)}, server {_s(wait.server_ms)}, "
+        f"earlier attempts and the pool {_s(wait.retries + wait.pool)}."
+    )
+
+
+def _k_tokens(n: float) -> str:
+    return f"{n / 1000:.1f}k" if n >= 1000 else f"{n:.0f}"
+
+
+def _probe_sentence(rec: dict[str, Any], ttft: float) -> str:
+    """With a saved probe: whether the prompt's prefill or the server's queue made a slow wait."""
+    m = rec.get("metrics") or {}
+    expected, queue = m.get("expected_prefill_ms"), m.get("server_queue_ms")
+    if not isinstance(expected, int | float) or not isinstance(queue, int | float) or ttft <= GOOD_TTFT_MS:
+        return ""
+    if expected + queue < 0.5 * ttft:
+        return ""  # the network or retries took most of it: other rules speak to those
+    tokens = rec.get("tokens") or {}
+    fresh = (tokens.get("input") or 0) - (tokens.get("cached_input") or 0)
+    probe = (rec.get("extra") or {}).get("probe") or {}
+    day = probe_day(probe.get("date"))
+    head = f"{_k_tokens(fresh)} input tokens should prefill in about {_s(expected)} on this model (probe of {day})"
+    if queue >= expected:
+        return f"{head}; the other {_s(queue)} was the server's queue."
+    return (
+        f"{head}, most of the {_s(ttft)} wait: the prompt's length, not a queue; shorten it or reuse a cached prefix."
+    )
 
 
 def _median(values: Sequence[float | None]) -> float | None:

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from telemetry.wire import HttpInfo
+
 
 def now_ns() -> int:
     """The one clock every event is stamped with."""
@@ -60,6 +62,25 @@ class HeadersReceived(Event):
     attempt: int = 1
     status: int = 200
     retry_after_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WireStep(Event):
+    """One HTTP attempt entered a phase of getting its response (``telemetry.wire.PHASES``) at ``t_ns``.
+
+    Emitted live, as the HTTP layer reaches each step, so the waiting line can name it.
+    """
+
+    attempt: int = 1
+    phase: str = "pool"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpResponse(Event):
+    """What an attempt's response headers and connection said (``telemetry.wire.HttpInfo``), values bounded."""
+
+    attempt: int = 1
+    info: HttpInfo = field(default_factory=HttpInfo)
 
 
 @dataclass(frozen=True, slots=True)

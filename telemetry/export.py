@@ -1,18 +1,22 @@
-"""Export logged turns as JSONL, flat CSV, or OpenTelemetry GenAI metrics (OTLP JSON)."""
+"""Export logged turns as JSONL, flat CSV (the fixed table of ``telemetry.table``), Parquet, or
+OpenTelemetry GenAI metrics (OTLP JSON). An output path of ``-`` is standard output."""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlsplit
 
+from telemetry import table
 from telemetry.urls import redact_url
 
 TEXT_FIELDS = ("prompt", "answer", "reasoning")
@@ -22,10 +26,30 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
+STDOUT = Path("-")  # an output path that means standard output
+
+
+class _Stdout(io.TextIOBase):
+    """Standard output as a file to write and close, without closing it (``-o -``)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        return sys.stdout.write(s)
+
+    def close(self) -> None:
+        if not self.closed:
+            sys.stdout.flush()
+        super().close()
+
+
 def open_private(path: Path, *, newline: str | None = None) -> TextIO:
     """``path`` opened for writing text, readable by the user alone (0600) like the session log:
     an export or a report holds the prompts and answers. An existing file is made 0600 too
-    (``O_TRUNC`` keeps a file's old mode)."""
+    (``O_TRUNC`` keeps a file's old mode). ``-`` (:data:`STDOUT`) is standard output."""
+    if path == STDOUT:
+        return _Stdout()  # type: ignore[return-value]  # a TextIOBase that writes through
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         if hasattr(os, "fchmod") and stat.S_ISREG(os.fstat(fd).st_mode):  # not a pipe or /dev/stdout
@@ -83,19 +107,39 @@ def write_jsonl(records: Iterable[dict[str, Any]], out: Path) -> int:
     return n
 
 
-def write_csv(records: Sequence[dict[str, Any]] | Callable[[], Iterable[dict[str, Any]]], out: Path) -> int:
-    """One row per record. ``records`` may be a function giving a fresh pass each call: then the
-    columns come from a first pass and the rows from a second, and no record list is held."""
-    passes = records if callable(records) else lambda: records
-    columns = list(dict.fromkeys(k for r in passes() for k in flatten(r)))
+def _csv_value(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"  # what pandas, polars and DuckDB all read as booleans
+    return csv_cell(value)
+
+
+def write_csv(records: Iterable[dict[str, Any]], out: Path) -> int:
+    """One row per record under the fixed header of ``telemetry.table`` (one pass, nothing held)."""
     n = 0
     with open_private(out, newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
-        w.writeheader()
-        for r in passes():
-            w.writerow({k: csv_cell(v) for k, v in flatten(r).items()})
+        w = csv.writer(f)
+        w.writerow(table.HEADER)
+        for r in records:
+            w.writerow([_csv_value(v) for v in table.row(r).values()])
             n += 1
     return n
+
+
+def write_parquet(records: Iterable[dict[str, Any]], out: Path) -> int:
+    """The same table as Parquet, every column typed (also those all null), through polars.
+    Raises ``ModuleNotFoundError`` when polars is not installed."""
+    import polars as pl
+
+    types = {"str": pl.String, "json": pl.String, "int": pl.Int64, "float": pl.Float64, "bool": pl.Boolean}
+    schema = {c.name: types[c.type] for c in table.COLUMNS}
+    frame = pl.from_dicts([table.row(r) for r in records], schema=schema)
+    if out == STDOUT:
+        sys.stdout.flush()
+        frame.write_parquet(sys.stdout.buffer)
+    else:
+        open_private(out).close()  # created 0600 first; polars then writes the bytes into it
+        frame.write_parquet(out)
+    return frame.height
 
 
 # --- OpenTelemetry GenAI semantic conventions -------------------------------------
@@ -113,7 +157,7 @@ OTEL_HISTOGRAMS: dict[str, tuple[str, Any]] = {
 }
 # Default explicit bounds from the semantic conventions' advice for durations (s).
 DURATION_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
-TOKEN_BOUNDS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
+TOKEN_BOUNDS: list[float] = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
 
 
 def otel_attributes(rec: dict[str, Any]) -> dict[str, Any]:
@@ -214,7 +258,12 @@ def write_otel(records: Iterable[dict[str, Any]], out: Path) -> int:
     return counted[0]
 
 
-WRITERS = {"jsonl": write_jsonl, "csv": write_csv, "otel": write_otel}
+WRITERS: dict[str, Callable[[Iterable[dict[str, Any]], Path], int]] = {
+    "jsonl": write_jsonl,
+    "csv": write_csv,
+    "parquet": write_parquet,
+    "otel": write_otel,
+}
 
 
 def export(
@@ -224,8 +273,9 @@ def export(
     *,
     redact_text: bool = False,
 ) -> int:
-    """Write ``records`` as ``fmt``. Given a function that reads them afresh on each call (a log read
-    line by line), the records stream through: none is kept past its own row (csv reads twice)."""
+    """Write ``records`` as ``fmt`` to ``out`` (``-``: standard output). Given a function that reads
+    them afresh on each call (a log read line by line), the records stream through: none is kept
+    past its own row (Parquet holds the table's rows, not the records)."""
     if fmt not in WRITERS:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(WRITERS)}")
     if callable(records):
@@ -237,7 +287,6 @@ def export(
     def prepared() -> Iterator[dict[str, Any]]:
         return (safe_urls(redact(r) if redact_text else r) for r in source())
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if fmt == "csv":
-        return write_csv(prepared, out)
+    if out != STDOUT:
+        out.parent.mkdir(parents=True, exist_ok=True)
     return WRITERS[fmt](prepared(), out)

@@ -1,4 +1,4 @@
-"""The durable turn log: one ``ttft.turn/1`` JSON line per turn, fsynced as each turn ends.
+"""The durable turn log: one ``ttft.turn/2`` JSON line per turn, fsynced as each turn ends.
 
 Logs live in the user data directory (``platformdirs``), one file per session;
 ``TTFT_DATA_DIR`` overrides the place (tests, CI, portable setups).
@@ -9,7 +9,8 @@ index and writes, so several processes appending to one session (two ``ttft ask
 comes up short (disk full) is cut back off the file and raised as ``LogWriteError``; a
 line torn by a crash is closed with a newline before the next record, so it costs only
 itself. Reading: a line that is not valid UTF-8, not JSON, or not a well-formed
-``ttft.turn/1`` record is skipped and counted (``Skipped``), never fatal.
+record of a schema it knows is skipped and counted (``Skipped``), never fatal; a ``ttft.turn/1``
+line is upgraded to the current form as it is read (``record.upgrade``).
 """
 
 from __future__ import annotations
@@ -21,15 +22,15 @@ import os
 import re
 import secrets
 import statistics
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import platformdirs
 
-from telemetry.record import SCHEMA, TurnRecord
+from telemetry.record import SCHEMAS, TurnRecord, upgrade
 from telemetry.surrogates import scrub, scrub_value
 
 try:
@@ -192,7 +193,7 @@ class SessionLog:
             raise LogWriteError(self.path, exc) from exc
         finally:
             os.close(fd)
-        if index == asked:
+        if index == asked or not isinstance(index, int):
             return record
         if isinstance(record, TurnRecord):
             return replace(record, turn_index=index)
@@ -243,7 +244,7 @@ _NUM = (int, float)
 _OPT_NUM = (int, float, _NONE)
 _OPT_STR = (str, _NONE)
 
-# What each field of a ttft.turn/1 line must be when it is there (older lines lack newer fields).
+# What each field of a ttft.turn line must be when it is there (older lines lack newer fields).
 _FIELDS: dict[str, type | tuple[type, ...]] = {
     "session_id": str,
     "turn_index": int,
@@ -266,14 +267,16 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "metrics": dict,
     "tokens": dict,
     "server": (dict, _NONE),
+    "http": (dict, _NONE),
     "notices": dict,
     "chunks": list,
     "diagnosis": _OPT_STR,
     "extra": dict,
 }
-_ERROR_FIELDS = {"type": _OPT_STR, "message": _OPT_STR, "status_code": (int, _NONE), "hint": _OPT_STR}
-_BENCH_FIELDS = {"level": _NUM, "index": int, "sent_at_ms": _OPT_NUM, "scheduled_at_ms": _OPT_NUM, "mode": str}
-_COMPARE_FIELDS = {"comparison_id": str, "pane": int, "pane_label": _OPT_STR, "trial": int, "prompt_index": int}
+_Spec = Mapping[str, type | tuple[type, ...]]
+_ERROR_FIELDS: _Spec = {"type": _OPT_STR, "message": _OPT_STR, "status_code": (int, _NONE), "hint": _OPT_STR}
+_BENCH_FIELDS: _Spec = {"level": _NUM, "index": int, "sent_at_ms": _OPT_NUM, "scheduled_at_ms": _OPT_NUM, "mode": str}
+_COMPARE_FIELDS: _Spec = {"comparison_id": str, "pane": int, "pane_label": _OPT_STR, "trial": int, "prompt_index": int}
 
 
 def _numbers(d: dict[str, Any]) -> bool:
@@ -281,20 +284,26 @@ def _numbers(d: dict[str, Any]) -> bool:
 
 
 def _chunk_ok(c: Any) -> bool:
+    """A ``/2`` chunk object, or a ``/1`` triple ``[t_ms, kind, tokens]``."""
+    if isinstance(c, dict):
+        return isinstance(c.get("t_ms"), _NUM) and isinstance(c.get("kind"), str) and isinstance(c.get("tokens"), _NUM)
     return isinstance(c, list) and len(c) == 3 and isinstance(c[0], _NUM) and isinstance(c[2], _NUM)
 
 
-def _fields_ok(d: dict[str, Any], spec: dict[str, type | tuple[type, ...]]) -> bool:
+def _fields_ok(d: dict[str, Any], spec: _Spec) -> bool:
     return all(k not in d or isinstance(d[k], t) for k, t in spec.items())
 
 
-def well_formed(rec: Any) -> bool:
-    """A ``ttft.turn/1`` record whose fields have the types every reader relies on."""
-    if not isinstance(rec, dict) or rec.get("schema") != SCHEMA or not _fields_ok(rec, _FIELDS):
+def well_formed(rec: Any) -> TypeGuard[dict[str, Any]]:
+    """A ``ttft.turn`` record (any schema read) whose fields have the types every reader relies on."""
+    if not isinstance(rec, dict) or rec.get("schema") not in SCHEMAS or not _fields_ok(rec, _FIELDS):
         return False
     for key, value in (rec.get("metrics") or {}).items():
         if key in ("itl_ms", "phases_ms"):
             if not (isinstance(value, dict) and _numbers(value)):
+                return False
+        elif key == "wait_ms":  # telemetry.wire; None without a first token, absent in older records
+            if not (value is None or (isinstance(value, dict) and _numbers(value))):
                 return False
         elif key.endswith(("_ms", "_per_s")) and not isinstance(value, _OPT_NUM):
             return False
@@ -329,8 +338,10 @@ def parse_line(raw: bytes) -> dict[str, Any] | None:
         return _BAD_LINE
     if not well_formed(rec):
         return _BAD_LINE
+    rec = upgrade(rec)
     if b"\\ud" in raw or b"\\uD" in raw:  # an escaped surrogate: scrub any that is alone
-        rec = scrub_value(rec)
+        scrubbed: dict[str, Any] = scrub_value(rec)  # the same shape, its strings scrubbed
+        return scrubbed
     return rec
 
 
@@ -340,9 +351,9 @@ def _count_bad(path: Path, bad: int, skipped: Skipped | None) -> None:
 
 
 def read_records(path: Path, skipped: Skipped | None = None) -> Iterator[dict[str, Any]]:
-    """Every well-formed ``ttft.turn/1`` line, one at a time (never the whole file in memory). Any other
-    line (a torn last line from a crash, bytes that are not UTF-8, a field of the wrong type) is
-    skipped, and counted in ``skipped`` when given."""
+    """Every well-formed ``ttft.turn`` line, in the current form, one at a time (never the whole file
+    in memory). Any other line (a torn last line from a crash, bytes that are not UTF-8, a field of
+    the wrong type) is skipped, and counted in ``skipped`` when given."""
     bad = 0
     try:
         with path.open("rb") as f:

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from telemetry.wire import WaitSplit, split_wait
+
 NS_PER_MS = 1_000_000
 PERCENTILES = (50, 90, 95, 99)
 # ttft's own delay below this is noise nobody can feel; front ends show it from here on.
@@ -105,10 +107,16 @@ class TurnMetrics:
     own_delay_ms: float | None = None  # submit -> first send, less any model load: ttft's own time
     phases_ms: dict[str, float] = field(default_factory=dict)
     speculative: dict[str, Any] | None = None  # telemetry.speculative: drafted, accepted, rate, tokens/step
+    wait_ms: WaitSplit | None = None  # telemetry.wire: the wait (== ttft_ms) by phase; None without a first token
+    # With a saved probe only (telemetry.probe_split): the server's part of the wait (wait_ms.server +
+    # first_token) as the prefill expected for this prompt's uncached input, and the rest (its queue).
+    expected_prefill_ms: float | None = None
+    server_queue_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["itl_ms"] = {k: self.itl_ms.get(k) for k in ("p50", "p90", "p95", "p99", "max")}
+        d["wait_ms"] = self.wait_ms.to_dict() if self.wait_ms is not None else None
         return d
 
 
@@ -134,7 +142,9 @@ def compute(
     queued_ns: int | None = None,
     load_ns: tuple[int, int] | None = None,
     submitted_ns: int | None = None,
+    wire_steps: Sequence[tuple[str, int]] = (),
 ) -> TurnMetrics:
+    """``wire_steps``: the final attempt's ``(phase, began_ns)`` (``telemetry.wire``), for ``wait_ms``."""
     reasoning_streamed = any(c.kind == "reasoning" for c in chunks)
     ttft = ms(ts.sent, ts.first_token)
     ttfvt = ms(ts.sent, ts.first_visible)
@@ -176,6 +186,7 @@ def compute(
         load_ms=ms(*load_ns) if load_ns else None,
         own_delay_ms=own_delay_ms(submitted_ns, ts.sent, load_ns),
         phases_ms=phases,
+        wait_ms=split_wait(ts.sent, ts.final_sent, wire_steps, ts.headers, ts.first_token),
     )
 
 

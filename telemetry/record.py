@@ -1,14 +1,55 @@
-"""The complete record of one turn and its ``ttft.turn/1`` JSON form."""
+"""The complete record of one turn and its ``ttft.turn/2`` JSON form (older forms upgraded on read).
+
+``ttft.turn/2`` writes each chunk as an object ``{t_ms, kind,
+tokens}``, so dataframe tools read a column of one type each; ``ttft.turn/1`` wrote the mixed
+list ``[t_ms, kind, tokens]``. Fields added later under ``/2`` are additive: a reader keys on
+names, and an old line simply lacks the new ones. :func:`chunk_rows` is the one way to read a
+record dict's chunks, whichever form it holds.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from telemetry.metrics import Chunk, Timestamps, TokenCounts, TurnMetrics
 from telemetry.settings import TurnSettings
+from telemetry.wire import HttpInfo
 
-SCHEMA = "ttft.turn/1"
+SCHEMA = "ttft.turn/2"
+OLD_SCHEMAS = ("ttft.turn/1",)  # still read: upgraded by upgrade() as each line is parsed
+SCHEMAS = (SCHEMA, *OLD_SCHEMAS)
+
+
+class ChunkDict(TypedDict):
+    """One token-bearing chunk as logged: ms since the first send, what it carried, its tokens."""
+
+    t_ms: float
+    kind: str  # "reasoning" | "text" | "tool"
+    tokens: int
+
+
+def chunk_rows(rec: dict[str, Any]) -> list[ChunkDict]:
+    """A record dict's chunks as objects: ``/2`` objects as they are, ``/1`` triples converted."""
+    out: list[ChunkDict] = []
+    for c in rec.get("chunks") or ():
+        if isinstance(c, dict):
+            out.append({"t_ms": c["t_ms"], "kind": c["kind"], "tokens": c["tokens"]})
+        else:
+            out.append({"t_ms": c[0], "kind": c[1], "tokens": c[2]})
+    return out
+
+
+def chunk_times_ms(rec: dict[str, Any]) -> list[float]:
+    """When each token-bearing chunk arrived, in ms since the first send."""
+    return [float(c["t_ms"]) for c in chunk_rows(rec)]
+
+
+def upgrade(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record of any readable schema in the current form (the same dict when already current)."""
+    if rec.get("schema") == SCHEMA:
+        return rec
+    return {**rec, "schema": SCHEMA, "chunks": chunk_rows(rec)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +98,7 @@ class TurnRecord:
     diagnosis: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     notices: dict[str, Any] = field(default_factory=dict)
+    http: HttpInfo | None = None  # the final attempt's connection and response headers (telemetry.wire)
 
     def to_dict(self) -> dict[str, Any]:
         origin = self.timestamps.sent
@@ -93,8 +135,11 @@ class TurnRecord:
             "metrics": self.metrics.to_dict(),
             "tokens": self.tokens.to_dict(),
             "server": self.server,
+            "http": self.http.to_dict() if self.http is not None else None,
             "notices": dict(self.notices),
-            "chunks": [[round((c.t_ns - t0) / 1e6, 3), c.kind, c.tokens] for c in self.chunks],
+            "chunks": [
+                {"t_ms": round((c.t_ns - t0) / 1e6, 3), "kind": c.kind, "tokens": c.tokens} for c in self.chunks
+            ],
             "diagnosis": self.diagnosis,
             "extra": self.extra,
         }

@@ -15,10 +15,12 @@ from typing import Any
 from telemetry import events as ev
 from telemetry.diagnosis import diagnose_turn
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, compute, own_delay_ms
+from telemetry.probe_split import SavedProbe, split_server_wait
 from telemetry.record import Attempt, ErrorInfo, TurnRecord
 from telemetry.settings import TurnSettings
 from telemetry.speculative import draft_stats, speculative_summary
 from telemetry.tokens import estimate_tokens, tokens_for_chars
+from telemetry.wire import HttpInfo, live_phase
 
 RECENT_GAPS = 64  # gaps kept for a live sparkline
 SPEED_WINDOW_NS = 1_000_000_000  # "current speed" looks at the last second
@@ -47,6 +49,10 @@ class Snapshot:
     error: ErrorInfo | None = None
     own_delay_ms: float | None = None  # submit -> first send (so far, while not sent), less any model load
     draft: dict[str, Any] | None = None  # speculative decoding so far (telemetry.speculative), None when none
+    # While waiting: the wire phase the current attempt is in (telemetry.wire.PHASES) and for how long so far;
+    # None without a wire trace (a local engine) or once the first token is in.
+    wait_phase: str | None = None
+    wait_phase_ms: float = 0.0
 
 
 @dataclass
@@ -61,14 +67,21 @@ class TurnRecorder:
     prompt: str
     input_chars: int = 0  # for an input estimate when the server reports no usage
     extra: dict[str, Any] = field(default_factory=dict)
+    probe: SavedProbe | None = None  # this target's saved probe: splits the server's wait (telemetry.probe_split)
 
     def __post_init__(self) -> None:
         self.started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        # Set by backends.finish when the turn has ended: the record as logged and sunk, and why
+        # the log write failed, if it did.
+        self.delivered: TurnRecord | None = None
+        self.log_error: str | None = None
         self.submitted_ns: int | None = None  # the user's submit (ev.Submitted): ttft's own delay starts here
         self.queued_ns: int | None = None
         self.load_start_ns: int | None = None
         self.load_end_ns: int | None = None
         self.attempts: list[Attempt] = []
+        self.wire_steps: list[tuple[str, int]] = []  # the latest attempt's (phase, began_ns)
+        self.http: HttpInfo | None = None  # the latest attempt's response facts
         self.chunks: list[Chunk] = []
         # Running token total after each chunk and the first visible chunk's stamp: a snapshot (taken
         # every frame, per pane) costs O(log n) in a long answer, not a pass over every chunk.
@@ -122,6 +135,14 @@ class TurnRecorder:
                 self._add_chunk(Chunk(e.t_ns, "tool", n))
             case ev.AttemptSent():
                 self.attempts.append(Attempt(e.attempt, e.t_ns))
+                self.wire_steps = []
+                self.http = None
+            case ev.WireStep():
+                if self.attempts and e.attempt == self.attempts[-1].attempt:
+                    self.wire_steps.append((e.phase, e.t_ns))
+            case ev.HttpResponse():
+                if self.attempts and e.attempt == self.attempts[-1].attempt:
+                    self.http = e.info
             case ev.HeadersReceived():
                 if self.attempts:
                     a = self.attempts[-1]
@@ -226,6 +247,7 @@ class TurnRecorder:
                 tps = n / span_s
                 cur_tpot = 1000 / tps
         last = self.attempts[-1] if self.attempts else None
+        wire = live_phase(self.wire_steps, last.headers_ns if last else None) if phase == "waiting" else None
         load = None
         if self.load_start_ns is not None:
             load = (self.load_start_ns, self.load_end_ns or now)
@@ -250,6 +272,8 @@ class TurnRecorder:
             error=self.error,
             own_delay_ms=own_delay_ms(self.submitted_ns, sent if sent is not None else now, load),
             draft=self.draft,
+            wait_phase=wire[0] if wire else None,
+            wait_phase_ms=(now - wire[1]) / NS_PER_MS if wire else 0.0,
         )
 
     def _phase(self, sent: int | None, first: int | None, first_vis: int | None, now: int) -> tuple[str, int | None]:
@@ -278,9 +302,24 @@ class TurnRecorder:
         tokens = self.token_counts()
         load = (self.load_start_ns, self.load_end_ns) if self.load_start_ns and self.load_end_ns else None
         metrics = compute(
-            ts, self.chunks, tokens, queued_ns=self.queued_ns, load_ns=load, submitted_ns=self.submitted_ns
+            ts,
+            self.chunks,
+            tokens,
+            queued_ns=self.queued_ns,
+            load_ns=load,
+            submitted_ns=self.submitted_ns,
+            wire_steps=self.wire_steps,
         )
         metrics = replace(metrics, speculative=speculative_summary(self.server))
+        extra = dict(self.extra)
+        probe = self.probe if self.status == "ok" else None
+        wait = getattr(metrics, "wait_ms", None)
+        split = split_server_wait(wait, tokens.input, tokens.cached_input, probe.fit) if probe else None
+        if probe is not None and split is not None:
+            metrics = replace(
+                metrics, expected_prefill_ms=split.expected_prefill_ms, server_queue_ms=split.server_queue_ms
+            )
+            extra["probe"] = probe.reference()
         rec = TurnRecord(
             session_id=self.session_id,
             turn_index=self.turn_index,
@@ -303,7 +342,8 @@ class TurnRecorder:
             stop_reason=self.stop_reason,
             tool_calls=tuple(self._tools),
             server=self.server or None,
-            extra=dict(self.extra),
+            http=self.http,
+            extra=extra,
             notices=dict(self.notices),
         )
         self._record = replace(rec, diagnosis=diagnose_turn(rec.to_dict()))

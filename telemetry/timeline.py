@@ -4,6 +4,10 @@ Works on ``ttft.turn/1`` dicts (so logged turns can be redrawn) and on live snap
 Times are ms from the first send; what came before it has a negative start: a local model
 load, and before that ttft's own delay (``client``: the user's submit -> the send, shown once
 it is at least ``OWN_DELAY_SHOWN_MS``).
+
+A turn whose wait was split on the wire (``metrics.wait_ms`` with a network part) draws its
+waiting as three parts on the same axis: ``waiting`` (earlier attempts and the pool),
+``network`` (dns + connect + tls + send) and ``server`` (request written -> first token).
 """
 
 from __future__ import annotations
@@ -16,14 +20,16 @@ from typing import Any
 
 from telemetry.diagnosis import STALL_FACTOR
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
+from telemetry.record import chunk_times_ms
 from telemetry.recorder import Snapshot
+from telemetry.wire import WaitSplit
 
 STALL_MIN_MS = 100.0  # a gap a person can see; below it a 10x jump is jitter, not a stall
 
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    phase: str  # client | loading | waiting | reasoning | streaming
+    phase: str  # client | loading | waiting | network | server | reasoning | streaming
     start_ms: float
     end_ms: float
 
@@ -87,7 +93,11 @@ def turn_timeline(rec: dict[str, Any]) -> Timeline:
     if client:
         start = client[0].start_ms
     segs = client + segs
-    segs += _seg("waiting", 0.0, first if first is not None else (end or 0.0))
+    wait = WaitSplit.from_dict(m.get("wait_ms"))
+    if first is not None and wait is not None and wait.network_ms > 0:
+        segs += _wait_parts(wait, float(first))
+    else:
+        segs += _seg("waiting", 0.0, first if first is not None else (end or 0.0))
     if first is not None:
         segs += _seg("reasoning", first, vis if vis is not None else stop)
     if vis is not None:
@@ -97,9 +107,16 @@ def turn_timeline(rec: dict[str, Any]) -> Timeline:
     for prev, cur in pairwise(attempts):
         why = f"after {prev['status']}" if prev.get("status") else "after an error"
         markers.append(Marker("retry", cur.get("sent_ms") or 0.0, f"attempt {cur.get('attempt')} {why}"))
-    markers += stalls([c[0] for c in rec.get("chunks") or []])
+    markers += stalls(chunk_times_ms(rec))
     end_ms = max([s.end_ms for s in segs] + [end or 0.0, stop or 0.0, 0.0])
     return Timeline(tuple(segs), tuple(markers), start, end_ms, status)
+
+
+def _wait_parts(wait: WaitSplit, first_ms: float) -> list[Segment]:
+    """The wait as waiting (retries, pool) -> network -> server, ending exactly at the first token."""
+    a = min(wait.retries + wait.pool, first_ms)
+    b = min(a + wait.network_ms, first_ms)
+    return _seg("waiting", 0.0, a) + _seg("network", a, b) + _seg("server", b, first_ms)
 
 
 def live_timeline(snap: Snapshot, attempts: Sequence[Any] = ()) -> Timeline:

@@ -74,7 +74,7 @@ def test_issue_example_commands(srv: FakeServer, env: dict) -> None:
         p = _ttft({**env, **extra_env}, "ask", *args, "--json", "hi")
         assert p.returncode == 0, p.stderr
         d = json.loads(p.stdout)
-        assert d["schema"] == "ttft.turn/1" and d["status"] == "ok" and d["api"] == api
+        assert d["schema"] == "ttft.turn/2" and d["status"] == "ok" and d["api"] == api
         assert d["answer"] == Schedule(visible_tokens=6).visible_text() and d["tokens"]["source"] == "usage"
         assert "TTFT" in p.stderr and "Traceback" not in p.stderr
     body = [r.body for r in srv.requests if r.path.endswith("/messages")][-1]

@@ -29,7 +29,7 @@ def _same(d: dict[str, Any]) -> dict[str, Any]:
         "stop_reason": d["stop_reason"],
         "error": (d.get("error") or {}).get("type"),
         "tokens": d["tokens"],
-        "chunks": [c[1:] if isinstance(c, list) else {k: v for k, v in c.items() if k != "t_ns"} for c in d["chunks"]],
+        "chunks": [c[1:] if isinstance(c, list) else {k: v for k, v in c.items() if k != "t_ms"} for c in d["chunks"]],
         "server": d.get("server"),
         "notices": d.get("notices"),
         "attempts": d["attempts"],
@@ -106,8 +106,8 @@ async def test_chat_keeps_the_sdk_path_by_default() -> None:
     assert d["status"] == "ok" and d["answer"] == "w00 w01 w02 "
 
 
-@pytest.mark.parametrize("flag", ["--raw-stream", "--lean"])
-def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, flag: str) -> None:
+@pytest.mark.parametrize("flag", ["--raw-stream", "--lean", "--sdk", None])
+def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, flag: str | None) -> None:
     from tui.cli import main
 
     out = tmp_path / "run"
@@ -116,7 +116,7 @@ def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, flag: str) -> No
             [
                 "bench", "-m", "compat:batching-fake", "--base-url", srv.base_url, "--concurrency", "4",
                 "--requests", "8", "--warmup", "1", "--max-output-tokens", "8", "--out", str(out), "--quiet",
-                flag,
+                *([flag] if flag else []),
             ]
         )  # fmt: skip
     assert rc == 0
@@ -124,8 +124,10 @@ def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, flag: str) -> No
     assert len(turns) == 9 and all(t["status"] == "ok" for t in turns)
     assert all(t["tokens"]["output"] == 8 and t["tokens"]["source"] == "usage" for t in turns)
     assert all(15 <= t["metrics"]["tpot_ms"] < 60 for t in turns)
-    key = "raw_stream" if flag == "--raw-stream" else "lean"
-    assert f'"{key}": true' in json.dumps(json.loads((out / "summary.json").read_text()))
+    summary = json.loads((out / "summary.json").read_text())
+    want = {"--raw-stream": "sdk (raw stream)", "--sdk": "sdk"}.get(flag or "", "lean (orjson, aiohttp)")
+    assert summary["reader"] == want  # the lean reader is the default; the SDK one flag away
+    assert summary["lean"] is (want.startswith("lean")) and summary["raw_stream"] is (flag == "--raw-stream")
 
 
 def test_think_splitter_fast_path_matches_the_general_path() -> None:
@@ -148,20 +150,26 @@ def test_think_splitter_fast_path_matches_the_general_path() -> None:
 
 
 # --- the lean path (backends.openai_lean): no SDK, the same records ------------------------------
-def lean_for(srv: Any, **kw: Any) -> Any:
+CLIENTS = ("httpx2", "aiohttp")  # the lean reader's two HTTP clients: ttft ask's, and the bench's
+
+
+def lean_for(srv: Any, client: str = "httpx2", **kw: Any) -> Any:
     from backends.openai_lean import LeanChatBackend
 
-    return LeanChatBackend("fake-model", provider="compat", base_url=srv.openai_base_url, compat=True, **kw)
+    b = LeanChatBackend("fake-model", provider="compat", base_url=srv.openai_base_url, compat=True, **kw)
+    if client == "aiohttp":
+        b.use_aiohttp()
+    return b
 
 
 async def _both(
-    schedule: Schedule, backend_kw: dict[str, Any] | None = None, **settings: Any
+    schedule: Schedule, backend_kw: dict[str, Any] | None = None, client: str = "httpx2", **settings: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """One turn on the SDK path, then one on the lean path, each against a fresh server (so a
     schedule's "first K attempts fail" counts from 0 for each)."""
     out = []
     kw = backend_kw or {}
-    for make in (lambda s: backend_for("compat", s, **kw), lambda s: lean_for(s, **kw)):
+    for make in (lambda s: backend_for("compat", s, **kw), lambda s: lean_for(s, client, **kw)):
         with FakeServer(schedule) as srv:
             b = make(srv)
             try:
@@ -188,11 +196,12 @@ LEAN_EXTRA = {
 }
 
 
+@pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("name", [*SCHEDULES, *LEAN_EXTRA])
-async def test_lean_path_records_what_the_sdk_path_records(name: str) -> None:
+async def test_lean_path_records_what_the_sdk_path_records(name: str, client: str) -> None:
     schedule, settings = (SCHEDULES[name], {}) if name in SCHEDULES else LEAN_EXTRA[name]
     settings = {"stream": True, "max_retries": 0 if name in SCHEDULES else 2, **settings}
-    sdk, lean = await _both(schedule, **settings)
+    sdk, lean = await _both(schedule, client=client, **settings)
     assert _same(lean) == _same(sdk)
     assert len(lean["chunks"]) == len(sdk["chunks"])
     assert _error_words(lean) == _error_words(sdk)
@@ -203,9 +212,10 @@ async def test_lean_path_records_what_the_sdk_path_records(name: str) -> None:
         assert all(w < 300 for w in waited) if name == "http_429_then_ok" else all(w >= 370 for w in waited)
 
 
-async def test_lean_path_on_a_stalled_stream_times_out_as_the_sdk_does() -> None:
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_lean_path_on_a_stalled_stream_times_out_as_the_sdk_does(client: str) -> None:
     sdk, lean = await _both(
-        Schedule(visible_tokens=6, stall_after=2, stall_s=3), {"timeout_s": 0.5}, stream=True, max_retries=0
+        Schedule(visible_tokens=6, stall_after=2, stall_s=3), {"timeout_s": 0.5}, client, stream=True, max_retries=0
     )
     assert lean["error"]["type"] == "timeout" and lean["answer"] == "w00 w01 "
     assert _same(lean) == _same(sdk) and _error_words(lean) == _error_words(sdk)
@@ -222,7 +232,8 @@ def test_only_an_opt_in_gets_the_lean_path() -> None:
     assert type(create_backend("openai:m", api_key="sk-x", lean=True)) is LeanChatBackend
 
 
-async def test_lean_path_on_a_refused_connection_retries_and_fails_as_the_sdk_does() -> None:
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_lean_path_on_a_refused_connection_retries_and_fails_as_the_sdk_does(client: str) -> None:
     import socket
 
     from backends.openai_chat import OpenAIChatBackend
@@ -234,6 +245,8 @@ async def test_lean_path_on_a_refused_connection_retries_and_fails_as_the_sdk_do
     recs = []
     for cls in (OpenAIChatBackend, LeanChatBackend):
         b = cls("m", provider="compat", base_url=url, compat=True)
+        if cls is LeanChatBackend and client == "aiohttp":
+            b.use_aiohttp()
         try:
             recs.append(await one_turn(b, stream=True, max_retries=1))
         finally:
@@ -244,10 +257,11 @@ async def test_lean_path_on_a_refused_connection_retries_and_fails_as_the_sdk_do
     assert lean["error"]["message"] == sdk["error"]["message"]
 
 
-async def test_lean_path_sends_the_key_only_when_there_is_one() -> None:
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_lean_path_sends_the_key_only_when_there_is_one(client: str) -> None:
     with FakeServer(Schedule(visible_tokens=2)) as srv:
         for key, want in ((None, None), ("sk-lean-test-123", "Bearer sk-lean-test-123")):
-            b = lean_for(srv, api_key=key, headers={"X-Extra": "1"})
+            b = lean_for(srv, client, api_key=key, headers={"X-Extra": "1"})
             try:
                 d = await one_turn(b, stream=True)
             finally:

@@ -136,7 +136,7 @@ def test_cli_writes_turns_summary_csv_and_charts(server: BatchingServer, tmp_pat
 
     turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
     assert len(turns) == 6 * 2 + 1
-    assert all(t["schema"] == "ttft.turn/1" for t in turns)
+    assert all(t["schema"] == "ttft.turn/2" for t in turns)
     assert sum(1 for t in turns if t["extra"]["bench"]["warmup"]) == 1
     prompts = [t["prompt"] for t in turns]
     assert len(set(prompts)) == len(prompts)  # unique, so no prefix cache hides prefill
@@ -152,7 +152,7 @@ def test_cli_writes_turns_summary_csv_and_charts(server: BatchingServer, tmp_pat
     assert summary["conclusion"]
 
     rows = list(csv.DictReader((out / "levels.csv").open()))
-    assert [r["level"] for r in rows] == ["1.0", "4.0"]
+    assert [r["level"] for r in rows] == ["1", "4"]  # whole users, not 1.0
     assert float(rows[1]["output_throughput"]) > float(rows[0]["output_throughput"])
     tradeoff = (out / "tradeoff.svg").read_text()
     assert tradeoff.startswith("<svg") and "c=1" in tradeoff and "c=4" in tradeoff

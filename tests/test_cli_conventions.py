@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from telemetry.aggregate import SLO
+from telemetry.record import SCHEMA
 from tests.fakes import FakeServer, Schedule
 from tui.cli import COMMANDS, build_parser, main
 from tui.commands.exits import MEANING, Exit, for_turns
@@ -23,7 +24,8 @@ from tui.commands.flags import settings_from_args
 from tui.commands.prompt import STDIN_LIMIT_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
-TURN_COMMANDS = ("ask", "chat", "compare", "bench")
+TURN_COMMANDS = ("ask", "chat", "compare", "bench", "probe")
+DECIDED_BY_THE_COMMAND = {"probe": {"--max-output-tokens"}}  # its plan sets each turn's output length
 TURN_FLAGS = (
     "--system",
     "--max-output-tokens",
@@ -86,6 +88,9 @@ def test_every_turn_command_has_the_same_turn_flags() -> None:
     for command in TURN_COMMANDS:
         p = _subparser(command)
         for flag in TURN_FLAGS:
+            if flag in DECIDED_BY_THE_COMMAND.get(command, ()):
+                assert not any(flag in a.option_strings for a in p._actions), (command, flag)
+                continue
             mine, theirs = _action(p, flag), _action(ask, flag)
             assert mine.option_strings == theirs.option_strings, (command, flag)
             assert (mine.dest, mine.choices, mine.type, mine.metavar) == (
@@ -103,18 +108,15 @@ def test_every_turn_command_has_the_same_turn_flags() -> None:
 
 @pytest.mark.parametrize("command", TURN_COMMANDS)
 def test_turn_flags_parse_to_the_same_settings_everywhere(command: str) -> None:
-    head = {"ask": ["ask"], "chat": ["chat"], "compare": ["compare", "-m", "a:b"], "bench": ["bench", "-m", "a:b"]}
-    flags = ["--max-tokens", "9", "--effort", "low", "--thinking-budget", "adaptive", "--deadline", "2.5"]
-    args = build_parser(command).parse_args([*head[command], *flags, "--max-retries", "1", "--timeout", "7"])
+    head = {"compare": ["compare", "-m", "a:b"], "bench": ["bench", "-m", "a:b"]}.get(command, [command])
+    flags = ["--effort", "low", "--thinking-budget", "adaptive", "--deadline", "2.5"]
+    flags += [] if command == "probe" else ["--max-tokens", "9"]
+    args = build_parser(command).parse_args([*head, *flags, "--max-retries", "1", "--timeout", "7"])
     s = settings_from_args(args)
-    assert (s.max_output_tokens, s.reasoning_effort, s.thinking_budget, s.extra) == (
-        9,
-        "low",
-        None,
-        {"thinking": "adaptive"},
-    )
+    assert (s.reasoning_effort, s.thinking_budget, s.extra) == ("low", None, {"thinking": "adaptive"})
+    assert s.max_output_tokens == (None if command == "probe" else 9)
     assert (s.deadline_s, s.max_retries, args.timeout) == (2.5, 1, 7.0)
-    numbered = build_parser(command).parse_args([*head[command], "--thinking-budget", "2048"])
+    numbered = build_parser(command).parse_args([*head, "--thinking-budget", "2048"])
     assert settings_from_args(numbered).thinking_budget == 2048
 
 
@@ -216,7 +218,7 @@ def test_every_command_that_prints_results_has_json(srv: FakeServer, env: dict[s
         p = _ttft(env, *args, "--json")
         assert p.returncode == 0, (command, p.stderr)
         docs[command] = json.loads(p.stdout)  # stdout is one JSON document and nothing else
-        assert docs[command]["schema"] == {"ask": "ttft.turn/1"}.get(command, f"ttft.{command}/1"), command
+        assert docs[command]["schema"] == {"ask": SCHEMA}.get(command, f"ttft.{command}/1"), command
     assert docs["ask"]["answer"] == ANSWER and docs["ask"]["session_id"] == "s1"
     assert [p["name"] for p in docs["compare"]["panes"]] == ["compat:fake-model"] * 2
     assert [m["name"] for m in docs["models"]["models"]] == ["fake-model", "fake-reasoner"]

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from telemetry import events as ev
+from telemetry import table
 from telemetry.export import export, otel_document
 from telemetry.log import SessionLog
 from tests.turns import at, play, stream
@@ -42,7 +47,65 @@ def test_csv_one_flat_row_per_turn(records: list[dict], tmp_path: Path) -> None:
     assert float(rows[0]["metrics.ttft_ms"]) == pytest.approx(200)
     assert rows[0]["tokens.source"] == "usage"
     assert rows[1]["error.status_code"] == "429"
-    assert json.loads(rows[0]["chunks"])[0][1] == "reasoning"
+    assert json.loads(rows[0]["chunks"])[0]["kind"] == "reasoning"
+    assert rows[0]["chunk_count"] == "7" and rows[1]["chunk_count"] == "0"
+    assert rows[0]["settings.stream"] == "true" and rows[0]["error.type"] == ""
+
+
+def test_csv_header_is_fixed_whatever_the_content(records: list[dict], tmp_path: Path) -> None:
+    ok, err = records
+    bench = ok | {"extra": {"bench": {"run_id": "r", "mode": "concurrency", "level": 2.0, "index": 0}}}
+    heads = []
+    for i, recs in enumerate(([ok], [err], [bench], [])):
+        out = tmp_path / f"{i}.csv"
+        export(recs, "csv", out)
+        heads.append(out.read_text().splitlines()[0])
+    assert len(set(heads)) == 1 and heads[0].split(",") == list(table.HEADER)
+    assert "error," not in heads[0] + "," and "error.type" in heads[0]  # no always-empty "error" column
+
+
+def test_every_field_of_a_record_has_a_column(records: list[dict]) -> None:
+    # A new record field needs its column in telemetry/table.py (or a JSON column for its object).
+    for r in records:
+        assert table.unlisted(r) == []
+    assert table.unlisted(records[0] | {"novel": 1, "metrics": {**records[0]["metrics"], "x_ms": 2}}) == [
+        "metrics.x_ms",
+        "novel",
+    ]
+
+
+def test_dash_writes_data_to_stdout_and_the_message_to_stderr(
+    records: list[dict], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    log = SessionLog("20260102-030405-abcd")
+    for r in records:
+        log.append(r)
+    for fmt in ("csv", "jsonl"):
+        assert main(["export", "-f", fmt, "-o", "-"]) == 0
+        out, err = capsys.readouterr()
+        assert "wrote 2 turns" in err and "standard output" in err and "wrote" not in out
+        lines = out.splitlines()
+        assert len(lines) == (3 if fmt == "csv" else 2)
+    assert json.loads(lines[0])["schema"] == "ttft.turn/2"
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("target", ["-", "/dev/stdout"])
+def test_stdout_holds_only_the_data_in_a_real_pipe(records: list[dict], tmp_path: Path, target: str) -> None:
+    env = {**os.environ, "TTFT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(Path(__file__).parents[1])}
+    log = SessionLog("20260102-030405-abcd", directory=tmp_path / "data" / "sessions")
+    for r in records:
+        log.append(r)
+    p = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "export", "-f", "csv", "-o", target],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    rows = list(csv.DictReader(io.StringIO(p.stdout)))
+    assert [r["status"] for r in rows] == ["ok", "error"]
+    assert "wrote 2 turns" in p.stderr and "wrote" not in p.stdout
 
 
 def test_otel_names_units_and_attributes(records: list[dict]) -> None:
@@ -76,7 +139,7 @@ def test_export_and_sessions_commands(records: list[dict], tmp_path: Path, monke
     assert "20260102-030405-abcd" in capsys.readouterr().out
     out = tmp_path / "x.csv"
     assert main(["export", "--format", "csv", "--out", str(out)]) == 0
-    assert "wrote 2 turns" in capsys.readouterr().out
+    assert "wrote 2 turns" in capsys.readouterr().err
     assert len(list(csv.DictReader(out.open()))) == 2
     assert main(["export", "missing-session"]) == 1
     assert "no session or file" in capsys.readouterr().err

@@ -17,10 +17,10 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'ttft[local]')")
 
-from backends import local_llama
+from backends import local
 from backends.amx import cpu_has_amx
 from backends.base import ChatRequest, Message
-from backends.local_llama import create
+from backends.local import create, speculative
 from backends.local_model import DEFAULT_MODEL, shipped_model
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
@@ -88,7 +88,7 @@ def in_worker(b, fn):
 def clear_cache(lm) -> None:
     if lm is None:  # not loaded yet: nothing cached
         return
-    lm.llm._ctx.kv_cache_clear()
+    lm.llm.kv_clear()
     lm.kv_tokens = []
 
 
@@ -107,8 +107,8 @@ async def test_first_turn_loads_as_its_own_phase_then_streams(backend) -> None:
     info = loaded.info
     assert info["model_sha256"] == hashlib.sha256(DEFAULT_MODEL.path().read_bytes()).hexdigest()
     assert info["model_name"] == "SmolLM2 135M Instruct"
-    assert info["backend"] in ("CPU", *local_llama.GPU_BACKENDS)
-    assert info["n_gpu_layers"] == (-1 if local_llama.gpu_offload_supported() else 0)
+    assert info["backend"] in ("CPU", *local.GPU_BACKENDS)
+    assert info["n_gpu_layers"] == (-1 if local.gpu_offload_supported() else 0)
     assert info["chat_format"] == "gguf-template"  # the GGUF's own ChatML template
     # the AMX workaround: extra buffer types off exactly where llama.cpp has AMX kernels for this CPU
     import llama_cpp
@@ -116,7 +116,7 @@ async def test_first_turn_loads_as_its_own_phase_then_streams(backend) -> None:
     amx = cpu_has_amx() and "AMX_INT8 = 1" in llama_cpp.llama_print_system_info().decode()
     assert info["extra_bufts"] is (not amx)
     assert ("AMX" in info["extra_bufts_reason"]) is amx
-    assert backend.loaded.llm.model_params.use_extra_bufts is (not amx)
+    assert backend.loaded.llm.use_extra_bufts is (not amx)
     st = one(events, ev.ServerTimings)
     assert st.source == "llama.cpp"
     assert st.data["model_sha256"] == info["model_sha256"] and st.data["model_name"] == "SmolLM2 135M Instruct"
@@ -167,11 +167,10 @@ async def test_kv_cache_estimate_matches_what_llama_cpp_allocates(backend) -> No
         toks = llm.tokenize(b"one two three four five six seven eight nine ten eleven twelve")
         sizes = []
         for n in (4, len(toks)):
-            llm._ctx.kv_cache_clear()
-            llm._batch.set_batch(toks[:n], 0, False)
-            llm._ctx.decode(llm._batch)
-            sizes.append(llama_cpp.llama_state_get_size(llm.ctx))
-        llm._ctx.kv_cache_clear()
+            llm.kv_clear()
+            llm.decode(toks[:n], 0, False)
+            sizes.append(llama_cpp.llama_state_get_size(llm.raw.ctx))
+        llm.kv_clear()
         lm.kv_tokens = []
         return (sizes[1] - sizes[0]) / (len(toks) - 4)
 
@@ -189,22 +188,20 @@ async def test_token_counts_are_exact_and_match_a_bare_llama_cpp_generate(backen
     answer = text_of(events)
 
     def reference(lm):
-        import llama_cpp
-
         llm = lm.llm
         p = lm.template.format((Message("user", "Write one sentence about the sea."),))
         prompt = llm.tokenize(p.text.encode(), add_bos=p.add_bos, special=True)
         out = []
-        for tok in llm.generate(prompt, temp=0.0, repeat_penalty=1.0, reset=True):
-            if llama_cpp.llama_vocab_is_eog(llm._model.vocab, tok):
+        for tok in llm.raw.generate(prompt, temp=0.0, repeat_penalty=1.0, reset=True):
+            if llm.is_eog(tok):
                 break
             out.append(tok)
             if len(out) == 24:
                 break
-        llm._ctx.kv_cache_clear()
+        llm.kv_clear()
         lm.kv_tokens = []
-        llm.n_tokens = 0
-        return len(prompt), out, llm.detokenize(out).decode("utf-8", "replace")
+        llm.raw.n_tokens = 0
+        return len(prompt), out, llm.raw.detokenize(out).decode("utf-8", "replace")
 
     n_prompt, ref_tokens, ref_text = in_worker(backend, reference)
     assert usage.input == n_prompt  # the prompt as the model's own tokenizer counts it
@@ -338,27 +335,22 @@ async def test_the_batch_check_never_claims_what_a_long_context_breaks(backend) 
 
             def compare(lm):
                 llm, vb = lm.llm, lm.verify_batch_max
-                local_llama._verify_threads(lm, lm.verify_threads)
-                toks = llm.tokenize(Path(local_llama.__file__).read_bytes(), add_bos=True)[:316]
-                prefix, n_vocab = 310, llm.n_vocab()  # past 256 cells: a 512-cell KV view, where 2 threads split
-                llm._ctx.kv_cache_clear()
+                speculative.verify_threads(lm, lm.verify_threads)
+                toks = llm.tokenize(Path(speculative.__file__).read_bytes(), add_bos=True)[:316]
+                prefix = 310  # past 256 cells: a 512-cell KV view, where 2 threads split
+                llm.kv_clear()
                 for i in range(0, prefix, 256):
-                    llm._batch.set_batch(toks[i : min(i + 256, prefix)], i, False)
-                    llm._ctx.decode(llm._batch)
+                    llm.decode(toks[i : min(i + 256, prefix)], i, False)
                 rows = {}
                 for size in sorted({1, vb}):
-                    llm._ctx.kv_cache_seq_rm(-1, prefix, -1)
+                    llm.kv_keep(prefix)
                     got = []
                     for i in range(prefix, prefix + 6, size):
                         chunk = toks[i : min(i + size, prefix + 6)]
-                        llm._batch.set_batch(chunk, i, True)
-                        llm._ctx.decode(llm._batch)
-                        got += [
-                            np.ctypeslib.as_array(llm._ctx.get_logits_ith(j), shape=(n_vocab,)).copy()
-                            for j in range(len(chunk))
-                        ]
+                        llm.decode(chunk, i, True)
+                        got += [llm.logits(j) for j in range(len(chunk))]
                     rows[size] = got
-                local_llama._verify_threads(lm, None)
+                speculative.verify_threads(lm, None)
                 clear_cache(lm)
                 return vb, all(np.array_equal(x, y) for x, y in zip(rows[1], rows[vb], strict=True))
 

@@ -117,4 +117,4 @@ def test_a_killed_process_leaves_every_finished_turn(tmp_path: Path, data_dir: P
     path = data_dir / "sessions" / "crash.jsonl"
     lines = path.read_text().splitlines()
     assert len(lines) == n
-    assert all(json.loads(line)["schema"] == "ttft.turn/1" for line in lines)
+    assert all(json.loads(line)["schema"] == "ttft.turn/2" for line in lines)

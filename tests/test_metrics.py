@@ -131,7 +131,7 @@ def test_multi_token_chunks_divide_by_tokens_not_chunks() -> None:
     m = rec["metrics"]
     assert m["tpot_ms"] == approx(160 / 19)
     assert m["itl_ms"]["p50"] == approx(40)
-    assert rec["chunks"][0] == [100.0, "text", 4]
+    assert rec["chunks"][0] == {"t_ms": 100.0, "kind": "text", "tokens": 4}
 
 
 def test_usage_missing_estimates_and_says_so() -> None:

@@ -69,10 +69,10 @@ def test_turn_invariants(events: list[ev.Event]) -> None:
     had_usage = any(isinstance(e, ev.Usage) for e in events)
     assert (tok["source"] == "usage") == had_usage
     if tok["source"] == "estimated":
-        assert tok["output"] == sum(c[2] for c in rec["chunks"])
+        assert tok["output"] == sum(c["tokens"] for c in rec["chunks"])
         assert tok["cached_input"] is None
     if m["reasoning_delay_estimated"]:
-        assert tok["source"] == "usage" and not any(c[1] == "reasoning" for c in rec["chunks"])
+        assert tok["source"] == "usage" and not any(c["kind"] == "reasoning" for c in rec["chunks"])
 
 
 @given(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=1, max_size=200))

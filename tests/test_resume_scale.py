@@ -176,7 +176,7 @@ def test_export_streams_the_log(
     monkeypatch.setattr(export_mod, "write_csv", spy if fmt == "csv" else export_mod.write_csv)
     out = tmp_path / f"out.{fmt}"
     assert main(["export", str(long_log), "-f", fmt, "-o", str(out)]) == 0
-    assert f"wrote {TURNS} turns" in capsys.readouterr().out
+    assert f"wrote {TURNS} turns" in capsys.readouterr().err
     assert seen and not isinstance(seen[0], list | tuple)  # a stream (or a function of one), never a list
     if fmt == "jsonl":
         lines = out.read_text().splitlines()

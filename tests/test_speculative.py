@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.local_llama import _PromptLookup
+from backends.local import PromptLookup
 from telemetry import events as ev
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
@@ -28,7 +28,7 @@ def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 # --- the drafter ---------------------------------------------------------------------------------
 def test_lookup_drafts_what_followed_the_longest_earlier_match() -> None:
     #                 0  1  2  3  4  5  6  7  8  9
-    lk = _PromptLookup([1, 2, 3, 9, 5, 2, 3, 4, 7, 8], min_match=2)
+    lk = PromptLookup([1, 2, 3, 9, 5, 2, 3, 4, 7, 8], min_match=2)
     for t in (1, 2, 3):  # the tail 1 2 3 matches 1 2 3 at 0 (3 tokens) better than 2 3 at 5 (2 tokens)
         lk.append(t)
     assert lk.draft(4) == [9, 5]  # a match of 3 over min_match 2 drafts 2 tokens
@@ -38,7 +38,7 @@ def test_lookup_drafts_what_followed_the_longest_earlier_match() -> None:
 
 
 def test_lookup_prefers_the_latest_of_equal_matches_and_drafts_from_its_own_answer() -> None:
-    lk = _PromptLookup([5, 6, 1, 5, 6, 2], min_match=2)
+    lk = PromptLookup([5, 6, 1, 5, 6, 2], min_match=2)
     lk.append(5)
     lk.append(6)
     assert lk.draft(3) == [2]  # 5 6 occurs twice, equally long: the nearer one
@@ -50,13 +50,13 @@ def test_lookup_prefers_the_latest_of_equal_matches_and_drafts_from_its_own_answ
 
 
 def test_lookup_drafts_nothing_below_the_minimum_match() -> None:
-    lk = _PromptLookup([1, 2, 3, 4], min_match=3)
+    lk = PromptLookup([1, 2, 3, 4], min_match=3)
     lk.append(9)
     lk.append(3)  # the tail 9 3 shares only 1 token (3) with the prompt
     assert lk.draft(4) == []
     lk.append(4)
     assert lk.draft(4) == []  # 3 4 matches 2 tokens: still under 3
-    assert _PromptLookup([], min_match=2).draft(4) == []
+    assert PromptLookup([], min_match=2).draft(4) == []
 
 
 # --- the normalized field -------------------------------------------------------------------------

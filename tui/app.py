@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, ComposeResult, CSSPathType, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical
 from textual.filter import LineFilter
 from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
 from backends.base import Backend
@@ -80,9 +81,10 @@ RESUME_DRAWN = 20  # turns a resumed session draws in the transcript
 
 
 class ChatApp(App[None]):
-    CSS_PATH: ClassVar[list[str | Path]] = ["chat.tcss", "compare.tcss"]  # type: ignore[misc]
+    CSS_PATH: ClassVar[CSSPathType] = ["chat.tcss", "compare.tcss"]
     TITLE = "ttft"
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+    # Textual declares this an instance attribute (not a ClassVar), so it is overridden as one.
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel_turn", "Cancel"),
         Binding("ctrl+r", "regenerate", "Regenerate", priority=True),
@@ -135,7 +137,7 @@ class ChatApp(App[None]):
         self.lag_by_turn: dict[int, dict[str, Any]] = {}
         self._timelines: list[tuple[str, Timeline]] = []
         self.last_export: list[Path] = []
-        self._tick_timer = None
+        self._tick_timer: Timer | None = None
         self._pane_phase = ""
         self._starting = False
         self._pane_ns = 0

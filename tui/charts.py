@@ -29,6 +29,7 @@ class Series:
     xs: list[float]
     ys: list[float]
     labels: list[str] = field(default_factory=list)  # one per point, drawn beside it
+    style: Literal["both", "points", "line"] = "both"  # markers joined by a line, markers alone, or a line alone
 
 
 @dataclass
@@ -70,16 +71,23 @@ class Chart:
             xs_all = [x for s in self.series for x in s.xs]
             span = (max(xs_all) - min(xs_all)) or 1.0
             for s in self.series:
-                line = f.signal(s.xs, s.ys, marker="braille")
-                line.lines()
-                f.draw(line)
-                pts = f.signal(s.xs, s.ys, marker="●")
-                pts.label(s.name)
-                f.draw(pts)
+                if s.style != "points":
+                    line = f.signal(s.xs, s.ys, marker="braille")
+                    line.lines()
+                    if s.style == "line":
+                        line.label(s.name)
+                    f.draw(line)
+                if s.style != "line":
+                    pts = f.signal(s.xs, s.ys, marker="●")
+                    pts.label(s.name)
+                    f.draw(pts)
                 for x, y, lab in zip(s.xs, s.ys, s.labels, strict=False):
                     f.draw(f.text(x + span * 0.015, y, lab))
             if len(self.series) < 2:
                 f.legend(False)
+            if max(xs_all) >= 1000:  # plotext would write 1.4e3: plain numbers read better
+                ticks = [t for t in _nice_ticks(min(0.0, min(xs_all)), max(xs_all)) if t <= max(xs_all)]
+                f.ruler("x").ticks(ticks, [_fmt_tick(t) for t in ticks])
         f.title(self.title)
         f.label(self.xlabel, "x")
         f.label(self.ylabel, "y")
@@ -153,6 +161,33 @@ def ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
         pts = [(float(lv["level"]), lv["ttft_ms"][key]) for lv in levels if lv["ttft_ms"].get(key) is not None]
         series.append(Series(f"TTFT {key}", [p[0] for p in pts], [p[1] for p in pts]))
     return Chart("xy", "TTFT by load", "requests/s offered" if rate else "concurrent users", "TTFT ms", series)
+
+
+def probe_chart(fit: Any, title: str = "TTFT by input tokens") -> Chart:
+    """``ttft probe``: each measured TTFT against the input tokens the server prefilled, the fitted line,
+    and the second sends of a shared prefix at their whole input (their distance below the line is what
+    a cache saved). ``fit`` is a telemetry ProbeFit; its line comes from ``fit.prefill_at``."""
+
+    def points(kind: str, x: Any) -> list[tuple[float, float]]:
+        return [
+            (float(x(p)), float(p.ttft_ms))
+            for p in fit.points
+            if p.kind == kind and p.status == "ok" and p.ttft_ms is not None and x(p) is not None
+        ]
+
+    series = []
+    for kind, name, x in (
+        ("input", "measured", lambda p: p.fresh_input_tokens),
+        ("cache_warm", "prefix sent again", lambda p: p.input_tokens),
+    ):
+        pts = points(kind, x)
+        if pts:
+            series.append(Series(name, [a for a, _ in pts], [b for _, b in pts], style="points"))
+    xs = [x for s in series for x in s.xs]
+    if xs and fit.prefill_at(0) is not None:
+        ends = [0.0, max(xs)]
+        series.insert(0, Series("fit", ends, [float(fit.prefill_at(x)) for x in ends], style="line"))
+    return Chart("xy", title, "input tokens (uncached)", "TTFT ms", series)
 
 
 def hist_chart(values: Sequence[float], title: str, xlabel: str, bins: int = 20) -> Chart:
@@ -272,8 +307,11 @@ def _svg(chart: Chart, width: int, height: int) -> str:
             for i, s in enumerate(chart.series):
                 color = PALETTE[i % len(PALETTE)]
                 pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(s.xs, s.ys, strict=True))
-                out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
+                if s.style != "points":
+                    out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
                 for j, (x, y) in enumerate(zip(s.xs, s.ys, strict=True)):
+                    if s.style == "line":
+                        break
                     out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" fill="{color}"/>')
                     if j < len(s.labels):
                         out.append(f'<text x="{sx(x) + 7:.1f}" y="{sy(y) - 7:.1f}">{esc(s.labels[j])}</text>')

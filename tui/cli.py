@@ -32,12 +32,13 @@ COMMANDS = {
     "report": "tui.commands.report",
     "sessions": "tui.commands.sessions",
     "export": "tui.commands.export",
+    "probe": "tui.commands.probe",
     "completion": "tui.commands.completion",
 }
 COMMAND_MODULES = tuple(COMMANDS.values())
 # Commands that pick a model read the config file: a bad one stops them before they start,
 # with one line (exit 2), never a traceback or a silent fall-back to another provider.
-CONFIG_COMMANDS = frozenset({"chat", "ask", "models", "compare", "bench"})
+CONFIG_COMMANDS = frozenset({"chat", "ask", "models", "compare", "bench", "probe"})
 # Commands that need every command's parser (completion describes them all).
 WHOLE_PARSER_COMMANDS = frozenset({"completion"})
 USAGE_ERROR = int(Exit.USAGE)
@@ -105,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args_list = ["chat", *args_list]
     only = args_list[0] if args_list[0] in COMMANDS else None
     parser = build_parser(None if only in WHOLE_PARSER_COMMANDS else only)
-    if only == "chat" and "chat" not in parser._subparsers._group_actions[0].choices:  # type: ignore[union-attr]
+    if only == "chat" and "chat" not in parser._subparsers._group_actions[0].choices:  # type: ignore[union-attr,operator]
         parser.print_help()
         return 0
     args = parser.parse_args(args_list)

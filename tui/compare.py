@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import App, ComposeResult, CSSPathType, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical, VerticalScroll
 from textual.css.query import NoMatches
@@ -719,9 +719,10 @@ class CompareScreen(Screen["ChatHandoff | None"]):
 class CompareApp(App[int]):
     """``ttft compare``: the compare screen on its own."""
 
-    CSS_PATH: ClassVar[list[str | Path]] = ["chat.tcss", "compare.tcss"]  # type: ignore[misc]
+    CSS_PATH: ClassVar[CSSPathType] = ["chat.tcss", "compare.tcss"]
     TITLE = "ttft compare"
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]]] = [(0, "-narrow"), (120, "-wide")]
+    # Textual declares this an instance attribute (not a ClassVar), so it is overridden as one.
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012
 
     def __init__(self, backends: Sequence[Backend], **kwargs: Any) -> None:
         super().__init__()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from backends.base import Backend, ChatRequest
+from backends.finish import finish_turn
 from backends.turn import run_turn
 from telemetry import events as ev
 from telemetry.log import SessionLog
@@ -112,17 +113,13 @@ def start_turn(
             recorder.feed(ev.Cancelled(ev.now_ns()))
         else:
             try:
-                await run_turn(backend, request, recorder)
+                await run_turn(backend, request, recorder, log=log)
             except asyncio.CancelledError:
-                pass  # run_turn has recorded Cancelled with the partial answer
+                pass  # run_turn has recorded Cancelled with the partial answer, and logged it
             except Exception as exc:  # the backend broke outside its stream: still a record, never a crash
                 recorder.feed(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc)))
-        record = recorder.finish()
-        if log is not None:
-            try:
-                record = log.append(record)  # type: ignore[assignment]  # its index, settled under the file's lock
-            except OSError as exc:  # LogWriteError: the turn stays on screen and in memory, the user is told
-                live.log_error = str(exc)
+        record = finish_turn(recorder, log)  # once only: a turn run_turn ended is returned as it logged it
+        live.log_error = recorder.log_error  # the turn stays on screen and in memory, the user is told
         return record
 
     live.future = runner.submit(drive())

@@ -51,8 +51,8 @@ def describe_target(spec: str, base_url: str | None = None, backend: Backend | N
     try:
         from backends.providers import ProviderError, configured_providers, parse_spec, resolve
     except ImportError:  # a build without the hosted backends
-        provider, _, model = spec.partition(":")
-        return _with_backend(Target(provider, model or None, "local" if provider == "local" else ""), backend)
+        provider, _, bare = spec.partition(":")
+        return _with_backend(Target(provider, bare or None, "local" if provider == "local" else ""), backend)
     try:
         provider, model = parse_spec(spec)
         if provider == "local" and provider not in configured_providers():

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from backends.base import ChatRequest, Message  # noqa: E402
-from backends.local_llama import SPEC_MIN_MATCH, SPEC_NUM_PRED, _PromptLookup, create  # noqa: E402
+from backends.local import SPEC_MIN_MATCH, SPEC_NUM_PRED, PromptLookup, create  # noqa: E402
 from telemetry import events as ev  # noqa: E402
 from telemetry.settings import TurnSettings  # noqa: E402
 from telemetry.speculative import speculative_summary  # noqa: E402
@@ -106,7 +106,7 @@ def clear_cache(backend: Any) -> None:
 
     def clear(lm: Any) -> None:
         if lm is not None:
-            lm.llm._ctx.kv_cache_clear()
+            lm.llm.kv_clear()
             lm.kv_tokens = []
 
     backend._executor.submit(lambda: clear(backend.loaded)).result()
@@ -167,7 +167,7 @@ def bare_generate_run(llm: Any, prompt_tokens: list[int], n: int) -> dict[str, A
     import llama_cpp
 
     stamps = []
-    vocab = llm._model.vocab
+    vocab = llama_cpp.llama_model_get_vocab(llm.model)
     t0 = time.monotonic_ns()
     for tok in llm.generate(prompt_tokens, temp=0.0, repeat_penalty=1.0, reset=True):
         if llama_cpp.llama_vocab_is_eog(vocab, tok):
@@ -191,9 +191,9 @@ def med(xs: list[float | None]) -> float:
 async def bare_comparison(backend: Any, info: dict[str, Any], args: argparse.Namespace) -> None:
     from llama_cpp import Llama
 
-    from backends.local_llama import _model_params
+    from backends.local.llama_adapter import model_params
 
-    with _model_params(use_extra_bufts=info["extra_bufts"]):  # the same weight buffers (AMX CPUs: off, or it crashes)
+    with model_params(use_extra_bufts=info["extra_bufts"]):  # the same weight buffers (AMX CPUs: off, or it crashes)
         bare = Llama(
             info["model_path"],
             n_ctx=info["n_ctx"],
@@ -253,31 +253,27 @@ BATCH_SIZES = tuple(range(1, 10))  # a verify batch of 1 + up to 8 drafted token
 
 def batch_costs(lm: Any, thread_sets: dict[str, int], context: int, reps: int) -> dict[str, dict[int, list[float]]]:
     """Wall time of one decode of k tokens (all logits) over the same cached ``context`` tokens (engine thread)."""
-    import llama_cpp
-
     llm, info = lm.llm, lm.info
-    text = (ROOT / "backends" / "local_llama.py").read_text()
+    text = "".join(p.read_text() for p in sorted((ROOT / "backends" / "local").glob("*.py")))
     toks = llm.tokenize(text.encode(), add_bos=True, special=False)[: context + max(BATCH_SIZES)]
-    llm._ctx.kv_cache_clear()
+    llm.kv_clear()
     lm.kv_tokens = []
     for i in range(0, context, llm.n_batch):
-        llm._batch.set_batch(toks[i : min(i + llm.n_batch, context)], i, False)
-        llm._ctx.decode(llm._batch)
+        llm.decode(toks[i : min(i + llm.n_batch, context)], i, False)
     out: dict[str, dict[int, list[float]]] = {name: {k: [] for k in BATCH_SIZES} for name in thread_sets}
     try:
         for _ in range(reps):
             for name, batch_threads in thread_sets.items():  # interleaved: load hits every size alike
-                llama_cpp.llama_set_n_threads(llm.ctx, info["n_threads"], batch_threads)
+                llm.set_threads(info["n_threads"], batch_threads)
                 for k in BATCH_SIZES:
                     t0 = time.perf_counter()
-                    llm._batch.set_batch(toks[context : context + k], context, k > 1)
-                    llm._ctx.decode(llm._batch)
-                    llm._ctx.get_logits_ith(k - 1)
+                    llm.decode(toks[context : context + k], context, k > 1)
+                    llm.synchronize()
                     out[name][k].append(time.perf_counter() - t0)
-                    llm._ctx.kv_cache_seq_rm(-1, context, -1)
+                    llm.kv_keep(context)
     finally:
-        llama_cpp.llama_set_n_threads(llm.ctx, info["n_threads"], info["n_threads_batch"])
-        llm._ctx.kv_cache_clear()
+        llm.set_threads(info["n_threads"], info["n_threads_batch"])
+        llm.kv_clear()
         lm.kv_tokens = []
     return out
 
@@ -299,7 +295,7 @@ def print_batch_costs(costs: dict[str, dict[int, list[float]]], context: int, re
 def replay(prompt: list[int], answer: list[int], num_pred: int, min_match: int) -> list[tuple[int, int]]:
     """(drafted, accepted) per decode step, had the engine drafted with these settings: the answer is
     the same with or without speculation, so the steps follow from it without running the model."""
-    lk = _PromptLookup([*prompt, *answer[:1]], min_match)
+    lk = PromptLookup([*prompt, *answer[:1]], min_match)
     steps, i = [], 0
     while i < len(answer) - 1:
         draft = lk.draft(min(num_pred, len(answer) - 2 - i))

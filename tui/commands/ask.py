@@ -1,27 +1,28 @@
 """``ttft ask``: one turn, headless and scriptable.
 
 The answer streams to stdout, a one-line telemetry summary goes to stderr; ``--json``
-prints the full ``ttft.turn/1`` record to stdout instead. Exit code 0 on success, 1 on
-error (the record is still printed and logged, with ``status: error``), 3 when the turn
-could not be written to the session log (the answer and record are still printed), 130
-when interrupted (143 for SIGTERM, 129 for SIGHUP: the turn is logged as cancelled).
-Every turn is appended to the session log.
+prints the full ``ttft.turn`` record to stdout instead, ``-q`` drops the summary. Exit
+codes come from ``tui.commands.exits``: 1 when the turn failed (the record is still printed
+and logged, with ``status: error``), 2 for a command line that cannot make a turn, 3 when
+the turn could not be written to the session log (the answer and record are still printed),
+130/143/129 when interrupted (the turn is logged as cancelled). Every turn is appended to
+the session log.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
 from types import SimpleNamespace
 from typing import Any
 
 from backends.base import Backend, ChatRequest, Message
+from backends.finish import finish_turn
 from backends.providers import ProviderError, create_backend, default_spec, is_local_spec, parse_spec
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
-from telemetry.log import LogWriteError, SessionLog, check_session_id
+from telemetry.log import SessionLog, check_session_id
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
@@ -73,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_model_options(p)
     add_turn_flags(p)
-    add_output_flags(p, "print the full ttft.turn/1 record instead of the answer")
+    add_output_flags(p, "print the full ttft.turn record instead of the answer")
     p.add_argument(
         "--session", metavar="ID", type=session_id_arg, help="append to this session's log (default: a new session)"
     )
@@ -132,13 +133,10 @@ def _failed_record(
     """A turn that never reached a server (bad spec, missing key) is still a recorded turn."""
     provider, model = parse_spec(spec) if spec.strip() else ("", None)
     stub = SimpleNamespace(provider=provider, api="", model=model or "", base_url=base_url)
-    rec = new_recorder(stub, request, session_id=log.session_id, turn_index=log.next_turn_index())  # type: ignore[arg-type]
+    rec = new_recorder(stub, request, session_id=log.session_id, turn_index=log.next_turn_index())
     rec.feed(ev.Submitted(submitted_ns))
     rec.feed(ev.Failed(ev.now_ns(), err.kind, err.message, None, err.hint))
-    record = rec.finish()
-    with contextlib.suppress(LogWriteError):  # kept in log.write_errors, reported by run()
-        record = log.append(record)  # type: ignore[assignment]
-    return record
+    return finish_turn(rec, log)  # a failed write is kept in log.write_errors, reported by run()
 
 
 async def _ask(

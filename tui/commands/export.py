@@ -1,4 +1,7 @@
-"""``ttft export``: a session log as JSONL, CSV or OpenTelemetry GenAI metrics."""
+"""``ttft export``: a session log as JSONL, CSV, Parquet or OpenTelemetry GenAI metrics.
+
+The data goes to the file (``-o -``: standard output); what the command has to say (how many
+turns, what it skipped) goes to standard error, so ``-o -`` and ``-o /dev/stdout`` hold only data."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from telemetry.export import WRITERS, export
+from telemetry.export import STDOUT, WRITERS, export
 from telemetry.log import Skipped, read_records, resolve
 from tui.commands.exits import Exit
 from tui.commands.help import examples
@@ -18,16 +21,22 @@ from tui.commands.output import add_output_flags, print_json
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export",
-        help="export a session (default: the latest) as jsonl, csv or otel",
+        help="export a session (default: the latest) as jsonl, csv, parquet or otel",
         epilog=examples(
             "ttft export                                  # the latest session, as SESSION.jsonl here",
             "ttft export 20260101-090000-a1b2 -f csv -o turns.csv",
+            "ttft export -f csv -o - | duckdb -c \"select * from read_csv('/dev/stdin')\"",
             "ttft export --redact -f otel --json          # what was written, as JSON on stdout",
         ),
     )
     p.add_argument("source", nargs="?", help="session id or log file (default: the most recent session)")
     p.add_argument("--format", "-f", choices=sorted(WRITERS), default="jsonl")
-    p.add_argument("--out", "-o", type=Path, help="output path (default: SESSION.FORMAT in the current folder)")
+    p.add_argument(
+        "--out",
+        "-o",
+        type=Path,
+        help="output path, - for standard output (default: SESSION.FORMAT in the current folder)",
+    )
     p.add_argument("--redact", action="store_true", help="drop prompt, answer and reasoning text")
     add_output_flags(p, "print what was written as a ttft.export/1 JSON object")
     p.set_defaults(func=run)
@@ -53,10 +62,16 @@ def run(args: argparse.Namespace) -> int:
         passes += 1
         return read_records(path, skipped if passes == 1 else None)  # unreadable lines counted once
 
-    suffix = {"jsonl": ".jsonl", "csv": ".csv", "otel": ".otel.json"}[args.format]
+    if args.json and args.out == STDOUT:
+        print("ttft export: --json and -o - both write to stdout; give -o FILE with --json", file=sys.stderr)
+        return Exit.USAGE
+    suffix = {"jsonl": ".jsonl", "csv": ".csv", "parquet": ".parquet", "otel": ".otel.json"}[args.format]
     out = args.out or Path(path.stem + suffix)
     try:
         n = export(records, args.format, out, redact_text=args.redact)
+    except ModuleNotFoundError:
+        print("ttft export: Parquet needs polars (pip install polars); csv has the same columns", file=sys.stderr)
+        return Exit.FAILED
     except OSError as exc:  # a read-only folder, a full disk: say where, not a traceback
         reading = exc.filename is not None and str(exc.filename) == str(path)  # the log, read as it streams
         print(
@@ -71,5 +86,9 @@ def run(args: argparse.Namespace) -> int:
         doc = {"schema": "ttft.export/1", "source": str(path), "out": str(out), "format": args.format}
         print_json({**doc, "turns": n, "redacted": args.redact, "skipped_lines": sum(skipped.lines.values())})
     elif not args.quiet:
-        print(f"wrote {n} turns from {path} to {out} ({args.format}{', redacted' if args.redact else ''})")
+        where = "standard output" if out == STDOUT else out
+        print(
+            f"wrote {n} turns from {path} to {where} ({args.format}{', redacted' if args.redact else ''})",
+            file=sys.stderr,
+        )
     return Exit.OK

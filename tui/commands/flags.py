@@ -14,6 +14,7 @@ each command's own default.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Collection
 from typing import Any
 
 from telemetry.settings import TurnSettings
@@ -42,9 +43,13 @@ def add_turn_flags(
     *,
     max_output_tokens: int | None = None,
     max_retries: int = DEFAULT_MAX_RETRIES,
+    without: Collection[str] = (),
 ) -> None:
-    """Add the turn flags to ``p`` as one help group; the keyword arguments are this command's defaults."""
-    g = p.add_argument_group("turn settings (the same on ask, chat, compare, bench and probe)")
+    """Add the turn flags to ``p`` as one help group; the keyword arguments are this command's defaults.
+
+    ``without``: flags the command itself decides (probe's plan sets each turn's output length);
+    leaving one out is better than taking it and ignoring it."""
+    g = _Group(p.add_argument_group("turn settings (the same on ask, chat, compare, bench and probe)"), without)
     g.add_argument("--system", metavar="TEXT", help="a system prompt")
     g.add_argument(
         "--max-output-tokens",
@@ -92,6 +97,17 @@ def add_turn_flags(
         metavar="S",
         help="end the turn as an error after S seconds in all, however steadily it streams (partial answer kept)",
     )
+
+
+class _Group:
+    """An argument group that skips the flags a command left out."""
+
+    def __init__(self, group: argparse._ArgumentGroup, without: Collection[str]) -> None:
+        self.group, self.without = group, frozenset(without)
+
+    def add_argument(self, *names: str, **kw: Any) -> None:
+        if self.without.isdisjoint(names):
+            self.group.add_argument(*names, **kw)
 
 
 def settings_from_args(args: argparse.Namespace) -> TurnSettings:

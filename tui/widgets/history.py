@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
@@ -59,7 +60,7 @@ class HistoryPanel(Vertical):
     HistoryPanel DataTable {{ height: auto; max-height: {MAX_HEIGHT}; scrollbar-size-vertical: {SCROLLBAR_W}; }}
     """
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         self._records: list[dict[str, Any]] = []
         self._drawn_w = -1
         table: DataTable[Any] = DataTable(cursor_type="row", zebra_stripes=True, id="history-table")

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
@@ -17,6 +18,7 @@ from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.recorder import Snapshot
 from telemetry.speculative import speculative_summary
 from telemetry.timeline import Timeline
+from telemetry.wire import LIVE_LABEL, WaitSplit
 from tui.format import DASH, PHASE_COLOR, fmt_ms, fmt_num, short_spec, turn_label
 from tui.terminal import visible_text
 from tui.widgets.history import HistoryPanel
@@ -45,7 +47,10 @@ def live_text(snap: Snapshot, attempts: Sequence[Any] = (), lag: dict[str, Any] 
     elif snap.phase == "queued":
         t.append(f"queued {fmt_ms(snap.phase_elapsed_ms)}", style="bold")
     elif snap.phase == "waiting":
-        t.append(f"waiting for the first token {fmt_ms(snap.phase_elapsed_ms)}", style="bold")
+        if snap.wait_phase in LIVE_LABEL:  # where on the wire the wait is now
+            t.append(f"{LIVE_LABEL[snap.wait_phase]} {fmt_ms(snap.wait_phase_ms)}", style="bold")
+        else:
+            t.append(f"waiting for the first token {fmt_ms(snap.phase_elapsed_ms)}", style="bold")
         if snap.attempt > 1:
             prev = attempts[-2].status if len(attempts) >= 2 else None
             why = f"a {prev}" if prev else "an error"
@@ -161,6 +166,39 @@ def _server_lines(t: Text, server: dict[str, Any]) -> None:
             _row(t, source, shown)
 
 
+def _wait_rows(t: Text, wait: WaitSplit | None, http: Any) -> None:
+    """The wait's split (``metrics.wait_ms``) and the response's facts (``http``): what a ticket quotes."""
+    http = http if isinstance(http, dict) else {}
+    if wait is not None and (wait.network_ms > 0 or http):
+        parts = [("retries", wait.retries), ("pool", wait.pool)]
+        shown = [f"{name} {fmt_ms(v)}" for name, v in parts if v >= 1]
+        shown += [f"network {fmt_ms(wait.network_ms)}", f"server {fmt_ms(wait.server)}"]
+        shown.append(f"first token {fmt_ms(wait.first_token)}")
+        _row(t, "  wait", " · ".join(shown))
+        conn = " · ".join(str(x) for x in (http.get("connection"), http.get("http_version")) if x)
+        _row(
+            t,
+            "  network",
+            f"dns {fmt_ms(wait.dns)} · connect {fmt_ms(wait.connect)} · TLS {fmt_ms(wait.tls)}"
+            f" · send {fmt_ms(wait.send)}",
+        )
+        if conn:
+            _row(t, "  connection", conn)
+    if http.get("server_processing_ms") is not None:
+        _row(t, "  server says", f"{fmt_ms(http['server_processing_ms'])} processing")
+    if http.get("request_id"):
+        _row(t, "request id", str(http["request_id"]))
+    rl = http.get("ratelimit")
+    if isinstance(rl, dict):
+        left = [
+            f"{fmt_num(rl.get(k))} {what}"
+            for k, what in (("remaining_requests", "requests"), ("remaining_tokens", "tokens"))
+            if rl.get(k) is not None
+        ]
+        if left:
+            _row(t, "rate limit", " · ".join(left) + " left")
+
+
 def record_text(rec: dict[str, Any], lag: dict[str, Any] | None = None) -> Text:
     """A finished turn's figures, in the order the reference defines them."""
     m = rec.get("metrics") or {}
@@ -171,6 +209,7 @@ def record_text(rec: dict[str, Any], lag: dict[str, Any] | None = None) -> Text:
     who = short_spec(rec.get("provider"), rec.get("model"), HEADER_MODEL_W, sep=" · ")
     t.append(f"  {turn_label(rec.get('turn_index'), 'turn ')} · {who}\n", style="bold")
     _row(t, "TTFT", fmt_ms(m.get("ttft_ms")))
+    _wait_rows(t, WaitSplit.from_dict(m.get("wait_ms")), rec.get("http"))
     _row(t, "TTFVT", fmt_ms(m.get("ttfvt_ms")))
     if m.get("reasoning_delay_ms") is not None:
         est = " (estimated)" if m.get("reasoning_delay_estimated") else ""
@@ -221,7 +260,7 @@ class TelemetryPane(VerticalScroll):
     TelemetryPane .pane-title { text-style: bold; color: $text-muted; margin: 1 0 0 0; }
     """
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield Static(Text("Send a prompt: its latency appears here.", style="dim"), id="live")
         yield Sparkline([], id="live-gaps")
         yield Static("Timeline", classes="pane-title")

@@ -9,6 +9,7 @@ import itertools
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual.geometry import Size
 from textual.widget import Widget
 
 from telemetry.timeline import Timeline
@@ -18,6 +19,8 @@ PHASE_STYLE = {
     "client": ("━", "cyan"),  # ttft's own delay: the user's submit -> the send
     "loading": ("▒", "blue"),
     "waiting": ("━", "yellow"),
+    "network": ("━", "dark_orange"),  # dns + connect + tls + send (a wire-split wait)
+    "server": ("━", "bright_yellow"),  # request written -> first token
     "reasoning": ("━", "magenta"),
     "streaming": ("━", "green"),
 }
@@ -49,7 +52,7 @@ class TimelineView(Widget):
         n = max(len(self.rows), min(self.reserve_rows, self.max_rows))
         return n + 2 if n else 1
 
-    def get_content_height(self, container, viewport, width: int) -> int:  # type: ignore[no-untyped-def]
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return self._height()
 
     def render(self) -> Text:
@@ -84,7 +87,9 @@ class TimelineView(Widget):
         out.append(left + " " * max(1, width - len(left) - len(right)) + right + "\n", style="dim")
         out.append(" " * (LABEL_W + 1))
         for name, (ch, style) in PHASE_STYLE.items():
-            if name in ("client", "loading") and not any(s.phase == name for _, tl in self.rows for s in tl.segments):
+            if name in ("client", "loading", "network", "server") and not any(
+                s.phase == name for _, tl in self.rows for s in tl.segments
+            ):
                 continue  # only in the legend when a turn has it
             out.append(ch * 2, style=style)
             out.append(f" {name}  ", style="dim")

@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Group
 from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Collapsible, Markdown, Static
@@ -100,7 +101,7 @@ class AssistantMessage(Vertical):
         self.final = False
         self.record: dict[str, Any] | None = None
 
-    def compose(self):  # type: ignore[override]
+    def compose(self) -> ComposeResult:
         yield self.reasoning
         yield self.stream
         yield self.answer
@@ -154,7 +155,9 @@ class AssistantMessage(Vertical):
             self._next_paint_ns = done + int(pause * 1e9)
             self._painting = False
             if self.chain:  # ... and paint again as soon as that allows, not at the next frame tick.
-                self.set_timer(pause, lambda: self.final or self.pump(recorder, recorder.snapshot(self.clock())))
+                self.set_timer(
+                    pause, lambda: None if self.final else self.pump(recorder, recorder.snapshot(self.clock()))
+                )
 
         self.call_after_refresh(painted)
 

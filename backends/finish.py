@@ -1,0 +1,63 @@
+"""The one way a turn ends: finish the recorder, write the record to the log, hand it to every sink.
+
+Chat, ask, compare, bench (and probe) all end their turns here, so every turn reaches the
+same places in the same order: the session log first (a line is never lost to a sink),
+then each registered sink (the live OpenTelemetry push, registered by the CLI through
+:mod:`backends.otel`). A sink must be cheap and must not block: it is called on the
+thread that ran the turn, right after the last stamp. A sink that raises is ignored.
+
+Ending a turn twice is harmless: the second call returns the record the first one
+delivered, without logging it or sinking it again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+
+from telemetry.log import LogWriteError, SessionLog
+from telemetry.record import TurnRecord
+from telemetry.recorder import TurnRecorder
+
+Sink = Callable[[TurnRecord], None]
+
+_sinks: list[Sink] = []
+_lock = threading.Lock()  # recorders end on several threads (the chat's runner, compare, bench workers)
+
+
+def add_sink(sink: Sink) -> Callable[[], None]:
+    """Send every turn that ends from now on to ``sink``; returns a function that removes it."""
+    with _lock:
+        _sinks.append(sink)
+
+    def remove() -> None:
+        with _lock, contextlib.suppress(ValueError):
+            _sinks.remove(sink)
+
+    return remove
+
+
+def finish_turn(recorder: TurnRecorder, log: SessionLog | None = None) -> TurnRecord:
+    """The turn's record as logged (its index settled by the log) and as every sink saw it.
+
+    A log write that fails does not lose the turn: the record is still returned and sunk, the
+    failure is in ``log.write_errors`` and its message in ``recorder.log_error``.
+    """
+    with _lock:
+        if recorder.delivered is not None:
+            return recorder.delivered
+        record = recorder.finish()
+        if log is not None:
+            try:
+                logged = log.append(record)
+                if isinstance(logged, TurnRecord):
+                    record = logged
+            except LogWriteError as exc:  # the turn stays on screen and in memory; the front end says so
+                recorder.log_error = str(exc)
+        recorder.delivered = record
+        sinks = tuple(_sinks)
+    for sink in sinks:
+        with contextlib.suppress(Exception):  # a sink's bug never costs a turn
+            sink(record)
+    return record

@@ -1,0 +1,179 @@
+"""The load driver's HTTP client for the lean Chat Completions reader: aiohttp, stamped like httpx2.
+
+Why: under load most of a streamed chunk's client CPU went to the pure-Python HTTP stack
+(httpcore2, h11, anyio: about 75 % of 200-450 us per chunk at 64 streams). aiohttp parses
+HTTP/1.1 in C and hands over each socket read as it lands, as AIPerf's clients do.
+
+What it keeps, so a record does not depend on the client:
+
+- the same per-turn :class:`backends.http.Probe` bookkeeping as the httpx2 hooks: an
+  ``AttemptSent`` as the request leaves, ``HeadersReceived`` with status and retry-after when
+  the headers are in, and every raw read stamped on arrival (``Probe._chunk``);
+- its errors raised as the httpx2 errors they correspond to (connect refused or timed out,
+  read timeout, a connection dropped mid-body), so :mod:`backends.errors` words them alike;
+- the pool sized for every stream (a stream waiting for a connection would count it as TTFT)
+  and no CA bundle loaded for a plain-http server.
+
+aiohttp is imported on first use: ``ttft ask`` keeps the httpx2 client (one turn, no load).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING
+
+import httpx2
+
+from backends.http import Probe, no_tls_context, parse_retry_after
+from telemetry import events as ev
+
+if TYPE_CHECKING:
+    import aiohttp
+
+# httpx2's own words for these, so an error reads the same whichever client met it.
+_DROPPED = "peer closed connection without sending complete message body (incomplete chunked read)"
+_DISCONNECTED = "Server disconnected without sending a response."
+
+
+def _as_httpx(exc: BaseException, request: httpx2.Request) -> httpx2.TransportError:
+    """The httpx2 error that ``exc`` (raised by aiohttp) would have been."""
+    import aiohttp
+
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return httpx2.ConnectTimeout(str(exc) or "connect timeout", request=request)
+    if isinstance(exc, aiohttp.ServerTimeoutError | TimeoutError):
+        return httpx2.ReadTimeout(str(exc) or "read timeout", request=request)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        refused = isinstance(exc.os_error, ConnectionRefusedError)
+        err = httpx2.ConnectError("connection refused" if refused else str(exc.os_error), request=request)
+        err.__cause__ = exc.os_error  # errors.py looks for ConnectionRefusedError in the chain
+        return err
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return httpx2.RemoteProtocolError(_DISCONNECTED, request=request)
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return httpx2.RemoteProtocolError(_DROPPED, request=request)
+    return httpx2.ReadError(str(exc) or type(exc).__name__, request=request)
+
+
+class AiohttpResponse:
+    """One attempt's response: the attributes the lean reader and :mod:`backends.errors` read
+    from an ``httpx2.Response`` (status, headers, request, body), and a stamped byte stream."""
+
+    __slots__ = ("_body", "_done", "_raw", "headers", "probe", "request", "status_code")
+
+    def __init__(self, raw: aiohttp.ClientResponse, request: httpx2.Request, probe: Probe) -> None:
+        self._raw = raw
+        self.request = request
+        self.probe = probe
+        self.status_code = raw.status
+        self.headers: Mapping[str, str] = raw.headers
+        self._body: bytes | None = None
+        self._done = False
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        import aiohttp
+
+        stamp = self.probe._chunk
+        content = self._raw.content
+        try:
+            while True:
+                data = await content.readany()
+                if not data:
+                    break
+                stamp(data)
+                yield data
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise _as_httpx(exc, self.request) from exc
+        self._done = True
+
+    async def aread(self) -> bytes:
+        if self._body is None:
+            self._body = b"".join([d async for d in self.aiter_bytes()])
+        return self._body
+
+    @property
+    def content(self) -> bytes:
+        if self._body is None:
+            raise RuntimeError("the body has not been read (await aread() first)")
+        return self._body
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    async def aclose(self) -> None:
+        # A body read to its end gives the connection back to the pool; otherwise (cancelled,
+        # abandoned) the connection is closed, which stops the server's generation at once.
+        if self._done:
+            self._raw.release()
+        else:
+            self._raw.close()
+
+
+class AiohttpClient:
+    """An aiohttp session for many concurrent streams, feeding per-turn probes."""
+
+    def __init__(
+        self,
+        *,
+        timeout_s: float | None,
+        connect_timeout_s: float,
+        max_connections: int | None = None,
+        tls: bool = True,
+    ) -> None:
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.max_connections = max_connections
+        self.tls = tls
+        self._session: aiohttp.ClientSession | None = None
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        import aiohttp
+
+        connector = aiohttp.TCPConnector(
+            limit=self.max_connections or 100,
+            limit_per_host=0,
+            ssl=True if self.tls else no_tls_context(),
+            ttl_dns_cache=300,
+        )
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.connect_timeout_s, sock_read=self.timeout_s or None
+        )
+        # No cookies kept between requests, as an SDK client without a jar: each turn stands alone.
+        return aiohttp.ClientSession(
+            connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar(), raise_for_status=False
+        )
+
+    async def send(
+        self, url: str, *, body: bytes, headers: dict[str, str], params: dict[str, str], probe: Probe
+    ) -> AiohttpResponse:
+        """One POST; returns once the headers are in. Raises httpx2's errors (see the module doc)."""
+        import aiohttp
+
+        if self._session is None:
+            self._session = self._open_session()
+        request = httpx2.Request("POST", url, params=params or None)
+        probe.attempt += 1
+        probe.status = None
+        probe.last_arrival_ns = None
+        probe.reads = 0
+        probe.body_tail = b""
+        probe.pending.append(ev.AttemptSent(ev.now_ns(), probe.attempt))
+        try:
+            raw = await self._session.post(url, data=body, headers=headers, params=params or None)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise _as_httpx(exc, request) from exc
+        t = ev.now_ns()
+        probe.status = raw.status
+        probe.retry_after_s = parse_retry_after(raw.headers)  # type: ignore[arg-type]
+        probe.pending.append(ev.HeadersReceived(t, probe.attempt, raw.status, probe.retry_after_s))
+        return AiohttpResponse(raw, request, probe)
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None

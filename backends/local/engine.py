@@ -1,0 +1,365 @@
+"""The local engine and its loader: one worker thread per backend that loads the model as its own phase
+(file checks, memory check, llama.cpp's load, warm-up, provenance) and runs each turn's generation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from backends.amx import ExtraBufts, extra_bufts_choice
+from backends.base import ChatRequest
+from backends.local import llama_adapter as llama
+from backends.local.generation import Generation, resolve_verify_batch
+from backends.local.loadlog import load_error
+from backends.local.speculative import SpecSettings, check_verify_batch
+from backends.local.state import Cancelled, LoadedModel
+from backends.local.template import ChatTemplate
+from backends.local_model import (
+    DEFAULT_MODEL,
+    LocalModelError,
+    ShippedModel,
+    check_fits_in_memory,
+    check_model_file,
+    file_sha256,
+    kv_shape,
+    model_display_name,
+    shipped_model,
+)
+from telemetry import events as ev
+from telemetry.kvcache import kv_cache_size
+
+DEFAULT_N_CTX = 4096
+DEFAULT_MAX_OUTPUT_TOKENS = 512  # when the turn sets no limit
+GPU_BACKENDS = ("CUDA", "Metal", "Vulkan", "ROCm", "HIP", "SYCL", "MUSA", "CANN", "OpenCL", "Kompute")
+
+
+def detect_backend(system_info: str, offloading: bool) -> str:
+    """Which compute backend runs the layers: the GPU backend compiled in when layers are offloaded, else CPU."""
+    if offloading:
+        for name in GPU_BACKENDS:
+            if re.search(rf"\b{name}\b", system_info, re.IGNORECASE):
+                return name
+        return "GPU"
+    return "CPU"
+
+
+def warm_up(llm: llama.LlamaHandle) -> None:
+    """One throwaway decode inside the load phase: pages the mmap'd weights in and builds the compute graphs,
+    so none of that lands in the first turn's TTFT."""
+    bos = llm.token_bos()
+    tok = bos if bos >= 0 else 0
+    for batch in ([tok], [tok, tok]):  # both the one-token (decode) and the batch (prefill) graphs
+        llm.decode(batch, 0, False)
+        llm.synchronize()
+        llm.kv_clear()
+    llm.perf_reset()
+
+
+class LocalLlamaBackend:
+    provider = "local"
+    api = "llama.cpp"
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | ShippedModel | None = None,
+        *,
+        n_ctx: int = DEFAULT_N_CTX,
+        n_gpu_layers: int | None = None,
+        n_threads: int | None = None,
+        chat_format: str | None = None,
+        flash_attn: bool = True,
+        seed: int = 0,
+        verbose: bool = False,
+        max_memory_bytes: int | None = None,
+        extra_bufts: bool | None = None,
+    ) -> None:
+        self.is_default = model_path is None
+        self.shipped: ShippedModel | None = (
+            DEFAULT_MODEL if model_path is None else model_path if isinstance(model_path, ShippedModel) else None
+        )
+        if self.shipped is not None:
+            # A shipped model's file may not exist yet (an assembled one, or a missing package):
+            # that is the first turn's load failure, with a hint, not an error here.
+            self.model_path = self.shipped.path() if self.shipped.installed() else Path(self.shipped.file)
+            self.model = self.shipped.name
+        else:
+            assert not isinstance(model_path, ShippedModel) and model_path is not None
+            self.model_path = Path(model_path).expanduser()
+            self.model = self.model_path.stem
+        self.extra_bufts = extra_bufts
+        self.base_url: str | None = None
+        self.n_ctx = n_ctx
+        self.n_gpu_layers = n_gpu_layers
+        self.n_threads = n_threads
+        self.chat_format = chat_format if chat_format is not None or self.shipped is None else self.shipped.chat_format
+        self.flash_attn = flash_attn
+        self.seed = seed
+        self.verbose = verbose
+        self.max_memory_bytes = max_memory_bytes
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ttft-llama")
+        self._loaded: LoadedModel | None = None
+        self._closed = False
+        self.last_timings: dict[str, Any] | None = None
+
+    # --- public --------------------------------------------------------------------------
+    @property
+    def loaded(self) -> LoadedModel | None:
+        return self._loaded
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[ev.Event]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[ev.Event] = asyncio.Queue()
+        cancel = threading.Event()
+
+        def emit(e: ev.Event) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is listening
+                loop.call_soon_threadsafe(queue.put_nowait, e)
+
+        fut = loop.run_in_executor(self._executor, self._turn_guarded, request, emit, cancel)
+        try:
+            while True:
+                e = await queue.get()
+                yield e
+                if isinstance(e, ev.TERMINAL):
+                    return
+        finally:
+            cancel.set()
+            await asyncio.wait({fut}, timeout=30)  # stops within a token; keeps turns from overlapping
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._unload)
+        self._executor.shutdown(wait=False)
+
+    async def load(self) -> dict[str, Any]:
+        """Load now (outside any turn); returns the load info or raises LocalModelError."""
+        loop = asyncio.get_running_loop()
+        lm = await loop.run_in_executor(
+            self._executor, self._ensure_loaded, self._wanted_layers(None), self._wanted_bufts(None), None
+        )
+        return lm.info
+
+    def close(self) -> None:
+        """Synchronous release (for code without a running loop)."""
+        if not self._closed:
+            self._closed = True
+            self._executor.submit(self._unload).result()
+            self._executor.shutdown(wait=True)
+
+    # --- worker side ----------------------------------------------------------------------
+    def _wanted_layers(self, extra: dict[str, Any] | None) -> int:
+        v = (extra or {}).get("n_gpu_layers", self.n_gpu_layers)
+        if v is None:
+            return -1 if llama.gpu_offload_supported() else 0
+        return int(v)
+
+    def _wanted_bufts(self, extra: dict[str, Any] | None) -> ExtraBufts:
+        """The extra-buffer-type decision for a load: settings extra ``extra_bufts``, the backend option, or auto."""
+        v = (extra or {}).get("extra_bufts", self.extra_bufts)
+        info = llama.system_info() if llama.available() else ""  # without llama.cpp the load fails next
+        return extra_bufts_choice(None if v is None else bool(v), info)
+
+    def _unload(self) -> None:
+        if self._loaded is not None:
+            with contextlib.suppress(Exception):
+                self._loaded.llm.close()
+            self._loaded = None
+
+    def _turn_guarded(self, request: ChatRequest, emit: Callable[[ev.Event], None], cancel: threading.Event) -> None:
+        def emit_and_keep(e: ev.Event) -> None:
+            if isinstance(e, ev.ServerTimings):
+                self.last_timings = e.data  # what the engine did, even when nobody read the end of the stream
+            emit(e)
+
+        try:
+            self._turn(request, emit_and_keep, cancel)
+        except Cancelled:
+            emit(ev.Cancelled(ev.now_ns()))
+        except LocalModelError as exc:
+            emit(ev.Failed(ev.now_ns(), exc.error_type, exc.message, None, exc.hint))
+        except Exception as exc:  # an engine failure is a failed turn, never a hung stream
+            emit(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc), None, None))
+
+    def _ensure_loaded(
+        self, n_gpu_layers: int, bufts: ExtraBufts, emit: Callable[[ev.Event], None] | None
+    ) -> LoadedModel:
+        """Load (or reload with other GPU layers or buffer types); emits the load phase when ``emit`` is given."""
+        lm = self._loaded
+        if lm is not None and lm.n_gpu_layers == n_gpu_layers and lm.bufts.use == bufts.use:
+            return lm
+        if not llama.available():
+            raise LocalModelError(
+                "llama_cpp_missing",
+                "the local provider needs llama-cpp-python",
+                "pip install 'ttft[local]'  (CUDA: CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install llama-cpp-python)",
+            )
+        self._unload()
+        shipped = self.shipped
+        if shipped is not None and not shipped.installed():
+            raise shipped.missing()
+        assembling = shipped is not None and shipped.needs_assembly()
+        if emit is not None:
+            what = f"loading {self.model_path.name}"
+            if shipped is not None and assembling:
+                where = self.model_path.parent
+                what = f"assembling {shipped.name} (first run, about 250 MB) into {where}, then loading"
+            emit(ev.ModelLoadStarted(ev.now_ns(), what=what))
+        t0 = time.perf_counter()
+        if shipped is not None:
+            self.model_path = shipped.materialise()
+        file_bytes = check_model_file(self.model_path)
+        on_gpu = n_gpu_layers != 0 and llama.gpu_offload_supported()
+        check_fits_in_memory(file_bytes, 0, on_gpu=on_gpu, available=self.max_memory_bytes)
+        sha, sha_cached = file_sha256(self.model_path)
+        lm = self._load_llama(n_gpu_layers, bufts, file_bytes)
+        lm.info.update(
+            model_sha256=sha,
+            sha256_from_cache=sha_cached,
+            assembled=assembling,
+            load_ms=round((time.perf_counter() - t0) * 1000, 1),
+        )
+        self._loaded = lm
+        return lm
+
+    def _load_llama(self, n_gpu_layers: int, bufts: ExtraBufts, file_bytes: int) -> LoadedModel:
+        kwargs: dict[str, Any] = {
+            "n_ctx": self.n_ctx,
+            "n_gpu_layers": n_gpu_layers,
+            "flash_attn": self.flash_attn,
+            "seed": self.seed,
+            "verbose": self.verbose,
+        }
+        # Prefill uses as many threads as decode: llama-cpp-python's default of every logical CPU for
+        # batches spins badly when cores are shared (measured 3-5x slower prefill on a busy 2-core box).
+        threads = self.n_threads or max(1, (os.cpu_count() or 2) // 2)
+        kwargs["n_threads"] = kwargs["n_threads_batch"] = threads
+        with llama.capture_log(self.verbose) as log, llama.model_params(use_extra_bufts=bufts.use):
+            try:
+                llm = llama.LlamaHandle.open(self.model_path, **kwargs)
+            except Exception as exc:
+                raise load_error(self.model_path, exc, log.text, n_gpu_layers) from exc
+        warm_up(llm)
+        md = llm.metadata
+        shape = kv_shape(md)
+        offloading = n_gpu_layers != 0 and llama.gpu_offload_supported()
+        n_layer = llm.n_layer()
+        off = log.layers_offloaded()
+        layers_offloaded = off[0] if off else (n_layer if offloading and n_gpu_layers < 0 else 0)
+        kv_full = (
+            kv_cache_size(
+                shape.layers,
+                shape.kv_heads,
+                shape.key_length,
+                2.0,
+                seq_len=llm.n_ctx(),
+                value_head_dim=shape.value_length,
+            )
+            if shape
+            else None
+        )
+        template = ChatTemplate(llm, self.chat_format)
+        n_threads, n_threads_batch = llm.threads()
+        info: dict[str, Any] = {
+            "model_path": str(self.model_path),
+            "model_name": self.shipped.display if self.shipped else model_display_name(self.model_path, md),
+            "model_file_bytes": file_bytes,
+            "architecture": md.get("general.architecture"),
+            "size_label": md.get("general.size_label"),
+            "n_params": llm.n_params(),
+            "n_ctx": llm.n_ctx(),
+            "n_ctx_train": llm.n_ctx_train(),
+            "n_threads": n_threads,
+            "n_threads_batch": n_threads_batch,
+            "backend": detect_backend(llama.system_info(), offloading),
+            "gpu_offload_supported": llama.gpu_offload_supported(),
+            "n_gpu_layers": n_gpu_layers,
+            "layers_offloaded": layers_offloaded,
+            "n_layers": n_layer,
+            "flash_attn": self.flash_attn,
+            "chat_format": template.name,
+            "kv_bytes_per_token": shape.bytes_per_token() if shape else None,
+            "kv_size_full_ctx_bytes": kv_full.total_bytes if kv_full else None,
+            "kv_llama_cpp_bytes": log.kv_cache_bytes(),
+            "kv_llama_cpp_parts": log.kv_cache_parts(),
+            "swa_full": llm.swa_full,
+            "extra_bufts": bufts.use,
+            "extra_bufts_reason": bufts.reason,
+            "llama_cpp_python": llama.version(),
+        }
+        return LoadedModel(llm, self.model_path, info, template, shape, n_gpu_layers, bufts)
+
+    def _turn(self, request: ChatRequest, emit: Callable[[ev.Event], None], cancel: threading.Event) -> None:
+        s = request.settings
+        if cancel.is_set():
+            raise Cancelled
+        spec = SpecSettings.parse(s.speculative)
+        layers = self._wanted_layers(s.extra)
+        bufts = self._wanted_bufts(s.extra)
+        lm = self._loaded
+        need_load = lm is None or lm.n_gpu_layers != layers or lm.bufts.use != bufts.use
+        need_check = spec is not None and spec.verify_batch is None
+        if spec is not None and need_check and lm is not None and lm.verify_threads != spec.verify_threads:
+            lm.verify_batch_max = lm.verify_checked = 1  # checked with other threads: that says nothing here
+        checked_enough = spec is None or lm is None or lm.verify_checked >= spec.num_pred_tokens + 1
+        if need_load or (need_check and not checked_enough):
+            # Loading (and checking which verify batches are bit-identical) is its own phase, before the request.
+            lm = self._ensure_loaded(layers, bufts, emit)
+            if not need_load:
+                emit(ev.ModelLoadStarted(ev.now_ns(), what="checking batch-invariance for speculative decoding"))
+            if spec is not None and need_check:
+                check_verify_batch(lm, spec.num_pred_tokens + 1, cancel, spec.verify_threads)
+                lm.info["verify_batch_max"] = lm.verify_batch_max
+            emit(ev.ModelLoadFinished(ev.now_ns(), info=dict(lm.info)))
+        assert lm is not None
+        spec = resolve_verify_batch(spec, lm)
+        emit(ev.AttemptSent(ev.now_ns(), 1))
+        if cancel.is_set():
+            raise Cancelled
+
+        llm = lm.llm
+        prompt = lm.template.format(request.messages)
+        tokens = llm.tokenize(prompt.text.encode("utf-8"), add_bos=prompt.add_bos, special=True)
+        n_ctx = llm.n_ctx()
+        # A small base model may never end its turn on its own: cap an unset limit so the
+        # default chat answers in seconds, not minutes of run-on text.
+        default_max = min(DEFAULT_MAX_OUTPUT_TOKENS, n_ctx - len(tokens))
+        max_new = s.max_output_tokens if s.max_output_tokens is not None else default_max
+        if len(tokens) + max(max_new, 1) > n_ctx:
+            raise LocalModelError(
+                "context_overflow",
+                f"prompt ({len(tokens)} tokens) + max output tokens ({max_new}) exceeds the context of {n_ctx} tokens",
+                "shorten the conversation (/clear), lower max tokens, or load the model with a larger n_ctx",
+            )
+        Generation(lm, tokens, prompt, spec, s, emit, cancel).run(max_new)
+
+
+_OPTIONS = frozenset(
+    {"n_ctx", "n_gpu_layers", "n_threads", "chat_format", "flash_attn", "seed", "verbose", "max_memory_bytes"}
+    | {"extra_bufts"}
+)
+
+
+def create(rest: str | None = None, **opts: Any) -> LocalLlamaBackend:
+    """``-m local`` (rest None or "") uses the default model, ``-m local:NAME`` a shipped one
+    (``gemma3-270m``, see ``backends.local_model.SHIPPED``), ``-m local:/path/model.gguf`` any GGUF.
+
+    Nothing is loaded here: the first turn loads the model as its own phase (events
+    ModelLoadStarted/ModelLoadFinished), and a missing or broken file becomes that
+    turn's Failed event with a hint, logged like any other failure.
+    """
+    kwargs = {k: v for k, v in opts.items() if k in _OPTIONS and v is not None}
+    name = rest.strip() if rest else ""
+    if not name:
+        return LocalLlamaBackend(None, **kwargs)
+    return LocalLlamaBackend(shipped_model(name) or name, **kwargs)

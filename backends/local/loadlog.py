@@ -1,0 +1,53 @@
+"""Reading what llama.cpp printed while loading a model: the KV cache it allocated, the layers it
+offloaded, and the line that explains a failed load."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from backends.local_model import LocalModelError
+
+_KV_SIZE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers")
+
+
+@dataclass
+class LoadLog:
+    """What llama.cpp printed while loading: allocated KV cache, layers offloaded, errors."""
+
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def kv_cache_bytes(self) -> int | None:
+        sizes = _KV_SIZE.findall(self.text)
+        return round(sum(float(mib) for mib, _, _ in sizes) * 2**20) if sizes else None
+
+    def kv_cache_parts(self) -> list[dict[str, int | float]]:
+        return [{"mib": float(m), "cells": int(c), "layers": int(n)} for m, c, n in _KV_SIZE.findall(self.text)]
+
+    def layers_offloaded(self) -> tuple[int, int] | None:
+        m = re.search(r"offloaded (\d+)/(\d+) layers to GPU", self.text)
+        return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def load_error(path: Path, exc: Exception, log: str, n_gpu_layers: int) -> LocalModelError:
+    """The user's error for a failed load: out of memory, or the log's first error line."""
+    low = log.lower()
+    if "out of memory" in low or "failed to allocate" in low or "unable to allocate" in low:
+        return LocalModelError(
+            "model_too_large",
+            f"not enough memory to load {path.name}: {exc}",
+            "use a smaller quantization or n_ctx, or fewer GPU layers (settings extra n_gpu_layers)"
+            if n_gpu_layers
+            else "use a smaller quantization or n_ctx",
+        )
+    detail = next((ln.strip() for ln in log.splitlines() if "error" in ln.lower() or "failed" in ln.lower()), "")
+    return LocalModelError(
+        "model_load_failed",
+        f"llama.cpp could not load {path}: {detail or exc}",
+        "the file may be truncated or from a newer llama.cpp: download it again or upgrade llama-cpp-python",
+    )

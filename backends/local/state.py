@@ -1,0 +1,32 @@
+"""What the engine's worker thread keeps between turns: the loaded model, what its KV cache holds, and
+what the speculative batch check found; plus the exception that unwinds a cancelled turn."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from backends.amx import ExtraBufts
+from backends.local.llama_adapter import LlamaHandle
+from backends.local.template import ChatTemplate
+from backends.local_model import KVShape
+
+
+@dataclass
+class LoadedModel:
+    llm: LlamaHandle
+    path: Path
+    info: dict[str, Any]
+    template: ChatTemplate
+    kv: KVShape | None
+    n_gpu_layers: int
+    bufts: ExtraBufts
+    kv_tokens: list[int] = field(default_factory=list)  # what the KV cache holds, position by position
+    verify_batch_max: int = 1  # largest speculative verify batch checked bit-identical to one-token steps
+    verify_checked: int = 1  # batch sizes up to this one have been checked
+    verify_threads: int = 0  # ... with verify batches on this many threads (0: not checked yet)
+
+
+class Cancelled(Exception):
+    """The turn was cancelled; raised on the worker thread, reported as a Cancelled event."""

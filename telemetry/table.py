@@ -1,0 +1,172 @@
+"""The flat turn table: one fixed, typed row per turn, the same columns whatever the content.
+
+The CSV export (and Parquet, through polars) writes these columns in this order for every
+turn of every source: a session, a comparison, a bench run. A column's type never depends on
+the data: a failed turn and a clean one have the same ``error.*`` columns (null when no error),
+a bench turn and a chat turn the same ``extra.*`` columns, so files from different runs
+concatenate. Lists and open-ended objects (chunks, the attempt log, the server's own figures)
+are one JSON text column each (``json``). A field a record holds that is not listed here is
+left out of the table (the JSONL export keeps everything): a new record field gets its column
+here, or a JSON column for its whole object until its leaves settle (``metrics.wait_ms``,
+``http``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from telemetry.record import chunk_rows
+
+ColumnType = Literal["str", "int", "float", "bool", "json"]
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    name: str  # dotted path into the record: "metrics.itl_ms.p50"
+    type: ColumnType
+    doc: str = ""
+
+
+def _cols(prefix: str, type_: ColumnType, names: str, doc: str = "") -> list[Column]:
+    return [Column(f"{prefix}{n}", type_, doc) for n in names.split()]
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("schema", "str", "ttft.turn/2"),
+    Column("session_id", "str"),
+    Column("turn_index", "int", "0-based"),
+    Column("started_at", "str", "ISO 8601 UTC"),
+    *_cols("", "str", "provider api model base_url"),
+    Column("settings.stream", "bool"),
+    Column("settings.max_output_tokens", "int"),
+    Column("settings.temperature", "float"),
+    *_cols("settings.", "str", "reasoning_effort reasoning_summary"),
+    Column("settings.thinking_budget", "int"),
+    Column("settings.thinking_display", "str"),
+    Column("settings.speculative", "json", "local speculative decoding asked for, or null"),
+    Column("settings.max_retries", "int"),
+    Column("settings.deadline_s", "float"),
+    Column("settings.extra", "json", "provider-specific request settings"),
+    Column("status", "str", "ok | error | cancelled"),
+    *_cols("error.", "str", "type message", "null when the turn did not fail"),
+    Column("error.status_code", "int"),
+    Column("error.hint", "str"),
+    Column("attempts", "int"),
+    Column("attempt_log", "json", "[{attempt, sent_ms, headers_ms, status, retry_after_s}]"),
+    *_cols("", "str", "prompt answer reasoning", "null with --redact"),
+    Column("tool_calls", "json", "[{name, arguments}]"),
+    Column("stop_reason", "str"),
+    *_cols("events_ms.", "float", "sent headers first_token first_visible last_token end", "ms since the first send"),
+    *_cols("metrics.", "float", "ttft_ms ttfvt_ms reasoning_delay_ms"),
+    Column("metrics.reasoning_delay_estimated", "bool"),
+    Column("metrics.tpot_ms", "float"),
+    *_cols("metrics.itl_ms.", "float", "p50 p90 p95 p99 max"),
+    *_cols("metrics.", "float", "e2e_ms total_ms output_tokens_per_s decode_tokens_per_s retry_ms queue_ms"),
+    *_cols("metrics.", "float", "load_ms own_delay_ms"),
+    Column("metrics.wait_ms", "json", "the wait's phases, when measured"),
+    *_cols("metrics.phases_ms.", "float", "waiting reasoning streaming"),
+    Column("metrics.speculative.source", "str", "null when nothing was drafted"),
+    *_cols("metrics.speculative.", "int", "drafted accepted"),
+    Column("metrics.speculative.acceptance_rate", "float"),
+    Column("metrics.speculative.steps", "int"),
+    Column("metrics.speculative.tokens_per_step", "float"),
+    *_cols("tokens.", "int", "input cached_input output reasoning"),
+    Column("tokens.source", "str", "usage | estimated"),
+    Column("http", "json", "the connection's own timings, when measured"),
+    Column("server", "json", "what the server or engine reported, under its own names"),
+    Column("notices", "json", "{key: why} for anything sent other than asked"),
+    Column("chunks", "json", "[{t_ms, kind, tokens}]"),
+    Column("chunk_count", "int", "token-bearing chunks"),
+    Column("diagnosis", "str"),
+    *_cols("extra.bench.", "str", "run_id mode", "bench turns only"),
+    Column("extra.bench.level", "float", "concurrency or requests/s"),
+    Column("extra.bench.index", "int"),
+    Column("extra.bench.warmup", "bool"),
+    Column("extra.bench.worker", "int"),
+    *_cols("extra.bench.", "float", "scheduled_at_ms sent_at_ms"),
+    Column("extra.comparison_id", "str", "comparison turns only"),
+    Column("extra.pane", "int"),
+    Column("extra.pane_label", "str"),
+    Column("extra.panes", "int"),
+    Column("extra.mode", "str"),
+    *_cols("extra.", "int", "trial prompt_index position"),
+    Column("extra.kept", "bool"),
+    Column("extra.other", "json", "any other front-end context, or null"),
+)
+HEADER: tuple[str, ...] = tuple(c.name for c in COLUMNS)
+_TOP_EXTRA = frozenset(c.name.split(".")[1] for c in COLUMNS if c.name.startswith("extra.") and c.name != "extra.other")
+
+
+def _get(rec: dict[str, Any], path: str) -> Any:
+    value: Any = rec
+    for part in path.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value
+
+
+def _cast(value: Any, type_: ColumnType) -> Any:
+    """The value as its column's type; None when absent or of another type (never a mixed column)."""
+    if value is None:
+        return None
+    if type_ == "json":
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if type_ == "bool":
+        return value if isinstance(value, bool) else None
+    if isinstance(value, bool):  # a bool is an int to Python, never to a column
+        return None
+    if type_ == "int":
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value if isinstance(value, int) else None
+    if type_ == "float":
+        return float(value) if isinstance(value, int | float) else None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
+
+
+def row(rec: dict[str, Any]) -> dict[str, Any]:
+    """One record as the table's row: every column, in order, each value of its column's type."""
+    extra = rec.get("extra") or {}
+    other = {k: v for k, v in extra.items() if k not in _TOP_EXTRA} if isinstance(extra, dict) else {}
+    out: dict[str, Any] = {}
+    for c in COLUMNS:
+        if c.name == "chunks":
+            value: Any = chunk_rows(rec)
+        elif c.name == "chunk_count":
+            value = len(rec.get("chunks") or ())
+        elif c.name == "extra.other":
+            value = other or None
+        else:
+            value = _get(rec, c.name)
+        out[c.name] = _cast(value, c.type)
+    return out
+
+
+def rows(records: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    return (row(r) for r in records)
+
+
+def unlisted(rec: dict[str, Any]) -> list[str]:
+    """Dotted fields of ``rec`` that no column holds (for the test that keeps the table complete)."""
+    listed = set(HEADER)
+    missing: list[str] = []
+
+    def walk(d: dict[str, Any], prefix: str) -> None:
+        for k, v in d.items():
+            key = f"{prefix}{k}"
+            if key in listed or (prefix == "extra." and k not in _TOP_EXTRA):
+                continue  # a column, or other front-end context (extra.other)
+            if (isinstance(v, dict) or v is None) and any(h.startswith(key + ".") for h in listed):
+                if v:
+                    walk(v, key + ".")
+                continue  # an object whose leaves are columns (null when the object is)
+            missing.append(key)
+
+    walk(rec, "")
+    return missing

@@ -1,0 +1,168 @@
+"""Where the wait went: the split of waiting (send -> first token) into wire phases, and the ``http`` facts.
+
+A backend stamps, per HTTP attempt, the moment each phase of getting a response *began*
+(:class:`telemetry.events.WireStep`): ``pool`` (at the attempt's send), ``dns``, ``connect``,
+``tls``, ``send``, ``server`` (the request is written) and ``first_token`` (the response
+headers are in). A phase lasts until the next one begins, so the phases tile the final
+attempt's wait exactly; time between one step's end and the next one's start (a few us of
+glue) counts to the earlier phase. Earlier attempts and their backoff are ``retries``. So::
+
+    retries + pool + dns + connect + tls + send + server + first_token == ttft_ms
+
+to float rounding. A phase that did not happen on the final attempt is 0 (a reused
+connection has no dns/connect/tls).
+
+A local engine has no wire: everything from its generate call to the first token is its
+prefill, the ``server`` part. A hosted attempt whose HTTP layer gave no trace (a custom
+transport) puts send -> headers in ``server`` too: there is nothing to split it by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+NS_PER_MS = 1_000_000
+
+# The phases of one attempt, in the order they happen.
+PHASES = ("pool", "dns", "connect", "tls", "send", "server", "first_token")
+NETWORK = ("dns", "connect", "tls", "send")
+KEYS = ("retries", *PHASES)
+
+# What the live waiting line says in each phase ("server" adds its running time).
+LIVE_LABEL = {
+    "pool": "waiting for a free connection",
+    "dns": "resolving the host name",
+    "connect": "connecting",
+    "tls": "TLS",
+    "send": "sending the request",
+    "server": "sent, server working",
+    "first_token": "headers in, waiting for the first token",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WaitSplit:
+    """``metrics.wait_ms``: the wait (first send -> first token) in ms, by phase."""
+
+    retries: float = 0.0
+    pool: float = 0.0
+    dns: float = 0.0
+    connect: float = 0.0
+    tls: float = 0.0
+    send: float = 0.0
+    server: float = 0.0
+    first_token: float = 0.0
+
+    @property
+    def network_ms(self) -> float:
+        """dns + connect + tls + send: what the network and this client's connection cost."""
+        return self.dns + self.connect + self.tls + self.send
+
+    @property
+    def server_ms(self) -> float:
+        """server + first_token: the server's part (some send headers at once, some at the first token)."""
+        return self.server + self.first_token
+
+    @property
+    def total_ms(self) -> float:
+        return self.retries + self.pool + self.network_ms + self.server_ms
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: round(v, 3) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: object) -> WaitSplit | None:
+        """From a record's ``metrics.wait_ms`` (untrusted: an old or hand-edited log); None when unusable."""
+        if not isinstance(d, dict):
+            return None
+        vals: dict[str, float] = {}
+        for k in KEYS:
+            v = d.get(k, 0.0)
+            if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v < 0:
+                return None
+            vals[k] = float(v)
+        return cls(**vals)
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """What the server said is left of its rate limits (None: it did not say)."""
+
+    remaining_requests: int | None = None
+    remaining_tokens: int | None = None
+    reset_requests: str | None = None  # as the server wrote it: "1s", "6m0s", an RFC 3339 time
+    reset_tokens: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpInfo:
+    """The record's ``http`` object: facts about the final attempt's connection and response headers."""
+
+    connection: str | None = None  # "new" | "reused"; None when the HTTP layer gave no trace
+    http_version: str | None = None  # "HTTP/1.1", "HTTP/2"
+    request_id: str | None = None  # x-request-id / request-id: what a support ticket quotes
+    server_processing_ms: float | None = None  # openai-processing-ms
+    ratelimit: RateLimit | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "connection": self.connection,
+            "http_version": self.http_version,
+            "request_id": self.request_id,
+            "server_processing_ms": self.server_processing_ms,
+            "ratelimit": self.ratelimit.to_dict() if self.ratelimit else None,
+        }
+
+
+def split_wait(
+    first_sent_ns: int | None,
+    final_sent_ns: int | None,
+    steps: Sequence[tuple[str, int]],
+    headers_ns: int | None,
+    first_token_ns: int | None,
+) -> WaitSplit | None:
+    """The split of one turn's wait; None when no token came (there is no TTFT to split).
+
+    ``steps`` are the final attempt's ``(phase, began_ns)`` in arrival order; ``pool`` always
+    begins at ``final_sent_ns`` and ``first_token`` at ``headers_ns`` (steps of those names are
+    ignored). No steps and no headers: a local engine, whose whole wait is ``server``. Each
+    boundary is clamped between its neighbours, so a stamp out of order (clock reads on two
+    threads) shortens a phase to 0 rather than making one negative or breaking the sum.
+    """
+    if first_sent_ns is None or first_token_ns is None:
+        return None
+    final = final_sent_ns if final_sent_ns is not None else first_sent_ns
+    final = min(max(final, first_sent_ns), first_token_ns)
+    marks: list[tuple[str, int]] = [("pool", final)]
+    traced = [(name, t) for name, t in steps if name in PHASES and name not in ("pool", "first_token")]
+    if headers_ns is None and not traced:
+        marks = [("server", final)]  # a local engine: its prefill is the server part
+    else:
+        marks.extend(traced)
+        if not traced:
+            marks.append(("server", final))  # untraced HTTP: nothing to split send -> headers by
+        if headers_ns is not None:
+            marks.append(("first_token", headers_ns))
+    out = dict.fromkeys(PHASES, 0.0)
+    prev = final
+    bounded: list[tuple[str, int]] = []
+    for name, t in marks:
+        prev = min(max(t, prev), first_token_ns)
+        bounded.append((name, prev))
+    for (name, t), (_, nxt) in zip(bounded, [*bounded[1:], ("end", first_token_ns)], strict=True):
+        out[name] += (nxt - t) / NS_PER_MS
+    return WaitSplit(retries=(final - first_sent_ns) / NS_PER_MS, **out)
+
+
+def live_phase(steps: Sequence[tuple[str, int]], headers_ns: int | None) -> tuple[str, int] | None:
+    """The phase the current attempt is in and when it began, for the live waiting line."""
+    if headers_ns is not None:
+        return "first_token", headers_ns
+    if steps:
+        return steps[-1]
+    return None  # no wire trace (a local engine): the front end says "waiting for the first token"

@@ -1,0 +1,112 @@
+"""What a fake server is told to do (``Schedule``: timing, reasoning shape, failures, scripted text)
+and what it saw (``RecordedRequest``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Schedule:
+    first_token_ms: float = 20.0  # T: first token-bearing chunk after the request arrived
+    token_ms: float = 5.0  # D: per token
+    reasoning_tokens: int = 0
+    visible_tokens: int = 8
+    tokens_per_chunk: int = 1
+    headers_ms: float = 0.0  # delay before the response headers
+    # Chat Completions reasoning shape: "reasoning_content" | "reasoning" | "think" | "hidden".
+    # Responses: anything but "hidden" streams reasoning_summary_text deltas.
+    # Anthropic: "thinking" | "hidden"/"omitted" (signature only) | "redacted"; a request with
+    # thinking.display == "omitted" is always answered as omitted.
+    reasoning: str = "reasoning_content"
+    think_tag_split: bool = False  # cut "</think>" across two chunks
+    input_tokens: int = 12
+    cached_tokens: int = 0
+    usage: bool = True  # send usage (Chat Completions: only when include_usage is asked)
+    timings: str | None = None  # "llama" (llama-server timings) | "ollama" (durations) on the last chunk
+    timings_per_chunk: bool = False  # llama timings on every token chunk too (llama-server's timings_per_token)
+    draft: tuple[int, int] | None = None  # llama timings' (draft_n, draft_n_accepted): speculative decoding
+    stop_reason: str | None = None  # default per API: stop / completed / end_turn
+    # failure injection
+    fail_status: int | None = None
+    fail_times: int = 1 << 30  # first K attempts fail (default: all)
+    fail_message: str = "Injected failure"
+    fail_type: str | None = None  # provider error type; a sensible default per status
+    retry_after: float | None = None
+    error_after: int | None = None  # mid-stream error event after N token chunks
+    error_message: str = "The server had an error while processing your request."
+    drop_after: int | None = None  # close the connection after N token chunks
+    malformed_after: int | None = None  # emit a broken JSON line after N token chunks
+    stall_after: int | None = None  # stop sending after N token chunks ...
+    stall_s: float = 30.0  # ... for this long
+    no_done: bool = False
+    reject_stream_options: bool = False
+    models: tuple[str, ...] = ("fake-model", "fake-reasoner")
+    # Scripted text: each token-bearing chunk's text in order (reasoning first) instead of "r07 " / "w07 ".
+    # JSON-escaped on the wire, so a lone surrogate goes out as "\ud800", as an ASCII-escaping server sends it.
+    texts: tuple[str, ...] | None = None
+    # A streamed answer's body, sent verbatim after the headers (any API): wire content no schedule makes.
+    raw_sse: str | None = None
+    # Keepalives: these bytes every ``keepalive_s`` while the open stream waits (for a token, a stall,
+    # the end), as a proxy or a server's heartbeat sends them; they carry no event.
+    keepalive_s: float | None = None
+    keepalive: str = ": ping\n\n"
+
+    def chunks(self, reasoning_visible: bool = True) -> list[tuple[float, str, str]]:
+        """``(at_ms, kind, text)`` for every token-bearing chunk, reasoning first.
+
+        Hidden reasoning keeps its time slots but yields no chunk.
+        """
+        out: list[tuple[float, str, str]] = []
+        c = max(1, self.tokens_per_chunk)
+        j = 0
+        for kind, n, prefix in (("reasoning", self.reasoning_tokens, "r"), ("text", self.visible_tokens, "w")):
+            for start in range(0, n, c):
+                text = "".join(f"{prefix}{i % 100:02d} " for i in range(start, min(n, start + c)))
+                if self.texts is not None and j < len(self.texts):
+                    text = self.texts[j]
+                if kind == "text" or reasoning_visible:
+                    out.append((self.first_token_ms + j * c * self.token_ms, kind, text))
+                j += 1
+        return out
+
+    def expected_ttfvt_ms(self) -> float:
+        c = max(1, self.tokens_per_chunk)
+        return self.first_token_ms + math.ceil(self.reasoning_tokens / c) * c * self.token_ms
+
+    def end_ms(self) -> float:
+        c = max(1, self.tokens_per_chunk)
+        n = math.ceil(self.reasoning_tokens / c) + math.ceil(self.visible_tokens / c)
+        return self.first_token_ms + max(0, n - 1) * c * self.token_ms
+
+    @property
+    def output_tokens(self) -> int:
+        return self.reasoning_tokens + self.visible_tokens
+
+    def reasoning_text(self) -> str:
+        if self.texts is not None:
+            return "".join(t for _, kind, t in self.chunks() if kind == "reasoning")
+        return "".join(f"r{i % 100:02d} " for i in range(self.reasoning_tokens))
+
+    def visible_text(self) -> str:
+        if self.texts is not None:
+            return "".join(t for _, kind, t in self.chunks() if kind == "text")
+        return "".join(f"w{i % 100:02d} " for i in range(self.visible_tokens))
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    received_ns: int
+    attempt: int  # per server (or per model schedule) since the schedule was last set
+    status: int | None = None
+    completed: bool = False  # the whole body went out
+    disconnected: bool = False  # the client went away before the end
+    disconnect_ns: int | None = None
+    chunks_sent: int = 0
+    query: dict[str, str] = field(default_factory=dict)  # the URL's query parameters, as they arrived

@@ -1,0 +1,243 @@
+"""The one loopback fake server: aiohttp on its own loop and thread, request recording, per-model
+schedules, models listing, injected HTTP errors, and routing each generation request to its API's module."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes import anthropic_messages, openai_chat, openai_responses
+from tests.fakes.schedule import RecordedRequest, Schedule
+from tests.fakes.stream import Gone, Stream, default_error_type
+
+
+class FakeServer:
+    def __init__(self, schedule: Schedule | None = None) -> None:
+        self._schedule = schedule or Schedule()
+        self.schedules: dict[str, Schedule] = {}
+        self.requests: list[RecordedRequest] = []
+        self._attempts: dict[str, int] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._sock: socket.socket | None = None
+        self.port: int = 0
+
+    # --- configuration ---------------------------------------------------------------
+    @property
+    def schedule(self) -> Schedule:
+        return self._schedule
+
+    @schedule.setter
+    def schedule(self, value: Schedule) -> None:
+        self._schedule = value
+        self._attempts.clear()
+
+    def reset(self) -> None:
+        """Forget recorded requests and attempt counts."""
+        self.requests.clear()
+        self._attempts.clear()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    def generation_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.method == "POST"]
+
+    def wait_for(self, pred: Callable[[RecordedRequest], bool], timeout: float = 5.0) -> RecordedRequest | None:
+        """Block until a recorded request satisfies ``pred`` (thread-safe polling)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for r in list(self.requests):
+                if pred(r):
+                    return r
+            time.sleep(0.005)
+        return None
+
+    # --- lifecycle -------------------------------------------------------------------
+    def start(self) -> FakeServer:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        ready = threading.Event()
+        self._loop = asyncio.new_event_loop()
+
+        async def boot() -> None:
+            app = web.Application()
+            app.router.add_route("*", "/{tail:.*}", self._dispatch)
+            self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
+            await self._runner.setup()
+            await web.SockSite(self._runner, self._sock).start()
+
+        def main() -> None:
+            assert self._loop is not None
+            asyncio.set_event_loop(self._loop)
+            self._loop.run_until_complete(boot())
+            ready.set()
+            self._loop.run_forever()
+
+        self._thread = threading.Thread(target=main, name=f"fake-llm-{self.port}", daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("fake server did not start")
+        return self
+
+    def stop(self) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        if self._runner is not None:
+            fut = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop)
+            with contextlib.suppress(Exception):
+                fut.result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
+        with contextlib.suppress(Exception):
+            loop.close()
+        self._loop = None
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- HTTP ------------------------------------------------------------------------
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        t0 = asyncio.get_running_loop().time()
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode(errors="replace")
+        path = request.path
+        model = body.get("model") if isinstance(body, dict) else None
+        schedule = self.schedules.get(model or "", self._schedule)
+        key = model if model in self.schedules else ""
+        attempt = 0
+        if request.method == "POST":
+            self._attempts[key] = attempt = self._attempts.get(key, 0) + 1
+        rec = RecordedRequest(
+            request.method,
+            path,
+            {k.lower(): v for k, v in request.headers.items()},
+            body,
+            time.monotonic_ns(),
+            attempt,
+            query=dict(request.query),
+        )
+        self.requests.append(rec)
+        is_anthropic = "anthropic-version" in rec.headers or path.endswith("/messages")
+        if request.method == "GET" and path.rstrip("/").endswith("/models"):
+            rec.status = 200
+            rec.completed = True
+            return web.json_response(self._models(schedule, is_anthropic))
+        if request.method != "POST" or not isinstance(body, dict):
+            rec.status = 404
+            return web.json_response({"error": {"message": f"no route {request.method} {path}"}}, status=404)
+        if schedule.reject_stream_options and "stream_options" in body:  # checked first, like a request validator
+            return self._error(
+                rec, 400, "Unrecognized request argument supplied: stream_options", schedule, is_anthropic
+            )
+        if schedule.fail_status is not None and attempt <= schedule.fail_times:
+            return self._error(rec, schedule.fail_status, schedule.fail_message, schedule, is_anthropic)
+        stream = Stream(request, rec, t0)
+        if schedule.keepalive_s:
+            stream.keepalive = (schedule.keepalive_s, schedule.keepalive.encode())
+        try:
+            if schedule.headers_ms:
+                await stream.until(schedule.headers_ms)
+            if schedule.raw_sse is not None and body.get("stream"):
+                await stream.open()
+                await stream.raw(schedule.raw_sse.encode())
+                await stream.end()
+            elif path.endswith("/chat/completions"):
+                if not body.get("stream"):
+                    return await openai_chat.chat_json(stream, body, schedule)
+                await openai_chat.chat_sse(stream, body, schedule)
+            elif path.endswith("/responses"):
+                if not body.get("stream"):
+                    return await openai_responses.responses_json(stream, body, schedule)
+                await openai_responses.responses_sse(stream, body, schedule)
+            elif path.endswith("/messages"):
+                if not body.get("stream"):
+                    return await anthropic_messages.anthropic_json(stream, body, schedule)
+                await anthropic_messages.anthropic_sse(stream, body, schedule)
+            else:
+                rec.status = 404
+                return web.json_response({"error": {"message": f"no route {path}"}}, status=404)
+        except Gone:
+            rec.disconnected = True
+            rec.disconnect_ns = time.monotonic_ns()
+        assert stream.resp is not None or rec.disconnected
+        return stream.resp if stream.resp is not None else web.Response(status=499)
+
+    def _models(self, s: Schedule, anthropic: bool) -> dict[str, Any]:
+        if anthropic:
+            data = [
+                {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"} for m in s.models
+            ]
+            return {"data": data, "has_more": False, "first_id": s.models[0], "last_id": s.models[-1]}
+        return {
+            "object": "list",
+            "data": [{"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in s.models],
+        }
+
+    def _error(self, rec: RecordedRequest, status: int, message: str, s: Schedule, anthropic: bool) -> web.Response:
+        rec.status = status
+        rec.completed = True
+        etype = s.fail_type or default_error_type(status, anthropic)
+        headers: dict[str, str] = {}
+        if s.retry_after is not None:
+            headers["retry-after"] = f"{s.retry_after:g}"
+        if anthropic:
+            body: dict[str, Any] = {
+                "type": "error",
+                "error": {"type": etype, "message": message},
+                "request_id": "req_fake",
+            }
+        else:
+            body = {"error": {"message": message, "type": etype, "param": None, "code": etype}}
+        return web.json_response(body, status=status, headers=headers)
+
+
+def _main() -> None:  # pragma: no cover - manual use
+    import argparse
+
+    p = argparse.ArgumentParser(description="run a fake LLM server on 127.0.0.1")
+    p.add_argument("--first-token-ms", type=float, default=300)
+    p.add_argument("--token-ms", type=float, default=30)
+    p.add_argument("--reasoning-tokens", type=int, default=20)
+    p.add_argument("--visible-tokens", type=int, default=60)
+    p.add_argument("--reasoning", default="reasoning_content")
+    args = p.parse_args()
+    srv = FakeServer(
+        Schedule(
+            first_token_ms=args.first_token_ms,
+            token_ms=args.token_ms,
+            reasoning_tokens=args.reasoning_tokens,
+            visible_tokens=args.visible_tokens,
+            reasoning=args.reasoning,
+        )
+    ).start()
+    print(f"fake server on {srv.url}  (OpenAI base {srv.openai_base_url})", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        srv.stop()

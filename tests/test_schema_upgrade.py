@@ -1,0 +1,71 @@
+"""The turn log's schema: ``ttft.turn/2`` written, ``ttft.turn/1`` (an old-format fixture) still read."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from telemetry.aggregate import chunk_gaps_ms
+from telemetry.log import Skipped, read_records, tail_records
+from telemetry.record import SCHEMA, chunk_rows, upgrade
+from telemetry.timeline import turn_timeline
+from tests.turns import play, stream
+
+FIXTURE = Path(__file__).parent / "fixtures" / "turn_v1.jsonl"
+
+
+def test_new_records_write_chunks_as_objects() -> None:
+    rec = play(stream(first_ms=100, gap_ms=20, reasoning=1, visible=2, tokens_per_chunk=3))
+    assert rec["schema"] == SCHEMA == "ttft.turn/2"
+    assert rec["chunks"] == [
+        {"t_ms": 100.0, "kind": "reasoning", "tokens": 3},
+        {"t_ms": 120.0, "kind": "text", "tokens": 3},
+        {"t_ms": 140.0, "kind": "text", "tokens": 3},
+    ]
+    assert upgrade(rec) is rec  # already current: untouched
+
+
+def test_old_lines_are_upgraded_as_they_are_read(tmp_path: Path) -> None:
+    raw = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
+    assert {r["schema"] for r in raw} == {"ttft.turn/1"} and raw[0]["chunks"][0] == [200.0, "reasoning", 1]
+    log = tmp_path / "old.jsonl"
+    shutil.copy(FIXTURE, log)
+    new = play(stream(first_ms=50, gap_ms=5, visible=2)) | {"turn_index": 2}
+    with log.open("a") as f:  # an old session resumed by the new ttft: both forms in one file
+        f.write(json.dumps(new) + "\n")
+    skipped = Skipped()
+    recs = list(read_records(log, skipped))
+    assert not skipped and len(recs) == 3
+    assert {r["schema"] for r in recs} == {SCHEMA}
+    assert recs[0]["chunks"][:3] == [
+        {"t_ms": 200.0, "kind": "reasoning", "tokens": 1},
+        {"t_ms": 210.0, "kind": "reasoning", "tokens": 1},
+        {"t_ms": 220.0, "kind": "text", "tokens": 1},
+    ]
+    assert recs[1]["chunks"] == [] and recs[1]["error"]["status_code"] == 429
+    assert recs[0]["metrics"] == raw[0]["metrics"]  # everything but the chunks' form is as logged
+    assert tail_records(log, 3) == recs
+    # readers of the figures agree across the two forms
+    assert chunk_gaps_ms(raw[0]) == chunk_gaps_ms(recs[0]) == [10.0, 10.0, 10.0, 10.0]
+    assert turn_timeline(raw[0]) == turn_timeline(recs[0])
+
+
+def test_chunk_rows_reads_either_form() -> None:
+    assert chunk_rows({"chunks": [[1.5, "text", 2]]}) == [{"t_ms": 1.5, "kind": "text", "tokens": 2}]
+    assert chunk_rows({"chunks": [{"t_ms": 1.5, "kind": "tool", "tokens": 1}]})[0]["kind"] == "tool"
+    assert chunk_rows({"chunks": None}) == chunk_rows({}) == []
+
+
+def test_malformed_chunk_objects_are_skipped_lines(tmp_path: Path) -> None:
+    good = play(stream(visible=2))
+    bad = [
+        good | {"chunks": [{"t_ms": "soon", "kind": "text", "tokens": 1}]},
+        good | {"chunks": [{"t_ms": 1.0, "kind": "text"}]},
+        good | {"schema": "ttft.turn/9"},
+    ]
+    log = tmp_path / "s.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in [*bad, good]))
+    skipped = Skipped()
+    assert [r["chunks"] for r in read_records(log, skipped)] == [good["chunks"]]
+    assert skipped.lines == {log: 3}
