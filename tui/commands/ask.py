@@ -34,7 +34,7 @@ from tui.commands.flags import add_turn_flags, settings_from_args
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, json_text, note
 from tui.commands.prompt import PromptTooLarge, read_prompt
-from tui.format import visible_controls
+from tui.format import fmt_ms, visible_controls
 
 LOG_FAILED = int(Exit.NOT_SAVED)  # the turn ran, but its record could not be written to the session log
 
@@ -92,8 +92,8 @@ def summary_line(d: dict[str, Any]) -> str:
     """One line for stderr: the numbers that say where the time went."""
     m, t = d["metrics"], d["tokens"]
 
-    def f(v: float | None, unit: str = " ms") -> str:
-        return "-" if v is None else f"{v:.0f}{unit}" if v >= 100 else f"{v:.1f}{unit}"
+    def f(v: float | None) -> str:
+        return fmt_ms(v, digits=None, missing="-")
 
     who = f"{d['provider']}:{d['model']}"
     parts = [f"TTFT {f(m.get('ttft_ms'))}"]

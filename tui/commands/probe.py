@@ -23,7 +23,7 @@ from tui.commands.exits import Exit, for_error_kind
 from tui.commands.flags import add_turn_flags, settings_from_args
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, json_text, print_json
-from tui.format import visible_controls
+from tui.format import fmt_ms, visible_controls
 
 USAGE_ERROR = int(Exit.USAGE)
 
@@ -129,7 +129,7 @@ def _progress(total: int, quiet: bool = False) -> Any:
         if not shown:
             return
         m = record.metrics
-        ttft = f"{m.ttft_ms:.0f} ms" if m.ttft_ms is not None else record.status
+        ttft = fmt_ms(m.ttft_ms) if m.ttft_ms is not None else record.status
         what = step.kind or "warm-up"
         sys.stderr.write(f"\r\x1b[K  {i + 1}/{total} {what}: TTFT {ttft}")
         sys.stderr.flush()

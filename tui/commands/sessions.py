@@ -10,7 +10,7 @@ from telemetry.log import Skipped, list_sessions, sessions_dir
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json
-from tui.format import visible_controls
+from tui.format import fmt_ms, visible_controls
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0f}"
+    return fmt_ms(v, unit="ms", bare=True, missing="-")  # the column header names the unit
 
 
 def run(args: argparse.Namespace) -> int:
