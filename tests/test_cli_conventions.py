@@ -293,13 +293,16 @@ def test_completion_scripts_name_every_command(shell: str, capsys) -> None:
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-def test_bash_completion_loads_and_completes(env: dict[str, str]) -> None:
+def test_bash_completion_loads_and_completes(env: dict[str, str], tmp_path: Path) -> None:
     script = _ttft(env, "completion", "bash").stdout
+    (tmp_path / "run-1.jsonl").write_text("")
     cases = {
         "ttft as": "ask",
         "ttft completion ": "bash zsh fish",
         "ttft compare --effort ": "none minimal low medium high xhigh max",
         "ttft bench --num-pr": "--num-prompts",
+        "ttft report run-": "run-1.jsonl",  # a path argument completes file names
+        "ttft export --out run-": "run-1.jsonl",
     }
     for line, expected in cases.items():
         words = line.split(" ")
@@ -307,7 +310,7 @@ def test_bash_completion_loads_and_completes(env: dict[str, str]) -> None:
             f"set -e\n{script}\nCOMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
             '_shtab_ttft\necho "${COMPREPLY[@]}"'
         )
-        p = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
+        p = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30, cwd=tmp_path)
         assert p.returncode == 0 and p.stderr == "", p.stderr
         assert p.stdout.split() == expected.split(), (line, p.stdout)
 

@@ -140,7 +140,7 @@ def _failed_record(
 
 
 async def _ask(
-    backend: Backend, request: ChatRequest, recorder: TurnRecorder, log: SessionLog, echo: bool
+    backend: Backend, request: ChatRequest, recorder: TurnRecorder, log: SessionLog, echo: bool, quiet: bool = False
 ) -> TurnRecord:
     wrote = False
     # On a terminal the answer's control characters are shown, not run; piped, it stays byte-exact.
@@ -148,7 +148,7 @@ async def _ask(
 
     def on_event(e: ev.Event) -> None:
         nonlocal wrote
-        if isinstance(e, ev.ModelLoadStarted) and e.what:
+        if isinstance(e, ev.ModelLoadStarted) and e.what and not quiet:
             print(f"ttft: {visible_controls(e.what)}", file=sys.stderr, flush=True)  # e.g. assembling the model
         if echo and isinstance(e, ev.TextDelta) and e.text:
             sys.stdout.write(shown(e.text))
@@ -205,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
             recorder = new_recorder(backend, request, session_id=log.session_id, turn_index=log.next_turn_index())
             recorder.feed(ev.Submitted(started))  # ttft's own delay runs from the process start to the send
             # SIGTERM and SIGHUP (a container stop, a closed terminal) end the turn like Ctrl-C
-            record = signals.run(_ask(backend, request, recorder, log, echo=not args.json))
+            record = signals.run(_ask(backend, request, recorder, log, echo=not args.json, quiet=args.quiet))
     except KeyboardInterrupt as exc:
         if recorder is None:
             return signals.exit_code(exc)

@@ -4,13 +4,15 @@ itself, so every command, option and choice completes as ``--help`` lists it."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from tui.commands.help import examples
 
 SHELLS = ("bash", "zsh", "fish")
+PATH_POSITIONALS = frozenset({"files", "source"})  # report's inputs, export's session log
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "completion",
         help="print the shell completion script for bash, zsh or fish",
@@ -30,5 +32,16 @@ def run(args: argparse.Namespace) -> int:
     import shtab  # late: only this command needs it
 
     parser: argparse.ArgumentParser = args.parser  # every command's parser (tui.cli builds it whole for this one)
+    _paths(parser, shtab.FILE, shtab.DIRECTORY)
     print(shtab.complete(parser, shell=args.shell), end="")
     return 0
+
+
+def _paths(parser: argparse.ArgumentParser, files: object, folders: object) -> None:
+    """Arguments that take a path complete file names (a folder, for a DIR), in every command."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _paths(sub, files, folders)
+        elif action.type is Path or action.dest in PATH_POSITIONALS:
+            action.complete = folders if action.metavar == "DIR" else files  # type: ignore[attr-defined]
