@@ -64,7 +64,7 @@ async def test_anthropic_omitted_thinking_is_not_a_token(fake_server: FakeServer
     await b.aclose()
     body = fake_server.requests[-1].body
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048, "display": "omitted"}
-    assert d["reasoning"] == "" and all(kind == "text" for _, kind, _ in d["chunks"])
+    assert d["reasoning"] == "" and all(c["kind"] == "text" for c in d["chunks"])
     # The first token is the first visible one: the signature-only block was not counted.
     assert d["metrics"]["ttft_ms"] >= s.expected_ttfvt_ms() - 5
     assert d["tokens"]["reasoning"] == 5 and d["metrics"]["reasoning_delay_estimated"] is True
@@ -123,7 +123,7 @@ async def test_non_streaming_ttft_equals_e2e(fake_server: FakeServer, api: str) 
         "reasoning": 2,
         "source": "usage",
     }
-    assert sum(n for _, kind, n in d["chunks"] if kind == "text") == 5
+    assert sum(c["tokens"] for c in d["chunks"] if c["kind"] == "text") == 5
     assert d["attempts"] == 1 and d["attempt_log"][0]["status"] == 200
 
 
@@ -136,7 +136,7 @@ async def test_non_streaming_hidden_reasoning(fake_server: FakeServer, api: str)
     await b.aclose()
     assert d["status"] == "ok" and d["reasoning"] == "" and d["answer"] == s.visible_text()
     assert d["tokens"]["reasoning"] == 4 and d["tokens"]["output"] == 7
-    assert all(kind == "text" for _, kind, _ in d["chunks"])
+    assert all(c["kind"] == "text" for c in d["chunks"])
 
 
 async def test_server_timings_and_estimated_counts(fake_server: FakeServer) -> None:
