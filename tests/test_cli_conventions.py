@@ -337,3 +337,19 @@ def test_a_bench_with_vllm_names_runs(srv: FakeServer, env: dict[str, str], tmp_
     doc = json.loads(out)
     assert err == "" and doc["requests_per_level"] == 3 and doc["slo"]["ttft_ms"] == 60000.0
     assert doc["levels"][0]["level"] == 2 and doc["details"][0]["goodput"] is not None
+
+
+def test_timeout_reaches_compare_and_bench(env: dict[str, str], tmp_path: Path, capsys) -> None:
+    """--timeout was ask's alone; a stream that stalls now ends at the given idle timeout everywhere."""
+    with FakeServer(Schedule(first_token_ms=5, visible_tokens=6, stall_after=1, stall_s=30)) as stalled:
+        m = f"compat:fake-model@{stalled.openai_base_url}"
+        compare = ["compare", "--headless", "--json", "-q", "--max-retries", "0", "--timeout", "0.5", "-m", m, "-m", m]
+        assert main([*compare, "hi"]) == Exit.FAILED
+        doc = json.loads(capsys.readouterr().out)
+        assert [p["failed"] for p in doc["panes"]] == [1, 1]
+        bench = ["bench", "-m", "compat:fake-model", "--base-url", stalled.openai_base_url, "--concurrency", "1"]
+        rc = main([*bench, "--requests", "1", "--warmup", "0", "--timeout", "0.5", "--out", str(tmp_path / "b"), "-q"])
+        assert rc == Exit.FAILED
+    turns = [json.loads(line) for line in (tmp_path / "b" / "turns.jsonl").read_text().splitlines()]
+    assert [t["status"] for t in turns] == ["error"] and turns[0]["metrics"]["total_ms"] < 10_000, turns[0]["error"]
+    assert turns[0]["error"]["type"] == "timeout", turns[0]["error"]
