@@ -17,7 +17,7 @@ import sys
 from types import SimpleNamespace
 from typing import Any
 
-from backends.base import Backend, ChatRequest, Message
+from backends.base import Backend, ChatRequest, build_request
 from backends.finish import finish_turn
 from backends.providers import ProviderError, create_backend, default_spec, is_local_spec, parse_spec
 from backends.turn import new_recorder, run_turn
@@ -27,6 +27,7 @@ from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.surrogates import scrub
+from telemetry.wire import WaitSplit
 from tui import signals
 from tui.commands.args import model_spec
 from tui.commands.exits import Exit, for_error_kind
@@ -97,6 +98,11 @@ def summary_line(d: dict[str, Any]) -> str:
 
     who = f"{d['provider']}:{d['model']}"
     parts = [f"TTFT {f(m.get('ttft_ms'))}"]
+    http = d.get("http") or {}
+    wait = WaitSplit.from_dict(m.get("wait_ms")) if http else None
+    if wait is not None:  # the wire split (telemetry.wire)
+        conn = f" ({http['connection']} connection)" if http.get("connection") else ""
+        parts.append(f"network {f(wait.network_ms)}{conn}, server {f(wait.server)}, first token {f(wait.first_token)}")
     if m.get("reasoning_delay_ms") is not None:
         est = " est" if m.get("reasoning_delay_estimated") else ""
         parts.append(f"TTFVT {f(m.get('ttfvt_ms'))} (thinking {f(m.get('reasoning_delay_ms'))}{est})")
@@ -111,6 +117,8 @@ def summary_line(d: dict[str, Any]) -> str:
         parts.append(f"E2E {f(m['e2e_ms'])}")
     else:  # no token came: an "E2E" would time an answer that does not exist
         parts.append(f"no tokens ({f(m.get('total_ms'))} in all)")
+    if m.get("expected_prefill_ms") is not None and m.get("server_queue_ms") is not None:  # a saved ttft probe
+        parts.append(f"server: prefill {f(m['expected_prefill_ms'])} expected, queue {f(m['server_queue_ms'])}")
     own = m.get("own_delay_ms")
     if own is not None and own >= OWN_DELAY_SHOWN_MS:
         parts.append(f"ttft's own {f(own)} before the send")
@@ -119,6 +127,8 @@ def summary_line(d: dict[str, Any]) -> str:
     if not d["settings"].get("stream", True):
         parts.append("not streamed")
     line = " · ".join(parts) + f" · {who}"
+    if http.get("request_id"):
+        line += f" · request id {http['request_id']}"
     if d["status"] == "error" and d.get("error"):
         e = d["error"]
         line = f"error: {e['message']}" + (f" {e['hint']}" if e.get("hint") else "") + f"\n{line}"
@@ -191,8 +201,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return Exit.USAGE
     settings = settings_from_args(args)
-    messages = ([Message("system", scrub(args.system))] if args.system else []) + [Message("user", prompt)]
-    request = ChatRequest(tuple(messages), settings)
+    request = build_request(prompt, system=scrub(args.system) if args.system else None, settings=settings)
     log = SessionLog(args.session)
     spec = args.model or default_spec()
     recorder: TurnRecorder | None = None

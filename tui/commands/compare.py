@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from backends.base import Backend
+from backends.panes import LABELS, MAX_PANES, BackendFactory, build_panes, in_process_factory, parse_model
 from telemetry.surrogates import scrub
 from tui.commands.exits import Exit, for_error_kind, for_turns
 from tui.commands.flags import add_turn_flags, settings_from_args
@@ -19,53 +18,7 @@ from tui.commands.output import add_output_flags, note, print_json
 from tui.commands.prompt import PromptTooLarge, read_prompt
 from tui.format import visible_controls
 
-LABELS = "ABCD"
 LOG_FAILED = int(Exit.NOT_SAVED)  # as for ttft ask: the turns ran but could not be written to the session log
-MAX_PANES = 4
-
-
-@dataclass(frozen=True, slots=True)
-class PaneSpec:
-    spec: str  # PROVIDER:MODEL as -m takes it
-    base_url: str | None
-
-
-def parse_model(value: str, default_base_url: str | None) -> PaneSpec:
-    """``PROVIDER:MODEL`` or ``PROVIDER:MODEL@URL`` (the URL wins over ``--base-url`` for that pane)."""
-    # the first "@http(s)://": a URL's own "@" (user:password@host) is not the split
-    at = min((i for i in (value.find("@http://"), value.find("@https://")) if i > 0), default=-1)
-    if at > 0:
-        return PaneSpec(value[:at], value[at + 1 :])
-    return PaneSpec(value, default_base_url)
-
-
-def default_factory(spec: str, base_url: str | None, *, timeout_s: float | None = None) -> Backend:
-    from backends.providers import create_backend  # imported late: `ttft --help` stays fast
-
-    return create_backend(spec, base_url=base_url, timeout_s=timeout_s)
-
-
-# Tests and the benchmark swap this for in-process fakes.
-backend_factory: Callable[[str, str | None], Backend] = default_factory
-
-
-def ui_factory(timeout_s: float | None = None) -> Callable[[str, str | None], Backend]:
-    """For the compare screen: each backend in its own process, as in the chat, so painting four panes
-    can never delay a timestamp (``TTFT_IN_PROCESS=1`` keeps them here). Headless runs, and tests that
-    swapped ``backend_factory``, create them in this process."""
-    if backend_factory is not default_factory:
-        return backend_factory
-    from tui.session import default_backend_factory
-
-    return functools.partial(default_backend_factory, timeout_s=timeout_s)
-
-
-def headless_factory(timeout_s: float | None = None) -> Callable[[str, str | None], Backend]:
-    """Headless: the backends in this process (tests swap ``backend_factory``)."""
-    if backend_factory is not default_factory:
-        return backend_factory
-    return functools.partial(default_factory, timeout_s=timeout_s)
-
 
 settings_from = settings_from_args  # the turn flags, as every command reads them
 
@@ -107,7 +60,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
+    """``factory`` makes each pane's backend (tests pass fakes); by default headless runs make them in
+    this process, the screen each in its own process, as in the chat, so painting four panes can never
+    delay a timestamp (``TTFT_IN_PROCESS=1`` keeps them here)."""
     if not 1 <= len(args.model) <= MAX_PANES:
         print(f"ttft compare: give 1 to {MAX_PANES} -m options (got {len(args.model)})", file=sys.stderr)
         return Exit.USAGE
@@ -126,7 +82,13 @@ def run(args: argparse.Namespace) -> int:
     if args.headless and not prompt:
         print("ttft compare --headless: give a prompt (argument or stdin)", file=sys.stderr)
         return Exit.USAGE
-    factory = headless_factory(args.timeout) if args.headless else ui_factory(args.timeout)
+    if factory is None:
+        if args.headless:
+            factory = functools.partial(in_process_factory, timeout_s=args.timeout)
+        else:
+            from tui.session import default_backend_factory
+
+            factory = functools.partial(default_backend_factory, timeout_s=args.timeout)
     try:
         backends = [factory(s.spec, s.base_url) for s in specs]
     except Exception as exc:  # a bad spec, a missing key: one sentence, no traceback
@@ -150,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         system=args.system,
         initial_prompt=prompt or None,
         out_dir=args.out,
+        factory=factory,
     )
     app.run()
     return app.return_code or 0
@@ -158,13 +121,13 @@ def run(args: argparse.Namespace) -> int:
 async def headless(args: argparse.Namespace, backends: list[Backend], prompt: str) -> int:
     from rich.console import Console
 
-    from backends.compare import ComparePane, CompareRunner
+    from backends.compare import CompareRunner
     from telemetry.compare import compare, write_comparison
     from telemetry.log import SessionLog
     from tui.compare_view import summary
 
     settings = settings_from(args)
-    panes = [ComparePane(b, LABELS[i], settings=settings) for i, b in enumerate(backends)]
+    panes = build_panes(backends, range(len(backends)), settings=settings)
     log = SessionLog()
     runner = CompareRunner(panes, log=log, mode="sequential" if args.sequential else "parallel", system=args.system)
     err = Console(stderr=True)
@@ -185,7 +148,7 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
     finally:
         for b in backends:
             await b.aclose()
-    per_pane = {p.label: recs for p, recs in zip(panes, result.as_dicts(), strict=True)}
+    per_pane = {p.label: recs for p, recs in zip(panes, result.records, strict=True)}
     c = compare(per_pane)
     names = {p.label: f"{p.backend.provider}:{p.backend.model}" for p in panes}
     if args.json:
@@ -207,9 +170,9 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
         console.print(f"comparison {runner.comparison_id} · session {log.session_id}")
         console.print(summary(c, names, mode=result.mode, skew_ms=result.start_skew_ms))
-    records = [r for recs in result.as_dicts() for r in recs]
-    rc = for_turns((r.get("status", ""), (r.get("error") or {}).get("type")) for r in records)
+    rc = for_turns((r.status, r.error.type if r.error else None) for recs in result.records for r in recs)
     if args.out:
+        records = [r for recs in result.as_dicts() for r in recs]
         parts = [({"prompt_index": result.prompt_index, "mode": result.mode}, c)]
         try:
             paths = write_comparison(records, parts, args.out, runner.comparison_id)

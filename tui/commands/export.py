@@ -1,4 +1,5 @@
-"""``ttft export``: a session log as JSONL, CSV, Parquet or OpenTelemetry GenAI metrics.
+"""``ttft export``: a session log as JSONL, CSV, Parquet, or OpenTelemetry GenAI traces (otel) or
+metrics (otel-metrics), both OTLP/JSON.
 
 The data goes to the file (``-o -``: standard output); what the command has to say (how many
 turns, what it skipped) goes to standard error, so ``-o -`` and ``-o /dev/stdout`` hold only data."""
@@ -21,7 +22,7 @@ from tui.commands.output import add_output_flags, print_json
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export",
-        help="export a session (default: the latest) as jsonl, csv, parquet or otel",
+        help="export a session (default: the latest) as jsonl, csv, parquet, otel (OTLP/JSON traces) or otel-metrics",
         epilog=examples(
             "ttft export                                  # the latest session, as SESSION.jsonl here",
             "ttft export 20260101-090000-a1b2 -f csv -o turns.csv",
@@ -65,7 +66,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json and args.out == STDOUT:
         print("ttft export: --json and -o - both write to stdout; give -o FILE with --json", file=sys.stderr)
         return Exit.USAGE
-    suffix = {"jsonl": ".jsonl", "csv": ".csv", "parquet": ".parquet", "otel": ".otel.json"}[args.format]
+    suffix = {
+        "jsonl": ".jsonl",
+        "csv": ".csv",
+        "parquet": ".parquet",
+        "otel": ".otel.json",
+        "otel-metrics": ".otel-metrics.json",
+    }[args.format]
     out = args.out or Path(path.stem + suffix)
     try:
         n = export(records, args.format, out, redact_text=args.redact)
