@@ -5,6 +5,8 @@ from __future__ import annotations
 from telemetry.compare import fmt_amount
 from telemetry.diagnosis import diagnose_turn
 from telemetry.duration import fmt_ms, unit_for
+from telemetry.record import TurnRecord
+from tests.turns import play, stream
 from tui.commands.ask import summary_line
 from tui.format import fmt_ms as ui_fmt_ms
 
@@ -34,5 +36,5 @@ def test_every_caller_writes_a_duration_the_same_way() -> None:
     }  # fmt: skip
     line = summary_line(rec)  # was "E2E 2100 ms" with its own formatter
     assert "TTFT 312 ms" in line and "TPOT 9.8 ms" in line and "E2E 2.1 s" in line
-    slow = {**rec, "metrics": {**rec["metrics"], "ttft_ms": 75_000.0, "e2e_ms": 80_000.0}}
-    assert "1 m 15 s" in diagnose_turn(slow)  # minutes past a minute, not "75.0 s"
+    slow = play(stream(first_ms=75_000, gap_ms=10, visible=5))  # a first token after a minute and a quarter
+    assert "1 m 15 s" in diagnose_turn(TurnRecord.from_dict(slow))  # not "75.0 s"
