@@ -13,7 +13,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
@@ -196,6 +196,7 @@ class TurnRecord:
             "metrics": build(TurnMetrics, _object(data, "metrics"), "metrics"),
             "tokens": build(TokenCounts, {"source": "", **_object(data, "tokens")}, "tokens"),
             "chunks": tuple(_chunk(c, f"chunks[{i}]") for i, c in enumerate(_list(data, "chunks"))),
+            "wall_offset_ns": _wall_offset(data.get("sent_at"), sent),
         }
         hints = field_types(cls)
         for f in dataclasses.fields(cls):
@@ -224,6 +225,20 @@ def typed_records(dicts: Iterable[object]) -> list[TurnRecord]:
 
 # Text fields that a well-formed old line may hold as null: read as empty.
 _TEXT_FIELDS = ("started_at", "provider", "api", "model", "prompt", "answer", "reasoning", "diagnosis")
+
+
+def _wall_offset(sent_at: object, sent: int | None) -> int | None:
+    """The offset that turns this clock (0 at the first send) back into the logged ``sent_at``."""
+    if sent is None or not isinstance(sent_at, str):
+        return None
+    try:
+        when = datetime.fromisoformat(sent_at)
+    except ValueError:
+        raise RecordError("sent_at is not an ISO 8601 time") from None
+    if when.tzinfo is None:
+        return None  # a wall clock with no zone names no instant
+    epoch_us = (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    return epoch_us * 1000 - sent
 
 
 def _ns(value_ms: float | None, where: str = "a time") -> int | None:
