@@ -14,6 +14,7 @@ import contextlib
 import csv
 import json
 import os
+import secrets
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -342,7 +343,9 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
         turn=settings_from_args(args),
         system=args.system,
     )
-    run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    # A random tail as session ids have: two runs started in the same second must not share an id
+    # (their turns would collide in a merged report or a trace store) nor a default folder.
+    run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
     out: Path = args.out or Path(f"ttft-{run_id}")
     try:
         out.mkdir(parents=True, exist_ok=True)
