@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tui.commands.exits import Exit
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -36,4 +38,4 @@ def test_closed_stdout_is_no_traceback(args: list[str], tmp_path: Path) -> None:
     done = _closed_pipe_run(args, env)
     assert "Traceback" not in done.stderr, done.stderr
     assert "BrokenPipe" not in done.stderr, done.stderr
-    assert done.returncode == 141
+    assert done.returncode == Exit.PIPE_CLOSED == 141
