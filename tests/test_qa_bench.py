@@ -26,3 +26,21 @@ def test_find_capacity_progress_counts_batches(tmp_path: Path, capsys: pytest.Ca
         assert int(done) <= int(total), err
     batches = [int(n) for n in re.findall(r"probe batch (\d+)\]", err)]
     assert batches and batches == sorted(batches) and len(batches) >= 2, err
+
+
+def test_a_finished_batch_is_reported_once(capsys: pytest.CaptureFixture[str]) -> None:
+    # `--workers 2` printed "[warm-up] 2/2 done" twice, the second at a lower tok/s and without the TTFT
+    from backends.load import Progress
+    from tui.commands.bench import _ProgressLine
+
+    line = _ProgressLine(quiet=False)
+    line.tty = False
+    for elapsed, ttft in ((0.5, 37.0), (0.6, None), (0.7, None)):
+        line(Progress("concurrency", 2, -1, 1, 2, 2, 0, -1, elapsed, warmup=True, last_ttft_ms=ttft, output_tokens=16))
+    line(Progress("concurrency", 4, 0, 1, 8, 8, 0, -1, 0.5, output_tokens=64))
+    line(Progress("concurrency", 4, 0, 1, 8, 8, 0, -1, 0.9, output_tokens=64))
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "[warm-up] 2/2 done, 0 errors, 32 tok/s, last TTFT 37 ms, 0.5 s",
+        "[c=4 level 1/1] 8/8 done, 0 errors, 128 tok/s, 0.5 s",
+    ]
