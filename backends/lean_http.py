@@ -7,8 +7,12 @@ HTTP/1.1 in C and hands over each socket read as it lands, as AIPerf's clients d
 What it keeps, so a record does not depend on the client:
 
 - the same per-turn :class:`backends.http.Probe` bookkeeping as the httpx2 hooks: an
-  ``AttemptSent`` as the request leaves, ``HeadersReceived`` with status and retry-after when
-  the headers are in, and every raw read stamped on arrival (``Probe._chunk``);
+  ``AttemptSent`` as the request leaves, the wire steps of the wait (``pool`` at the send,
+  ``dns``, ``connect``, ``send`` once a connection is in hand, ``server`` once the body is
+  written: from aiohttp's request tracing, per request, never per chunk; TLS is inside
+  ``connect`` here, aiohttp reports no handshake of its own), ``HttpResponse`` (the ``http``
+  facts, new or reused connection) and ``HeadersReceived`` when the headers are in, and every
+  raw read stamped on arrival (``Probe._chunk``);
 - its errors raised as the httpx2 errors they correspond to (connect refused or timed out,
   read timeout, a connection dropped mid-body), so :mod:`backends.errors` words them alike;
 - the pool sized for every stream (a stream waiting for a connection would count it as TTFT)
@@ -19,12 +23,17 @@ aiohttp is imported on first use: ``ttft ask`` keeps the httpx2 client (one turn
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
+import httpcore2
 import httpx2
 
 from backends.http import Probe, no_tls_context, parse_retry_after
+from backends.http_meta import http_info
 from telemetry import events as ev
 
 if TYPE_CHECKING:
@@ -59,16 +68,39 @@ class AiohttpResponse:
     """One attempt's response: the attributes the lean reader and :mod:`backends.errors` read
     from an ``httpx2.Response`` (status, headers, request, body), and a stamped byte stream."""
 
-    __slots__ = ("_body", "_done", "_raw", "headers", "probe", "request", "status_code")
+    __slots__ = (
+        "_body",
+        "_done",
+        "_params",
+        "_raw",
+        "_request",
+        "_url",
+        "headers",
+        "probe",
+        "status_code",
+        "timeout_s",
+    )
 
-    def __init__(self, raw: aiohttp.ClientResponse, request: httpx2.Request, probe: Probe) -> None:
+    def __init__(
+        self, raw: aiohttp.ClientResponse, url: str, params: dict[str, str], probe: Probe, timeout_s: float | None
+    ) -> None:
         self._raw = raw
-        self.request = request
+        self.timeout_s = timeout_s
+        self._url = url
+        self._params = params
+        self._request: httpx2.Request | None = None
         self.probe = probe
         self.status_code = raw.status
         self.headers: Mapping[str, str] = raw.headers
         self._body: bytes | None = None
         self._done = False
+
+    @property
+    def request(self) -> httpx2.Request:
+        """The request as httpx2 would name it, for errors only (built on first use: not per request)."""
+        if self._request is None:
+            self._request = httpx2.Request("POST", self._url, params=self._params or None)
+        return self._request
 
     @property
     def is_success(self) -> bool:
@@ -92,7 +124,11 @@ class AiohttpResponse:
 
     async def aread(self) -> bytes:
         if self._body is None:
-            self._body = b"".join([d async for d in self.aiter_bytes()])
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    self._body = b"".join([d async for d in self.aiter_bytes()])
+            except TimeoutError as exc:
+                raise httpx2.ReadTimeout("read timeout", request=self.request) from exc
         return self._body
 
     @property
@@ -114,6 +150,38 @@ class AiohttpResponse:
             self._raw.close()
 
 
+def _step(phase: str, *, connected: bool = False, ip_only: bool = False) -> Any:
+    """An aiohttp trace callback: the probe's attempt (the request's trace context) entered ``phase``.
+
+    ``ip_only``: only when the host is an IP address (aiohttp then resolves nothing, so the
+    connection's start is the connect; a host name's connect starts once it is resolved)."""
+
+    async def on(session: Any, ctx: SimpleNamespace, params: Any) -> None:
+        probe, attempt, is_ip = ctx.trace_request_ctx
+        if attempt != probe.attempt or (ip_only and not is_ip):
+            return
+        probe.traced = True
+        if connected:
+            probe.connected = True
+        probe.step(attempt, phase)
+
+    return on
+
+
+def _tracing() -> aiohttp.TraceConfig:
+    import aiohttp
+
+    tc = aiohttp.TraceConfig()
+    tc.on_connection_create_start.append(_step("connect", connected=True, ip_only=True))
+    tc.on_dns_resolvehost_start.append(_step("dns", connected=True))
+    tc.on_dns_resolvehost_end.append(_step("connect", connected=True))
+    tc.on_dns_cache_hit.append(_step("connect", connected=True))
+    tc.on_connection_create_end.append(_step("send", connected=True))
+    tc.on_connection_reuseconn.append(_step("send"))
+    tc.on_request_chunk_sent.append(_step("server"))
+    return tc
+
+
 class AiohttpClient:
     """An aiohttp session for many concurrent streams, feeding per-turn probes."""
 
@@ -130,6 +198,7 @@ class AiohttpClient:
         self.max_connections = max_connections
         self.tls = tls
         self._session: aiohttp.ClientSession | None = None
+        self._ip_hosts: dict[str, bool] = {}
 
     def _open_session(self) -> aiohttp.ClientSession:
         import aiohttp
@@ -137,16 +206,34 @@ class AiohttpClient:
         connector = aiohttp.TCPConnector(
             limit=self.max_connections or 100,
             limit_per_host=0,
-            ssl=True if self.tls else no_tls_context(),
+            # httpx2's trust (SSL_CERT_FILE / SSL_CERT_DIR read now, as the SDK clients do), not aiohttp's
+            # context built when aiohttp was imported.
+            ssl=httpcore2.default_ssl_context() if self.tls else no_tls_context(),
             ttl_dns_cache=300,
         )
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self.connect_timeout_s, sock_read=self.timeout_s or None
-        )
+        # No per-read timeout: aiohttp re-arms it on every socket read (a timer per chunk). The wait
+        # for the headers and a whole-body read each get one timer (send, aread); a stream's
+        # silence is the turn's token-idle clock (backends.hosted), as on the httpx2 path.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s, sock_read=None)
         # No cookies kept between requests, as an SDK client without a jar: each turn stands alone.
         return aiohttp.ClientSession(
-            connector=connector, timeout=timeout, cookie_jar=aiohttp.DummyCookieJar(), raise_for_status=False
+            connector=connector,
+            timeout=timeout,
+            cookie_jar=aiohttp.DummyCookieJar(),
+            raise_for_status=False,
+            trace_configs=[_tracing()],
         )
+
+    def _is_ip(self, url: str) -> bool:
+        if url not in self._ip_hosts:
+            host = httpx2.URL(url).host
+            try:
+                ipaddress.ip_address(host)
+            except ValueError:
+                self._ip_hosts[url] = False
+            else:
+                self._ip_hosts[url] = True
+        return self._ip_hosts[url]
 
     async def send(
         self, url: str, *, body: bytes, headers: dict[str, str], params: dict[str, str], probe: Probe
@@ -156,22 +243,38 @@ class AiohttpClient:
 
         if self._session is None:
             self._session = self._open_session()
-        request = httpx2.Request("POST", url, params=params or None)
         probe.attempt += 1
         probe.status = None
         probe.last_arrival_ns = None
         probe.reads = 0
         probe.body_tail = b""
-        probe.pending.append(ev.AttemptSent(ev.now_ns(), probe.attempt))
+        probe.connected = False
+        probe.traced = False
+        t = ev.now_ns()
+        probe.push(ev.AttemptSent(t, probe.attempt))
+        probe.push(ev.WireStep(t, probe.attempt, "pool"))
         try:
-            raw = await self._session.post(url, data=body, headers=headers, params=params or None)
+            async with asyncio.timeout(self.timeout_s):
+                raw = await self._session.post(
+                    url,
+                    data=body,
+                    headers=headers,
+                    params=params or None,
+                    trace_request_ctx=(probe, probe.attempt, self._is_ip(url)),
+                )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _as_httpx(exc, request) from exc
+            raise _as_httpx(exc, httpx2.Request("POST", url, params=params or None)) from exc
         t = ev.now_ns()
         probe.status = raw.status
         probe.retry_after_s = parse_retry_after(raw.headers)  # type: ignore[arg-type]
-        probe.pending.append(ev.HeadersReceived(t, probe.attempt, raw.status, probe.retry_after_s))
-        return AiohttpResponse(raw, request, probe)
+        info = http_info(
+            raw.headers,
+            connection=("new" if probe.connected else "reused") if probe.traced else None,
+            http_version=f"HTTP/{raw.version.major}.{raw.version.minor}" if raw.version else None,
+        )
+        probe.push(ev.HttpResponse(t, probe.attempt, info))
+        probe.push(ev.HeadersReceived(t, probe.attempt, raw.status, probe.retry_after_s))
+        return AiohttpResponse(raw, url, params, probe, self.timeout_s)
 
     async def aclose(self) -> None:
         if self._session is not None:

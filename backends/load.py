@@ -1,7 +1,7 @@
 """The load driver behind ``ttft bench``: many concurrent turns, each recorded like any other.
 
 Every request goes through :func:`backends.turn.run_turn` with its own recorder, so every
-request is a complete ``ttft.turn/1`` record (tagged ``extra.bench``), ended by
+request is a complete ``ttft.turn`` record (tagged ``extra.bench``), ended by
 :func:`backends.finish.finish_turn` and so seen by the same sinks (OpenTelemetry) as a chat turn. Two kinds of level:
 
 - closed loop (``mode="concurrency"``): ``c`` users, each sending its next request as soon
@@ -186,28 +186,47 @@ async def _one(
     warmup: bool,
     scheduled_ms: float | None = None,
     worker: int = 0,
-    on_cancel: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any]:
+    on_cancel: Callable[[Finished], None] | None = None,
+) -> Finished:
     request = ChatRequest((Message("user", synthetic_prompt(index, cfg.input_tokens, cfg.seed)),), cfg.settings())
     bench = {"run_id": run_id, "mode": mode, "level": level, "index": index, "warmup": warmup, "worker": worker}
     if scheduled_ms is not None:
         bench["scheduled_at_ms"] = scheduled_ms
     recorder = new_recorder(backend, request, session_id=run_id, turn_index=index, extra={"bench": bench})
     called = ev.now_ns()
-
-    def as_dict(record: TurnRecord) -> dict[str, Any]:
-        d = record.to_dict()
-        sent = record.timestamps.sent if record.timestamps.sent is not None else called
-        d["extra"]["bench"]["sent_at_ms"] = (sent - origin_ns) / 1e6
-        return d
-
     try:
         record = await run_turn(backend, request, recorder)
     except asyncio.CancelledError:
         if on_cancel is not None:  # run_turn recorded it as cancelled, with what had arrived
-            on_cancel(as_dict(finish_turn(recorder)))
+            on_cancel(Finished(finish_turn(recorder), called, origin_ns))
         raise
-    return as_dict(record)
+    return Finished(record, called, origin_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """One finished request, its record turned into the ``ttft.turn`` dict only once the level is over.
+
+    Streams of one level end together (a batching server finishes them on one step): converting
+    each record as it ends would stall every stream still running for that burst, inside the
+    figures being measured.
+    """
+
+    record: TurnRecord
+    called_ns: int
+    origin_ns: int
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.record.to_dict()
+        sent = self.record.timestamps.sent if self.record.timestamps.sent is not None else self.called_ns
+        d["extra"]["bench"]["sent_at_ms"] = (sent - self.origin_ns) / 1e6
+        return d
+
+
+def _as_dicts(done: list[Finished]) -> list[dict[str, Any]]:
+    records = [f.to_dict() for f in done]
+    records.sort(key=lambda r: r["extra"]["bench"]["index"])
+    return records
 
 
 async def run_level(
@@ -261,15 +280,15 @@ async def _run_level(
     watch = _ClientWatch()
     watch.start()
     origin = start_at_ns if start_at_ns is not None else ev.now_ns()
-    records: list[dict[str, Any]] = []
+    records: list[Finished] = []
     state = {"in_flight": 0, "errors": 0, "tokens": 0}
 
-    def finished(d: dict[str, Any]) -> None:
-        records.append(d)
+    def finished(f: Finished) -> None:
+        records.append(f)
         state["in_flight"] -= 1
-        if d.get("status") != "ok":
+        if f.record.status != "ok":
             state["errors"] += 1
-        state["tokens"] += int((d.get("tokens") or {}).get("output") or 0)
+        state["tokens"] += int(f.record.tokens.output or 0)
         if on_progress is not None:
             on_progress(
                 Progress(
@@ -283,7 +302,7 @@ async def _run_level(
                     in_flight=state["in_flight"],
                     elapsed_s=(ev.now_ns() - origin) / 1e9,
                     warmup=warmup,
-                    last_ttft_ms=(d.get("metrics") or {}).get("ttft_ms"),
+                    last_ttft_ms=f.record.metrics.ttft_ms,
                     output_tokens=state["tokens"],
                 )
             )
@@ -336,20 +355,19 @@ async def _run_level(
         await asyncio.gather(*tasks, return_exceptions=True)
         with contextlib.suppress(Exception):
             await watch.stop()
-        records.sort(key=lambda r: r["extra"]["bench"]["index"])
-        raise LevelCancelled(records) from None
+        raise LevelCancelled(_as_dicts(records)) from None
     wall = time.monotonic() - t0
     client = await watch.stop()
+    dicts = _as_dicts(records)
     late = [
         r["extra"]["bench"]["sent_at_ms"] - r["extra"]["bench"]["scheduled_at_ms"]
-        for r in records
+        for r in dicts
         if "scheduled_at_ms" in r["extra"]["bench"]
     ]
     if late:
         client["send_late_ms"] = percentiles(late)
     client["workers"] = 1
-    records.sort(key=lambda r: r["extra"]["bench"]["index"])
-    return LevelResult(mode, level, records, client, wall)
+    return LevelResult(mode, level, dicts, client, wall)
 
 
 # --- several processes --------------------------------------------------------------
@@ -511,10 +529,20 @@ class LoadRunner:
         )
 
     async def level(self, level_index: int) -> LevelResult:
-        level = self.cfg.levels[level_index]
-        start_index = level_index * self.cfg.requests
+        return await self.probe(
+            self.cfg.levels[level_index],
+            requests=self.cfg.requests,
+            level_index=level_index,
+            start_index=level_index * self.cfg.requests,
+        )
+
+    async def probe(self, level: float, *, requests: int, level_index: int, start_index: int) -> LevelResult:
+        """``requests`` requests at any ``level`` (the capacity search's probes; ``level`` runs the configured ones).
+
+        ``start_index`` numbers the prompts (unique across a run); ``level_index`` seeds open-loop arrivals.
+        """
         if self.cfg.workers > 1:
-            return await self._run_split(self.cfg, level, level_index, start_index=start_index)
+            return await self._run_split(self.cfg, level, level_index, requests=requests, start_index=start_index)
         assert self.backend is not None
         return await run_level(
             self.backend,
@@ -523,6 +551,7 @@ class LoadRunner:
             run_id=self.run_id,
             level_index=level_index,
             start_index=start_index,
+            requests=requests,
             on_progress=self.on_progress,
         )
 

@@ -38,6 +38,7 @@ _WORDS = (
     "right look think also around another came come work three word must because does part even place well"
 )
 WORDS = tuple(_WORDS.split())
+STORY_TOPICS = ("a dragon and a village", "a lighthouse keeper", "a lost map", "a clockmaker", "two rival bakers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +172,9 @@ def prompt_text(step: Step) -> str:
     """The request's text: unique from its first word (its seed), about ``input_words`` words long."""
     if step.kind == "output":
         rng = random.Random(step.text_seed)
-        return f"Ref {rng.getrandbits(32):08x}. Count upward from 1, one number after another, and do not stop."
+        # A story runs to any length in any model (counting prompts make small models stop after a few tokens).
+        topic = rng.choice(STORY_TOPICS)
+        return f"Ref {rng.getrandbits(32):08x}. Write a very long story about {topic}, with many chapters."
     if step.kind in ("cache_cold", "cache_warm"):
         # The shared prefix, then a short question of its own: only the prefix can be cached.
         prefix = _filler(step.text_seed, step.input_words - 12)

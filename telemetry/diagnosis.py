@@ -170,6 +170,20 @@ def _probe_sentence(rec: TurnRecord, ttft: float) -> str:
     )
 
 
+def _session_wait(ok: Sequence[TurnRecord]) -> str:
+    """Which part of the session's waits dominated, when the turns were split on the wire (else "")."""
+    splits = [w for r in ok if r.http is not None and (w := r.metrics.wait_ms) is not None]
+    total = sum(w.total_ms for w in splits)
+    if not splits or total <= 0:
+        return ""
+    server, net = sum(w.server_ms for w in splits), sum(w.network_ms for w in splits)
+    if server >= 0.7 * total:
+        return f"the server's part ({100 * server / total:.0f}% of it): prompt length or its queue, not the network."
+    if net >= 0.5 * total:
+        return f"the network's part ({100 * net / total:.0f}% of it): new connections or a distant server."
+    return ""
+
+
 def _median(values: Sequence[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
@@ -199,9 +213,8 @@ def diagnose_session(records: Sequence[TurnRecord]) -> str:
             f"reasoning took {100 * think_total / e2e_total:.0f}% of the time: lower the effort when speed matters."
         )
     elif wait_total >= 0.5 * e2e_total:
-        verdict = (
-            f"{100 * wait_total / e2e_total:.0f}% of the time was spent before the first token: "
-            "prompt length, queueing or retries dominate, not decode."
+        verdict = f"{100 * wait_total / e2e_total:.0f}% of the time was spent before the first token: " + (
+            _session_wait(ok) or "prompt length, queueing or retries dominate, not decode."
         )
     elif tpot and out:
         verdict = (

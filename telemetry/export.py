@@ -10,7 +10,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -113,8 +113,20 @@ def _csv_value(value: Any) -> Any:
     return csv_cell(value)
 
 
-def write_csv(records: Iterable[dict[str, Any]], out: Path) -> int:
-    """One row per record under the fixed header of ``telemetry.table`` (one pass, nothing held)."""
+def write_csv(records: Sequence[dict[str, Any]], out: Path) -> int:
+    """Any rows (a comparison's summary and verdicts) as CSV: nested dicts become dotted columns,
+    the header is every key met, in order. Turns go through :func:`write_turns_csv` instead."""
+    columns = list(dict.fromkeys(k for r in records for k in flatten(r)))
+    with open_private(out, newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        for r in records:
+            w.writerow({k: csv_cell(v) for k, v in flatten(r).items()})
+    return len(records)
+
+
+def write_turns_csv(records: Iterable[dict[str, Any]], out: Path) -> int:
+    """One row per turn under the fixed header of ``telemetry.table`` (one pass, nothing held)."""
     n = 0
     with open_private(out, newline="") as f:
         w = csv.writer(f)
@@ -260,7 +272,7 @@ def write_otel(records: Iterable[dict[str, Any]], out: Path) -> int:
 
 WRITERS: dict[str, Callable[[Iterable[dict[str, Any]], Path], int]] = {
     "jsonl": write_jsonl,
-    "csv": write_csv,
+    "csv": write_turns_csv,
     "parquet": write_parquet,
     "otel": write_otel,
 }

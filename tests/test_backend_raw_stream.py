@@ -345,3 +345,76 @@ def test_lean_backoff_follows_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
     assert should_retry(resp(400, **{"x-should-retry": "true"})) and not should_retry(
         resp(500, **{"x-should-retry": "false"})
     )
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_lean_clients_split_the_wait_as_the_sdk_path_does(client: str) -> None:
+    """A new connection, then a reused one: the same ``http`` facts and the same phases of the wait."""
+
+    def facts(d: dict[str, Any]) -> tuple[Any, ...]:
+        wait = d["metrics"]["wait_ms"]
+        return d["http"]["connection"], d["http"]["http_version"], sorted(k for k, v in wait.items() if v > 0)
+
+    out = []
+    with FakeServer(Schedule(visible_tokens=3)) as srv:
+        for b in (backend_for("compat", srv), lean_for(srv, client)):
+            try:
+                out.append([await one_turn(b, stream=True) for _ in range(2)])
+            finally:
+                await b.aclose()
+    sdk, lean = out
+    assert [facts(d) for d in lean] == [facts(d) for d in sdk]
+    assert facts(lean[0])[0] == "new" and "connect" in facts(lean[0])[2]
+    assert facts(lean[1])[0] == "reused" and "connect" not in facts(lean[1])[2]
+    for d in lean:  # the phases tile the wait
+        assert sum(d["metrics"]["wait_ms"].values()) == pytest.approx(d["metrics"]["ttft_ms"], abs=0.01)
+
+
+def test_lean_fast_translation_of_plain_chunks_matches_the_general_one() -> None:
+    """The lean reader's shortcut for a plain text chunk gives the general walk's events and state."""
+    import random
+
+    from backends.errors import MalformedStream
+    from backends.hosted import TurnState
+    from backends.openai_lean import LeanChatBackend
+    from backends.think import ThinkSplitter
+
+    contents = ["w01 ", "", None, 3, ["x"], "<think>a", "b</think>c", "é"]
+    deltas = [
+        lambda r: {"content": r.choice(contents)},
+        lambda r: {"role": "assistant", "content": r.choice(contents)},
+        lambda r: {"content": r.choice(contents), "reasoning_content": "why"},
+        lambda r: {"tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]},
+        lambda r: {},
+        lambda r: None,
+        lambda r: "text",
+    ]
+
+    def chunk(r: random.Random) -> Any:
+        choice: Any = {"index": 0, "delta": r.choice(deltas)(r), "finish_reason": r.choice([None, None, "stop"])}
+        item: Any = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "choices": r.choice([[choice], [choice, choice], [], choice]),
+        }
+        extra = r.choice([{}, {}, {"usage": {"completion_tokens": 3}}, {"timings": {"prompt_n": 1}}, {"eval_count": 2}])
+        return r.choice([{**item, **extra}, item, [1, 2], None])
+
+    backends = {c: LeanChatBackend("m", provider="compat", base_url="http://127.0.0.1:1/v1", compat=c) for c in (0, 1)}
+
+    def run(fast: bool, compat: bool, item: Any) -> Any:
+        b = backends[compat]
+        state = TurnState()
+        state.extra["splitter"] = ThinkSplitter() if compat else None
+        translate = b._translate if fast else b._translate_raw
+        try:
+            events = list(translate(item, 7, state))
+        except MalformedStream as exc:
+            return "malformed", str(exc)
+        return events, state.stop_reason, state.usage, state.extra["splitter"] and state.extra["splitter"].flush()
+
+    for seed in range(1500):
+        r = random.Random(seed)
+        item = chunk(r)
+        for compat in (False, True):
+            assert run(True, compat, item) == run(False, compat, item), item

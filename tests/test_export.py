@@ -150,3 +150,16 @@ def test_version_and_help(capsys) -> None:
         main(["--version"])
     assert e.value.code == 0
     assert capsys.readouterr().out.startswith("ttft ")
+
+
+def test_parquet_without_polars_says_so(records: list[dict], tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+    log = SessionLog("20260102-030405-abcd")
+    for r in records:
+        log.append(r)
+    monkeypatch.setitem(sys.modules, "polars", None)  # as if it were not installed
+    out = tmp_path / "x.parquet"
+    assert main(["export", "-f", "parquet", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "Parquet needs polars (pip install polars)" in err and "Traceback" not in err
+    assert not out.exists()

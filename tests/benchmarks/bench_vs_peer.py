@@ -1,6 +1,6 @@
 """ttft bench against AIPerf on the same loopback servers, in one run; prints both side by side.
 
-    python tests/benchmarks/bench_vs_peer.py [--aiperf /work/aiperf-venv/bin/aiperf] [--skip-llama]
+    python tests/benchmarks/bench_vs_peer.py [--aiperf /tmp/aiperf-venv/bin/aiperf] [--skip-llama]
 
 1. The simulated batching server (tests/fakes/batching_server.py, a separate process) and, when
    llama-server is installed (extra ``server``), the real llama-server with the default Gemma
@@ -8,7 +8,10 @@
 2. For each concurrency level: ``ttft bench`` (one run over all levels) and ``aiperf profile``
    (one run per level), same output length, similar prompt length, closed loop.
 3. Prints TTFT p50, TPOT p50 (AIPerf calls it ITL) and output tokens/s per level for both tools
-   with the ratio ttft/AIPerf (target: within 5%).
+   with the ratio ttft/AIPerf (target: within 5%), and each tool's CPU seconds (its whole process
+   tree, user + system) per 1,000 streamed chunks (one token per chunk on both servers).
+   Both servers run on the first half of the cores, both tools on the other half (``--no-pin``
+   to share them), so a tool's own CPU use cannot slow the server it measures.
 4. The most concurrent streams one ttft process holds with event-loop lag p99 under 5 ms
    (a fake server with unlimited slots, 20 ms per token).
 
@@ -112,10 +115,13 @@ def interleaved(
         t1 = child_cpu_s()
         peer[c] = run_aiperf(a.aiperf, url, model, c, tokenizer, a, out / f"aiperf-{c}") if tokenizer else None
         t2 = child_cpu_s()
+        chunks = (a.requests + a.warmup) * a.output_tokens  # one token per chunk; warm-up requests stream too
         ours[float(c)]["tool_cpu_s"] = t1 - t0
+        ours[float(c)]["cpu_per_1k_chunks"] = (t1 - t0) / chunks * 1000
         if peer[c] is not None:
             peer[c]["tool_cpu_s"] = t2 - t1  # type: ignore[index]
-        print(f"  c={c} done", flush=True)
+            peer[c]["cpu_per_1k_chunks"] = (t2 - t1) / chunks * 1000  # type: ignore[index]
+        print(f"  c={c} done (load average {os.getloadavg()[0]:.2f})", flush=True)
     return ours, peer
 
 
@@ -139,7 +145,8 @@ def compare(name: str, ours: dict[float, dict], peer: dict[int, dict | None]) ->
     print(f"\n== {name} ==")
     print(
         f"{'c':>3} | {'TTFT p50 ttft':>13} {'AIPerf':>8} {'ratio':>6} | {'TPOT p50 ttft':>13} {'AIPerf':>8} "
-        f"{'ratio':>6} | {'tok/s ttft':>10} {'AIPerf':>8} {'ratio':>6} | {'CPU s ttft':>10} {'AIPerf':>6} | ttft lag"
+        f"{'ratio':>6} | {'tok/s ttft':>10} {'AIPerf':>8} {'ratio':>6} | {'CPU s/1k chunks ttft':>20} {'AIPerf':>6} "
+        "| ttft lag"
     )
     devs = []
     for c, p in peer.items():
@@ -154,7 +161,8 @@ def compare(name: str, ours: dict[float, dict], peer: dict[int, dict | None]) ->
         print(
             f"{c:>3} | {t_o or 0:13.1f} {t_p or 0:8.1f} {_ratio(t_o, t_p)} | {i_o or 0:13.2f} {i_p or 0:8.2f} "
             f"{_ratio(i_o, i_p)} | {x_o or 0:10.1f} {x_p or 0:8.1f} {_ratio(x_o, x_p)} | "
-            f"{o.get('tool_cpu_s') or 0:10.1f} {(p or {}).get('tool_cpu_s') or 0:6.1f} | p99 {lag or 0:.1f} ms"
+            f"{o.get('cpu_per_1k_chunks') or 0:20.2f} {(p or {}).get('cpu_per_1k_chunks') or 0:6.2f} | "
+            f"p99 {lag or 0:.1f} ms"
         )
         for x, y in ((t_o, t_p), (i_o, i_p), (x_o, x_p)):
             if x and y:
@@ -211,7 +219,7 @@ def max_streams(a: argparse.Namespace, tmp: Path) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--aiperf", type=Path, default=Path(os.environ.get("AIPERF", "/work/aiperf-venv/bin/aiperf")))
+    p.add_argument("--aiperf", type=Path, default=Path(os.environ.get("AIPERF", "/tmp/aiperf-venv/bin/aiperf")))
     p.add_argument("--levels", default="1,2,4,8")
     p.add_argument("--requests", type=int, default=24)
     p.add_argument("--warmup", type=int, default=2)
@@ -240,6 +248,9 @@ def main() -> int:
         print(f"AIPerf not found at {a.aiperf}: ttft figures only")
     print(f"results under {tmp}")
 
+    cpus = sorted(os.sched_getaffinity(0))
+    split = a.pin and len(cpus) >= 2
+    server_cpus, tool_cpus = (cpus[: len(cpus) // 2], cpus[len(cpus) // 2 :]) if split else (cpus, cpus)
     if not a.skip_fake:
         port = free_port()
         srv = subprocess.Popen(
@@ -247,6 +258,10 @@ def main() -> int:
              "--token-ms", "10", "--alpha", "0.25", "--prefill-ms", "20"],
             cwd=ROOT, stdout=subprocess.DEVNULL,
         )  # fmt: skip
+        os.sched_setaffinity(srv.pid, server_cpus)
+        os.sched_setaffinity(0, tool_cpus)  # both tools are children of this process: they inherit it
+        if split:
+            print(f"fake server pinned to CPUs {server_cpus}, clients to {tool_cpus}")
         try:
             wait_http(f"http://127.0.0.1:{port}/health")
             url = f"http://127.0.0.1:{port}"
@@ -256,12 +271,11 @@ def main() -> int:
         finally:
             srv.terminate()
             srv.wait(5)
+            os.sched_setaffinity(0, cpus)
 
     if not a.skip_llama:
         from backends.llama_server import LlamaServer, LlamaServerError, default_model
 
-        cpus = sorted(os.sched_getaffinity(0))
-        split = a.pin and len(cpus) >= 2
         try:
             threads = max(1, len(cpus) // 2) if split else None
             server = LlamaServer(default_model(), slots=a.slots, threads=threads, extra_args=["--ignore-eos"])

@@ -2,7 +2,7 @@
 
 Runs closed-loop concurrency levels or open-loop Poisson rates against any provider, or
 against llama.cpp's ``llama-server`` started here (``-m local-server[:PATH.gguf] --slots 4``).
-Every request is a ``ttft.turn/1`` record; the run leaves ``turns.jsonl``, ``summary.json``
+Every request is a ``ttft.turn`` record; the run leaves ``turns.jsonl``, ``summary.json``
 (vLLM bench key names), ``levels.csv`` and the charts in ``--out``.
 """
 
@@ -24,6 +24,7 @@ from telemetry import aggregate as agg
 from telemetry.log import encode_line, write_all
 from telemetry.urls import redact_url
 from tui import charts, signals
+from tui.commands import bench_capacity
 from tui.commands.args import model_spec, positive_int
 from tui.format import visible_controls
 
@@ -51,7 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--base-url", help="server base URL (compat servers, or to point a provider at another host)")
     load = p.add_mutually_exclusive_group()
     load.add_argument("--concurrency", type=_floats, help="closed-loop users per level, e.g. 1,2,4,8 (default)")
-    load.add_argument("--rate", type=_floats, help="open-loop Poisson arrival rates in requests/s, e.g. 2,4,8")
+    load.add_argument(
+        "--rate",
+        type=_floats,
+        nargs="?",
+        const=(1.0,),
+        help="open-loop Poisson arrival rates in requests/s, e.g. 2,4,8 (alone, with --find-capacity: from 1/s)",
+    )
     p.add_argument("--requests", type=int, default=32, help="measured requests per level (default 32)")
     p.add_argument("--warmup", type=int, default=2, help="unmeasured requests before the first level (default 2)")
     p.add_argument("--input-tokens", type=int, default=128, help="synthetic prompt length (default 128)")
@@ -82,12 +89,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, help="local-server: CPU threads (-t)")
     p.add_argument("--ignore-eos", action="store_true", help="local-server: every answer runs to --max-output-tokens")
     p.add_argument("--quiet", action="store_true", help="no live progress line")
+    bench_capacity.add_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        slo = agg.SLO.parse(args.slo)
+        if args.find_capacity:
+            args.objectives = bench_capacity.parse_objectives(args)
+            slo: agg.SLO | None = args.objectives.slo()
+        else:
+            slo = agg.SLO.parse(args.slo)
     except ValueError as exc:
         print(f"ttft bench: {exc}", file=sys.stderr)
         return 2
@@ -154,6 +166,19 @@ def server_line(a: dict[str, Any]) -> str | None:
     return ("          server-reported: " + ", ".join(parts)) if parts else None
 
 
+def wait_line(a: dict[str, Any]) -> str | None:
+    """The level's wait split (``telemetry.wire.split_summary``): a growing server part is the server's queue."""
+    w = a.get("wait_ms")
+    if not isinstance(w, dict):
+        return None
+    parts = [
+        f"{label} p50 {_n(w[key]['p50'])} ms p90 {_n(w[key]['p90'])} ms"
+        for key, label in (("network", "network"), ("server_part", "server"), ("pool", "pool"))
+        if isinstance(w.get(key), dict)
+    ]
+    return "          wait split: " + ", ".join(parts)
+
+
 class TurnsFile:
     """``turns.jsonl``: every record as a valid UTF-8 line. A failed write (disk full) is kept, not raised:
     the run goes on, says so at the end and exits non-zero, and a short write is cut back off the file."""
@@ -190,9 +215,11 @@ def write_results(out: Path, levels: list[dict[str, Any]], meta: dict[str, Any])
     return summary
 
 
-def bench_charts(levels: list[dict[str, Any]], title: str) -> list[tuple[str, charts.Chart]]:
+def bench_charts(
+    levels: list[dict[str, Any]], title: str, capacity: dict[str, Any] | None = None
+) -> list[tuple[str, charts.Chart]]:
     return [
-        ("tradeoff", charts.tradeoff_chart(levels, f"Batching trade-off: {title}")),
+        ("tradeoff", charts.tradeoff_chart(levels, f"Batching trade-off: {title}", capacity)),
         ("ttft", charts.ttft_chart(levels)),
     ]
 
@@ -228,6 +255,8 @@ class _ProgressLine:
 async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
     mode = "rate" if args.rate else "concurrency"
     levels_in = args.rate or args.concurrency or (1.0, 2.0, 4.0, 8.0)
+    if args.find_capacity:  # the levels are the search's; the HTTP pool is sized for its limit
+        levels_in = (args.capacity_limit,)
     cfg = LoadConfig(
         mode=mode,  # type: ignore[arg-type]
         levels=tuple(levels_in),
@@ -328,7 +357,19 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                     print(msg, file=sys.stderr)  # the server's words: shown, never run
                     return 1
                 print(HEADER)
-                for i in range(len(cfg.levels)):
+                if args.find_capacity:
+
+                    def probed(p: Any) -> None:
+                        progress.end()
+                        for line in bench_capacity.probe_lines(p, level_row):
+                            print(line, flush=True)
+
+                    search = await bench_capacity.run_search(
+                        runner, args, args.objectives, on_records=turns.write, on_probe=probed
+                    )
+                    levels.extend(search.levels())
+                    meta["capacity"] = search.summary()
+                for i in range(0 if args.find_capacity else len(cfg.levels)):
                     before = await asyncio.to_thread(server.metrics) if server else None
                     try:
                         res = await runner.level(i)
@@ -345,6 +386,8 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                     progress.end()
                     print(level_row(a), flush=True)
                     if (line := server_line(a)) is not None:
+                        print(line, flush=True)
+                    if (line := wait_line(a)) is not None:
                         print(line, flush=True)
         except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
             progress.end()
@@ -370,7 +413,7 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
     width = 78
     if args.charts == "png" and not charts.png_available():
         print("ttft bench: PNG charts need matplotlib (pip install matplotlib); writing SVG", file=sys.stderr)
-    for name, chart in bench_charts(levels, str(title)):
+    for name, chart in bench_charts(levels, str(title), meta.get("capacity")):
         print()
         print(chart.terminal(width, 18))
         try:
@@ -379,6 +422,9 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
             unsaved.append(f"the {name} chart: {exc.strerror or exc}")
     print()
     print(summary["conclusion"])
+    if meta.get("capacity"):
+        print()
+        print(meta["capacity"]["conclusion"])
     if slo:
         print(f"SLOs: {slo.describe()}")
     if unsaved:

@@ -1,6 +1,6 @@
 """The live telemetry pane: what is happening now, the last turn's figures, timelines, history.
 
-Everything shown comes from a recorder ``Snapshot``, a ``ttft.turn/1`` dict, the render-lag
+Everything shown comes from a recorder ``Snapshot``, a ``ttft.turn`` dict, the render-lag
 summary or ``telemetry.diagnosis``: the pane formats, it never computes a metric.
 """
 
@@ -168,6 +168,12 @@ def record_text(rec: dict[str, Any], lag: dict[str, Any] | None = None) -> Text:
     t.append(f"  {turn_label(rec.get('turn_index'), 'turn ')} · {who}\n", style="bold")
     _row(t, "TTFT", fmt_ms(m.get("ttft_ms")))
     _wait_rows(t, WaitSplit.from_dict(m.get("wait_ms")), rec.get("http"))
+    if m.get("expected_prefill_ms") is not None and m.get("server_queue_ms") is not None:  # a saved ttft probe
+        _row(
+            t,
+            "  server part",
+            f"prefill {fmt_ms(m['expected_prefill_ms'])} expected · queue {fmt_ms(m['server_queue_ms'])}",
+        )
     _row(t, "TTFVT", fmt_ms(m.get("ttfvt_ms")))
     if m.get("reasoning_delay_ms") is not None:
         est = " (estimated)" if m.get("reasoning_delay_estimated") else ""
