@@ -17,6 +17,7 @@ from typing import Any, TypedDict
 
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
 from telemetry.settings import TurnSettings
+from telemetry.speculative import speculative_summary
 from telemetry.typed_read import RecordError, build, convert, field_types, kind_of
 from telemetry.wire import HttpInfo
 
@@ -162,7 +163,7 @@ class TurnRecord:
         if schema not in SCHEMAS:
             shown = repr(schema)[:40] if isinstance(schema, str) else kind_of(schema)
             raise RecordError(f"schema {shown} is not one this version reads ({', '.join(SCHEMAS)})")
-        for name in ("session_id", "turn_index", "status"):
+        for name in ("turn_index", "status"):
             if data.get(name) is None:
                 raise RecordError(f"{name} is missing")
         events = convert(dict[str, float | None], _object(data, "events_ms"), "events_ms")
@@ -181,7 +182,7 @@ class TurnRecord:
                 last_token=_ns(events.get("last_token"), "events_ms.last_token"),
                 end=_ns(events.get("end"), "events_ms.end"),
             ),
-            "metrics": build(TurnMetrics, _object(data, "metrics"), "metrics"),
+            "metrics": _metrics(data),
             "tokens": build(TokenCounts, {"source": "", **_object(data, "tokens")}, "tokens"),
             "chunks": tuple(_chunk(c, f"chunks[{i}]") for i, c in enumerate(_list(data, "chunks"))),
         }
@@ -190,7 +191,7 @@ class TurnRecord:
             if f.name in known:
                 continue
             value = data.get(f.name)
-            if value is None and f.name in _TEXT_FIELDS:
+            if value is None and (f.name in _TEXT_FIELDS or f.name == "session_id"):
                 value = ""  # well-formed old lines may hold null for a text field
             if value is None and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING):
                 continue
@@ -212,6 +213,19 @@ def typed_records(dicts: Iterable[object]) -> list[TurnRecord]:
 
 # Text fields that a well-formed old line may hold as null: read as empty.
 _TEXT_FIELDS = ("started_at", "provider", "api", "model", "prompt", "answer", "reasoning", "diagnosis")
+
+
+def _metrics(data: Mapping[str, Any]) -> TurnMetrics:
+    metrics = _object(data, "metrics")
+    m = build(TurnMetrics, metrics, "metrics")
+    if "speculative" not in metrics:  # logged before metrics.speculative: the same figures from the server's data
+        server = data.get("server")
+        try:
+            spec = speculative_summary(server if isinstance(server, dict) else None)
+        except (TypeError, ValueError, OverflowError):  # counts that are no numbers: nothing to show
+            spec = None
+        m = dataclasses.replace(m, speculative=spec)
+    return m
 
 
 def _ns(value_ms: float | None, where: str = "a time") -> int | None:
