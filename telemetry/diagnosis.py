@@ -172,7 +172,7 @@ def _probe_sentence(rec: TurnRecord, ttft: float) -> str:
 
 def _session_wait(ok: Sequence[TurnRecord]) -> str:
     """Which part of the session's waits dominated, when the turns were split on the wire (else "")."""
-    splits = [w for r in ok if r.http is not None and (w := r.metrics.wait_ms) is not None]
+    splits = [r.metrics.wait_ms for r in ok if r.http is not None and r.metrics.wait_ms is not None]
     total = sum(w.total_ms for w in splits)
     if not splits or total <= 0:
         return ""

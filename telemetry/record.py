@@ -13,6 +13,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypedDict
 
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
@@ -104,6 +105,16 @@ class TurnRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     notices: dict[str, Any] = field(default_factory=dict)
     http: HttpInfo | None = None  # the final attempt's connection and response headers (telemetry.wire)
+    wall_offset_ns: int | None = None  # a monotonic stamp plus this is the wall clock (ns since the epoch)
+
+    def sent_at(self) -> str | None:
+        """The wall clock of the first send (the origin of ``events_ms``), to the microsecond, UTC."""
+        sent = self.timestamps.sent
+        if sent is None or self.wall_offset_ns is None:
+            return None
+        us = (sent + self.wall_offset_ns) // 1000
+        whole = datetime.fromtimestamp(us // 1_000_000, UTC)  # whole seconds: no float rounding of the us
+        return whole.replace(microsecond=us % 1_000_000).isoformat(timespec="microseconds")
 
     def to_dict(self) -> dict[str, Any]:
         origin = self.timestamps.sent
@@ -113,6 +124,7 @@ class TurnRecord:
             "session_id": self.session_id,
             "turn_index": self.turn_index,
             "started_at": self.started_at,
+            "sent_at": self.sent_at(),
             "provider": self.provider,
             "api": self.api,
             "model": self.model,

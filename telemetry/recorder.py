@@ -7,6 +7,7 @@ path; ``snapshot`` is what a UI polls at its own frame rate.
 from __future__ import annotations
 
 import bisect
+import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -70,7 +71,9 @@ class TurnRecorder:
     probe: SavedProbe | None = None  # this target's saved probe: splits the server's wait (telemetry.probe_split)
 
     def __post_init__(self) -> None:
-        self.started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        wall_ns = time.time_ns()
+        self.started_at = datetime.fromtimestamp(wall_ns / 1e9, UTC).isoformat(timespec="milliseconds")
+        self.wall_offset_ns = wall_ns - ev.now_ns()  # monotonic stamp + this = wall clock (the record's sent_at)
         # Set by backends.finish when the turn has ended: the record as logged and sunk, and why
         # the log write failed, if it did.
         self.delivered: TurnRecord | None = None
@@ -328,6 +331,7 @@ class TurnRecorder:
             session_id=self.session_id,
             turn_index=self.turn_index,
             started_at=self.started_at,
+            wall_offset_ns=self.wall_offset_ns,
             provider=self.provider,
             api=self.api,
             model=self.model,

@@ -39,6 +39,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("session_id", "str"),
     Column("turn_index", "int", "0-based"),
     Column("started_at", "str", "ISO 8601 UTC"),
+    Column("sent_at", "str", "ISO 8601 UTC to the microsecond: the wall clock of events_ms' origin, the first send"),
     *_cols("", "str", "provider api model base_url"),
     Column("settings.stream", "bool"),
     Column("settings.max_output_tokens", "int"),

@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
+from backends.finish import finish_turn
 from telemetry import events as ev
 from telemetry.export import export
 from telemetry.log import SessionLog, Skipped, data_dir
@@ -278,7 +279,7 @@ class ChatApp(App[None]):
         try:
             record = (await live.wait()).to_dict()
         except Exception as exc:  # should not happen: the runner turns every failure into a record
-            record = live.recorder.finish().to_dict()
+            record = finish_turn(live.recorder, self.session.log).to_dict()  # logged and sunk, if not yet
             self.notify(f"turn ended abnormally: {exc}", severity="error")
         if self._tick_timer is not None:
             self._tick_timer.pause()
