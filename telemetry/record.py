@@ -13,7 +13,7 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
@@ -197,6 +197,8 @@ class TurnRecord:
             "metrics": _metrics(data),
             "tokens": build(TokenCounts, {"source": "", **_object(data, "tokens")}, "tokens"),
             "chunks": tuple(_chunk(c, f"chunks[{i}]") for i, c in enumerate(_list(data, "chunks"))),
+            # sent_at is the wall clock at the first send, which is 0 on this record's clock.
+            "wall_offset_ns": _wall_ns(data.get("sent_at")) if sent is not None else None,
         }
         hints = field_types(cls)
         for f in dataclasses.fields(cls):
@@ -225,6 +227,21 @@ def typed_records(dicts: Iterable[object]) -> list[TurnRecord]:
 
 # Text fields that a well-formed old line may hold as null: read as empty.
 _TEXT_FIELDS = ("started_at", "provider", "api", "model", "prompt", "answer", "reasoning", "diagnosis")
+
+
+def _wall_ns(sent_at: object) -> int | None:
+    """``sent_at`` (ISO 8601, to the microsecond) as ns since the epoch, without float rounding."""
+    if sent_at is None:
+        return None
+    if not isinstance(sent_at, str):
+        raise RecordError(f"sent_at is {kind_of(sent_at)}, not a time")
+    try:
+        when = datetime.fromisoformat(sent_at)
+    except ValueError:
+        raise RecordError("sent_at is not an ISO 8601 time") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
 
 
 def _metrics(data: Mapping[str, Any]) -> TurnMetrics:

@@ -70,6 +70,7 @@ def test_a_full_record_reads_back_field_for_field() -> None:
     assert [c.kind for c in rec.chunks] == ["reasoning", "text", "tool", "text"]
     # The clock starts at the first send, so the final attempt's send is where the log put it.
     assert rec.timestamps.sent == 0 and rec.timestamps.final_sent == 300_000_000
+    assert d["sent_at"] and rec.sent_at() == d["sent_at"]  # the wall clock of the first send survives
 
 
 @pytest.mark.parametrize("end", ["ok", "error", "cancelled"])
@@ -161,6 +162,7 @@ def test_missing_and_unknown_fields_take_defaults() -> None:
         (lambda d: d.update(schema="ttft.turn/99"), "ttft.turn/99"),
         (lambda d: d.update(events_ms={"first_token": "soon"}), "events_ms.first_token"),
         (lambda d: d.update(server="llama"), "server"),
+        (lambda d: d.update(sent_at="yesterday"), "sent_at"),
     ],
 )
 def test_a_wrong_field_is_named(change: Any, named: str) -> None:
