@@ -197,8 +197,7 @@ class TurnRecord:
             "metrics": _metrics(data),
             "tokens": build(TokenCounts, {"source": "", **_object(data, "tokens")}, "tokens"),
             "chunks": tuple(_chunk(c, f"chunks[{i}]") for i, c in enumerate(_list(data, "chunks"))),
-            # sent_at is the wall clock at the first send, which is 0 on this record's clock.
-            "wall_offset_ns": _wall_ns(data.get("sent_at")) if sent is not None else None,
+            "wall_offset_ns": _wall_offset(data.get("sent_at"), sent),
         }
         hints = field_types(cls)
         for f in dataclasses.fields(cls):
@@ -229,19 +228,18 @@ def typed_records(dicts: Iterable[object]) -> list[TurnRecord]:
 _TEXT_FIELDS = ("started_at", "provider", "api", "model", "prompt", "answer", "reasoning", "diagnosis")
 
 
-def _wall_ns(sent_at: object) -> int | None:
-    """``sent_at`` (ISO 8601, to the microsecond) as ns since the epoch, without float rounding."""
-    if sent_at is None:
+def _wall_offset(sent_at: object, sent: int | None) -> int | None:
+    """The offset that turns this clock (0 at the first send) back into the logged ``sent_at``."""
+    if sent is None or not isinstance(sent_at, str):
         return None
-    if not isinstance(sent_at, str):
-        raise RecordError(f"sent_at is {kind_of(sent_at)}, not a time")
     try:
         when = datetime.fromisoformat(sent_at)
     except ValueError:
         raise RecordError("sent_at is not an ISO 8601 time") from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
+        return None  # a wall clock with no zone names no instant
+    epoch_us = (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    return epoch_us * 1000 - sent
 
 
 def _metrics(data: Mapping[str, Any]) -> TurnMetrics:

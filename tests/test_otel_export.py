@@ -221,3 +221,16 @@ def test_odd_records_give_a_valid_document_not_an_error(records: list[dict[str, 
     metrics = _metrics(odd, tmp_path)
     points = metrics["gen_ai.client.operation.duration"].histogram.data_points
     assert sum(p.count for p in points) == 4  # the turn without a usable total_ms adds no duration
+
+
+def test_sent_at_reads_back_into_the_typed_record(records: list[dict[str, Any]]) -> None:
+    from telemetry.record import TurnRecord
+    from telemetry.typed_read import RecordError
+
+    rec = records[0]
+    assert TurnRecord.from_dict(rec).sent_at() == rec["sent_at"] and rec["sent_at"].endswith("+00:00")
+    assert TurnRecord.from_dict({**rec, "sent_at": None}).sent_at() is None  # an older line
+    with pytest.raises(RecordError, match="sent_at"):
+        TurnRecord.from_dict({**rec, "sent_at": "soon"})
+    for unusable in (5, "2026-01-02T03:04:05"):  # not text, or no zone: no instant, so no wall clock
+        assert TurnRecord.from_dict({**rec, "sent_at": unusable}).sent_at() is None

@@ -6,8 +6,10 @@ The REST shape read here (``/v1/projects/default/spans``: ``name``, ``span_kind`
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,7 +21,14 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("phoenix")
+# `phoenix serve` from this interpreter when phoenix is importable, else the `phoenix` command on PATH
+# (installed on its own, e.g. with pipx: it pins many packages of its own).
+if importlib.util.find_spec("phoenix") is not None:
+    SERVE = [sys.executable, "-m", "phoenix.server.main", "serve"]
+elif shutil.which("phoenix"):
+    SERVE = [str(shutil.which("phoenix")), "serve"]
+else:
+    pytest.skip("Arize Phoenix is not installed (pip install arize-phoenix)", allow_module_level=True)
 
 from tests.fakes import FakeServer, Schedule
 
@@ -47,8 +56,8 @@ def phoenix(tmp_path: Path) -> Iterator[str]:
         "PHOENIX_HOST": "127.0.0.1",
         "PHOENIX_WORKING_DIR": str(tmp_path / "phoenix"),
     }
-    proc = subprocess.Popen(  # `phoenix serve`, as the README says, from this interpreter
-        [sys.executable, "-m", "phoenix.server.main", "serve"],
+    proc = subprocess.Popen(  # `phoenix serve`, as the README says
+        SERVE,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -19,6 +19,7 @@ from telemetry.diagnosis import diagnose_turn
 from telemetry.probe_result import CacheFit, Estimate, ProbeFit
 from telemetry.probe_split import SavedProbe, server_wait_ms, split_server_wait
 from telemetry.probe_store import probe_path, save_probe, saved_probe
+from telemetry.record import TurnRecord
 from tests.turns import at, recorder
 
 # 40 ms at no input, 38 ms more per 1k fresh input tokens.
@@ -181,4 +182,4 @@ def test_without_a_probe_or_a_first_token_nothing_is_added(monkeypatch: pytest.M
     assert plain["metrics"]["expected_prefill_ms"] is None and "probe of" not in plain["diagnosis"]
     # Logged records are re-diagnosed the same way: the sentence comes from the record alone.
     probed = _turn(monkeypatch, _wait(1200.0, 700.0), PROBE)
-    assert diagnose_turn(probed) == probed["diagnosis"]
+    assert diagnose_turn(TurnRecord.from_dict(probed)) == probed["diagnosis"]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from telemetry import events as ev
-from telemetry.diagnosis import diagnose_turn
+from telemetry.diagnosis import diagnose_session, diagnose_turn
+from telemetry.record import TurnRecord, typed_records
 from telemetry.timeline import turn_timeline
 from telemetry.wire import HttpInfo
 from tests.turns import at, play, stream
@@ -78,15 +79,13 @@ def test_the_timeline_splits_the_wait_on_the_shared_axis() -> None:
 def test_old_records_without_the_fields_still_draw_and_diagnose() -> None:
     d = wired(server=1900, first_token=20)
     del d["metrics"]["wait_ms"], d["http"]
-    assert "shorten the prompt" in diagnose_turn(d)
+    assert "shorten the prompt" in diagnose_turn(TurnRecord.from_dict(d))  # an older line, read back
     assert turn_timeline(d).segments[0].phase == "waiting"
 
 
 def test_the_session_verdict_names_the_server_when_its_part_dominates() -> None:
-    from telemetry.diagnosis import diagnose_session
-
     recs = [wired(send=5, server=3000, first_token=40) for _ in range(3)]
-    v = diagnose_session(recs)
+    v = diagnose_session(typed_records(recs))
     assert "before the first token: the server's part (100% of it)" in v and "not the network" in v
     old = [play(stream(first_ms=4000, gap_ms=10, visible=20)) for _ in range(3)]
-    assert "prompt length, queueing or retries dominate" in diagnose_session(old)
+    assert "prompt length, queueing or retries dominate" in diagnose_session(typed_records(old))

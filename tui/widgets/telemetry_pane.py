@@ -128,18 +128,12 @@ def _server_lines(t: Text, timings: Sequence[ServerTimings]) -> None:
 def _wait_rows(t: Text, wait: WaitSplit | None, http: HttpInfo | None) -> None:
     """The wait's split (``metrics.wait_ms``) and the response's facts (``http``): what a ticket quotes."""
     if wait is not None and (wait.network_ms > 0 or http is not None):
-        parts = [("retries", wait.retries), ("pool", wait.pool)]
-        shown = [f"{name} {fmt_ms(v)}" for name, v in parts if v >= 1]
-        shown += [f"network {fmt_ms(wait.network_ms)}", f"server {fmt_ms(wait.server)}"]
-        shown.append(f"first token {fmt_ms(wait.first_token)}")
-        _row(t, "  wait", " · ".join(shown))
+        pool = f" · pool {fmt_ms(wait.pool)}" if wait.pool >= 1 else ""  # earlier attempts: the retries row
+        _row(t, "  wait", f"server {fmt_ms(wait.server)} · first token {fmt_ms(wait.first_token)}{pool}")
+        parts = [(name, v) for name, v in (("dns", wait.dns), ("connect", wait.connect), ("TLS", wait.tls)) if v > 0]
+        parts.append(("send", wait.send))
+        _row(t, "  network", f"{fmt_ms(wait.network_ms)}: " + ", ".join(f"{n} {fmt_ms(v)}" for n, v in parts))
         conn = " · ".join(x for x in (http.connection, http.http_version) if x) if http else ""
-        _row(
-            t,
-            "  network",
-            f"dns {fmt_ms(wait.dns)} · connect {fmt_ms(wait.connect)} · TLS {fmt_ms(wait.tls)}"
-            f" · send {fmt_ms(wait.send)}",
-        )
         if conn:
             _row(t, "  connection", conn)
     if http is None:
