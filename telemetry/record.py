@@ -255,6 +255,9 @@ def _metrics(data: Mapping[str, Any]) -> TurnMetrics:
     return m
 
 
+_MAX_MS = 1e15  # ~30 years: a finite time whose ns fit any clock
+
+
 def _ns(value_ms: float | None, where: str = "a time") -> int | None:
     """A time in ms since the first send as ns on a clock that starts there (exact for logged ns)."""
     if value_ms is None:
@@ -311,6 +314,12 @@ def _error(e: object) -> ErrorInfo | None:
 
 def _chunk(c: object, where: str) -> Chunk:
     """A ``/2`` chunk object or a ``/1`` ``[t_ms, kind, tokens]`` triple."""
+    # The common case first, checked inline: a record has hundreds of chunks and a front end reads
+    # whole sessions; the general path below is for naming what is wrong.
+    if type(c) is dict:
+        t, kind, n = c.get("t_ms"), c.get("kind"), c.get("tokens")
+        if type(t) is float and type(kind) is str and type(n) is int and -_MAX_MS < t < _MAX_MS:
+            return Chunk(round(t * NS_PER_MS), kind, n)
     if isinstance(c, list | tuple) and len(c) == 3:
         c = {"t_ms": c[0], "kind": c[1], "tokens": c[2]}
     if not isinstance(c, Mapping):
