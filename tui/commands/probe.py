@@ -129,7 +129,7 @@ def _done_progress() -> None:
 
 
 def _report(args: argparse.Namespace, backend: Any, result: Any, log: Any) -> int:
-    from telemetry.probe_fit import levers
+    from telemetry.probe_fit import curvature_note, levers
     from telemetry.probe_store import save_probe
     from tui.charts import probe_chart
 
@@ -142,6 +142,8 @@ def _report(args: argparse.Namespace, backend: Any, result: Any, log: Any) -> in
         print(visible_controls(chart.terminal()))
         for line in figure_lines(fit, result.engine_prefill_per_1k):
             print(line)
+        if note := curvature_note(fit):
+            print(note)
         print(levers(fit, result.plan.design.cache_prefix))
     for err in getattr(log, "write_errors", ()):
         _err(str(err))
