@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from telemetry.duration import fmt_ms, unit_for
 from telemetry.probe_result import CacheFit, Estimate, PointKind, ProbeFit, ProbePoint
 
 N_BOOT = 600
@@ -159,17 +160,13 @@ def fit_cache(points: Sequence[ProbePoint], *, seed: int = 0) -> CacheFit:
 
 # --- plain words ----------------------------------------------------------------------------
 def _dur(ms: float) -> str:
-    if abs(ms) >= 1000:
-        return f"{ms / 1000:.1f} s"
-    return f"{ms:.1f} ms" if abs(ms) < 100 else f"{ms:.0f} ms"
+    return fmt_ms(ms, digits=None)
 
 
 def _range(e: Estimate) -> str:
-    if abs(e.value) >= 1000:
-        return f"{e.low / 1000:.1f}–{e.high / 1000:.1f} s"
-    if abs(e.value) < 100:
-        return f"{e.low:.1f}–{e.high:.1f}"
-    return f"{e.low:.0f}–{e.high:.0f}"
+    """Both ends in the value's unit: 40–45 ms, 1.2–1.4 s."""
+    unit = unit_for(e.value)
+    return f"{fmt_ms(e.low, digits=None, unit=unit, bare=True)}–{fmt_ms(e.high, digits=None, unit=unit)}"
 
 
 def _k(tokens: float) -> str:

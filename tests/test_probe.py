@@ -51,7 +51,7 @@ def test_json_recovers_the_servers_costs(srv: PrefillServer, env: Path, tmp_path
     assert _probe(srv, "--quick", "--json", "--out", str(out)) == 0
     captured = capsys.readouterr()
     d = json.loads(captured.out)
-    assert set(d) == FIT_KEYS | {"points"}
+    assert set(d) == FIT_KEYS | {"points", "schema"} and d["schema"] == "ttft.probe/1"
 
     slope_truth = PREFILL_MS_PER_TOKEN * 1000
     slope = d["prefill_ms_per_1k_input_tokens"]
