@@ -31,7 +31,8 @@ HEADER_MODEL_W = 40  # the turn header's provider · model: one line of the 64-c
 
 
 def _row(t: Text, label: str, value: str | Text, style: str = "") -> None:
-    t.append(f"{label:<{LABEL_W}}", style="dim")
+    # at least one space: a label as long as the column must not run into its value
+    t.append(f"{label:<{LABEL_W}} " if len(label) >= LABEL_W else f"{label:<{LABEL_W}}", style="dim")
     t.append(value if isinstance(value, Text) else Text(value, style=style))
     t.append("\n")
 
