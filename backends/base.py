@@ -7,7 +7,7 @@ cancellation) must close the HTTP stream / stop the engine at once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -35,6 +35,15 @@ class ChatRequest:
             if m.role == "user":
                 return m.content
         return ""
+
+
+def build_request(
+    prompt: str, *, system: str | None = None, history: Sequence[Message] = (), settings: TurnSettings | None = None
+) -> ChatRequest:
+    """The one way a turn's request is put together: the system prompt (when there is one), the
+    conversation so far, then the new user prompt. The chat, ``ask`` and compare all call this."""
+    head = (Message("system", system),) if system else ()
+    return ChatRequest((*head, *history, Message("user", prompt)), settings or TurnSettings())
 
 
 class Backend(Protocol):

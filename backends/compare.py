@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from backends.base import Backend, ChatRequest, Message
+from backends.base import Backend, ChatRequest, Message, build_request
 from backends.finish import finish_turn
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
@@ -207,8 +207,7 @@ class CompareRunner:
 
     # --- internals ----------------------------------------------------------------------
     def _request(self, pane: ComparePane, prompt: str) -> ChatRequest:
-        msgs = ([Message("system", self.system)] if self.system else []) + [*pane.history, Message("user", prompt)]
-        return ChatRequest(tuple(msgs), pane.settings)
+        return build_request(prompt, system=self.system, history=pane.history, settings=pane.settings)
 
     def _recorder(self, i: int, request: ChatRequest, prompt_index: int, trial: int, position: int) -> TurnRecorder:
         extra = {

@@ -27,8 +27,8 @@ steps (TCP connect, TLS handshake, request headers and body written) come back a
 :class:`telemetry.events.WireStep` events the moment each begins, so the wait can be split
 (``telemetry.wire``) and the live line can name the phase. Name resolution happens inside
 httpcore2's TCP connect, where no trace sees it; the pool's network backend is wrapped
-(:class:`_ResolvingBackend`) so that it resolves first, timed, then connects to the
-addresses in order. The response hook reads the headers' ``http`` facts
+(:class:`backends.resolve.ResolvingBackend`) so that it resolves first, timed, then connects to the
+addresses (happy eyeballs). The response hook reads the headers' ``http`` facts
 (``backends.http_meta``).
 
 Routing: several turns may share one client (and its connection pool), so each turn
@@ -41,22 +41,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import email.utils
-import ipaddress
 import itertools
 import os
-import socket
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import httpcore2
 import httpx2
 
 from backends.http_meta import http_info
+from backends.resolve import RESOLVED, time_dns
 from telemetry import events as ev
 
 # httpx2 imports its async backend on the first connection (50-200 ms): do it now, not inside the first TTFT.
@@ -128,9 +125,9 @@ class Probe:
                 self.step(attempt, phase)
                 if phase == "connect":
                     self.connected = True
-                    _RESOLVED.set(lambda p: self.step(attempt, p))
+                    RESOLVED.set(lambda p: self.step(attempt, p))
             elif name.startswith("connection.connect_tcp."):
-                _RESOLVED.set(None)
+                RESOLVED.set(None)
 
         return trace
 
@@ -153,83 +150,6 @@ _TRACE_PHASE = {
     "http11.send_request_body.complete": "server",
     "http2.send_request_body.complete": "server",
 }
-# While a traced attempt connects: how the resolving backend reports its dns/connect steps.
-_RESOLVED: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar("ttft_resolved", default=None)
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
-class _ResolvingBackend(httpcore2.AsyncNetworkBackend):
-    """httpcore2's network backend, resolving the host name itself first so the lookup is timed.
-
-    Then it connects to the resolved addresses in the resolver's order, the next one when one
-    fails, all within the one connect timeout (httpcore2's own backend does the same lookup
-    inside its connect, untimed). An IP address goes straight through.
-    """
-
-    def __init__(self, inner: httpcore2.AsyncNetworkBackend) -> None:
-        self._inner = inner
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        report = _RESOLVED.get()
-        if _is_ip(host):
-            return await self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        if report is not None:
-            report("dns")
-        try:
-            async with asyncio.timeout_at(deadline):
-                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except TimeoutError as exc:
-            raise httpcore2.ConnectTimeout(f"resolving {host} timed out") from exc
-        except OSError as exc:
-            raise httpcore2.ConnectError(str(exc)) from exc
-        if report is not None:
-            report("connect")
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-        error: Exception = httpcore2.ConnectError(f"{host} resolved to no address")
-        for address in addresses:
-            left = None if deadline is None else max(0.0, deadline - loop.time())
-            try:
-                return await self._inner.connect_tcp(address, port, left, local_address, socket_options)
-            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
-                error = exc
-        raise error
-
-    async def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore2.AsyncNetworkStream:
-        return await self._inner.connect_unix_socket(path, timeout, socket_options)
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-def _time_dns(client: httpx2.AsyncClient) -> None:
-    """Wrap the direct (no proxy) pool's network backend in :class:`_ResolvingBackend`.
-
-    Private attributes of httpx2/httpcore2, checked by type: if a release moves them, the
-    lookup simply stays inside ``connect`` (no dns phase), nothing breaks.
-    """
-    pool = getattr(getattr(client, "_transport", None), "_pool", None)
-    if type(pool) is httpcore2.AsyncConnectionPool:
-        inner = getattr(pool, "_network_backend", None)
-        if isinstance(inner, httpcore2.AsyncNetworkBackend) and not isinstance(inner, _ResolvingBackend):
-            pool._network_backend = _ResolvingBackend(inner)
 
 
 class _StampedStream(httpx2.AsyncByteStream):
@@ -315,7 +235,7 @@ class InstrumentedHTTP:
             verify=True if tls else no_tls_context(),
             event_hooks={"request": [self._on_request], "response": [self._on_response]},
         )
-        _time_dns(self.client)
+        time_dns(self.client)
 
     def new_probe(self) -> Probe:
         p = Probe()

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+import httpcore2
 import httpx2
 
 from backends.http import Probe, no_tls_context, parse_retry_after
@@ -205,7 +206,9 @@ class AiohttpClient:
         connector = aiohttp.TCPConnector(
             limit=self.max_connections or 100,
             limit_per_host=0,
-            ssl=True if self.tls else no_tls_context(),
+            # httpx2's trust (SSL_CERT_FILE / SSL_CERT_DIR read now, as the SDK clients do), not aiohttp's
+            # context built when aiohttp was imported.
+            ssl=httpcore2.default_ssl_context() if self.tls else no_tls_context(),
             ttl_dns_cache=300,
         )
         # No per-read timeout: aiohttp re-arms it on every socket read (a timer per chunk). The wait

@@ -1,7 +1,7 @@
 """The load driver behind ``ttft bench``: many concurrent turns, each recorded like any other.
 
 Every request goes through :func:`backends.turn.run_turn` with its own recorder, so every
-request is a complete ``ttft.turn/1`` record (tagged ``extra.bench``), ended by
+request is a complete ``ttft.turn`` record (tagged ``extra.bench``), ended by
 :func:`backends.finish.finish_turn` and so seen by the same sinks (OpenTelemetry) as a chat turn. Two kinds of level:
 
 - closed loop (``mode="concurrency"``): ``c`` users, each sending its next request as soon
@@ -439,7 +439,12 @@ def _worker_level(
         finally:
             await backend.aclose()
 
+    _otel_in_worker()
     res = asyncio.run(main())
+    from backends.otel import installed
+
+    if (push := installed()) is not None:
+        push.flush()  # a pool worker may never run its exit handlers: hand this level's spans over now
     for r in res.records:
         r["extra"]["bench"]["level"] = level  # the whole level, not this worker's share
     return res.records, res.client
@@ -458,7 +463,16 @@ def _pool_size(cfg: LoadConfig) -> int:
 
 
 def _noop() -> int:
+    _otel_in_worker()
     return 0
+
+
+def _otel_in_worker() -> None:
+    """A worker process's turns reach the live OTel push too (configured by the same variables);
+    the SDK is imported here, before anything is timed."""
+    from backends.otel import install
+
+    install(eager=True)
 
 
 class LoadRunner:

@@ -17,6 +17,7 @@ then fewer long inputs, then fewer long outputs) until it fits.
 from __future__ import annotations
 
 import random
+import secrets
 from dataclasses import dataclass
 
 from telemetry.probe_result import PointKind
@@ -38,6 +39,7 @@ _WORDS = (
     "right look think also around another came come work three word must because does part even place well"
 )
 WORDS = tuple(_WORDS.split())
+STORY_TOPICS = ("a dragon and a village", "a lighthouse keeper", "a lost map", "a clockmaker", "two rival bakers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,10 +148,18 @@ def _steps(d: Design, seed: int) -> tuple[Step, ...]:
     return tuple(out)
 
 
-def make_plan(context_tokens: int | None = None, *, quick: bool = False, budget: int | None = None) -> ProbePlan:
-    """The plan, shrunk to ``budget`` tokens when one is given; BudgetError when even the least cannot fit."""
+def make_plan(
+    context_tokens: int | None = None, *, quick: bool = False, budget: int | None = None, seed: int | None = None
+) -> ProbePlan:
+    """The plan, shrunk to ``budget`` tokens when one is given; BudgetError when even the least cannot fit.
+
+    ``seed``: the texts' seed; by default a fresh one per run, because a server with a prefix cache
+    keeps the last run's texts, and a repeated text would read as a prefill that costs nothing.
+    """
+    if seed is None:
+        seed = secrets.randbits(32)
     d = design_for(context_tokens, quick)
-    plan = ProbePlan(d, _steps(d, 0), quick)
+    plan = ProbePlan(d, _steps(d, seed), quick)
     while budget is not None and plan.tokens > budget:
         if d.trials > MIN_TRIALS:
             d = Design(d.inputs, d.cache_prefix, d.outputs, d.trials - 1)
@@ -163,7 +173,7 @@ def make_plan(context_tokens: int | None = None, *, quick: bool = False, budget:
                 f"the smallest probe needs about {plan.tokens:,} tokens ({plan.requests} requests), "
                 f"more than the budget of {budget:,}"
             )
-        plan = ProbePlan(d, _steps(d, 0), quick)
+        plan = ProbePlan(d, _steps(d, seed), quick)
     return plan
 
 
@@ -171,7 +181,9 @@ def prompt_text(step: Step) -> str:
     """The request's text: unique from its first word (its seed), about ``input_words`` words long."""
     if step.kind == "output":
         rng = random.Random(step.text_seed)
-        return f"Ref {rng.getrandbits(32):08x}. Count upward from 1, one number after another, and do not stop."
+        # A story runs to any length in any model (counting prompts make small models stop after a few tokens).
+        topic = rng.choice(STORY_TOPICS)
+        return f"Ref {rng.getrandbits(32):08x}. Write a very long story about {topic}, with many chapters."
     if step.kind in ("cache_cold", "cache_warm"):
         # The shared prefix, then a short question of its own: only the prefix can be cached.
         prefix = _filler(step.text_seed, step.input_words - 12)

@@ -1,4 +1,4 @@
-"""Per-level figures of a load run, from ``ttft.turn/1`` dicts (pure: no I/O, no drawing).
+"""Per-level figures of a load run, from ``ttft.turn`` dicts (pure: no I/O, no drawing).
 
 A bench run sends N requests at each level (a closed-loop concurrency or an
 open-loop Poisson rate). This module turns the records of one level into the
@@ -25,6 +25,8 @@ import numpy as np
 
 from telemetry.metrics import percentiles
 from telemetry.record import chunk_times_ms
+from telemetry.wire import KEYS as WAIT_KEYS
+from telemetry.wire import WaitSplit
 
 # The client is said to distort what it measures past these (one process).
 CLIENT_LAG_P99_MS = 5.0
@@ -253,8 +255,32 @@ def aggregate_level(
         "client": client,
         "client_bottleneck": client_bottleneck(client),
         "server": _server_summary(ok),
+        "wait_ms": split_summary(ok),  # telemetry.wire: the wait's parts per request, summarised
     }
     out["vllm"] = vllm_summary(out, mode=mode, level=level)
+    return out
+
+
+def split_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Per-level wait parts of completed ``ttft.turn`` dicts: p50/p90/p99 of each key and of the
+    network and server parts, and how many records had a split; None when none had one.
+
+    Under load, a ``server`` part growing from level to level is the server's queue; a
+    ``pool`` part growing is this client's own connection limit.
+    """
+    splits = [w for r in records if (w := WaitSplit.from_dict((r.get("metrics") or {}).get("wait_ms"))) is not None]
+    if not splits:
+        return None
+
+    def pct(values: list[float]) -> dict[str, float | None]:
+        p = percentiles(values)
+        return {k: p[k] for k in ("p50", "p90", "p99")}
+
+    out: dict[str, Any] = {"requests": len(splits)}
+    for key in WAIT_KEYS:
+        out[key] = pct([getattr(w, key) for w in splits])
+    out["network"] = pct([w.network_ms for w in splits])
+    out["server_part"] = pct([w.server_ms for w in splits])
     return out
 
 
@@ -405,13 +431,24 @@ def conclusion(levels: Sequence[dict[str, Any]]) -> str:
     return " ".join(lines)
 
 
+def _wait_keys(lv: dict[str, Any]) -> dict[str, float | None]:
+    """The wait's network and server parts (p50, p99) per level: server growth under load is queueing."""
+    w = lv.get("wait_ms")
+    if not isinstance(w, dict):
+        return {}
+    return {
+        f"{name}_{p}_ms": w[key][p] for name, key in (("wait_network", "network"), ("wait_server", "server_part"))
+        for p in ("p50", "p99")
+    }  # fmt: skip
+
+
 def summary(levels: Sequence[dict[str, Any]], *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run's summary JSON: metadata, one vLLM-keyed entry per level, and the conclusion.
 
     With a single level its vLLM keys are also at the top, as ``vllm bench serve`` writes them.
     """
     out: dict[str, Any] = {"schema": "ttft.bench/1", **(meta or {})}
-    out["levels"] = [{**lv["vllm"], "mode": lv["mode"], "level": lv["level"]} for lv in levels]
+    out["levels"] = [{**lv["vllm"], "mode": lv["mode"], "level": lv["level"], **_wait_keys(lv)} for lv in levels]
     out["details"] = [{k: v for k, v in lv.items() if k != "vllm"} for lv in levels]
     out["conclusion"] = conclusion(levels)
     if len(levels) == 1:

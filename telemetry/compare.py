@@ -1,8 +1,9 @@
 """Side-by-side comparison of panes: rankings, medians/p90, and bootstrap verdicts.
 
-Input is, per pane, the list of ``ttft.turn/1`` dicts that pane produced for the
-same prompt (one per trial). Failed and cancelled turns stay in their pane's
-counts but never enter a metric: a fast error is not a fast answer.
+Input is, per pane, the list of typed ``TurnRecord``s that pane produced for the
+same prompt (one per trial; a logged dict reads back through ``TurnRecord.from_dict``).
+Failed and cancelled turns stay in their pane's counts but never enter a metric: a
+fast error is not a fast answer.
 
 A pair of panes is declared different in a metric only when the 95% bootstrap
 interval of the difference of their medians excludes zero, and only with at
@@ -22,6 +23,7 @@ import numpy as np
 
 from telemetry.export import write_csv, write_jsonl
 from telemetry.metrics import percentiles
+from telemetry.record import TurnRecord
 
 RESAMPLES = 2000
 SEED = 20240607
@@ -34,22 +36,22 @@ class MetricSpec:
     key: str  # column id, also the CSV prefix
     label: str  # column heading
     unit: str  # "ms" or "tokens"
-    get: Callable[[dict[str, Any]], float | None]
+    get: Callable[[TurnRecord], float | None]
     # Verdict phrases, for "A <faster> <amount> <than> B".
     better: str  # e.g. "reaches the first token {amount} sooner than"
     lower_is_better: bool = True
 
 
-def _metric(name: str) -> Callable[[dict[str, Any]], float | None]:
-    def get(rec: dict[str, Any]) -> float | None:
-        v = (rec.get("metrics") or {}).get(name)
+def _metric(name: str) -> Callable[[TurnRecord], float | None]:
+    def get(rec: TurnRecord) -> float | None:
+        v = getattr(rec.metrics, name)
         return float(v) if v is not None else None
 
     return get
 
 
-def _output_tokens(rec: dict[str, Any]) -> float | None:
-    v = (rec.get("tokens") or {}).get("output")
+def _output_tokens(rec: TurnRecord) -> float | None:
+    v = rec.tokens.output
     return float(v) if v is not None else None
 
 
@@ -147,32 +149,34 @@ class Comparison:
 
 
 # --- statistics ----------------------------------------------------------------------
-def pane_stats(pane: str, records: Sequence[dict[str, Any]]) -> PaneStats:
-    good = [r for r in records if r.get("status") == "ok"]
+def pane_stats(pane: str, records: Sequence[TurnRecord]) -> PaneStats:
+    good = [r for r in records if r.status == "ok"]
     metrics: dict[str, MetricStats] = {}
     for m in METRICS:
         vals = [v for v in (m.get(r) for r in good) if v is not None]
         pct = percentiles(vals)
         metrics[m.key] = MetricStats(len(vals), pct["p50"], pct["p90"], tuple(vals))
-    errors = tuple(_error_line(r) for r in records if r.get("status") == "error")
-    first = records[0] if records else {}
+    errors = tuple(_error_line(r) for r in records if r.status == "error")
+    first = records[0] if records else None
     return PaneStats(
         pane=pane,
-        provider=first.get("provider"),
-        model=first.get("model"),
+        provider=first.provider if first else None,
+        model=first.model if first else None,
         turns=len(records),
         ok=len(good),
-        failed=sum(1 for r in records if r.get("status") == "error"),
-        cancelled=sum(1 for r in records if r.get("status") == "cancelled"),
+        failed=sum(1 for r in records if r.status == "error"),
+        cancelled=sum(1 for r in records if r.status == "cancelled"),
         errors=errors,
         metrics=metrics,
     )
 
 
-def _error_line(rec: dict[str, Any]) -> str:
-    e = rec.get("error") or {}
-    status = f"HTTP {e['status_code']} " if e.get("status_code") else ""
-    return f"{status}{e.get('type', 'error')}: {e.get('message', '')}".strip()
+def _error_line(rec: TurnRecord) -> str:
+    e = rec.error
+    if e is None:
+        return "error:"
+    status = f"HTTP {e.status_code} " if e.status_code else ""
+    return f"{status}{e.type}: {e.message}".strip()
 
 
 def rank(metric: str, stats: Mapping[str, PaneStats]) -> Ranking:
@@ -252,7 +256,7 @@ def verdict(metric: str, a: PaneStats, b: PaneStats, *, seed: int = SEED, resamp
 
 
 def compare(
-    per_pane: Mapping[str, Sequence[dict[str, Any]]],
+    per_pane: Mapping[str, Sequence[TurnRecord]],
     *,
     seed: int = SEED,
     resamples: int = RESAMPLES,

@@ -1,6 +1,6 @@
 """One actionable sentence per turn and per session: where the time went.
 
-Works on ``ttft.turn/1`` dicts so that logged turns can be re-diagnosed later.
+Works on typed ``TurnRecord``s; a logged turn is re-diagnosed through ``TurnRecord.from_dict``.
 Rules follow the physics in the metrics reference: a long silence is prefill,
 queueing, retries or hidden reasoning (a shorter prompt helps only the first);
 a slow trickle is decode (fewer output tokens is the strong lever). UX anchors:
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import Any
 
 from telemetry.probe_split import probe_day
-from telemetry.wire import WaitSplit
+from telemetry.record import TurnRecord
+from telemetry.wire import HttpInfo, WaitSplit
 
 GOOD_TTFT_MS = 500.0
 FLOW_MS = 1_000.0
@@ -29,26 +29,25 @@ def _s(ms: float) -> str:
     return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
 
 
-def diagnose_turn(rec: dict[str, Any]) -> str:
-    m = rec.get("metrics") or {}
-    tokens = rec.get("tokens") or {}
-    status = rec.get("status")
-    err = rec.get("error") or {}
-    phases = m.get("phases_ms") or {}
-    ttft, ttfvt, e2e, tpot = m.get("ttft_ms"), m.get("ttfvt_ms"), m.get("e2e_ms"), m.get("tpot_ms")
-    retry = m.get("retry_ms") or 0.0
-    attempts = rec.get("attempts") or 0
+def diagnose_turn(rec: TurnRecord) -> str:
+    m = rec.metrics
+    status = rec.status
+    err = rec.error
+    phases = m.phases_ms
+    ttft, ttfvt, e2e, tpot = m.ttft_ms, m.ttfvt_ms, m.e2e_ms, m.tpot_ms
+    retry = m.retry_ms
+    attempts = len(rec.attempts)
 
     if status == "error":
         where = "before the first token" if ttft is None else f"after {_s(e2e or ttft)} of output"
-        code = f" (HTTP {err['status_code']})" if err.get("status_code") else ""
-        hint = f" {err['hint']}" if err.get("hint") else ""
-        message = str(err.get("message") or "unknown error").rstrip(". ")
+        code = f" (HTTP {err.status_code})" if err and err.status_code else ""
+        hint = f" {err.hint}" if err and err.hint else ""
+        message = ((err.message if err else "") or "unknown error").rstrip(". ")
         return f"The request failed {where}{code}: {message}.{hint}".strip()
     if status == "cancelled":
-        got = m.get("e2e_ms") or m.get("total_ms") or 0.0
+        got = m.e2e_ms or m.total_ms or 0.0
         if ttft is None:
-            return f"Cancelled after {_s(m.get('total_ms') or 0.0)} with no token yet: all of it was waiting."
+            return f"Cancelled after {_s(m.total_ms or 0.0)} with no token yet: all of it was waiting."
         return f"Cancelled {_s(got)} in, after the first token at {_s(ttft)}; the partial answer is kept."
     if ttft is None:
         return "The stream ended without a single token: check the model name and max output tokens."
@@ -58,18 +57,18 @@ def diagnose_turn(rec: dict[str, Any]) -> str:
             f"{attempts - 1} retr{'y' if attempts == 2 else 'ies'} cost {_s(retry)} of the {_s(ttft)} wait: "
             "the provider was rate-limiting or overloaded; slow down or raise the limit."
         )
-    wait = WaitSplit.from_dict(m.get("wait_ms")) if isinstance(rec.get("http"), dict) else None
-    setup = _new_connection(wait, rec.get("http"), ttft)
+    wait = m.wait_ms if rec.http is not None else None
+    setup = _new_connection(wait, rec.http, ttft)
     if setup:
         return setup
-    delay = m.get("reasoning_delay_ms")
+    delay = m.reasoning_delay_ms
     if delay and ttfvt and delay >= 0.5 * ttfvt and ttfvt >= FLOW_MS:
-        est = " (estimated from reasoning tokens)" if m.get("reasoning_delay_estimated") else ""
+        est = " (estimated from reasoning tokens)" if m.reasoning_delay_estimated else ""
         return (
             f"Reasoning took {_s(delay)}{est} of the {_s(ttfvt)} before the first visible word: "
             "lower the reasoning effort or thinking budget for faster answers."
         )
-    n_out = tokens.get("output") or 0
+    n_out = rec.tokens.output or 0
     if e2e and tpot and phases.get("streaming", 0) + phases.get("reasoning", 0) >= 0.6 * e2e and e2e >= ATTENTION_MS:
         return (
             f"The answer was long: {n_out} tokens at {tpot:.0f} ms each took {_s(e2e)}; "
@@ -87,9 +86,9 @@ def diagnose_turn(rec: dict[str, Any]) -> str:
             "shorten the prompt, reuse a cached prefix, or check the server's queue."
         )
     # A single stall inflates the mean TPOT; name it before blaming decode speed.
-    itl = m.get("itl_ms") or {}
-    if itl.get("max") and itl.get("p50") and itl["max"] >= STALL_FACTOR * itl["p50"] and itl["max"] >= FLOW_MS:
-        return f"The stream stalled for {_s(itl['max'])} mid-answer (median gap {itl['p50']:.0f} ms): a server hiccup."
+    gap_max, gap_p50 = m.itl_ms.get("max"), m.itl_ms.get("p50")
+    if gap_max and gap_p50 and gap_max >= STALL_FACTOR * gap_p50 and gap_max >= FLOW_MS:
+        return f"The stream stalled for {_s(gap_max)} mid-answer (median gap {gap_p50:.0f} ms): a server hiccup."
     if tpot and tpot >= READING_TPOT_MS:
         return (
             f"Decode is slow: {tpot:.0f} ms per token ({1000 / tpot:.1f} tokens/s), slower than reading; "
@@ -108,9 +107,9 @@ def diagnose_turn(rec: dict[str, Any]) -> str:
     return f"Responsive: first token in {_s(ttft)}{speed}; nothing to fix."
 
 
-def _new_connection(wait: WaitSplit | None, http: Any, ttft: float) -> str:
+def _new_connection(wait: WaitSplit | None, http: HttpInfo | None, ttft: float) -> str:
     """A fresh connection's set-up (dns + connect + tls) that took a visible share of the wait."""
-    if wait is None or not isinstance(http, dict) or http.get("connection") != "new":
+    if wait is None or http is None or http.connection != "new":
         return ""
     setup = wait.dns + wait.connect + wait.tls
     if setup < NEW_CONNECTION_MS or setup < NEW_CONNECTION_SHARE * ttft:
@@ -152,18 +151,17 @@ def _k_tokens(n: float) -> str:
     return f"{n / 1000:.1f}k" if n >= 1000 else f"{n:.0f}"
 
 
-def _probe_sentence(rec: dict[str, Any], ttft: float) -> str:
+def _probe_sentence(rec: TurnRecord, ttft: float) -> str:
     """With a saved probe: whether the prompt's prefill or the server's queue made a slow wait."""
-    m = rec.get("metrics") or {}
-    expected, queue = m.get("expected_prefill_ms"), m.get("server_queue_ms")
-    if not isinstance(expected, int | float) or not isinstance(queue, int | float) or ttft <= GOOD_TTFT_MS:
+    expected, queue = rec.metrics.expected_prefill_ms, rec.metrics.server_queue_ms
+    if expected is None or queue is None or ttft <= GOOD_TTFT_MS:
         return ""
     if expected + queue < 0.5 * ttft:
         return ""  # the network or retries took most of it: other rules speak to those
-    tokens = rec.get("tokens") or {}
-    fresh = (tokens.get("input") or 0) - (tokens.get("cached_input") or 0)
-    probe = (rec.get("extra") or {}).get("probe") or {}
-    day = probe_day(probe.get("date"))
+    fresh = (rec.tokens.input or 0) - (rec.tokens.cached_input or 0)
+    probe = rec.extra.get("probe")
+    date = probe.get("date") if isinstance(probe, dict) else None
+    day = probe_day(date if isinstance(date, str) else None)
     head = f"{_k_tokens(fresh)} input tokens should prefill in about {_s(expected)} on this model (probe of {day})"
     if queue >= expected:
         return f"{head}; the other {_s(queue)} was the server's queue."
@@ -172,26 +170,40 @@ def _probe_sentence(rec: dict[str, Any], ttft: float) -> str:
     )
 
 
+def _session_wait(ok: Sequence[TurnRecord]) -> str:
+    """Which part of the session's waits dominated, when the turns were split on the wire (else "")."""
+    splits = [r.metrics.wait_ms for r in ok if r.http is not None and r.metrics.wait_ms is not None]
+    total = sum(w.total_ms for w in splits)
+    if not splits or total <= 0:
+        return ""
+    server, net = sum(w.server_ms for w in splits), sum(w.network_ms for w in splits)
+    if server >= 0.7 * total:
+        return f"the server's part ({100 * server / total:.0f}% of it): prompt length or its queue, not the network."
+    if net >= 0.5 * total:
+        return f"the network's part ({100 * net / total:.0f}% of it): new connections or a distant server."
+    return ""
+
+
 def _median(values: Sequence[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
 
 
-def diagnose_session(records: Sequence[dict[str, Any]]) -> str:
+def diagnose_session(records: Sequence[TurnRecord]) -> str:
     if not records:
         return "No turns yet."
-    ok = [r for r in records if r.get("status") == "ok"]
-    failed = sum(1 for r in records if r.get("status") == "error")
+    ok = [r for r in records if r.status == "ok"]
+    failed = sum(1 for r in records if r.status == "error")
     fail_note = f" {failed} of {len(records)} turns failed." if failed else ""
     if not ok:
         return f"No turn completed.{fail_note}".strip()
-    ms_ = [r.get("metrics") or {} for r in ok]
-    ttft = _median([m.get("ttft_ms") for m in ms_])
-    tpot = _median([m.get("tpot_ms") for m in ms_])
-    e2e_total = sum(m.get("e2e_ms") or 0.0 for m in ms_)
-    wait_total = sum((m.get("phases_ms") or {}).get("waiting", 0.0) for m in ms_)
-    think_total = sum((m.get("phases_ms") or {}).get("reasoning", 0.0) for m in ms_)
-    out = _median([(r.get("tokens") or {}).get("output") for r in ok])
+    ms_ = [r.metrics for r in ok]
+    ttft = _median([m.ttft_ms for m in ms_])
+    tpot = _median([m.tpot_ms for m in ms_])
+    e2e_total = sum(m.e2e_ms or 0.0 for m in ms_)
+    wait_total = sum(m.phases_ms.get("waiting", 0.0) for m in ms_)
+    think_total = sum(m.phases_ms.get("reasoning", 0.0) for m in ms_)
+    out = _median([r.tokens.output for r in ok])
     turns = f"{len(ok)} turn" + ("" if len(ok) == 1 else "s")
     head = f"Across {turns}: median TTFT {_s(ttft or 0)}" + (f", TPOT {tpot:.0f} ms" if tpot else "")
     if e2e_total <= 0:
@@ -201,9 +213,8 @@ def diagnose_session(records: Sequence[dict[str, Any]]) -> str:
             f"reasoning took {100 * think_total / e2e_total:.0f}% of the time: lower the effort when speed matters."
         )
     elif wait_total >= 0.5 * e2e_total:
-        verdict = (
-            f"{100 * wait_total / e2e_total:.0f}% of the time was spent before the first token: "
-            "prompt length, queueing or retries dominate, not decode."
+        verdict = f"{100 * wait_total / e2e_total:.0f}% of the time was spent before the first token: " + (
+            _session_wait(ok) or "prompt length, queueing or retries dominate, not decode."
         )
     elif tpot and out:
         verdict = (

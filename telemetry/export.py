@@ -1,5 +1,5 @@
 """Export logged turns as JSONL, flat CSV (the fixed table of ``telemetry.table``), Parquet, or
-OpenTelemetry GenAI metrics (OTLP JSON). An output path of ``-`` is standard output."""
+OpenTelemetry GenAI traces or metrics (OTLP/JSON). An output path of ``-`` is standard output."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
-from urllib.parse import urlsplit
 
-from telemetry import table
+from telemetry import genai, otlp_json, table
 from telemetry.urls import redact_url
 
 TEXT_FIELDS = ("prompt", "answer", "reasoning")
@@ -113,8 +111,20 @@ def _csv_value(value: Any) -> Any:
     return csv_cell(value)
 
 
-def write_csv(records: Iterable[dict[str, Any]], out: Path) -> int:
-    """One row per record under the fixed header of ``telemetry.table`` (one pass, nothing held)."""
+def write_csv(records: Sequence[dict[str, Any]], out: Path) -> int:
+    """Any rows (a comparison's summary and verdicts) as CSV: nested dicts become dotted columns,
+    the header is every key met, in order. Turns go through :func:`write_turns_csv` instead."""
+    columns = list(dict.fromkeys(k for r in records for k in flatten(r)))
+    with open_private(out, newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        for r in records:
+            w.writerow({k: csv_cell(v) for k, v in flatten(r).items()})
+    return len(records)
+
+
+def write_turns_csv(records: Iterable[dict[str, Any]], out: Path) -> int:
+    """One row per turn under the fixed header of ``telemetry.table`` (one pass, nothing held)."""
     n = 0
     with open_private(out, newline="") as f:
         w = csv.writer(f)
@@ -142,127 +152,33 @@ def write_parquet(records: Iterable[dict[str, Any]], out: Path) -> int:
     return frame.height
 
 
-# --- OpenTelemetry GenAI semantic conventions -------------------------------------
-# Histogram metric name -> (unit, how to read it from a turn record).
-def _sec(v: float | None) -> float | None:
-    return None if v is None else v / 1000
-
-
-OTEL_HISTOGRAMS: dict[str, tuple[str, Any]] = {
-    "gen_ai.client.operation.duration": ("s", lambda r: _sec(r["metrics"].get("total_ms"))),
-    "gen_ai.client.operation.time_to_first_chunk": ("s", lambda r: _sec(r["metrics"].get("ttft_ms"))),
-    "gen_ai.client.operation.time_per_output_chunk": ("s", lambda r: _sec(r["metrics"]["itl_ms"].get("p50"))),
-    "gen_ai.server.time_to_first_token": ("s", lambda r: _sec(r["metrics"].get("ttft_ms"))),
-    "gen_ai.server.time_per_output_token": ("s", lambda r: _sec(r["metrics"].get("tpot_ms"))),
-}
-# Default explicit bounds from the semantic conventions' advice for durations (s).
-DURATION_BOUNDS = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92]
-TOKEN_BOUNDS: list[float] = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864]
-
-
-def otel_attributes(rec: dict[str, Any]) -> dict[str, Any]:
-    attrs: dict[str, Any] = {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": rec.get("provider"),
-        "gen_ai.request.model": rec.get("model"),
-        "gen_ai.response.model": rec.get("model"),
-    }
-    if rec.get("base_url"):
-        parts = urlsplit(rec["base_url"])
-        attrs["server.address"] = parts.hostname
-        attrs["server.port"] = parts.port or (443 if parts.scheme == "https" else 80)
-    if rec.get("error"):
-        attrs["error.type"] = rec["error"].get("type")
-    tok = rec.get("tokens") or {}
-    for key, name in (
-        ("input", "gen_ai.usage.input_tokens"),
-        ("output", "gen_ai.usage.output_tokens"),
-        ("reasoning", "gen_ai.usage.reasoning.output_tokens"),
-        ("cached_input", "gen_ai.usage.cache_read.input_tokens"),
-    ):
-        if tok.get(key) is not None:
-            attrs[name] = tok[key]
-    return {k: v for k, v in attrs.items() if v is not None}
-
-
-def _otlp_value(v: Any) -> dict[str, Any]:
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    return {"stringValue": str(v)}
-
-
-def _point(value: float, attrs: dict[str, Any], t_unix_nano: int, bounds: list[float]) -> dict[str, Any]:
-    counts = [0] * (len(bounds) + 1)
-    counts[next((i for i, b in enumerate(bounds) if value <= b), len(bounds))] = 1
-    return {
-        "attributes": [{"key": k, "value": _otlp_value(v)} for k, v in attrs.items()],
-        "timeUnixNano": str(t_unix_nano),
-        "count": "1",
-        "sum": value,
-        "min": value,
-        "max": value,
-        "bucketCounts": [str(c) for c in counts],
-        "explicitBounds": bounds,
-    }
-
-
-def otel_document(records: Iterable[dict[str, Any]], counted: list[int] | None = None) -> dict[str, Any]:
-    """OTLP/JSON ``ExportMetricsServiceRequest``: one histogram data point per turn and metric.
-    The records are read once, one at a time; ``counted`` gets how many there were."""
-    metrics: dict[str, dict[str, Any]] = {}
-    n = 0
-    for rec in records:
-        n += 1
-        t = int(datetime.fromisoformat(rec["started_at"]).timestamp() * 1e9) if rec.get("started_at") else 0
-        attrs = otel_attributes(rec)
-        for name, (unit, read) in OTEL_HISTOGRAMS.items():
-            v = read(rec)
-            if v is None:
-                continue
-            m = metrics.setdefault(name, {"name": name, "unit": unit, "histogram": {"dataPoints": []}})
-            m["histogram"]["dataPoints"].append(_point(v, attrs, t, DURATION_BOUNDS))
-        tok = rec.get("tokens") or {}
-        for ttype in ("input", "output"):
-            if tok.get(ttype) is None:
-                continue
-            m = metrics.setdefault(
-                "gen_ai.client.token.usage",
-                {"name": "gen_ai.client.token.usage", "unit": "{token}", "histogram": {"dataPoints": []}},
-            )
-            m["histogram"]["dataPoints"].append(
-                _point(float(tok[ttype]), {**attrs, "gen_ai.token.type": ttype}, t, TOKEN_BOUNDS)
-            )
-    if counted is not None:
-        counted.append(n)
-    for m in metrics.values():
-        m["histogram"]["aggregationTemporality"] = 1  # DELTA: each point is one turn
-    return {
-        "resourceMetrics": [
-            {
-                "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "ttft"}}]},
-                "scopeMetrics": [{"scope": {"name": "ttft"}, "metrics": list(metrics.values())}],
-            }
-        ]
-    }
-
-
+# --- OpenTelemetry: the mapping is telemetry.genai's (shared with the live push) ------------
 def write_otel(records: Iterable[dict[str, Any]], out: Path) -> int:
+    """OTLP/JSON traces (``ExportTraceServiceRequest``): a collector takes the file as it is
+    (``curl --data-binary @FILE .../v1/traces``). Message text only when
+    ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``, as live."""
     counted: list[int] = []
-    doc = otel_document(records, counted)
+    doc = otlp_json.traces_document(records, capture_content=genai.capture_content(), counted=counted)
     with open_private(out) as f:
-        f.write(json.dumps(doc, indent=1))
+        f.write(json.dumps(doc, ensure_ascii=False))
+    return counted[0]
+
+
+def write_otel_metrics(records: Iterable[dict[str, Any]], out: Path) -> int:
+    """OTLP/JSON metrics (``ExportMetricsServiceRequest``): the GenAI client histograms, cumulative."""
+    counted: list[int] = []
+    doc = otlp_json.metrics_document(records, counted=counted)
+    with open_private(out) as f:
+        f.write(json.dumps(doc, ensure_ascii=False))
     return counted[0]
 
 
 WRITERS: dict[str, Callable[[Iterable[dict[str, Any]], Path], int]] = {
     "jsonl": write_jsonl,
-    "csv": write_csv,
+    "csv": write_turns_csv,
     "parquet": write_parquet,
     "otel": write_otel,
+    "otel-metrics": write_otel_metrics,
 }
 
 

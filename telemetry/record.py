@@ -9,11 +9,16 @@ record dict's chunks, whichever form it holds.
 
 from __future__ import annotations
 
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
-from telemetry.metrics import Chunk, Timestamps, TokenCounts, TurnMetrics
+from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
 from telemetry.settings import TurnSettings
+from telemetry.typed_read import RecordError, build, convert, field_types, kind_of
 from telemetry.wire import HttpInfo
 
 SCHEMA = "ttft.turn/2"
@@ -99,6 +104,16 @@ class TurnRecord:
     extra: dict[str, Any] = field(default_factory=dict)
     notices: dict[str, Any] = field(default_factory=dict)
     http: HttpInfo | None = None  # the final attempt's connection and response headers (telemetry.wire)
+    wall_offset_ns: int | None = None  # a monotonic stamp plus this is the wall clock (ns since the epoch)
+
+    def sent_at(self) -> str | None:
+        """The wall clock of the first send (the origin of ``events_ms``), to the microsecond, UTC."""
+        sent = self.timestamps.sent
+        if sent is None or self.wall_offset_ns is None:
+            return None
+        us = (sent + self.wall_offset_ns) // 1000
+        whole = datetime.fromtimestamp(us // 1_000_000, UTC)  # whole seconds: no float rounding of the us
+        return whole.replace(microsecond=us % 1_000_000).isoformat(timespec="microseconds")
 
     def to_dict(self) -> dict[str, Any]:
         origin = self.timestamps.sent
@@ -108,6 +123,7 @@ class TurnRecord:
             "session_id": self.session_id,
             "turn_index": self.turn_index,
             "started_at": self.started_at,
+            "sent_at": self.sent_at(),
             "provider": self.provider,
             "api": self.api,
             "model": self.model,
@@ -143,3 +159,150 @@ class TurnRecord:
             "diagnosis": self.diagnosis,
             "extra": self.extra,
         }
+
+    @classmethod
+    def from_dict(cls, data: object) -> TurnRecord:
+        """The record a ``ttft.turn`` dict describes, whichever schema wrote it (``/1`` or ``/2``).
+
+        Its clock starts at the first send, as the dict's times do: ``from_dict(d).to_dict() == d``.
+        Absent fields take their defaults, unknown ones are ignored; a field of the wrong type is
+        a ``RecordError`` that names it (see ``telemetry.typed_read``).
+        """
+        if not isinstance(data, Mapping):
+            raise RecordError(f"a turn record is an object, not {kind_of(data)}")
+        schema = data.get("schema", SCHEMA)
+        if schema not in SCHEMAS:
+            shown = repr(schema)[:40] if isinstance(schema, str) else kind_of(schema)
+            raise RecordError(f"schema {shown} is not one this version reads ({', '.join(SCHEMAS)})")
+        for name in ("session_id", "turn_index", "status"):
+            if data.get(name) is None:
+                raise RecordError(f"{name} is missing")
+        events = convert(dict[str, float | None], _object(data, "events_ms"), "events_ms")
+        attempts = tuple(_attempt(a, f"attempt_log[{i}]") for i, a in enumerate(_list(data, "attempt_log")))
+        sent = _ns(events.get("sent"), "events_ms.sent")
+        known: dict[str, Any] = {
+            "settings": build(TurnSettings, _object(data, "settings"), "settings"),
+            "error": _error(data.get("error")),
+            "attempts": attempts,
+            "timestamps": Timestamps(
+                sent=sent,
+                final_sent=attempts[-1].sent_ns if attempts else sent,
+                headers=_ns(events.get("headers"), "events_ms.headers"),
+                first_token=_ns(events.get("first_token"), "events_ms.first_token"),
+                first_visible=_ns(events.get("first_visible"), "events_ms.first_visible"),
+                last_token=_ns(events.get("last_token"), "events_ms.last_token"),
+                end=_ns(events.get("end"), "events_ms.end"),
+            ),
+            "metrics": build(TurnMetrics, _object(data, "metrics"), "metrics"),
+            "tokens": build(TokenCounts, {"source": "", **_object(data, "tokens")}, "tokens"),
+            "chunks": tuple(_chunk(c, f"chunks[{i}]") for i, c in enumerate(_list(data, "chunks"))),
+            "wall_offset_ns": _wall_offset(data.get("sent_at"), sent),
+        }
+        hints = field_types(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in known:
+                continue
+            value = data.get(f.name)
+            if value is None and f.name in _TEXT_FIELDS:
+                value = ""  # well-formed old lines may hold null for a text field
+            if value is None and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING):
+                continue
+            known[f.name] = convert(hints[f.name], value, f.name)
+        return cls(**known)
+
+
+def typed_records(dicts: Iterable[object]) -> list[TurnRecord]:
+    """The typed records of those dicts that are readable ones; any other is left out (a front end
+    summarising a session should show what it can, not fail on one odd line)."""
+    out: list[TurnRecord] = []
+    for d in dicts:
+        try:
+            out.append(TurnRecord.from_dict(d))
+        except RecordError:
+            continue
+    return out
+
+
+# Text fields that a well-formed old line may hold as null: read as empty.
+_TEXT_FIELDS = ("started_at", "provider", "api", "model", "prompt", "answer", "reasoning", "diagnosis")
+
+
+def _wall_offset(sent_at: object, sent: int | None) -> int | None:
+    """The offset that turns this clock (0 at the first send) back into the logged ``sent_at``."""
+    if sent is None or not isinstance(sent_at, str):
+        return None
+    try:
+        when = datetime.fromisoformat(sent_at)
+    except ValueError:
+        raise RecordError("sent_at is not an ISO 8601 time") from None
+    if when.tzinfo is None:
+        return None  # a wall clock with no zone names no instant
+    epoch_us = (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    return epoch_us * 1000 - sent
+
+
+def _ns(value_ms: float | None, where: str = "a time") -> int | None:
+    """A time in ms since the first send as ns on a clock that starts there (exact for logged ns)."""
+    if value_ms is None:
+        return None
+    ns = value_ms * NS_PER_MS
+    if not math.isfinite(ns):
+        raise RecordError(f"{where} is not a finite time")
+    return round(ns)
+
+
+def _object(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = data.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise RecordError(f"{name} is {kind_of(value)}, not an object")
+    return value
+
+
+def _list(data: Mapping[str, Any], name: str) -> list[Any]:
+    value = data.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise RecordError(f"{name} is {kind_of(value)}, not a list")
+    return list(value)
+
+
+def _attempt(a: object, where: str) -> Attempt:
+    if not isinstance(a, Mapping):
+        raise RecordError(f"{where} is {kind_of(a)}, not an object")
+    sent = convert(float | None, a.get("sent_ms"), f"{where}.sent_ms")
+    return Attempt(
+        attempt=convert(int, a.get("attempt", 1), f"{where}.attempt"),
+        sent_ns=_ns(sent, f"{where}.sent_ms") or 0,
+        headers_ns=_ns(convert(float | None, a.get("headers_ms"), f"{where}.headers_ms"), f"{where}.headers_ms"),
+        status=convert(int | None, a.get("status"), f"{where}.status"),
+        retry_after_s=convert(float | None, a.get("retry_after_s"), f"{where}.retry_after_s"),
+    )
+
+
+def _error(e: object) -> ErrorInfo | None:
+    if e is None:
+        return None
+    if not isinstance(e, Mapping):
+        raise RecordError(f"error is {kind_of(e)}, not an object")
+    return ErrorInfo(
+        type=convert(str | None, e.get("type"), "error.type") or "error",
+        message=convert(str | None, e.get("message"), "error.message") or "",
+        status_code=convert(int | None, e.get("status_code"), "error.status_code"),
+        hint=convert(str | None, e.get("hint"), "error.hint"),
+    )
+
+
+def _chunk(c: object, where: str) -> Chunk:
+    """A ``/2`` chunk object or a ``/1`` ``[t_ms, kind, tokens]`` triple."""
+    if isinstance(c, list | tuple) and len(c) == 3:
+        c = {"t_ms": c[0], "kind": c[1], "tokens": c[2]}
+    if not isinstance(c, Mapping):
+        raise RecordError(f"{where} is {kind_of(c)}, not a chunk")
+    return Chunk(
+        t_ns=_ns(convert(float, c.get("t_ms"), f"{where}.t_ms"), f"{where}.t_ms") or 0,
+        kind=convert(str, c.get("kind"), f"{where}.kind"),
+        tokens=convert(int, c.get("tokens"), f"{where}.tokens"),
+    )

@@ -7,6 +7,7 @@ path; ``snapshot`` is what a UI polls at its own frame rate.
 from __future__ import annotations
 
 import bisect
+import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -20,7 +21,7 @@ from telemetry.record import Attempt, ErrorInfo, TurnRecord
 from telemetry.settings import TurnSettings
 from telemetry.speculative import draft_stats, speculative_summary
 from telemetry.tokens import estimate_tokens, tokens_for_chars
-from telemetry.wire import HttpInfo, live_phase
+from telemetry.wire import ENGINE_APIS, HttpInfo, live_phase
 
 RECENT_GAPS = 64  # gaps kept for a live sparkline
 SPEED_WINDOW_NS = 1_000_000_000  # "current speed" looks at the last second
@@ -49,8 +50,8 @@ class Snapshot:
     error: ErrorInfo | None = None
     own_delay_ms: float | None = None  # submit -> first send (so far, while not sent), less any model load
     draft: dict[str, Any] | None = None  # speculative decoding so far (telemetry.speculative), None when none
-    # While waiting: the wire phase the current attempt is in (telemetry.wire.PHASES) and for how long so far;
-    # None without a wire trace (a local engine) or once the first token is in.
+    # While waiting: the wire phase the current attempt is in (telemetry.wire.PHASES, or "prefill" on a local
+    # engine) and for how long so far; None without a wire trace or once the first token is in.
     wait_phase: str | None = None
     wait_phase_ms: float = 0.0
 
@@ -70,7 +71,9 @@ class TurnRecorder:
     probe: SavedProbe | None = None  # this target's saved probe: splits the server's wait (telemetry.probe_split)
 
     def __post_init__(self) -> None:
-        self.started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+        wall_ns = time.time_ns()
+        self.started_at = datetime.fromtimestamp(wall_ns / 1e9, UTC).isoformat(timespec="milliseconds")
+        self.wall_offset_ns = wall_ns - ev.now_ns()  # monotonic stamp + this = wall clock (the record's sent_at)
         # Set by backends.finish when the turn has ended: the record as logged and sunk, and why
         # the log write failed, if it did.
         self.delivered: TurnRecord | None = None
@@ -247,7 +250,11 @@ class TurnRecorder:
                 tps = n / span_s
                 cur_tpot = 1000 / tps
         last = self.attempts[-1] if self.attempts else None
-        wire = live_phase(self.wire_steps, last.headers_ns if last else None) if phase == "waiting" else None
+        wire = None
+        if phase == "waiting" and last is not None:
+            wire = live_phase(self.wire_steps, last.headers_ns, last.status)
+        if wire is None and phase == "waiting" and last is not None and self.api in ENGINE_APIS:
+            wire = ("prefill", last.sent_ns)
         load = None
         if self.load_start_ns is not None:
             load = (self.load_start_ns, self.load_end_ns or now)
@@ -324,6 +331,7 @@ class TurnRecorder:
             session_id=self.session_id,
             turn_index=self.turn_index,
             started_at=self.started_at,
+            wall_offset_ns=self.wall_offset_ns,
             provider=self.provider,
             api=self.api,
             model=self.model,
@@ -346,7 +354,7 @@ class TurnRecorder:
             extra=extra,
             notices=dict(self.notices),
         )
-        self._record = replace(rec, diagnosis=diagnose_turn(rec.to_dict()))
+        self._record = replace(rec, diagnosis=diagnose_turn(rec))
         return self._record
 
 

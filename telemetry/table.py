@@ -7,8 +7,8 @@ a bench turn and a chat turn the same ``extra.*`` columns, so files from differe
 concatenate. Lists and open-ended objects (chunks, the attempt log, the server's own figures)
 are one JSON text column each (``json``). A field a record holds that is not listed here is
 left out of the table (the JSONL export keeps everything): a new record field gets its column
-here, or a JSON column for its whole object until its leaves settle (``metrics.wait_ms``,
-``http``).
+here, or a JSON column for its whole object until its leaves settle (a test names any field
+a real record holds that no column does).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("session_id", "str"),
     Column("turn_index", "int", "0-based"),
     Column("started_at", "str", "ISO 8601 UTC"),
+    Column("sent_at", "str", "ISO 8601 UTC to the microsecond: the wall clock of events_ms' origin, the first send"),
     *_cols("", "str", "provider api model base_url"),
     Column("settings.stream", "bool"),
     Column("settings.max_output_tokens", "int"),
@@ -66,7 +67,8 @@ COLUMNS: tuple[Column, ...] = (
     *_cols("metrics.itl_ms.", "float", "p50 p90 p95 p99 max"),
     *_cols("metrics.", "float", "e2e_ms total_ms output_tokens_per_s decode_tokens_per_s retry_ms queue_ms"),
     *_cols("metrics.", "float", "load_ms own_delay_ms"),
-    Column("metrics.wait_ms", "json", "the wait's phases, when measured"),
+    *_cols("metrics.wait_ms.", "float", "retries pool dns connect tls send server first_token", "the wait, by phase"),
+    *_cols("metrics.", "float", "expected_prefill_ms server_queue_ms", "from a saved probe (ttft probe)"),
     *_cols("metrics.phases_ms.", "float", "waiting reasoning streaming"),
     Column("metrics.speculative.source", "str", "null when nothing was drafted"),
     *_cols("metrics.speculative.", "int", "drafted accepted"),
@@ -75,7 +77,10 @@ COLUMNS: tuple[Column, ...] = (
     Column("metrics.speculative.tokens_per_step", "float"),
     *_cols("tokens.", "int", "input cached_input output reasoning"),
     Column("tokens.source", "str", "usage | estimated"),
-    Column("http", "json", "the connection's own timings, when measured"),
+    *_cols("http.", "str", "connection http_version request_id", "the final attempt's connection"),
+    Column("http.server_processing_ms", "float", "openai-processing-ms"),
+    *_cols("http.ratelimit.", "int", "remaining_requests remaining_tokens"),
+    *_cols("http.ratelimit.", "str", "reset_requests reset_tokens"),
     Column("server", "json", "what the server or engine reported, under its own names"),
     Column("notices", "json", "{key: why} for anything sent other than asked"),
     Column("chunks", "json", "[{t_ms, kind, tokens}]"),
@@ -100,9 +105,12 @@ HEADER: tuple[str, ...] = tuple(c.name for c in COLUMNS)
 _TOP_EXTRA = frozenset(c.name.split(".")[1] for c in COLUMNS if c.name.startswith("extra.") and c.name != "extra.other")
 
 
-def _get(rec: dict[str, Any], path: str) -> Any:
+_PATHS = tuple((c, tuple(c.name.split("."))) for c in COLUMNS)  # split once: row() runs per turn
+
+
+def _get(rec: dict[str, Any], path: tuple[str, ...]) -> Any:
     value: Any = rec
-    for part in path.split("."):
+    for part in path:
         if not isinstance(value, dict):
             return None
         value = value.get(part)
@@ -135,7 +143,7 @@ def row(rec: dict[str, Any]) -> dict[str, Any]:
     extra = rec.get("extra") or {}
     other = {k: v for k, v in extra.items() if k not in _TOP_EXTRA} if isinstance(extra, dict) else {}
     out: dict[str, Any] = {}
-    for c in COLUMNS:
+    for c, path in _PATHS:
         if c.name == "chunks":
             value: Any = chunk_rows(rec)
         elif c.name == "chunk_count":
@@ -143,7 +151,7 @@ def row(rec: dict[str, Any]) -> dict[str, Any]:
         elif c.name == "extra.other":
             value = other or None
         else:
-            value = _get(rec, c.name)
+            value = _get(rec, path)
         out[c.name] = _cast(value, c.type)
     return out
 

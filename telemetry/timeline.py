@@ -1,6 +1,6 @@
 """A turn's phases on its own time axis, for drawing timelines (the drawing itself is the UI's job).
 
-Works on ``ttft.turn/1`` dicts (so logged turns can be redrawn) and on live snapshots.
+Works on ``ttft.turn`` dicts (so logged turns can be redrawn) and on live snapshots.
 Times are ms from the first send; what came before it has a negative start: a local model
 load, and before that ttft's own delay (``client``: the user's submit -> the send, shown once
 it is at least ``OWN_DELAY_SHOWN_MS``).

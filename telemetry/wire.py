@@ -39,7 +39,10 @@ LIVE_LABEL = {
     "send": "sending the request",
     "server": "sent, server working",
     "first_token": "headers in, waiting for the first token",
+    "prefill": "prefill (the engine's server part)",  # a local engine: no wire, its wait is its prefill
+    "backoff": "error response, waiting to retry",  # an error status in, the next attempt not sent yet
 }
+ENGINE_APIS = ("llama.cpp",)  # in-process engines: the live phase of their wait is "prefill"
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,10 +162,12 @@ def split_wait(
     return WaitSplit(retries=(final - first_sent_ns) / NS_PER_MS, **out)
 
 
-def live_phase(steps: Sequence[tuple[str, int]], headers_ns: int | None) -> tuple[str, int] | None:
+def live_phase(
+    steps: Sequence[tuple[str, int]], headers_ns: int | None, status: int | None = None
+) -> tuple[str, int] | None:
     """The phase the current attempt is in and when it began, for the live waiting line."""
     if headers_ns is not None:
-        return "first_token", headers_ns
+        return ("backoff" if status is not None and status >= 400 else "first_token"), headers_ns
     if steps:
         return steps[-1]
     return None  # no wire trace (a local engine): the front end says "waiting for the first token"

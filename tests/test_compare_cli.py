@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from backends.panes import PaneSpec, parse_model
 from telemetry.log import list_sessions, read_records
 from tests.compare_fakes import ScheduledBackend
 from tui import cli
@@ -22,31 +23,38 @@ SCHEDULES = {
 
 @pytest.fixture(autouse=True)
 def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None]]:
+    """The data dir for the session logs; returns the (spec, base URL) of each backend made."""
     monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
-    made: list[tuple[str, str | None]] = []
+    return []
+
+
+def run(argv: list[str], made: list[tuple[str, str | None]] | None = None) -> int:
+    """``ttft ARGV``, with scheduled fakes passed to the command as its backend factory."""
 
     def factory(spec: str, base_url: str | None) -> ScheduledBackend:
-        made.append((spec, base_url))
+        if made is not None:
+            made.append((spec, base_url))
         provider, _, model = spec.partition(":")
         if model not in SCHEDULES:
             raise ValueError(f"unknown model {model!r}")
         return ScheduledBackend(model, provider=provider, base_url=base_url, **SCHEDULES[model])  # type: ignore[arg-type]
 
-    monkeypatch.setattr(cmd, "backend_factory", factory)
-    return made
+    args = cli.build_parser("compare").parse_args(argv)
+    args.started_ns = None
+    return cmd.run(args, factory=factory)
 
 
 def test_parse_model_spec() -> None:
-    assert cmd.parse_model("compat:qwen@http://127.0.0.1:8080/v1", None) == cmd.PaneSpec(
+    assert parse_model("compat:qwen@http://127.0.0.1:8080/v1", None) == PaneSpec(
         "compat:qwen", "http://127.0.0.1:8080/v1"
     )
-    assert cmd.parse_model("openai:gpt-x", "http://h/v1") == cmd.PaneSpec("openai:gpt-x", "http://h/v1")
-    assert cmd.parse_model("compat:org/model@v2", None) == cmd.PaneSpec("compat:org/model@v2", None)
+    assert parse_model("openai:gpt-x", "http://h/v1") == PaneSpec("openai:gpt-x", "http://h/v1")
+    assert parse_model("compat:org/model@v2", None) == PaneSpec("compat:org/model@v2", None)
 
 
 def test_headless_table_and_verdicts(capsys: pytest.CaptureFixture[str], tmp_path: Path, env: list) -> None:
     out_dir = tmp_path / "out"
-    rc = cli.main(
+    rc = run(
         [
             "compare",
             "--headless",
@@ -63,7 +71,8 @@ def test_headless_table_and_verdicts(capsys: pytest.CaptureFixture[str], tmp_pat
             "--out",
             str(out_dir),
             "say hi",
-        ]
+        ],
+        env,
     )
     assert rc == 0
     assert env == [
@@ -95,9 +104,7 @@ def test_headless_table_and_verdicts(capsys: pytest.CaptureFixture[str], tmp_pat
 
 
 def test_headless_json_and_sequential(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = cli.main(
-        ["compare", "--headless", "--json", "--sequential", "-m", "f:quick-start", "-m", "f:quick-decode", "hi"]
-    )
+    rc = run(["compare", "--headless", "--json", "--sequential", "-m", "f:quick-start", "-m", "f:quick-decode", "hi"])
     assert rc == 0
     data = json.loads(capsys.readouterr().out)
     assert data["mode"] == "sequential" and data["trials"] == 1
@@ -107,14 +114,14 @@ def test_headless_json_and_sequential(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_all_failed_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["compare", "--headless", "-m", "f:broken", "-m", "f:broken", "hi"]) == 1
+    assert run(["compare", "--headless", "-m", "f:broken", "-m", "f:broken", "hi"]) == 1
 
 
 def test_bad_spec_is_one_sentence(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["compare", "--headless", "-m", "f:nope", "-m", "f:broken", "hi"]) == 2
+    assert run(["compare", "--headless", "-m", "f:nope", "-m", "f:broken", "hi"]) == 2
     err = capsys.readouterr().err
     assert "unknown model 'nope'" in err and "Traceback" not in err
 
 
 def test_too_many_panes(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["compare", "--headless", *["-m", "f:broken"] * 5, "hi"]) == 2
+    assert run(["compare", "--headless", *["-m", "f:broken"] * 5, "hi"]) == 2

@@ -47,7 +47,7 @@ async def test_parallel_starts_together_and_logs_tags() -> None:
     assert statuses == [["ok", "ok"], ["ok", "ok"], ["error", "error"]]
     assert res.records[2][0].error is not None and res.records[2][0].error.status_code == 503
     # Ranking follows the schedules: A first to the first token, B faster per token.
-    c = compare({p.label: recs for p, recs in zip(ps, res.as_dicts(), strict=True)})
+    c = compare({p.label: recs for p, recs in zip(ps, res.records, strict=True)})
     assert c.rankings["ttft"].winners == ("A",)
     assert c.rankings["tpot"].winners == ("B",)
     assert c.stats["C"].failed == 2 and c.stats["C"].ok == 0

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from telemetry.compare import MIN_TRIALS, bootstrap_median_diff, compare, fmt_amount
+from telemetry.record import TurnRecord
 
 
 def rec(
@@ -16,20 +17,29 @@ def rec(
     ttfvt: float | None = None,
     status: str = "ok",
     model: str = "m",
-) -> dict:
+) -> TurnRecord:
     e2e = None if ttft is None or tpot is None else ttft + tpot * (out - 1)
-    return {
-        "schema": "ttft.turn/1",
-        "provider": "openai",
-        "model": model,
-        "status": status,
-        "error": {"type": "APIError", "message": "boom", "status_code": 500} if status == "error" else None,
-        "metrics": {"ttft_ms": ttft, "ttfvt_ms": ttfvt if ttfvt is not None else ttft, "tpot_ms": tpot, "e2e_ms": e2e},
-        "tokens": {"output": out},
-    }
+    return TurnRecord.from_dict(
+        {
+            "schema": "ttft.turn/1",
+            "session_id": "s",
+            "turn_index": 0,
+            "provider": "openai",
+            "model": model,
+            "status": status,
+            "error": {"type": "APIError", "message": "boom", "status_code": 500} if status == "error" else None,
+            "metrics": {
+                "ttft_ms": ttft,
+                "ttfvt_ms": ttfvt if ttfvt is not None else ttft,
+                "tpot_ms": tpot,
+                "e2e_ms": e2e,
+            },
+            "tokens": {"output": out},
+        }
+    )
 
 
-def noisy(rng: np.random.Generator, n: int, ttft: float, tpot: float, out: int = 100) -> list[dict]:
+def noisy(rng: np.random.Generator, n: int, ttft: float, tpot: float, out: int = 100) -> list[TurnRecord]:
     return [rec(ttft + rng.normal(0, 15), tpot + rng.normal(0, 0.5), out) for _ in range(n)]
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from telemetry import events as ev
 from telemetry.diagnosis import diagnose_session, diagnose_turn
+from telemetry.record import TurnRecord, typed_records
 from tests.turns import at, play, stream
 
 
@@ -59,15 +61,26 @@ def test_cancel_without_tokens() -> None:
 
 def test_session_diagnosis_names_the_dominant_phase() -> None:
     slow_start = [play(stream(first_ms=3000, gap_ms=10, visible=20)) for _ in range(3)]
-    assert "before the first token" in diagnose_session(slow_start)
+    assert "before the first token" in diagnose_session(typed_records(slow_start))
     long_answers = [play(stream(first_ms=200, gap_ms=30, visible=300)) for _ in range(3)]
-    s = diagnose_session(long_answers)
+    s = diagnose_session(typed_records(long_answers))
     assert "Across 3 turns" in s and "shorter answers" in s
     failed = play([ev.AttemptSent(at(0)), ev.Failed(at(5), "auth", "bad key", 401)])
-    assert "1 of 4 turns failed" in diagnose_session([*long_answers, failed])
+    assert "1 of 4 turns failed" in diagnose_session(typed_records([*long_answers, failed]))
     assert diagnose_session([]) == "No turns yet."
 
 
 def test_diagnose_turn_works_on_logged_dicts() -> None:
     rec = play(stream(first_ms=250, gap_ms=20, visible=50))
-    assert diagnose_turn(rec) == rec["diagnosis"]
+    assert diagnose_turn(TurnRecord.from_dict(json.loads(json.dumps(rec)))) == rec["diagnosis"]
+
+
+def test_a_logged_new_connection_and_wire_split_are_read_from_the_typed_record() -> None:
+    d = play(stream(first_ms=600, gap_ms=10, visible=20))
+    wait = {"dns": 100.0, "connect": 100.0, "tls": 200.0, "send": 1.0, "server": 150.0, "first_token": 49.0}
+    d = {**d, "http": {"connection": "new", "http_version": "HTTP/1.1"}, "metrics": {**d["metrics"], "wait_ms": wait}}
+    rec = TurnRecord.from_dict(d)
+    assert rec.http is not None and rec.metrics.wait_ms is not None
+    assert diagnose_turn(rec).startswith("A new TLS connection cost 400 ms of the 600 ms wait")
+    # Without the http object (a record from before it existed) the split is not trusted.
+    assert not diagnose_turn(TurnRecord.from_dict({**d, "http": None})).startswith("A new")

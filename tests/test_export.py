@@ -1,4 +1,4 @@
-"""Export: JSONL, flat CSV and OpenTelemetry GenAI names, with and without the text."""
+"""Export: JSONL and flat CSV, with and without the text (OpenTelemetry: test_otel_export.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from telemetry import events as ev
 from telemetry import table
-from telemetry.export import export, otel_document
+from telemetry.export import export
 from telemetry.log import SessionLog
 from tests.turns import at, play, stream
 from tui.cli import main
@@ -108,28 +108,6 @@ def test_stdout_holds_only_the_data_in_a_real_pipe(records: list[dict], tmp_path
     assert "wrote 2 turns" in p.stderr and "wrote" not in p.stdout
 
 
-def test_otel_names_units_and_attributes(records: list[dict]) -> None:
-    doc = otel_document(records)
-    metrics = {m["name"]: m for m in doc["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]}
-    assert metrics["gen_ai.client.operation.time_to_first_chunk"]["unit"] == "s"
-    assert metrics["gen_ai.client.token.usage"]["unit"] == "{token}"
-    ttfc = metrics["gen_ai.client.operation.time_to_first_chunk"]["histogram"]["dataPoints"]
-    assert len(ttfc) == 1 and ttfc[0]["sum"] == pytest.approx(0.2)
-    attrs = {a["key"]: a["value"] for a in ttfc[0]["attributes"]}
-    assert attrs["gen_ai.provider.name"] == {"stringValue": "openai"}
-    assert attrs["gen_ai.operation.name"] == {"stringValue": "chat"}
-    assert attrs["server.address"] == {"stringValue": "127.0.0.1"}
-    assert attrs["gen_ai.usage.output_tokens"] == {"intValue": "7"}
-    durations = metrics["gen_ai.client.operation.duration"]["histogram"]["dataPoints"]
-    err_attrs = {a["key"]: a["value"] for a in durations[1]["attributes"]}
-    assert err_attrs["error.type"] == {"stringValue": "rate_limit"}
-    token_types = {
-        next(a["value"]["stringValue"] for a in p["attributes"] if a["key"] == "gen_ai.token.type")
-        for p in metrics["gen_ai.client.token.usage"]["histogram"]["dataPoints"]
-    }
-    assert token_types == {"input", "output"}
-
-
 def test_export_and_sessions_commands(records: list[dict], tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
     log = SessionLog("20260102-030405-abcd")
@@ -150,3 +128,16 @@ def test_version_and_help(capsys) -> None:
         main(["--version"])
     assert e.value.code == 0
     assert capsys.readouterr().out.startswith("ttft ")
+
+
+def test_parquet_without_polars_says_so(records: list[dict], tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+    log = SessionLog("20260102-030405-abcd")
+    for r in records:
+        log.append(r)
+    monkeypatch.setitem(sys.modules, "polars", None)  # as if it were not installed
+    out = tmp_path / "x.parquet"
+    assert main(["export", "-f", "parquet", "-o", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "Parquet needs polars (pip install polars)" in err and "Traceback" not in err
+    assert not out.exists()

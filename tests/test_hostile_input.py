@@ -82,6 +82,7 @@ COMMANDS = {
         "hi",
     ],
     "bench": ["bench", "-m", "compat:x", "--base-url", "http://127.0.0.1:9/v1", "--requests", "1"],
+    "probe": ["probe", "-m", "compat:x", "--base-url", "http://127.0.0.1:9/v1", "--quick"],
 }
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from backends.probe_plan import make_plan
+from telemetry.record import SCHEMA
 from tests.fakes.prefill_server import PrefillServer
 from tui.cli import main
 
@@ -80,7 +81,7 @@ def test_json_recovers_the_servers_costs(srv: PrefillServer, env: Path, tmp_path
     # --out: every turn as ttft.turn JSONL, the chart as SVG, the JSON again.
     (jsonl,) = out.glob("*.jsonl")
     turns = [json.loads(line) for line in jsonl.read_text().splitlines()]
-    assert len(turns) == plan.requests and {t["schema"] for t in turns} == {"ttft.turn/1"}
+    assert len(turns) == plan.requests and {t["schema"] for t in turns} == {SCHEMA}
     kinds = {t["extra"]["probe_point"]["kind"] for t in turns}
     assert kinds == {"warmup", "input", "cache_cold", "cache_warm", "output"}
     ET.fromstring((out / "probe.svg").read_text())
@@ -137,3 +138,34 @@ def test_unreachable_server_fails_at_the_warm_up(env: Path, capsys) -> None:
     err = capsys.readouterr().err
     assert rc == 1 and "warm-up request failed" in err and "Traceback" not in err
     assert not (Path(os.environ["TTFT_DATA_DIR"]) / "probes").exists()
+
+
+def test_a_local_model_scales_the_plan_to_the_smaller_of_its_contexts() -> None:
+    import asyncio
+    from types import SimpleNamespace
+
+    from tui.commands.probe import _context
+
+    async def load() -> dict:
+        return {"n_ctx": 4096, "n_ctx_train": 2048}
+
+    assert asyncio.run(_context(SimpleNamespace(load=load))) == 2048
+    assert asyncio.run(_context(SimpleNamespace())) is None  # a hosted API: the 8k plan
+
+
+def test_ask_after_a_probe_splits_the_server_wait(srv: PrefillServer, env: Path, capsys) -> None:
+    assert _probe(srv, "--quick", "--json", "--budget", "12000") == 0
+    capsys.readouterr()
+    prompt = " ".join(["word"] * 2000)  # about 2k fresh input tokens: 20 + 0.03 x 2000 = 80 ms on this server
+    assert main(["ask", "-m", "compat:prefill-fake", "--base-url", srv.base_url, "--json", prompt]) == 0
+    captured = capsys.readouterr()
+    d = json.loads(captured.out)
+    m = d["metrics"]
+    server_part = m["wait_ms"]["server"] + m["wait_ms"]["first_token"]
+    assert m["expected_prefill_ms"] + m["server_queue_ms"] == pytest.approx(server_part, abs=0.01)
+    assert abs(m["expected_prefill_ms"] - srv.ttft_ms(d["tokens"]["input"])) < 15  # an idle server: no queue
+    assert d["extra"]["probe"]["date"] and "prefill" in captured.err and "expected" in captured.err
+
+    from tui.widgets.telemetry_pane import record_text
+
+    assert "prefill" in record_text(d).plain and "queue" in record_text(d).plain  # the chat's after-turn lines

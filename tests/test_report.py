@@ -67,7 +67,8 @@ def test_report_reads_everything_and_prints_tables_and_charts(tmp_path: Path, ca
     assert "fake-model: Total throughput grows" in out
 
     page = html_out.read_text()
-    assert page.startswith("<!doctype html>") and page.count("<svg") == 5 and "<table>" in page
+    assert page.startswith("<!doctype html>") and page.count("<figure class='chart'") == 5 and "<table>" in page
+    assert page.count("<svg") == 10  # each chart drawn for a wide screen and for a phone
     assert "fake-model" in page
     names = sorted(p.name for p in svg_dir.iterdir())
     assert names == ["timeline.svg", "tpot-distribution.svg", "tradeoff.svg", "ttft-distribution.svg", "ttft.svg"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import shutil
 from pathlib import Path
@@ -11,6 +12,7 @@ from telemetry.log import Skipped, read_records, tail_records
 from telemetry.record import SCHEMA, chunk_rows, upgrade
 from telemetry.timeline import turn_timeline
 from tests.turns import play, stream
+from tui.cli import main
 
 FIXTURE = Path(__file__).parent / "fixtures" / "turn_v1.jsonl"
 
@@ -69,3 +71,16 @@ def test_malformed_chunk_objects_are_skipped_lines(tmp_path: Path) -> None:
     skipped = Skipped()
     assert [r["chunks"] for r in read_records(log, skipped)] == [good["chunks"]]
     assert skipped.lines == {log: 3}
+
+
+def test_exporting_an_old_log_writes_the_current_form(tmp_path: Path) -> None:
+    out = tmp_path / "old.jsonl"
+    assert main(["export", str(FIXTURE), "-f", "jsonl", "-o", str(out)]) == 0
+    recs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["schema"] for r in recs] == [SCHEMA, SCHEMA]
+    assert recs[0]["chunks"][-1] == {"t_ms": 240.0, "kind": "text", "tokens": 1}
+    csv_out = tmp_path / "old.csv"
+    assert main(["export", str(FIXTURE), "-f", "csv", "-o", str(csv_out)]) == 0
+    rows = list(csv.DictReader(csv_out.open()))
+    assert json.loads(rows[0]["chunks"])[0] == {"t_ms": 200.0, "kind": "reasoning", "tokens": 1}
+    assert rows[0]["schema"] == SCHEMA and rows[0]["chunk_count"] == "5"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import stat
 from pathlib import Path
 
@@ -57,8 +58,8 @@ def test_csv_cells_never_run_as_formulas(tmp_path: Path) -> None:
     (row,) = list(csv.DictReader((tmp_path / "t.csv").open(encoding="utf-8", newline="")))
     assert row["prompt"].startswith("'=") and row["answer"] == "'+1+1" and row["model"] == "'@SUM(A1)"
     assert row["reasoning"] == "'-2+3" and row["provider"] == "'\tTAB" and row["api"] == "'\rCR"
-    assert row["metrics.ttft_ms"] == "-5" and row["metrics.tpot_ms"] == "-1.5"  # numbers stay numbers
-    assert row["extra.n"] == "-5" and row["extra.e"] == "+1.5e3"
+    assert row["metrics.ttft_ms"] == "-5.0" and row["metrics.tpot_ms"] == "-1.5"  # numbers stay numbers
+    assert json.loads(row["extra.other"]) == {"n": "-5", "e": "+1.5e3"}  # JSON text starts with "{"
     assert csv_cell("plain") == "plain" and csv_cell(-5) == -5
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.local import PromptLookup
+from backends.local import SPEC_MIN_MATCH, SPEC_NUM_PRED, PromptLookup, SpecSettings
+from backends.local_model import LocalModelError
 from telemetry import events as ev
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
@@ -57,6 +58,24 @@ def test_lookup_drafts_nothing_below_the_minimum_match() -> None:
     lk.append(4)
     assert lk.draft(4) == []  # 3 4 matches 2 tokens: still under 3
     assert PromptLookup([], min_match=2).draft(4) == []
+
+
+# --- the settings ------------------------------------------------------------------------------
+def test_speculative_settings_are_read_once_into_a_frozen_record() -> None:
+    assert SpecSettings.parse(None) is None and SpecSettings.parse({}) is None
+    s = SpecSettings.parse({"kind": "prompt-lookup"})
+    assert s is not None
+    assert (s.num_pred_tokens, s.min_match, s.verify_batch) == (SPEC_NUM_PRED, SPEC_MIN_MATCH, None)
+    assert s.verify_threads >= 1
+    t = SpecSettings.parse({"num_pred_tokens": "0", "min_match": -3, "verify_threads": 2, "verify_batch": "3"})
+    assert t == SpecSettings("prompt-lookup", 1, 1, 2, 3)  # floors of 1; strings from a config file read as ints
+    with pytest.raises(AttributeError):
+        t.verify_batch = 5  # type: ignore[misc]
+    # logged as before: the same keys in the same order
+    assert list(t.as_dict()) == ["kind", "num_pred_tokens", "min_match", "verify_threads", "verify_batch"]
+    with pytest.raises(LocalModelError) as err:
+        SpecSettings.parse({"kind": "medusa"})
+    assert err.value.error_type == "bad_setting" and "medusa" in err.value.message
 
 
 # --- the normalized field -------------------------------------------------------------------------

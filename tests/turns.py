@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from telemetry import events as ev
+from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
 
@@ -33,7 +34,10 @@ def play(events: list[ev.Event], rec: TurnRecorder | None = None) -> dict:
     r = rec or recorder()
     for e in events:
         r.feed(e)
-    return r.finish().to_dict()
+    d = r.finish().to_dict()
+    # Every record the telemetry tests play reads back as itself: the log's dicts are typed records.
+    assert TurnRecord.from_dict(d).to_dict() == d
+    return d
 
 
 def stream(

@@ -1,4 +1,8 @@
-"""ChatApp: the ttft chat with a live telemetry pane."""
+"""ChatApp: the ttft chat with a live telemetry pane.
+
+One idea, the chat screen: its layout, a turn from Enter to its record, and the chat's keys and
+palette. Opening the compare screen over it is :mod:`tui.chat_compare`.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +18,11 @@ from textual.app import App, ComposeResult, CSSPathType, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Container, Vertical
 from textual.filter import LineFilter
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
-from backends.base import Backend
+from backends.finish import finish_turn
 from telemetry import events as ev
 from telemetry.export import export
 from telemetry.log import SessionLog, Skipped, data_dir
@@ -26,6 +30,7 @@ from telemetry.render import RenderLag
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
 from tui import signals
+from tui.chat_compare import CompareSpecScreen, compare_screen, continue_pane
 from tui.format import fmt_settings, short_spec, turn_label
 from tui.runner import LiveTurn, LoopThread, collect_between_turns, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
@@ -47,34 +52,6 @@ def exports_dir() -> Path:
 
 CHAT_ACTIONS = {"regenerate", "new_chat", "copy_answer", "export", "toggle_stream", "cycle_effort", "settings"}
 CHAT_ACTIONS |= {"sessions", "toggle_pane", "compare", "cancel_turn"}
-
-
-class CompareSpecScreen(ModalScreen[str | None]):
-    """Asks for the model to compare the chat's model with."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "Close")]
-
-    def __init__(self, current: str) -> None:
-        super().__init__(classes="compare-spec")
-        self.current = current
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="compare-spec-box"):
-            yield Static(Text.assemble(("Compare ", "bold"), (self.current, "bold cyan"), (" with:", "bold")))
-            yield Input(placeholder="PROVIDER:MODEL[@URL], e.g. openai:gpt-4o-mini", id="compare-spec")
-            yield Static(
-                Text("Enter opens both side by side, with this chat's conversation as their context.", style="dim")
-            )
-
-    def on_mount(self) -> None:
-        self.query_one(Input).focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.dismiss(event.value.strip() or None)
-
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)
 
 
 RESUME_DRAWN = 20  # turns a resumed session draws in the transcript
@@ -302,7 +279,7 @@ class ChatApp(App[None]):
         try:
             record = (await live.wait()).to_dict()
         except Exception as exc:  # should not happen: the runner turns every failure into a record
-            record = live.recorder.finish().to_dict()
+            record = finish_turn(live.recorder, self.session.log).to_dict()  # logged and sunk, if not yet
             self.notify(f"turn ended abnormally: {exc}", severity="error")
         if self._tick_timer is not None:
             self._tick_timer.pause()
@@ -504,37 +481,9 @@ class ChatApp(App[None]):
         await self.open_compare(spec)
 
     async def open_compare(self, spec: str) -> None:
-        from tui.commands.compare import parse_model
-        from tui.compare import CompareScreen
-
-        other = parse_model(spec, None)
-        specs = [(self.session.spec, self.session.base_url), (other.spec, other.base_url)]
-        factory = self.session.factory
-        self.notify(f"starting {other.spec}…")
-        backends = []
-        for s, url in specs:
-
-            async def make(s: str = s, url: str | None = url) -> Backend:  # on the stream thread: may take a moment
-                return factory(s, url)
-
-            try:
-                backends.append(await self.runner.call(make))
-            except Exception as exc:  # a bad spec, a missing key: say so, stay in the chat
-                for b in backends:
-                    self.runner.submit(b.aclose())
-                self.notify(f"could not start {s}: {exc}", severity="error")
-                return
-        screen = CompareScreen(
-            backends,
-            settings=self.session.settings,
-            system=self.session.system_prompt,
-            specs=specs,
-            history=self.session.messages,
-            from_chat=True,
-            factory=factory,
-            clock=self.clock,
-        )
-        self.push_screen(screen, self._back_from_compare)
+        screen = await compare_screen(self, spec)
+        if screen is not None:
+            self.push_screen(screen, self._back_from_compare)
 
     def _back_from_compare(self, handoff: ChatHandoff | None) -> None:
         if handoff is None:
@@ -543,19 +492,7 @@ class ChatApp(App[None]):
         self.run_worker(self.continue_from(handoff), group="compare")
 
     async def continue_from(self, handoff: ChatHandoff) -> None:
-        """The chat goes on with a compare pane: its model, and its conversation as the context."""
-        self.session.switch_model(handoff.spec, handoff.base_url)
-        self.warm_up()
-        self.session.messages = list(handoff.messages)
-        await self.transcript.hide_greeting()
-        await self.transcript.add_note(
-            f"continuing pane {handoff.label} ({handoff.spec}) from the comparison: "
-            f"{len(handoff.records)} turn{'s' if len(handoff.records) != 1 else ''}",
-            "ok",
-        )
-        for rec in handoff.records:
-            await self.transcript.add_record(rec, self.clock)
-        self.update_header()
+        await continue_pane(self, handoff)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         from tui.compare import CompareScreen

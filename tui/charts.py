@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tui.format import short_spec, turn_label
+from tui.format import short_spec, turn_label, visible_controls
 
 PHASE_COLORS = {"waiting": "#9aa0a6", "reasoning": "#a142f4", "streaming": "#1a73e8"}
 PALETTE = ("#1a73e8", "#e8710a", "#188038", "#d93025", "#a142f4", "#12b5cb")
 PHASE_CHARS = {"waiting": "░", "reasoning": "▒", "streaming": "█"}
 BAR_NAME_W = 28  # a timeline row's name: the turn and its provider:model
+STOP_MARKS = {"error": ("✕", "#d93025"), "cancelled": ("■", "#e8710a")}  # timeline: where a turn stopped
 
 
 @dataclass
@@ -34,10 +35,18 @@ class Series:
 
 @dataclass
 class Bar:
-    """One row of a timeline: consecutive (phase, start_ms, end_ms) segments."""
+    """One row of a timeline: consecutive (phase, start_ms, end_ms) segments, and how the turn ended."""
 
     name: str
     segments: list[tuple[str, float, float]]
+    status: str = "ok"  # "ok" | "error" | "cancelled": the last two are marked where the turn stopped
+    end_ms: float | None = None  # when it stopped (an error may come before any segment)
+    note: str = ""  # why: the error's type and status, shown on hover
+
+    @property
+    def stop_ms(self) -> float:
+        last = self.segments[-1][2] if self.segments else 0.0
+        return max(last, self.end_ms or 0.0)
 
 
 @dataclass
@@ -52,6 +61,7 @@ class Chart:
     bars: list[Bar] = field(default_factory=list)  # timeline
     log_x: bool = False
     caption: str = ""
+    x_whole: bool = False  # the x axis counts something (users): ticks on whole numbers only
 
     # --- terminal -----------------------------------------------------------------
     def terminal(self, width: int = 78, height: int = 18, color: bool = False) -> str:
@@ -67,6 +77,8 @@ class Chart:
         f.clear()
         if self.kind == "hist":
             f.draw(f.hist(self.values, bins=self.bins))
+            ticks = whole_ticks(max(hist_counts(self.values, self.bins)))  # requests: never 0.5 of one
+            f.ruler("y").ticks(ticks, [f"{t:g}" for t in ticks])
         else:
             xs_all = [x for s in self.series for x in s.xs]
             span = (max(xs_all) - min(xs_all)) or 1.0
@@ -85,9 +97,18 @@ class Chart:
                     f.draw(f.text(x + span * 0.015, y, lab))
             if len(self.series) < 2:
                 f.legend(False)
-            if max(xs_all) >= 1000:  # plotext would write 1.4e3: plain numbers read better
-                ticks = [t for t in _nice_ticks(min(0.0, min(xs_all)), max(xs_all)) if t <= max(xs_all)]
-                f.ruler("x").ticks(ticks, [_fmt_tick(t) for t in ticks])
+            ys_all = [y for s in self.series for y in s.ys]
+            axes: list[tuple[str, list[float]]] = [("y", ys_all)]
+            if self.x_whole:  # users: ticks at the levels, never 1.17 of one
+                xt = sorted({x for s in self.series for x in s.xs})
+                f.ruler("x").ticks(xt, [f"{x:g}" for x in xt])
+            else:
+                axes.insert(0, ("x", xs_all))
+            for axis, vals in axes:
+                lo, hi = min(vals), max(vals)
+                if max(abs(lo), abs(hi)) >= 1000:  # plotext would write 1.4e3: plain numbers read better
+                    ticks = [t for t in _nice_ticks(min(0.0, lo), hi) if lo <= t <= hi or t == 0]
+                    f.ruler(axis).ticks(ticks, [_fmt_tick(t) for t in ticks])
         f.title(self.title)
         f.label(self.xlabel, "x")
         f.label(self.ylabel, "y")
@@ -178,7 +199,8 @@ def ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
     for key in ("p50", "p99"):
         pts = [(float(lv["level"]), lv["ttft_ms"][key]) for lv in levels if lv["ttft_ms"].get(key) is not None]
         series.append(Series(f"TTFT {key}", [p[0] for p in pts], [p[1] for p in pts]))
-    return Chart("xy", "TTFT by load", "requests/s offered" if rate else "concurrent users", "TTFT ms", series)
+    xlabel = "requests/s offered" if rate else "concurrent users"
+    return Chart("xy", "TTFT by load", xlabel, "TTFT ms", series, x_whole=not rate)
 
 
 def probe_chart(fit: Any, title: str = "TTFT by input tokens") -> Chart:
@@ -213,7 +235,8 @@ def hist_chart(values: Sequence[float], title: str, xlabel: str, bins: int = 20)
 
 
 def timeline_chart(records: Sequence[dict[str, Any]], title: str = "Timeline") -> Chart:
-    """One bar per turn: waiting, reasoning, streaming, from its own send (phases from the record)."""
+    """One bar per turn: waiting, reasoning, streaming, from its own send (phases from the record);
+    a failed or cancelled turn is marked where it stopped."""
     bars = []
     for r in records:
         ph = (r.get("metrics") or {}).get("phases_ms") or {}
@@ -226,15 +249,30 @@ def timeline_chart(records: Sequence[dict[str, Any]], title: str = "Timeline") -
                 t += d
         turn = turn_label(r.get("turn_index"))
         who = short_spec(r.get("provider"), r.get("model"), BAR_NAME_W - len(turn) - 1)
-        bars.append(Bar(f"{turn} {who}", segs))
+        bars.append(Bar(f"{turn} {who}", segs, *_stop(r)))
     return Chart("timeline", title, "ms since send", bars=bars)
+
+
+def _stop(rec: dict[str, Any]) -> tuple[str, float | None, str]:
+    """How a turn ended, when, and why (for the timeline's mark)."""
+    status = str(rec.get("status") or "ok")
+    total = (rec.get("metrics") or {}).get("total_ms")
+    end = float(total) if isinstance(total, int | float) else None
+    err = rec.get("error") or {}
+    note = ""
+    if status == "error":
+        code = err.get("status_code")
+        note = f"{err.get('type') or 'error'}{f' (HTTP {code})' if code else ''}"
+    elif status == "cancelled":
+        note = "cancelled"
+    return status, end, note
 
 
 # --- terminal timeline (hand drawn: plotext has no gantt) ----------------------------------
 def _timeline_text(chart: Chart, width: int) -> str:
     if not chart.bars:
         return f"{chart.title}: no turns"
-    end = max((s[2] for b in chart.bars for s in b.segments), default=0.0) or 1.0
+    end = max((b.stop_ms for b in chart.bars), default=0.0) or 1.0
     name_w = min(BAR_NAME_W, max(len(b.name) for b in chart.bars))
     span = max(10, width - name_w - 12)
     lines = [chart.title]
@@ -244,10 +282,15 @@ def _timeline_text(chart: Chart, width: int) -> str:
             i0, i1 = round(a / end * span), max(round(z / end * span), round(a / end * span) + 1)
             for i in range(i0, min(i1, span)):
                 cells[i] = PHASE_CHARS.get(phase, "#")
-        total = b.segments[-1][2] if b.segments else 0.0
-        lines.append(f"{b.name:<{name_w}} │{''.join(cells)}│ {total:,.0f} ms")
+        mark = STOP_MARKS.get(b.status)
+        if mark:  # where the turn stopped
+            cells[min(span - 1, round(b.stop_ms / end * span))] = mark[0]
+        note = f" {mark[0]} {b.note}" if mark else ""
+        lines.append(f"{b.name:<{name_w}} │{''.join(cells)}│ {b.stop_ms:,.0f} ms{note}")
     lines.append(f"{'':<{name_w}}  0{'':>{span - len(f'{end:,.0f} ms') - 1}}{end:,.0f} ms")
-    lines.append("  ".join(f"{c} {p}" for p, c in PHASE_CHARS.items()))
+    legend = [f"{c} {p}" for p, c in PHASE_CHARS.items()]
+    legend += [f"{m[0]} {st}" for st, m in STOP_MARKS.items() if any(b.status == st for b in chart.bars)]
+    lines.append("  ".join(legend))
     return "\n".join(lines)
 
 
@@ -263,6 +306,39 @@ def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [round(start + i * step, 10) for i in range(n + 1)]  # the last tick is at or past hi
 
 
+def whole_ticks(hi: float, n: int = 5) -> list[float]:
+    """Ticks from 0 for a count (requests, users): whole numbers only, in steps of 1, 2, 5, 10, ..."""
+    top = max(1, math.ceil(hi))
+    raw = top / n
+    mag = 10 ** math.floor(math.log10(raw)) if raw >= 1 else 1
+    step = max(1, next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw))
+    return [float(i * step) for i in range(math.ceil(top / step) + 1)]
+
+
+def hist_counts(values: Sequence[float], bins: int) -> list[int]:
+    """How many values fall in each of ``bins`` equal bins from the smallest value to the largest."""
+    if not values:
+        return [0] * bins
+    lo, hi = min(values), max(values)
+    w = ((hi - lo) or 1.0) / bins
+    counts = [0] * bins
+    for v in values:
+        counts[min(int((v - lo) / w), bins - 1)] += 1
+    return counts
+
+
+def _esc(text: str) -> str:
+    """Text for SVG: names and models come from files, so control characters are shown (XML cannot
+    even hold most of them) and markup is escaped."""
+    return html.escape(visible_controls(text), quote=True)
+
+
+def _tip(text: str) -> str:
+    """Hover details for one SVG element: a ``<title>`` (any SVG viewer) and ``data-tip`` (the report's
+    own tooltip, which also works on touch)."""
+    return f' data-tip="{_esc(text)}"><title>{_esc(text)}</title'
+
+
 def _fmt_tick(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 10 or v == int(v) else f"{v:.2g}"
 
@@ -273,10 +349,11 @@ def _svg(chart: Chart, width: int, height: int) -> str:
         left = 20 + 6 * max((len(b.name) for b in chart.bars), default=10)
         top = 60
     pw, ph = width - left - right, height - top - bottom
-    esc = html.escape
+    esc = _esc
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12" role="img" '
+        f'aria-label="{esc(chart.title)}">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{width / 2}" y="22" text-anchor="middle" font-size="15" font-weight="bold">'
         f"{esc(chart.title)}</text>",
@@ -290,14 +367,13 @@ def _svg(chart: Chart, width: int, height: int) -> str:
             if hi == lo:
                 hi = lo + 1
             w = (hi - lo) / chart.bins
-            counts = [0] * chart.bins
-            for v in vals:
-                counts[min(int((v - lo) / w), chart.bins - 1)] += 1
-            xt, yt = _nice_ticks(lo, hi), _nice_ticks(0, max(counts))
+            counts = hist_counts(vals, chart.bins)
+            xt, yt = _nice_ticks(lo, hi), whole_ticks(max(counts))  # counts of requests: whole ticks
         else:
             xs = [x for s in chart.series for x in s.xs] or [0.0]
             ys = [y for s in chart.series for y in s.ys] or [0.0]
-            xt = _nice_ticks(min(0.0, min(xs)), max(xs) * 1.08)  # room for the point labels
+            # room for the point labels; users counted in whole numbers
+            xt = whole_ticks(max(xs) * 1.08) if chart.x_whole else _nice_ticks(min(0.0, min(xs)), max(xs) * 1.08)
             yt = _nice_ticks(min(0.0, min(ys)), max(ys) * 1.08)
         x0, x1, y0, y1 = xt[0], xt[-1], yt[0], yt[-1]
 
@@ -317,20 +393,29 @@ def _svg(chart: Chart, width: int, height: int) -> str:
         if chart.kind == "hist":
             for i, c in enumerate(counts):
                 a, z = sx(lo + i * w), sx(lo + (i + 1) * w)
+                tip = f"{lo + i * w:,.4g} to {lo + (i + 1) * w:,.4g} {chart.xlabel}: {c} {chart.ylabel}"
                 out.append(
                     f'<rect x="{a:.1f}" y="{sy(c):.1f}" width="{max(z - a - 1, 0.5):.1f}" '
-                    f'height="{sy(0) - sy(c):.1f}" fill="{PALETTE[0]}"/>'
+                    f'height="{sy(0) - sy(c):.1f}" fill="{PALETTE[0]}"{_tip(tip)}></rect>'
                 )
         else:
             for i, s in enumerate(chart.series):
                 color = PALETTE[i % len(PALETTE)]
                 pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(s.xs, s.ys, strict=True))
-                if s.style != "points":
+                if s.style == "line":  # a fitted line: its ends are the details
+                    tip = f"{s.name}: {chart.ylabel} {s.ys[0]:,.4g} at {s.xs[0]:,.4g}, "
+                    tip += f"{s.ys[-1]:,.4g} at {s.xs[-1]:,.4g}"
+                    out.append(
+                        f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="3"{_tip(tip)}></polyline>'
+                    )
+                elif s.style != "points":
                     out.append(f'<polyline points="{pts}" fill="none" stroke="{color}" stroke-width="2"/>')
                 for j, (x, y) in enumerate(zip(s.xs, s.ys, strict=True)):
                     if s.style == "line":
                         break
-                    out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4" fill="{color}"/>')
+                    tip = f"{s.name}{f' {s.labels[j]}' if j < len(s.labels) else ''}: {chart.xlabel} {x:,.4g}, "
+                    tip += f"{chart.ylabel} {y:,.4g}"
+                    out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="5" fill="{color}"{_tip(tip)}></circle>')
                     if j < len(s.labels):
                         out.append(f'<text x="{sx(x) + 7:.1f}" y="{sy(y) - 7:.1f}">{esc(s.labels[j])}</text>')
             if len(chart.series) > 1:
@@ -351,7 +436,8 @@ def _svg(chart: Chart, width: int, height: int) -> str:
 
 def _svg_timeline(chart: Chart, left: int, top: int, pw: int, ph: int) -> list[str]:
     out: list[str] = []
-    end = max((s[2] for b in chart.bars for s in b.segments), default=0.0) or 1.0
+    esc = _esc
+    end = max((b.stop_ms for b in chart.bars), default=0.0) or 1.0
     ticks = _nice_ticks(0, end)
     scale = pw / (ticks[-1] or 1)
     row_h = min(24.0, ph / max(1, len(chart.bars)))
@@ -361,20 +447,39 @@ def _svg_timeline(chart: Chart, left: int, top: int, pw: int, ph: int) -> list[s
         out.append(f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{_fmt_tick(t)}</text>')
     for i, b in enumerate(chart.bars):
         y = top + i * row_h
+        mark = STOP_MARKS.get(b.status)
+        fill = f' fill="{mark[1]}"' if mark else ""
         out.append(
-            f'<text x="{left - 4}" y="{y + row_h * 0.65:.1f}" text-anchor="end" font-size="10">'
-            f"{html.escape(b.name)}</text>"
+            f'<text x="{left - 4}" y="{y + row_h * 0.65:.1f}" text-anchor="end" font-size="10"{fill}>'
+            f"{esc(b.name)}</text>"
         )
         for phase, a, z in b.segments:
             out.append(
-                f'<rect x="{left + a * scale:.1f}" y="{y + 2:.1f}" width="{max((z - a) * scale, 0.5):.1f}" '
-                f'height="{row_h - 4:.1f}" fill="{PHASE_COLORS.get(phase, "#888")}"><title>{phase} '
-                f"{z - a:.0f} ms</title></rect>"
+                f'<rect class="seg" x="{left + a * scale:.1f}" y="{y + 2:.1f}" width="{max((z - a) * scale, 0.5):.1f}" '
+                f'height="{row_h - 4:.1f}" fill="{PHASE_COLORS.get(phase, "#888")}"'
+                f"{_tip(f'{b.name}: {phase} {z - a:,.0f} ms (from {a:,.0f} to {z:,.0f} ms)')}></rect>"
             )
-    for i, (phase, color) in enumerate(PHASE_COLORS.items()):
-        x = left + i * 100
-        out.append(f'<rect x="{x}" y="{top - 16}" width="10" height="10" fill="{color}"/>')
-        out.append(f'<text x="{x + 14}" y="{top - 7}">{phase}</text>')
+        if mark:  # where the turn stopped, and why
+            cx, cy = left + b.stop_ms * scale, y + row_h / 2
+            tip = f"{b.name}: {b.note or b.status} at {b.stop_ms:,.0f} ms"
+            out.append(
+                f'<text class="stop {b.status}" x="{cx + 2:.1f}" y="{cy + 5:.1f}" font-size="14" font-weight="bold" '
+                f'fill="{mark[1]}"{_tip(tip)}>{mark[0]}</text>'
+            )
+    legend = list(PHASE_COLORS.items())
+    shown = [st for st in STOP_MARKS if any(b.status == st for b in chart.bars)]
+    n = len(legend) + len(shown)
+    x0, step = (left, 100.0) if n * 100 <= pw else (10, min(100.0, (left + pw - 10) / n))  # fits a narrow chart
+    for i, (phase, color) in enumerate(legend):
+        x = x0 + i * step
+        out.append(f'<rect x="{x:.1f}" y="{top - 16}" width="10" height="10" fill="{color}"/>')
+        out.append(f'<text x="{x + 14:.1f}" y="{top - 7}">{phase}</text>')
+    for k, st in enumerate(shown):
+        x = x0 + (len(legend) + k) * step
+        out.append(
+            f'<text x="{x}" y="{top - 6}" font-weight="bold" fill="{STOP_MARKS[st][1]}">{STOP_MARKS[st][0]}</text>'
+        )
+        out.append(f'<text x="{x + 14}" y="{top - 7}">{st}</text>')
     return out
 
 

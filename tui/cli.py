@@ -15,8 +15,13 @@ STARTED_NS: int | None = now_ns()
 
 import argparse  # noqa: E402
 import importlib  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
+
+if TYPE_CHECKING:
+    from backends.otel import LivePush
 
 # Modules that define ``register(subparsers)``; each adds one subcommand, named by the key.
 # A module not written yet is skipped, so commands can land one at a time.
@@ -86,6 +91,25 @@ def _started_ns(argv: Sequence[str] | None) -> int:
     return started if started is not None and argv is None else now_ns()
 
 
+# Commands whose turns go to the live OpenTelemetry push when one of these is set (backends.otel).
+TURN_COMMANDS = frozenset({"chat", "ask", "compare", "bench", "probe"})
+OTEL_ENDPOINT_VARS = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+)
+
+
+def _live_otel(command: str) -> LivePush | None:
+    """With an OTLP endpoint in the environment, every turn also goes there. Without one, not even
+    ``backends.otel`` is imported, let alone the SDK (the first turn is measured in ms)."""
+    if command in TURN_COMMANDS and any(os.environ.get(v, "").strip() for v in OTEL_ENDPOINT_VARS):
+        from backends.otel import install
+
+        return install(eager=command in ("bench", "probe"))  # a load test pays the SDK import before it times
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     started = _started_ns(argv)
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -102,6 +126,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     args.started_ns = started  # what a command measures its own delay from
+    push = _live_otel(args.command)
+    try:
+        return _dispatch(args)
+    finally:
+        if push is not None:  # before the interpreter shuts down: the export thread may still be starting
+            push.report_at_close()
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command not in CONFIG_COMMANDS:  # these never read it (nor pay for importing the HTTP stack)
         return int(args.func(args) or 0)
     from backends.providers import ProviderError, check_config

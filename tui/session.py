@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends.base import Backend, ChatRequest, Message
+from backends.base import Backend, ChatRequest, Message, build_request
 from backends.turn import new_recorder, warm_up
 from telemetry import events as ev
 from telemetry.log import SessionLog, Skipped, parse_line, tail_records_from
@@ -160,11 +160,7 @@ class ChatSession:
 
     # --- turns ---------------------------------------------------------------------
     def build_request(self, prompt: str) -> ChatRequest:
-        msgs = list(self.messages)
-        if self.system_prompt:
-            msgs.insert(0, Message("system", self.system_prompt))
-        msgs.append(Message("user", prompt))
-        return ChatRequest(tuple(msgs), self.settings)
+        return build_request(prompt, system=self.system_prompt, history=self.messages, settings=self.settings)
 
     async def start(self, prompt: str, *, submitted_ns: int | None = None) -> LiveTurn:
         """Start a turn. ``submitted_ns``: when the user asked (Enter), on the events' clock; ttft's own

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from backends.compare import ComparePane, CompareRunner
 from telemetry.metrics import percentiles
+from telemetry.record import chunk_times_ms
 
 TARGETS = "targets (as the single chat): TTFT and gap error median <= 1 ms, p99 <= 5 ms; render lag p95 <= 100 ms"
 
@@ -82,13 +83,13 @@ def errors(records: list[dict[str, Any]], arrivals: dict[str, list[int]], sched_
         seen[rec["model"]] = k + 1
         arrived = arrivals[rec["model"]][k]
         out["transit"].append((arrived - rec["_sent_ns"]) / 1e6)  # our `sent` stamp -> the server has the request
-        chunks = rec["chunks"]
+        chunks = chunk_times_ms(rec)  # ms from sent, any log schema
         if rec["metrics"]["ttft_ms"] is not None:
             out["ttft"].append(abs(rec["metrics"]["ttft_ms"] - sched_ms[0]))
         for (a, b), (sa, sb) in zip(pairwise(chunks), pairwise(sched_ms), strict=False):
-            out["gap"].append(abs((b[0] - a[0]) - (sb - sa)))
+            out["gap"].append(abs((b - a) - (sb - sa)))
         for c, s in zip(chunks, sched_ms, strict=False):
-            out["stamp"].append(abs((rec["_sent_ns"] + c[0] * 1e6) - (arrived + s * 1e6)) / 1e6)
+            out["stamp"].append(abs((rec["_sent_ns"] + c * 1e6) - (arrived + s * 1e6)) / 1e6)
     return out
 
 

@@ -82,18 +82,19 @@ def make_backend(base_url: str) -> Any:
 
 def errors(records: list[dict[str, Any]], served: list[tuple[int, list[int]]], schedule_kw: dict[str, Any]) -> dict:
     """Measured vs scheduled (what the issue asks), and measured vs when the server really wrote each chunk."""
+    from telemetry.record import chunk_times_ms
     from tests.fakes import Schedule
 
     at = [a for a, _, _ in Schedule(**schedule_kw).chunks()]
     out: dict[str, list[float]] = {k: [] for k in ("ttft", "gap", "stamp_vs_write", "gap_vs_write", "server_late")}
     for rec, (arrived, writes) in zip(records, served, strict=True):
-        chunks = rec["chunks"]  # [[ms from sent, kind, tokens], ...]
+        chunks = chunk_times_ms(rec)  # ms from sent, any log schema
         if rec["metrics"]["ttft_ms"] is not None:
             out["ttft"].append(abs(rec["metrics"]["ttft_ms"] - at[0]))
         for (a, b), (sa, sb) in zip(itertools.pairwise(chunks), itertools.pairwise(at), strict=False):
-            out["gap"].append(abs((b[0] - a[0]) - (sb - sa)))
+            out["gap"].append(abs((b - a) - (sb - sa)))
         sent_ns = rec["_sent_ns"]
-        stamps = [sent_ns + c[0] * 1e6 for c in chunks]
+        stamps = [sent_ns + c * 1e6 for c in chunks]
         # One SSE event per token here, so chunk i is write i (the client may read several per recv).
         for st, w in zip(stamps, writes, strict=False):
             out["stamp_vs_write"].append(abs(st - w) / 1e6)

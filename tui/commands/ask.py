@@ -1,7 +1,7 @@
 """``ttft ask``: one turn, headless and scriptable.
 
 The answer streams to stdout, a one-line telemetry summary goes to stderr; ``--json``
-prints the full ``ttft.turn/1`` record to stdout instead. Exit code 0 on success, 1 on
+prints the full ``ttft.turn`` record to stdout instead. Exit code 0 on success, 1 on
 error (the record is still printed and logged, with ``status: error``), 3 when the turn
 could not be written to the session log (the answer and record are still printed), 130
 when interrupted (143 for SIGTERM, 129 for SIGHUP: the turn is logged as cancelled).
@@ -18,7 +18,7 @@ import sys
 from types import SimpleNamespace
 from typing import Any
 
-from backends.base import Backend, ChatRequest, Message
+from backends.base import Backend, ChatRequest, build_request
 from backends.finish import finish_turn
 from backends.providers import ProviderError, create_backend, default_spec, is_local_spec, parse_spec
 from backends.turn import new_recorder, run_turn
@@ -29,6 +29,7 @@ from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
 from telemetry.surrogates import scrub
+from telemetry.wire import WaitSplit
 from tui import signals
 from tui.commands.args import model_spec, non_negative_int, positive_int, seconds, temperature
 from tui.format import visible_controls
@@ -140,7 +141,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ask", help="ask one question; answer to stdout, telemetry summary to stderr")
     add_model_options(p)
     add_turn_options(p)
-    p.add_argument("--json", action="store_true", help="print the full ttft.turn/1 record instead of the answer")
+    p.add_argument("--json", action="store_true", help="print the full ttft.turn record instead of the answer")
     p.add_argument(
         "--session", metavar="ID", type=session_id_arg, help="append to this session's log (default: a new session)"
     )
@@ -163,6 +164,11 @@ def summary_line(d: dict[str, Any]) -> str:
 
     who = f"{d['provider']}:{d['model']}"
     parts = [f"TTFT {f(m.get('ttft_ms'))}"]
+    http = d.get("http") or {}
+    wait = WaitSplit.from_dict(m.get("wait_ms")) if http else None
+    if wait is not None:  # the wire split (telemetry.wire)
+        conn = f" ({http['connection']} connection)" if http.get("connection") else ""
+        parts.append(f"network {f(wait.network_ms)}{conn}, server {f(wait.server)}, first token {f(wait.first_token)}")
     if m.get("reasoning_delay_ms") is not None:
         est = " est" if m.get("reasoning_delay_estimated") else ""
         parts.append(f"TTFVT {f(m.get('ttfvt_ms'))} (thinking {f(m.get('reasoning_delay_ms'))}{est})")
@@ -177,6 +183,8 @@ def summary_line(d: dict[str, Any]) -> str:
         parts.append(f"E2E {f(m['e2e_ms'])}")
     else:  # no token came: an "E2E" would time an answer that does not exist
         parts.append(f"no tokens ({f(m.get('total_ms'))} in all)")
+    if m.get("expected_prefill_ms") is not None and m.get("server_queue_ms") is not None:  # a saved ttft probe
+        parts.append(f"server: prefill {f(m['expected_prefill_ms'])} expected, queue {f(m['server_queue_ms'])}")
     own = m.get("own_delay_ms")
     if own is not None and own >= OWN_DELAY_SHOWN_MS:
         parts.append(f"ttft's own {f(own)} before the send")
@@ -185,6 +193,8 @@ def summary_line(d: dict[str, Any]) -> str:
     if not d["settings"].get("stream", True):
         parts.append("not streamed")
     line = " · ".join(parts) + f" · {who}"
+    if http.get("request_id"):
+        line += f" · request id {http['request_id']}"
     if d["status"] == "error" and d.get("error"):
         e = d["error"]
         line = f"error: {e['message']}" + (f" {e['hint']}" if e.get("hint") else "") + f"\n{line}"
@@ -256,8 +266,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
     settings = settings_from_args(args)
-    messages = ([Message("system", scrub(args.system))] if args.system else []) + [Message("user", prompt)]
-    request = ChatRequest(tuple(messages), settings)
+    request = build_request(prompt, system=scrub(args.system) if args.system else None, settings=settings)
     log = SessionLog(args.session)
     spec = args.model or default_spec()
     recorder: TurnRecorder | None = None

@@ -2,7 +2,7 @@
 
 Runs closed-loop concurrency levels or open-loop Poisson rates against any provider, or
 against llama.cpp's ``llama-server`` started here (``-m local-server[:PATH.gguf] --slots 4``).
-Every request is a ``ttft.turn/1`` record; the run leaves ``turns.jsonl``, ``summary.json``
+Every request is a ``ttft.turn`` record; the run leaves ``turns.jsonl``, ``summary.json``
 (vLLM bench key names), ``levels.csv`` and the charts in ``--out``.
 """
 
@@ -164,6 +164,19 @@ def server_line(a: dict[str, Any]) -> str | None:
     if m.get("tokens_predicted_total"):
         parts.append(f"{m['tokens_predicted_total']:.0f} tokens predicted")
     return ("          server-reported: " + ", ".join(parts)) if parts else None
+
+
+def wait_line(a: dict[str, Any]) -> str | None:
+    """The level's wait split (``telemetry.wire.split_summary``): a growing server part is the server's queue."""
+    w = a.get("wait_ms")
+    if not isinstance(w, dict):
+        return None
+    parts = [
+        f"{label} p50 {_n(w[key]['p50'])} ms p90 {_n(w[key]['p90'])} ms"
+        for key, label in (("network", "network"), ("server_part", "server"), ("pool", "pool"))
+        if isinstance(w.get(key), dict)
+    ]
+    return "          wait split: " + ", ".join(parts)
 
 
 class TurnsFile:
@@ -373,6 +386,8 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                     progress.end()
                     print(level_row(a), flush=True)
                     if (line := server_line(a)) is not None:
+                        print(line, flush=True)
+                    if (line := wait_line(a)) is not None:
                         print(line, flush=True)
         except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
             progress.end()

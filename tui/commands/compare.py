@@ -5,55 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from backends.base import Backend
+from backends.panes import LABELS, MAX_PANES, BackendFactory, build_panes, in_process_factory, parse_model
 from telemetry.settings import TurnSettings
 from tui.commands.args import positive_int, temperature
 from tui.format import visible_controls
 
-LABELS = "ABCD"
 LOG_FAILED = 3  # exit code, as for ttft ask: the turns ran but could not be written to the session log
-MAX_PANES = 4
-
-
-@dataclass(frozen=True, slots=True)
-class PaneSpec:
-    spec: str  # PROVIDER:MODEL as -m takes it
-    base_url: str | None
-
-
-def parse_model(value: str, default_base_url: str | None) -> PaneSpec:
-    """``PROVIDER:MODEL`` or ``PROVIDER:MODEL@URL`` (the URL wins over ``--base-url`` for that pane)."""
-    # the first "@http(s)://": a URL's own "@" (user:password@host) is not the split
-    at = min((i for i in (value.find("@http://"), value.find("@https://")) if i > 0), default=-1)
-    if at > 0:
-        return PaneSpec(value[:at], value[at + 1 :])
-    return PaneSpec(value, default_base_url)
-
-
-def default_factory(spec: str, base_url: str | None) -> Backend:
-    from backends.providers import create_backend  # imported late: `ttft --help` stays fast
-
-    return create_backend(spec, base_url=base_url)
-
-
-# Tests and the benchmark swap this for in-process fakes.
-backend_factory: Callable[[str, str | None], Backend] = default_factory
-
-
-def ui_factory() -> Callable[[str, str | None], Backend]:
-    """For the compare screen: each backend in its own process, as in the chat, so painting four panes
-    can never delay a timestamp (``TTFT_IN_PROCESS=1`` keeps them here). Headless runs, and tests that
-    swapped ``backend_factory``, create them in this process."""
-    if backend_factory is not default_factory:
-        return backend_factory
-    from tui.session import default_backend_factory
-
-    return default_backend_factory
 
 
 def settings_from(args: argparse.Namespace) -> TurnSettings:
@@ -103,7 +64,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
+    """``factory`` makes each pane's backend (tests pass fakes); by default headless runs make them in
+    this process, the screen each in its own process, as in the chat, so painting four panes can never
+    delay a timestamp (``TTFT_IN_PROCESS=1`` keeps them here)."""
     if not 1 <= len(args.model) <= MAX_PANES:
         print(f"ttft compare: give 1 to {MAX_PANES} -m options (got {len(args.model)})", file=sys.stderr)
         return 2
@@ -117,7 +81,13 @@ def run(args: argparse.Namespace) -> int:
     if args.headless and not prompt:
         print("ttft compare --headless: give a prompt (argument or stdin)", file=sys.stderr)
         return 2
-    factory = backend_factory if args.headless else ui_factory()
+    if factory is None:
+        if args.headless:
+            factory = in_process_factory
+        else:
+            from tui.session import default_backend_factory
+
+            factory = default_backend_factory
     try:
         backends = [factory(s.spec, s.base_url) for s in specs]
     except Exception as exc:  # a bad spec, a missing key: one sentence, no traceback
@@ -141,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         system=args.system,
         initial_prompt=prompt or None,
         out_dir=args.out,
+        factory=factory,
     )
     app.run()
     return app.return_code or 0
@@ -149,13 +120,13 @@ def run(args: argparse.Namespace) -> int:
 async def headless(args: argparse.Namespace, backends: list[Backend], prompt: str) -> int:
     from rich.console import Console
 
-    from backends.compare import ComparePane, CompareRunner
+    from backends.compare import CompareRunner
     from telemetry.compare import compare, write_comparison
     from telemetry.log import SessionLog
     from tui.compare_view import summary
 
     settings = settings_from(args)
-    panes = [ComparePane(b, LABELS[i], settings=settings) for i, b in enumerate(backends)]
+    panes = build_panes(backends, range(len(backends)), settings=settings)
     log = SessionLog()
     runner = CompareRunner(panes, log=log, mode="sequential" if args.sequential else "parallel", system=args.system)
     err = Console(stderr=True)
@@ -176,7 +147,7 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
     finally:
         for b in backends:
             await b.aclose()
-    per_pane = {p.label: recs for p, recs in zip(panes, result.as_dicts(), strict=True)}
+    per_pane = {p.label: recs for p, recs in zip(panes, result.records, strict=True)}
     c = compare(per_pane)
     names = {p.label: f"{p.backend.provider}:{p.backend.model}" for p in panes}
     if args.json:

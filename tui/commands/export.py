@@ -1,4 +1,5 @@
-"""``ttft export``: a session log as JSONL, CSV, Parquet or OpenTelemetry GenAI metrics.
+"""``ttft export``: a session log as JSONL, CSV, Parquet, or OpenTelemetry GenAI traces (otel) or
+metrics (otel-metrics), both OTLP/JSON.
 
 The data goes to the file (``-o -``: standard output); what the command has to say (how many
 turns, what it skipped) goes to standard error, so ``-o -`` and ``-o /dev/stdout`` hold only data."""
@@ -16,7 +17,10 @@ from telemetry.log import Skipped, read_records, resolve
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="export a session (default: the latest) as jsonl, csv, parquet or otel")
+    p = sub.add_parser(
+        "export",
+        help="export a session (default: the latest) as jsonl, csv, parquet, otel (OTLP/JSON traces) or otel-metrics",
+    )
     p.add_argument("source", nargs="?", help="session id or log file (default: the most recent session)")
     p.add_argument("--format", "-f", choices=sorted(WRITERS), default="jsonl")
     p.add_argument(
@@ -49,7 +53,13 @@ def run(args: argparse.Namespace) -> int:
         passes += 1
         return read_records(path, skipped if passes == 1 else None)  # unreadable lines counted once
 
-    suffix = {"jsonl": ".jsonl", "csv": ".csv", "parquet": ".parquet", "otel": ".otel.json"}[args.format]
+    suffix = {
+        "jsonl": ".jsonl",
+        "csv": ".csv",
+        "parquet": ".parquet",
+        "otel": ".otel.json",
+        "otel-metrics": ".otel-metrics.json",
+    }[args.format]
     out = args.out or Path(path.stem + suffix)
     try:
         n = export(records, args.format, out, redact_text=args.redact)

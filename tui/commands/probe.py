@@ -65,8 +65,9 @@ async def _context(backend: Any) -> int | None:
     if load is None:
         return None
     info = await load()
-    n = info.get("n_ctx") if isinstance(info, dict) else None
-    return int(n) if isinstance(n, int) and n > 0 else None
+    sizes = [info.get(k) for k in ("n_ctx", "n_ctx_train")] if isinstance(info, dict) else []
+    known = [n for n in sizes if isinstance(n, int) and n > 0]
+    return min(known) if known else None  # the context the engine opened, never past what the model was trained on
 
 
 async def _probe(args: argparse.Namespace, backend: Any, make_plan: Any, budget_error: type[Exception]) -> int:

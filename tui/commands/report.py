@@ -1,16 +1,17 @@
 """``ttft report FILE...``: summary tables and charts from session logs, comparisons and bench results.
 
 Reads any mix of: a bench results folder (or its ``summary.json`` / ``turns.jsonl``), a session
-log (``.jsonl`` of ``ttft.turn/1`` lines, or a session id), a comparison log (turns tagged with a
+log (``.jsonl`` of ``ttft.turn`` lines, or a session id), a comparison log (turns tagged with a
 ``comparison_id``). Prints the tables and terminal charts: TTFT and TPOT distributions, the
-timeline of chosen turns, and the trade-off chart for benches. ``--html FILE`` writes the same
-as one self-contained page; ``--svg DIR`` / ``--png DIR`` write each chart as a file.
+timeline of chosen turns (failed and cancelled turns marked), and the trade-off chart for benches.
+``--html FILE`` writes the same as one self-contained page (``tui.report_html``): a header with the
+date, version, models, base URLs and sources, hover details on every chart, a layout that fits a
+phone; ``--svg DIR`` / ``--png DIR`` write each chart as a file.
 """
 
 from __future__ import annotations
 
 import argparse
-import html
 import json
 import sys
 from collections import deque
@@ -20,9 +21,10 @@ from typing import Any
 
 from telemetry import aggregate as agg
 from telemetry.compare import pane_stats
-from telemetry.export import open_private
+from telemetry.export import STDOUT, open_private
 from telemetry.log import Skipped, read_records, resolve
-from tui import charts
+from telemetry.record import typed_records
+from tui import charts, report_html
 from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
 from tui.format import short_model, visible_controls
 
@@ -40,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=_turns_arg,
         help="turns for the timeline, numbered from 1 as shown, e.g. 1,4,8 (default: the last 8)",
     )
-    p.add_argument("--html", type=Path, help="write one HTML page with the tables and charts")
+    p.add_argument("--html", type=Path, help="write one HTML page with the tables and charts (- for stdout alone)")
     p.add_argument("--svg", type=Path, metavar="DIR", help="write each chart as an SVG file into DIR")
     p.add_argument("--png", type=Path, metavar="DIR", help="write each chart as PNG into DIR (needs matplotlib)")
     p.add_argument("--width", type=int, default=78, help="terminal chart width")
@@ -68,13 +70,17 @@ class Loaded:
     benches: list[Bench] = field(default_factory=list)
     groups: list[Group] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # the files read, for the page's header
 
 
 # --- reading ---------------------------------------------------------------------------
 def _bench_from_records(name: str, records: list[dict[str, Any]]) -> Bench:
     groups = agg.group_levels(agg.measured(records))
     levels = [agg.aggregate_level(recs, level=level, mode=mode) for mode, level, recs in groups]
-    return Bench(name, levels, agg.conclusion(levels))
+    first = records[0] if records else {}
+    meta = {k: first.get(k) for k in ("provider", "model", "base_url", "started_at")}
+    meta["model_spec"] = f"{first.get('provider')}:{first.get('model')}" if first.get("provider") else None
+    return Bench(name, levels, agg.conclusion(levels), meta)
 
 
 def _bench_from_summary(path: Path) -> Bench:
@@ -136,7 +142,7 @@ def _from_jsonl(path: Path, out: Loaded, want: set[int] | None = None) -> None:
     if skipped:
         out.problems.append(str(skipped.message()))
     if not recs:
-        out.problems.append(f"{path}: no ttft.turn/1 records")
+        out.problems.append(f"{path}: no ttft.turn records")
         return
     bench = [r for r in recs if (r.get("extra") or {}).get("bench")]
     if bench:
@@ -168,16 +174,21 @@ def load(paths: list[str], turns: str | None = None) -> Loaded:
             if p.is_dir():
                 if (p / "summary.json").exists():
                     out.benches.append(_bench_from_summary(p / "summary.json"))
+                    out.sources.append(str(p / "summary.json"))
                 else:
                     files = sorted(p.glob("*.jsonl"))
                     if not files:
                         out.problems.append(f"{p}: no summary.json or .jsonl logs inside")
                     for f in files:
                         _from_jsonl(f, out, want)
+                        out.sources.append(str(f))
             elif p.suffix == ".json":
                 out.benches.append(_bench_from_summary(p))
+                out.sources.append(str(p))
             else:
-                _from_jsonl(resolve(item), out, want)
+                path = resolve(item)
+                _from_jsonl(path, out, want)
+                out.sources.append(str(path))
         except (OSError, ValueError, FileNotFoundError) as exc:
             out.problems.append(f"{item}: {exc}")
     return out
@@ -188,7 +199,7 @@ GROUP_COLUMNS = ("turns", "ok", "errors", "TTFT p50", "p90", "TTFVT p50", "TPOT 
 
 
 def group_row(g: Group) -> list[str]:
-    st = pane_stats(g.name, g.records)  # the figures come from telemetry; this only formats them
+    st = pane_stats(g.name, typed_records(g.records))  # the figures come from telemetry; this only formats them
 
     def fmt(key: str, which: str, digits: int = 0) -> str:
         v = getattr(st.metrics[key], which)
@@ -269,31 +280,17 @@ def print_report(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], wid
     print(visible_controls(report_text(loaded, chart_list, width)))
 
 
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def html_page(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]]) -> str:
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>ttft report</title><style>"
-        "body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}"
-        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
-        "p.conclusion{max-width:60em}</style></head><body><h1>ttft report</h1>"
-    ]
+def html_page(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], version: str = "") -> str:
+    """The report as one self-contained HTML page (laid out by ``tui.report_html``)."""
+    tables: list[tuple[str, list[str], list[list[str]], str]] = []
     for b in loaded.benches:
-        parts.append(f"<h2>Bench: {html.escape(b.name)}</h2>")
         header = [name for name, _ in COLUMNS] + ["client"]
-        parts.append(_html_table(header, [level_cells(lv) for lv in b.levels]))
-        parts.append(f"<p class='conclusion'>{html.escape(b.conclusion)}</p>")
+        tables.append((f"Bench: {b.name}", header, [level_cells(lv) for lv in b.levels], b.conclusion))
     if loaded.groups:
-        parts.append("<h2>Turns</h2>")
-        parts.append(_html_table(["turns of", *GROUP_COLUMNS], [[g.name, *group_row(g)] for g in loaded.groups]))
-    for _, c in chart_list:
-        parts.append(f"<div>{c.svg()}</div>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+        rows = [[g.name, *group_row(g)] for g in loaded.groups]
+        tables.append(("Turns", ["turns of", *GROUP_COLUMNS], rows, ""))
+    info = report_html.page_info(loaded, version or "unknown")
+    return report_html.html_page(chart_list, info, tables)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -303,18 +300,24 @@ def run(args: argparse.Namespace) -> int:
     if not loaded.benches and not loaded.groups:
         return 1
     chart_list = report_charts(loaded, args.turns)
-    print_report(loaded, chart_list, args.width)
+    page_to_stdout = args.html == STDOUT  # --html -: standard output holds the page alone
+    if not page_to_stdout:
+        print_report(loaded, chart_list, args.width)
     rc = 0
     if args.html:
         try:
-            args.html.parent.mkdir(parents=True, exist_ok=True)
+            if not page_to_stdout:
+                args.html.parent.mkdir(parents=True, exist_ok=True)
+            from tui.cli import package_version  # here: the CLI imports this module
+
             with open_private(args.html) as f:  # the user's data, like an export: 0600
-                f.write(html_page(loaded, chart_list))
+                f.write(html_page(loaded, chart_list, package_version()))
         except OSError as exc:  # a read-only folder, a full disk: the report above stands, the file does not
             print(f"ttft report: could not write {args.html}: {exc.strerror or exc}", file=sys.stderr)
             rc = 1
         else:
-            print(f"\nwrote {args.html}")
+            if not page_to_stdout:
+                print(f"\nwrote {args.html}")
     for fmt, folder in (("svg", args.svg), ("png", args.png)):
         if folder is None:
             continue

@@ -29,7 +29,7 @@ TITLES = {
 
 
 class ErrorCard(Static):
-    """Built from a ``ttft.turn/1`` record with status ``error``."""
+    """Built from a ``ttft.turn`` record with status ``error``."""
 
     def __init__(self, record: dict[str, Any], **kwargs: Any) -> None:
         self.record = record

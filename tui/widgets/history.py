@@ -11,6 +11,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from telemetry.diagnosis import diagnose_session
+from telemetry.record import typed_records
 from tui.format import DASH, fmt_ms, short_model, turn_label, visible_controls
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "cancelled": "yellow"}
@@ -85,5 +86,5 @@ class HistoryPanel(Vertical):
         if records:
             table.move_cursor(row=len(records) - 1)
         table.refresh()  # the header row too: its cached line kept the old column widths on screen
-        summary = visible_controls(diagnose_session(list(records)))  # it may quote a server's error
+        summary = visible_controls(diagnose_session(typed_records(records)))  # it may quote a server's error
         self.query_one("#session-summary", Static).update(Text(summary, style="italic"))

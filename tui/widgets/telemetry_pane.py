@@ -1,6 +1,6 @@
 """The live telemetry pane: what is happening now, the last turn's figures, timelines, history.
 
-Everything shown comes from a recorder ``Snapshot``, a ``ttft.turn/1`` dict, the render-lag
+Everything shown comes from a recorder ``Snapshot``, a ``ttft.turn`` dict, the render-lag
 summary or ``telemetry.diagnosis``: the pane formats, it never computes a metric.
 """
 
@@ -16,6 +16,7 @@ from textual.widgets import Sparkline, Static
 
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.recorder import Snapshot
+from telemetry.server_timings import ServerTimings, server_timings
 from telemetry.speculative import speculative_summary
 from telemetry.timeline import Timeline
 from telemetry.wire import LIVE_LABEL, WaitSplit
@@ -96,92 +97,43 @@ def _draft_row(t: Text, d: dict[str, Any] | None) -> None:
         _row(t, "draft", f"{d['acceptance_rate']:.0%} accepted ({d['accepted']}/{d['drafted']}){per_step}")
 
 
-def _server_lines(t: Text, server: dict[str, Any]) -> None:
-    for source, data in server.items():
-        if not isinstance(data, dict):
+def _server_lines(t: Text, timings: Sequence[ServerTimings]) -> None:
+    """Each server's own prefill/decode split (``telemetry.server_timings``), as it reported it."""
+    for st in timings:
+        if st.other:
+            _row(t, st.source, ", ".join(f"{k} {v}" for k, v in st.other))
             continue
-        if "prompt_ms" in data or "predicted_ms" in data:  # llama-server `timings`
-            _row(
-                t,
-                f"{source} prefill",
-                f"{fmt_num(data.get('prompt_n'))} tok in {fmt_ms(data.get('prompt_ms'))}"
-                f" ({fmt_num(data.get('prompt_per_second'), 'tok/s')})",
-            )
-            _row(
-                t,
-                f"{source} decode",
-                f"{fmt_num(data.get('predicted_n'))} tok in {fmt_ms(data.get('predicted_ms'))}"
-                f" ({fmt_num(data.get('predicted_per_second'), 'tok/s', 1)})",
-            )
-            if data.get("cache_n") is not None:
-                _row(t, "KV cache reuse", f"{fmt_num(data['cache_n'])} prompt tokens from cache")
-            continue
-        if "eval_duration" in data or "prompt_eval_duration" in data:  # Ollama, durations in ns
-            pe, ev = data.get("prompt_eval_duration"), data.get("eval_duration")
-            _row(
-                t,
-                f"{source} prefill",
-                f"{fmt_num(data.get('prompt_eval_count'))} tok in {fmt_ms(pe / 1e6 if pe else None)}",
-            )
-            _row(t, f"{source} decode", f"{fmt_num(data.get('eval_count'))} tok in {fmt_ms(ev / 1e6 if ev else None)}")
-            if data.get("load_duration"):
-                _row(t, f"{source} load", fmt_ms(data["load_duration"] / 1e6))
-            continue
-        if "prompt_eval_ms" in data or "decode_ms" in data:  # the in-process llama.cpp engine
-            reused = (
-                f", {fmt_num(data['prompt_tokens_reused'])} reused from cache"
-                if data.get("prompt_tokens_reused")
-                else ""
-            )
-            _row(
-                t,
-                "engine prefill",
-                f"{fmt_num(data.get('prompt_eval_tokens'))} tok in {fmt_ms(data.get('prompt_eval_ms'))}"
-                f" ({fmt_num(data.get('prefill_tokens_per_s'), 'tok/s')}){reused}",
-            )
-            _row(
-                t,
-                "engine decode",
-                f"{fmt_num(data.get('decode_tokens'))} tok in {fmt_ms(data.get('decode_ms'))}"
-                f" ({fmt_num(data.get('decode_tokens_per_s'), 'tok/s', 1)})",
-            )
-            if data.get("kv_used_tokens") is not None:
-                used = data.get("kv_used_bytes")
-                size = f" = {used / 2**20:.1f} MiB" if used else ""
-                _row(
-                    t,
-                    "KV cache",
-                    f"{fmt_num(data['kv_used_tokens'])} tokens{size} of n_ctx {fmt_num(data.get('n_ctx'))}",
-                )
-            spec = data.get("speculative")
-            if isinstance(spec, dict) and spec.get("verify_batch") == 1:  # the bit-identity check failed
-                _row(t, "draft", "off: batches are not bit-identical to one-token steps here", "dim")
-            if data.get("backend"):
-                _row(t, "engine", f"{data['backend']} · {data.get('model_name') or ''}".strip(" ·"))
-            continue
-        if source == "model":  # what the load reported: shown in the engine lines above
-            continue
-        shown = ", ".join(f"{k} {v}" for k, v in list(data.items())[:8] if not isinstance(v, dict | list))
-        if shown:
-            _row(t, source, shown)
+        reused = (
+            f", {fmt_num(st.cache_reused_tokens)} reused from cache" if st.is_engine and st.cache_reused_tokens else ""
+        )
+        pre_rate = f" ({fmt_num(st.prefill_tokens_per_s, 'tok/s')})" if st.prefill_tokens_per_s is not None else ""
+        dec_rate = f" ({fmt_num(st.decode_tokens_per_s, 'tok/s', 1)})" if st.decode_tokens_per_s is not None else ""
+        prefill = f"{fmt_num(st.prefill_tokens)} tok in {fmt_ms(st.prefill_ms)}{pre_rate}{reused}"
+        _row(t, f"{st.label} prefill", prefill)
+        _row(t, f"{st.label} decode", f"{fmt_num(st.decode_tokens)} tok in {fmt_ms(st.decode_ms)}{dec_rate}")
+        if not st.is_engine and st.cache_reused_tokens is not None:
+            _row(t, "KV cache reuse", f"{fmt_num(st.cache_reused_tokens)} prompt tokens from cache")
+        if st.load_ms:
+            _row(t, f"{st.label} load", fmt_ms(st.load_ms))
+        if st.kv_used_tokens is not None:
+            size = f" = {st.kv_used_bytes / 2**20:.1f} MiB" if st.kv_used_bytes else ""
+            _row(t, "KV cache", f"{fmt_num(st.kv_used_tokens)} tokens{size} of n_ctx {fmt_num(st.n_ctx)}")
+        if st.draft_refused:
+            _row(t, "draft", "off: batches are not bit-identical to one-token steps here", "dim")
+        if st.engine:
+            _row(t, "engine", st.engine)
 
 
 def _wait_rows(t: Text, wait: WaitSplit | None, http: Any) -> None:
     """The wait's split (``metrics.wait_ms``) and the response's facts (``http``): what a ticket quotes."""
     http = http if isinstance(http, dict) else {}
     if wait is not None and (wait.network_ms > 0 or http):
-        parts = [("retries", wait.retries), ("pool", wait.pool)]
-        shown = [f"{name} {fmt_ms(v)}" for name, v in parts if v >= 1]
-        shown += [f"network {fmt_ms(wait.network_ms)}", f"server {fmt_ms(wait.server)}"]
-        shown.append(f"first token {fmt_ms(wait.first_token)}")
-        _row(t, "  wait", " · ".join(shown))
+        pool = f" · pool {fmt_ms(wait.pool)}" if wait.pool >= 1 else ""  # earlier attempts: the retries row
+        _row(t, "  wait", f"server {fmt_ms(wait.server)} · first token {fmt_ms(wait.first_token)}{pool}")
+        parts = [(name, v) for name, v in (("dns", wait.dns), ("connect", wait.connect), ("TLS", wait.tls)) if v > 0]
+        parts.append(("send", wait.send))
+        _row(t, "  network", f"{fmt_ms(wait.network_ms)}: " + ", ".join(f"{n} {fmt_ms(v)}" for n, v in parts))
         conn = " · ".join(str(x) for x in (http.get("connection"), http.get("http_version")) if x)
-        _row(
-            t,
-            "  network",
-            f"dns {fmt_ms(wait.dns)} · connect {fmt_ms(wait.connect)} · TLS {fmt_ms(wait.tls)}"
-            f" · send {fmt_ms(wait.send)}",
-        )
         if conn:
             _row(t, "  connection", conn)
     if http.get("server_processing_ms") is not None:
@@ -210,6 +162,12 @@ def record_text(rec: dict[str, Any], lag: dict[str, Any] | None = None) -> Text:
     t.append(f"  {turn_label(rec.get('turn_index'), 'turn ')} · {who}\n", style="bold")
     _row(t, "TTFT", fmt_ms(m.get("ttft_ms")))
     _wait_rows(t, WaitSplit.from_dict(m.get("wait_ms")), rec.get("http"))
+    if m.get("expected_prefill_ms") is not None and m.get("server_queue_ms") is not None:  # a saved ttft probe
+        _row(
+            t,
+            "  server part",
+            f"prefill {fmt_ms(m['expected_prefill_ms'])} expected · queue {fmt_ms(m['server_queue_ms'])}",
+        )
     _row(t, "TTFVT", fmt_ms(m.get("ttfvt_ms")))
     if m.get("reasoning_delay_ms") is not None:
         est = " (estimated)" if m.get("reasoning_delay_estimated") else ""
@@ -241,8 +199,7 @@ def record_text(rec: dict[str, Any], lag: dict[str, Any] | None = None) -> Text:
         f"in {fmt_num(tok.get('input'))}{cached} · reasoning {fmt_num(tok.get('reasoning'))}"
         f" · out {fmt_num(tok.get('output'))} [{tok.get('source', '?')}]",
     )
-    if rec.get("server"):
-        _server_lines(t, rec["server"])
+    _server_lines(t, server_timings(rec.get("server")))
     # records logged before metrics.speculative existed: the same figures from their server data
     _draft_row(t, m["speculative"] if "speculative" in m else speculative_summary(rec.get("server")))
     if lag and lag.get("paints"):

@@ -1,0 +1,397 @@
+"""One turn record as OpenTelemetry GenAI spans and metric points: the one mapping both exports share.
+
+The live push (:mod:`backends.otel`, through the SDK) and the file export
+(:mod:`telemetry.otlp_json`, OTLP/JSON) both draw a turn from here, so a collector gets the
+same names, values and times from either. Pure data in, pure data out: no SDK, no I/O.
+
+It reads the ``ttft.turn/1`` dict (a log line, or ``TurnRecord.to_dict()``), untrusted:
+a field of the wrong type is left out, never raised on.
+
+Conventions followed: the GenAI names of OpenTelemetry semantic conventions
+:data:`SEMCONV_VERSION` (written as ``schema_url``), the names ``opentelemetry-semantic-conventions``
+0.66b2 ships. In particular:
+
+- the client span ``chat {model}`` (kind CLIENT) runs from the first send to the end of
+  the stream, with ``gen_ai.usage.*`` token counts and ``gen_ai.response.time_to_first_chunk``
+  as *span* attributes (they would make one metric series per turn);
+- the client histograms hold the client's own measurements only; ``gen_ai.server.*`` (the
+  model server's own figures) is never filled with them;
+- ``time_to_first_chunk`` and ``time_per_output_chunk`` exist for streamed turns only, the
+  latter once per chunk after the first (the gap since the previous chunk);
+- token usage is the ``gen_ai.client.token.usage`` histogram of that version (upstream is
+  replacing it with ``gen_ai.client.inference.usage.*`` counters).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import pairwise
+from typing import Any
+from urllib.parse import urlsplit
+
+SEMCONV_VERSION = "1.44.0"
+SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+SCOPE = "ttft"
+NS_PER_MS = 1_000_000
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+Attrs = dict[str, str | bool | int | float | list[str]]
+
+# The semantic conventions' advised bucket bounds (s, and tokens).
+DURATION_BOUNDS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+CHUNK_BOUNDS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+TOKEN_BOUNDS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    name: str
+    unit: str
+    description: str
+    bounds: tuple[float, ...]
+
+
+DURATION = Histogram(
+    "gen_ai.client.operation.duration", "s", "GenAI operation duration (first send to end of stream)", DURATION_BOUNDS
+)
+TIME_TO_FIRST_CHUNK = Histogram(
+    "gen_ai.client.operation.time_to_first_chunk", "s", "Time from the first send to the first chunk", DURATION_BOUNDS
+)
+TIME_PER_OUTPUT_CHUNK = Histogram(
+    "gen_ai.client.operation.time_per_output_chunk",
+    "s",
+    "Time since the previous chunk, for each chunk after the first",
+    CHUNK_BOUNDS,
+)
+TOKEN_USAGE = Histogram("gen_ai.client.token.usage", "{token}", "Tokens used per operation", TOKEN_BOUNDS)
+HISTOGRAMS = (DURATION, TIME_TO_FIRST_CHUNK, TIME_PER_OUTPUT_CHUNK, TOKEN_USAGE)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEvent:
+    name: str
+    t_unix_ns: int
+    attributes: Attrs = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A span to emit; ``children`` are its child spans (wait phases, reasoning, streaming)."""
+
+    name: str
+    start_unix_ns: int
+    end_unix_ns: int
+    attributes: Attrs = field(default_factory=dict)
+    events: tuple[SpanEvent, ...] = ()
+    children: tuple[Span, ...] = ()
+    error: str | None = None  # the status description of a failed span; None: status unset
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One value for one histogram, with its (low-cardinality) attributes."""
+
+    metric: Histogram
+    value: float
+    attributes: Attrs
+
+
+def capture_content(env: Mapping[str, str] = os.environ) -> bool:
+    """Prompt and answer text go on spans only when the user asked for it, as the conventions say."""
+    return env.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+
+
+# --- reading an untrusted record ------------------------------------------------------------
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _label(v: Any) -> str | None:
+    """A short text attribute (a model, an error type) with control characters replaced: a span
+    name or an attribute may end up printed by a terminal tool, and the record is untrusted."""
+    text = _str(v)
+    if text is None or text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def chunk_fields(c: Any) -> tuple[float, str, int] | None:
+    """``(t_ms, kind, tokens)`` of one logged chunk, in either shape: ``[t_ms, kind, tokens]``
+    (``ttft.turn/1``) or ``{"t_ms", "kind", "tokens"}``; None when it is neither."""
+    if isinstance(c, dict):
+        t, kind, n = c.get("t_ms"), c.get("kind"), c.get("tokens")
+    elif isinstance(c, list | tuple) and len(c) == 3:
+        t, kind, n = c
+    else:
+        return None
+    t_ms, tokens = _num(t), _num(n)
+    if t_ms is None or tokens is None:
+        return None
+    return t_ms, kind if isinstance(kind, str) else "text", int(tokens)
+
+
+def chunk_times_ms(rec: dict[str, Any]) -> list[float]:
+    chunks = rec.get("chunks")
+    out = [f[0] for f in (chunk_fields(c) for c in chunks) if f is not None] if isinstance(chunks, list) else []
+    return out
+
+
+def unix_ns(s: Any) -> int | None:
+    """An ISO 8601 time with its zone (``started_at``, ``sent_at``) in ns since the epoch; None when
+    missing or unreadable."""
+    if not isinstance(s, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(s)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        return None  # a naive time could be any zone: better no time than a wrong one
+    whole = int(dt.replace(microsecond=0).timestamp())
+    return whole * 1_000_000_000 + dt.microsecond * 1000
+
+
+def sent_unix_ns(rec: dict[str, Any]) -> int | None:
+    """The wall-clock moment of the first send, the origin of ``events_ms``: ``sent_at`` (to the us).
+    A record logged before ``sent_at`` existed, or never sent, is placed at ``started_at``."""
+    return unix_ns(rec.get("sent_at")) or unix_ns(rec.get("started_at"))
+
+
+# --- attributes -----------------------------------------------------------------------------
+def _server(rec: dict[str, Any]) -> Attrs:
+    url = _str(rec.get("base_url"))
+    if url is None:
+        return {}
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return {}
+    out: Attrs = {}
+    if parts.hostname:
+        out["server.address"] = parts.hostname
+        out["server.port"] = port or (443 if parts.scheme == "https" else 80)
+    return out
+
+
+def error_type(rec: dict[str, Any]) -> str | None:
+    if rec.get("status") == "cancelled":
+        return "cancelled"
+    if rec.get("status") == "error":
+        return _label(_dict(rec.get("error")).get("type")) or "_OTHER"
+    return None
+
+
+def metric_attributes(rec: dict[str, Any]) -> Attrs:
+    """The few attributes every histogram point carries: nothing that grows with the turns."""
+    model = _label(rec.get("model")) or "unknown"
+    attrs: Attrs = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": _label(rec.get("provider")) or "unknown",
+        "gen_ai.request.model": model,
+        "gen_ai.response.model": model,
+        **_server(rec),
+    }
+    err = error_type(rec)
+    if err is not None:
+        attrs["error.type"] = err
+    return attrs
+
+
+def streamed(rec: dict[str, Any]) -> bool:
+    return _dict(rec.get("settings")).get("stream") is not False
+
+
+def span_attributes(rec: dict[str, Any], *, capture_content: bool = False) -> Attrs:
+    attrs = metric_attributes(rec)
+    settings, tokens, metrics = _dict(rec.get("settings")), _dict(rec.get("tokens")), _dict(rec.get("metrics"))
+    if (max_tokens := _int(settings.get("max_output_tokens"))) is not None:
+        attrs["gen_ai.request.max_tokens"] = max_tokens
+    if (temperature := _num(settings.get("temperature"))) is not None:
+        attrs["gen_ai.request.temperature"] = temperature
+    usage = {
+        "gen_ai.usage.input_tokens": _int(tokens.get("input")),
+        "gen_ai.usage.output_tokens": _int(tokens.get("output")),
+        "gen_ai.usage.cache_read.input_tokens": _int(tokens.get("cached_input")),
+        "gen_ai.usage.reasoning.output_tokens": _int(tokens.get("reasoning")),
+    }
+    attrs.update({k: v for k, v in usage.items() if v is not None})
+    if (ttft := _num(metrics.get("ttft_ms"))) is not None:
+        attrs["gen_ai.response.time_to_first_chunk"] = ttft / 1000
+    if (stop := _label(rec.get("stop_reason"))) is not None:
+        attrs["gen_ai.response.finish_reasons"] = [stop]
+    # ttft's own: what a latency investigation filters on, and where the counts came from.
+    own = {
+        "ttft.session_id": _label(rec.get("session_id")),
+        "ttft.turn_index": _int(rec.get("turn_index")),
+        "ttft.api": _label(rec.get("api")),
+        "ttft.status": _label(rec.get("status")),
+        "ttft.tokens.source": _label(tokens.get("source")),
+        "ttft.time_to_first_visible_chunk": _sec(metrics.get("ttfvt_ms")),
+        "ttft.time_per_output_token": _sec(metrics.get("tpot_ms")),
+        "ttft.diagnosis": _label(rec.get("diagnosis")),
+    }
+    extra = _dict(rec.get("extra"))
+    bench, pane = _dict(extra.get("bench")), extra.get("comparison_id")
+    if bench:
+        own |= {"ttft.bench.run_id": _label(bench.get("run_id")), "ttft.bench.level": _num(bench.get("level"))}
+    if pane is not None:
+        own |= {"ttft.compare.id": _label(pane), "ttft.compare.pane": _label(extra.get("pane_label"))}
+    attrs.update({k: v for k, v in own.items() if v is not None})
+    # OpenInference's names, so Arize Phoenix shows the model and the counts without any glue.
+    attrs["openinference.span.kind"] = "LLM"
+    attrs["llm.model_name"] = attrs["gen_ai.request.model"]
+    for src, dst in (
+        ("gen_ai.usage.input_tokens", "llm.token_count.prompt"),
+        ("gen_ai.usage.output_tokens", "llm.token_count.completion"),
+        ("gen_ai.usage.cache_read.input_tokens", "llm.token_count.prompt_details.cache_read"),
+        ("gen_ai.usage.reasoning.output_tokens", "llm.token_count.completion_details.reasoning"),
+    ):
+        if src in attrs:
+            attrs[dst] = attrs[src]
+    if capture_content:
+        attrs.update(_content(rec))
+    return attrs
+
+
+def _sec(v: Any) -> float | None:
+    n = _num(v)
+    return None if n is None else n / 1000
+
+
+def _content(rec: dict[str, Any]) -> Attrs:
+    """The prompt and the answer, as the conventions' structured messages (JSON text)."""
+    out: Attrs = {}
+    prompt, answer, reasoning = _str(rec.get("prompt")), _str(rec.get("answer")), _str(rec.get("reasoning"))
+    if prompt is not None:
+        out["gen_ai.input.messages"] = json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": prompt}]}], ensure_ascii=False
+        )
+        out["input.value"] = prompt
+    parts = [{"type": "reasoning", "content": reasoning}] if reasoning else []
+    if answer is not None:
+        parts.append({"type": "text", "content": answer})
+        out["output.value"] = answer
+    if parts:
+        message: dict[str, Any] = {"role": "assistant", "parts": parts}
+        if (stop := _label(rec.get("stop_reason"))) is not None:
+            message["finish_reason"] = stop
+        out["gen_ai.output.messages"] = json.dumps([message], ensure_ascii=False)
+    return out
+
+
+# --- the span tree --------------------------------------------------------------------------
+WAIT_PHASES = ("retries", "pool", "dns", "connect", "tls", "send", "server", "first_token")
+
+
+def turn_span(rec: dict[str, Any], *, capture_content: bool = False) -> Span | None:
+    """The turn as a client span with its phases as children; None when it has no wall clock."""
+    sent = sent_unix_ns(rec)
+    if sent is None:
+        return None
+    ev = _dict(rec.get("events_ms"))
+
+    def at(key: str) -> int | None:
+        v = _num(ev.get(key))
+        return None if v is None else sent + int(v * NS_PER_MS)
+
+    first, visible, last = at("first_token"), at("first_visible"), at("last_token")
+    end = at("end") or last or sent
+    events = []
+    if first is not None:
+        events.append(SpanEvent("gen_ai.first_token", first))
+    if visible is not None:
+        events.append(SpanEvent("gen_ai.first_visible_token", visible))
+    children = [*_wait_spans(rec, sent, first, end)]
+    if first is not None:
+        reasoning_end = visible if visible is not None else last
+        if reasoning_end is not None and reasoning_end > first:
+            children.append(Span("reasoning", first, reasoning_end, {"ttft.phase": "reasoning"}))
+        if visible is not None and last is not None:
+            children.append(Span("streaming", visible, last, {"ttft.phase": "streaming"}))
+    err = error_type(rec)
+    message = _label(_dict(rec.get("error")).get("message")) if err != "cancelled" else "cancelled"
+    return Span(
+        f"chat {_label(rec.get('model')) or 'unknown'}",
+        sent,
+        max(end, sent),
+        span_attributes(rec, capture_content=capture_content),
+        tuple(events),
+        tuple(children),
+        (message or err) if err is not None else None,
+    )
+
+
+def _wait_spans(rec: dict[str, Any], sent: int, first: int | None, end: int) -> list[Span]:
+    """The wait (send -> first token) as one child, or tiled by phase where the record splits it."""
+    stop = first if first is not None else end
+    split = _dict(rec.get("metrics")).get("wait_ms")
+    if not isinstance(split, dict) or first is None:
+        return [Span("wait", sent, stop, {"ttft.phase": "wait"})] if stop > sent else []
+    out, t = [], sent
+    for phase in WAIT_PHASES:
+        ms = _num(split.get(phase))
+        if not ms or ms < 0:
+            continue
+        nxt = min(t + int(ms * NS_PER_MS), stop)
+        out.append(Span(f"wait {phase}", t, nxt, {"ttft.phase": f"wait.{phase}"}))
+        t = nxt
+    return out
+
+
+# --- metric points --------------------------------------------------------------------------
+def turn_points(rec: dict[str, Any]) -> list[Point]:
+    """Every histogram value this turn contributes (per chunk for ``time_per_output_chunk``)."""
+    attrs = metric_attributes(rec)
+    metrics, tokens = _dict(rec.get("metrics")), _dict(rec.get("tokens"))
+    out: list[Point] = []
+    if (total := _num(metrics.get("total_ms"))) is not None:
+        out.append(Point(DURATION, total / 1000, attrs))
+    if streamed(rec):
+        if (ttft := _num(metrics.get("ttft_ms"))) is not None:
+            out.append(Point(TIME_TO_FIRST_CHUNK, ttft / 1000, attrs))
+        times = chunk_times_ms(rec)
+        out += [Point(TIME_PER_OUTPUT_CHUNK, (b - a) / 1000, attrs) for a, b in pairwise(times)]
+    for key, kind in (("input", "input"), ("output", "output")):
+        if (n := _int(tokens.get(key))) is not None:
+            out.append(Point(TOKEN_USAGE, float(n), {**attrs, "gen_ai.token.type": kind}))
+    return out
+
+
+def turn_end_unix_ns(rec: dict[str, Any]) -> int | None:
+    sent = sent_unix_ns(rec)
+    if sent is None:
+        return None
+    ev = _dict(rec.get("events_ms"))
+    end = _num(ev.get("end"))
+    if end is None:
+        end = _num(ev.get("last_token"))
+    return sent + int((end or 0.0) * NS_PER_MS)
+
+
+def trace_ids(rec: dict[str, Any]) -> tuple[str, str]:
+    """A stable (trace id, span id) in hex for a logged turn: a file replayed twice names the same trace."""
+    key = f"{rec.get('session_id')}/{rec.get('turn_index')}/{rec.get('started_at')}".encode()
+    digest = hashlib.sha256(key).hexdigest()
+    return digest[:32], digest[32:48]
