@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import psutil
@@ -88,10 +88,12 @@ class LoadConfig:
     max_in_flight: int = 1024  # open loop only
     max_retries: int = 0  # a retry is a distortion in a load test: errors are counted instead
     temperature: float | None = None
+    # The rest of the turn flags (system prompt aside): effort, thinking, streaming, deadline.
+    turn: TurnSettings | None = None
+    system: str | None = None  # a system prompt before every synthetic one
 
     def settings(self) -> TurnSettings:
-        return TurnSettings(
-            stream=True,
+        return (self.turn or TurnSettings()).with_(
             max_output_tokens=self.max_output_tokens,
             temperature=self.temperature,
             max_retries=self.max_retries,
@@ -188,7 +190,8 @@ async def _one(
     worker: int = 0,
     on_cancel: Callable[[Finished], None] | None = None,
 ) -> Finished:
-    request = ChatRequest((Message("user", synthetic_prompt(index, cfg.input_tokens, cfg.seed)),), cfg.settings())
+    user = Message("user", synthetic_prompt(index, cfg.input_tokens, cfg.seed))
+    request = ChatRequest(((Message("system", cfg.system),) if cfg.system else ()) + (user,), cfg.settings())
     bench = {"run_id": run_id, "mode": mode, "level": level, "index": index, "warmup": warmup, "worker": worker}
     if scheduled_ms is not None:
         bench["scheduled_at_ms"] = scheduled_ms
@@ -417,7 +420,7 @@ def _worker_level(
     async def main() -> LevelResult:
         backend = build_backend(spec, _pool_size(cfg))
         try:
-            sub = LoadConfig(**{**asdict(cfg), "mode": cfg.mode, "levels": cfg.levels})
+            sub = replace(cfg)  # a copy (asdict would flatten the turn settings to a dict)
 
             def progress(p: Progress) -> None:
                 if queue is not None:
@@ -526,7 +529,7 @@ class LoadRunner:
             return None
         first = self.cfg.levels[0] if self.cfg.mode == "concurrency" else 1
         c = max(1, min(self.cfg.warmup, int(max(self.cfg.levels)) if self.cfg.mode == "concurrency" else 4, first))
-        cfg = LoadConfig(**{**asdict(self.cfg), "mode": "concurrency", "workers": 1})
+        cfg = replace(self.cfg, mode="concurrency", workers=1)
         if self.cfg.workers > 1:
             return await self._run_split(cfg, c, -1, requests=self.cfg.warmup, warmup=True, start_index=10**6)
         assert self.backend is not None

@@ -35,11 +35,13 @@ def parse_model(value: str, default_base_url: str | None) -> PaneSpec:
     return PaneSpec(value, default_base_url)
 
 
-def in_process_factory(spec: str, base_url: str | None) -> Backend:
-    """A backend in this process (headless runs: nothing paints, so nothing can delay a stamp)."""
+def in_process_factory(spec: str, base_url: str | None, *, timeout_s: float | None = None) -> Backend:
+    """A backend in this process (headless runs: nothing paints, so nothing can delay a stamp).
+
+    ``timeout_s``: the token idle timeout (``--timeout``); None is the provider's own."""
     from backends.providers import create_backend  # imported late: `ttft --help` stays fast
 
-    return create_backend(spec, base_url=base_url)
+    return create_backend(spec, base_url=base_url, timeout_s=timeout_s)
 
 
 def check_count(n: int) -> None:

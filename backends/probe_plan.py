@@ -153,8 +153,8 @@ def make_plan(
 ) -> ProbePlan:
     """The plan, shrunk to ``budget`` tokens when one is given; BudgetError when even the least cannot fit.
 
-    ``seed``: the texts' seed; by default a fresh one per run, because a server with a prefix cache
-    keeps the last run's texts, and a repeated text would read as a prefill that costs nothing.
+    ``seed`` None (a run's default) draws new texts: a server's prompt cache outlives a probe (OpenAI's
+    keeps prefixes for minutes), so the same texts again would be served from it.
     """
     if seed is None:
         seed = secrets.randbits(32)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from telemetry.duration import fmt_ms, unit_for
 from telemetry.export import write_csv, write_jsonl
 from telemetry.metrics import percentiles
 from telemetry.record import TurnRecord
@@ -283,20 +284,17 @@ def _phrase(spec: MetricSpec, amount: float, unit: str | None = None) -> str:
 
 
 def _unit_for(kind: str, *values: float) -> str:
-    if kind != "ms":
-        return kind
-    return "s" if max(abs(v) for v in values) >= 1000 else "ms"
+    return unit_for(*values) if kind == "ms" else kind
 
 
 def fmt_amount(value: float, kind: str, unit: str | None = None, *, bare: bool = False) -> str:
-    """180 ms / 1.24 s / 3.2 ms / 40 tokens; ``bare`` drops the unit (the low end of a range)."""
+    """180 ms / 1.24 s / 3.2 ms / 40 tokens; ``bare`` drops the unit (the low end of a range).
+
+    Durations are written by ``telemetry.duration`` (two decimals in seconds: verdicts compare them)."""
     unit = unit or _unit_for(kind, value)
-    if unit == "s":
-        s = f"{value / 1000:.2f}"
-    elif unit == "ms":
-        s = f"{value:.1f}" if abs(value) < 10 else f"{value:.0f}"
-    else:
-        s = f"{value:.1f}" if abs(value - round(value)) > 1e-9 and abs(value) < 10 else f"{value:.0f}"
+    if unit in ("s", "ms"):
+        return fmt_ms(value, digits=None, s_digits=2, unit="s" if unit == "s" else "ms", bare=bare)
+    s = f"{value:.1f}" if abs(value - round(value)) > 1e-9 and abs(value) < 10 else f"{value:.0f}"
     return s if bare else f"{s} {unit}"
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from telemetry.duration import fmt_ms as _s  # the one duration formatter, short in these sentences
 from telemetry.probe_split import probe_day
 from telemetry.record import TurnRecord
 from telemetry.wire import HttpInfo, WaitSplit
@@ -23,10 +24,6 @@ READING_TPOT_MS = 100.0  # slower than ~10 tokens/s trails a reader
 STALL_FACTOR = 10.0
 NEW_CONNECTION_MS = 100.0  # a connection set-up worth naming (and at least this share of the wait:)
 NEW_CONNECTION_SHARE = 0.3
-
-
-def _s(ms: float) -> str:
-    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
 
 
 def diagnose_turn(rec: TurnRecord) -> str:

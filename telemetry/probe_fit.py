@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from telemetry.duration import fmt_ms, unit_for
 from telemetry.probe_result import CacheFit, Estimate, PointKind, ProbeFit, ProbePoint
 
 N_BOOT = 600
@@ -145,7 +146,12 @@ def fit_cache(points: Sequence[ProbePoint], *, seed: int = 0) -> CacheFit:
     rng = np.random.default_rng(seed)
     samples = _bootstrap([list(range(len(pairs)))], lambda i: float(np.median(savings[i])), rng)
     saving = _interval(samples, float(np.median(savings)))
-    reported = [w.cached_tokens for _, w in pairs if w.tokens_source == "usage" and w.cached_tokens]
+    # What the second send had cached beyond the first (the first may share a template's head, or more).
+    reported = [
+        w.cached_tokens - (c.cached_tokens or 0)
+        for c, w in pairs
+        if w.tokens_source == "usage" and w.cached_tokens and w.cached_tokens > (c.cached_tokens or 0)
+    ]
     cached = int(np.median(reported)) if reported else None
     cold_ttft = float(np.median([float(c.ttft_ms or 0.0) for c, _ in pairs]))
     by_timing = len(pairs) >= 2 and saving.low > 0 and saving.value >= CACHE_MIN_SHARE * cold_ttft
@@ -154,17 +160,13 @@ def fit_cache(points: Sequence[ProbePoint], *, seed: int = 0) -> CacheFit:
 
 # --- plain words ----------------------------------------------------------------------------
 def _dur(ms: float) -> str:
-    if abs(ms) >= 1000:
-        return f"{ms / 1000:.1f} s"
-    return f"{ms:.1f} ms" if abs(ms) < 100 else f"{ms:.0f} ms"
+    return fmt_ms(ms, digits=None)
 
 
 def _range(e: Estimate) -> str:
-    if abs(e.value) >= 1000:
-        return f"{e.low / 1000:.1f}–{e.high / 1000:.1f} s"
-    if abs(e.value) < 100:
-        return f"{e.low:.1f}–{e.high:.1f}"
-    return f"{e.low:.0f}–{e.high:.0f}"
+    """Both ends in the value's unit: 40–45 ms, 1.2–1.4 s."""
+    unit = unit_for(e.value)
+    return f"{fmt_ms(e.low, digits=None, unit=unit, bare=True)}–{fmt_ms(e.high, digits=None, unit=unit)}"
 
 
 def _k(tokens: float) -> str:
@@ -204,3 +206,43 @@ def engine_prefill_per_1k(points: Sequence[ProbePoint], *, seed: int = 0) -> Est
         return None
     s = line[0]
     return Estimate(s.value * 1000, s.low * 1000, s.high * 1000)
+
+
+# Ends of the input ladder further off the line than this share of their TTFT: the line is a poor summary.
+CURVE_SHARE = 0.1
+
+
+def curvature_note(fit: ProbeFit) -> str:
+    """A sentence when TTFT bends away from the fitted line over the input ladder, else "".
+
+    Both ends of the ladder above the line (and the middle below) is growth faster than linear
+    (each token attends over a longer context); both below, slower (a server that batches prefill).
+    """
+    if fit.prefill_at(0) is None:
+        return ""
+    by: dict[int, list[ProbePoint]] = {}
+    for p in _ok(fit.points, "input", lambda p: p.ttft_ms if p.input_tokens is not None else None):
+        by.setdefault(p.group, []).append(p)
+    if len(by) < 3:
+        return ""
+    rungs = sorted(
+        (float(np.median([_fresh(p) for p in ps])), float(np.median([float(p.ttft_ms or 0.0) for p in ps])))
+        for ps in by.values()
+    )
+    resid = [y - float(fit.prefill_at(x) or 0.0) for x, y in rungs]
+    lo, hi, middle = resid[0], resid[-1], resid[1:-1]
+    if lo > 0 and hi > 0 and min(middle) < 0:
+        how = "faster than linearly"
+    elif lo < 0 and hi < 0 and max(middle) > 0:
+        how = "slower than linearly"
+    else:
+        return ""
+    end, share = max(((0, abs(lo) / rungs[0][1]), (-1, abs(hi) / rungs[-1][1])), key=lambda e: e[1])
+    if share < CURVE_SHARE:
+        return ""
+    which = "shortest" if end == 0 else "longest"
+    return (
+        f"TTFT grows {how} with the input here (the {which} prompts took {share:.0%} "
+        f"{'more' if resid[end] > 0 else 'less'} than the line says): the per-1k figure is an average over "
+        f"{rungs[0][0]:,.0f}-{rungs[-1][0]:,.0f} tokens, and the base is the line's, not a measured TTFT."
+    )

@@ -170,7 +170,7 @@ def test_models_command(srv: FakeServer, env: dict) -> None:
     assert p.returncode == 0 and p.stdout.split() == ["fake-model", "fake-reasoner"]
     assert list_models("anthropic", srv.url, api_key="k") == ["fake-model", "fake-reasoner"]
     p = _ttft(env, "models", "-m", "compat")
-    assert p.returncode == 1 and "--base-url" in p.stderr
+    assert p.returncode == 2 and "--base-url" in p.stderr  # an incomplete command line: a usage error
 
 
 def test_providers_config_and_defaults(env: dict, srv: FakeServer, monkeypatch) -> None:

@@ -74,7 +74,7 @@ def test_headless_table_and_verdicts(capsys: pytest.CaptureFixture[str], tmp_pat
         ],
         env,
     )
-    assert rc == 0
+    assert rc == 4  # one pane failed, two did not: partial
     assert env == [
         ("fake:quick-start", "http://127.0.0.1:2/v1"),
         ("fake:quick-decode", "http://127.0.0.1:1/v1"),

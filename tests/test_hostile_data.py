@@ -363,7 +363,7 @@ def test_bench_on_a_full_disk_reports_it(
     args = ["bench", "-m", "compat:fake-model", "--base-url", srv.openai_base_url, "--concurrency", "1"]
     rc = main([*args, "--requests", "2", "--warmup", "1", "--out", str(out), "--quiet"])
     err = capsys.readouterr().err
-    assert rc == 1 and f"could not write {out / 'turns.jsonl'}" in err and "No space left" in err
+    assert rc == 3 and f"could not write {out / 'turns.jsonl'}" in err and "No space left" in err
     assert (out / "turns.jsonl").read_bytes() == b""  # no torn line: the fragment was cut off again
 
 
@@ -417,15 +417,15 @@ def test_export_report_and_bench_into_an_unwritable_path(
 ) -> None:
     SessionLog("s-ok").append(play(stream(visible=3)))
     for fmt in ("jsonl", "csv", "otel"):
-        assert main(["export", "s-ok", "-f", fmt, "-o", str(blocked / f"out.{fmt}")]) == 1
+        assert main(["export", "s-ok", "-f", fmt, "-o", str(blocked / f"out.{fmt}")]) == 3  # not saved
         err = capsys.readouterr().err
         assert f"ttft export: could not write {blocked / f'out.{fmt}'}" in err
-    assert main(["report", "s-ok", "--html", str(blocked / "r.html"), "--svg", str(blocked / "svg")]) == 1
+    assert main(["report", "s-ok", "--html", str(blocked / "r.html"), "--svg", str(blocked / "svg")]) == 3
     out, err = capsys.readouterr()
     assert "== turns ==" in out  # the report itself is printed
     assert f"could not write {blocked / 'r.html'}" in err and f"could not write the charts to {blocked / 'svg'}" in err
     rc = main(["bench", "-m", "compat:x", "--base-url", "http://127.0.0.1:9/v1", "--out", str(blocked), "--quiet"])
-    assert rc == 2 and f"cannot write the results to {blocked}/" in capsys.readouterr().err
+    assert rc == 3 and f"cannot write the results to {blocked}/" in capsys.readouterr().err
 
 
 # --- 7. damaged log files ----------------------------------------------------------------

@@ -114,7 +114,7 @@ def test_models_lists_the_installed_local_models(tmp_path: Path, monkeypatch: py
     other.parent.mkdir(parents=True)
     other.write_bytes(gguf(HEADER))
     assert main(["models", "-m", "local", "--json"]) == 0
-    listed = json.loads(capsys.readouterr().out)
+    listed = json.loads(capsys.readouterr().out)["models"]
     first = listed[0]
     assert first["name"] == DEFAULT_MODEL.name and first["default"] is True
     assert first["size_bytes"] == DEFAULT_MODEL.path().stat().st_size

@@ -19,7 +19,7 @@ from telemetry.record import SCHEMA
 from tests.fakes.prefill_server import PrefillServer
 from tui.cli import main
 
-BASE_MS, PREFILL_MS_PER_TOKEN, TOKEN_MS = 20.0, 0.03, 2.0
+BASE_MS, PREFILL_MS_PER_TOKEN, TOKEN_MS = 20.0, 0.05, 2.0
 FIT_KEYS = {"base_ttft_ms", "prefill_ms_per_1k_input_tokens", "tpot_ms", "output_ms_per_100_tokens", "cache"}
 
 
@@ -51,7 +51,7 @@ def test_json_recovers_the_servers_costs(srv: PrefillServer, env: Path, tmp_path
     assert _probe(srv, "--quick", "--json", "--out", str(out)) == 0
     captured = capsys.readouterr()
     d = json.loads(captured.out)
-    assert set(d) == FIT_KEYS | {"points"}
+    assert set(d) == FIT_KEYS | {"points", "schema"} and d["schema"] == "ttft.probe/1"
 
     slope_truth = PREFILL_MS_PER_TOKEN * 1000
     slope = d["prefill_ms_per_1k_input_tokens"]
@@ -60,13 +60,14 @@ def test_json_recovers_the_servers_costs(srv: PrefillServer, env: Path, tmp_path
     assert abs(d["base_ttft_ms"]["value"] - BASE_MS) <= 15, d["base_ttft_ms"]
     # Decode: a generous bound (loopback chunks coalesce now and then), but far from any other cost here.
     assert abs(d["tpot_ms"]["value"] - TOKEN_MS) <= 0.5 * TOKEN_MS, d["tpot_ms"]
-    assert abs(d["output_ms_per_100_tokens"]["value"] - 100 * TOKEN_MS) <= 0.2 * 100 * TOKEN_MS
+    per_100 = d["output_ms_per_100_tokens"]
+    assert abs(per_100["value"] - 100 * TOKEN_MS) <= 0.3 * 100 * TOKEN_MS, per_100
     cache = d["cache"]
-    assert cache["detected"] is True
+    assert cache["detected"] is True, cache
     prefix = make_plan(None, quick=True).design.cache_prefix
     assert prefix - 32 <= cache["cached_tokens"] <= prefix + 16  # whole 16-token blocks of the shared prefix
     saving_truth = PREFILL_MS_PER_TOKEN * cache["cached_tokens"]
-    assert abs(cache["ttft_saving_ms"]["value"] - saving_truth) <= 0.15 * saving_truth + 5
+    assert abs(cache["ttft_saving_ms"]["value"] - saving_truth) <= 0.25 * saving_truth + 10, cache
 
     # It said what it would spend before it started, and spent exactly that many requests.
     plan = make_plan(None, quick=True)
@@ -156,7 +157,7 @@ def test_a_local_model_scales_the_plan_to_the_smaller_of_its_contexts() -> None:
 def test_ask_after_a_probe_splits_the_server_wait(srv: PrefillServer, env: Path, capsys) -> None:
     assert _probe(srv, "--quick", "--json", "--budget", "12000") == 0
     capsys.readouterr()
-    prompt = " ".join(["word"] * 2000)  # about 2k fresh input tokens: 20 + 0.03 x 2000 = 80 ms on this server
+    prompt = " ".join(["word"] * 2000)  # about 2k fresh input tokens: 20 + 0.05 x 2000 = 120 ms on this server
     assert main(["ask", "-m", "compat:prefill-fake", "--base-url", srv.base_url, "--json", prompt]) == 0
     captured = capsys.readouterr()
     d = json.loads(captured.out)
@@ -169,3 +170,35 @@ def test_ask_after_a_probe_splits_the_server_wait(srv: PrefillServer, env: Path,
     from tui.widgets.telemetry_pane import record_text
 
     assert "prefill" in record_text(d).plain and "queue" in record_text(d).plain  # the chat's after-turn lines
+
+
+def test_each_run_sends_new_text_so_no_earlier_probe_is_cached() -> None:
+    from backends.probe_plan import prompt_text
+
+    a, b = make_plan(None, quick=True), make_plan(None, quick=True)
+    assert a.requests == b.requests
+    assert {prompt_text(s) for s in a.steps}.isdisjoint(prompt_text(s) for s in b.steps)
+    same = make_plan(None, quick=True, seed=7), make_plan(None, quick=True, seed=7)
+    assert [prompt_text(s) for s in same[0].steps] == [prompt_text(s) for s in same[1].steps]
+    # Within a run: unique from the first word, except the cold/warm pairs' shared prefix.
+    firsts = [prompt_text(s).split()[1] for s in a.steps if s.kind in ("input", "cache_cold", "output")]
+    assert len(set(firsts)) == len(firsts)
+
+
+def test_anthropic_through_its_sdk_and_a_server_whose_usage_never_changes(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The runner is the same for every API. This fake reports 12 input tokens whatever it is sent, and
+    the probe trusts usage over its own estimate: no slope can be fitted, and it says so, guessing nothing."""
+    from tests.fakes import FakeServer, Schedule
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    out = tmp_path / "out"
+    with FakeServer(Schedule(first_token_ms=5, token_ms=1, visible_tokens=4)) as fake:
+        rc = main(["probe", "-m", "anthropic:claude-x", "--base-url", fake.url, "--budget", "9000", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "not enough successful turns" in err and "Traceback" not in err
+    (jsonl,) = out.glob("*.jsonl")
+    turns = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert {t["api"] for t in turns} == {"messages"} and {t["status"] for t in turns} == {"ok"}
+    assert not (env / "probes").exists()

@@ -8,7 +8,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from telemetry.probe_fit import fit_cache, fit_probe, levers, theil_sen
+from telemetry.probe_fit import curvature_note, fit_cache, fit_probe, levers, theil_sen
 from telemetry.probe_result import ProbePoint, fit_from_dict
 
 LENGTHS = (128, 400, 1200, 3000, 8000)
@@ -120,3 +120,16 @@ def test_output_fit_and_levers_in_plain_words() -> None:
     # The saved form reads back to the same figures, without the points.
     back = fit_from_dict(fit.to_dict(points=False))
     assert back.to_dict(points=False) == fit.to_dict(points=False) and back.points == ()
+
+
+def test_a_bending_line_is_said_and_a_straight_one_is_not() -> None:
+    straight = fit_probe(_inputs(30, 0.04, 4, 1.0, 0, seed=2))
+    assert curvature_note(straight) == ""
+    rng = random.Random(4)
+    bent = [  # per-token cost growing with the context, as attention on a small CPU model
+        ProbePoint("input", g, t, n, 0, 4, 200 + 30 * n * (1 + n / 3000) + rng.gauss(0, 5), None, None, "usage")
+        for g, n in enumerate(LENGTHS)
+        for t in range(4)
+    ]
+    note = curvature_note(fit_probe(bent))
+    assert note.startswith("TTFT grows faster than linearly") and "128-8,000 tokens" in note

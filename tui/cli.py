@@ -20,6 +20,9 @@ import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
 
+from tui.commands.exits import Exit  # noqa: E402
+from tui.commands.help import Parser, examples  # noqa: E402
+
 if TYPE_CHECKING:
     from backends.otel import LivePush
 
@@ -35,12 +38,15 @@ COMMANDS = {
     "sessions": "tui.commands.sessions",
     "export": "tui.commands.export",
     "probe": "tui.commands.probe",
+    "completion": "tui.commands.completion",
 }
 COMMAND_MODULES = tuple(COMMANDS.values())
 # Commands that pick a model read the config file: a bad one stops them before they start,
 # with one line (exit 2), never a traceback or a silent fall-back to another provider.
 CONFIG_COMMANDS = frozenset({"chat", "ask", "models", "compare", "bench", "probe"})
-USAGE_ERROR = 2
+# Commands that need every command's parser (completion describes them all).
+WHOLE_PARSER_COMMANDS = frozenset({"completion"})
+USAGE_ERROR = int(Exit.USAGE)
 
 
 def package_version() -> str:
@@ -65,12 +71,18 @@ class _Version(argparse.Action):
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser with every command, or with just ``only`` (the command about to run)."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="ttft",
         description="A terminal chat client for LLMs that shows where the latency comes from.",
+        epilog=examples(
+            "ttft                                    # the chat, on the default model",
+            'ttft ask -m openai:gpt-4o-mini "hi"      # one turn: answer on stdout, summary on stderr',
+            'git diff | ttft ask "review this"        # stdin, then the prompt',
+            "ttft COMMAND --help                     # each command's options and examples",
+        ),
     )
     parser.add_argument("--version", action=_Version)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for cmd, name in COMMANDS.items():
         if only is not None and cmd != only:
             continue
@@ -117,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args_list or (args_list[0].startswith("-") and args_list[0] not in ("-h", "--help", "--version")):
         args_list = ["chat", *args_list]
     only = args_list[0] if args_list[0] in COMMANDS else None
-    parser = build_parser(only)
+    parser = build_parser(None if only in WHOLE_PARSER_COMMANDS else only)
     if only == "chat" and "chat" not in parser._subparsers._group_actions[0].choices:  # type: ignore[union-attr,operator]
         parser.print_help()
         return 0
@@ -126,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     args.started_ns = started  # what a command measures its own delay from
+    args.parser = parser
     push = _live_otel(args.command)
     try:
         return _dispatch(args)

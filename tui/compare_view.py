@@ -15,7 +15,7 @@ from rich.text import Text
 
 from telemetry.compare import METRICS, RESAMPLES, Comparison, fmt_amount
 from telemetry.recorder import Snapshot
-from tui.format import PHASE_COLOR, short_spec_str, visible_controls
+from tui.format import PHASE_COLOR, fmt_ms, short_spec_str, visible_controls
 
 WIN = "★"
 NAME_W = 32  # the summary's model column
@@ -131,7 +131,7 @@ def summary(
 
 
 def _ms(v: float | None) -> str:
-    return "—" if v is None else fmt_amount(v, "ms")
+    return fmt_ms(v, digits=None, s_digits=2, missing="—")
 
 
 def pane_live_text(snap: Snapshot, trial: int = 0, trials: int = 1) -> Text:

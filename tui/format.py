@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import re
 
+# Durations: the one formatter is telemetry's (its sentences use it too), re-exported for the UI.
+from telemetry.duration import DASH as DASH
+from telemetry.duration import fmt_ms as fmt_ms
+
 # One colour per phase, wherever a phase is named (pane, compare status lines).
 PHASE_COLOR = {
     "queued": "dim",
@@ -16,7 +20,6 @@ PHASE_COLOR = {
     "cancelled": "yellow",
 }
 
-DASH = "–"
 
 # --- text from outside, on a terminal ---------------------------------------------------------
 # Model output, a server's error text, a log file's fields: none of it may drive the terminal
@@ -38,17 +41,6 @@ def visible_controls(text: str) -> str:
     if _CONTROLS.search(text) is None:
         return text
     return text.translate(_VISIBLE)
-
-
-def fmt_ms(v: float | None, *, digits: int = 0) -> str:
-    """230 ms, 1.8 s, 2 m 05 s."""
-    if v is None:
-        return DASH
-    if v < 1000:
-        return f"{v:.{digits}f} ms"
-    if v < 60_000:
-        return f"{v / 1000:.1f} s"
-    return f"{int(v // 60_000)} m {int(v % 60_000 // 1000):02d} s"
 
 
 def fmt_num(v: float | int | None, unit: str = "", digits: int = 0) -> str:

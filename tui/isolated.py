@@ -79,15 +79,19 @@ class BackendStartError(Exception):
 
 
 # --- the child ---------------------------------------------------------------------------
-def _child(conn: Connection, spec: str, base_url: str | None) -> None:  # pragma: no cover - runs in the child
-    asyncio.run(_child_main(conn, spec, base_url))
+def _child(
+    conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None
+) -> None:  # pragma: no cover - runs in the child
+    asyncio.run(_child_main(conn, spec, base_url, timeout_s))
 
 
-async def _child_main(conn: Connection, spec: str, base_url: str | None) -> None:  # pragma: no cover
+async def _child_main(
+    conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None
+) -> None:  # pragma: no cover
     from backends.providers import create_backend
 
     try:
-        backend = create_backend(spec, base_url=base_url)
+        backend = create_backend(spec, base_url=base_url, timeout_s=timeout_s)
     except Exception as exc:
         conn.send(
             ("error", str(exc) or repr(exc), getattr(exc, "kind", type(exc).__name__), getattr(exc, "hint", None))
@@ -173,8 +177,8 @@ def _real_stdio() -> Iterator[None]:
 class ProcessBackend:
     """The Backend protocol, served by a child process running ``create_backend(spec)``."""
 
-    def __init__(self, spec: str, base_url: str | None = None) -> None:
-        self._spec, self._base_url = spec, base_url
+    def __init__(self, spec: str, base_url: str | None = None, *, timeout_s: float | None = None) -> None:
+        self._spec, self._base_url, self._timeout_s = spec, base_url, timeout_s
         self._start()
         self._lock = asyncio.Lock()
 
@@ -182,7 +186,9 @@ class ProcessBackend:
         spec = self._spec
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_child, args=(child, spec, self._base_url), daemon=True, name="ttft-backend")
+        self._proc = ctx.Process(
+            target=_child, args=(child, spec, self._base_url, self._timeout_s), daemon=True, name="ttft-backend"
+        )
         with _real_stdio():
             self._proc.start()
         child.close()

@@ -26,22 +26,24 @@ BackendFactory = Callable[[str, str | None], Backend]
 RESUME_TURNS = 200  # the last turns a resume reads up front (history, timelines); the rest is read lazily
 
 
-def default_backend_factory(spec: str, base_url: str | None) -> Backend:
-    """The backend in its own process (timestamps independent of painting); TTFT_IN_PROCESS=1 keeps it here."""
+def default_backend_factory(spec: str, base_url: str | None, *, timeout_s: float | None = None) -> Backend:
+    """The backend in its own process (timestamps independent of painting); TTFT_IN_PROCESS=1 keeps it here.
+
+    ``timeout_s``: the token idle timeout (``--timeout``); None is the provider's own."""
     if os.environ.get("TTFT_IN_PROCESS") == "1":
         from backends.providers import create_backend  # imported late: the SDKs are slow to import
 
-        return create_backend(spec, base_url=base_url)
+        return create_backend(spec, base_url=base_url, timeout_s=timeout_s)
     from tui.isolated import BackendStartError, ProcessBackend
 
     try:
-        return ProcessBackend(spec, base_url)
+        return ProcessBackend(spec, base_url, timeout_s=timeout_s)
     except BackendStartError:
         raise  # the spec, key or config is wrong: say so
     except (OSError, RuntimeError):  # no child process here (sandbox, frozen build): stamp in this process
         from backends.providers import create_backend
 
-        return create_backend(spec, base_url=base_url)
+        return create_backend(spec, base_url=base_url, timeout_s=timeout_s)
 
 
 def default_model_spec() -> str:

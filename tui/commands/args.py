@@ -59,3 +59,14 @@ def temperature(value: str) -> float:
     if t < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {value!r}")
     return t
+
+
+def deadline(value: str) -> float:
+    """``--deadline S``: a positive, finite number of seconds for the whole turn."""
+    try:
+        secs = float(value)
+    except ValueError:
+        secs = float("nan")
+    if not secs > 0 or secs == float("inf"):
+        raise argparse.ArgumentTypeError(f"takes a positive number of seconds, not {value!r}")
+    return secs

@@ -1,19 +1,18 @@
 """``ttft ask``: one turn, headless and scriptable.
 
 The answer streams to stdout, a one-line telemetry summary goes to stderr; ``--json``
-prints the full ``ttft.turn`` record to stdout instead. Exit code 0 on success, 1 on
-error (the record is still printed and logged, with ``status: error``), 3 when the turn
-could not be written to the session log (the answer and record are still printed), 130
-when interrupted (143 for SIGTERM, 129 for SIGHUP: the turn is logged as cancelled).
-Every turn is appended to the session log.
+prints the full ``ttft.turn`` record to stdout instead, ``-q`` drops the summary. Exit
+codes come from ``tui.commands.exits``: 1 when the turn failed (the record is still printed
+and logged, with ``status: error``), 2 for a command line that cannot make a turn, 3 when
+the turn could not be written to the session log (the answer and record are still printed),
+130/143/129 when interrupted (the turn is logged as cancelled). Every turn is appended to
+the session log.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import sys
 from types import SimpleNamespace
 from typing import Any
@@ -27,17 +26,18 @@ from telemetry.log import SessionLog, check_session_id
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
-from telemetry.settings import TurnSettings
 from telemetry.surrogates import scrub
 from telemetry.wire import WaitSplit
 from tui import signals
-from tui.commands.args import model_spec, non_negative_int, positive_int, seconds, temperature
-from tui.format import visible_controls
+from tui.commands.args import model_spec
+from tui.commands.exits import Exit, for_error_kind
+from tui.commands.flags import add_turn_flags, settings_from_args
+from tui.commands.help import examples
+from tui.commands.output import add_output_flags, json_text, note
+from tui.commands.prompt import PromptTooLarge, read_prompt
+from tui.format import fmt_ms, visible_controls
 
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-LOG_FAILED = 3  # exit code: the turn ran, but its record could not be written to the session log
-# JSON escapes C0 itself; DEL and C1 (0x9b is a CSI) it leaves raw with ensure_ascii=False.
-_JSON_RAW_CONTROLS = re.compile("[\x7f-\x9f]")
+LOG_FAILED = int(Exit.NOT_SAVED)  # the turn ran, but its record could not be written to the session log
 
 
 def session_id_arg(value: str) -> str:
@@ -46,17 +46,6 @@ def session_id_arg(value: str) -> str:
         return check_session_id(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def deadline_arg(value: str) -> float:
-    """``--deadline``: a positive number of seconds."""
-    try:
-        secs = float(value)
-    except ValueError:
-        secs = float("nan")
-    if not secs > 0 or secs == float("inf"):
-        raise argparse.ArgumentTypeError(f"takes a positive number of seconds, not {value!r}")
-    return secs
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -69,79 +58,24 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "compat:MODEL (with --base-url), local, local:/path/model.gguf, or a configured provider",
     )
     p.add_argument("--base-url", help="the API's address (e.g. http://127.0.0.1:8080/v1 for a compat server)")
-    p.add_argument(
-        "--timeout",
-        type=seconds,
-        default=None,
-        metavar="S",
-        help="end the turn when no new token came for S seconds; keepalives do not count (default 60)",
-    )
-
-
-def add_turn_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--system", help="a system prompt")
-    p.add_argument("--max-output-tokens", type=positive_int, metavar="N")
-    p.add_argument("--temperature", type=temperature)
-    p.add_argument(
-        "--reasoning-effort", choices=EFFORTS, help="OpenAI reasoning_effort / Anthropic output_config.effort"
-    )
-    p.add_argument(
-        "--reasoning-summary", choices=("auto", "concise", "detailed"), help="Responses API reasoning summary"
-    )
-    p.add_argument(
-        "--thinking-budget", metavar="N|adaptive", help="Anthropic extended thinking: budget tokens or adaptive"
-    )
-    p.add_argument("--thinking-display", choices=("summarized", "omitted"), help="Anthropic thinking display")
-    p.add_argument("--no-stream", action="store_true", help="ask for the whole answer at once (TTFT == E2E)")
-    p.add_argument(
-        "--max-retries",
-        type=non_negative_int,
-        default=2,
-        metavar="N",
-        help="SDK retries on 408/409/429/5xx (default 2)",
-    )
-    p.add_argument(
-        "--deadline",
-        type=deadline_arg,
-        default=None,
-        metavar="S",
-        help="end the turn as an error after S seconds in all, however steadily it streams (partial answer kept)",
-    )
-
-
-def settings_from_args(args: argparse.Namespace) -> TurnSettings:
-    extra: dict[str, Any] = {}
-    budget: int | None = None
-    tb = getattr(args, "thinking_budget", None)
-    if tb:
-        if str(tb).lower() == "adaptive":
-            extra["thinking"] = "adaptive"
-        else:
-            try:
-                budget = int(tb)
-            except ValueError:
-                raise SystemExit(
-                    f"ttft: --thinking-budget takes a number of tokens or 'adaptive', not {tb!r}"
-                ) from None
-    return TurnSettings(
-        stream=not getattr(args, "no_stream", False),
-        max_output_tokens=getattr(args, "max_output_tokens", None),
-        temperature=getattr(args, "temperature", None),
-        reasoning_effort=getattr(args, "reasoning_effort", None),
-        reasoning_summary=getattr(args, "reasoning_summary", None),
-        thinking_budget=budget,
-        thinking_display=getattr(args, "thinking_display", None),
-        max_retries=getattr(args, "max_retries", 2),
-        deadline_s=getattr(args, "deadline", None),
-        extra=extra,
-    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("ask", help="ask one question; answer to stdout, telemetry summary to stderr")
+    p = sub.add_parser(
+        "ask",
+        help="ask one question; answer to stdout, telemetry summary to stderr",
+        description="One turn, headless and scriptable: the answer streams to stdout, one summary line to "
+        "stderr, and the turn is appended to the session log. Piped stdin comes first in the prompt.",
+        epilog=examples(
+            'ttft ask -m openai:gpt-4o-mini "Why is the sky blue?"',
+            'ttft ask -m compat:qwen3 --base-url http://127.0.0.1:8080/v1 --json "hi" > turn.json',
+            'ttft ask -m anthropic:claude-sonnet-4-5 --thinking-budget adaptive "hi"',
+            'git diff | ttft ask -q "write the commit message"   # stdin, a blank line, then the prompt',
+        ),
+    )
     add_model_options(p)
-    add_turn_options(p)
-    p.add_argument("--json", action="store_true", help="print the full ttft.turn record instead of the answer")
+    add_turn_flags(p)
+    add_output_flags(p, "print the full ttft.turn record instead of the answer")
     p.add_argument(
         "--session", metavar="ID", type=session_id_arg, help="append to this session's log (default: a new session)"
     )
@@ -151,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="read Chat Completions (openai, compat) with the OpenAI SDK, not ttft's own reader (same record;"
         " the SDK's import adds 0.5-1 s)",
     )
-    p.add_argument("prompt", nargs="*", help="the question (read from stdin when omitted)")
+    p.add_argument("prompt", nargs="*", help="the question; piped stdin comes before it (or is the whole of it)")
     p.set_defaults(func=run)
 
 
@@ -159,8 +93,8 @@ def summary_line(d: dict[str, Any]) -> str:
     """One line for stderr: the numbers that say where the time went."""
     m, t = d["metrics"], d["tokens"]
 
-    def f(v: float | None, unit: str = " ms") -> str:
-        return "-" if v is None else f"{v:.0f}{unit}" if v >= 100 else f"{v:.1f}{unit}"
+    def f(v: float | None) -> str:
+        return fmt_ms(v, digits=None, missing="-")
 
     who = f"{d['provider']}:{d['model']}"
     parts = [f"TTFT {f(m.get('ttft_ms'))}"]
@@ -216,7 +150,7 @@ def _failed_record(
 
 
 async def _ask(
-    backend: Backend, request: ChatRequest, recorder: TurnRecorder, log: SessionLog, echo: bool
+    backend: Backend, request: ChatRequest, recorder: TurnRecorder, log: SessionLog, echo: bool, quiet: bool = False
 ) -> TurnRecord:
     wrote = False
     # On a terminal the answer's control characters are shown, not run; piped, it stays byte-exact.
@@ -224,7 +158,7 @@ async def _ask(
 
     def on_event(e: ev.Event) -> None:
         nonlocal wrote
-        if isinstance(e, ev.ModelLoadStarted) and e.what:
+        if isinstance(e, ev.ModelLoadStarted) and e.what and not quiet:
             print(f"ttft: {visible_controls(e.what)}", file=sys.stderr, flush=True)  # e.g. assembling the model
         if echo and isinstance(e, ev.TextDelta) and e.text:
             sys.stdout.write(shown(e.text))
@@ -256,15 +190,16 @@ def _make_backend(spec: str, base_url: str | None, timeout: float | None, *, sdk
 
 def run(args: argparse.Namespace) -> int:
     started = getattr(args, "started_ns", None) or ev.now_ns()  # tui.cli stamps the process start
-    prompt = " ".join(args.prompt).strip()
-    if not prompt and not sys.stdin.isatty():
-        prompt = sys.stdin.read().strip()
-    prompt = scrub(prompt)  # bytes argv could not decode arrive as lone surrogates, which no request can carry
+    try:
+        prompt = read_prompt(args.prompt)
+    except PromptTooLarge as exc:
+        print(f"ttft ask: {exc}", file=sys.stderr)
+        return Exit.USAGE
     if not prompt:
         print(
             'ttft ask: give a question, e.g. ttft ask -m openai:gpt-4o-mini "hi" (or pipe it on stdin)', file=sys.stderr
         )
-        return 2
+        return Exit.USAGE
     settings = settings_from_args(args)
     request = build_request(prompt, system=scrub(args.system) if args.system else None, settings=settings)
     log = SessionLog(args.session)
@@ -279,33 +214,37 @@ def run(args: argparse.Namespace) -> int:
             recorder = new_recorder(backend, request, session_id=log.session_id, turn_index=log.next_turn_index())
             recorder.feed(ev.Submitted(started))  # ttft's own delay runs from the process start to the send
             # SIGTERM and SIGHUP (a container stop, a closed terminal) end the turn like Ctrl-C
-            record = signals.run(_ask(backend, request, recorder, log, echo=not args.json))
+            record = signals.run(_ask(backend, request, recorder, log, echo=not args.json, quiet=args.quiet))
     except KeyboardInterrupt as exc:
         if recorder is None:
             return signals.exit_code(exc)
         record = recorder.finish()  # run_turn recorded Cancelled and logged it
-        _print(record, args.json, log)
+        _print(record, args, log)
         return signals.exit_code(exc)
-    _print(record, args.json, log)
+    _print(record, args, log)
     if log.write_errors:
         return LOG_FAILED
-    return 0 if record.status == "ok" else 1
+    return Exit.OK if record.status == "ok" else for_error_kind(record.error.type if record.error else None)
 
 
-def _print(record: TurnRecord, as_json: bool, log: SessionLog) -> None:
+def _print(record: TurnRecord, args: argparse.Namespace, log: SessionLog) -> None:
     """The record (``--json``), the summary, and any log write that failed, on stderr; a closed terminal
     (after SIGHUP) or a closed pipe just ends the printing: the turn is in the log."""
     try:
-        _print_record(record, as_json)
+        _print_record(record, args)
         for err in log.write_errors:
             print(f"ttft ask: {err}; the turn was not saved (its record is above with --json)", file=sys.stderr)
     except OSError:
         pass
 
 
-def _print_record(record: TurnRecord, as_json: bool) -> None:
+def _print_record(record: TurnRecord, args: argparse.Namespace) -> None:
     d = record.to_dict()
-    if as_json:  # every control character escaped: the same JSON values, and safe on a terminal
-        text = json.dumps(d, ensure_ascii=False, indent=2)
-        print(_JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text))
-    print(visible_controls(summary_line(d)), file=sys.stderr)  # the server's error text among it
+    if args.json:  # every control character escaped: the same JSON values, and safe on a terminal
+        print(json_text(d))
+    if record.status == "error" and args.quiet:  # -q drops the summary, never the error
+        e = d.get("error") or {}
+        said = f"error: {e.get('message')}" + (f" {e['hint']}" if e.get("hint") else "")
+        print(visible_controls(said), file=sys.stderr)
+    else:
+        note(args, summary_line(d))  # the server's error text among it: shown, never run

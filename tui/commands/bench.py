@@ -14,6 +14,7 @@ import contextlib
 import csv
 import json
 import os
+import secrets
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +26,11 @@ from telemetry.log import encode_line, write_all
 from telemetry.urls import redact_url
 from tui import charts, signals
 from tui.commands import bench_capacity
-from tui.commands.args import model_spec, positive_int
+from tui.commands.args import model_spec
+from tui.commands.exits import Exit, for_error_kind
+from tui.commands.flags import add_turn_flags, settings_from_args
+from tui.commands.help import examples
+from tui.commands.output import add_output_flags, print_json
 from tui.format import visible_controls
 
 LOCAL_SERVER = "local-server"
@@ -41,32 +46,88 @@ def _floats(text: str) -> tuple[float, ...]:
     return vals
 
 
+def _goodput(text: str) -> str:
+    """vLLM's ``--goodput ttft:500`` (milliseconds) as ttft's ``--slo ttft=500``."""
+    key, sep, value = text.partition(":")
+    item = f"{key}={value}"
+    try:
+        if not sep:
+            raise ValueError("no colon")
+        agg.SLO.parse(item)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected KEY:MS with KEY ttft, tpot or e2el, got {text!r}") from None
+    return item
+
+
+class _GoodputAction(argparse.Action):
+    """``--goodput ttft:500 tpot:50`` fills ``--slo`` (one of the two; the later wins)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any, opt: Any = None) -> None:
+        setattr(ns, self.dest, ",".join(values))
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
         help="load-test a model: total throughput against each user's speed, across concurrency levels or rates",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples(
+            "ttft bench -m compat:qwen3 --base-url http://127.0.0.1:8080/v1 --concurrency 1,2,4,8",
+            "ttft bench -m local-server --slots 4 --concurrency 1,2,4",
+            "ttft bench -m compat:m --base-url URL --rate 2,4,8 --slo ttft=500ms,tpot=50ms",
+            "# vLLM's names work too: --num-prompts, --request-rate, --max-concurrency, --random-input-len, --goodput",
+            "ttft bench -m compat:m --base-url URL --max-concurrency 8 --num-prompts 64 --goodput ttft:500 tpot:50",
+            "ttft bench -m compat:m --base-url URL --json -q > summary.json",
+        ),
     )
     p.add_argument("-m", "--model", type=model_spec, required=True, help="PROVIDER:MODEL, or local-server[:PATH.gguf]")
     p.add_argument("--base-url", help="server base URL (compat servers, or to point a provider at another host)")
     load = p.add_mutually_exclusive_group()
-    load.add_argument("--concurrency", type=_floats, help="closed-loop users per level, e.g. 1,2,4,8 (default)")
+    load.add_argument(
+        "--concurrency",
+        "--max-concurrency",
+        dest="concurrency",
+        type=_floats,
+        help="closed-loop users per level, e.g. 1,2,4,8 (default)",
+    )
     load.add_argument(
         "--rate",
+        "--request-rate",
+        dest="rate",
         type=_floats,
         nargs="?",
         const=(1.0,),
         help="open-loop Poisson arrival rates in requests/s, e.g. 2,4,8 (alone, with --find-capacity: from 1/s)",
     )
-    p.add_argument("--requests", type=int, default=32, help="measured requests per level (default 32)")
-    p.add_argument("--warmup", type=int, default=2, help="unmeasured requests before the first level (default 2)")
-    p.add_argument("--input-tokens", type=int, default=128, help="synthetic prompt length (default 128)")
     p.add_argument(
-        "--max-output-tokens", type=positive_int, default=64, help="max output tokens per request (default 64)"
+        "--requests",
+        "--num-prompts",
+        dest="requests",
+        type=int,
+        default=32,
+        help="measured requests per level (default 32)",
+    )
+    p.add_argument("--warmup", type=int, default=2, help="unmeasured requests before the first level (default 2)")
+    p.add_argument(
+        "--input-tokens",
+        "--random-input-len",
+        dest="input_tokens",
+        type=int,
+        default=128,
+        help="synthetic prompt length (default 128)",
     )
     p.add_argument("--seed", type=int, default=0, help="prompts and arrival times repeat with the same seed")
     p.add_argument("--slo", help="goodput objectives, e.g. ttft=500ms,tpot=50ms,e2e=10s (errors count as misses)")
+    p.add_argument(
+        "--goodput",
+        dest="slo",
+        nargs="+",
+        type=_goodput,
+        action=_GoodputAction,
+        metavar="KEY:MS",
+        help="vLLM's spelling of --slo: ttft:500 tpot:50 e2el:10000 (milliseconds)",
+    )
     p.add_argument("--out", type=Path, help="results folder (default ./ttft-bench-<time>)")
     p.add_argument("--workers", type=int, default=1, help="split the load across this many client processes")
     p.add_argument("--max-in-flight", type=int, default=1024, help="open loop: most streams at once")
@@ -88,7 +149,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ctx", type=int, default=4096, help="local-server: context shared by the slots (-c)")
     p.add_argument("--threads", type=int, help="local-server: CPU threads (-t)")
     p.add_argument("--ignore-eos", action="store_true", help="local-server: every answer runs to --max-output-tokens")
-    p.add_argument("--quiet", action="store_true", help="no live progress line")
+    add_turn_flags(p, max_output_tokens=64, max_retries=0)  # a retry would hide an error a load test counts
+    add_output_flags(p, "print the ttft.bench/1 summary (summary.json, with the results folder) instead of the tables")
     bench_capacity.add_arguments(p)
     p.set_defaults(func=run)
 
@@ -104,7 +166,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"ttft bench: {exc}", file=sys.stderr)
         return 2
     try:
-        return signals.run(bench(args, slo))  # SIGTERM and SIGHUP stop it like Ctrl-C
+        if not args.json:
+            return signals.run(bench(args, slo))  # SIGTERM and SIGHUP stop it like Ctrl-C
+        # --json: stdout holds the summary alone; the tables and charts go to stderr (or nowhere, -q)
+        with contextlib.ExitStack() as stack:
+            sink = stack.enter_context(open(os.devnull, "w")) if args.quiet else sys.stderr
+            stack.enter_context(contextlib.redirect_stdout(sink))
+            rc = signals.run(bench(args, slo))
+        if (summary := getattr(args, "summary", None)) is not None:
+            print_json(summary)
+        return rc
     except KeyboardInterrupt as exc:
         print("\nttft bench: interrupted; results so far are in the output folder", file=sys.stderr)
         return signals.exit_code(exc)
@@ -267,15 +338,21 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
         seed=args.seed,
         workers=max(1, args.workers),
         max_in_flight=args.max_in_flight,
+        max_retries=args.max_retries,
+        temperature=args.temperature,
+        turn=settings_from_args(args),
+        system=args.system,
     )
-    run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    # A random tail as session ids have: two runs started in the same second must not share an id
+    # (their turns would collide in a merged report or a trace store) nor a default folder.
+    run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
     out: Path = args.out or Path(f"ttft-{run_id}")
     try:
         out.mkdir(parents=True, exist_ok=True)
         turns = TurnsFile(out / "turns.jsonl")
     except OSError as exc:
         print(f"ttft bench: cannot write the results to {out}/: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+        return Exit.NOT_SAVED
 
     server = None
     spec, base_url = args.model, args.base_url
@@ -297,7 +374,7 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
             await asyncio.to_thread(server.start)
         except LlamaServerError as exc:
             print(f"ttft bench: {exc}", file=sys.stderr)
-            return 2
+            return Exit.USAGE
         print(f"llama-server healthy on {server.url}", file=sys.stderr, flush=True)
         spec, base_url = f"compat:{server.model_name}", server.base_url
 
@@ -336,7 +413,14 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
             runner = LoadRunner(
                 cfg,
                 spec=BackendSpec(
-                    spec, base_url, raw_stream=args.raw_stream, options={"lean": True} if lean else {}, aiohttp=lean
+                    spec,
+                    base_url,
+                    raw_stream=args.raw_stream,
+                    options={
+                        **({"lean": True} if lean else {}),
+                        **({"timeout_s": args.timeout} if args.timeout else {}),
+                    },
+                    aiohttp=lean,
                 ),
                 run_id=run_id,
                 on_progress=progress,
@@ -355,7 +439,7 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                     err = warm.records[0].get("error") or {}
                     msg = visible_controls(f"ttft bench: every warm-up request failed: {err.get('message')}")
                     print(msg, file=sys.stderr)  # the server's words: shown, never run
-                    return 1
+                    return Exit.FAILED
                 print(HEADER)
                 if args.find_capacity:
 
@@ -394,7 +478,7 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
             hint = getattr(exc, "hint", None)
             print(visible_controls(f"ttft bench: {exc}" + (f" {hint}" if hint else "")), file=sys.stderr)
             if not levels:
-                return 2
+                return for_error_kind(getattr(exc, "kind", "bad_spec"))
     finally:
         turns.close()
         if server is not None:
@@ -409,6 +493,7 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
     except OSError as exc:
         unsaved.append(f"summary.json / levels.csv: {exc.strerror or exc}")
         summary = agg.summary(levels, meta=meta)
+    args.summary = {**summary, "out": str(out)}  # for --json
     title = meta.get("model") or args.model
     width = 78
     if args.charts == "png" and not charts.png_available():
@@ -430,6 +515,6 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
     if unsaved:
         for what in unsaved:
             print(f"ttft bench: could not write {what}", file=sys.stderr)
-        return 1
+        return Exit.NOT_SAVED
     print(f"\nresults in {out}/ (turns.jsonl, summary.json, levels.csv, tradeoff + ttft charts)")
-    return 0 if levels and all(lv["completed"] for lv in levels) else 1
+    return Exit.OK if levels and all(lv["completed"] for lv in levels) else Exit.FAILED

@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
 from telemetry.log import resolve, tail_records
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from telemetry.urls import without_masked
-from tui.commands.args import model_spec, positive_int, temperature
-from tui.commands.ask import deadline_arg
+from tui.commands.args import model_spec
+from tui.commands.flags import add_turn_flags
+from tui.commands.flags import settings_from_args as turn_settings
+from tui.commands.help import examples
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("chat", help="chat with a model and watch where the latency goes (the default command)")
+    p = sub.add_parser(
+        "chat",
+        help="chat with a model and watch where the latency goes (the default command)",
+        epilog=examples(
+            "ttft                                        # the default model (TTFT_MODEL, config, a key, else local)",
+            "ttft chat -m local --speculative",
+            "ttft chat -m compat:qwen3 --base-url http://127.0.0.1:8080/v1 --effort low",
+            "ttft chat --resume                          # reopen the most recent session",
+        ),
+    )
     p.add_argument(
         "-m", "--model", type=model_spec, help="provider:model spec (default: configured default, else the local model)"
     )
@@ -26,42 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="SESSION",
         help="reopen a session (default: the most recent) and continue it",
     )
-    p.add_argument(
-        "--reasoning-effort",
-        "--effort",
-        dest="effort",
-        choices=["none", "minimal", "low", "medium", "high", "xhigh", "max"],
-        help="reasoning effort",
-    )
-    p.add_argument("--thinking-budget", type=positive_int, help="thinking budget in tokens")
-    p.add_argument("--thinking-display", choices=["summarized", "omitted"], help="how thinking is returned")
-    p.add_argument(
-        "--max-output-tokens", "--max-tokens", dest="max_tokens", type=positive_int, help="max output tokens"
-    )
-    p.add_argument("--temperature", type=temperature)
-    p.add_argument("--no-stream", action="store_true", help="ask for the whole answer at once")
     p.add_argument("--speculative", action="store_true", help="speculative decoding (local models)")
-    p.add_argument("--system", help="a system prompt")
-    p.add_argument(
-        "--deadline",
-        type=deadline_arg,
-        metavar="S",
-        help="end a turn as an error after S seconds in all (partial answer kept)",
-    )
+    add_turn_flags(p)
     p.set_defaults(func=run)
 
 
 def settings_from_args(args: argparse.Namespace) -> TurnSettings:
-    return TurnSettings(
-        stream=not args.no_stream,
-        max_output_tokens=args.max_tokens,
-        temperature=args.temperature,
-        reasoning_effort=args.effort,
-        thinking_budget=args.thinking_budget,
-        thinking_display=args.thinking_display,
-        speculative=dict(PROMPT_LOOKUP) if args.speculative else None,
-        deadline_s=getattr(args, "deadline", None),
-    )
+    settings = turn_settings(args)
+    return settings.with_(speculative=dict(PROMPT_LOOKUP)) if args.speculative else settings
 
 
 def spec_from_record(rec: dict) -> str | None:
@@ -76,6 +60,7 @@ def spec_from_record(rec: dict) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from tui.app import ChatApp
+    from tui.session import default_backend_factory
 
     resume: Path | None = None
     spec = args.model
@@ -95,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         if records and spec is None:
             spec = spec_from_record(records[-1])
             base_url = base_url or without_masked(records[-1].get("base_url"))  # logged with "***" in it
-    app = ChatApp(spec, settings=settings, base_url=base_url, resume=resume)
+    factory = functools.partial(default_backend_factory, timeout_s=args.timeout) if args.timeout else None
+    app = ChatApp(spec, settings=settings, base_url=base_url, resume=resume, factory=factory)
     app.session.system_prompt = args.system
     app.run()
     return app.return_code or 0  # 143 / 129 after SIGTERM / SIGHUP

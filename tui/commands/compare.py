@@ -3,29 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import sys
 from pathlib import Path
 from typing import Any
 
 from backends.base import Backend
 from backends.panes import LABELS, MAX_PANES, BackendFactory, build_panes, in_process_factory, parse_model
-from telemetry.settings import TurnSettings
-from tui.commands.args import positive_int, temperature
+from telemetry.surrogates import scrub
+from tui.commands.exits import Exit, for_error_kind, for_turns
+from tui.commands.flags import add_turn_flags, settings_from_args
+from tui.commands.help import examples
+from tui.commands.output import add_output_flags, note, print_json
+from tui.commands.prompt import PromptTooLarge, read_prompt
 from tui.format import visible_controls
 
-LOG_FAILED = 3  # exit code, as for ttft ask: the turns ran but could not be written to the session log
+LOG_FAILED = int(Exit.NOT_SAVED)  # as for ttft ask: the turns ran but could not be written to the session log
 
-
-def settings_from(args: argparse.Namespace) -> TurnSettings:
-    return TurnSettings(
-        stream=not args.no_stream,
-        max_output_tokens=args.max_output_tokens,
-        temperature=args.temperature,
-        reasoning_effort=args.reasoning_effort,
-        thinking_budget=args.thinking_budget,
-        thinking_display=args.thinking_display,
-    )
+settings_from = settings_from_args  # the turn flags, as every command reads them
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,6 +31,13 @@ def register(sub: argparse._SubParsersAction) -> None:
             "Send the same prompt to 2 to 4 models at the same instant (or one after another with --sequential) "
             "and compare TTFT, TTFVT, TPOT, E2E and output tokens. Every turn is logged with its comparison id "
             "and pane."
+        ),
+        epilog=examples(
+            "ttft compare -m openai:gpt-4o-mini -m anthropic:claude-haiku-4-5",
+            "ttft compare -m compat:qwen@http://127.0.0.1:8080/v1 -m compat:llama@http://127.0.0.1:8081/v1",
+            "ttft compare --sequential -m local:smollm2-135m -m local:smollm2-360m",
+            'ttft compare --headless -n 10 --out cmp -m openai:gpt-4o-mini -m openai:gpt-4.1-mini "hi"',
+            'cat notes.md | ttft compare --headless --json -m A -m B "summarize"   # stdin, then the prompt',
         ),
     )
     p.add_argument(
@@ -51,16 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", "-n", type=int, default=1, metavar="N", help="trials per prompt (default 1)")
     p.add_argument("--headless", action="store_true", help="no UI: print the summary table and verdicts")
     p.add_argument("--blind", action="store_true", help="hide model names until revealed (UI)")
-    p.add_argument("--json", action="store_true", help="headless: print the summary as JSON")
+    add_output_flags(p, "headless: print the ttft.compare/1 summary as JSON")
     p.add_argument("--out", type=Path, metavar="DIR", help="export the comparison: JSONL + summary and verdict CSVs")
-    p.add_argument("--system", help="system prompt for every pane")
-    p.add_argument("--max-output-tokens", type=positive_int)
-    p.add_argument("--temperature", type=temperature)
-    p.add_argument("--reasoning-effort")
-    p.add_argument("--thinking-budget", type=positive_int)
-    p.add_argument("--thinking-display", choices=["summarized", "omitted"])
-    p.add_argument("--no-stream", action="store_true")
-    p.add_argument("prompt", nargs="*", help="the prompt (headless: read from stdin when omitted)")
+    add_turn_flags(p)
+    p.add_argument("prompt", nargs="*", help="the prompt (headless: piped stdin comes before it)")
     p.set_defaults(func=run)
 
 
@@ -70,29 +66,34 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
     delay a timestamp (``TTFT_IN_PROCESS=1`` keeps them here)."""
     if not 1 <= len(args.model) <= MAX_PANES:
         print(f"ttft compare: give 1 to {MAX_PANES} -m options (got {len(args.model)})", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     if args.repeat < 1:
         print("ttft compare: --repeat must be at least 1", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     specs = [parse_model(m, args.base_url) for m in args.model]
-    prompt = " ".join(args.prompt).strip()
-    if args.headless and not prompt and not sys.stdin.isatty():
-        prompt = sys.stdin.read().strip()
+    if args.headless:
+        try:
+            prompt = read_prompt(args.prompt)
+        except PromptTooLarge as exc:
+            print(f"ttft compare: {exc}", file=sys.stderr)
+            return Exit.USAGE
+    else:  # the screen owns the terminal: stdin is never read
+        prompt = scrub(" ".join(args.prompt).strip())
     if args.headless and not prompt:
         print("ttft compare --headless: give a prompt (argument or stdin)", file=sys.stderr)
-        return 2
+        return Exit.USAGE
     if factory is None:
         if args.headless:
-            factory = in_process_factory
+            factory = functools.partial(in_process_factory, timeout_s=args.timeout)
         else:
             from tui.session import default_backend_factory
 
-            factory = default_backend_factory
+            factory = functools.partial(default_backend_factory, timeout_s=args.timeout)
     try:
         backends = [factory(s.spec, s.base_url) for s in specs]
     except Exception as exc:  # a bad spec, a missing key: one sentence, no traceback
         print(visible_controls(f"ttft compare: {exc}"), file=sys.stderr)
-        return 2
+        return for_error_kind(getattr(exc, "kind", "bad_spec"))
     if args.headless:
         from tui import signals
 
@@ -136,7 +137,7 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
     def progress(pane: int, trial: int, record: Any) -> None:
         nonlocal done
         done += 1
-        if not args.json:
+        if not args.quiet:
             err.print(f"[dim]{done}/{total} {LABELS[pane]} trial {trial + 1}: {record.status}[/dim]", highlight=False)
 
     try:
@@ -152,6 +153,7 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
     names = {p.label: f"{p.backend.provider}:{p.backend.model}" for p in panes}
     if args.json:
         out: dict[str, Any] = {
+            "schema": "ttft.compare/1",
             "comparison_id": runner.comparison_id,
             "session_id": log.session_id,
             "mode": result.mode,
@@ -163,12 +165,12 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
                 for v in c.verdicts
             ],
         }
-        print(json.dumps(out, indent=2))
+        print_json(out)
     else:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
         console.print(f"comparison {runner.comparison_id} · session {log.session_id}")
         console.print(summary(c, names, mode=result.mode, skew_ms=result.start_skew_ms))
-    rc = 0 if any(c.stats[p].ok for p in c.panes) else 1
+    rc = for_turns((r.status, r.error.type if r.error else None) for recs in result.records for r in recs)
     if args.out:
         records = [r for recs in result.as_dicts() for r in recs]
         parts = [({"prompt_index": result.prompt_index, "mode": result.mode}, c)]
@@ -176,9 +178,8 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
             paths = write_comparison(records, parts, args.out, runner.comparison_id)
         except OSError as exc:
             print(f"ttft compare: could not write the export to {args.out}: {exc.strerror or exc}", file=sys.stderr)
-            rc = rc or 1
-        else:
-            print("wrote " + ", ".join(str(p) for p in paths), file=sys.stderr)
+            return Exit.NOT_SAVED
+        note(args, "wrote " + ", ".join(str(p) for p in paths))
     if log.write_errors:  # the panes' answers are above; the user must know they are not in the log
         n = len(log.write_errors)
         lost = f"{n} turn{'s were' if n != 1 else ' was'} not saved"

@@ -14,12 +14,21 @@ from typing import Any
 
 from telemetry.export import STDOUT, WRITERS, export
 from telemetry.log import Skipped, read_records, resolve
+from tui.commands.exits import Exit
+from tui.commands.help import examples
+from tui.commands.output import add_output_flags, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "export",
         help="export a session (default: the latest) as jsonl, csv, parquet, otel (OTLP/JSON traces) or otel-metrics",
+        epilog=examples(
+            "ttft export                                  # the latest session, as SESSION.jsonl here",
+            "ttft export 20260101-090000-a1b2 -f csv -o turns.csv",
+            "ttft export -f csv -o - | duckdb -c \"select * from read_csv('/dev/stdin')\"",
+            "ttft export --redact -f otel --json          # what was written, as JSON on stdout",
+        ),
     )
     p.add_argument("source", nargs="?", help="session id or log file (default: the most recent session)")
     p.add_argument("--format", "-f", choices=sorted(WRITERS), default="jsonl")
@@ -30,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="output path, - for standard output (default: SESSION.FORMAT in the current folder)",
     )
     p.add_argument("--redact", action="store_true", help="drop prompt, answer and reasoning text")
+    add_output_flags(p, "print what was written as a ttft.export/1 JSON object")
     p.set_defaults(func=run)
 
 
@@ -38,12 +48,12 @@ def run(args: argparse.Namespace) -> int:
         path = resolve(args.source)
     except FileNotFoundError as exc:
         print(f"ttft export: {exc}", file=sys.stderr)
-        return 1
+        return Exit.FAILED
     try:
         path.open("rb").close()
     except OSError as exc:
         print(f"ttft export: could not read {path}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        return Exit.FAILED
     skipped = Skipped()
     passes = 0
 
@@ -53,6 +63,9 @@ def run(args: argparse.Namespace) -> int:
         passes += 1
         return read_records(path, skipped if passes == 1 else None)  # unreadable lines counted once
 
+    if args.json and args.out == STDOUT:
+        print("ttft export: --json and -o - both write to stdout; give -o FILE with --json", file=sys.stderr)
+        return Exit.USAGE
     suffix = {
         "jsonl": ".jsonl",
         "csv": ".csv",
@@ -65,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         n = export(records, args.format, out, redact_text=args.redact)
     except ModuleNotFoundError:
         print("ttft export: Parquet needs polars (pip install polars); csv has the same columns", file=sys.stderr)
-        return 1
+        return Exit.FAILED
     except OSError as exc:  # a read-only folder, a full disk: say where, not a traceback
         reading = exc.filename is not None and str(exc.filename) == str(path)  # the log, read as it streams
         print(
@@ -73,11 +86,16 @@ def run(args: argparse.Namespace) -> int:
             f"{exc.strerror or exc}",
             file=sys.stderr,
         )
-        return 1
+        return Exit.FAILED if reading else Exit.NOT_SAVED
     if skipped:
         print(f"ttft export: {skipped.message()}", file=sys.stderr)
-    where = "standard output" if out == STDOUT else out
-    print(
-        f"wrote {n} turns from {path} to {where} ({args.format}{', redacted' if args.redact else ''})", file=sys.stderr
-    )
-    return 0
+    if args.json:
+        doc = {"schema": "ttft.export/1", "source": str(path), "out": str(out), "format": args.format}
+        print_json({**doc, "turns": n, "redacted": args.redact, "skipped_lines": sum(skipped.lines.values())})
+    elif not args.quiet:
+        where = "standard output" if out == STDOUT else out
+        print(
+            f"wrote {n} turns from {path} to {where} ({args.format}{', redacted' if args.redact else ''})",
+            file=sys.stderr,
+        )
+    return Exit.OK

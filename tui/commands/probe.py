@@ -6,32 +6,45 @@ input tokens with the fit, the figures with their intervals and the levers in pl
 words, and saves the fit for this provider, model and base URL, which the chat and
 ``ask`` then use to split a turn's server wait. ``--json`` prints exactly the fit's
 keys plus ``points``; ``--out DIR`` keeps every turn as ``ttft.turn`` JSONL, the
-chart as SVG and the JSON. Exit 0 when a fit was made, 1 when not, 2 on bad usage.
+chart as SVG and the JSON. Exit 0 when a fit was made, 1 when not, 2 on bad usage, 3 when
+``--out`` cannot be created (codes from ``tui.commands.exits``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from tui.commands.args import model_spec, positive_int, seconds
-from tui.format import visible_controls
+from tui.commands.args import model_spec, positive_int
+from tui.commands.exits import Exit, for_error_kind
+from tui.commands.flags import add_turn_flags, settings_from_args
+from tui.commands.help import examples
+from tui.commands.output import add_output_flags, json_text, print_json
+from tui.format import fmt_ms, visible_controls
 
-USAGE_ERROR = 2
+USAGE_ERROR = int(Exit.USAGE)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("probe", help="measure how this model's TTFT and E2E grow with input and output tokens")
+    p = sub.add_parser(
+        "probe",
+        help="measure how this model's TTFT and E2E grow with input and output tokens",
+        description=__doc__,
+        epilog=examples(
+            "ttft probe -m local --quick",
+            "ttft probe -m compat:qwen3 --base-url http://127.0.0.1:8080/v1 --budget 20000 --out probe/",
+            "ttft probe -m openai:gpt-4o-mini --json -q > fit.json",
+        ),
+    )
     p.add_argument("-m", "--model", type=model_spec, metavar="PROVIDER:MODEL", help="as for ttft ask (e.g. local)")
     p.add_argument("--base-url", help="the API's address (e.g. http://127.0.0.1:8080/v1 for a compat server)")
-    p.add_argument("--timeout", type=seconds, default=None, metavar="S", help="per turn, as for ttft ask")
     p.add_argument("--quick", action="store_true", help="a smaller plan: fewer lengths and 3 trials a point")
     p.add_argument("--budget", type=positive_int, metavar="TOKENS", help="spend at most about this many tokens")
-    p.add_argument("--json", action="store_true", help="print the fit and its points as JSON")
+    add_turn_flags(p, without=("--max-output-tokens",))  # the plan sets each turn's output length
+    add_output_flags(p, "print the fit and its points as a ttft.probe/1 JSON object")
     p.add_argument("--out", type=Path, metavar="DIR", help="write every turn (JSONL), the chart (SVG) and the JSON")
     p.add_argument("--no-save", action="store_true", help="do not save the fit for the chat and ask")
     p.add_argument("--sdk", action="store_true", help="read Chat Completions with the OpenAI SDK (as ttft ask --sdk)")
@@ -51,12 +64,12 @@ def run(args: argparse.Namespace) -> int:
         backend = create_backend(spec, base_url=args.base_url, timeout_s=args.timeout, lean=not args.sdk)
     except ProviderError as err:
         _err(f"{err.message}{' ' + err.hint if err.hint else ''}")
-        return USAGE_ERROR
+        return for_error_kind(err.kind)
     try:
         return asyncio.run(_probe(args, backend, make_plan, BudgetError))
     except KeyboardInterrupt:
         _err("interrupted; nothing saved")
-        return 130
+        return Exit.INTERRUPTED
 
 
 async def _context(backend: Any) -> int | None:
@@ -79,42 +92,45 @@ async def _probe(args: argparse.Namespace, backend: Any, make_plan: Any, budget_
             context = await _context(backend)
         except Exception as exc:  # a local model that does not load: its own message, no traceback
             _err(f"could not load the model: {getattr(exc, 'message', None) or exc}")
-            return 1
+            return Exit.FAILED
         try:
             plan = make_plan(context, quick=args.quick, budget=args.budget)
         except budget_error as exc:
             _err(f"{exc}; raise --budget or use --quick")
             return USAGE_ERROR
         who = f"{backend.provider}:{backend.model}"
-        _err(f"{who}: {plan.summary()}")
+        if not args.quiet:
+            _err(f"{who}: {plan.summary()}")
         log = None
         if args.out is not None:
             try:
                 args.out.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 _err(f"cannot create {args.out}: {exc.strerror or exc}")
-                return USAGE_ERROR
+                return Exit.NOT_SAVED
             log = SessionLog(f"probe-{new_session_id()}", directory=args.out)
         try:
-            result = await run_probe(backend, plan, log=log, on_turn=_progress(plan.requests))
+            result = await run_probe(
+                backend, plan, log=log, on_turn=_progress(plan.requests, args.quiet), settings=settings_from_args(args)
+            )
         except WarmupFailed as exc:
             _done_progress()
             _err(str(exc))
-            return 1
+            return Exit.FAILED
         _done_progress()
     finally:
         await backend.aclose()
     return _report(args, backend, result, log)
 
 
-def _progress(total: int) -> Any:
-    shown = sys.stderr.isatty()
+def _progress(total: int, quiet: bool = False) -> Any:
+    shown = sys.stderr.isatty() and not quiet
 
     def on_turn(i: int, step: Any, record: Any) -> None:
         if not shown:
             return
         m = record.metrics
-        ttft = f"{m.ttft_ms:.0f} ms" if m.ttft_ms is not None else record.status
+        ttft = fmt_ms(m.ttft_ms) if m.ttft_ms is not None else record.status
         what = step.kind or "warm-up"
         sys.stderr.write(f"\r\x1b[K  {i + 1}/{total} {what}: TTFT {ttft}")
         sys.stderr.flush()
@@ -129,7 +145,7 @@ def _done_progress() -> None:
 
 
 def _report(args: argparse.Namespace, backend: Any, result: Any, log: Any) -> int:
-    from telemetry.probe_fit import levers
+    from telemetry.probe_fit import curvature_note, levers
     from telemetry.probe_store import save_probe
     from tui.charts import probe_chart
 
@@ -137,31 +153,34 @@ def _report(args: argparse.Namespace, backend: Any, result: Any, log: Any) -> in
     data = fit.to_dict()
     chart = probe_chart(fit, f"TTFT by input tokens · {backend.provider}:{backend.model}")
     if args.json:
-        print(json.dumps(data, indent=2))
+        print_json({"schema": "ttft.probe/1", **data})
     else:
         print(visible_controls(chart.terminal()))
         for line in figure_lines(fit, result.engine_prefill_per_1k):
             print(line)
+        if note := curvature_note(fit):
+            print(note)
         print(levers(fit, result.plan.design.cache_prefix))
     for err in getattr(log, "write_errors", ()):
         _err(str(err))
     if args.out is not None:
         try:
             (args.out / "probe.svg").write_text(chart.svg(), encoding="utf-8")
-            (args.out / "probe.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+            (args.out / "probe.json").write_text(json_text(data) + "\n", encoding="utf-8")
         except OSError as exc:
             _err(f"could not write to {args.out}: {exc.strerror or exc}")
     if fit.base_ttft_ms is None and fit.output_ms_per_100_tokens is None:
         _err("not enough successful turns to fit anything; nothing saved")
-        return 1
+        return Exit.FAILED
     if not args.no_save:
         try:
             path = save_probe(backend.provider, backend.model, backend.base_url, fit)
         except OSError as exc:
             _err(f"could not save the probe: {exc.strerror or exc}")
         else:
-            _err(f"saved for the chat and ask: {path}")
-    return 0
+            if not args.quiet:
+                _err(f"saved for the chat and ask: {path}")
+    return Exit.OK
 
 
 def figure_lines(fit: Any, engine: Any) -> list[str]:

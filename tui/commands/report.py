@@ -26,6 +26,9 @@ from telemetry.log import Skipped, read_records, resolve
 from telemetry.record import typed_records
 from tui import charts, report_html
 from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
+from tui.commands.exits import Exit
+from tui.commands.help import examples
+from tui.commands.output import add_output_flags, note, print_json
 from tui.format import short_model, visible_controls
 
 
@@ -35,6 +38,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="tables and charts from session logs, comparisons and bench results",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples(
+            "ttft report ttft-bench-20260101-090000/           # a bench folder",
+            "ttft report SESSION_ID cmp/CMP_ID.jsonl --html report.html",
+            "ttft report a/ b/ --svg charts/ --json -q        # the figures as JSON, the charts as files",
+        ),
     )
     p.add_argument("files", nargs="+", help="bench folders, summary.json, .jsonl logs, or session ids")
     p.add_argument(
@@ -46,6 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--svg", type=Path, metavar="DIR", help="write each chart as an SVG file into DIR")
     p.add_argument("--png", type=Path, metavar="DIR", help="write each chart as PNG into DIR (needs matplotlib)")
     p.add_argument("--width", type=int, default=78, help="terminal chart width")
+    add_output_flags(p, "print the figures as a ttft.report/1 JSON object instead of the tables and charts")
     p.set_defaults(func=run)
 
 
@@ -293,17 +302,47 @@ def html_page(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], versio
     return report_html.html_page(chart_list, info, tables)
 
 
+def report_json(loaded: Loaded) -> dict[str, Any]:
+    """``--json``: the figures the tables show, as ``ttft.report/1``."""
+
+    def group(g: Group) -> dict[str, Any]:
+        st = pane_stats(g.name, typed_records(g.records))
+        metrics = {k: {"n": m.n, "median": m.median, "p90": m.p90} for k, m in st.metrics.items()}
+        return {"name": g.name, "turns": st.turns, "ok": st.ok, "failed": st.failed, "cancelled": st.cancelled,
+                "metrics": metrics}  # fmt: skip
+
+    return {
+        "schema": "ttft.report/1",
+        "benches": [{"name": b.name, "levels": b.levels, "conclusion": b.conclusion} for b in loaded.benches],
+        "groups": [group(g) for g in loaded.groups],
+        "problems": loaded.problems,
+    }
+
+
+def _wrote(args: argparse.Namespace, text: str) -> None:
+    """Which files were written: with the report on stdout, on stderr (and not at all with -q) beside JSON."""
+    if args.json:
+        note(args, text.strip())
+    elif not args.quiet:
+        print(text)
+
+
 def run(args: argparse.Namespace) -> int:
     loaded = load(args.files, args.turns)
     for p in loaded.problems:
         print(visible_controls(f"ttft report: {p}"), file=sys.stderr)
     if not loaded.benches and not loaded.groups:
-        return 1
+        return Exit.FAILED
     chart_list = report_charts(loaded, args.turns)
     page_to_stdout = args.html == STDOUT  # --html -: standard output holds the page alone
-    if not page_to_stdout:
+    if page_to_stdout and args.json:
+        print("ttft report: --json and --html - both write to stdout; give --html FILE with --json", file=sys.stderr)
+        return Exit.USAGE
+    if args.json:
+        print_json(report_json(loaded))
+    elif not page_to_stdout:
         print_report(loaded, chart_list, args.width)
-    rc = 0
+    rc = Exit.OK
     if args.html:
         try:
             if not page_to_stdout:
@@ -314,10 +353,10 @@ def run(args: argparse.Namespace) -> int:
                 f.write(html_page(loaded, chart_list, package_version()))
         except OSError as exc:  # a read-only folder, a full disk: the report above stands, the file does not
             print(f"ttft report: could not write {args.html}: {exc.strerror or exc}", file=sys.stderr)
-            rc = 1
+            rc = Exit.NOT_SAVED
         else:
             if not page_to_stdout:
-                print(f"\nwrote {args.html}")
+                _wrote(args, f"\nwrote {args.html}")
     for fmt, folder in (("svg", args.svg), ("png", args.png)):
         if folder is None:
             continue
@@ -328,7 +367,7 @@ def run(args: argparse.Namespace) -> int:
             written = [charts.write_chart(c, folder / name, fmt) for name, c in chart_list]
         except OSError as exc:
             print(f"ttft report: could not write the charts to {folder}/: {exc.strerror or exc}", file=sys.stderr)
-            rc = 1
+            rc = Exit.NOT_SAVED
         else:
-            print(f"wrote {len(written)} charts to {folder}/")
+            _wrote(args, f"wrote {len(written)} charts to {folder}/")
     return rc

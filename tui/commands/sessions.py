@@ -4,18 +4,30 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import asdict
 
 from telemetry.log import Skipped, list_sessions, sessions_dir
-from tui.format import visible_controls
+from tui.commands.exits import Exit
+from tui.commands.help import examples
+from tui.commands.output import add_output_flags, print_json
+from tui.format import fmt_ms, visible_controls
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("sessions", help="list logged sessions with turn counts and medians")
+    p = sub.add_parser(
+        "sessions",
+        help="list logged sessions with turn counts and medians",
+        epilog=examples(
+            "ttft sessions",
+            "ttft sessions --json | jq -r '.sessions[0].session_id'   # the latest session's id",
+        ),
+    )
+    add_output_flags(p, "print the sessions as a ttft.sessions/1 JSON object")
     p.set_defaults(func=run)
 
 
 def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0f}"
+    return fmt_ms(v, unit="ms", bare=True, missing="-")  # the column header names the unit
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,6 +35,15 @@ def run(args: argparse.Namespace) -> int:
     sessions = list_sessions(skipped=skipped)
     if skipped:  # once, for every file: the other sessions are listed as usual
         print(visible_controls(f"ttft sessions: {skipped.message()}"), file=sys.stderr)
+    if args.json:
+        print_json(
+            {
+                "schema": "ttft.sessions/1",
+                "sessions_dir": str(sessions_dir()),
+                "sessions": [{**asdict(s), "path": str(s.path), "models": list(s.models)} for s in sessions],
+            }
+        )
+        return Exit.OK
     if not sessions:
         print(f"no sessions logged yet (looked in {sessions_dir()})")
         return 0
@@ -34,4 +55,4 @@ def run(args: argparse.Namespace) -> int:
         )
         print(visible_controls(line))  # ids and model names come from files: shown, never run
     print(f"\n{len(sessions)} sessions in {sessions_dir()}")
-    return 0
+    return Exit.OK

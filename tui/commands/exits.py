@@ -1,0 +1,60 @@
+"""Exit codes: what happened, as one table every command maps its outcome through.
+
+The same failure gives the same code on every command, and ``--help`` and the README print this
+table. The signal codes are the shell's (128 + the signal's number), as ``tui.signals`` returns them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    NOT_SAVED = 3
+    PARTIAL = 4
+    HANGUP = 129
+    INTERRUPTED = 130
+    TERMINATED = 143
+
+
+MEANING: dict[Exit, str] = {
+    Exit.OK: "done: every turn or request succeeded",
+    Exit.FAILED: "the turn failed (server or connection error, no key), every pane or request failed,"
+    " or nothing could be read",
+    Exit.USAGE: "bad arguments, a bad config file, an incomplete -m/--base-url, or no prompt",
+    Exit.NOT_SAVED: "it ran, but the session log or an output file could not be written (said on stderr)",
+    Exit.PARTIAL: "some turns failed and others succeeded (a compare pane failed)",
+    Exit.HANGUP: "stopped by SIGHUP (a closed terminal); the turn in flight is logged as cancelled",
+    Exit.INTERRUPTED: "stopped by Ctrl-C; the turn in flight is logged as cancelled",
+    Exit.TERMINATED: "stopped by SIGTERM; the turn in flight is logged as cancelled",
+}
+
+# A turn that failed before reaching a server, by its error kind: the command line (or the config
+# file) was wrong, not the server. Every other error kind is a failed turn.
+USAGE_ERROR_KINDS = frozenset({"bad_spec", "config_error"})
+
+
+def for_error_kind(kind: str | None) -> Exit:
+    """The code for a failure of this kind (a ProviderError's or a record's ``error.kind``)."""
+    return Exit.USAGE if kind in USAGE_ERROR_KINDS else Exit.FAILED
+
+
+def for_turns(turns: Iterable[tuple[str, str | None]]) -> Exit:
+    """The code for finished turns, given as ``(status, error kind)``: all ok, some ok, or none."""
+    done = list(turns)
+    ok = sum(status == "ok" for status, _ in done)
+    if done and ok == len(done):
+        return Exit.OK
+    if ok:
+        return Exit.PARTIAL
+    kinds = [kind for status, kind in done if status == "error"]
+    return for_error_kind(kinds[0]) if kinds and all(k in USAGE_ERROR_KINDS for k in kinds) else Exit.FAILED
+
+
+def table() -> str:
+    """The table for ``--help`` (one line per code)."""
+    return "\n".join(f"  {int(code):>3}  {text}" for code, text in MEANING.items())

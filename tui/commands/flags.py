@@ -1,0 +1,131 @@
+"""The turn flags: one set of names, aliases, choices and help for every command that sends turns
+(``ask``, ``chat``, ``compare``, ``bench``, ``probe``), and the one way they become ``TurnSettings``.
+
+A command adopts them with one call, then reads them back with one more::
+
+    add_turn_flags(parser)                      # or add_turn_flags(parser, max_output_tokens=64, max_retries=0)
+    settings = settings_from_args(args)         # TurnSettings for every turn the command sends
+    backend = create_backend(spec, base_url=..., timeout_s=args.timeout)
+
+Only the defaults may differ by command (a load test retries nothing, by default); the help says
+each command's own default.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Collection
+from typing import Any
+
+from telemetry.settings import TurnSettings
+from tui.commands.args import deadline, non_negative_int, positive_int, seconds, temperature
+
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+SUMMARIES = ("auto", "concise", "detailed")
+THINKING_DISPLAYS = ("summarized", "omitted")
+ADAPTIVE = "adaptive"
+DEFAULT_MAX_RETRIES = 2
+
+
+def thinking_budget(value: str) -> int | str:
+    """``--thinking-budget N|adaptive``: a number of tokens (at least 1) or Anthropic's adaptive thinking."""
+    if value.strip().lower() == ADAPTIVE:
+        return ADAPTIVE
+    try:
+        return positive_int(value)
+    except argparse.ArgumentTypeError:
+        what = f"takes a number of tokens (at least 1) or 'adaptive', not {value!r}"
+        raise argparse.ArgumentTypeError(what) from None
+
+
+def add_turn_flags(
+    p: argparse.ArgumentParser,
+    *,
+    max_output_tokens: int | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    without: Collection[str] = (),
+) -> None:
+    """Add the turn flags to ``p`` as one help group; the keyword arguments are this command's defaults.
+
+    ``without``: flags the command itself decides (probe's plan sets each turn's output length);
+    leaving one out is better than taking it and ignoring it."""
+    g = _Group(p.add_argument_group("turn settings (the same on ask, chat, compare, bench and probe)"), without)
+    g.add_argument("--system", metavar="TEXT", help="a system prompt")
+    g.add_argument(
+        "--max-output-tokens",
+        "--max-tokens",
+        dest="max_output_tokens",
+        type=positive_int,
+        default=max_output_tokens,
+        metavar="N",
+        help="at most N output tokens, reasoning included"
+        + (f" (default {max_output_tokens})" if max_output_tokens else " (default: the server's)"),
+    )
+    g.add_argument("--temperature", type=temperature, metavar="T", help="sampling temperature, 0 or more")
+    g.add_argument(
+        "--reasoning-effort",
+        "--effort",
+        dest="reasoning_effort",
+        choices=EFFORTS,
+        help="OpenAI reasoning_effort / Anthropic output_config.effort",
+    )
+    g.add_argument("--reasoning-summary", choices=SUMMARIES, help="Responses API reasoning summary")
+    g.add_argument(
+        "--thinking-budget",
+        type=thinking_budget,
+        metavar="N|adaptive",
+        help="Anthropic extended thinking: budget in tokens, or adaptive",
+    )
+    g.add_argument("--thinking-display", choices=THINKING_DISPLAYS, help="Anthropic: how thinking is returned")
+    g.add_argument("--no-stream", action="store_true", help="ask for the whole answer at once (TTFT == E2E)")
+    g.add_argument(
+        "--timeout",
+        type=seconds,
+        metavar="S",
+        help="end the turn when no new token came for S seconds; keepalives do not count (default 60)",
+    )
+    g.add_argument(
+        "--max-retries",
+        type=non_negative_int,
+        default=max_retries,
+        metavar="N",
+        help=f"SDK retries on 408/409/429/5xx and connection errors (default {max_retries})",
+    )
+    g.add_argument(
+        "--deadline",
+        type=deadline,
+        metavar="S",
+        help="end the turn as an error after S seconds in all, however steadily it streams (partial answer kept)",
+    )
+
+
+class _Group:
+    """An argument group that skips the flags a command left out."""
+
+    def __init__(self, group: argparse._ArgumentGroup, without: Collection[str]) -> None:
+        self.group, self.without = group, frozenset(without)
+
+    def add_argument(self, *names: str, **kw: Any) -> None:
+        if self.without.isdisjoint(names):
+            self.group.add_argument(*names, **kw)
+
+
+def settings_from_args(args: argparse.Namespace) -> TurnSettings:
+    """The settings the turn flags asked for (any not added to the parser keep TurnSettings' default)."""
+    extra: dict[str, Any] = {}
+    budget = getattr(args, "thinking_budget", None)
+    if budget == ADAPTIVE:
+        extra["thinking"] = ADAPTIVE
+        budget = None
+    return TurnSettings(
+        stream=not getattr(args, "no_stream", False),
+        max_output_tokens=getattr(args, "max_output_tokens", None),
+        temperature=getattr(args, "temperature", None),
+        reasoning_effort=getattr(args, "reasoning_effort", None),
+        reasoning_summary=getattr(args, "reasoning_summary", None),
+        thinking_budget=budget,
+        thinking_display=getattr(args, "thinking_display", None),
+        max_retries=getattr(args, "max_retries", DEFAULT_MAX_RETRIES),
+        deadline_s=getattr(args, "deadline", None),
+        extra=extra,
+    )

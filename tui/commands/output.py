@@ -1,0 +1,39 @@
+"""How a command prints: results on stdout (text, or one JSON document with ``--json``), and its
+summary and notes on stderr unless ``-q``. Errors are never silenced."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from typing import Any
+
+from tui.format import visible_controls
+
+# JSON escapes C0 itself; DEL and C1 (0x9b is a CSI) it leaves raw with ensure_ascii=False.
+_JSON_RAW_CONTROLS = re.compile("[\x7f-\x9f]")
+
+
+def add_output_flags(p: argparse.ArgumentParser, json_help: str) -> None:
+    """``--json`` and ``-q/--quiet``, with the same names and meaning on every command."""
+    p.add_argument("--json", action="store_true", help=json_help)
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no summary or progress on stderr (errors are still said)"
+    )
+
+
+def json_text(doc: Any) -> str:
+    """One JSON document, indented, every control character escaped: the same values, safe on a terminal."""
+    text = json.dumps(doc, ensure_ascii=False, indent=2, default=str)
+    return _JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def print_json(doc: Any) -> None:
+    print(json_text(doc))
+
+
+def note(args: argparse.Namespace, text: str) -> None:
+    """A summary or progress line on stderr, left out with ``-q``; text from outside is shown, never run."""
+    if not getattr(args, "quiet", False):
+        print(visible_controls(text), file=sys.stderr, flush=True)
