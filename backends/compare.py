@@ -257,6 +257,13 @@ class CompareRunner:
         trial: int,
         hooks: _Hooks,
     ) -> tuple[dict[int, TurnRecord], float]:
+        # An SDK's first-use costs (its first stream builds the typed models: tens of ms of CPU) are
+        # paid before the barrier: paid after it, one pane's warm-up held the others' sends back.
+        for pane in self.panes:
+            warm = getattr(pane.backend, "warm_up", None)
+            if warm is not None:
+                with contextlib.suppress(Exception):  # met again, and recorded, by the turn itself
+                    await warm()
         release = asyncio.Event()
         parked = 0
         recorders = [self._recorder(i, r, prompt_index, trial, 0) for i, r in enumerate(requests)]

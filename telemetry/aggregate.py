@@ -33,6 +33,7 @@ CLIENT_LAG_P99_MS = 5.0
 CLIENT_CPU_PERCENT = 90.0
 # "Throughput stops growing" when the next level adds less than this.
 PLATEAU_GAIN = 0.10
+SAME_SPEED = 0.05  # per-user speed within 5% of the lightest level's: no price paid for the throughput
 
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*$", re.IGNORECASE)
 
@@ -396,7 +397,13 @@ def conclusion(levels: Sequence[dict[str, Any]]) -> str:
     ref = levels[knee] if knee is not None else best
     pu0, pu1 = first["per_user_tokens_per_s"]["p50"], ref["per_user_tokens_per_s"]["p50"]
     t0, t1 = first["ttft_ms"]["p50"], ref["ttft_ms"]["p50"]
-    if pu0 and pu1:
+    if pu0 and pu1 and pu0 / pu1 < 1 + SAME_SPEED:  # no price paid: do not say "1.0x slower"
+        lines.append(
+            f"Each user keeps their speed: at {_lbl(ref)} per-user speed is {pu1:.1f} tokens/s against {pu0:.1f} "
+            f"(TPOT p50 {_f(first['tpot_ms']['p50'], ' ms', 1)} -> {_f(ref['tpot_ms']['p50'], ' ms', 1)}) and "
+            f"TTFT p50 {_f(t1, ' ms')} against {_f(t0, ' ms')}."
+        )
+    elif pu0 and pu1:
         lines.append(
             f"Each user pays for it: at {_lbl(ref)} per-user speed is {pu1:.1f} tokens/s against {pu0:.1f} "
             f"({pu0 / pu1:.1f}x slower, TPOT p50 {_f(first['tpot_ms']['p50'], ' ms', 1)} -> "

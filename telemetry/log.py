@@ -427,7 +427,7 @@ class SessionInfo:
 # or read just means a full read.
 INDEX_DIR = ".index"
 _HEAD_BYTES = 256  # a log's first bytes, kept in its index to notice a replaced file
-_TALLY_VERSION = 1
+_TALLY_VERSION = 2  # 2: medians of ok turns only (an index of 1 is read again)
 
 
 def _index_path(path: Path) -> Path:
@@ -487,6 +487,8 @@ def _add(tally: dict[str, Any], rec: dict[str, Any]) -> None:
         tally["models"].append(model)
     if rec.get("status") == "error":
         tally["errors"] += 1
+    if rec.get("status") != "ok":  # as the report and the chat's summary: a cut turn's figures are not its speed
+        return
     metrics = rec.get("metrics") or {}
     for key, name in (("ttft_ms", "ttft"), ("tpot_ms", "tpot")):
         if metrics.get(key) is not None:

@@ -154,8 +154,15 @@ def compute(
     gaps = [(b.t_ns - a.t_ns) / NS_PER_MS for a, b in pairwise(chunks)]
     n = window_tokens(chunks, tokens, reasoning_streamed)
     tpot = None
-    # One chunk (a non-streamed answer) shows nothing of the decode: no TPOT rather than 0.
-    if n > 1 and len(chunks) > 1 and ts.first_token is not None and ts.last_token is not None:
+    # One arrival (a non-streamed answer, even when it is a reasoning and a text chunk) shows
+    # nothing of the decode: no TPOT rather than 0.
+    if (
+        n > 1
+        and len(chunks) > 1
+        and ts.first_token is not None
+        and ts.last_token is not None
+        and ts.last_token > ts.first_token
+    ):
         tpot = (ts.last_token - ts.first_token) / NS_PER_MS / (n - 1)
 
     delay: float | None = None

@@ -18,6 +18,7 @@ from typing import Any, TypedDict
 
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
 from telemetry.settings import TurnSettings
+from telemetry.speculative import speculative_summary
 from telemetry.typed_read import RecordError, build, convert, field_types, kind_of
 from telemetry.wire import HttpInfo
 
@@ -174,7 +175,7 @@ class TurnRecord:
         if schema not in SCHEMAS:
             shown = repr(schema)[:40] if isinstance(schema, str) else kind_of(schema)
             raise RecordError(f"schema {shown} is not one this version reads ({', '.join(SCHEMAS)})")
-        for name in ("session_id", "turn_index", "status"):
+        for name in ("turn_index", "status"):
             if data.get(name) is None:
                 raise RecordError(f"{name} is missing")
         events = convert(dict[str, float | None], _object(data, "events_ms"), "events_ms")
@@ -193,7 +194,7 @@ class TurnRecord:
                 last_token=_ns(events.get("last_token"), "events_ms.last_token"),
                 end=_ns(events.get("end"), "events_ms.end"),
             ),
-            "metrics": build(TurnMetrics, _object(data, "metrics"), "metrics"),
+            "metrics": _metrics(data),
             "tokens": build(TokenCounts, {"source": "", **_object(data, "tokens")}, "tokens"),
             "chunks": tuple(_chunk(c, f"chunks[{i}]") for i, c in enumerate(_list(data, "chunks"))),
             "wall_offset_ns": _wall_offset(data.get("sent_at"), sent),
@@ -203,7 +204,7 @@ class TurnRecord:
             if f.name in known:
                 continue
             value = data.get(f.name)
-            if value is None and f.name in _TEXT_FIELDS:
+            if value is None and (f.name in _TEXT_FIELDS or f.name == "session_id"):
                 value = ""  # well-formed old lines may hold null for a text field
             if value is None and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING):
                 continue
@@ -239,6 +240,22 @@ def _wall_offset(sent_at: object, sent: int | None) -> int | None:
         return None  # a wall clock with no zone names no instant
     epoch_us = (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
     return epoch_us * 1000 - sent
+
+
+def _metrics(data: Mapping[str, Any]) -> TurnMetrics:
+    metrics = _object(data, "metrics")
+    m = build(TurnMetrics, metrics, "metrics")
+    if "speculative" not in metrics:  # logged before metrics.speculative: the same figures from the server's data
+        server = data.get("server")
+        try:
+            spec = speculative_summary(server if isinstance(server, dict) else None)
+        except (TypeError, ValueError, OverflowError):  # counts that are no numbers: nothing to show
+            spec = None
+        m = dataclasses.replace(m, speculative=spec)
+    return m
+
+
+_MAX_MS = 1e15  # ~30 years: a finite time whose ns fit any clock
 
 
 def _ns(value_ms: float | None, where: str = "a time") -> int | None:
@@ -297,6 +314,12 @@ def _error(e: object) -> ErrorInfo | None:
 
 def _chunk(c: object, where: str) -> Chunk:
     """A ``/2`` chunk object or a ``/1`` ``[t_ms, kind, tokens]`` triple."""
+    # The common case first, checked inline: a record has hundreds of chunks and a front end reads
+    # whole sessions; the general path below is for naming what is wrong.
+    if type(c) is dict:
+        t, kind, n = c.get("t_ms"), c.get("kind"), c.get("tokens")
+        if type(t) is float and type(kind) is str and type(n) is int and -_MAX_MS < t < _MAX_MS:
+            return Chunk(round(t * NS_PER_MS), kind, n)
     if isinstance(c, list | tuple) and len(c) == 3:
         c = {"t_ms": c[0], "kind": c[1], "tokens": c[2]}
     if not isinstance(c, Mapping):

@@ -7,6 +7,7 @@ from typing import Any
 from backends.base import Backend, ChatRequest, Message
 from backends.turn import new_recorder, run_turn
 from telemetry.settings import TurnSettings
+from tests.turns import reads_back
 
 
 def make_request(prompt: str = "hi", **settings: Any) -> ChatRequest:
@@ -17,7 +18,7 @@ async def one_turn(backend: Backend, **settings: Any) -> dict[str, Any]:
     request = make_request(**settings)
     recorder = new_recorder(backend, request, session_id="test", turn_index=0)
     record = await run_turn(backend, request, recorder)
-    return record.to_dict()
+    return reads_back(record.to_dict())
 
 
 def backend_for(api: str, srv: Any, **kw: Any) -> Backend:

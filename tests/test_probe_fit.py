@@ -115,7 +115,7 @@ def test_output_fit_and_levers_in_plain_words() -> None:
     assert fit.tpot_ms is not None and fit.tpot_ms.value == 11.0
     text = levers(fit, 4096)
     assert text.startswith("Each 1k input tokens add 38")
-    assert "each 100 output tokens add 1.1 s" in text and "a cached 4k prefix saves 150 ms" in text
+    assert "each 100 output tokens add 1.1 s" in text and "a cached 4k-token prefix saves 150 ms" in text
     assert text.endswith("for this model, shorten answers first.")
     # The saved form reads back to the same figures, without the points.
     back = fit_from_dict(fit.to_dict(points=False))

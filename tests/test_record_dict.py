@@ -70,6 +70,7 @@ def test_a_full_record_reads_back_field_for_field() -> None:
     assert [c.kind for c in rec.chunks] == ["reasoning", "text", "tool", "text"]
     # The clock starts at the first send, so the final attempt's send is where the log put it.
     assert rec.timestamps.sent == 0 and rec.timestamps.final_sent == 300_000_000
+    assert d["sent_at"] and rec.sent_at() == d["sent_at"]  # the wall clock of the first send survives
 
 
 @pytest.mark.parametrize("end", ["ok", "error", "cancelled"])
@@ -157,10 +158,11 @@ def test_missing_and_unknown_fields_take_defaults() -> None:
         (lambda d: d["attempt_log"][0].update(status="200"), "attempt_log[0].status"),
         (lambda d: d.update(error=[1]), "error"),
         (lambda d: d.update(turn_index="0"), "turn_index"),
-        (lambda d: d.pop("session_id"), "session_id"),
+        (lambda d: d.pop("status"), "status"),
         (lambda d: d.update(schema="ttft.turn/99"), "ttft.turn/99"),
         (lambda d: d.update(events_ms={"first_token": "soon"}), "events_ms.first_token"),
         (lambda d: d.update(server="llama"), "server"),
+        (lambda d: d.update(sent_at="yesterday"), "sent_at"),
     ],
 )
 def test_a_wrong_field_is_named(change: Any, named: str) -> None:
@@ -203,4 +205,51 @@ def test_hostile_values_anywhere_give_a_record_or_a_record_error(data: st.DataOb
     rec.to_dict()  # whatever was accepted can be written again
 
 
+@settings(max_examples=200, deadline=None)
+@given(json_values, json_values)
+def test_an_old_record_with_any_server_data_reads(engine: object, timings: object) -> None:
+    old = copy.deepcopy(_RICH)
+    del old["metrics"]["speculative"]  # logged before the field: it is recovered from the server's data
+    old["server"] = {
+        "llama.cpp": {"speculative": engine, "decode_steps": timings},
+        "llama-server": {"draft_n": timings},
+    }
+    rec = TurnRecord.from_dict(old)
+    assert rec.metrics.speculative is None or "accepted" in rec.metrics.speculative
+
+
+def test_an_old_record_gets_its_draft_figures_from_the_server_data() -> None:
+    old = copy.deepcopy(_RICH)
+    del old["metrics"]["speculative"]
+    old["server"] = {"llama.cpp": {"speculative": {"drafted": 50, "accepted": 31}, "decode_steps": 40}}
+    spec = TurnRecord.from_dict(old).metrics.speculative
+    assert spec is not None and (spec["drafted"], spec["accepted"]) == (50, 31)
+
+
 _RICH = _rich_turn()
+
+
+def test_the_pane_draws_the_typed_record_and_names_an_unreadable_one() -> None:
+    from tui.widgets.telemetry_pane import record_text
+
+    d = _rich_turn()
+    assert record_text(TurnRecord.from_dict(d)).plain == record_text(d).plain
+    shown = record_text(d).plain
+    assert "llama-server prefill" in shown and "30 tok in 12 ms" in shown and "retries" in shown
+    bad = record_text({**d, "metrics": {"ttft_ms": "\x1b[2Jfast"}}).plain
+    assert bad.startswith("This turn's record is unreadable") and "metrics.ttft_ms" in bad and "\x1b" not in bad
+
+
+def test_the_history_panel_reads_each_logged_turn_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import tui.widgets.history as history
+
+    read: list[object] = []
+    real = history.typed_records
+    monkeypatch.setattr(history, "typed_records", lambda ds: read.extend(ds) or real(ds))
+    panel = history.HistoryPanel()
+    panel._typed = {}
+    turns = [play(stream(visible=3)) for _ in range(3)]
+    assert [r.status for r in panel._typed_records(turns)] == ["ok"] * 3
+    later = [*turns, play(stream(visible=4))]
+    assert len(panel._typed_records(later)) == 4
+    assert len(read) == 4  # the three earlier turns were not read again

@@ -142,9 +142,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     push = _live_otel(args.command)
     try:
         return _dispatch(args)
+    except BrokenPipeError:  # `ttft sessions | head -1`: the reader has all it wanted
+        return _reader_gone()
     finally:
         if push is not None:  # before the interpreter shuts down: the export thread may still be starting
             push.report_at_close()
+
+
+def _reader_gone() -> int:
+    """Stdout's reader closed the pipe: stop quietly, as a shell tool does on SIGPIPE, with its code."""
+    # Python flushes stdout again at exit; pointing it at /dev/null keeps that flush from failing too.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return int(Exit.PIPE_CLOSED)  # 128 + SIGPIPE, what a shell reports for a command killed by it
 
 
 def _dispatch(args: argparse.Namespace) -> int:

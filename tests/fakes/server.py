@@ -20,7 +20,7 @@ from tests.fakes.stream import Gone, Stream, default_error_type
 
 
 class FakeServer:
-    def __init__(self, schedule: Schedule | None = None) -> None:
+    def __init__(self, schedule: Schedule | None = None, *, port: int = 0) -> None:
         self._schedule = schedule or Schedule()
         self.schedules: dict[str, Schedule] = {}
         self.requests: list[RecordedRequest] = []
@@ -29,7 +29,7 @@ class FakeServer:
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._sock: socket.socket | None = None
-        self.port: int = 0
+        self.port: int = port  # 0: a free one, chosen at start
 
     # --- configuration ---------------------------------------------------------------
     @property
@@ -71,7 +71,7 @@ class FakeServer:
     def start(self) -> FakeServer:
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock.bind(("127.0.0.1", self.port))
         self.port = self._sock.getsockname()[1]
         ready = threading.Event()
         self._loop = asyncio.new_event_loop()
@@ -220,6 +220,7 @@ def _main() -> None:  # pragma: no cover - manual use
     import argparse
 
     p = argparse.ArgumentParser(description="run a fake LLM server on 127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="default: a free port")
     p.add_argument("--first-token-ms", type=float, default=300)
     p.add_argument("--token-ms", type=float, default=30)
     p.add_argument("--reasoning-tokens", type=int, default=20)
@@ -233,7 +234,8 @@ def _main() -> None:  # pragma: no cover - manual use
             reasoning_tokens=args.reasoning_tokens,
             visible_tokens=args.visible_tokens,
             reasoning=args.reasoning,
-        )
+        ),
+        port=args.port,
     ).start()
     print(f"fake server on {srv.url}  (OpenAI base {srv.openai_base_url})", flush=True)
     try:

@@ -296,8 +296,9 @@ def bench_charts(
 
 
 class _ProgressLine:
-    def __init__(self, quiet: bool) -> None:
+    def __init__(self, quiet: bool, search: bool = False) -> None:
         self.quiet = quiet
+        self.search = search  # --find-capacity: batches of an open-ended search, not "level 2/1"
         self.tty = sys.stderr.isatty()
         self.last = 0.0
 
@@ -305,7 +306,12 @@ class _ProgressLine:
         if self.quiet:
             return
         what = "warm-up" if p.warmup else (f"{p.level:g}/s" if p.mode == "rate" else f"c={int(p.level)}")
-        pos = "" if p.warmup else f" level {p.level_index + 1}/{p.levels}"
+        if p.warmup:
+            pos = ""
+        elif self.search:
+            pos = f" probe batch {p.level_index + 1}"
+        else:
+            pos = f" level {p.level_index + 1}/{p.levels}"
         tps = p.output_tokens / p.elapsed_s if p.elapsed_s > 0 else 0.0
         flight = "" if p.in_flight < 0 else f", {p.in_flight} in flight"
         ttft = "" if p.last_ttft_ms is None else f", last TTFT {p.last_ttft_ms:.0f} ms"
@@ -378,7 +384,7 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
         print(f"llama-server healthy on {server.url}", file=sys.stderr, flush=True)
         spec, base_url = f"compat:{server.model_name}", server.base_url
 
-    progress = _ProgressLine(args.quiet)
+    progress = _ProgressLine(args.quiet, search=bool(args.find_capacity))
     lean = not (args.sdk or args.raw_stream)  # Chat Completions only; other APIs always use their SDK
     levels: list[dict[str, Any]] = []
     meta: dict[str, Any] = {

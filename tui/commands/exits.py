@@ -18,6 +18,7 @@ class Exit(IntEnum):
     PARTIAL = 4
     HANGUP = 129
     INTERRUPTED = 130
+    PIPE_CLOSED = 141
     TERMINATED = 143
 
 
@@ -30,6 +31,7 @@ MEANING: dict[Exit, str] = {
     Exit.PARTIAL: "some turns failed and others succeeded (a compare pane failed)",
     Exit.HANGUP: "stopped by SIGHUP (a closed terminal); the turn in flight is logged as cancelled",
     Exit.INTERRUPTED: "stopped by Ctrl-C; the turn in flight is logged as cancelled",
+    Exit.PIPE_CLOSED: "stdout's reader went away (`ttft sessions | head -1`): stopped quietly, as on SIGPIPE",
     Exit.TERMINATED: "stopped by SIGTERM; the turn in flight is logged as cancelled",
 }
 

@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError:
         print("ttft export: Parquet needs polars (pip install polars); csv has the same columns", file=sys.stderr)
         return Exit.FAILED
+    except BrokenPipeError:  # `-o - | head`: the reader has all it wanted; the CLI stops quietly
+        raise
     except OSError as exc:  # a read-only folder, a full disk: say where, not a traceback
         reading = exc.filename is not None and str(exc.filename) == str(path)  # the log, read as it streams
         print(

@@ -32,6 +32,10 @@ KEYS = (
 
 METRICS = (
     ("TTFT", "time to first token: send → first chunk carrying any token (reasoning or text)"),
+    ("  wait", "where TTFT went: pool, network, server (request → headers), first token, retries; sum = TTFT"),
+    ("  network", "dns + connect + TLS + send (the request written); 0 on a reused connection"),
+    ("  connection", "new or reused, the HTTP version; the server's request id, for a support ticket"),
+    ("  server part", "with a saved `ttft probe`: the prefill this prompt should take, and the rest (a queue)"),
     ("TTFVT", "time to first visible token: send → first answer text; what a reader waits for"),
     ("reasoning delay", "first token → first visible text; estimated from usage × TPOT when thinking is hidden"),
     ("TPOT", "time per output token after the first: (last − first token) / (N − 1); decode speed"),
@@ -39,6 +43,7 @@ METRICS = (
     ("E2E", "send → last token; 'stream end' is send → the stream closing"),
     ("tokens/s", "1 / TPOT: the speed one user gets; 'now' looks at the last second"),
     ("tokens", "input, cached input, reasoning, output; [usage] from the server, [estimated] otherwise"),
+    ("ttft's own", "Enter → the send: ttft's own delay (shown from 5 ms), never inside TTFT"),
     ("retries", "earlier attempts (429, 5xx) and the time they cost, counted inside TTFT"),
     ("model load", "a local model loading: its own phase, never part of TTFT"),
     ("prefill/decode", "the engine's own split (llama-server timings, Ollama durations) when reported"),

@@ -9,7 +9,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, OptionList, Select, Static, Switch
@@ -83,6 +83,7 @@ class SettingsScreen(ModalScreen[Result | None]):
     SettingsScreen Label { padding: 1 0 0 0; }
     SettingsScreen #settings-error { color: $error; height: auto; }
     SettingsScreen Horizontal { height: auto; align-horizontal: right; }
+    SettingsScreen #model-list-box { height: auto; }
     SettingsScreen #model-list { height: auto; max-height: 8; display: none; }
     SettingsScreen #list-models { min-width: 10; }
     """
@@ -116,7 +117,10 @@ class SettingsScreen(ModalScreen[Result | None]):
                 yield Static("")
                 yield Button("List the server's models", id="list-models")
                 yield Static("")
-                yield OptionList(id="model-list")
+                # In a box of its own: the hidden list (display none) would give up its grid cell and
+                # shift every later label into the widgets' column.
+                with Vertical(id="model-list-box"):
+                    yield OptionList(id="model-list")
                 yield Label("base URL")
                 yield Input(self.base_url or "", id="base_url", placeholder="(the provider's default)")
                 yield Label("reasoning effort")

@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from telemetry.diagnosis import diagnose_session
-from telemetry.record import typed_records
+from telemetry.record import TurnRecord, typed_records
 from tui.format import DASH, fmt_ms, short_model, turn_label, visible_controls
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "cancelled": "yellow"}
@@ -63,6 +63,10 @@ class HistoryPanel(Vertical):
 
     def compose(self) -> ComposeResult:
         self._records: list[dict[str, Any]] = []
+        # Each record dict's typed form, kept across calls (id -> the dict and its record): the panel
+        # is redrawn after every turn, and reading a resumed session's turns again each time would
+        # cost the UI thread ~1 ms per turn.
+        self._typed: dict[int, tuple[dict[str, Any], list[TurnRecord]]] = {}
         self._drawn_w = -1
         table: DataTable[Any] = DataTable(cursor_type="row", zebra_stripes=True, id="history-table")
         table.add_columns(*COLUMNS)
@@ -72,6 +76,14 @@ class HistoryPanel(Vertical):
     def on_resize(self) -> None:
         if self._records and self.size.width != self._drawn_w:
             self.set_records(self._records)  # the model's name gets the new room
+
+    def _typed_records(self, records: Sequence[dict[str, Any]]) -> list[TurnRecord]:
+        kept: dict[int, tuple[dict[str, Any], list[TurnRecord]]] = {}
+        for d in records:
+            hit = self._typed.get(id(d))
+            kept[id(d)] = hit if hit is not None and hit[0] is d else (d, typed_records([d]))
+        self._typed = kept
+        return [r for d in records for r in kept[id(d)][1]]
 
     def set_records(self, records: Sequence[dict[str, Any]]) -> None:
         self._records = list(records)
@@ -86,5 +98,5 @@ class HistoryPanel(Vertical):
         if records:
             table.move_cursor(row=len(records) - 1)
         table.refresh()  # the header row too: its cached line kept the old column widths on screen
-        summary = visible_controls(diagnose_session(typed_records(records)))  # it may quote a server's error
+        summary = visible_controls(diagnose_session(self._typed_records(records)))  # it may quote a server's error
         self.query_one("#session-summary", Static).update(Text(summary, style="italic"))

@@ -15,11 +15,12 @@ from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
+from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
 from telemetry.server_timings import ServerTimings, server_timings
-from telemetry.speculative import speculative_summary
 from telemetry.timeline import Timeline
-from telemetry.wire import LIVE_LABEL, WaitSplit
+from telemetry.typed_read import RecordError
+from telemetry.wire import LIVE_LABEL, HttpInfo, WaitSplit
 from tui.format import DASH, PHASE_COLOR, fmt_ms, fmt_num, short_spec, turn_label
 from tui.terminal import visible_text
 from tui.widgets.history import HistoryPanel
@@ -30,7 +31,8 @@ HEADER_MODEL_W = 40  # the turn header's provider · model: one line of the 64-c
 
 
 def _row(t: Text, label: str, value: str | Text, style: str = "") -> None:
-    t.append(f"{label:<{LABEL_W}}", style="dim")
+    # at least one space: a label as long as the column must not run into its value
+    t.append(f"{label:<{LABEL_W}} " if len(label) >= LABEL_W else f"{label:<{LABEL_W}}", style="dim")
     t.append(value if isinstance(value, Text) else Text(value, style=style))
     t.append("\n")
 
@@ -124,88 +126,81 @@ def _server_lines(t: Text, timings: Sequence[ServerTimings]) -> None:
             _row(t, "engine", st.engine)
 
 
-def _wait_rows(t: Text, wait: WaitSplit | None, http: Any) -> None:
+def _wait_rows(t: Text, wait: WaitSplit | None, http: HttpInfo | None) -> None:
     """The wait's split (``metrics.wait_ms``) and the response's facts (``http``): what a ticket quotes."""
-    http = http if isinstance(http, dict) else {}
-    if wait is not None and (wait.network_ms > 0 or http):
+    if wait is not None and (wait.network_ms > 0 or http is not None):
         pool = f" · pool {fmt_ms(wait.pool)}" if wait.pool >= 1 else ""  # earlier attempts: the retries row
         _row(t, "  wait", f"server {fmt_ms(wait.server)} · first token {fmt_ms(wait.first_token)}{pool}")
         parts = [(name, v) for name, v in (("dns", wait.dns), ("connect", wait.connect), ("TLS", wait.tls)) if v > 0]
         parts.append(("send", wait.send))
         _row(t, "  network", f"{fmt_ms(wait.network_ms)}: " + ", ".join(f"{n} {fmt_ms(v)}" for n, v in parts))
-        conn = " · ".join(str(x) for x in (http.get("connection"), http.get("http_version")) if x)
+        conn = " · ".join(x for x in (http.connection, http.http_version) if x) if http else ""
         if conn:
             _row(t, "  connection", conn)
-    if http.get("server_processing_ms") is not None:
-        _row(t, "  server says", f"{fmt_ms(http['server_processing_ms'])} processing")
-    if http.get("request_id"):
-        _row(t, "request id", str(http["request_id"]))
-    rl = http.get("ratelimit")
-    if isinstance(rl, dict):
+    if http is None:
+        return
+    if http.server_processing_ms is not None:
+        _row(t, "  server says", f"{fmt_ms(http.server_processing_ms)} processing")
+    if http.request_id:
+        _row(t, "request id", http.request_id)
+    rl = http.ratelimit
+    if rl is not None:
         left = [
-            f"{fmt_num(rl.get(k))} {what}"
-            for k, what in (("remaining_requests", "requests"), ("remaining_tokens", "tokens"))
-            if rl.get(k) is not None
+            f"{fmt_num(n)} {what}"
+            for n, what in ((rl.remaining_requests, "requests"), (rl.remaining_tokens, "tokens"))
+            if n is not None
         ]
         if left:
             _row(t, "rate limit", " · ".join(left) + " left")
 
 
-def record_text(rec: dict[str, Any], lag: dict[str, Any] | None = None) -> Text:
-    """A finished turn's figures, in the order the reference defines them."""
-    m = rec.get("metrics") or {}
-    tok = rec.get("tokens") or {}
-    status = rec.get("status") or "?"
+def record_text(record: TurnRecord | dict[str, Any], lag: dict[str, Any] | None = None) -> Text:
+    """A finished turn's figures, in the order the reference defines them (a logged dict is read
+    through ``TurnRecord.from_dict`` first; one that does not read says why)."""
+    try:
+        rec = record if isinstance(record, TurnRecord) else TurnRecord.from_dict(record)
+    except RecordError as exc:
+        return Text(f"This turn's record is unreadable: {exc}", style="dim")
+    m, tok, status = rec.metrics, rec.tokens, rec.status
     t = Text()
     t.append(f" {status.upper()} ", style=f"bold reverse {PHASE_COLOR.get(status, '')}")
-    who = short_spec(rec.get("provider"), rec.get("model"), HEADER_MODEL_W, sep=" · ")
-    t.append(f"  {turn_label(rec.get('turn_index'), 'turn ')} · {who}\n", style="bold")
-    _row(t, "TTFT", fmt_ms(m.get("ttft_ms")))
-    _wait_rows(t, WaitSplit.from_dict(m.get("wait_ms")), rec.get("http"))
-    if m.get("expected_prefill_ms") is not None and m.get("server_queue_ms") is not None:  # a saved ttft probe
+    who = short_spec(rec.provider, rec.model, HEADER_MODEL_W, sep=" · ")
+    t.append(f"  {turn_label(rec.turn_index, 'turn ')} · {who}\n", style="bold")
+    _row(t, "TTFT", fmt_ms(m.ttft_ms))
+    _wait_rows(t, m.wait_ms, rec.http)
+    if m.expected_prefill_ms is not None and m.server_queue_ms is not None:  # a saved ttft probe
         _row(
-            t,
-            "  server part",
-            f"prefill {fmt_ms(m['expected_prefill_ms'])} expected · queue {fmt_ms(m['server_queue_ms'])}",
+            t, "  server part", f"prefill {fmt_ms(m.expected_prefill_ms)} expected · queue {fmt_ms(m.server_queue_ms)}"
         )
-    _row(t, "TTFVT", fmt_ms(m.get("ttfvt_ms")))
-    if m.get("reasoning_delay_ms") is not None:
-        est = " (estimated)" if m.get("reasoning_delay_estimated") else ""
-        _row(t, "reasoning delay", fmt_ms(m["reasoning_delay_ms"]) + est)
-    tpot = m.get("tpot_ms")
-    speed = f" ({fmt_num(m.get('decode_tokens_per_s'), 'tokens/s', 1)})" if m.get("decode_tokens_per_s") else ""
-    _row(t, "TPOT", fmt_ms(tpot, digits=1) + speed if tpot is not None else DASH)
-    itl = m.get("itl_ms") or {}
-    if itl.get("p50") is not None:
-        _row(
-            t,
-            "ITL p50/95/99",
-            " / ".join(fmt_ms(itl.get(k), digits=1) for k in ("p50", "p95", "p99")),
-        )
-    _row(
-        t, "E2E", fmt_ms(m.get("e2e_ms")) + (f" (stream end {fmt_ms(m.get('total_ms'))})" if m.get("total_ms") else "")
-    )
-    if m.get("retry_ms"):
-        _row(t, "retries", f"{(rec.get('attempts') or 1) - 1} ({fmt_ms(m['retry_ms'])} lost)", "red")
-    if m.get("queue_ms"):
-        _row(t, "queued", fmt_ms(m["queue_ms"]))
-    if m.get("load_ms"):
-        _row(t, "model load", fmt_ms(m["load_ms"]))
-    _own_row(t, m.get("own_delay_ms"))
-    cached = f" (cached {tok['cached_input']})" if tok.get("cached_input") else ""
+    _row(t, "TTFVT", fmt_ms(m.ttfvt_ms))
+    if m.reasoning_delay_ms is not None:
+        est = " (estimated)" if m.reasoning_delay_estimated else ""
+        _row(t, "reasoning delay", fmt_ms(m.reasoning_delay_ms) + est)
+    speed = f" ({fmt_num(m.decode_tokens_per_s, 'tokens/s', 1)})" if m.decode_tokens_per_s else ""
+    _row(t, "TPOT", fmt_ms(m.tpot_ms, digits=1) + speed if m.tpot_ms is not None else DASH)
+    if m.itl_ms.get("p50") is not None:
+        _row(t, "ITL p50/95/99", " / ".join(fmt_ms(m.itl_ms.get(k), digits=1) for k in ("p50", "p95", "p99")))
+    _row(t, "E2E", fmt_ms(m.e2e_ms) + (f" (stream end {fmt_ms(m.total_ms)})" if m.total_ms else ""))
+    if m.retry_ms:
+        _row(t, "retries", f"{max(len(rec.attempts), 1) - 1} ({fmt_ms(m.retry_ms)} lost)", "red")
+    if m.queue_ms:
+        _row(t, "queued", fmt_ms(m.queue_ms))
+    if m.load_ms:
+        _row(t, "model load", fmt_ms(m.load_ms))
+    _own_row(t, m.own_delay_ms)
+    cached = f" (cached {tok.cached_input})" if tok.cached_input else ""
     _row(
         t,
         "tokens",
-        f"in {fmt_num(tok.get('input'))}{cached} · reasoning {fmt_num(tok.get('reasoning'))}"
-        f" · out {fmt_num(tok.get('output'))} [{tok.get('source', '?')}]",
+        f"in {fmt_num(tok.input)}{cached} · reasoning {fmt_num(tok.reasoning)}"
+        f" · out {fmt_num(tok.output)} [{tok.source or '?'}]",
     )
-    _server_lines(t, server_timings(rec.get("server")))
-    # records logged before metrics.speculative existed: the same figures from their server data
-    _draft_row(t, m["speculative"] if "speculative" in m else speculative_summary(rec.get("server")))
+    _server_lines(t, server_timings(rec.server))
+    _draft_row(t, m.speculative)  # an old record's: recovered from its server data by from_dict
     if lag and lag.get("paints"):
         _row(t, "render lag", f"p50 {fmt_ms(lag['p50_ms'])} · p95 {fmt_ms(lag['p95_ms'])}")
-    if rec.get("diagnosis"):
-        t.append(rec["diagnosis"], style="italic")
+    if rec.diagnosis:
+        t.append(rec.diagnosis, style="italic")
     return t
 
 

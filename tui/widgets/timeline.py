@@ -27,6 +27,12 @@ PHASE_STYLE = {
 MARK_STYLE = {"retry": ("↻", "bold red"), "stall": ("!", "bold red")}
 END_MARK = {"error": ("✗", "bold red"), "cancelled": ("■", "bold yellow")}
 LABEL_W = 4
+OPTIONAL_PHASES = ("client", "loading", "network", "server")  # in the legend only when a turn has them
+# (glyph, style, name, the gap after it when another entry follows on its line)
+LEGEND: list[tuple[str, str, str, str]] = [
+    *((ch * 2, style, name, "  ") for name, (ch, style) in PHASE_STYLE.items()),
+    *((ch, style, name, " ") for name, (ch, style) in MARK_STYLE.items()),
+]
 
 
 class TimelineView(Widget):
@@ -48,12 +54,17 @@ class TimelineView(Widget):
         self.rows = rows
         self.refresh(layout=self._height() != before)
 
-    def _height(self) -> int:
+    def _height(self, width: int | None = None) -> int:
         n = max(len(self.rows), min(self.reserve_rows, self.max_rows))
-        return n + 2 if n else 1
+        if not n:
+            return 1
+        # Room for the whole legend, wrapped, whichever phases show: a phase seen for the first time
+        # (network, client) then changes no height, so nothing around is laid out again mid-turn.
+        legend = _pack(LEGEND, (self.size.width if width is None else width) - LABEL_W - 1)
+        return n + 1 + len(legend)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return self._height()
+        return self._height(width)
 
     def render(self) -> Text:
         if not self.rows:
@@ -85,16 +96,26 @@ class TimelineView(Widget):
         out.append(" " * (LABEL_W + 1))
         left, right = fmt_ms(start if start < 0 else 0.0), fmt_ms(end)
         out.append(left + " " * max(1, width - len(left) - len(right)) + right + "\n", style="dim")
-        out.append(" " * (LABEL_W + 1))
-        for name, (ch, style) in PHASE_STYLE.items():
-            if name in ("client", "loading", "network", "server") and not any(
-                s.phase == name for _, tl in self.rows for s in tl.segments
-            ):
-                continue  # only in the legend when a turn has it
-            out.append(ch * 2, style=style)
-            out.append(f" {name}  ", style="dim")
-        out.append("↻", style="bold red")
-        out.append(" retry ", style="dim")
-        out.append("!", style="bold red")
-        out.append(" stall", style="dim")
+        seen = {seg.phase for _, tl in self.rows for seg in tl.segments}
+        items = [e for e in LEGEND if e[2] not in OPTIONAL_PHASES or e[2] in seen]  # only the phases a turn has
+        for n, line in enumerate(_pack(items, width)):
+            out.append("\n" * (n > 0) + " " * (LABEL_W + 1))
+            for k, (glyph, style, name, gap) in enumerate(line):
+                out.append(glyph, style=style)
+                out.append(f" {name}{gap if k < len(line) - 1 else ''}", style="dim")
         return out
+
+
+def _pack(items: Sequence[tuple[str, str, str, str]], width: int) -> list[list[tuple[str, str, str, str]]]:
+    """The legend's entries in lines of at most ``width`` cells (one entry a line at the least)."""
+    lines: list[list[tuple[str, str, str, str]]] = [[]]
+    used = 0
+    for item in items:
+        glyph, _, name, gap = item
+        size = len(glyph) + 1 + len(name)
+        if lines[-1] and used + size > width:
+            lines.append([])
+            used = 0
+        lines[-1].append(item)
+        used += size + len(gap)
+    return lines

@@ -1,0 +1,37 @@
+"""QA regressions in the telemetry pane's after-turn text."""
+
+from tui.widgets.telemetry_pane import LABEL_W, record_text
+
+
+def _record() -> dict:
+    # the figures of a real turn against the loopback fake (reasoning streamed, then text)
+    return {
+        "status": "ok",
+        "provider": "compat",
+        "model": "qwen3",
+        "turn_index": 0,
+        "metrics": {
+            "ttft_ms": 331.5,
+            "ttfvt_ms": 934.0,
+            "reasoning_delay_ms": 602.4,
+            "reasoning_delay_estimated": False,
+            "tpot_ms": 29.9,
+            "decode_tokens_per_s": 33.5,
+            "itl_ms": {"p50": 29.7, "p90": 37.7, "p95": 40.2, "p99": 44.3, "max": 49.4},
+            "e2e_ms": 2692.1,
+            "total_ms": 2693.0,
+            "own_delay_ms": 23.2,
+        },
+        "tokens": {"input": 12, "cached_input": 0, "output": 80, "reasoning": 20, "source": "usage"},
+        "diagnosis": "Responsive.",
+    }
+
+
+def test_every_label_is_apart_from_its_value() -> None:
+    # "reasoning delay" is as long as the label column: it ran into its value ("reasoning delay602 ms")
+    text = record_text(_record()).plain
+    assert "reasoning delay 602 ms" in text
+    for line in text.splitlines()[1:]:
+        label = line[:LABEL_W]
+        if label.strip() and len(line) > LABEL_W:
+            assert label.endswith(" ") or line[LABEL_W] == " ", line

@@ -1,0 +1,43 @@
+"""QA regression: the timeline's legend wraps in a narrow pane instead of losing its last entries."""
+
+from __future__ import annotations
+
+import pytest
+from textual.app import App, ComposeResult
+
+from telemetry.timeline import Segment, Timeline
+from tui.widgets.timeline import TimelineView
+
+
+def _turn(phases: tuple[str, ...]) -> Timeline:
+    segs = tuple(Segment(p, i * 10.0 - 10.0, i * 10.0) for i, p in enumerate(phases))
+    return Timeline(segs, (), -10.0, 10.0 * len(phases), "ok")
+
+
+class _One(App[None]):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.width = width
+
+    def compose(self) -> ComposeResult:
+        view = TimelineView(id="t")
+        view.styles.width = self.width
+        yield view
+
+
+@pytest.mark.parametrize("width", [40, 62, 160])
+async def test_legend_keeps_every_entry_within_the_width(width: int) -> None:
+    # At the chat pane's 62 columns the legend stopped after "server ━━": no reasoning, streaming,
+    # retry or stall, so the bars' colours went unexplained.
+    app = _One(width)
+    async with app.run_test(size=(170, 30)) as pilot:
+        view = app.query_one(TimelineView)
+        view.set_rows([("#1", _turn(("client", "network", "server", "reasoning", "streaming")))])
+        await pilot.pause()
+        lines = [line.rstrip() for line in view.render().plain.splitlines()]
+        legend = " ".join(lines[2:])
+        for name in ("client", "network", "server", "reasoning", "streaming", "retry", "stall"):
+            assert f" {name}" in legend, (width, lines)
+        assert "loading" not in legend  # no turn had a load: left out
+        assert all(len(line) <= width for line in lines), lines
+        assert view.region.height >= len(lines), (view.region, lines)  # every legend line has room
