@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 # httpx2's own words for these, so an error reads the same whichever client met it.
 _DROPPED = "peer closed connection without sending complete message body (incomplete chunked read)"
 _DISCONNECTED = "Server disconnected without sending a response."
+STALE_RETRIES = 3  # pooled connections found closed, one after another, before the error stands
 
 
 def _as_httpx(exc: BaseException, request: httpx2.Request) -> httpx2.TransportError:
@@ -253,17 +254,29 @@ class AiohttpClient:
         t = ev.now_ns()
         probe.push(ev.AttemptSent(t, probe.attempt))
         probe.push(ev.WireStep(t, probe.attempt, "pool"))
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                raw = await self._session.post(
-                    url,
-                    data=body,
-                    headers=headers,
-                    params=params or None,
-                    trace_request_ctx=(probe, probe.attempt, self._is_ip(url)),
-                )
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _as_httpx(exc, httpx2.Request("POST", url, params=params or None)) from exc
+        stale = 0
+        while True:
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    raw = await self._session.post(
+                        url,
+                        data=body,
+                        headers=headers,
+                        params=params or None,
+                        trace_request_ctx=(probe, probe.attempt, self._is_ip(url)),
+                    )
+                break
+            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                # A pooled connection the server had just closed (its keep-alive ran out) fails before
+                # the request is read. httpcore2 sees that socket's end before reusing it; aiohttp can
+                # only find out here. Nothing reached the server: the same attempt, on a new connection.
+                if probe.traced and not probe.connected and stale < STALE_RETRIES:
+                    stale += 1
+                    probe.traced = False
+                    continue
+                raise _as_httpx(exc, httpx2.Request("POST", url, params=params or None)) from exc
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                raise _as_httpx(exc, httpx2.Request("POST", url, params=params or None)) from exc
         t = ev.now_ns()
         probe.status = raw.status
         probe.retry_after_s = parse_retry_after(raw.headers)  # type: ignore[arg-type]

@@ -282,7 +282,9 @@ def _fit(pts: Sequence[tuple[float, float]]) -> tuple[float, float]:
 
 
 def _load(level: float, mode: str) -> str:
-    return f"{level:g} requests/s" if mode == "rate" else f"{int(level)} concurrent users"
+    if mode == "rate":
+        return f"{level:g} requests/s"
+    return f"{int(level)} concurrent user" + ("" if int(level) == 1 else "s")
 
 
 def conclusion(

@@ -3,7 +3,11 @@ run against the batching fake whose true capacity follows from its parameters.""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +16,7 @@ import pytest
 from backends.capacity import find_capacity
 from backends.load import LevelResult, LoadConfig
 from telemetry import capacity as cap
-from tests.fakes.batching_server import BatchingServer
+from tests.fakes.batching_server import BatchingServer, free_port, wait_http
 from tui.cli import main
 
 
@@ -176,14 +180,33 @@ async def test_an_undecided_probe_grows_then_counts_as_a_miss_and_is_reported() 
 
 
 # --- against the batching fake ------------------------------------------------------------------
+@contextlib.contextmanager
+def fake_process(**params: float) -> Iterator[str]:
+    """The batching fake in its own process (so its timing does not share this one's GIL); its base URL."""
+    port = free_port()
+    args = [f"--{k.replace('_', '-')}={v:g}" for k, v in params.items()]
+    srv = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.batching_server", "--port", str(port), *args],
+        cwd=Path(__file__).resolve().parents[1], stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health")
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        srv.terminate()
+        srv.wait(5)
+
+
 def test_find_capacity_on_the_batching_fake_lands_within_one_step_of_its_truth(tmp_path: Path, capsys) -> None:
     bound = 21.0
-    with BatchingServer(slots=1000, token_ms=4, alpha=0.5, prefill_ms=10) as srv:
-        truth = max(c for c in range(1, 200) if srv.step_ms(c) <= bound)  # TPOT = 4 * (1 + 0.5 (c - 1)): 9
-        out = tmp_path / "cap"
+    params = {"slots": 1000, "token_ms": 4, "alpha": 0.5, "prefill_ms": 10}
+    model = BatchingServer(slots=1000, token_ms=4, alpha=0.5, prefill_ms=10)  # its schedule, not started
+    truth = max(c for c in range(1, 200) if model.step_ms(c) <= bound)  # TPOT = 4 * (1 + 0.5 (c - 1)): 9
+    out = tmp_path / "cap"
+    with fake_process(**params) as base_url:
         rc = main(
             [
-                "bench", "-m", "compat:batching-fake", "--base-url", srv.base_url, "--find-capacity",
+                "bench", "-m", "compat:batching-fake", "--base-url", base_url, "--find-capacity",
                 "--slo", f"tpot_p90={bound:g}ms", "--max-output-tokens", "12", "--requests", "8", "--warmup", "1",
                 "--out", str(out), "--quiet",
             ]
@@ -210,21 +233,21 @@ def test_find_capacity_on_the_batching_fake_lands_within_one_step_of_its_truth(t
 
 
 def test_find_capacity_in_rate_mode(tmp_path: Path) -> None:
-    with BatchingServer(slots=1, token_ms=2, alpha=0, prefill_ms=5) as srv:
-        out = tmp_path / "rate"
+    out = tmp_path / "rate"
+    with fake_process(slots=1, token_ms=2, alpha=0, prefill_ms=5) as base_url:
         rc = main(
             [
-                "bench", "-m", "compat:batching-fake", "--base-url", srv.base_url, "--find-capacity", "--rate", "20",
-                "--slo", "ttft_p90=60ms", "--max-output-tokens", "4", "--requests", "8", "--warmup", "1",
-                "--capacity-limit", "400", "--out", str(out), "--quiet",
+                "bench", "-m", "compat:batching-fake", "--base-url", base_url, "--find-capacity", "--rate", "10",
+                "--slo", "ttft_p90=150ms", "--max-output-tokens", "4", "--requests", "8", "--warmup", "1",
+                "--capacity-limit", "640", "--out", str(out), "--quiet",
             ]
         )  # fmt: skip
     assert rc == 0
     c = json.loads((out / "summary.json").read_text())["capacity"]
-    assert c["mode"] == "rate" and [p["level"] for p in c["probes"]][:2] == [20, 40]
-    # one slot serving ~11 ms requests cannot take 400/s without a queue past 60 ms
-    assert c["capacity"] is not None and 20 <= c["capacity"] < 400 and c["first_miss"] is not None
-    assert "requests/s at p90 TTFT <= 60 ms" in c["conclusion"]
+    assert c["mode"] == "rate" and c["probes"][0]["level"] == 10
+    # one slot serving ~11 ms requests queues past 150 ms well before 640/s (about 90/s at most)
+    assert c["capacity"] is not None and 10 <= c["capacity"] < 640 and c["first_miss"] is not None
+    assert "requests/s at p90 TTFT <= 150 ms" in c["conclusion"]
 
 
 def test_find_capacity_needs_objectives(capsys) -> None:
