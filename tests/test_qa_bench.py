@@ -44,3 +44,23 @@ def test_a_finished_batch_is_reported_once(capsys: pytest.CaptureFixture[str]) -
         "[warm-up] 2/2 done, 0 errors, 32 tok/s, last TTFT 37 ms, 0.5 s",
         "[c=4 level 1/1] 8/8 done, 0 errors, 128 tok/s, 0.5 s",
     ]
+
+
+def test_workers_summary_says_which_model_answered(tmp_path: Path) -> None:
+    # With --workers the parent builds no backend, so summary.json had provider/api/model null
+    # (and the chart's title fell back to the -m text) while a one-process run named them.
+    import json
+
+    with BatchingServer(slots=4, token_ms=2, alpha=0.1, prefill_ms=5) as srv:
+        out = tmp_path / "w"
+        rc = main(
+            [
+                "bench", "-m", "compat:batching-fake", "--base-url", srv.base_url, "--concurrency", "2",
+                "--requests", "4", "--warmup", "0", "--workers", "2", "--max-output-tokens", "4", "--out", str(out),
+                "-q",
+            ]
+        )  # fmt: skip
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["provider"], summary["api"], summary["model"]) == ("compat", "chat.completions", "batching-fake")
+    assert "Batching trade-off: batching-fake" in (out / "tradeoff.svg").read_text()
