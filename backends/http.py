@@ -108,6 +108,20 @@ class Probe:
         if self.wake is not None:
             self.wake.set()
 
+    def begin_attempt(self) -> int:
+        """A new attempt is leaving: reset what the last one read, stamp its send and its pool wait."""
+        self.attempt += 1
+        self.status = None
+        self.last_arrival_ns = None
+        self.reads = 0
+        self.body_tail = b""
+        self.connected = False
+        self.traced = False
+        t = ev.now_ns()
+        self.push(ev.AttemptSent(t, self.attempt))
+        self.push(ev.WireStep(t, self.attempt, "pool"))
+        return self.attempt
+
     def step(self, attempt: int, phase: str) -> None:
         """The attempt entered ``phase`` now (ignored once a later attempt has begun)."""
         if attempt == self.attempt:
@@ -257,17 +271,8 @@ class InstrumentedHTTP:
         probe = self._probes.get(pid)
         if probe is None:
             return
-        probe.attempt += 1
-        request.extensions = {**request.extensions, _EXT: probe, "trace": probe.tracer(probe.attempt)}
-        probe.status = None
-        probe.last_arrival_ns = None
-        probe.reads = 0
-        probe.body_tail = b""
-        probe.connected = False
-        probe.traced = False
-        t = ev.now_ns()
-        probe.push(ev.AttemptSent(t, probe.attempt))
-        probe.push(ev.WireStep(t, probe.attempt, "pool"))
+        attempt = probe.begin_attempt()
+        request.extensions = {**request.extensions, _EXT: probe, "trace": probe.tracer(attempt)}
 
     async def _on_response(self, response: httpx2.Response) -> None:
         t = ev.now_ns()

@@ -244,16 +244,7 @@ class AiohttpClient:
 
         if self._session is None:
             self._session = self._open_session()
-        probe.attempt += 1
-        probe.status = None
-        probe.last_arrival_ns = None
-        probe.reads = 0
-        probe.body_tail = b""
-        probe.connected = False
-        probe.traced = False
-        t = ev.now_ns()
-        probe.push(ev.AttemptSent(t, probe.attempt))
-        probe.push(ev.WireStep(t, probe.attempt, "pool"))
+        probe.begin_attempt()
         stale = 0
         while True:
             try:
