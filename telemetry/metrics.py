@@ -11,10 +11,11 @@ inside TTFT.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
+from telemetry.plain import as_dict, field_names
 from telemetry.wire import WaitSplit, split_wait
 
 NS_PER_MS = 1_000_000
@@ -62,7 +63,7 @@ class TokenCounts:
     source: str  # "usage" | "estimated"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return as_dict(self, _TOKEN_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +115,14 @@ class TurnMetrics:
     server_queue_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = as_dict(self, _METRIC_FIELDS)  # wait_ms, the one dataclass field, is replaced below
         d["itl_ms"] = {k: self.itl_ms.get(k) for k in ("p50", "p90", "p95", "p99", "max")}
         d["wait_ms"] = self.wait_ms.to_dict() if self.wait_ms is not None else None
         return d
+
+
+_TOKEN_FIELDS = field_names(TokenCounts)
+_METRIC_FIELDS = field_names(TurnMetrics)
 
 
 def window_tokens(chunks: Sequence[Chunk], tokens: TokenCounts, reasoning_streamed: bool) -> int:

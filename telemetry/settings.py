@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from telemetry.plain import as_dict, field_names
 
 # What "speculative decoding on" means wherever a person turns it on: prompt lookup with the
 # engine's own defaults (draft length, shortest match, verify threads).
@@ -28,7 +30,10 @@ class TurnSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return as_dict(self, _FIELDS)
 
     def with_(self, **changes: Any) -> TurnSettings:
         return replace(self, **changes)
+
+
+_FIELDS = field_names(TurnSettings)

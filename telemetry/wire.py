@@ -73,7 +73,7 @@ class WaitSplit:
         return self.retries + self.pool + self.network_ms + self.server_ms
 
     def to_dict(self) -> dict[str, float]:
-        return {k: round(v, 3) for k, v in asdict(self).items()}
+        return {k: round(getattr(self, k), 3) for k in KEYS}  # KEYS: its fields, in order (not asdict: per record)
 
     @classmethod
     def from_dict(cls, d: object) -> WaitSplit | None:
