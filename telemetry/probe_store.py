@@ -9,6 +9,7 @@ for another target counts as no probe: a broken file never breaks a turn.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -33,10 +34,16 @@ def probes_dir() -> Path:
 
 def probe_path(provider: str, model: str, base_url: str | None) -> Path:
     """The file for this target: a readable slug and a hash of the exact (masked) key."""
+    return probes_dir() / _file_name(provider, model, base_url)
+
+
+@functools.lru_cache(maxsize=64)
+def _file_name(provider: str, model: str, base_url: str | None) -> str:
+    # cached: every bench request looks its target's probe up, and the name never changes
     key = json.dumps([provider, model, redact_url(base_url)])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     slug = _SLUG.sub("_", f"{provider}-{model}")[:60]
-    return probes_dir() / f"{slug}-{digest}.json"
+    return f"{slug}-{digest}.json"
 
 
 def save_probe(provider: str, model: str, base_url: str | None, fit: ProbeFit, *, when: datetime | None = None) -> Path:
