@@ -118,6 +118,12 @@ class TurnRecorder:
             return  # a terminal event closes the turn; late stragglers are ignored
         if self.first_ns is None:
             self.first_ns = e.t_ns
+        if type(e) is ev.TextDelta and e.text:  # almost every event: its case below, before the match's walk
+            n = e.tokens if e.tokens is not None else estimate_tokens(e.text)
+            self._text.append(e.text)
+            self._visible_tokens += n
+            self._add_chunk(Chunk(e.t_ns, "text", n))
+            return
         match e:
             case ev.ReasoningDelta():
                 n = e.tokens if e.tokens is not None else estimate_tokens(e.text)

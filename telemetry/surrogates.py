@@ -35,6 +35,8 @@ def scrub(text: str) -> str:
 
 def scrub_event(e: ev.Event) -> ev.Event:
     """The event with its text fields scrubbed; the same object when they are clean (the usual case)."""
+    if type(e) is ev.TextDelta and e.text.isascii():  # almost every event: clean, no lookup or loop
+        return e
     names = _TEXT_FIELDS.get(type(e))
     if names is None:
         return e
