@@ -25,7 +25,7 @@ from telemetry.export import STDOUT, open_private
 from telemetry.log import Skipped, read_records, resolve
 from telemetry.record import typed_records
 from tui import charts, report_html
-from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
+from tui.commands.bench_output import COLUMNS, HEADER, bench_charts, level_cells, level_row
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, note, print_json
