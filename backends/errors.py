@@ -85,6 +85,9 @@ def shape_checked(api: str) -> Callable[[Translate], Translate]:
                         if not isinstance(getattr(e, name), str):
                             raise MalformedStream(f"a chunk whose {name} is not a string ({api}): {_preview(item)}")
                     yield e
+                stop = getattr(state, "stop_reason", None)  # set on the state, not an event: checked here
+                if stop is not None and not isinstance(stop, str):
+                    raise MalformedStream(f"a chunk whose stop reason is not a string ({api}): {_preview(item)}")
             except (AttributeError, TypeError, KeyError, IndexError) as exc:
                 raise MalformedStream(f"a chunk that is not a {api} event: {_preview(item)}") from exc
 

@@ -336,10 +336,14 @@ class LocalLlamaBackend:
         default_max = min(DEFAULT_MAX_OUTPUT_TOKENS, n_ctx - len(tokens))
         max_new = s.max_output_tokens if s.max_output_tokens is not None else default_max
         if len(tokens) + max(max_new, 1) > n_ctx:
+            # With no limit set, the prompt alone overflowed: a limit of "-934" tokens explains nothing.
+            asked = f" + max output tokens ({max_new})" if s.max_output_tokens is not None else ""
             raise LocalModelError(
                 "context_overflow",
-                f"prompt ({len(tokens)} tokens) + max output tokens ({max_new}) exceeds the context of {n_ctx} tokens",
-                "shorten the conversation (/clear), lower max tokens, or load the model with a larger n_ctx",
+                f"the prompt ({len(tokens)} tokens){asked} exceeds the context of {n_ctx} tokens, leaving no room"
+                " to answer.",
+                "Start a new chat (ctrl+n) or shorten the prompt, lower max output tokens, or load the model with a"
+                " larger n_ctx.",
             )
         Generation(lm, tokens, prompt, spec, s, emit, cancel).run(max_new)
 

@@ -89,6 +89,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def error_line(e: dict[str, Any]) -> str:
+    """``error: MESSAGE HINT``, one sentence after the other even when the message has no full stop
+    (the local engine's "...exceeds the context of 4096 tokens" ran into "shorten the ...")."""
+    message = str(e.get("message") or "").rstrip()
+    hint = str(e.get("hint") or "").strip()
+    if hint and message and message[-1] not in ".!?:;":
+        message += "."
+        hint = hint[0].upper() + hint[1:]
+    return f"error: {message}" + (f" {hint}" if hint else "")
+
+
 def summary_line(d: dict[str, Any]) -> str:
     """One line for stderr: the numbers that say where the time went."""
     m, t = d["metrics"], d["tokens"]
@@ -131,7 +142,7 @@ def summary_line(d: dict[str, Any]) -> str:
         line += f" · request id {http['request_id']}"
     if d["status"] == "error" and d.get("error"):
         e = d["error"]
-        line = f"error: {e['message']}" + (f" {e['hint']}" if e.get("hint") else "") + f"\n{line}"
+        line = error_line(e) + f"\n{line}"
     elif d["status"] == "cancelled":
         line = f"cancelled · {line}"
     return line
@@ -244,7 +255,6 @@ def _print_record(record: TurnRecord, args: argparse.Namespace) -> None:
         print(json_text(d))
     if record.status == "error" and args.quiet:  # -q drops the summary, never the error
         e = d.get("error") or {}
-        said = f"error: {e.get('message')}" + (f" {e['hint']}" if e.get("hint") else "")
-        print(visible_controls(said), file=sys.stderr)
+        print(visible_controls(error_line(e)), file=sys.stderr)
     else:
         note(args, summary_line(d))  # the server's error text among it: shown, never run

@@ -324,12 +324,18 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
             async with runner:
                 if runner.backend is not None:
                     meta.update(provider=runner.backend.provider, api=runner.backend.api, model=runner.backend.model)
+
+                def keep(records: list[dict[str, Any]]) -> None:
+                    turns.write(records)
+                    if meta.get("model") is None and records:  # --workers: the backends are the workers'
+                        meta.update({k: records[0].get(k) for k in ("provider", "api", "model")})
+
                 try:
                     warm = await runner.warmup()
                 except LevelCancelled as exc:  # the turns in flight are kept, as cancelled
-                    turns.write(exc.records)
+                    keep(exc.records)
                     raise
-                turns.write(warm.records if warm else [])
+                keep(warm.records if warm else [])
                 if warm and warm.records and all(r.get("status") != "ok" for r in warm.records):
                     progress.end()
                     err = warm.records[0].get("error") or {}
@@ -345,7 +351,7 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                             print(line, flush=True)
 
                     search = await bench_capacity.run_search(
-                        runner, args, args.objectives, on_records=turns.write, on_probe=probed
+                        runner, args, args.objectives, on_records=keep, on_probe=probed
                     )
                     levels.extend(search.levels())
                     meta["capacity"] = search.summary()
@@ -354,9 +360,9 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                     try:
                         res = await runner.level(i)
                     except LevelCancelled as exc:
-                        turns.write(exc.records)
+                        keep(exc.records)
                         raise
-                    turns.write(res.records)
+                    keep(res.records)
                     a = agg.aggregate_level(res.records, level=res.level, mode=res.mode, slo=slo, client=res.client)
                     if server is not None and before is not None:
                         from backends.llama_server import metrics_delta

@@ -95,10 +95,16 @@ class ProgressLine:
         self.search = search  # --find-capacity: batches of an open-ended search, not "level 2/1"
         self.tty = sys.stderr.isatty()
         self.last = 0.0
+        self._finished: tuple[bool, int] | None = None  # the batch whose "N/N done" line is out
 
     def __call__(self, p: Progress) -> None:
-        if self.quiet:
+        key = (p.warmup, p.level_index)
+        if self.quiet or key == self._finished:
+            # With --workers the parent keeps polling until every process has exited: more "N/N done"
+            # lines, each with a lower tok/s (the same tokens over a longer time).
             return
+        if p.done == p.total:
+            self._finished = key
         what = "warm-up" if p.warmup else (f"{p.level:g}/s" if p.mode == "rate" else f"c={int(p.level)}")
         if p.warmup:
             pos = ""

@@ -37,7 +37,7 @@ def _cells(r: dict[str, Any]) -> list[str | Text]:
         fmt_ms(m.get("ttft_ms")),
         fmt_ms(m.get("ttfvt_ms")),
         fmt_ms(m.get("tpot_ms"), digits=1) if m.get("tpot_ms") is not None else DASH,
-        fmt_ms(m.get("e2e_ms") or m.get("total_ms")),
+        fmt_ms(m.get("e2e_ms")),  # no token, no E2E: a turn's total time is not its E2E (the pane says it apart)
         DASH if out is None else f"{out}{'~' if tok.get('source') == 'estimated' else ''}",
     ]
 
