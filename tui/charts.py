@@ -106,7 +106,9 @@ class Chart:
                 axes.insert(0, ("x", xs_all))
             for axis, vals in axes:
                 lo, hi = min(vals), max(vals)
-                if max(abs(lo), abs(hi)) >= 1000:  # plotext would write 1.4e3: plain numbers read better
+                if hi - lo <= 1e-9 * max(1.0, abs(hi)):  # one value: plotext would tick noise (161.2182 161.2207)
+                    f.ruler(axis).ticks([lo], [f"{lo:,.1f}".rstrip("0").rstrip(".")])
+                elif max(abs(lo), abs(hi)) >= 1000:  # plotext would write 1.4e3: plain numbers read better
                     ticks = [t for t in _nice_ticks(min(0.0, lo), hi) if lo <= t <= hi or t == 0]
                     f.ruler(axis).ticks(ticks, [_fmt_tick(t) for t in ticks])
         f.title(self.title)

@@ -73,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         "otel": ".otel.json",
         "otel-metrics": ".otel-metrics.json",
     }[args.format]
-    out = args.out or Path(path.stem + suffix)
+    # A redacted copy gets a name of its own: written over the full export it would lose that file.
+    out = args.out or Path(path.stem + (".redacted" if args.redact else "") + suffix)
     try:
         n = export(records, args.format, out, redact_text=args.redact)
     except ModuleNotFoundError:
