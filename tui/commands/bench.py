@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from backends.load import BackendSpec, LevelCancelled, LoadConfig, LoadRunner
+from backends.load import LevelCancelled, LoadConfig
+from backends.load_runner import BackendSpec, LoadRunner
 from telemetry import aggregate as agg
 from telemetry.log import encode_line, write_all
 from telemetry.urls import redact_url
