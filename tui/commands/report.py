@@ -22,8 +22,9 @@ from typing import Any
 from telemetry import aggregate as agg
 from telemetry.compare import pane_stats
 from telemetry.export import STDOUT, open_private
-from telemetry.log import Skipped, read_records, resolve
+from telemetry.log import Skipped, read_records
 from telemetry.record import typed_records
+from telemetry.session_index import resolve
 from tui import charts, report_html
 from tui.commands.bench_output import COLUMNS, HEADER, bench_charts, level_cells, level_row
 from tui.commands.exits import Exit
