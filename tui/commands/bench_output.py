@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from backends.load import Progress
-from tui import charts
+from tui import chart_builders, charts
 
 
 def _n(v: float | None, digits: int = 0) -> str:
@@ -82,8 +82,8 @@ def bench_charts(
     levels: list[dict[str, Any]], title: str, capacity: dict[str, Any] | None = None
 ) -> list[tuple[str, charts.Chart]]:
     return [
-        ("tradeoff", charts.tradeoff_chart(levels, f"Batching trade-off: {title}", capacity)),
-        ("ttft", charts.ttft_chart(levels)),
+        ("tradeoff", chart_builders.tradeoff_chart(levels, f"Batching trade-off: {title}", capacity)),
+        ("ttft", chart_builders.ttft_chart(levels)),
     ]
 
 
