@@ -47,7 +47,6 @@ def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
     return backend
 
 
-
 def _worker_level(
     spec: BackendSpec,
     cfg: LoadConfig,
