@@ -33,8 +33,11 @@ def new_recorder(
     saved_probe: bool = True,
 ) -> TurnRecorder:
     """The recorder for one turn. ``saved_probe``: split the server's wait with this target's saved
-    ``ttft probe`` when there is one (telemetry.probe_split); the probe's own turns say False."""
-    probe = saved_probe_for(backend.provider, backend.model, backend.base_url) if saved_probe else None
+    ``ttft probe`` when there is one (telemetry.probe_split); the probe's own turns say False.
+    The in-process engine reports its own prefill, so its wait is never split by a guess, and it
+    has no queue to blame for the rest."""
+    use_probe = saved_probe and backend.provider != "local"
+    probe = saved_probe_for(backend.provider, backend.model, backend.base_url) if use_probe else None
     return TurnRecorder(
         session_id=session_id,
         turn_index=turn_index,

@@ -21,7 +21,7 @@ from telemetry.record import Attempt, ErrorInfo, TurnRecord
 from telemetry.settings import TurnSettings
 from telemetry.speculative import draft_stats, speculative_summary
 from telemetry.tokens import estimate_tokens, tokens_for_chars
-from telemetry.wire import ENGINE_APIS, HttpInfo, live_phase
+from telemetry.wire import ENGINE_APIS, HttpInfo, WaitSplit, live_phase, split_wait
 
 RECENT_GAPS = 64  # gaps kept for a live sparkline
 SPEED_WINDOW_NS = 1_000_000_000  # "current speed" looks at the last second
@@ -54,6 +54,8 @@ class Snapshot:
     # engine) and for how long so far; None without a wire trace or once the first token is in.
     wait_phase: str | None = None
     wait_phase_ms: float = 0.0
+    # The wait split by wire phase so far (to the first token, else to now), as the record will have it.
+    wait_ms: WaitSplit | None = None
 
 
 @dataclass
@@ -287,6 +289,11 @@ class TurnRecorder:
             draft=self.draft,
             wait_phase=wire[0] if wire else None,
             wait_phase_ms=(now - wire[1]) / NS_PER_MS if wire else 0.0,
+            wait_ms=split_wait(
+                sent, last.sent_ns, self.wire_steps, last.headers_ns, first if first is not None else now
+            )
+            if last is not None and phase not in ("loading", "queued", "starting")
+            else None,
         )
 
     def _phase(self, sent: int | None, first: int | None, first_vis: int | None, now: int) -> tuple[str, int | None]:

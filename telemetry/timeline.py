@@ -132,7 +132,11 @@ def live_timeline(snap: Snapshot, attempts: Sequence[Any] = ()) -> Timeline:
         start = client[0].start_ms
     segs = client + segs
     if snap.phase not in ("loading", "queued", "starting"):
-        segs += _seg("waiting", 0.0, snap.ttft_ms if snap.ttft_ms is not None else now)
+        wait_end = snap.ttft_ms if snap.ttft_ms is not None else now
+        if snap.wait_ms is not None and snap.wait_ms.network_ms > 0:  # split live, as the record will be
+            segs += _wait_parts(snap.wait_ms, wait_end)
+        else:
+            segs += _seg("waiting", 0.0, wait_end)
         if snap.ttft_ms is not None:
             segs += _seg("reasoning", snap.ttft_ms, snap.ttfvt_ms if snap.ttfvt_ms is not None else now)
         if snap.ttfvt_ms is not None:

@@ -353,3 +353,10 @@ def test_timeout_reaches_compare_and_bench(env: dict[str, str], tmp_path: Path, 
     turns = [json.loads(line) for line in (tmp_path / "b" / "turns.jsonl").read_text().splitlines()]
     assert [t["status"] for t in turns] == ["error"] and turns[0]["metrics"]["total_ms"] < 10_000, turns[0]["error"]
     assert turns[0]["error"]["type"] == "timeout", turns[0]["error"]
+
+
+def test_an_unknown_option_is_refused_with_the_commands_own_usage(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["ask", "--speculative", "hi"])  # a chat-only flag
+    err = capsys.readouterr().err
+    assert e.value.code == Exit.USAGE and "usage: ttft ask" in err and "unrecognized arguments: --speculative" in err

@@ -123,6 +123,20 @@ def test_export_and_sessions_commands(records: list[dict], tmp_path: Path, monke
     assert "no session or file" in capsys.readouterr().err
 
 
+def test_a_redacted_export_never_overwrites_the_full_one(
+    records: list[dict], tmp_path: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    log = SessionLog("20260102-030405-abcd")
+    for r in records:
+        log.append(r)
+    assert main(["export"]) == 0 and main(["export", "--redact"]) == 0
+    full, redacted = Path("20260102-030405-abcd.jsonl"), Path("20260102-030405-abcd.redacted.jsonl")
+    assert [json.loads(line)["prompt"] for line in full.read_text().splitlines()] == [r["prompt"] for r in records]
+    assert all(json.loads(line)["prompt"] is None for line in redacted.read_text().splitlines())
+
+
 def test_version_and_help(capsys) -> None:
     with pytest.raises(SystemExit) as e:
         main(["--version"])

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 
-from tui.charts import timeline_chart
+from tui.chart_builders import timeline_chart
+from tui.charts import Chart, Series
 from tui.format import ELLIPSIS, short_model, short_spec, short_spec_str, turn_label
 from tui.widgets.history import MODEL_W
 from tui.widgets.telemetry_pane import record_text
@@ -122,3 +123,9 @@ def test_history_gives_the_model_the_room_the_figures_leave() -> None:
     assert model_width(rows, 0) == 16 and model_width([], 62) >= 8
     many = rows * MAX_HEIGHT  # the table scrolls: its scrollbar takes a column too
     assert model_width(rows, 70) == 13 and model_width(many, 70) == 13 - SCROLLBAR_W
+
+
+def test_a_chart_of_one_point_ticks_its_value_not_noise() -> None:
+    text = Chart("xy", "one level", "x", "y", [Series("s", [188.4637], [161.2182])]).terminal(60, 14)
+    assert "161.2┤" in text and "188.5" in text
+    assert "161.2182" not in text and "188.4637" not in text  # the spread plotext invents for one value

@@ -114,6 +114,15 @@ def test_new_recorder_picks_up_the_saved_probe_and_the_probe_itself_does_not(dat
     assert own.probe is None
 
 
+def test_the_local_engine_is_never_split_by_a_saved_probe(data: Path) -> None:
+    # It reports its own prefill, and an in-process engine has no queue to name for the rest.
+    local = SimpleNamespace(provider="local", api="llama.cpp", model="smollm2", base_url=None)
+    save_probe("local", "smollm2", None, FIT)
+    assert saved_probe("local", "smollm2", None) is not None
+    rec = new_recorder(local, ChatRequest((Message("user", "hi"),)), session_id="s", turn_index=0)  # type: ignore[arg-type]
+    assert rec.probe is None
+
+
 def _turn(monkeypatch: pytest.MonkeyPatch, wait: dict[str, float] | None, probe: SavedProbe | None) -> dict[str, Any]:
     """A turn whose wire steps (when ``wait`` is given) tile its wait as ``wait`` says."""
     r = recorder(probe=probe)

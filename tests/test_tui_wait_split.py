@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from telemetry import events as ev
-from telemetry.timeline import turn_timeline
+from telemetry.timeline import live_timeline, turn_timeline
 from tests.fakes import Schedule
 from tests.fakes.tls_server import TLSFakeServer
 from tests.test_tui_loopback import send, spy_pane
@@ -91,6 +91,30 @@ def test_snapshot_names_the_phase_the_attempt_is_in() -> None:
         "server": 1287.0,
         "first_token": 100.0,
     }
+
+
+def test_the_live_timeline_splits_the_wait_as_it_happens() -> None:
+    rec = recorder()
+    for e in [
+        ev.AttemptSent(at(0), 1),
+        ev.WireStep(at(0), 1, "pool"),
+        ev.WireStep(at(1), 1, "connect"),
+        ev.WireStep(at(3), 1, "tls"),
+        ev.WireStep(at(12), 1, "send"),
+        ev.WireStep(at(13), 1, "server"),
+    ]:
+        rec.feed(e)
+    snap = rec.snapshot(at(500))  # the server has had the request for 487 ms, no headers yet
+    assert snap.wait_ms is not None and snap.wait_ms.server == pytest.approx(487)
+    assert snap.wait_ms.total_ms == pytest.approx(snap.elapsed_ms)
+    segs = {s.phase: (s.start_ms, s.end_ms) for s in live_timeline(snap).segments}
+    assert segs["network"] == pytest.approx((1.0, 13.0)) and segs["server"] == pytest.approx((13.0, 500.0))
+    rec.feed(ev.HeadersReceived(at(600), 1, 200))
+    rec.feed(ev.TextDelta(at(650), "hi"))
+    live = {s.phase: (s.start_ms, s.end_ms) for s in live_timeline(rec.snapshot(at(700))).segments}
+    rec.feed(ev.Finished(at(700)))
+    done = {s.phase: (s.start_ms, s.end_ms) for s in turn_timeline(rec.finish().to_dict()).segments}
+    assert live["network"] == pytest.approx(done["network"]) and live["server"] == pytest.approx(done["server"])
 
 
 def test_a_later_attempt_starts_its_steps_afresh() -> None:

@@ -122,6 +122,14 @@ def _live_otel(command: str) -> LivePush | None:
     return None
 
 
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The command parsers by name (argparse keeps them on its subparsers action)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     started = _started_ns(argv)
     args_list = list(sys.argv[1:] if argv is None else argv)
@@ -133,7 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if only == "chat" and "chat" not in parser._subparsers._group_actions[0].choices:  # type: ignore[union-attr,operator]
         parser.print_help()
         return 0
-    args = parser.parse_args(args_list)
+    args, extra = parser.parse_known_args(args_list)
+    if extra:  # said by the command's own parser, so its usage line (not ttft's) shows what it takes
+        chosen = _subparsers(parser).get(getattr(args, "command", None) or "")
+        (chosen or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

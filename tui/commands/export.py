@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.export import STDOUT, WRITERS, export
-from telemetry.log import Skipped, read_records, resolve
+from telemetry.log import Skipped, read_records
+from telemetry.session_index import resolve
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json
@@ -73,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         "otel": ".otel.json",
         "otel-metrics": ".otel-metrics.json",
     }[args.format]
-    out = args.out or Path(path.stem + suffix)
+    # A redacted copy gets a name of its own: written over the full export it would lose that file.
+    out = args.out or Path(path.stem + (".redacted" if args.redact else "") + suffix)
     try:
         n = export(records, args.format, out, redact_text=args.redact)
     except ModuleNotFoundError:
