@@ -1,0 +1,78 @@
+"""CPU of ttft's own record keeping per request and per chunk, with no network and no event loop.
+
+    python tests/benchmarks/record_cost.py [--tokens 32]
+
+client_capacity.py measures the whole client, but on a shared machine its CPU per chunk swings by
+tens of microseconds between runs (how many chunks each loop wake-up finds depends on the load),
+which hides changes of a few microseconds. This times the part that is ttft's alone, the same
+way each run: a recorder fed one answer of ``--tokens`` chunks (events built as the lean reader
+builds them, each passed through scrub_event as run_turn does), the record finished (metrics,
+diagnosis) and turned into the ``ttft.turn`` dict. Best of 5 repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import timeit
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from telemetry import events as ev  # noqa: E402
+from telemetry.recorder import TurnRecorder  # noqa: E402
+from telemetry.settings import TurnSettings  # noqa: E402
+from telemetry.surrogates import scrub_event  # noqa: E402
+
+
+def fed(tokens: int) -> TurnRecorder:
+    r = TurnRecorder(
+        session_id="bench", turn_index=1, provider="compat", api="chat.completions", model="m",
+        base_url="http://127.0.0.1:8000/v1", settings=TurnSettings(max_output_tokens=tokens),
+        prompt="hello there", input_chars=11, extra={"bench": {"run_id": "x", "index": 1}},
+    )  # fmt: skip
+    t = 1_000_000_000
+    for e in (ev.Submitted(t), ev.AttemptSent(t + 1000, 1), ev.HeadersReceived(t + 15_000_000, 1, 200)):
+        r.feed(e)
+    for i in range(tokens):
+        r.feed(scrub_event(ev.TextDelta(t + 20_000_000 + i * 50_000_000, " tok")))
+    r.feed(ev.Finished(t + 20_000_000 + tokens * 50_000_000, "stop"))
+    return r
+
+
+def best_us(stage: Callable[[], object], number: int) -> float:
+    return min(timeit.repeat(stage, number=number, repeat=5)) / number * 1e6
+
+
+def finish_us(tokens: int, number: int) -> float:
+    """finish() on fresh recorders (a recorder finishes once: the next call returns the same record)."""
+    best = float("inf")
+    for _ in range(5):
+        recorders = [fed(tokens) for _ in range(number)]
+        t0 = time.process_time()
+        for r in recorders:
+            r.finish()
+        best = min(best, time.process_time() - t0)
+    return best / number * 1e6
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tokens", type=int, default=32, help="chunks per answer")
+    a = p.parse_args()
+    n = a.tokens
+    feed = best_us(lambda: fed(n), 300)
+    finish = finish_us(n, 300)
+    record = fed(n).finish()
+    to_dict = best_us(record.to_dict, 300)
+    total = feed + finish + to_dict
+    print(f"{n} chunks per answer: feeding {feed:.0f} us ({feed / n:.2f} us/chunk), finish {finish:.0f} us, "
+          f"to_dict {to_dict:.0f} us; {total:.0f} us per request = {total / n:.1f} us per chunk")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
