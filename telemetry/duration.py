@@ -7,6 +7,7 @@ the same on the pane, in ``ttft ask``'s summary and in a verdict.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 DASH = "–"  # a figure that does not exist (no token came, nothing to time)
@@ -28,8 +29,8 @@ def fmt_ms(
     ``s_digits``: decimals in seconds. ``unit``: write it in this unit whatever its size (both ends
     of a range in one unit). ``bare``: leave the unit off (the low end of a range).
     """
-    if ms is None:
-        return missing
+    if ms is None or not math.isfinite(ms):
+        return missing  # an infinite or NaN figure (an old or hand-edited log) is no duration
     if unit is None:
         if abs(ms) >= 60_000:
             return f"{int(ms // 60_000)} m {int(ms % 60_000 // 1000):02d} s"

@@ -19,6 +19,7 @@ transport) puts send -> headers in ``server`` too: there is nothing to split it 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -83,7 +84,7 @@ class WaitSplit:
         vals: dict[str, float] = {}
         for k in KEYS:
             v = d.get(k, 0.0)
-            if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v < 0:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
                 return None
             vals[k] = float(v)
         return cls(**vals)

@@ -201,6 +201,8 @@ def test_no_first_token_no_split_and_bad_logged_splits_are_refused() -> None:
     assert WaitSplit.from_dict({"server": -1}) is None
     assert WaitSplit.from_dict({"server": "1"}) is None
     assert WaitSplit.from_dict(None) is None
+    assert WaitSplit.from_dict({"server": float("inf")}) is None  # json.loads reads Infinity
+    assert WaitSplit.from_dict({"server": float("nan")}) is None
     assert WaitSplit.from_dict({"server": 5.0}) == WaitSplit(server=5.0)
 
 
