@@ -155,3 +155,17 @@ def test_parquet_without_polars_says_so(records: list[dict], tmp_path: Path, mon
     err = capsys.readouterr().err
     assert "Parquet needs polars (pip install polars)" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_an_int_too_big_for_its_column_is_null_not_a_crash(records: list[dict], tmp_path: Path) -> None:
+    # A hand-edited or damaged log: polars refused the whole Parquet file over one such value.
+    pytest.importorskip("polars")
+    import polars as pl
+
+    odd = records[0] | {"tokens": {**records[0]["tokens"], "input": 10**30, "output": 1e30}}
+    out = tmp_path / "a.parquet"
+    assert export([odd, records[1]], "parquet", out) == 2
+    frame = pl.read_parquet(out)
+    assert frame["tokens.input"].to_list()[0] is None and frame["tokens.output"].to_list()[0] is None
+    assert frame["tokens.input"].dtype == pl.Int64
+    assert table.row(records[0])["tokens.output"] == records[0]["tokens"]["output"]  # an ordinary count stays
