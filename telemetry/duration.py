@@ -32,8 +32,9 @@ def fmt_ms(
     if ms is None or not math.isfinite(ms):
         return missing  # an infinite or NaN figure (an old or hand-edited log) is no duration
     if unit is None:
-        if abs(ms) >= 60_000:
-            return f"{int(ms // 60_000)} m {int(ms % 60_000 // 1000):02d} s"
+        if abs(ms) >= 60_000:  # floor division of a negative would write -90 s as "-2 m 30 s"
+            sign, whole = ("-" if ms < 0 else ""), abs(ms)
+            return f"{sign}{int(whole // 60_000)} m {int(whole % 60_000 // 1000):02d} s"
         unit = "s" if abs(ms) >= 1000 else "ms"
     if unit == "s":
         text = f"{ms / 1000:.{s_digits}f}"

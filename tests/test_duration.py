@@ -45,3 +45,10 @@ def test_a_non_finite_figure_is_a_dash_not_a_crash() -> None:
     for v in (float("inf"), float("-inf"), float("nan")):
         assert fmt_ms(v) == "–"
         assert fmt_ms(v, unit="s", missing="n/a") == "n/a"
+
+
+def test_a_negative_duration_over_a_minute_is_the_positive_one_with_a_sign() -> None:
+    # a difference between two turns can be negative; floor division wrote -90 s as "-2 m 30 s"
+    assert fmt_ms(90_000) == "1 m 30 s"
+    assert fmt_ms(-90_000) == "-1 m 30 s"
+    assert fmt_ms(-61_000) == "-1 m 01 s"
