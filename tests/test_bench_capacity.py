@@ -256,3 +256,16 @@ def test_find_capacity_needs_objectives(capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["bench", "-m", "compat:x", "--find-capacity", "--slo", "ttft_p90=1ms", "--attainment", "120"])
     assert exc.value.code == 2 and "attainment must be between" in capsys.readouterr().err
+
+
+def test_attainment_with_a_percent_sign_is_always_a_percentage() -> None:
+    import argparse
+
+    from tui.commands.bench_capacity import attainment
+
+    assert attainment("95") == attainment("95%") == attainment("0.95") == 0.95
+    assert attainment("1%") == pytest.approx(0.01)  # not 1.0, which was refused
+    assert attainment("0.5%") == pytest.approx(0.005)  # not 50%
+    for bad in ("100", "100%", "0", "0%", "fast", "nan"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            attainment(bad)

@@ -19,12 +19,14 @@ DEFAULT_LIMIT = 1024
 
 
 def attainment(text: str) -> float:
-    """``95``, ``95%`` or ``0.95`` -> 0.95."""
+    """``95``, ``95%`` or ``0.95`` -> 0.95; with a ``%`` sign always a percentage (``0.5%`` is 0.005)."""
+    stripped = text.strip()
+    percent = stripped.endswith("%")
     try:
-        v = float(text.strip().rstrip("%"))
+        v = float(stripped.removesuffix("%"))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"expected a percentage such as 95 or 95%, got {text!r}") from exc
-    v = v / 100 if v > 1 else v
+    v = v / 100 if percent or v > 1 else v
     if not 0 < v < 1:
         raise argparse.ArgumentTypeError("attainment must be between 0 and 100% (exclusive)")
     return v
