@@ -130,3 +130,31 @@ def test_a_long_session_keeps_chunk_stamps_only_for_the_turns_it_draws(tmp_path:
     with pytest.raises(SystemExit) as bad:
         main(["report", str(log.path), "--turns", "1,x"])
     assert bad.value.code == 2 and "expected turn numbers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        [1],  # not an object
+        {"schema": "ttft.bench/1", "details": [1, 2]},  # levels that are not objects
+        {"schema": "ttft.bench/1", "details": 7},
+        {"schema": "ttft.bench/1", "details": [{"mode": "concurrency", "level": 1, "completed": "x"}]},
+        {"schema": "ttft.bench/1", "conclusion": "c", "details": [{"completed": 1, "ttft_p50": "abc"}]},
+        {"schema": "ttft.bench/1", "details": [{"mode": "rate", "level": 2, "ttft_ms": {"p50": "fast"}}]},
+    ],
+)
+def test_an_odd_bench_summary_is_said_not_a_traceback(doc: object, tmp_path: Path, capsys) -> None:
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(doc))
+    assert main(["report", str(path)]) in (0, 1)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+
+
+def test_a_summary_level_missing_newer_keys_still_shows_its_figures(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "summary.json"
+    level = {"mode": "concurrency", "level": 2, "completed": 3, "ttft_ms": {"p50": 12.5}}  # no p90, no tpot_ms
+    path.write_text(json.dumps({"schema": "ttft.bench/1", "conclusion": "fine", "details": [level]}))
+    assert main(["report", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "c=2" in out and " 12 " in out and "fine" in out
