@@ -158,3 +158,21 @@ def test_a_summary_level_missing_newer_keys_still_shows_its_figures(tmp_path: Pa
     assert main(["report", str(path)]) == 0
     out = capsys.readouterr().out
     assert "c=2" in out and " 12 " in out and "fine" in out
+
+
+@pytest.mark.parametrize(
+    "capacity",
+    [
+        {"objectives": "ab"},
+        {"objectives": [1]},
+        {"objectives": [{"metric": "tpot", "bound_ms": "x", "target": 0.9}]},
+        {"objectives": [{"metric": "tpot", "bound_ms": 50}]},  # no target
+    ],
+)
+def test_an_odd_capacity_block_draws_the_chart_without_it(capacity: dict, tmp_path: Path, capsys) -> None:
+    level = {"mode": "concurrency", "level": 2, "completed": 3, "ttft_ms": {"p50": 12.5},
+             "per_user_tokens_per_s": {"p50": 20}, "output_throughput": 40}  # fmt: skip
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"schema": "ttft.bench/1", "capacity": capacity, "details": [level]}))
+    assert main(["report", str(path), "--html", str(tmp_path / "r.html")]) == 0
+    assert "Batching trade-off" in capsys.readouterr().out

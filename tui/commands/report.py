@@ -139,7 +139,18 @@ def _level(lv: Any) -> dict[str, Any] | None:
 def _capacity(b: Bench) -> dict[str, Any] | None:
     """A --find-capacity run's summary block (drawn on its trade-off chart), if the bench is one."""
     capacity = b.meta.get("capacity")
-    return capacity if isinstance(capacity, dict) else None
+    if not isinstance(capacity, dict):
+        return None
+    # from disk: an objective the chart cannot draw (no metric, a bound that is not a number) is left out
+    objectives = capacity.get("objectives")
+    drawable = [
+        o
+        for o in (objectives if isinstance(objectives, list) else ())
+        if isinstance(o, dict)
+        and isinstance(o.get("metric"), str)
+        and all(_is_number(o.get(k)) for k in ("bound_ms", "target"))
+    ]
+    return {**capacity, "objectives": drawable}
 
 
 TIMELINE_TURNS = 8  # the timeline's default: the last turns of each group
