@@ -1,6 +1,6 @@
 """The capacity search's driver: runs the probes :class:`telemetry.capacity.Search` names.
 
-Each probe is a load level run through the bench's :class:`backends.load.LoadRunner` (so its
+Each probe is a load level run through the bench's :class:`backends.load_runner.LoadRunner` (so its
 requests are ordinary bench records, tagged ``extra.bench``). A probe starts with enough requests
 for its interval to be able to pass (and, closed loop, at least two per user); while undecided it
 sends as many again, up to ``max_requests`` (by default UNDECIDED_GROWTH times its first
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.load import LevelResult, LoadRunner
+from backends.load import LevelResult
+from backends.load_runner import LoadRunner
 from telemetry import aggregate as agg
 from telemetry import capacity as cap
 

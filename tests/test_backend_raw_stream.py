@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from backends.load import BackendSpec, build_backend
+from backends.load_runner import BackendSpec, build_backend
 from tests.backend_util import backend_for, one_turn
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.batching_server import BatchingServer

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.load import BackendSpec, LoadConfig, LoadRunner, build_backend, synthetic_prompt
+from backends.load import LoadConfig, synthetic_prompt
+from backends.load_runner import BackendSpec, LoadRunner, build_backend
 from telemetry.aggregate import SLO, aggregate_level
 from tests.fakes.batching_server import BatchingServer
 from tui.cli import main

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from backends.panes import PaneSpec, parse_model
-from telemetry.log import list_sessions, read_records
+from telemetry.log import read_records
+from telemetry.session_index import list_sessions
 from tests.compare_fakes import ScheduledBackend
 from tui import cli
 from tui.commands import compare as cmd

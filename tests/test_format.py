@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 
-from tui.charts import Chart, Series, timeline_chart
+from tui.chart_builders import timeline_chart
+from tui.charts import Chart, Series
 from tui.format import ELLIPSIS, short_model, short_spec, short_spec_str, turn_label
 from tui.widgets.history import MODEL_W
 from tui.widgets.telemetry_pane import record_text

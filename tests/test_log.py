@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from telemetry import events as ev
-from telemetry.log import SessionLog, list_sessions, read_records, resolve
+from telemetry.log import SessionLog, read_records
+from telemetry.session_index import list_sessions, resolve
 from tests.turns import at, play, recorder, stream
 
 ROOT = Path(__file__).resolve().parents[1]

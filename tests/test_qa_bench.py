@@ -31,9 +31,9 @@ def test_find_capacity_progress_counts_batches(tmp_path: Path, capsys: pytest.Ca
 def test_a_finished_batch_is_reported_once(capsys: pytest.CaptureFixture[str]) -> None:
     # `--workers 2` printed "[warm-up] 2/2 done" twice, the second at a lower tok/s and without the TTFT
     from backends.load import Progress
-    from tui.commands.bench import _ProgressLine
+    from tui.commands.bench_output import ProgressLine
 
-    line = _ProgressLine(quiet=False)
+    line = ProgressLine(quiet=False)
     line.tty = False
     for elapsed, ttft in ((0.5, 37.0), (0.6, None), (0.7, None)):
         line(Progress("concurrency", 2, -1, 1, 2, 2, 0, -1, elapsed, warmup=True, last_ttft_ms=ttft, output_tokens=16))

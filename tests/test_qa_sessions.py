@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from telemetry import events as ev
-from telemetry.log import SessionLog, list_sessions
+from telemetry.log import SessionLog
+from telemetry.session_index import list_sessions
 from tests.turns import play, stream
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from telemetry import aggregate as agg
 from telemetry.log import SessionLog
 from tests.test_aggregate import rec
 from tests.turns import play, recorder, stream
-from tui.charts import hist_chart, timeline_chart, tradeoff_chart
+from tui.chart_builders import hist_chart, timeline_chart, tradeoff_chart
 from tui.cli import main
 
 

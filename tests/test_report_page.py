@@ -14,7 +14,8 @@ from telemetry import events as ev
 from telemetry.log import SessionLog
 from tests.test_aggregate import rec
 from tests.turns import at, play, recorder, stream
-from tui.charts import hist_chart, timeline_chart, ttft_chart, whole_ticks
+from tui.chart_builders import hist_chart, timeline_chart, ttft_chart
+from tui.charts import whole_ticks
 from tui.cli import main, package_version
 from tui.commands.report import html_page, load, report_charts
 

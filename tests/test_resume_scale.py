@@ -16,7 +16,9 @@ import pytest
 
 import telemetry.export as export_mod
 import telemetry.log as log_mod
-from telemetry.log import SessionLog, Skipped, encode_line, list_sessions, read_records, tail_records
+import telemetry.session_index as index_mod
+from telemetry.log import SessionLog, Skipped, encode_line, read_records, tail_records
+from telemetry.session_index import list_sessions
 from tests.tui_support import TimedBackend, factory_for, wait_until
 from tests.turns import play, stream
 from tui.app import ChatApp
@@ -57,7 +59,7 @@ def long_log(data_dir: Path) -> Path:
 
 
 class _Parsed:
-    """Counts the log lines parsed (telemetry.log.parse_line), on every thread."""
+    """Counts the log lines parsed (parse_line, where the reader and the session index call it), on every thread."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.n = 0
@@ -67,7 +69,8 @@ class _Parsed:
             self.n += 1
             return real(raw)
 
-        monkeypatch.setattr(log_mod, "parse_line", spy)
+        for mod in (log_mod, index_mod):
+            monkeypatch.setattr(mod, "parse_line", spy)
 
 
 def test_tail_records_reads_only_the_end(long_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -35,7 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends.load import BackendSpec, LoadConfig, build_backend, run_level  # noqa: E402
+from backends.load import LoadConfig, run_level  # noqa: E402
+from backends.load_runner import BackendSpec, build_backend  # noqa: E402
 from telemetry.metrics import percentiles  # noqa: E402
 from tests.fakes.batching_server import free_port, wait_http  # noqa: E402
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from backends.capacity import CapacityRun, Probe, find_capacity
-from backends.load import LoadRunner
+from backends.load_runner import LoadRunner
 from telemetry import capacity as cap
 
 DEFAULT_LIMIT = 1024

@@ -7,7 +7,8 @@ import functools
 import sys
 from pathlib import Path
 
-from telemetry.log import resolve, tail_records
+from telemetry.log import tail_records
+from telemetry.session_index import resolve
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from telemetry.urls import without_masked
 from tui.commands.args import model_spec

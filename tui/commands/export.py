@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.export import STDOUT, WRITERS, export
-from telemetry.log import Skipped, read_records, resolve
+from telemetry.log import Skipped, read_records
+from telemetry.session_index import resolve
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json

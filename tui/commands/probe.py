@@ -147,7 +147,7 @@ def _done_progress() -> None:
 def _report(args: argparse.Namespace, backend: Any, result: Any, log: Any) -> int:
     from telemetry.probe_fit import curvature_note, levers
     from telemetry.probe_store import save_probe
-    from tui.charts import probe_chart
+    from tui.chart_builders import probe_chart
 
     fit = result.fit
     data = fit.to_dict()

@@ -22,10 +22,11 @@ from typing import Any
 from telemetry import aggregate as agg
 from telemetry.compare import pane_stats
 from telemetry.export import STDOUT, open_private
-from telemetry.log import Skipped, read_records, resolve
+from telemetry.log import Skipped, read_records
 from telemetry.record import typed_records
-from tui import charts, report_html
-from tui.commands.bench import COLUMNS, HEADER, bench_charts, level_cells, level_row
+from telemetry.session_index import resolve
+from tui import chart_builders, charts, report_html
+from tui.commands.bench_output import COLUMNS, HEADER, bench_charts, level_cells, level_row
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, note, print_json
@@ -306,10 +307,10 @@ def report_charts(loaded: Loaded, turns: str | None) -> list[tuple[str, charts.C
     if ok:
         ttft = [r["metrics"]["ttft_ms"] for r in ok if r["metrics"].get("ttft_ms") is not None]
         tpot = [r["metrics"]["tpot_ms"] for r in ok if r["metrics"].get("tpot_ms") is not None]
-        out.append(("ttft-distribution", charts.hist_chart(ttft, "TTFT distribution", "TTFT ms")))
-        out.append(("tpot-distribution", charts.hist_chart(tpot, "TPOT distribution", "TPOT ms")))
+        out.append(("ttft-distribution", chart_builders.hist_chart(ttft, "TTFT distribution", "TTFT ms")))
+        out.append(("tpot-distribution", chart_builders.hist_chart(tpot, "TPOT distribution", "TPOT ms")))
     if session:
-        out.append(("timeline", charts.timeline_chart(_chosen(session, turns), "Timeline of chosen turns")))
+        out.append(("timeline", chart_builders.timeline_chart(_chosen(session, turns), "Timeline of chosen turns")))
     return out
 
 

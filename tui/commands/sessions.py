@@ -6,7 +6,8 @@ import argparse
 import sys
 from dataclasses import asdict
 
-from telemetry.log import Skipped, list_sessions, sessions_dir
+from telemetry.log import Skipped, sessions_dir
+from telemetry.session_index import list_sessions
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json

@@ -12,7 +12,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from telemetry.log import SessionInfo, Skipped, list_sessions, sessions_dir
+from telemetry.log import Skipped, sessions_dir
+from telemetry.session_index import SessionInfo, list_sessions
 from tui.format import fmt_ms, short_model, short_spec_str, visible_controls
 
 MODELS_W = 50  # the models column

@@ -1,0 +1,123 @@
+"""The app's figures as :class:`tui.charts.Chart` descriptions: the bench's levels (the batching
+trade-off, TTFT by load), the probe's fit, histograms, and turn timelines. Each builder only
+picks and labels what telemetry already computed; drawing them is left to :mod:`tui.charts`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tui.charts import BAR_NAME_W, Bar, Chart, Series
+from tui.format import short_spec, turn_label
+
+
+def _label(lv: dict[str, Any]) -> str:
+    return f"{lv['level']:g}/s" if lv.get("mode") == "rate" else f"c={int(lv['level'])}"
+
+
+def tradeoff_chart(
+    levels: Sequence[dict[str, Any]], title: str = "Batching trade-off", capacity: dict[str, Any] | None = None
+) -> Chart:
+    """Aggregate output tokens/s against per-user tokens/s (1/TPOT p50), a point per level.
+
+    With a capacity search's summary (``summary.json``'s ``capacity``): its TPOT objective as the
+    per-user speed it allows (a vertical line at 1000 / bound) and the capacity level's point.
+    """
+    pts = [
+        (lv["per_user_tokens_per_s"]["p50"], lv["output_throughput"], _label(lv))
+        for lv in levels
+        if lv.get("per_user_tokens_per_s", {}).get("p50") and lv.get("output_throughput")
+    ]
+    series = [Series("levels", [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts])]
+    caption = "Each point is a level: right = faster for each user, up = more for the server."
+    if capacity and pts:
+        top = max(p[1] for p in pts) * 1.05
+        for obj in capacity.get("objectives") or ():
+            if obj.get("metric") == "tpot" and obj.get("bound_ms"):
+                speed = 1000 / obj["bound_ms"]
+                name = f"SLO: p{obj['target'] * 100:g} TPOT <= {obj['bound_ms']:g} ms ({speed:.3g} tok/s per user)"
+                series.append(Series(name, [speed, speed], [0.0, top]))
+        at = next((lv for lv in levels if lv.get("level") == capacity.get("capacity")), None)
+        if at is not None and at.get("per_user_tokens_per_s", {}).get("p50") and at.get("output_throughput"):
+            label = f"capacity {_label(at)}"
+            series.append(Series(label, [at["per_user_tokens_per_s"]["p50"]], [at["output_throughput"]], [label]))
+        caption += " The line is the TPOT objective; the capacity point is the most load that met every objective."
+    return Chart(
+        "xy", title, "per-user tokens/s (1 / TPOT p50)", "total output tokens/s", series, caption=caption,
+    )  # fmt: skip
+
+
+def ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
+    """TTFT p50 and p99 against the level (concurrency or rate)."""
+    rate = any(lv.get("mode") == "rate" for lv in levels)
+    series = []
+    for key in ("p50", "p99"):
+        pts = [(float(lv["level"]), lv["ttft_ms"][key]) for lv in levels if lv["ttft_ms"].get(key) is not None]
+        series.append(Series(f"TTFT {key}", [p[0] for p in pts], [p[1] for p in pts]))
+    xlabel = "requests/s offered" if rate else "concurrent users"
+    return Chart("xy", "TTFT by load", xlabel, "TTFT ms", series, x_whole=not rate)
+
+
+def probe_chart(fit: Any, title: str = "TTFT by input tokens") -> Chart:
+    """``ttft probe``: each measured TTFT against the input tokens the server prefilled, the fitted line,
+    and the second sends of a shared prefix at their whole input (their distance below the line is what
+    a cache saved). ``fit`` is a telemetry ProbeFit; its line comes from ``fit.prefill_at``."""
+
+    def points(kind: str, x: Any) -> list[tuple[float, float]]:
+        return [
+            (float(x(p)), float(p.ttft_ms))
+            for p in fit.points
+            if p.kind == kind and p.status == "ok" and p.ttft_ms is not None and x(p) is not None
+        ]
+
+    series = []
+    for kind, name, x in (
+        ("input", "measured", lambda p: p.fresh_input_tokens),
+        ("cache_warm", "prefix sent again", lambda p: p.input_tokens),
+    ):
+        pts = points(kind, x)
+        if pts:
+            series.append(Series(name, [a for a, _ in pts], [b for _, b in pts], style="points"))
+    xs = [x for s in series for x in s.xs]
+    if xs and fit.prefill_at(0) is not None:
+        ends = [0.0, max(xs)]
+        series.insert(0, Series("fit", ends, [float(fit.prefill_at(x)) for x in ends], style="line"))
+    return Chart("xy", title, "input tokens (uncached)", "TTFT ms", series)
+
+
+def hist_chart(values: Sequence[float], title: str, xlabel: str, bins: int = 20) -> Chart:
+    return Chart("hist", title, xlabel, "requests", values=[float(v) for v in values], bins=bins)
+
+
+def timeline_chart(records: Sequence[dict[str, Any]], title: str = "Timeline") -> Chart:
+    """One bar per turn: waiting, reasoning, streaming, from its own send (phases from the record);
+    a failed or cancelled turn is marked where it stopped."""
+    bars = []
+    for r in records:
+        ph = (r.get("metrics") or {}).get("phases_ms") or {}
+        t = 0.0
+        segs = []
+        for name in ("waiting", "reasoning", "streaming"):
+            d = float(ph.get(name) or 0.0)
+            if d > 0:
+                segs.append((name, t, t + d))
+                t += d
+        turn = turn_label(r.get("turn_index"))
+        who = short_spec(r.get("provider"), r.get("model"), BAR_NAME_W - len(turn) - 1)
+        bars.append(Bar(f"{turn} {who}", segs, *_stop(r)))
+    return Chart("timeline", title, "ms since send", bars=bars)
+
+
+def _stop(rec: dict[str, Any]) -> tuple[str, float | None, str]:
+    """How a turn ended, when, and why (for the timeline's mark)."""
+    status = str(rec.get("status") or "ok")
+    total = (rec.get("metrics") or {}).get("total_ms")
+    end = float(total) if isinstance(total, int | float) else None
+    err = rec.get("error") or {}
+    note = ""
+    if status == "error":
+        code = err.get("status_code")
+        note = f"{err.get('type') or 'error'}{f' (HTTP {code})' if code else ''}"
+    elif status == "cancelled":
+        note = "cancelled"
+    return status, end, note
