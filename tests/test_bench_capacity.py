@@ -269,3 +269,25 @@ def test_attainment_with_a_percent_sign_is_always_a_percentage() -> None:
     for bad in ("100", "100%", "0", "0%", "fast", "nan"):
         with pytest.raises(argparse.ArgumentTypeError):
             attainment(bad)
+
+
+@pytest.mark.parametrize(
+    "flag", [["--capacity-limit", "0"], ["--capacity-limit", "nan"], ["--probe-max-requests", "0"]]
+)
+def test_a_search_bound_that_allows_no_probe_is_refused(flag: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(
+            [
+                "bench",
+                "-m",
+                "compat:x",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "--find-capacity",
+                "--slo",
+                "ttft=1s",
+                *flag,
+            ]
+        )
+    assert exit_.value.code == 2
+    assert flag[0] in capsys.readouterr().err
