@@ -47,9 +47,6 @@ def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
     return backend
 
 
-_WORKER_BACKENDS: dict[BackendSpec | str, Backend] = {}
-
-
 def _worker_level(
     spec: BackendSpec,
     cfg: LoadConfig,
