@@ -153,7 +153,7 @@ def test_an_odd_bench_summary_is_said_not_a_traceback(doc: object, tmp_path: Pat
 
 def test_a_summary_level_missing_newer_keys_still_shows_its_figures(tmp_path: Path, capsys) -> None:
     path = tmp_path / "summary.json"
-    level = {"mode": "concurrency", "level": 2, "completed": 3, "ttft_ms": {"p50": 12.5}}  # no p90, no tpot_ms
+    level = {"level": 2, "completed": 3, "ttft_ms": {"p50": 12.5}}  # no mode, no p90, no tpot_ms
     path.write_text(json.dumps({"schema": "ttft.bench/1", "conclusion": "fine", "details": [level]}))
     assert main(["report", str(path)]) == 0
     out = capsys.readouterr().out
