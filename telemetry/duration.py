@@ -7,6 +7,7 @@ the same on the pane, in ``ttft ask``'s summary and in a verdict.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 DASH = "–"  # a figure that does not exist (no token came, nothing to time)
@@ -28,11 +29,12 @@ def fmt_ms(
     ``s_digits``: decimals in seconds. ``unit``: write it in this unit whatever its size (both ends
     of a range in one unit). ``bare``: leave the unit off (the low end of a range).
     """
-    if ms is None:
-        return missing
+    if ms is None or not math.isfinite(ms):
+        return missing  # an infinite or NaN figure (an old or hand-edited log) is no duration
     if unit is None:
-        if abs(ms) >= 60_000:
-            return f"{int(ms // 60_000)} m {int(ms % 60_000 // 1000):02d} s"
+        if abs(ms) >= 60_000:  # floor division of a negative would write -90 s as "-2 m 30 s"
+            sign, whole = ("-" if ms < 0 else ""), abs(ms)
+            return f"{sign}{int(whole // 60_000)} m {int(whole % 60_000 // 1000):02d} s"
         unit = "s" if abs(ms) >= 1000 else "ms"
     if unit == "s":
         text = f"{ms / 1000:.{s_digits}f}"

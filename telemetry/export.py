@@ -4,6 +4,7 @@ OpenTelemetry GenAI traces or metrics (OTLP/JSON). An output path of ``-`` is st
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
@@ -27,14 +28,30 @@ _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 STDOUT = Path("-")  # an output path that means standard output
 
 
+# On a terminal, the records' text (model output, server errors) must not drive it: every control
+# character but newline and tab is written as its escape (a CSV cell is not escaped, nor is a C1
+# byte such as the CSI 0x9b in JSON written with ensure_ascii=False). A pipe gets the exact data.
+_TTY_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _tty_safe(s: str) -> str:
+    s = s.replace("\r\n", "\n")  # the CSV row end
+    return _TTY_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", s) if _TTY_CONTROLS.search(s) else s
+
+
 class _Stdout(io.TextIOBase):
     """Standard output as a file to write and close, without closing it (``-o -``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._tty = sys.stdout.isatty()
 
     def writable(self) -> bool:
         return True
 
     def write(self, s: str) -> int:
-        return sys.stdout.write(s)
+        sys.stdout.write(_tty_safe(s) if self._tty else s)
+        return len(s)
 
     def close(self) -> None:
         if not self.closed:
@@ -144,6 +161,8 @@ def write_parquet(records: Iterable[dict[str, Any]], out: Path) -> int:
     schema = {c.name: types[c.type] for c in table.COLUMNS}
     frame = pl.from_dicts([table.row(r) for r in records], schema=schema)
     if out == STDOUT:
+        if sys.stdout.isatty():  # binary on a terminal: garbage at best, escape sequences at worst
+            raise OSError(errno.EINVAL, "Parquet is binary: pipe it (-o - | ...) or give -o FILE")
         sys.stdout.flush()
         frame.write_parquet(sys.stdout.buffer)
     else:

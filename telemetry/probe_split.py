@@ -86,11 +86,15 @@ def split_server_wait(
 
 
 def probe_day(date: str | None) -> str:
-    """``2026-12-02T...`` as ``2 Dec`` for a sentence; the text itself when it is no date."""
+    """``2026-12-02T...`` as ``2 Dec`` for a sentence; the text itself (printable, bounded) when it is no date.
+
+    The date comes from a saved probe file or an old log's ``extra.probe``, so it is untrusted:
+    the diagnosis sentence it lands in is printed by ``ttft ask`` and drawn in the pane.
+    """
     if not date:
         return "an earlier probe"
     try:
         d = datetime.fromisoformat(date)
     except ValueError:
-        return date[:32]
+        return "".join(ch for ch in date[:32] if ch.isprintable()) or "an earlier probe"
     return f"{d.day} {d:%b}"

@@ -5,7 +5,9 @@ is lost and old logs stay readable): llama-server's ``timings`` (ms), Ollama's f
 (durations in ns), the in-process llama.cpp engine's figures. ``server_timings`` reads them
 into ``ServerTimings``: prefill and decode (tokens, ms, tokens/s), prompt tokens reused from
 the cache, model load, KV cache use. Front ends draw these fields and know no server's names.
-A source of no known format comes back with its scalar fields as text (``other``).
+A source of no known format comes back with its scalar fields as text (``other``). Every
+text field (names included) comes from a server or an old log, so its control characters are
+replaced and its length bounded here, once, for whichever front end draws it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ from typing import Any
 
 NS_PER_MS = 1_000_000
 OTHER_SHOWN = 8  # fields of an unknown source that are shown
+MAX_TEXT = 80  # characters of one server-given name or value that are shown
+
+
+def _text(v: object) -> str:
+    """Server-given text as a front end may draw it: no control character (an escape sequence
+    would reach the terminal), at most MAX_TEXT characters."""
+    s = str(v)[:MAX_TEXT]
+    return s if s.isprintable() else "".join(ch if ch.isprintable() else "\ufffd" for ch in s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +113,7 @@ def _engine(source: str, d: Mapping[str, Any]) -> ServerTimings:
         kv_used_tokens=_int(d, "kv_used_tokens"),
         kv_used_bytes=_int(d, "kv_used_bytes"),
         n_ctx=_int(d, "n_ctx"),
-        engine=" · ".join(str(x) for x in (backend, name) if x) if backend else "",
+        engine=" · ".join(_text(x) for x in (backend, name) if x) if backend else "",
         draft_refused=isinstance(spec, Mapping) and spec.get("verify_batch") == 1,
     )
 
@@ -116,7 +126,7 @@ def server_timings(server: object) -> list[ServerTimings]:
     for source, data in server.items():
         if not isinstance(data, Mapping):
             continue
-        name = str(source)
+        name = _text(source)
         if "prompt_ms" in data or "predicted_ms" in data:
             out.append(_llama_server(name, data))
         elif "eval_duration" in data or "prompt_eval_duration" in data:
@@ -124,7 +134,7 @@ def server_timings(server: object) -> list[ServerTimings]:
         elif "prompt_eval_ms" in data or "decode_ms" in data:
             out.append(_engine(name, data))
         elif name != "model":  # what the engine's load reported: its figures are in the engine entry
-            shown = [(str(k), str(v)) for k, v in data.items() if not isinstance(v, dict | list)]
+            shown = [(_text(k), _text(v)) for k, v in data.items() if not isinstance(v, dict | list)]
             if shown:
                 out.append(ServerTimings(name, name, other=tuple(shown[:OTHER_SHOWN])))
     return out

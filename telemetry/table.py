@@ -21,6 +21,7 @@ from typing import Any, Literal
 from telemetry.record import chunk_rows
 
 ColumnType = Literal["str", "int", "float", "bool", "json"]
+_INT64 = range(-(2**63), 2**63)  # what an int column holds (Parquet's and DuckDB's BIGINT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +130,8 @@ def _cast(value: Any, type_: ColumnType) -> Any:
         return None
     if type_ == "int":
         if isinstance(value, float) and value.is_integer():
-            return int(value)
-        return value if isinstance(value, int) else None
+            value = int(value)
+        return value if isinstance(value, int) and value in _INT64 else None  # an odd log's 1e30 fits no column
     if type_ == "float":
         return float(value) if isinstance(value, int | float) else None
     if isinstance(value, str):

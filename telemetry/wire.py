@@ -19,9 +19,13 @@ transport) puts send -> headers in ``server`` too: there is nothing to split it 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
+
+from telemetry.typed_read import build
 
 NS_PER_MS = 1_000_000
 
@@ -29,6 +33,12 @@ NS_PER_MS = 1_000_000
 PHASES = ("pool", "dns", "connect", "tls", "send", "server", "first_token")
 NETWORK = ("dns", "connect", "tls", "send")
 KEYS = ("retries", *PHASES)
+_UNPRINTABLE = re.compile(r"[^\x21-\x7e]")  # the rule backends.http_meta applies to the headers it reads
+
+
+def _clean(value: str | None, limit: int) -> str | None:
+    return (_UNPRINTABLE.sub("", value[: limit * 4])[:limit] or None) if value else None
+
 
 # What the live waiting line says in each phase ("server" adds its running time).
 LIVE_LABEL = {
@@ -83,7 +93,7 @@ class WaitSplit:
         vals: dict[str, float] = {}
         for k in KEYS:
             v = d.get(k, 0.0)
-            if isinstance(v, bool) or not isinstance(v, int | float) or v != v or v < 0:
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
                 return None
             vals[k] = float(v)
         return cls(**vals)
@@ -111,6 +121,22 @@ class HttpInfo:
     request_id: str | None = None  # x-request-id / request-id: what a support ticket quotes
     server_processing_ms: float | None = None  # openai-processing-ms
     ratelimit: RateLimit | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> HttpInfo:
+        """From a record's ``http`` (untrusted: an old or hand-edited log), each field read by its type
+        and its text cleaned as the headers were when captured (the pane shows it on a terminal)."""
+        info = build(cls, d, "http")
+        rl = info.ratelimit
+        if rl is not None:
+            rl = replace(rl, reset_requests=_clean(rl.reset_requests, 64), reset_tokens=_clean(rl.reset_tokens, 64))
+        return replace(
+            info,
+            connection=_clean(info.connection, 16),
+            http_version=_clean(info.http_version, 16),
+            request_id=_clean(info.request_id, 128),
+            ratelimit=rl,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

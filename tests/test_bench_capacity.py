@@ -256,3 +256,38 @@ def test_find_capacity_needs_objectives(capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["bench", "-m", "compat:x", "--find-capacity", "--slo", "ttft_p90=1ms", "--attainment", "120"])
     assert exc.value.code == 2 and "attainment must be between" in capsys.readouterr().err
+
+
+def test_attainment_with_a_percent_sign_is_always_a_percentage() -> None:
+    import argparse
+
+    from tui.commands.bench_capacity import attainment
+
+    assert attainment("95") == attainment("95%") == attainment("0.95") == 0.95
+    assert attainment("1%") == pytest.approx(0.01)  # not 1.0, which was refused
+    assert attainment("0.5%") == pytest.approx(0.005)  # not 50%
+    for bad in ("100", "100%", "0", "0%", "fast", "nan"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            attainment(bad)
+
+
+@pytest.mark.parametrize(
+    "flag", [["--capacity-limit", "0"], ["--capacity-limit", "nan"], ["--probe-max-requests", "0"]]
+)
+def test_a_search_bound_that_allows_no_probe_is_refused(flag: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(
+            [
+                "bench",
+                "-m",
+                "compat:x",
+                "--base-url",
+                "http://127.0.0.1:9/v1",
+                "--find-capacity",
+                "--slo",
+                "ttft=1s",
+                *flag,
+            ]
+        )
+    assert exit_.value.code == 2
+    assert flag[0] in capsys.readouterr().err

@@ -38,3 +38,17 @@ def test_every_caller_writes_a_duration_the_same_way() -> None:
     assert "TTFT 312 ms" in line and "TPOT 9.8 ms" in line and "E2E 2.1 s" in line
     slow = play(stream(first_ms=75_000, gap_ms=10, visible=5))  # a first token after a minute and a quarter
     assert "1 m 15 s" in diagnose_turn(TurnRecord.from_dict(slow))  # not "75.0 s"
+
+
+def test_a_non_finite_figure_is_a_dash_not_a_crash() -> None:
+    # json.loads reads Infinity and NaN, so an old or hand-edited log can hold them
+    for v in (float("inf"), float("-inf"), float("nan")):
+        assert fmt_ms(v) == "–"
+        assert fmt_ms(v, unit="s", missing="n/a") == "n/a"
+
+
+def test_a_negative_duration_over_a_minute_is_the_positive_one_with_a_sign() -> None:
+    # a difference between two turns can be negative; floor division wrote -90 s as "-2 m 30 s"
+    assert fmt_ms(90_000) == "1 m 30 s"
+    assert fmt_ms(-90_000) == "-1 m 30 s"
+    assert fmt_ms(-61_000) == "-1 m 01 s"

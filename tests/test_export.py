@@ -155,3 +155,48 @@ def test_parquet_without_polars_says_so(records: list[dict], tmp_path: Path, mon
     err = capsys.readouterr().err
     assert "Parquet needs polars (pip install polars)" in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_an_int_too_big_for_its_column_is_null_not_a_crash(records: list[dict], tmp_path: Path) -> None:
+    # A hand-edited or damaged log: polars refused the whole Parquet file over one such value.
+    pytest.importorskip("polars")
+    import polars as pl
+
+    odd = records[0] | {"tokens": {**records[0]["tokens"], "input": 10**30, "output": 1e30}}
+    out = tmp_path / "a.parquet"
+    assert export([odd, records[1]], "parquet", out) == 2
+    frame = pl.read_parquet(out)
+    assert frame["tokens.input"].to_list()[0] is None and frame["tokens.output"].to_list()[0] is None
+    assert frame["tokens.input"].dtype == pl.Int64
+    assert table.row(records[0])["tokens.output"] == records[0]["tokens"]["output"]  # an ordinary count stays
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_dash_on_a_terminal_shows_control_characters_instead_of_sending_them(
+    records: list[dict], tmp_path: Path, monkeypatch
+) -> None:
+    # model text reaches a CSV cell as it is, and JSON leaves C1 (0x9b: a CSI by itself) unescaped
+    hostile = records[0] | {"answer": "hi\x1b]0;owned\x07\x1b[2J\x9b31m\ttab\nline"}
+    for fmt in ("csv", "jsonl"):
+        term = _Terminal()
+        monkeypatch.setattr(sys, "stdout", term)
+        assert export([hostile], fmt, Path("-")) == 1
+        out = term.getvalue()
+        assert not any(ch in out for ch in "\x1b\x07\x9b\r"), repr(out)
+        assert "\\x9b31m" in out  # shown, JSON or CSV
+        assert "\\x1b]0;owned" in out or (fmt == "jsonl" and "\\u001b]0;owned" in out)
+    pipe = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", pipe)
+    export([hostile], "csv", Path("-"))
+    assert "\x1b]0;owned\x07" in pipe.getvalue()  # a pipe gets the exact data
+
+
+def test_parquet_is_refused_on_a_terminal(records: list[dict], monkeypatch) -> None:
+    pytest.importorskip("polars")
+    monkeypatch.setattr(sys, "stdout", _Terminal())
+    with pytest.raises(OSError, match="binary"):
+        export(records, "parquet", Path("-"))

@@ -202,3 +202,10 @@ def test_anthropic_through_its_sdk_and_a_server_whose_usage_never_changes(
     turns = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert {t["api"] for t in turns} == {"messages"} and {t["status"] for t in turns} == {"ok"}
     assert not (env / "probes").exists()
+
+
+def test_a_fit_that_cannot_be_saved_exits_3(srv: PrefillServer, env: Path, capsys) -> None:
+    env.mkdir(parents=True, exist_ok=True)
+    (env / "probes").write_text("a file where the probes' folder goes")  # save_probe cannot mkdir
+    assert _probe(srv, "--quick", "--budget", "20000") == 3  # Exit.NOT_SAVED, not 0
+    assert "could not save the probe" in capsys.readouterr().err

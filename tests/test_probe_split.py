@@ -17,7 +17,7 @@ from backends.turn import new_recorder
 from telemetry import events as ev
 from telemetry.diagnosis import diagnose_turn
 from telemetry.probe_result import CacheFit, Estimate, ProbeFit
-from telemetry.probe_split import SavedProbe, server_wait_ms, split_server_wait
+from telemetry.probe_split import SavedProbe, probe_day, server_wait_ms, split_server_wait
 from telemetry.probe_store import probe_path, save_probe, saved_probe
 from telemetry.record import TurnRecord
 from tests.turns import at, recorder
@@ -192,3 +192,10 @@ def test_without_a_probe_or_a_first_token_nothing_is_added(monkeypatch: pytest.M
     # Logged records are re-diagnosed the same way: the sentence comes from the record alone.
     probed = _turn(monkeypatch, _wait(1200.0, 700.0), PROBE)
     assert diagnose_turn(TurnRecord.from_dict(probed)) == probed["diagnosis"]
+
+
+def test_a_saved_date_that_is_no_date_reaches_the_sentence_printable() -> None:
+    # a hand-edited probe file or old log: its "date" lands in the diagnosis, printed on a terminal
+    assert probe_day("2026-12-02T10:00:00+00:00") == "2 Dec"
+    assert probe_day("yesterday\x1b[2J\x1b]0;x\x07") == "yesterday[2J]0;x"
+    assert probe_day("\x1b\x07") == "an earlier probe"

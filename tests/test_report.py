@@ -130,3 +130,49 @@ def test_a_long_session_keeps_chunk_stamps_only_for_the_turns_it_draws(tmp_path:
     with pytest.raises(SystemExit) as bad:
         main(["report", str(log.path), "--turns", "1,x"])
     assert bad.value.code == 2 and "expected turn numbers" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        [1],  # not an object
+        {"schema": "ttft.bench/1", "details": [1, 2]},  # levels that are not objects
+        {"schema": "ttft.bench/1", "details": 7},
+        {"schema": "ttft.bench/1", "details": [{"mode": "concurrency", "level": 1, "completed": "x"}]},
+        {"schema": "ttft.bench/1", "conclusion": "c", "details": [{"completed": 1, "ttft_p50": "abc"}]},
+        {"schema": "ttft.bench/1", "details": [{"mode": "rate", "level": 2, "ttft_ms": {"p50": "fast"}}]},
+    ],
+)
+def test_an_odd_bench_summary_is_said_not_a_traceback(doc: object, tmp_path: Path, capsys) -> None:
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(doc))
+    assert main(["report", str(path)]) in (0, 1)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+
+
+def test_a_summary_level_missing_newer_keys_still_shows_its_figures(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "summary.json"
+    level = {"level": 2, "completed": 3, "ttft_ms": {"p50": 12.5}}  # no mode, no p90, no tpot_ms
+    path.write_text(json.dumps({"schema": "ttft.bench/1", "conclusion": "fine", "details": [level]}))
+    assert main(["report", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "c=2" in out and " 12 " in out and "fine" in out
+
+
+@pytest.mark.parametrize(
+    "capacity",
+    [
+        {"objectives": "ab"},
+        {"objectives": [1]},
+        {"objectives": [{"metric": "tpot", "bound_ms": "x", "target": 0.9}]},
+        {"objectives": [{"metric": "tpot", "bound_ms": 50}]},  # no target
+    ],
+)
+def test_an_odd_capacity_block_draws_the_chart_without_it(capacity: dict, tmp_path: Path, capsys) -> None:
+    level = {"mode": "concurrency", "level": 2, "completed": 3, "ttft_ms": {"p50": 12.5},
+             "per_user_tokens_per_s": {"p50": 20}, "output_throughput": 40}  # fmt: skip
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"schema": "ttft.bench/1", "capacity": capacity, "details": [level]}))
+    assert main(["report", str(path), "--html", str(tmp_path / "r.html")]) == 0
+    assert "Batching trade-off" in capsys.readouterr().out

@@ -123,3 +123,16 @@ def test_html_to_stdout_is_the_page_alone(tmp_path: Path, monkeypatch: pytest.Mo
     out = capsys.readouterr().out
     assert out.startswith("<!doctype html>") and out.rstrip().endswith("</html>")
     assert "Timeline of chosen turns" in out and "wrote" not in out and not (Path.cwd() / "-").exists()
+
+
+def test_a_summary_whose_fields_are_not_text_still_makes_a_page(tmp_path: Path) -> None:
+    import json
+
+    summary = tmp_path / "summary.json"
+    summary.write_text(
+        json.dumps({"schema": "ttft.bench/1", "base_url": 5, "model_spec": ["x"], "started_at": 7, "details": []})
+    )
+    page = tmp_path / "r.html"
+    assert main(["report", str(summary), "--html", str(page), "-q"]) == 0
+    text = page.read_text()
+    assert "<code>5</code>" in text and "ttft report" in text

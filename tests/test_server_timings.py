@@ -104,3 +104,17 @@ def test_any_server_object_reads_without_error(server: dict[str, dict[str, objec
         assert isinstance(s, ServerTimings)
         for v in (s.prefill_ms, s.decode_ms, s.load_ms, s.prefill_tokens_per_s):
             assert v is None or math.isfinite(v)
+
+
+def test_server_given_text_reaches_no_terminal_as_control_codes() -> None:
+    # names and values come from the server (or an old log): an escape sequence must not survive
+    esc = "\x1b]0;owned\x07\x1b[2J"
+    (unknown, engine) = server_timings(
+        {
+            f"vllm{esc}": {f"note{esc}": f"hi{esc}", "long": "x" * 10_000},
+            "llama.cpp": {"decode_ms": 1.0, "backend": esc},
+        }
+    )
+    texts = [unknown.source, unknown.label, engine.engine, *(t for kv in unknown.other for t in kv)]
+    assert all(t.isprintable() for t in texts), texts
+    assert unknown.source.startswith("vllm") and ("long", "x" * 80) in unknown.other

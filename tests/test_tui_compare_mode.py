@@ -126,3 +126,21 @@ async def test_a_bad_spec_stays_in_the_chat_with_a_message() -> None:
         await pilot.pause(0.3)
         assert not isinstance(app.screen, CompareScreen)
         assert any("unknown provider" in str(n.message) for n in app._notifications)
+
+
+async def test_a_spec_or_error_with_brackets_and_controls_is_said_as_written() -> None:
+    def factory(spec: str, base_url: str | None) -> TimedBackend:
+        if spec.startswith("nope:"):
+            raise ValueError("server said [/bold] \x1b[2Jno")  # not markup, not an escape sequence
+        return TimedBackend(model=spec)
+
+    app = ChatApp("fake:first", factory=factory)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await submit(pilot, app, "/compare nope:[x]")
+        await pilot.pause(0.3)
+        assert not isinstance(app.screen, CompareScreen)
+        said = [str(n.message) for n in app._notifications]
+        assert any("nope:[x]" in m and "[/bold]" in m for m in said)
+        assert not any("\x1b" in m for m in said)
+        await pilot.pause(0.2)  # the toasts render: a markup error here would end the app
+        assert app.is_running

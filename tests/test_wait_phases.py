@@ -201,6 +201,8 @@ def test_no_first_token_no_split_and_bad_logged_splits_are_refused() -> None:
     assert WaitSplit.from_dict({"server": -1}) is None
     assert WaitSplit.from_dict({"server": "1"}) is None
     assert WaitSplit.from_dict(None) is None
+    assert WaitSplit.from_dict({"server": float("inf")}) is None  # json.loads reads Infinity
+    assert WaitSplit.from_dict({"server": float("nan")}) is None
     assert WaitSplit.from_dict({"server": 5.0}) == WaitSplit(server=5.0)
 
 
@@ -318,3 +320,22 @@ def test_resolved_addresses_alternate_families() -> None:
     infos = [(v6, 1, 6, "", ("::1", 1)), (v6, 1, 6, "", ("::2", 1)), (v4, 1, 6, "", ("1.1.1.1", 1))]
     infos.append((v4, 1, 6, "", ("1.1.1.1", 1)))
     assert _interleave(infos) == ["::1", "1.1.1.1", "::2"]
+
+
+def test_an_old_logs_http_text_is_cleaned_as_the_headers_were() -> None:
+    # the pane shows request id, connection and version: from a hand-edited log they are untrusted
+    from telemetry.record import TurnRecord
+    from tests.turns import play, stream
+
+    d = play(stream(first_ms=50, gap_ms=5, visible=2))
+    d["http"] = {
+        "connection": "new\x1b[2J",
+        "http_version": "HTTP/1.1",
+        "request_id": "req\x1b]0;owned\x07-1" + "x" * 500,
+        "ratelimit": {"remaining_requests": 3, "reset_requests": "1s\x9b31m"},
+    }
+    http = TurnRecord.from_dict(d).http
+    assert http is not None and http.connection == "new[2J" and http.http_version == "HTTP/1.1"
+    assert http.request_id is not None and http.request_id.startswith("req]0;owned-1") and len(http.request_id) == 128
+    assert http.ratelimit is not None and http.ratelimit.reset_requests == "1s31m"
+    assert http.ratelimit.remaining_requests == 3

@@ -14,6 +14,7 @@ from textual.widgets import Input, Static
 
 from backends.base import Backend
 from backends.panes import parse_model
+from tui.format import visible_controls
 
 if TYPE_CHECKING:
     from tui.app import ChatApp
@@ -57,7 +58,7 @@ async def compare_screen(app: ChatApp, spec: str) -> CompareScreen | None:
     other = parse_model(spec, None)
     specs = [(session.spec, session.base_url), (other.spec, other.base_url)]
     factory = session.factory
-    app.notify(f"starting {other.spec}…")
+    app.notify(visible_controls(f"starting {other.spec}…"), markup=False)  # typed text, not markup
     backends: list[Backend] = []
     for s, url in specs:
 
@@ -69,7 +70,8 @@ async def compare_screen(app: ChatApp, spec: str) -> CompareScreen | None:
         except Exception as exc:  # a bad spec, a missing key: say so, stay in the chat
             for b in backends:
                 app.runner.submit(b.aclose())
-            app.notify(f"could not start {s}: {exc}", severity="error")
+            # the spec and the error's words (a server's, maybe) are shown as written, never as markup or run
+            app.notify(visible_controls(f"could not start {s}: {exc}"), severity="error", markup=False)
             return None
     return CompareScreen(
         backends,

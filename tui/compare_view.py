@@ -163,7 +163,7 @@ def pane_done_text(rec: dict[str, Any], wins: Sequence[str] = ()) -> Text:
     if status == "error":
         err = rec.get("error") or {}
         code = f"HTTP {err['status_code']} " if err.get("status_code") else ""
-        t.append(f" {code}{err.get('type', 'error')}", style="red")
+        t.append(f" {code}{visible_controls(str(err.get('type') or 'error'))}", style="red")  # the server's word
         return t
     t.append(f" TTFT {_ms(m.get('ttft_ms'))} · TTFVT {_ms(m.get('ttfvt_ms'))}")
     tpot = m.get("tpot_ms")

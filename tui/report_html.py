@@ -53,7 +53,9 @@ def page_info(loaded: Loaded, version: str) -> PageInfo:
         + [m.get("model_spec") or m.get("model") for m in metas]
     )
     urls = _unique(
-        redact_url(u) for u in [*(r.get("base_url") for r in records), *(m.get("base_url") for m in metas)] if u
+        redact_url(str(u))  # an odd summary's number is text here, never a crash (nor a credential kept)
+        for u in [*(r.get("base_url") for r in records), *(m.get("base_url") for m in metas)]
+        if u
     )
     started = sorted(
         str(s) for s in [*(r.get("started_at") for r in records), *(m.get("started_at") for m in metas)] if s

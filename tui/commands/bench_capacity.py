@@ -8,25 +8,40 @@ row, then each objective's share met and verdict) and hands the run back for the
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from typing import Any
 
 from backends.capacity import CapacityRun, Probe, find_capacity
 from backends.load_runner import LoadRunner
 from telemetry import capacity as cap
+from tui.commands.args import positive_int
 
 DEFAULT_LIMIT = 1024
 
 
 def attainment(text: str) -> float:
-    """``95``, ``95%`` or ``0.95`` -> 0.95."""
+    """``95``, ``95%`` or ``0.95`` -> 0.95; with a ``%`` sign always a percentage (``0.5%`` is 0.005)."""
+    stripped = text.strip()
+    percent = stripped.endswith("%")
     try:
-        v = float(text.strip().rstrip("%"))
+        v = float(stripped.removesuffix("%"))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"expected a percentage such as 95 or 95%, got {text!r}") from exc
-    v = v / 100 if v > 1 else v
+    v = v / 100 if percent or v > 1 else v
     if not 0 < v < 1:
         raise argparse.ArgumentTypeError("attainment must be between 0 and 100% (exclusive)")
+    return v
+
+
+def _load(text: str) -> float:
+    """``--capacity-limit``: a load above 0 (0, a negative or nan would end the search before its first probe)."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (0 < v < math.inf):
+        raise argparse.ArgumentTypeError(f"expected a number of users or requests/s above 0, got {text!r}")
     return v
 
 
@@ -46,13 +61,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--capacity-limit",
-        type=float,
+        type=_load,
         default=DEFAULT_LIMIT,
         help=f"the most users (or requests/s) the search tries (default {DEFAULT_LIMIT})",
     )
     g.add_argument(
         "--probe-max-requests",
-        type=int,
+        type=positive_int,
         default=None,
         help="most requests one probe may send while its interval cannot decide (default 8x its first batch)",
     )

@@ -17,6 +17,10 @@ ENVIRONMENT = (
     ("TTFT_CACHE_DIR", "where local models are kept"),
     ("TTFT_IN_PROCESS=1", "keep a backend in the UI's process (for comparison)"),
     ("TTFT_LLAMA_SERVER", "the llama-server binary for bench -m local-server"),
+    ("TTFT_LLAMA_EXTRA_BUFTS=on|off", "llama.cpp's repacked CPU kernels (off by default on AMX CPUs)"),
+    ("OTEL_EXPORTER_OTLP_ENDPOINT", "send every turn as OpenTelemetry spans and metrics (pip install 'ttft[otel]')"),
+    ("OTEL_EXPORTER_OTLP_{TRACES,METRICS}_ENDPOINT", "one signal only; OTEL_EXPORTER_OTLP_HEADERS for auth"),
+    ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true: put prompt and answer text on the spans"),
 )
 
 

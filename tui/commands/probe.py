@@ -7,7 +7,7 @@ words, and saves the fit for this provider, model and base URL, which the chat a
 ``ask`` then use to split a turn's server wait. ``--json`` prints exactly the fit's
 keys plus ``points``; ``--out DIR`` keeps every turn as ``ttft.turn`` JSONL, the
 chart as SVG and the JSON. Exit 0 when a fit was made, 1 when not, 2 on bad usage, 3 when
-``--out`` cannot be created (codes from ``tui.commands.exits``).
+``--out`` or the saved fit cannot be written (codes from ``tui.commands.exits``).
 """
 
 from __future__ import annotations
@@ -161,14 +161,17 @@ def _report(args: argparse.Namespace, backend: Any, result: Any, log: Any) -> in
         if note := curvature_note(fit):
             print(note)
         print(levers(fit, result.plan.design.cache_prefix))
+    not_saved = False  # a file asked for that is missing is exit 3, as on every command
     for err in getattr(log, "write_errors", ()):
         _err(str(err))
+        not_saved = True
     if args.out is not None:
         try:
             (args.out / "probe.svg").write_text(chart.svg(), encoding="utf-8")
             (args.out / "probe.json").write_text(json_text(data) + "\n", encoding="utf-8")
         except OSError as exc:
             _err(f"could not write to {args.out}: {exc.strerror or exc}")
+            not_saved = True
     if fit.base_ttft_ms is None and fit.output_ms_per_100_tokens is None:
         _err("not enough successful turns to fit anything; nothing saved")
         return Exit.FAILED
@@ -177,10 +180,11 @@ def _report(args: argparse.Namespace, backend: Any, result: Any, log: Any) -> in
             path = save_probe(backend.provider, backend.model, backend.base_url, fit)
         except OSError as exc:
             _err(f"could not save the probe: {exc.strerror or exc}")
+            not_saved = True
         else:
             if not args.quiet:
                 _err(f"saved for the chat and ask: {path}")
-    return Exit.OK
+    return Exit.NOT_SAVED if not_saved else Exit.OK
 
 
 def figure_lines(fit: Any, engine: Any) -> list[str]:

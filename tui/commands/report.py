@@ -95,9 +95,10 @@ def _bench_from_records(name: str, records: list[dict[str, Any]]) -> Bench:
 
 def _bench_from_summary(path: Path) -> Bench:
     data = json.loads(path.read_text(encoding="utf-8"))
-    if data.get("schema") != "ttft.bench/1":
+    if not isinstance(data, dict) or data.get("schema") != "ttft.bench/1":
         raise ValueError(f"{path} is not a ttft bench summary")
-    levels = list(data.get("details") or [])
+    details = data.get("details")
+    levels = [lv for lv in map(_level, details) if lv is not None] if isinstance(details, list) else []
     name = str(data.get("model") or data.get("model_spec") or path.parent.name)
     conclusion = str(data.get("conclusion") or agg.conclusion(levels))
     capacity = data.get("capacity")
@@ -106,10 +107,51 @@ def _bench_from_summary(path: Path) -> Bench:
     return Bench(name, levels, conclusion, data)
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _level(lv: Any) -> dict[str, Any] | None:
+    """A summary's level as the tables and charts read it, or None when it is not one.
+
+    The file is from disk: a key an older ttft did not write reads as an empty level's (no figure),
+    and a level whose figures are of the wrong type (a hand-edited file) is left out, not a traceback."""
+    if not isinstance(lv, dict):
+        return None
+    empty = agg.aggregate_level([], level=0, mode=str(lv.get("mode") or "concurrency"))
+    for key, blank in empty.items():
+        v = lv.get(key)
+        if v is None or blank is None:
+            continue
+        if _is_number(blank) and not _is_number(v):
+            return None
+        distribution = isinstance(blank, dict) and all(b is None for b in blank.values())
+        if distribution and not (isinstance(v, dict) and all(x is None or _is_number(x) for x in v.values())):
+            return None
+    if (lv.get("mode") or "concurrency") not in ("concurrency", "rate") or not _is_number(lv.get("level")):
+        return None
+    out = {**empty, **{k: v for k, v in lv.items() if v is not None or k not in empty}}
+    for key, blank in empty.items():  # a distribution missing a percentile has no figure for it
+        if isinstance(blank, dict) and blank and all(b is None for b in blank.values()):
+            out[key] = {**blank, **out[key]}
+    return out
+
+
 def _capacity(b: Bench) -> dict[str, Any] | None:
     """A --find-capacity run's summary block (drawn on its trade-off chart), if the bench is one."""
     capacity = b.meta.get("capacity")
-    return capacity if isinstance(capacity, dict) else None
+    if not isinstance(capacity, dict):
+        return None
+    # from disk: an objective the chart cannot draw (no metric, a bound that is not a number) is left out
+    objectives = capacity.get("objectives")
+    drawable = [
+        o
+        for o in (objectives if isinstance(objectives, list) else ())
+        if isinstance(o, dict)
+        and isinstance(o.get("metric"), str)
+        and all(_is_number(o.get(k)) for k in ("bound_ms", "target"))
+    ]
+    return {**capacity, "objectives": drawable}
 
 
 TIMELINE_TURNS = 8  # the timeline's default: the last turns of each group
