@@ -390,8 +390,14 @@ def turn_end_unix_ns(rec: dict[str, Any]) -> int | None:
     return sent + int((end or 0.0) * NS_PER_MS)
 
 
-def trace_ids(rec: dict[str, Any]) -> tuple[str, str]:
-    """A stable (trace id, span id) in hex for a logged turn: a file replayed twice names the same trace."""
-    key = f"{rec.get('session_id')}/{rec.get('turn_index')}/{rec.get('started_at')}".encode()
-    digest = hashlib.sha256(key).hexdigest()
+def trace_ids(rec: dict[str, Any], salt: int = 0) -> tuple[str, str]:
+    """A stable (trace id, span id) in hex for a logged turn: a file replayed twice names the same trace.
+
+    The key is the turn's identity: compare panes share a session, a turn index and often the
+    millisecond they started, so provider, model, URL and send time are in it too. ``salt`` separates
+    records that still agree on all of it (the caller counts duplicates in file order).
+    """
+    who = "/".join(str(rec.get(k)) for k in ("session_id", "turn_index", "started_at", "sent_at"))
+    where = "/".join(str(rec.get(k)) for k in ("provider", "model", "base_url"))
+    digest = hashlib.sha256(f"{who}/{where}/{salt}".encode()).hexdigest()
     return digest[:32], digest[32:48]

@@ -64,12 +64,24 @@ def _span(s: genai.Span, trace_id: str, span_id: str, parent: str | None, kind: 
     return out
 
 
-def turn_spans(rec: dict[str, Any], *, capture_content: bool = False) -> list[dict[str, Any]]:
-    """The turn's client span and its children, with stable ids (the same file names the same trace)."""
+def turn_spans(
+    rec: dict[str, Any], *, capture_content: bool = False, used: set[str] | None = None
+) -> list[dict[str, Any]]:
+    """The turn's client span and its children, with stable ids (the same file names the same trace).
+
+    ``used`` holds the trace ids already written to this document; a record whose identity repeats
+    one gets the next salted id, so two turns never share a trace (or their children a parent).
+    """
     root = genai.turn_span(rec, capture_content=capture_content)
     if root is None:
         return []
+    salt = 0
     trace_id, root_id = genai.trace_ids(rec)
+    while used is not None and trace_id in used:
+        salt += 1
+        trace_id, root_id = genai.trace_ids(rec, salt)
+    if used is not None:
+        used.add(trace_id)
     out = [_span(root, trace_id, root_id, None, SPAN_KIND_CLIENT)]
     for i, child in enumerate(root.children, 1):
         child_id = f"{(int(root_id, 16) + i) % (1 << 64) or 1:016x}"
@@ -82,10 +94,11 @@ def traces_document(
 ) -> dict[str, Any]:
     """An ``ExportTraceServiceRequest``: every turn a ``chat {model}`` span tree."""
     spans: list[dict[str, Any]] = []
+    used: set[str] = set()
     n = 0
     for rec in records:
         n += 1
-        spans += turn_spans(rec, capture_content=capture_content)
+        spans += turn_spans(rec, capture_content=capture_content, used=used)
     if counted is not None:
         counted.append(n)
     scope = {"name": genai.SCOPE}

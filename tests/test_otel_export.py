@@ -234,3 +234,20 @@ def test_sent_at_reads_back_into_the_typed_record(records: list[dict[str, Any]])
         TurnRecord.from_dict({**rec, "sent_at": "soon"})
     for unusable in (5, "2026-01-02T03:04:05"):  # not text, or no zone: no instant, so no wall clock
         assert TurnRecord.from_dict({**rec, "sent_at": unusable}).sent_at() is None
+
+
+def test_turns_that_share_an_identity_get_their_own_traces(records: list[dict[str, Any]], tmp_path: Path) -> None:
+    # compare panes share a session and turn index and can start in the same millisecond;
+    # here every field of the identity agrees, so only the per-document salt tells them apart
+    same = [dict(records[0]), dict(records[0]), dict(records[1], started_at=records[0]["started_at"])]
+    same[2]["session_id"], same[2]["turn_index"] = same[0]["session_id"], same[0]["turn_index"]
+    doc = _traces(same, tmp_path)
+    spans = list(doc.resource_spans[0].scope_spans[0].spans)
+    roots = [s for s in spans if not s.parent_span_id]
+    assert len({r.trace_id for r in roots}) == len({r.span_id for r in roots}) == 3
+    by_parent = {r.span_id: [s.name for s in spans if s.parent_span_id == r.span_id] for r in roots}
+    assert by_parent[roots[1].span_id] == by_parent[roots[0].span_id]  # the copy has exactly its own children
+    assert "wait" in by_parent[roots[2].span_id] and "wait" not in by_parent[roots[0].span_id]
+    # and the ids stay stable: the same file exported again names the same traces
+    again = _traces(same, tmp_path)
+    assert [s.span_id for s in again.resource_spans[0].scope_spans[0].spans] == [s.span_id for s in spans]
