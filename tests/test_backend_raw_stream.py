@@ -91,7 +91,7 @@ async def test_raw_path_stamps_bytes_on_arrival_and_reuses_connections() -> None
         assert d["status"] == "ok" and d["tokens"]["source"] == "usage" and d["tokens"]["output"] == 10
         assert d["answer"] == "".join(f"w{i:02d} " for i in range(10))
         assert 25 <= d["metrics"]["ttft_ms"] < 500
-        assert 15 <= d["metrics"]["tpot_ms"] < 60  # truth 20: stamps are per arrival, not per batch
+        assert 5 <= d["metrics"]["tpot_ms"] < 100  # truth 20: per arrival; per batch would be ~0 (wide: loaded CI)
         assert "llama-server" in d["server"]
 
 
@@ -123,7 +123,7 @@ def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, flag: str | None
     turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
     assert len(turns) == 9 and all(t["status"] == "ok" for t in turns)
     assert all(t["tokens"]["output"] == 8 and t["tokens"]["source"] == "usage" for t in turns)
-    assert all(15 <= t["metrics"]["tpot_ms"] < 60 for t in turns)
+    assert all(5 <= t["metrics"]["tpot_ms"] < 100 for t in turns)  # truth 20; wide: loaded CI
     summary = json.loads((out / "summary.json").read_text())
     want = {"--raw-stream": "sdk (raw stream)", "--sdk": "sdk"}.get(flag or "", "lean (orjson, aiohttp)")
     assert summary["reader"] == want  # the lean reader is the default; the SDK one flag away

