@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import contextlib
 import json
-import threading
 import time
 import urllib.request
 import uuid
@@ -38,7 +37,8 @@ from typing import Any
 
 from aiohttp import web
 
-from backends.llama_server import free_port
+from backends.llama_server import free_port as free_port  # for callers that start this fake as a process
+from tests.fakes.loop_thread import LoopThreadServer
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,10 @@ class Expected:
     per_user_tps: float
 
 
-class BatchingServer:
+class BatchingServer(LoopThreadServer):
+    thread_name = "batching-fake"
+    backlog = 1024  # the bench opens hundreds of streams at once
+
     def __init__(
         self,
         *,
@@ -64,6 +67,7 @@ class BatchingServer:
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
+        super().__init__(host=host, port=port)
         self.slots = slots
         self.token_ms = token_ms
         self.alpha = alpha
@@ -71,21 +75,11 @@ class BatchingServer:
         self.prefill_ms_per_token = prefill_ms_per_token
         self.default_tokens = default_tokens
         self.timings = timings
-        self.host = host
-        self.port = port or free_port()
         self.active = 0
         self.max_active = 0
         self.served = 0
         self.prompts: list[str] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
         self._sem: asyncio.Semaphore | None = None
-        self._ready = threading.Event()
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
 
     @property
     def base_url(self) -> str:
@@ -189,43 +183,8 @@ class BatchingServer:
             await resp.write_eof()
         return resp
 
-    # --- lifecycle --------------------------------------------------------------------
-    async def _start(self) -> None:
-        self._sem = asyncio.Semaphore(self.slots)
-        self._runner = web.AppRunner(self.app(), access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
-        await site.start()
-
-    def start(self) -> BatchingServer:
-        def main() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(self._start())
-            self._ready.set()
-            loop.run_forever()
-            assert self._runner is not None
-            loop.run_until_complete(self._runner.cleanup())
-            loop.close()
-
-        self._thread = threading.Thread(target=main, name="batching-fake", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("batching fake server did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(5)
-            self._loop = None
-
-    def __enter__(self) -> BatchingServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    async def setup(self) -> None:
+        self._sem = asyncio.Semaphore(self.slots)  # bound to the server's loop
 
 
 def wait_http(url: str, timeout: float = 20) -> None:
@@ -253,13 +212,8 @@ def main() -> None:
         slots=a.slots, token_ms=a.token_ms, alpha=a.alpha, prefill_ms=a.prefill_ms, timings=a.timings, port=a.port
     )
 
-    async def serve() -> None:
-        await srv._start()
-        print(f"batching fake on {srv.base_url}", flush=True)
-        await asyncio.Event().wait()
-
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve())
+        asyncio.run(srv.serve_forever(lambda: print(f"batching fake on {srv.base_url}", flush=True)))
 
 
 if __name__ == "__main__":

@@ -23,17 +23,18 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import threading
 import time
 import uuid
 from typing import Any
 
 from aiohttp import web
 
-from backends.llama_server import free_port
+from tests.fakes.loop_thread import LoopThreadServer
 
 
-class PrefillServer:
+class PrefillServer(LoopThreadServer):
+    thread_name = "prefill-fake"
+
     def __init__(
         self,
         *,
@@ -44,23 +45,18 @@ class PrefillServer:
         default_tokens: int = 16,
         host: str = "127.0.0.1",
     ) -> None:
+        super().__init__(host=host)
         self.base_ms = base_ms
         self.prefill_ms_per_token = prefill_ms_per_token
         self.token_ms = token_ms
         self.block = block
         self.default_tokens = default_tokens
-        self.host = host
-        self.port = free_port()
         self.requests: list[dict[str, int]] = []  # per request: input, cached, output tokens
         self._blocks: set[bytes] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
-        self._ready = threading.Event()
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        return f"{self.url}/v1"
 
     def ttft_ms(self, input_tokens: int, cached: int = 0) -> float:
         """The schedule's TTFT for a prompt (without the loopback's own time)."""
@@ -141,33 +137,3 @@ class PrefillServer:
         with contextlib.suppress(ConnectionResetError):
             await resp.write_eof()
         return resp
-
-    # --- lifecycle ----------------------------------------------------------------------
-    async def _start(self) -> None:
-        self._runner = web.AppRunner(self.app(), access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
-
-    def __enter__(self) -> PrefillServer:
-        def main() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(self._start())
-            self._ready.set()
-            loop.run_forever()
-            assert self._runner is not None
-            loop.run_until_complete(self._runner.cleanup())
-            loop.close()
-
-        self._thread = threading.Thread(target=main, name="prefill-fake", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("prefill fake server did not start")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(5)
-            self._loop = None

@@ -1,13 +1,11 @@
-"""The one loopback fake server: aiohttp on its own loop and thread, request recording, per-model
-schedules, models listing, injected HTTP errors, and routing each generation request to its API's module."""
+"""The one loopback fake server: request recording, per-model schedules, models listing, injected HTTP
+errors, and routing each generation request to its API's module (served from its own loop and thread
+by tests/fakes/loop_thread.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import socket
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,21 +13,20 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes import anthropic_messages, openai_chat, openai_responses
+from tests.fakes.loop_thread import LoopThreadServer
 from tests.fakes.schedule import RecordedRequest, Schedule
 from tests.fakes.stream import Gone, Stream, default_error_type
 
 
-class FakeServer:
+class FakeServer(LoopThreadServer):
+    thread_name = "fake-llm"
+
     def __init__(self, schedule: Schedule | None = None, *, port: int = 0) -> None:
+        super().__init__(port=port)
         self._schedule = schedule or Schedule()
         self.schedules: dict[str, Schedule] = {}
         self.requests: list[RecordedRequest] = []
         self._attempts: dict[str, int] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
-        self._sock: socket.socket | None = None
-        self.port: int = port  # 0: a free one, chosen at start
 
     # --- configuration ---------------------------------------------------------------
     @property
@@ -45,10 +42,6 @@ class FakeServer:
         """Forget recorded requests and attempt counts."""
         self.requests.clear()
         self._attempts.clear()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     @property
     def openai_base_url(self) -> str:
@@ -67,57 +60,12 @@ class FakeServer:
             time.sleep(0.005)
         return None
 
-    # --- lifecycle -------------------------------------------------------------------
-    def start(self) -> FakeServer:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", self.port))
-        self.port = self._sock.getsockname()[1]
-        ready = threading.Event()
-        self._loop = asyncio.new_event_loop()
-
-        async def boot() -> None:
-            app = web.Application()
-            app.router.add_route("*", "/{tail:.*}", self._dispatch)
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
-            await self._runner.setup()
-            await web.SockSite(self._runner, self._sock).start()
-
-        def main() -> None:
-            assert self._loop is not None
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(boot())
-            ready.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=main, name=f"fake-llm-{self.port}", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("fake server did not start")
-        return self
-
-    def stop(self) -> None:
-        loop = self._loop
-        if loop is None:
-            return
-        if self._runner is not None:
-            fut = asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop)
-            with contextlib.suppress(Exception):
-                fut.result(5)
-        loop.call_soon_threadsafe(loop.stop)
-        if self._thread is not None:
-            self._thread.join(5)
-        with contextlib.suppress(Exception):
-            loop.close()
-        self._loop = None
-
-    def __enter__(self) -> FakeServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     # --- HTTP ------------------------------------------------------------------------
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        return app
+
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         t0 = asyncio.get_running_loop().time()
         raw = await request.read()

@@ -18,13 +18,10 @@ connections that carried a response, to tell a reused connection from a new one.
 
 from __future__ import annotations
 
-import asyncio
 import shutil
-import socket
 import ssl
 import subprocess
 import tempfile
-import threading
 from pathlib import Path
 
 from aiohttp import web
@@ -52,6 +49,8 @@ def make_certificate(folder: Path) -> tuple[Path, Path]:
 
 
 class TLSFakeServer(FakeServer):
+    thread_name = "fake-tls"
+
     def __init__(self, schedule: Schedule | None = None) -> None:
         super().__init__(schedule)
         self._dir = tempfile.TemporaryDirectory(prefix="ttft-tls-")
@@ -72,45 +71,21 @@ class TLSFakeServer(FakeServer):
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
-    def start(self) -> TLSFakeServer:
+    def ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(self.cert_file, self.key_file)
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self.port = self._sock.getsockname()[1]
-        ready = threading.Event()
-        self._loop = asyncio.new_event_loop()
+        return ctx
 
+    def app(self) -> web.Application:
         async def add_headers(request: web.Request, response: web.StreamResponse) -> None:
             if request.transport is not None:
                 self._transports.add(request.transport)
             response.headers.update(self.response_headers)
 
-        async def boot() -> None:
-            app = web.Application()
-            app.router.add_route("*", "/{tail:.*}", self._dispatch)
-            app.on_response_prepare.append(add_headers)
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
-            await self._runner.setup()
-            await web.SockSite(self._runner, self._sock, ssl_context=ctx).start()
-
-        def main() -> None:
-            assert self._loop is not None
-            asyncio.set_event_loop(self._loop)
-            self._loop.run_until_complete(boot())
-            ready.set()
-            self._loop.run_forever()
-
-        self._thread = threading.Thread(target=main, name=f"fake-tls-{self.port}", daemon=True)
-        self._thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("fake TLS server did not start")
-        return self
+        app = super().app()
+        app.on_response_prepare.append(add_headers)
+        return app
 
     def stop(self) -> None:
         super().stop()
         self._dir.cleanup()
-
-    def __enter__(self) -> TLSFakeServer:
-        return self.start()
