@@ -33,7 +33,11 @@ INSTALL_HINT = (
 
 
 class LlamaServerError(RuntimeError):
-    pass
+    """llama-server cannot be run as asked: no binary, no model file (the command line's or the set-up's fault)."""
+
+
+class LlamaServerFailed(LlamaServerError):
+    """llama-server was launched but did not come up (it crashed, or never got healthy): the run failed."""
 
 
 def find_binary() -> Path:
@@ -193,14 +197,14 @@ class LlamaServer:
         try:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         except OSError as exc:
-            raise LlamaServerError(f"could not start {cmd[0]}: {exc}") from exc
+            raise LlamaServerFailed(f"could not start {cmd[0]}: {exc}") from exc
         finally:
             if not isinstance(log, int):  # a file of ours, not DEVNULL
                 log.close()  # the child holds its own copy
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise LlamaServerError(
+                raise LlamaServerFailed(
                     f"llama-server {_how_it_ended(self.proc.returncode)} before it was healthy"
                     + (f" (log: {self.log_path})" if self.log_path else "")
                 )
@@ -208,7 +212,7 @@ class LlamaServer:
                 return self
             time.sleep(0.2)
         self.stop()
-        raise LlamaServerError(f"llama-server was not healthy after {timeout_s:.0f} s")
+        raise LlamaServerFailed(f"llama-server was not healthy after {timeout_s:.0f} s")
 
     def healthy(self) -> bool:
         try:

@@ -61,16 +61,31 @@ def test_missing_binary_is_one_clear_sentence(tmp_path: Path, monkeypatch: pytes
     assert "TTFT_LLAMA_SERVER" in err and "Traceback" not in err
 
 
-def test_a_server_that_dies_at_start_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+def test_missing_model_file_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("TTFT_LLAMA_SERVER", str(fake))
+    rc = main(["bench", "-m", f"local-server:{tmp_path / 'absent.gguf'}", "--out", str(tmp_path / "o"), "--quiet"])
+    assert rc == 2  # the command line named a file that is not there
+    assert "model file not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_a_server_that_dies_at_start_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys, quiet: bool
+) -> None:
     fake = tmp_path / "llama-server"
     fake.write_text("#!/bin/sh\necho 'error: bad model' >&2\nexit 3\n")
     fake.chmod(0o755)
     monkeypatch.setenv("TTFT_LLAMA_SERVER", str(fake))
     model = tmp_path / "m.gguf"
     model.write_bytes(b"x")
-    rc = main(["bench", "-m", f"local-server:{model}", "--out", str(tmp_path / "o"), "--quiet"])
-    assert rc == 2
-    assert "exited with code 3" in capsys.readouterr().err
+    rc = main(["bench", "-m", f"local-server:{model}", "--out", str(tmp_path / "o"), *(["--quiet"] if quiet else [])])
+    assert rc == 1  # found and launched, then crashed: the run failed (exits.py), not the command line
+    err = capsys.readouterr().err
+    assert "exited with code 3" in err and "Traceback" not in err  # errors are said even with -q ...
+    assert ("starting llama-server" in err) is not quiet  # ... the start-up progress line only without it
     assert "bad model" in (tmp_path / "o" / "llama-server.log").read_text()
 
 

@@ -32,7 +32,7 @@ from tui.commands.bench_output import HEADER, ProgressLine, bench_charts, level_
 from tui.commands.exits import Exit, for_error_kind
 from tui.commands.flags import add_turn_flags, settings_from_args
 from tui.commands.help import examples
-from tui.commands.output import add_output_flags, print_json
+from tui.commands.output import add_output_flags, note, print_json
 from tui.format import visible_controls
 
 LOCAL_SERVER = "local-server"
@@ -254,7 +254,7 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
     server = None
     spec, base_url = args.model, args.base_url
     if spec == LOCAL_SERVER or spec.startswith(LOCAL_SERVER + ":"):
-        from backends.llama_server import LlamaServer, LlamaServerError, default_model
+        from backends.llama_server import LlamaServer, LlamaServerError, LlamaServerFailed, default_model
 
         try:
             path = spec.partition(":")[2]
@@ -267,12 +267,13 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                 extra_args=["--ignore-eos"] if args.ignore_eos else [],
             )
             server.log_path = out / "llama-server.log"
-            print(f"starting llama-server ({model.name}, {args.slots} slots) ...", file=sys.stderr, flush=True)
+            note(args, f"starting llama-server ({model.name}, {args.slots} slots) ...")
             await asyncio.to_thread(server.start)
         except LlamaServerError as exc:
-            print(f"ttft bench: {exc}", file=sys.stderr)
-            return Exit.USAGE
-        print(f"llama-server healthy on {server.url}", file=sys.stderr, flush=True)
+            # Launched but never healthy is a failed run (1); no binary or no model file is the set-up's (2).
+            print(visible_controls(f"ttft bench: {exc}"), file=sys.stderr)
+            return Exit.FAILED if isinstance(exc, LlamaServerFailed) else Exit.USAGE
+        note(args, f"llama-server healthy on {server.url}")
         spec, base_url = f"compat:{server.model_name}", server.base_url
 
     progress = ProgressLine(args.quiet, search=bool(args.find_capacity))
