@@ -124,6 +124,25 @@ async def test_trials_give_verdicts_and_one_answer_per_prompt() -> None:
         assert len(app.query_one("#pane-A").query("AssistantMessage")) == 1
 
 
+async def test_repeat_is_bounded_and_says_so() -> None:
+    from tui.compare_commands import MAX_TRIALS
+
+    a, b = quick_start(), quick_decode()
+    app = CompareApp([a, b], comparison_id="cmp-r")
+    async with app.run_test(size=SIZE) as pilot:
+        await send(pilot, app, f"/repeat {MAX_TRIALS}")
+        assert app.repeat == MAX_TRIALS  # the ceiling itself is allowed
+        await send(pilot, app, "/repeat 3")
+        await send(pilot, app, f"/repeat {MAX_TRIALS + 1}")
+        assert app.repeat == 3  # past it: refused, the previous count kept
+        said = [str(n.message) for n in app._notifications]
+        assert any(f"at most {MAX_TRIALS} trials" in m for m in said), said
+        await send(pilot, app, "/repeat 99999999999999999999")
+        assert app.repeat == 3
+        await send(pilot, app, "/again")  # nothing sent yet: the bound sent nothing either
+        assert not app.results
+
+
 async def test_blind_mode_hides_and_reveals_names() -> None:
     backends = [quick_start(), quick_decode(), ScheduledBackend("third", ttft_s=0.05, gap_s=0.002, tokens=5)]
     app = CompareApp(backends, blind=True, seed=3)

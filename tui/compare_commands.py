@@ -11,6 +11,10 @@ from typing import Protocol
 from textual.app import SystemCommand
 
 DEFAULT_TRIALS = 5  # what the palette's and F7's trials send: enough for medians, p90 and verdicts
+# /repeat's ceiling. One Enter sends N requests per pane (up to 4 panes), all paid for and all kept on
+# screen and in memory; the verdicts' bootstrap intervals narrow as 1/sqrt(N), so past ~100 trials
+# they barely move and a typo (/repeat 5000) would only run up a bill. A larger study is `ttft bench`.
+MAX_TRIALS = 100
 
 
 class Target(Protocol):
@@ -65,9 +69,12 @@ async def _add(t: Target, arg: str) -> None:
 
 async def _repeat(t: Target, arg: str) -> str | None:
     try:
-        t.repeat = max(1, int(arg))
+        n = max(1, int(arg))
     except ValueError:
         return "/repeat N: trials per prompt"
+    if n > MAX_TRIALS:
+        return f"/repeat: at most {MAX_TRIALS} trials per prompt (each sends one request per pane)"
+    t.repeat = n
     t.update_header()
     return None
 
