@@ -26,10 +26,13 @@ async def test_ttft_ttfvt_tpot_reasoning_delay(fake_server: FakeServer, api: str
         await b.aclose()
     m = d["metrics"]
     assert d["status"] == "ok", d["error"]
-    assert 145 <= m["ttft_ms"] <= 150 + 80, (d["attempt_log"], d["events_ms"])
-    assert s.expected_ttfvt_ms() - 5 <= m["ttfvt_ms"] <= s.expected_ttfvt_ms() + 80
-    assert 100 - 10 <= m["reasoning_delay_ms"] <= 100 + 40
-    assert 15 <= m["tpot_ms"] <= 28
+    # Truth: first token at 150 ms, visible at 250 ms (5 reasoning tokens of 20 ms), TPOT 20 ms. Wide
+    # bounds, for loaded 2-core CI: a client that stamps its send late shortens every wait, a late read
+    # lengthens it, and the server's absolute schedule lets a late token's successors catch up.
+    assert 120 <= m["ttft_ms"] <= 150 + 300, (d["attempt_log"], d["events_ms"])
+    assert s.expected_ttfvt_ms() - 30 <= m["ttfvt_ms"] <= s.expected_ttfvt_ms() + 300
+    assert 50 <= m["reasoning_delay_ms"] <= 100 + 200
+    assert 10 <= m["tpot_ms"] <= 60
     assert d["tokens"] == {"input": 12, "cached_input": 0, "output": 15, "reasoning": 5, "source": "usage"}
     assert d["answer"] == s.visible_text() and d["reasoning"] == s.reasoning_text()
     assert d["attempts"] == 1 and d["attempt_log"][0]["status"] == 200

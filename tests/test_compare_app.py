@@ -14,6 +14,7 @@ from textual.widgets import Static
 
 from telemetry.log import read_records
 from tests.compare_fakes import ScheduledBackend
+from tests.tui_support import wait_until
 from tui.compare import CompareApp, PaneView
 from tui.widgets import ErrorCard, TimelineView
 
@@ -170,8 +171,7 @@ async def test_keep_continues_with_one_pane(data_dir: Path) -> None:
         await send(pilot, app, "first")
         await finish(pilot, app)
         await send(pilot, app, "/keep b")
-        await pilot.pause(0.1)
-        assert [v.label for v in app.query(PaneView)] == ["B"]
+        await wait_until(pilot, lambda: [v.label for v in app.query(PaneView)] == ["B"])
         assert "kept B" in plain(app, "#header")
         await send(pilot, app, "second")
         await finish(pilot, app)
@@ -191,7 +191,7 @@ async def test_export_writes_jsonl_and_csv_summary(tmp_path: Path) -> None:
         await send(pilot, app, "two")
         await finish(pilot, app)
         await pilot.press("ctrl+e")
-        await pilot.pause(0.1)
+        await wait_until(pilot, lambda: bool(app.last_export))
         assert [p.name for p in app.last_export] == ["cmp-x.jsonl", "cmp-x-summary.csv", "cmp-x-verdicts.csv"]
     assert len((out / "cmp-x.jsonl").read_text().splitlines()) == 4
     rows = list(csv.DictReader((out / "cmp-x-summary.csv").open()))
@@ -208,7 +208,8 @@ async def test_escape_cancels_every_pane_and_keeps_partial_answers() -> None:
     app = CompareApp(slow)
     async with app.run_test(size=SIZE) as pilot:
         await send(pilot, app, "long answer please")
-        await pilot.pause(0.4)
+        # until both panes stream (not a fixed pause, which a loaded machine can outlast)
+        await wait_until(pilot, lambda: all(v.message is not None and v.message.stream.tail.text for v in app.views))
         await pilot.press("escape")
         await finish(pilot, app)
         result, comp = app.results[-1]
@@ -230,11 +231,10 @@ async def test_sequential_toggle_and_add_remove(data_dir: Path) -> None:
         await pilot.press("f6")
         assert app.runner.mode == "sequential"
         await send(pilot, app, "/add fake:newcomer")
-        await pilot.pause(0.1)
-        assert [v.label for v in app.query(PaneView)] == ["A", "B", "C"] and made == ["fake:newcomer"]
+        await wait_until(pilot, lambda: [v.label for v in app.query(PaneView)] == ["A", "B", "C"])
+        assert made == ["fake:newcomer"]
         await send(pilot, app, "/remove A")
-        await pilot.pause(0.1)
-        assert [v.label for v in app.query(PaneView)] == ["B", "C"]
+        await wait_until(pilot, lambda: [v.label for v in app.query(PaneView)] == ["B", "C"])
         await send(pilot, app, "go")
         await finish(pilot, app)
         _, comp = app.results[-1]

@@ -376,7 +376,7 @@ async def test_chat_on_a_full_disk_keeps_the_turn_and_says_so(
         app.query_one("#prompt").value = "hi"
         await pilot.press("enter")
         await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=30)
-        await pilot.pause(0.1)
+        await wait_until(pilot, lambda: "No space left" in " ".join(str(n.content) for n in app.query(NoteMessage)))
         notes = " ".join(str(n.content) for n in app.query(NoteMessage))
         assert "could not write the session log" in notes and "No space left" in notes
         assert app.session.records[0]["answer"] == Schedule(visible_tokens=4).visible_text()
@@ -485,8 +485,11 @@ def test_ask_appends_to_a_damaged_session(srv: FakeServer, damaged: dict[str, Pa
 async def test_chat_resumes_a_damaged_session_and_says_what_it_skipped(damaged: dict[str, Path]) -> None:
     app = ChatApp("compat:fake-model", base_url="http://127.0.0.1:9/v1", resume=damaged["types"], warm_up=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.2)
-        assert len(app.session.records) == 1 and app.session.turn_index == 2
+        await wait_until(
+            pilot,
+            lambda: len(app.session.records) == 1 and any("skipped" in str(n.content) for n in app.query(NoteMessage)),
+        )
+        assert app.session.turn_index == 2
         notes = [str(n.content) for n in app.query(NoteMessage)]
         assert sum("skipped 3 unreadable lines" in n for n in notes) == 1
 

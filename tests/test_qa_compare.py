@@ -24,7 +24,7 @@ class ColdSdkBackend(ScheduledBackend):
     """Like the hosted backends: the first stream pays a CPU-bound warm-up (the SDK building its
     typed models) unless ``warm_up()`` paid it already."""
 
-    warm_s: float = 0.15
+    warm_s: float = 0.4  # well above a loaded machine's scheduling noise, so the skew bound can be wide
     warmed: bool = False
 
     def _warm(self) -> None:
@@ -47,4 +47,4 @@ async def test_first_parallel_prompt_is_released_together() -> None:
     panes = [ComparePane(ColdSdkBackend(f"m{i}", ttft_s=0.02, gap_s=0.002, tokens=3), chr(65 + i)) for i in range(2)]
     res = await CompareRunner(panes).run_prompt("hi", repeat=2)
     assert all(b.backend.warmed for b in panes)
-    assert max(res.start_skew_ms) < 50, res.start_skew_ms  # the warm-up is 150 ms
+    assert max(res.start_skew_ms) < 200, res.start_skew_ms  # a warm-up between the sends would add 400 ms

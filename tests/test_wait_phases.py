@@ -60,6 +60,17 @@ def _backend(api: str, srv: FakeServer, **kw: Any) -> Backend:
     return backend_for(api, srv, **kw)
 
 
+def _held_split(w: dict[str, float]) -> None:
+    """HELD's split: headers 150 ms after the request, first token 80 ms after them (230 ms, absolute).
+
+    Wide bounds, for loaded 2-core CI: a server thread that runs late sends its headers later and so
+    leaves less to the first token; a client stamping its send late shortens both. A wrong split
+    still fails: it puts (nearly) all of the wait on one side, leaving the other ~0.
+    """
+    assert 90 <= w["server"] <= 450 and 10 <= w["first_token"] <= 300, w
+    assert 160 <= w["server"] + w["first_token"] <= 600, w
+
+
 def _sums_to_ttft(d: dict[str, Any]) -> dict[str, float]:
     w = d["metrics"]["wait_ms"]
     assert set(w) == set(KEYS) and all(v >= 0 for v in w.values()), w
@@ -78,11 +89,7 @@ async def test_held_headers_and_first_token_split_new_then_reused(trusted: TLSFa
     for d in (first, again):
         assert d["status"] == "ok", d["error"]
         w = _sums_to_ttft(d)
-        # The server held its headers 150 ms after reading the request and sent the first token 80 ms after
-        # them (at 230 ms). Loose bounds: on this loaded 2-core machine the server thread itself runs late
-        # at times, sending its headers later and so leaving less to the first token, whose time is absolute.
-        assert 120 <= w["server"] <= 260 and 30 <= w["first_token"] <= 120, w
-        assert 215 <= w["server"] + w["first_token"] <= 330, w
+        _held_split(w)
         assert w["retries"] == 0
         http = d["http"]
         assert http["request_id"] == "req_7f3a" and http["server_processing_ms"] == 149.0
@@ -221,7 +228,8 @@ def test_ask_json_over_https_gives_the_split_and_the_request_id(trusted: TLSFake
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     w = _sums_to_ttft(d)
-    assert 120 <= w["server"] <= 260 and 30 <= w["first_token"] <= 120 and w["tls"] > 0, w
+    _held_split(w)
+    assert w["tls"] > 0, w
     assert d["http"]["connection"] == "new" and d["http"]["request_id"] == "req_7f3a"
 
 
@@ -237,7 +245,7 @@ async def test_the_bench_client_aiohttp_splits_the_wait_too(trusted: TLSFakeServ
     for d in (first, again):
         assert d["status"] == "ok", d["error"]
         w = _sums_to_ttft(d)
-        assert 120 <= w["server"] <= 260 and 30 <= w["first_token"] <= 120, w
+        _held_split(w)
         assert d["http"]["request_id"] == "req_7f3a" and d["http"]["http_version"] == "HTTP/1.1"
     w1, w2 = first["metrics"]["wait_ms"], again["metrics"]["wait_ms"]
     assert first["http"]["connection"] == "new" and w1["connect"] > 0 and w1["dns"] > 0 and w1["tls"] == 0
