@@ -196,7 +196,7 @@ class TurnRecord:
             ),
             "metrics": _metrics(data),
             "tokens": build(TokenCounts, {"source": "", **_object(data, "tokens")}, "tokens"),
-            "chunks": tuple(_chunk(c, f"chunks[{i}]") for i, c in enumerate(_list(data, "chunks"))),
+            "chunks": tuple(_chunk(c, i) for i, c in enumerate(_list(data, "chunks"))),
             "wall_offset_ns": _wall_offset(data.get("sent_at"), sent),
         }
         hints = field_types(cls)
@@ -312,7 +312,7 @@ def _error(e: object) -> ErrorInfo | None:
     )
 
 
-def _chunk(c: object, where: str) -> Chunk:
+def _chunk(c: object, i: int) -> Chunk:
     """A ``/2`` chunk object or a ``/1`` ``[t_ms, kind, tokens]`` triple."""
     # The common case first, checked inline: a record has hundreds of chunks and a front end reads
     # whole sessions; the general path below is for naming what is wrong.
@@ -320,6 +320,7 @@ def _chunk(c: object, where: str) -> Chunk:
         t, kind, n = c.get("t_ms"), c.get("kind"), c.get("tokens")
         if type(t) is float and type(kind) is str and type(n) is int and -_MAX_MS < t < _MAX_MS:
             return Chunk(round(t * NS_PER_MS), kind, n)
+    where = f"chunks[{i}]"  # named only here: the fast path above builds no text
     if isinstance(c, list | tuple) and len(c) == 3:
         c = {"t_ms": c[0], "kind": c[1], "tokens": c[2]}
     if not isinstance(c, Mapping):

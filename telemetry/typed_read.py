@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, Union, get_args, get_origin
 
 T = TypeVar("T")
@@ -53,72 +53,190 @@ def _optional(tp: Any) -> bool:
     return get_origin(tp) in (Union, types.UnionType) and type(None) in get_args(tp)
 
 
+Reader = Callable[[object, str], Any]  # (value, where) -> the value as its annotation says, or RecordError
+
+# One reader per annotation, made once: a log holds thousands of records of the same few types,
+# and taking an annotation apart (get_origin, get_args) on every value cost most of a read.
+_READERS: dict[Any, Reader] = {}
+
+
 def convert(tp: Any, value: object, where: str) -> Any:
     """``value`` as annotation ``tp`` says, or RecordError naming ``where``."""
+    return _cached(tp)(value, where)
+
+
+def _misfit(tp: Any) -> Callable[[object, str], RecordError]:
+    name = getattr(tp, "__name__", tp)
+    return lambda value, where: RecordError(f"{where} is {kind_of(value)}, which does not fit {name}")
+
+
+def _reader(tp: Any) -> Reader:
+    """The reader of one annotation (a ``TypeError`` when it is called, for a kind no reader knows)."""
+    try:
+        return _make_reader(tp)
+    except TypeError as exc:
+        problem = exc
+
+        def unknown(value: object, where: str) -> Any:
+            raise TypeError(f"{problem} ({where})")  # a bug here, not bad data
+
+        return unknown
+
+
+def _make_reader(tp: Any) -> Reader:
     origin = get_origin(tp)
+    misfit = _misfit(tp)
     if tp is Any:
-        return value
+        return lambda value, where: value
     if origin in (Union, types.UnionType):
-        if value is None and type(None) in get_args(tp):
-            return None
-        errors = []
-        for arm in get_args(tp):
-            if arm is type(None):
-                continue
-            try:
-                return convert(arm, value, where)
-            except RecordError as exc:
-                errors.append(exc)
-        raise errors[0]
+        return _union_reader(tp)
     if tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    elif origin is dict:
-        if isinstance(value, Mapping):
-            _key, item = get_args(tp)
-            return {str(k): convert(item, v, f"{where}.{k}") for k, v in value.items()}
-    elif origin is tuple:
-        if isinstance(value, list | tuple):
-            item = get_args(tp)[0]
-            return tuple(convert(item, v, f"{where}[{i}]") for i, v in enumerate(value))
-    elif isinstance(tp, type) and dataclasses.is_dataclass(tp):
+
+        def read_bool(value: object, where: str) -> Any:
+            if isinstance(value, bool):
+                return value
+            raise misfit(value, where)
+
+        return read_bool
+    if tp is int:
+
+        def read_int(value: object, where: str) -> Any:
+            if type(value) is int or (isinstance(value, int) and not isinstance(value, bool)):
+                return value
+            raise misfit(value, where)
+
+        return read_int
+    if tp is float:
+
+        def read_float(value: object, where: str) -> Any:
+            if type(value) is float:
+                return value
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+            raise misfit(value, where)
+
+        return read_float
+    if tp is str:
+
+        def read_str(value: object, where: str) -> Any:
+            if isinstance(value, str):
+                return value
+            raise misfit(value, where)
+
+        return read_str
+    if origin is dict:
+        item_tp = get_args(tp)[1]
+
+        def read_dict(value: object, where: str) -> Any:
+            if not isinstance(value, Mapping):
+                raise misfit(value, where)
+            item = _cached(item_tp)
+            try:  # the common case: no item is wrong, so no item's name is spelt out
+                return {str(k): item(v, where) for k, v in value.items()}
+            except RecordError:
+                return {str(k): item(v, f"{where}.{k}") for k, v in value.items()}  # raises, naming the item
+
+        return read_dict
+    if origin is tuple:
+        item_tp = get_args(tp)[0]
+
+        def read_tuple(value: object, where: str) -> Any:
+            if not isinstance(value, list | tuple):
+                raise misfit(value, where)
+            item = _cached(item_tp)
+            try:
+                return tuple(item(v, where) for v in value)
+            except RecordError:
+                return tuple(item(v, f"{where}[{i}]") for i, v in enumerate(value))
+
+        return read_tuple
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         reader = getattr(tp, "from_dict", None)
         if reader is None:
-            return build(tp, value, where)
-        if isinstance(value, Mapping):
+            return lambda value, where: build(tp, value, where)
+
+        def read_own(value: object, where: str) -> Any:
+            if not isinstance(value, Mapping):
+                raise misfit(value, where)
             try:
                 return reader(value)
             except RecordError:
                 raise
             except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
                 raise RecordError(f"{where} is not readable: {exc}") from exc
-    else:
-        raise TypeError(f"no reader for the annotation {tp!r} ({where})")  # a bug here, not bad data
-    raise RecordError(f"{where} is {kind_of(value)}, which does not fit {getattr(tp, '__name__', tp)}")
+
+        return read_own
+    raise TypeError(f"no reader for the annotation {tp!r}")
+
+
+def _cached(tp: Any) -> Reader:
+    read = _READERS.get(tp)
+    if read is None:
+        read = _READERS[tp] = _reader(tp)
+    return read
+
+
+def _union_reader(tp: Any) -> Reader:
+    nullable = type(None) in get_args(tp)
+    arms = [arm for arm in get_args(tp) if arm is not type(None)]
+    if len(arms) == 1:
+        (only,) = arms
+        inner: list[Reader] = []  # the arm's reader, looked up on first use (an annotation may name itself)
+
+        def read_optional(value: object, where: str) -> Any:
+            if value is None and nullable:
+                return None
+            if not inner:
+                inner.append(_cached(only))
+            return inner[0](value, where)
+
+        return read_optional
+
+    def read_union(value: object, where: str) -> Any:
+        if value is None and nullable:
+            return None
+        errors = []
+        for arm in arms:
+            try:
+                return _cached(arm)(value, where)
+            except RecordError as exc:
+                errors.append(exc)
+        raise errors[0]
+
+    return read_union
+
+
+# Per dataclass, what build() needs of each field: its name, reader, whether it has a default and
+# whether None is a value it may hold.
+_PLANS: dict[type, list[tuple[str, Reader, bool, bool]]] = {}
+
+
+def _plan(cls: type) -> list[tuple[str, Reader, bool, bool]]:
+    plan = _PLANS.get(cls)
+    if plan is None:
+        hints = field_types(cls)
+        plan = _PLANS[cls] = [
+            (
+                f.name,
+                _cached(hints[f.name]),
+                f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING,
+                _optional(hints[f.name]),
+            )
+            for f in dataclasses.fields(cls)
+        ]
+    return plan
 
 
 def build(cls: type[T], data: object, where: str) -> T:
     """The dataclass ``cls`` from the JSON object ``data`` (see the module's rule for each field)."""
     if not isinstance(data, Mapping):
         raise RecordError(f"{where} is {kind_of(data)}, not an object")
-    hints = field_types(cls)
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # cls is a dataclass by contract
-        tp = hints[f.name]
-        value = data.get(f.name)
-        has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-        if value is None and (has_default or not _optional(tp)):
+    for name, read, has_default, optional in _plan(cls):
+        value = data.get(name)
+        if value is None and (has_default or not optional):
             if not has_default:
-                raise RecordError(f"{where}.{f.name} is missing")
+                raise RecordError(f"{where}.{name} is missing")
             continue
-        kwargs[f.name] = convert(tp, value, f"{where}.{f.name}")
+        kwargs[name] = read(value, f"{where}.{name}")
     return cls(**kwargs)

@@ -150,6 +150,7 @@ def test_missing_and_unknown_fields_take_defaults() -> None:
         (lambda d: d["metrics"].update(ttft_ms="fast"), "metrics.ttft_ms"),
         (lambda d: d["metrics"].update(phases_ms=[1, 2]), "metrics.phases_ms"),
         (lambda d: d["metrics"]["itl_ms"].update(p50=True), "metrics.itl_ms.p50"),
+        (lambda d: d.update(tool_calls=[{"name": "a"}, {"name": 1}]), "tool_calls[1].name"),
         (lambda d: d["tokens"].update(output="9"), "tokens.output"),
         (lambda d: d["settings"].update(stream="yes"), "settings.stream"),
         (lambda d: d["chunks"].__setitem__(1, {"t_ms": 1.0, "kind": "text"}), "chunks[1].tokens"),
