@@ -10,7 +10,9 @@ counted and named, never a traceback.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import gc
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -69,13 +71,28 @@ class BenchRead:
 def read_bench(dicts: Iterable[object]) -> BenchRead:
     """Each dict as a :class:`BenchTurn`; one that does not read is counted, not raised."""
     out = BenchRead()
-    for d in dicts:
-        try:
-            out.turns.append(BenchTurn.from_dict(d))
-        except RecordError as exc:
-            out.unreadable += 1
-            out.first_problem = out.first_problem or str(exc)
+    with _no_collection():
+        for d in dicts:
+            try:
+                out.turns.append(BenchTurn.from_dict(d))
+            except RecordError as exc:
+                out.unreadable += 1
+                out.first_problem = out.first_problem or str(exc)
     return out
+
+
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """The cycle collector paused while a run's records are read: each record allocates dozens of
+    objects (its chunks), none in a cycle, and the collections they set off, each walking every
+    record read so far, took half the read of a 10,000-request run."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def measured(turns: Iterable[BenchTurn]) -> list[BenchTurn]:

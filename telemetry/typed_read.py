@@ -65,6 +65,27 @@ def convert(tp: Any, value: object, where: str) -> Any:
     return _cached(tp)(value, where)
 
 
+_NONE = type(None)
+_SCALARS = (bool, int, float, str)
+
+
+def exact_types(tp: Any) -> tuple[type, ...] | None:
+    """The Python types a JSON value of annotation ``tp`` passes through unchanged as (one check
+    of ``type(value) in`` them spares a reader's call); None for ``Any``, which takes any value."""
+    if tp is Any:
+        return None
+    if tp in _SCALARS:
+        return (tp,)
+    if get_origin(tp) in (Union, types.UnionType):
+        out: tuple[type, ...] = ()
+        for arm in get_args(tp):
+            # an int met by a float arm first comes out a float: not unchanged
+            if arm is _NONE or (arm in _SCALARS and not (arm is int and float in out)):
+                out += (arm,)
+        return out
+    return ()
+
+
 def _misfit(tp: Any) -> Callable[[object, str], RecordError]:
     name = getattr(tp, "__name__", tp)
     return lambda value, where: RecordError(f"{where} is {kind_of(value)}, which does not fit {name}")
@@ -126,12 +147,16 @@ def _make_reader(tp: Any) -> Reader:
         return read_str
     if origin is dict:
         item_tp = get_args(tp)[1]
+        exact = exact_types(item_tp)
 
         def read_dict(value: object, where: str) -> Any:
-            if not isinstance(value, Mapping):
+            if type(value) is not dict and not isinstance(value, Mapping):
                 raise misfit(value, where)
+            # The common case, checked in one sweep: JSON's keys, every item already what it should be.
+            if all(type(k) is str for k in value) and (exact is None or all(type(v) in exact for v in value.values())):
+                return dict(value)
             item = _cached(item_tp)
-            try:  # the common case: no item is wrong, so no item's name is spelt out
+            try:  # no item is wrong, so no item's name is spelt out
                 return {str(k): item(v, where) for k, v in value.items()}
             except RecordError:
                 return {str(k): item(v, f"{where}.{k}") for k, v in value.items()}  # raises, naming the item
@@ -182,8 +207,11 @@ def _union_reader(tp: Any) -> Reader:
     if len(arms) == 1:
         (only,) = arms
         inner: list[Reader] = []  # the arm's reader, looked up on first use (an annotation may name itself)
+        exact = exact_types(tp) or ()
 
         def read_optional(value: object, where: str) -> Any:
+            if type(value) in exact:  # None (when allowed) or a scalar already of its type
+                return value
             if value is None and nullable:
                 return None
             if not inner:
@@ -206,12 +234,13 @@ def _union_reader(tp: Any) -> Reader:
     return read_union
 
 
-# Per dataclass, what build() needs of each field: its name, reader, whether it has a default and
-# whether None is a value it may hold.
-_PLANS: dict[type, list[tuple[str, Reader, bool, bool]]] = {}
+# Per dataclass, what build() needs of each field: its name, reader, whether it has a default,
+# whether None is a value it may hold, and the types that pass unchanged (see exact_types).
+Plan = list[tuple[str, Reader, bool, bool, tuple[type, ...] | None]]
+_PLANS: dict[type, Plan] = {}
 
 
-def _plan(cls: type) -> list[tuple[str, Reader, bool, bool]]:
+def _plan(cls: type) -> Plan:
     plan = _PLANS.get(cls)
     if plan is None:
         hints = field_types(cls)
@@ -221,6 +250,7 @@ def _plan(cls: type) -> list[tuple[str, Reader, bool, bool]]:
                 _cached(hints[f.name]),
                 f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING,
                 _optional(hints[f.name]),
+                exact_types(hints[f.name]),
             )
             for f in dataclasses.fields(cls)
         ]
@@ -229,14 +259,17 @@ def _plan(cls: type) -> list[tuple[str, Reader, bool, bool]]:
 
 def build(cls: type[T], data: object, where: str) -> T:
     """The dataclass ``cls`` from the JSON object ``data`` (see the module's rule for each field)."""
-    if not isinstance(data, Mapping):
+    if type(data) is not dict and not isinstance(data, Mapping):  # the ABC's check is slow: a dict first
         raise RecordError(f"{where} is {kind_of(data)}, not an object")
     kwargs: dict[str, Any] = {}
-    for name, read, has_default, optional in _plan(cls):
+    for name, read, has_default, optional, exact in _plan(cls):
         value = data.get(name)
         if value is None and (has_default or not optional):
             if not has_default:
                 raise RecordError(f"{where}.{name} is missing")
             continue
-        kwargs[name] = read(value, f"{where}.{name}")
+        if exact is None or type(value) in exact:
+            kwargs[name] = value
+        else:
+            kwargs[name] = read(value, f"{where}.{name}")
     return cls(**kwargs)
