@@ -160,3 +160,15 @@ def test_fmt_amount() -> None:
     assert fmt_amount(3.24, "ms") == "3.2 ms"
     assert fmt_amount(1234, "ms") == "1.23 s"
     assert fmt_amount(40, "tokens") == "40 tokens"
+
+
+def test_wins_name_the_columns_a_pane_ranks_first_in() -> None:
+    c = compare({"A": [rec(100, 20, 50)], "B": [rec(400, 5, 80)], "C": [rec(100, 30, 90)]})
+    assert c.wins("A") == ("ttft", "ttfvt", "output_tokens")  # TTFT and TTFVT shared with C
+    assert c.wins("B") == ("tpot", "e2e")
+    assert c.wins("C") == ("ttft", "ttfvt")
+    assert c.wins("nobody") == ()
+
+
+def test_a_pane_compared_with_nobody_wins_nothing() -> None:
+    assert compare({"A": [rec(100)]}).wins("A") == ()
