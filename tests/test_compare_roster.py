@@ -48,3 +48,22 @@ async def test_labels_are_found_whatever_their_case() -> None:
         assert roster.index(" b ") == 1
         assert roster.index("A") == 0
         assert roster.index("C") is None
+
+
+async def test_an_export_the_disk_refuses_is_told_and_the_screen_goes_on(tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a directory")
+    app = CompareApp([ScheduledBackend("a"), ScheduledBackend("b")], out_dir=blocked / "exports")
+    async with app.run_test(size=SIZE) as pilot:
+        app.query_one("#prompt").value = "hi"  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if app.results and not app.in_flight:
+                break
+        assert app.results
+        await pilot.press("ctrl+e")
+        await pilot.pause(0.1)
+        assert app.is_running and app.last_export == []
+        said = [str(n.message) for n in app._notifications]
+        assert any(f"could not write the export to {blocked / 'exports'}" in s for s in said), said

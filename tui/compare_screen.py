@@ -41,7 +41,7 @@ from tui.compare_output import ChatHandoff, export
 from tui.compare_pane import PaneView
 from tui.compare_roster import PaneRoster
 from tui.compare_view import header_text, summary
-from tui.format import fmt_settings
+from tui.format import fmt_settings, visible_controls
 from tui.runner import LoopThread, collect_between_turns, full_collections_between_turns
 from tui.widgets import TimelineView
 
@@ -342,12 +342,19 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         self.update_header()
 
     async def action_export(self) -> list[Path]:
-        paths = export(self.results, self.out_dir or data_dir() / "exports", self.runner.comparison_id)
+        out = self.out_dir or data_dir() / "exports"
+        try:
+            paths = export(self.results, out, self.runner.comparison_id)
+        except OSError as exc:  # the disk's answer, told; the comparison stays on screen to export again
+            said = f"could not write the export to {out}: {exc.strerror or exc}"
+            self.notify(visible_controls(said), severity="error", timeout=15, markup=False)
+            return []
         if not paths:
             self.notify("Nothing to export yet.", severity="warning")
             return []
         self.last_export = paths
-        self.notify("exported " + ", ".join(str(p) for p in paths), timeout=8)
+        # a path is shown as written, never taken as markup
+        self.notify(visible_controls("exported " + ", ".join(str(p) for p in paths)), timeout=8, markup=False)
         return self.last_export
 
     def _index(self, label: str) -> int | None:
