@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from telemetry.compare import MIN_TRIALS, bootstrap_median_diff, compare, fmt_amount
+from telemetry.compare import METRICS, MIN_TRIALS, bootstrap_median_diff, compare, fmt_amount
 from telemetry.record import TurnRecord
 
 
@@ -172,3 +172,12 @@ def test_wins_name_the_columns_a_pane_ranks_first_in() -> None:
 
 def test_a_pane_compared_with_nobody_wins_nothing() -> None:
     assert compare({"A": [rec(100)]}).wins("A") == ()
+
+
+def test_shown_verdicts_leave_out_panes_without_a_good_turn() -> None:
+    c = compare({"A": [rec(100)] * 3, "B": [rec(400)] * 3, "C": [rec(status="error")]})
+    shown = c.shown_verdicts()
+    assert shown and all({v.a, v.b} == {"A", "B"} for v in shown)
+    assert len(shown) == len(METRICS)  # one per metric for the one pair that has turns to compare
+    # same decode speed and length: only the waits (and so E2E) differ
+    assert [v.metric for v in c.shown_verdicts(only_clear=True)] == ["ttft", "ttfvt", "e2e"]

@@ -107,9 +107,7 @@ def verdict_text(c: Comparison, *, only_clear: bool = False) -> Text:
         out.append(
             f"95% bootstrap intervals of the difference of medians ({RESAMPLES} resamples, seeded)\n", style="dim"
         )
-    # A pane with no good turn gets one line below, not one "nothing to compare" per metric and pair.
-    usable = [v for v in c.verdicts if c.stats[v.a].ok and c.stats[v.b].ok]
-    shown = [v for v in usable if v.clear or not only_clear]
+    shown = c.shown_verdicts(only_clear=only_clear)
     for v in shown:
         out.append("• ", style="green" if v.clear else "dim")
         out.append(v.text + "\n", style="" if v.clear else "dim")
