@@ -10,15 +10,13 @@ counted and named, never a traceback.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from telemetry.metrics import NS_PER_MS
 from telemetry.record import TurnRecord
-from telemetry.typed_read import RecordError, build, kind_of
+from telemetry.typed_read import RecordError, build, bulk_read, kind_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +69,7 @@ class BenchRead:
 def read_bench(dicts: Iterable[object]) -> BenchRead:
     """Each dict as a :class:`BenchTurn`; one that does not read is counted, not raised."""
     out = BenchRead()
-    with _no_collection():
+    with bulk_read():
         for d in dicts:
             try:
                 out.turns.append(BenchTurn.from_dict(d))
@@ -79,20 +77,6 @@ def read_bench(dicts: Iterable[object]) -> BenchRead:
                 out.unreadable += 1
                 out.first_problem = out.first_problem or str(exc)
     return out
-
-
-@contextmanager
-def _no_collection() -> Iterator[None]:
-    """The cycle collector paused while a run's records are read: each record allocates dozens of
-    objects (its chunks), none in a cycle, and the collections they set off, each walking every
-    record read so far, took half the read of a 10,000-request run."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def measured(turns: Iterable[BenchTurn]) -> list[BenchTurn]:

@@ -19,7 +19,7 @@ from typing import Any, TypedDict
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
 from telemetry.settings import TurnSettings
 from telemetry.speculative import speculative_summary
-from telemetry.typed_read import RecordError, build, convert, exact_types, field_types, kind_of
+from telemetry.typed_read import RecordError, build, bulk_read, convert, exact_types, field_types, kind_of
 from telemetry.wire import HttpInfo
 
 SCHEMA = "ttft.turn/2"
@@ -213,11 +213,12 @@ def typed_records(dicts: Iterable[object]) -> list[TurnRecord]:
     """The typed records of those dicts that are readable ones; any other is left out (a front end
     summarising a session should show what it can, not fail on one odd line)."""
     out: list[TurnRecord] = []
-    for d in dicts:
-        try:
-            out.append(TurnRecord.from_dict(d))
-        except RecordError:
-            continue
+    with bulk_read():
+        for d in dicts:
+            try:
+                out.append(TurnRecord.from_dict(d))
+            except RecordError:
+                continue
     return out
 
 

@@ -10,9 +10,11 @@ fields. A nested dataclass with its own ``from_dict`` reads itself.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any, TypeVar, Union, get_args, get_origin
 
 T = TypeVar("T")
@@ -273,3 +275,17 @@ def build(cls: type[T], data: object, where: str) -> T:
         else:
             kwargs[name] = read(value, f"{where}.{name}")
     return cls(**kwargs)
+
+
+@contextmanager
+def bulk_read() -> Iterator[None]:
+    """The cycle collector paused while many records are read: each allocates dozens of objects
+    (its chunks), none in a cycle, and the collections they set off, each walking every record
+    read so far, took half the read of a 10,000-request bench run."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
