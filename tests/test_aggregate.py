@@ -214,3 +214,32 @@ def test_server_timings_of_every_server_kind_are_summarised() -> None:
     assert per_token["min"] == pytest.approx(8.0) and per_token["max"] == pytest.approx(10.0)
     assert per_token["mean"] == pytest.approx((8.0 + 100 / 11 + 10.0) / 3)  # ns read as ms, 1-token left out
     assert aggregate_level(typed([rec(sent_at=0, ttft=10, tokens=4, tpot=5)]), level=1)["server"] is None
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda d: d["extra"].update(bench="level 2"), "extra.bench"),
+        (lambda d: d["extra"]["bench"].update(warmup="no"), "extra.bench.warmup"),
+        (lambda d: d["extra"]["bench"].update(level="2"), "extra.bench.level"),
+        (lambda d: d["metrics"].update(ttft_ms="fast"), "metrics.ttft_ms"),
+        (lambda d: d.pop("turn_index"), "turn_index"),
+    ],
+)
+def test_a_request_that_does_not_read_is_counted_and_named(change, named: str) -> None:
+    good = [rec(sent_at=0, ttft=10, tokens=4, tpot=2) for _ in range(3)]
+    odd = rec(sent_at=0, ttft=10, tokens=4, tpot=2)
+    change(odd)
+    read = read_bench([good[0], odd, good[1], "not a record", good[2]])
+    assert len(read.turns) == 3 and read.unreadable == 2
+    assert named in (read.message() or "") and "2 bench records" in (read.message() or "")
+    assert aggregate_level(read.turns, level=1)["requests"] == 3
+    assert read_bench(good).message() is None
+
+
+def test_a_record_no_bench_sent_has_no_level() -> None:
+    plain = rec(sent_at=0, ttft=10, tokens=4, tpot=2)
+    del plain["extra"]
+    (turn,) = typed([plain])
+    assert turn.bench.level is None and not turn.bench.warmup
+    assert group_levels([turn]) == []
