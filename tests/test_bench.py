@@ -16,6 +16,7 @@ from telemetry.bench_turns import BenchTurn, read_bench
 from telemetry.slo import SLO
 from tests.fakes.batching_server import BatchingServer
 from tui.cli import main
+from tui.commands.exits import Exit
 
 TOKENS = 12
 
@@ -186,6 +187,18 @@ def test_cli_with_two_worker_processes(server: BatchingServer, tmp_path: Path) -
     turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
     assert {t["extra"]["bench"]["worker"] for t in turns} == {0, 1}
     assert {t["extra"]["bench"]["level"] for t in turns} == {4.0}
+
+
+def test_a_run_whose_warm_up_all_failed_stops_with_the_error(tmp_path: Path, capsys) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    args = ["bench", "-m", "compat:x", "--base-url", f"http://127.0.0.1:{port}/v1", "--concurrency", "1"]
+    rc = main([*args, "--requests", "2", "--warmup", "2", "--out", str(tmp_path / "run")])
+    assert rc == Exit.FAILED
+    err = capsys.readouterr().err
+    assert "every warm-up request failed: " in err and "None" not in err  # the error's own words
+    assert len((tmp_path / "run" / "turns.jsonl").read_text().splitlines()) == 2  # the warm-ups are kept
 
 
 def test_bad_slo_exits_2(capsys) -> None:

@@ -340,10 +340,11 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
                     keep(exc.records)
                     raise
                 keep(warm.records if warm else [])
-                if warm and warm.records and all(r.get("status") != "ok" for r in warm.records):
+                warmed = read_bench(warm.records).turns if warm else []
+                if warmed and all(t.record.status != "ok" for t in warmed):
                     progress.end()
-                    err = warm.records[0].get("error") or {}
-                    msg = visible_controls(f"ttft bench: every warm-up request failed: {err.get('message')}")
+                    err = warmed[0].record.error
+                    msg = visible_controls(f"ttft bench: every warm-up request failed: {err.message if err else None}")
                     print(msg, file=sys.stderr)  # the server's words: shown, never run
                     return Exit.FAILED
                 print(HEADER)
