@@ -224,20 +224,23 @@ def typed_records(dicts: Iterable[object]) -> list[TurnRecord]:
 
 # Text fields that a well-formed old line may hold as null: read as empty.
 _TEXT_FIELDS = ("session_id", "started_at", "provider", "api", "model", "prompt", "answer", "reasoning", "diagnosis")
-_PLAIN: list[tuple[str, Any, bool, bool, tuple[type, ...] | None]] = []
+_Plain = list[tuple[str, Any, bool, bool, tuple[type, ...] | None]]
+_PLAIN: dict[type, _Plain] = {}
 
 
-def _plain_fields(cls: type, known: Mapping[str, Any]) -> list[tuple[str, Any, bool, bool, tuple[type, ...] | None]]:
-    """The fields ``from_dict`` reads as their annotation says (the rest it builds itself), once:
-    (name, annotation, has a default, a text field, the types that pass unchanged)."""
-    if not _PLAIN:
+def _plain_fields(cls: type, known: Mapping[str, Any]) -> _Plain:
+    """The fields ``from_dict`` reads as their annotation says (the rest it builds itself), once
+    per class: (name, annotation, has a default, a text field, the types that pass unchanged)."""
+    plain = _PLAIN.get(cls)
+    if plain is None:
         hints = field_types(cls)
+        plain = _PLAIN[cls] = []
         for f in dataclasses.fields(cls):
             if f.name not in known:
                 has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
                 tp = hints[f.name]
-                _PLAIN.append((f.name, tp, has_default, f.name in _TEXT_FIELDS, exact_types(tp)))
-    return _PLAIN
+                plain.append((f.name, tp, has_default, f.name in _TEXT_FIELDS, exact_types(tp)))
+    return plain
 
 
 def _wall_offset(sent_at: object, sent: int | None) -> int | None:
