@@ -43,8 +43,10 @@ async def send(pilot, app: ChatApp, text: str) -> None:
 
 
 async def test_phases_and_server_timings_over_the_wire(server: FakeServer) -> None:
+    # 25 ms tokens: the reasoning lasts 300 ms, several frames even when a loaded machine paints late,
+    # so the pane cannot skip the REASONING phase checked below
     server.schedule = Schedule(
-        first_token_ms=250, token_ms=12, reasoning_tokens=12, visible_tokens=40, timings="llama", cached_tokens=4
+        first_token_ms=250, token_ms=25, reasoning_tokens=12, visible_tokens=40, timings="llama", cached_tokens=4
     )
     app = ChatApp("compat:fake-model", base_url=server.openai_base_url)
     async with app.run_test(size=(140, 44)) as pilot:
