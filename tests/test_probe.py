@@ -167,7 +167,10 @@ def test_ask_after_a_probe_splits_the_server_wait(srv: PrefillServer, env: Path,
     m = d["metrics"]
     server_part = m["wait_ms"]["server"] + m["wait_ms"]["first_token"]
     assert m["expected_prefill_ms"] + m["server_queue_ms"] == pytest.approx(server_part, abs=0.01)
-    assert abs(m["expected_prefill_ms"] - srv.ttft_ms(d["tokens"]["input"])) < 15  # an idle server: no queue
+    # the fit's figure for this prompt: the server's truth, plus what a loaded machine adds to the fitted
+    # base (see test_json_recovers_the_servers_costs); an idle server has no queue to move it further
+    truth = srv.ttft_ms(d["tokens"]["input"])
+    assert truth - 15 < m["expected_prefill_ms"] < truth + 60
     assert d["extra"]["probe"]["date"] and "prefill" in captured.err and "expected" in captured.err
 
     from tui.widgets.telemetry_pane import record_text
