@@ -75,6 +75,7 @@ def test_turn_invariants(events: list[ev.Event]) -> None:
         assert tok["source"] == "usage" and not any(c["kind"] == "reasoning" for c in rec["chunks"])
 
 
+@settings(deadline=None)  # no per-example time limit: a loaded CI machine would trip it (Flaky)
 @given(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=1, max_size=200))
 def test_percentiles_are_ordered(values: list[float]) -> None:
     p = percentiles(values)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from backends.base import Backend
@@ -176,6 +176,7 @@ def test_request_id_falls_back_to_anthropics_header() -> None:
 _T0 = 1_000_000_000
 
 
+@settings(deadline=None)  # no per-example time limit: a loaded CI machine would trip it (Flaky)
 @given(
     retry_ms=st.floats(0, 5000),
     gaps=st.lists(st.tuples(st.sampled_from(PHASES[1:-1]), st.floats(-50, 500)), max_size=8),
