@@ -26,6 +26,7 @@ from backends.finish import finish_turn
 from telemetry import events as ev
 from telemetry.export import export
 from telemetry.log import SessionLog, Skipped, data_dir
+from telemetry.record import ErrorInfo
 from telemetry.render import RenderLag
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
@@ -36,7 +37,7 @@ from tui.runner import LiveTurn, LoopThread, collect_between_turns, full_collect
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
 from tui.target import Target, describe_target
 from tui.terminal import visible_text, with_drop_controls
-from tui.widgets import AssistantMessage, TelemetryPane, Transcript
+from tui.widgets import AssistantMessage, ErrorCard, TelemetryPane, Transcript
 
 if TYPE_CHECKING:
     from tui.compare import ChatHandoff
@@ -244,18 +245,12 @@ class ChatApp(App[None]):
             await self.transcript.hide_greeting()
             await self.transcript.compact()
             await self.transcript.add_user(prompt)
-            await self.transcript.add_error(
-                {
-                    "provider": self.session.spec,
-                    "model": "",
-                    "error": {
-                        "type": getattr(exc, "kind", None) or type(exc).__name__,
-                        "message": str(exc) or repr(exc),
-                        "hint": getattr(exc, "hint", None),
-                    },
-                    "answer": "",
-                }
+            error = ErrorInfo(
+                type=getattr(exc, "kind", None) or type(exc).__name__,
+                message=str(exc) or repr(exc),
+                hint=getattr(exc, "hint", None),
             )
+            await self.transcript.add_error(ErrorCard(error, self.session.spec, ""))
             self.pane.show_message(f"could not start {self.session.spec}: {exc}")
             return
         # The request is on its way: the prompt and the answer's widgets are mounted while it travels
@@ -277,16 +272,17 @@ class ChatApp(App[None]):
     @work(exclusive=False, group="turn")
     async def _await_turn(self, live: LiveTurn, message: AssistantMessage) -> None:
         try:
-            record = (await live.wait()).to_dict()
+            turn = await live.wait()
         except Exception as exc:  # should not happen: the runner turns every failure into a record
-            record = finish_turn(live.recorder, self.session.log).to_dict()  # logged and sunk, if not yet
+            turn = finish_turn(live.recorder, self.session.log)  # logged and sunk, if not yet
             self.notify(f"turn ended abnormally: {exc}", severity="error")
+        record = turn.to_dict()
         if self._tick_timer is not None:
             self._tick_timer.pause()
         self._tick(force=True)  # the last frame: every chunk painted before the full render
         self.live = None
-        await message.finalize(record)
-        await self.transcript.add_outcome(record)
+        await message.finalize(turn)
+        await self.transcript.add_outcome(turn)
         if live.log_error:
             await self.transcript.add_note(live.log_error, "error")
         self.session.complete(record)
@@ -294,9 +290,9 @@ class ChatApp(App[None]):
         self.call_after_refresh(refreshed.set)  # after the final render's own lag stamp
         await refreshed.wait()
         lag = self.lag.summary()
-        self.lag_by_turn[record.get("turn_index", -1)] = lag
+        self.lag_by_turn[turn.turn_index] = lag
         self.pane.show_record(record, lag)
-        self._timelines.append((turn_label(record.get("turn_index")), turn_timeline(record)))
+        self._timelines.append((turn_label(turn.turn_index), turn_timeline(record)))
         self.pane.set_timelines(self._timelines)
         self.pane.set_history(self.session.records)
         self.message = None
@@ -446,7 +442,7 @@ class ChatApp(App[None]):
         await self.transcript.remove_children()
         # The last few turns drawn (each is widgets to mount); the history and timelines get all read.
         for rec in records[-RESUME_DRAWN:]:
-            await self.transcript.add_record(rec, self.clock)
+            await self.transcript.add_logged(rec, self.clock)
         await self.transcript.compact()
         self._timelines = [(turn_label(r.get("turn_index")), turn_timeline(r)) for r in records]
         self.pane.set_timelines(self._timelines)

@@ -13,6 +13,7 @@ from textual.containers import Vertical
 from textual.markup import escape as escape_markup
 from textual.widgets import Static
 
+from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.render import RenderLag
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
@@ -137,13 +138,14 @@ class PaneView(Vertical):
             return
         message, record = self._unrendered
         self._unrendered = None
+        turn = TurnRecord.from_dict(record)  # a record this run wrote: it reads
         if message is not None and message.is_attached:
-            await message.finalize(record)
+            await message.finalize(turn)
         if self.box is not None and self.box.is_attached:
-            if record.get("status") == "error":
-                await self.box.mount(ErrorCard(record))
-            elif record.get("status") == "cancelled":
-                kept = "the partial answer is kept" if record.get("answer") else "nothing had arrived"
+            if turn.status == "error":
+                await self.box.mount(ErrorCard.of(turn))
+            elif turn.status == "cancelled":
+                kept = "the partial answer is kept" if turn.answer else "nothing had arrived"
                 await self.box.mount(NoteMessage(f"■ cancelled; {kept}", "warn"))
 
     def set_status(self, text: Text) -> None:
