@@ -9,6 +9,7 @@ import pytest
 
 from telemetry import aggregate as agg
 from telemetry.log import SessionLog
+from telemetry.record import TurnRecord
 from tests.test_aggregate import rec
 from tests.turns import play, recorder, stream
 from tui.chart_builders import hist_chart, timeline_chart, tradeoff_chart
@@ -103,7 +104,7 @@ def test_svg_charts_are_well_formed() -> None:
     for chart in (
         tradeoff_chart([level]),
         hist_chart([1.0, 2.0, 2.5, 9.0], "TTFT", "ms"),
-        timeline_chart([play(stream(first_ms=100))]),
+        timeline_chart([TurnRecord.from_dict(play(stream(first_ms=100)))]),
         hist_chart([], "empty", "ms"),
     ):
         root = ET.fromstring(chart.svg())
