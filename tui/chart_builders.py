@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from telemetry.capacity import Objective
 from telemetry.probe_result import ProbeFit, ProbePoint
 from telemetry.record import TurnRecord
 from telemetry.timeline import phase_spans
+from telemetry.typed_read import RecordError, build
 from tui.charts import BAR_NAME_W, Bar, Chart, Series
 from tui.format import short_spec, turn_label
 
@@ -35,10 +37,10 @@ def tradeoff_chart(
     caption = "Each point is a level: right = faster for each user, up = more for the server."
     if capacity and pts:
         top = max(p[1] for p in pts) * 1.05
-        for obj in capacity.get("objectives") or ():
-            if obj.get("metric") == "tpot" and obj.get("bound_ms"):
-                speed = 1000 / obj["bound_ms"]
-                name = f"SLO: p{obj['target'] * 100:g} TPOT <= {obj['bound_ms']:g} ms ({speed:.3g} tok/s per user)"
+        for obj in _objectives(capacity):
+            speed = obj.per_user_tokens_per_s
+            if speed is not None:
+                name = f"SLO: {obj.describe()} ({speed:.3g} tok/s per user)"
                 series.append(Series(name, [speed, speed], [0.0, top]))
         at = next((lv for lv in levels if lv.get("level") == capacity.get("capacity")), None)
         if at is not None and at.get("per_user_tokens_per_s", {}).get("p50") and at.get("output_throughput"):
@@ -48,6 +50,17 @@ def tradeoff_chart(
     return Chart(
         "xy", title, "per-user tokens/s (1 / TPOT p50)", "total output tokens/s", series, caption=caption,
     )  # fmt: skip
+
+
+def _objectives(capacity: dict[str, Any]) -> list[Objective]:
+    """The capacity summary's objectives, typed; one that does not read (a hand-edited summary) is left out."""
+    out = []
+    for i, d in enumerate(capacity.get("objectives") or ()):
+        try:
+            out.append(build(Objective, d, f"capacity.objectives[{i}]"))
+        except RecordError:
+            continue
+    return [o for o in out if o.metric in ("ttft", "tpot", "e2e")]
 
 
 def ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
