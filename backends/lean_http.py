@@ -24,7 +24,10 @@ aiohttp is imported on first use: ``ttft ask`` keeps the httpx2 client (one turn
 from __future__ import annotations
 
 import asyncio
+import errno
+import functools
 import ipaddress
+import select
 from collections.abc import AsyncIterator, Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -43,6 +46,62 @@ if TYPE_CHECKING:
 _DROPPED = "peer closed connection without sending complete message body (incomplete chunked read)"
 _DISCONNECTED = "Server disconnected without sending a response."
 STALE_RETRIES = 3  # pooled connections found closed, one after another, before the error stands
+
+
+def ended_by_peer(sock: Any) -> bool:
+    """Whether an idle pooled connection's socket is readable: the server ended it (its FIN, or a reset,
+    is waiting) or sent bytes nobody asked for. Either way it cannot carry a request. Polled, never read,
+    as httpcore2 checks a pooled connection before reusing it."""
+    fd = sock.fileno() if sock is not None else -1
+    if fd < 0:
+        return True
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    return bool(p.poll(0))
+
+
+@functools.cache
+def _connector_class() -> type[aiohttp.TCPConnector]:
+    """aiohttp's connector, checking each pooled connection before it carries a request (see send)."""
+    import aiohttp
+
+    class CheckedConnector(aiohttp.TCPConnector):
+        async def connect(self, req: Any, traces: Any, timeout: Any) -> aiohttp.connector.Connection:
+            for _ in range(STALE_RETRIES):
+                conn = await super().connect(req, traces, timeout)
+                transport = conn.transport
+                if transport is None or not ended_by_peer(transport.get_extra_info("socket")):
+                    return conn
+                conn.close()  # nothing was sent on it: the same request takes another connection
+            return await super().connect(req, traces, timeout)
+
+    return CheckedConnector
+
+
+def resend_is_safe(exc: BaseException, reused: bool) -> bool:
+    """Whether a POST that failed before its response may go again, on another connection, as the same attempt.
+
+    The rule: no byte of the request can have been consumed by the server. That holds only when
+
+    - the connection was reused from the pool (a new one failing is the server's answer, not a race), and
+    - no byte of a response came (the caller: the failure came before the headers), and
+    - the failure is a reset or a broken pipe: the write met a closed transport, or the server's kernel
+      refused our bytes (its socket was closed, or closed with our bytes unread). A server that read the
+      whole request and then closed sends an EOF instead, so an EOF (``ServerDisconnectedError``) is never
+      resent: the server may be generating the answer already, and a resend would run it twice.
+
+    Pooled connections the server had already ended are dropped before any byte is written
+    (:func:`ended_by_peer`), so the usual keep-alive race never gets here; this covers the FIN that
+    crossed the request on the wire. Left out by design: a server that read a request and then aborted the
+    connection (a reset with nothing unread) looks like the race and is resent.
+    """
+    import aiohttp
+
+    if not reused or isinstance(exc, aiohttp.ServerDisconnectedError):
+        return False
+    if isinstance(exc, ConnectionResetError | BrokenPipeError | ConnectionAbortedError):
+        return True  # aiohttp's ClientConnectionResetError: the write found the transport closing
+    return isinstance(exc, aiohttp.ClientOSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED)
 
 
 def _as_httpx(exc: BaseException, request: httpx2.Request) -> httpx2.TransportError:
@@ -204,7 +263,7 @@ class AiohttpClient:
     def _open_session(self) -> aiohttp.ClientSession:
         import aiohttp
 
-        connector = aiohttp.TCPConnector(
+        connector = _connector_class()(
             limit=self.max_connections or 100,
             limit_per_host=0,
             # httpx2's trust (SSL_CERT_FILE / SSL_CERT_DIR read now, as the SDK clients do), not aiohttp's
@@ -257,11 +316,10 @@ class AiohttpClient:
                         trace_request_ctx=(probe, probe.attempt, self._is_ip(url)),
                     )
                 break
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                # A pooled connection the server had just closed (its keep-alive ran out) fails before
-                # the request is read. httpcore2 sees that socket's end before reusing it; aiohttp can
-                # only find out here. Nothing reached the server: the same attempt, on a new connection.
-                if probe.traced and not probe.connected and stale < STALE_RETRIES:
+            except aiohttp.ClientConnectionError as exc:
+                # A pooled connection the server closed as the request left (its keep-alive ran out):
+                # resent only when the server cannot have read any of it (see resend_is_safe).
+                if stale < STALE_RETRIES and resend_is_safe(exc, probe.traced and not probe.connected):
                     stale += 1
                     probe.traced = False
                     continue
