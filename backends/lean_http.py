@@ -124,6 +124,14 @@ def _as_httpx(exc: BaseException, request: httpx2.Request) -> httpx2.TransportEr
     return httpx2.ReadError(str(exc) or type(exc).__name__, request=request)
 
 
+@functools.cache
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What a body read raises (looked up once, not imported on each read)."""
+    import aiohttp
+
+    return (TimeoutError, aiohttp.ClientError)
+
+
 class AiohttpResponse:
     """One attempt's response: the attributes the lean reader and :mod:`backends.errors` read
     from an ``httpx2.Response`` (status, headers, request, body), and a stamped byte stream."""
@@ -133,7 +141,9 @@ class AiohttpResponse:
         "_done",
         "_params",
         "_raw",
+        "_readany",
         "_request",
+        "_stamp",
         "_url",
         "headers",
         "probe",
@@ -154,6 +164,8 @@ class AiohttpResponse:
         self.headers: Mapping[str, str] = raw.headers
         self._body: bytes | None = None
         self._done = False
+        self._readany = raw.content.readany
+        self._stamp = probe._chunk
 
     @property
     def request(self) -> httpx2.Request:
@@ -166,21 +178,22 @@ class AiohttpResponse:
     def is_success(self) -> bool:
         return 200 <= self.status_code < 300
 
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        import aiohttp
-
-        stamp = self.probe._chunk
-        content = self._raw.content
+    async def read_stamped(self) -> bytes:
+        """The body's next socket read, stamped on arrival (``Probe._chunk``); ``b""`` at its end.
+        The lean reader awaits this directly, once per read (backends.lean_sse)."""
         try:
-            while True:
-                data = await content.readany()
-                if not data:
-                    break
-                stamp(data)
-                yield data
-        except (TimeoutError, aiohttp.ClientError) as exc:
+            data = await self._readany()
+        except _read_errors() as exc:
             raise _as_httpx(exc, self.request) from exc
-        self._done = True
+        if data:
+            self._stamp(data)
+        else:
+            self._done = True
+        return data
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        while data := await self.read_stamped():
+            yield data
 
     async def aread(self) -> bytes:
         if self._body is None:
