@@ -123,6 +123,18 @@ class Comparison:
     def clear_verdicts(self) -> list[Verdict]:
         return [v for v in self.verdicts if v.clear]
 
+    def shown_verdicts(self, *, only_clear: bool = False) -> list[Verdict]:
+        """The verdicts a summary lists: those between two panes that each have a good turn (a pane with
+        none is one failure line, not one "nothing to compare" per metric and pair), clear ones only if asked."""
+        return [v for v in self.verdicts if self.stats[v.a].ok and self.stats[v.b].ok and (v.clear or not only_clear)]
+
+    def wins(self, pane: str) -> tuple[str, ...]:
+        """The metric keys ``pane`` ranks first in (ties included), in ``METRICS`` order; none for a
+        pane compared with nobody, where every column would be a trivial win."""
+        if len(self.panes) < 2:
+            return ()
+        return tuple(m.key for m in METRICS if pane in self.rankings[m.key].winners)
+
     def rows(self) -> list[dict[str, Any]]:
         """One flat row per pane (the CSV summary)."""
         out = []

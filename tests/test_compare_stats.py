@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from telemetry.compare import MIN_TRIALS, bootstrap_median_diff, compare, fmt_amount
+from telemetry.compare import METRICS, MIN_TRIALS, bootstrap_median_diff, compare, fmt_amount
 from telemetry.record import TurnRecord
 
 
@@ -160,3 +160,24 @@ def test_fmt_amount() -> None:
     assert fmt_amount(3.24, "ms") == "3.2 ms"
     assert fmt_amount(1234, "ms") == "1.23 s"
     assert fmt_amount(40, "tokens") == "40 tokens"
+
+
+def test_wins_name_the_columns_a_pane_ranks_first_in() -> None:
+    c = compare({"A": [rec(100, 20, 50)], "B": [rec(400, 5, 80)], "C": [rec(100, 30, 90)]})
+    assert c.wins("A") == ("ttft", "ttfvt", "output_tokens")  # TTFT and TTFVT shared with C
+    assert c.wins("B") == ("tpot", "e2e")
+    assert c.wins("C") == ("ttft", "ttfvt")
+    assert c.wins("nobody") == ()
+
+
+def test_a_pane_compared_with_nobody_wins_nothing() -> None:
+    assert compare({"A": [rec(100)]}).wins("A") == ()
+
+
+def test_shown_verdicts_leave_out_panes_without_a_good_turn() -> None:
+    c = compare({"A": [rec(100)] * 3, "B": [rec(400)] * 3, "C": [rec(status="error")]})
+    shown = c.shown_verdicts()
+    assert shown and all({v.a, v.b} == {"A", "B"} for v in shown)
+    assert len(shown) == len(METRICS)  # one per metric for the one pair that has turns to compare
+    # same decode speed and length: only the waits (and so E2E) differ
+    assert [v.metric for v in c.shown_verdicts(only_clear=True)] == ["ttft", "ttfvt", "e2e"]

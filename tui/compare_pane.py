@@ -13,6 +13,7 @@ from textual.containers import Vertical
 from textual.markup import escape as escape_markup
 from textual.widgets import Static
 
+from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.render import RenderLag
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
@@ -45,7 +46,7 @@ class PaneView(Vertical):
         self.turn_records: list[dict[str, Any]] = []
         self.ui_lock = asyncio.Lock()
         self._phase = ""
-        self._unrendered: tuple[AssistantMessage | None, dict[str, Any]] | None = None
+        self._unrendered: tuple[AssistantMessage | None, TurnRecord, dict[str, Any]] | None = None
 
     def compose(self) -> ComposeResult:
         yield Transcript(classes="pane-transcript")
@@ -117,33 +118,34 @@ class PaneView(Vertical):
             self.set_status(pane_live_text(snap, self.trial, self.trials))
             self.timeline = live_timeline(snap, rec.attempts)
 
-    async def finish_trial(self, record: dict[str, Any], render: bool = True) -> None:
-        """The turn has ended: figures now; the full render of the answer now or (``render=False``)
-        at ``render_final``, so that rendering one long answer never stalls panes still streaming."""
+    async def finish_trial(self, record: TurnRecord, logged: dict[str, Any], render: bool = True) -> None:
+        """The turn has ended (``logged``: its record as the log holds it, for the transcript's widgets):
+        figures now; the full render of the answer now or (``render=False``) at ``render_final``, so that
+        rendering one long answer never stalls panes still streaming."""
         self.tick(self.clock())  # last frame: every chunk painted before the full render
         self.recorder = None
-        self.last_record = record
+        self.last_record = logged
         if self.trial == self.trials - 1:  # as in the pane's conversation: the last trial of each prompt
-            self.turn_records.append(record)
+            self.turn_records.append(logged)
         self.lag_history.append(self.lag.summary())
-        self.timeline = turn_timeline(record)
+        self.timeline = turn_timeline(logged)
         self.set_status(pane_done_text(record))
-        self._unrendered = (self.message, record)
+        self._unrendered = (self.message, record, logged)
         if render:
             await self.render_final()
 
     async def render_final(self) -> None:
         if self._unrendered is None:
             return
-        message, record = self._unrendered
+        message, record, logged = self._unrendered
         self._unrendered = None
         if message is not None and message.is_attached:
-            await message.finalize(record)
+            await message.finalize(logged)
         if self.box is not None and self.box.is_attached:
-            if record.get("status") == "error":
-                await self.box.mount(ErrorCard(record))
-            elif record.get("status") == "cancelled":
-                kept = "the partial answer is kept" if record.get("answer") else "nothing had arrived"
+            if record.status == "error":
+                await self.box.mount(ErrorCard(logged))
+            elif record.status == "cancelled":
+                kept = "the partial answer is kept" if record.answer else "nothing had arrived"
                 await self.box.mount(NoteMessage(f"■ cancelled; {kept}", "warn"))
 
     def set_status(self, text: Text) -> None:

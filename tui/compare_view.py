@@ -1,19 +1,19 @@
-"""Rich renderables for a comparison: the summary table and the verdicts.
+"""Rich renderables for a comparison: the summary table, the verdicts and each pane's status line.
 
-Shared by ``ttft compare --headless`` (printed) and the compare screen (drawn);
-every number comes from :mod:`telemetry.compare`.
+Shared by ``ttft compare --headless`` (printed) and the compare screen (drawn); every number
+comes from ``telemetry``: :mod:`telemetry.compare`, the recorder's snapshots, typed ``TurnRecord``s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from telemetry.compare import METRICS, RESAMPLES, Comparison, fmt_amount
+from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
 from tui.format import PHASE_COLOR, fmt_ms, short_spec_str, visible_controls
 
@@ -24,6 +24,24 @@ PANE_COLORS = ("cyan", "magenta", "yellow", "green")
 
 def pane_color(i: int) -> str:
     return PANE_COLORS[i % len(PANE_COLORS)]
+
+
+def header_text(
+    *, kept: str | None, panes: int, mode: str, blind: bool, trials: int, settings: str, comparison_id: str
+) -> Text:
+    """The compare screen's header: the panes (or the one kept), how prompts start, trials, settings, the id."""
+    t = Text()
+    t.append("ttft compare ", style="bold")
+    if kept is not None:
+        t.append(f"│ kept {kept} ", style="bold cyan")
+    else:
+        t.append(f"│ {panes} panes · {mode} ", style="bold cyan")
+    if blind:
+        t.append("· blind ", style="bold magenta")
+    t.append(f"│ trials {trials} ")
+    t.append(f"│ {settings} ")
+    t.append(f"│ {comparison_id}", style="dim")
+    return t
 
 
 def mode_line(mode: str, trials: int, skew_ms: Sequence[float] = ()) -> str:
@@ -89,9 +107,7 @@ def verdict_text(c: Comparison, *, only_clear: bool = False) -> Text:
         out.append(
             f"95% bootstrap intervals of the difference of medians ({RESAMPLES} resamples, seeded)\n", style="dim"
         )
-    # A pane with no good turn gets one line below, not one "nothing to compare" per metric and pair.
-    usable = [v for v in c.verdicts if c.stats[v.a].ok and c.stats[v.b].ok]
-    shown = [v for v in usable if v.clear or not only_clear]
+    shown = c.shown_verdicts(only_clear=only_clear)
     for v in shown:
         out.append("• ", style="green" if v.clear else "dim")
         out.append(v.text + "\n", style="" if v.clear else "dim")
@@ -154,21 +170,21 @@ def pane_live_text(snap: Snapshot, trial: int = 0, trials: int = 1) -> Text:
     return t
 
 
-def pane_done_text(rec: dict[str, Any], wins: Sequence[str] = ()) -> Text:
+def pane_done_text(rec: TurnRecord, wins: Sequence[str] = ()) -> Text:
     """A finished turn in one line: the figures the summary ranks, and the columns this pane won."""
-    m = rec.get("metrics") or {}
-    status = rec.get("status") or "?"
+    m = rec.metrics
+    status = rec.status or "?"
     t = Text()
     t.append(f" {status.upper()} ", style=f"bold reverse {PHASE_COLOR.get(status, '')}")
     if status == "error":
-        err = rec.get("error") or {}
-        code = f"HTTP {err['status_code']} " if err.get("status_code") else ""
-        t.append(f" {code}{visible_controls(str(err.get('type') or 'error'))}", style="red")  # the server's word
+        err = rec.error
+        code = f"HTTP {err.status_code} " if err is not None and err.status_code else ""
+        kind = err.type if err is not None and err.type else "error"
+        t.append(f" {code}{visible_controls(kind)}", style="red")  # the server's word
         return t
-    t.append(f" TTFT {_ms(m.get('ttft_ms'))} · TTFVT {_ms(m.get('ttfvt_ms'))}")
-    tpot = m.get("tpot_ms")
-    t.append(f" · TPOT {_ms(tpot)} · E2E {_ms(m.get('e2e_ms'))}")
-    out = (rec.get("tokens") or {}).get("output")
+    t.append(f" TTFT {_ms(m.ttft_ms)} · TTFVT {_ms(m.ttfvt_ms)}")
+    t.append(f" · TPOT {_ms(m.tpot_ms)} · E2E {_ms(m.e2e_ms)}")
+    out = rec.tokens.output
     t.append(f" · {out if out is not None else '—'} tok")
     if wins:
         t.append(f"  {WIN} " + " ".join(wins), style="bold green")
