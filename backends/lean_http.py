@@ -28,6 +28,7 @@ import errno
 import functools
 import ipaddress
 import select
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -66,14 +67,30 @@ def _connector_class() -> type[aiohttp.TCPConnector]:
     import aiohttp
 
     class CheckedConnector(aiohttp.TCPConnector):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw)
+            # The connections handed out before: one handed out again is a reuse from the pool. Only
+            # those are checked (a new TLS connection may well be readable: the server's session tickets).
+            self._ttft_handed: weakref.WeakSet[Any] = weakref.WeakSet()
+
+        def _first_use(self, conn: aiohttp.connector.Connection) -> bool:
+            proto = conn.protocol
+            if proto is None or conn.transport is None:
+                return True
+            if proto in self._ttft_handed:
+                return False
+            self._ttft_handed.add(proto)
+            return True
+
         async def connect(self, req: Any, traces: Any, timeout: Any) -> aiohttp.connector.Connection:
+            conn = await super().connect(req, traces, timeout)
             for _ in range(STALE_RETRIES):
-                conn = await super().connect(req, traces, timeout)
-                transport = conn.transport
-                if transport is None or not ended_by_peer(transport.get_extra_info("socket")):
+                if self._first_use(conn) or not ended_by_peer(conn.transport.get_extra_info("socket")):  # type: ignore[union-attr]
                     return conn
                 conn.close()  # nothing was sent on it: the same request takes another connection
-            return await super().connect(req, traces, timeout)
+                conn = await super().connect(req, traces, timeout)
+            self._first_use(conn)
+            return conn
 
     return CheckedConnector
 

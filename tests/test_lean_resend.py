@@ -37,6 +37,13 @@ async def test_a_request_reset_unread_on_a_reused_connection_goes_again_as_the_s
     assert srv.connections == 2 and srv.requests == 2  # each request read once: nothing ran twice
 
 
+async def test_a_pooled_connection_the_server_closed_costs_the_next_turn_nothing() -> None:
+    srv, first, second = await two_turns("close_idle")
+    assert first["status"] == second["status"] == "ok", second.get("error")
+    assert second["attempts"] == 1 and second["http"]["connection"] == "new"
+    assert srv.requests == 2 and srv.connections == 2
+
+
 async def test_a_request_the_server_read_is_never_resent() -> None:
     srv, first, second = await two_turns("read_then_drop")
     assert first["status"] == "ok"

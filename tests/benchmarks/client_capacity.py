@@ -7,9 +7,9 @@ The default path is ``ttft bench``'s: the lean reader (orjson) on aiohttp. ``--h
 reader on httpx2 (as ``ttft ask``), ``--raw`` the SDK's call read as JSON, ``--sdk`` the SDK's typed
 chunks. ``--loop asyncio`` runs asyncio's own event loop rather than uvloop (``ttft bench``'s
 default when uvloop is installed, backends.event_loop). Besides lag and CPU per chunk it prints how
-far TPOT p50 is from the server's schedule and the machine's load average (other programs' CPU skews every wall-clock figure here). The last
-lines check the issue's targets: 256 streams at 20 tok/s with loop lag p99 <= 5 ms and TPOT
-within 1 % of the schedule, and <= 50 us of client CPU per chunk.
+far TPOT p50 is from the server's schedule and the machine's load average (other programs' CPU skews
+every wall-clock figure here). The last lines check the issue's targets: 256 streams at 20 tok/s with
+loop lag p99 <= 5 ms and TPOT within 1 % of the schedule, and <= 50 us of client CPU per chunk.
 
 For each per-stream rate (tokens/s) the simulated batching server (tests/fakes/batching_server.py)
 runs in a SEPARATE process with unlimited slots and no batching slowdown, so the truth is

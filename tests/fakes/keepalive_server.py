@@ -9,6 +9,8 @@ kept alive. What becomes of the connection's second request is ``then``:
   without the request being parsed: a server whose keep-alive ran out as the request crossed it;
 - ``"read_then_drop"``: it is read in full, then the connection is closed (an EOF) with no answer:
   a server that took the request and went away, which a resend would make run it twice;
+- ``"close_idle"``: none: the connection is closed as soon as the first answer is out (a keep-alive
+  that ran out at once), so the next request finds it ended, or has it reset unread;
 - ``"answer"``: answered like the first.
 
 ``requests`` counts the requests the server read in full: what a client's resend would duplicate.
@@ -23,7 +25,7 @@ import socket
 import struct
 from typing import Literal
 
-Then = Literal["reset_unread", "read_then_drop", "answer"]
+Then = Literal["reset_unread", "read_then_drop", "close_idle", "answer"]
 KEEPALIVE_WORDS = 3
 
 
@@ -75,6 +77,8 @@ class KeepAliveServer:
                 return
             writer.write(_answer())
             await writer.drain()
+            if self.then == "close_idle":
+                return  # closed below
             if self.then == "reset_unread":
                 if not await reader.read(1):  # the next request's first byte: it is on its way
                     return
