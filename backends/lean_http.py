@@ -16,7 +16,10 @@ What it keeps, so a record does not depend on the client:
 - its errors raised as the httpx2 errors they correspond to (connect refused or timed out,
   read timeout, a connection dropped mid-body), so :mod:`backends.errors` words them alike;
 - the pool sized for every stream (a stream waiting for a connection would count it as TTFT)
-  and no CA bundle loaded for a plain-http server.
+  and no CA bundle loaded for a plain-http server;
+- no request sent twice: a pooled connection the server has closed is dropped before anything is
+  written on it, and a POST that failed after leaving goes again only when the server cannot have
+  read it (:func:`resend_is_safe`).
 
 aiohttp is imported on first use: ``ttft ask`` keeps the httpx2 client (one turn, no load).
 """

@@ -66,3 +66,19 @@ def test_a_pooled_socket_the_peer_ended_is_seen_before_any_write() -> None:
     finally:
         a.close()
     assert ended_by_peer(None)
+
+
+def test_the_resend_rule_by_failure() -> None:
+    import errno
+
+    import aiohttp
+
+    from backends.lean_http import resend_is_safe
+
+    reset = aiohttp.ClientOSError(errno.ECONNRESET, "Connection reset by peer")
+    pipe = aiohttp.ClientOSError(errno.EPIPE, "Broken pipe")
+    closing = aiohttp.ClientConnectionResetError("Cannot write to closing transport")
+    eof = aiohttp.ServerDisconnectedError()
+    other = aiohttp.ClientOSError(errno.EHOSTUNREACH, "No route to host")
+    assert [resend_is_safe(e, True) for e in (reset, pipe, closing, eof, other)] == [1, 1, 1, 0, 0]
+    assert not any(resend_is_safe(e, False) for e in (reset, pipe, closing, eof, other))
