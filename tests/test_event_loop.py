@@ -75,3 +75,21 @@ def test_lean_reader_on_uvloop_records_what_the_sdk_path_records(name: str) -> N
     assert _same(lean) == _same(sdk)
     assert len(lean["chunks"]) == len(sdk["chunks"])
     assert _error_words(lean) == _error_words(sdk)
+
+
+@pytest.mark.parametrize(
+    ("then", "status", "requests", "connections"),
+    [
+        ("close_idle", "ok", 2, 2),
+        ("reset_unread", "ok", 2, 2),
+        ("read_then_drop", "error", 2, 1),
+        ("answer", "ok", 2, 1),
+    ],
+)
+def test_the_resend_rule_holds_on_uvloop(then: str, status: str, requests: int, connections: int) -> None:
+    pytest.importorskip("uvloop")
+    from tests.test_lean_resend import two_turns
+
+    srv, first, second = event_loop.run(two_turns(then), event_loop.loop_factory())
+    assert first["status"] == "ok" and second["status"] == status and second["attempts"] == 1
+    assert (srv.requests, srv.connections) == (requests, connections)  # nothing read twice
