@@ -17,6 +17,7 @@ from backends.load import LevelResult
 from backends.load_runner import LoadRunner
 from telemetry import aggregate as agg
 from telemetry import capacity as cap
+from telemetry.bench_turns import BenchTurn, read_bench
 
 UNDECIDED_GROWTH = 8
 
@@ -26,7 +27,8 @@ class Probe:
     level: float
     aggregate: dict[str, Any]  # telemetry.aggregate.aggregate_level of all its requests
     result: cap.ProbeResult
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)  # as logged
+    unreadable: int = 0  # of those, records that did not read as bench requests (left out of the figures)
 
 
 @dataclass
@@ -112,6 +114,8 @@ async def find_capacity(
         n = max(requests, objectives.min_requests(), 2 * int(level) if mode == "concurrency" else 0)
         most = max_requests or UNDECIDED_GROWTH * n
         records: list[dict[str, Any]] = []
+        turns: list[BenchTurn] = []
+        unreadable = 0
         results: list[LevelResult] = []
         offset_ms = 0.0
         while True:
@@ -125,14 +129,17 @@ async def find_capacity(
             offset_ms += res.wall_s * 1000
             results.append(res)
             records.extend(res.records)
+            read = read_bench(res.records)
+            turns.extend(read.turns)
+            unreadable += read.unreadable
             if on_records is not None:
                 on_records(res.records)
-            verdict = cap.judge(records, objectives, level)
+            verdict = cap.judge(turns, objectives, level)
             n = len(records)  # once more: doubles the requests behind the interval
             if verdict.verdict != "undecided" or len(records) + n > most:
                 break
-        a = agg.aggregate_level(records, level=level, mode=mode, slo=slo, client=_worst_client(results))
-        probe = Probe(level, a, verdict, records)
+        a = agg.aggregate_level(turns, level=level, mode=mode, slo=slo, client=_worst_client(results))
+        probe = Probe(level, a, verdict, records, unreadable)
         run.probes.append(probe)
         search.record(level, verdict.verdict)
         if on_probe is not None:

@@ -33,7 +33,7 @@ from backends.base import Backend, ChatRequest, Message
 from backends.finish import finish_turn
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
-from telemetry.aggregate import poisson_schedule
+from telemetry.arrivals import poisson_schedule
 from telemetry.metrics import percentiles
 from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings

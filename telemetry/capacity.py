@@ -26,7 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from telemetry.aggregate import SLO, parse_duration_ms
+from telemetry.bench_turns import BenchTurn, measured
+from telemetry.record import TurnRecord
+from telemetry.slo import SLO, parse_duration_ms
 
 Verdict = Literal["pass", "fail", "undecided"]
 Z_95 = 1.959964  # two-sided 95 % normal quantile
@@ -51,14 +53,18 @@ class Objective:
     def describe(self) -> str:
         return f"p{self.target * 100:g} {_NAMES[self.metric]} <= {self.bound_ms:g} ms"
 
-    def met(self, rec: dict[str, Any]) -> bool:
-        if rec.get("status") != "ok":
+    def value(self, rec: TurnRecord) -> float | None:
+        """The request's figure for this objective's metric."""
+        m = rec.metrics
+        return m.ttft_ms if self.metric == "ttft" else m.tpot_ms if self.metric == "tpot" else m.e2e_ms
+
+    def met(self, rec: TurnRecord) -> bool:
+        if rec.status != "ok":
             return False
-        m = rec.get("metrics") or {}
-        v = m.get(self.key)
+        v = self.value(rec)
         if v is None:
-            return self.metric == "tpot" and m.get("ttft_ms") is not None  # one token: no TPOT to miss
-        return bool(v <= self.bound_ms)
+            return self.metric == "tpot" and rec.metrics.ttft_ms is not None  # one token: no TPOT to miss
+        return v <= self.bound_ms
 
     def to_dict(self) -> dict[str, Any]:
         return {"metric": self.metric, "bound_ms": self.bound_ms, "target": self.target}
@@ -176,9 +182,9 @@ def _quantile(values: Sequence[float], q: float) -> float | None:
     return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))]
 
 
-def judge(records: Sequence[dict[str, Any]], objectives: Objectives, level: float) -> ProbeResult:
-    """One probe's verdict per objective (warm-up records are left out)."""
-    recs = [r for r in records if not ((r.get("extra") or {}).get("bench") or {}).get("warmup")]
+def judge(turns: Sequence[BenchTurn], objectives: Objectives, level: float) -> ProbeResult:
+    """One probe's verdict per objective (warm-up requests are left out)."""
+    recs = [t.record for t in measured(turns)]
     n = len(recs)
     terms = []
     for obj in objectives.terms:
@@ -186,7 +192,7 @@ def judge(records: Sequence[dict[str, Any]], objectives: Objectives, level: floa
         low, high = wilson(met, n)
         verdict: Verdict = "pass" if low >= obj.target else "fail" if high < obj.target else "undecided"
         values = [
-            float(v) if r.get("status") == "ok" and (v := (r.get("metrics") or {}).get(obj.key)) is not None
+            v if r.status == "ok" and (v := obj.value(r)) is not None
             else (0.0 if obj.met(r) else math.inf)
             for r in recs
         ]  # fmt: skip

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from telemetry import genai, otlp_json, table
+from telemetry.record import TurnRecord
+from telemetry.typed_read import RecordError, convert, field_types
 from telemetry.urls import redact_url
 
 TEXT_FIELDS = ("prompt", "answer", "reasoning")
@@ -82,11 +84,21 @@ def csv_cell(value: Any) -> Any:
     return value
 
 
+def _field(rec: dict[str, Any], name: str) -> Any:
+    """One field of a record as ``TurnRecord`` types it (the record itself is written as it was
+    logged, unknown fields and all); ``RecordError`` when it is not of that type."""
+    return convert(field_types(TurnRecord)[name], rec.get(name), name)
+
+
 def safe_urls(rec: dict[str, Any]) -> dict[str, Any]:
     """``base_url`` without credentials or query values, also for lines logged before ttft masked them."""
-    if not rec.get("base_url"):
+    try:
+        url: str | None = _field(rec, "base_url")
+    except RecordError:  # no URL, so no way to mask what it holds: none of it is written
+        return {**rec, "base_url": None}
+    if not url:
         return rec
-    return {**rec, "base_url": redact_url(rec["base_url"])}
+    return {**rec, "base_url": redact_url(url)}
 
 
 def redact(rec: dict[str, Any]) -> dict[str, Any]:
@@ -95,7 +107,11 @@ def redact(rec: dict[str, Any]) -> dict[str, Any]:
     for k in TEXT_FIELDS:
         if k in out:
             out[k] = None
-    out["tool_calls"] = [{"name": t.get("name"), "arguments": None} for t in rec.get("tool_calls") or []]
+    try:
+        calls: tuple[dict[str, str], ...] = _field(rec, "tool_calls") if rec.get("tool_calls") is not None else ()
+    except RecordError:  # not the list of calls a record holds: nothing of it is kept
+        calls = ()
+    out["tool_calls"] = [{"name": t.get("name"), "arguments": None} for t in calls]
     return out
 
 

@@ -19,7 +19,7 @@ from typing import Any, TypedDict
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
 from telemetry.settings import TurnSettings
 from telemetry.speculative import speculative_summary
-from telemetry.typed_read import RecordError, build, convert, field_types, kind_of
+from telemetry.typed_read import RecordError, build, bulk_read, convert, exact_types, field_types, kind_of
 from telemetry.wire import HttpInfo
 
 SCHEMA = "ttft.turn/2"
@@ -196,19 +196,16 @@ class TurnRecord:
             ),
             "metrics": _metrics(data),
             "tokens": build(TokenCounts, {"source": "", **_object(data, "tokens")}, "tokens"),
-            "chunks": tuple(_chunk(c, f"chunks[{i}]") for i, c in enumerate(_list(data, "chunks"))),
+            "chunks": _chunks(_list(data, "chunks")),
             "wall_offset_ns": _wall_offset(data.get("sent_at"), sent),
         }
-        hints = field_types(cls)
-        for f in dataclasses.fields(cls):
-            if f.name in known:
-                continue
-            value = data.get(f.name)
-            if value is None and (f.name in _TEXT_FIELDS or f.name == "session_id"):
+        for name, tp, has_default, text, exact in _plain_fields(cls, known):
+            value = data.get(name)
+            if value is None and text:
                 value = ""  # well-formed old lines may hold null for a text field
-            if value is None and (f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING):
+            if value is None and has_default:
                 continue
-            known[f.name] = convert(hints[f.name], value, f.name)
+            known[name] = value if exact is None or type(value) in exact else convert(tp, value, name)
         return cls(**known)
 
 
@@ -216,16 +213,34 @@ def typed_records(dicts: Iterable[object]) -> list[TurnRecord]:
     """The typed records of those dicts that are readable ones; any other is left out (a front end
     summarising a session should show what it can, not fail on one odd line)."""
     out: list[TurnRecord] = []
-    for d in dicts:
-        try:
-            out.append(TurnRecord.from_dict(d))
-        except RecordError:
-            continue
+    with bulk_read():
+        for d in dicts:
+            try:
+                out.append(TurnRecord.from_dict(d))
+            except RecordError:
+                continue
     return out
 
 
 # Text fields that a well-formed old line may hold as null: read as empty.
-_TEXT_FIELDS = ("started_at", "provider", "api", "model", "prompt", "answer", "reasoning", "diagnosis")
+_TEXT_FIELDS = ("session_id", "started_at", "provider", "api", "model", "prompt", "answer", "reasoning", "diagnosis")
+_Plain = list[tuple[str, Any, bool, bool, tuple[type, ...] | None]]
+_PLAIN: dict[type, _Plain] = {}
+
+
+def _plain_fields(cls: type, known: Mapping[str, Any]) -> _Plain:
+    """The fields ``from_dict`` reads as their annotation says (the rest it builds itself), once
+    per class: (name, annotation, has a default, a text field, the types that pass unchanged)."""
+    plain = _PLAIN.get(cls)
+    if plain is None:
+        hints = field_types(cls)
+        plain = _PLAIN[cls] = []
+        for f in dataclasses.fields(cls):
+            if f.name not in known:
+                has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+                tp = hints[f.name]
+                plain.append((f.name, tp, has_default, f.name in _TEXT_FIELDS, exact_types(tp)))
+    return plain
 
 
 def _wall_offset(sent_at: object, sent: int | None) -> int | None:
@@ -272,7 +287,7 @@ def _object(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     value = data.get(name)
     if value is None:
         return {}
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         raise RecordError(f"{name} is {kind_of(value)}, not an object")
     return value
 
@@ -287,6 +302,20 @@ def _list(data: Mapping[str, Any], name: str) -> list[Any]:
 
 
 def _attempt(a: object, where: str) -> Attempt:
+    if type(a) is dict:  # the common case inline, as for chunks; the checks below name what is wrong
+        sent, headers, status, after = a.get("sent_ms"), a.get("headers_ms"), a.get("status"), a.get("retry_after_s")
+        n = a.get("attempt", 1)
+        if (
+            type(sent) is float
+            and -_MAX_MS < sent < _MAX_MS
+            and (headers is None or (type(headers) is float and -_MAX_MS < headers < _MAX_MS))
+            and type(n) is int
+            and (status is None or type(status) is int)
+            and (after is None or type(after) is float)
+        ):
+            return Attempt(
+                n, round(sent * NS_PER_MS), None if headers is None else round(headers * NS_PER_MS), status, after
+            )
     if not isinstance(a, Mapping):
         raise RecordError(f"{where} is {kind_of(a)}, not an object")
     sent = convert(float | None, a.get("sent_ms"), f"{where}.sent_ms")
@@ -312,14 +341,24 @@ def _error(e: object) -> ErrorInfo | None:
     )
 
 
-def _chunk(c: object, where: str) -> Chunk:
-    """A ``/2`` chunk object or a ``/1`` ``[t_ms, kind, tokens]`` triple."""
-    # The common case first, checked inline: a record has hundreds of chunks and a front end reads
-    # whole sessions; the general path below is for naming what is wrong.
-    if type(c) is dict:
-        t, kind, n = c.get("t_ms"), c.get("kind"), c.get("tokens")
-        if type(t) is float and type(kind) is str and type(n) is int and -_MAX_MS < t < _MAX_MS:
-            return Chunk(round(t * NS_PER_MS), kind, n)
+def _chunks(raw: list[Any]) -> tuple[Chunk, ...]:
+    """The chunks of a record: hundreds of them, so the common ``/2`` object is read inline here."""
+    out: list[Chunk] = []
+    append = out.append
+    for c in raw:
+        if type(c) is dict:
+            t, kind, n = c.get("t_ms"), c.get("kind"), c.get("tokens")
+            if type(t) is float and type(kind) is str and type(n) is int and -_MAX_MS < t < _MAX_MS:
+                append(Chunk(round(t * NS_PER_MS), kind, n))
+                continue
+        append(_chunk(c, len(out)))
+    return tuple(out)
+
+
+def _chunk(c: object, i: int) -> Chunk:
+    """A ``/2`` chunk object or a ``/1`` ``[t_ms, kind, tokens]`` triple, the ``i``-th, read with
+    every check (the path of old lines and of naming what is wrong)."""
+    where = f"chunks[{i}]"
     if isinstance(c, list | tuple) and len(c) == 3:
         c = {"t_ms": c[0], "kind": c[1], "tokens": c[2]}
     if not isinstance(c, Mapping):

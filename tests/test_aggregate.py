@@ -1,4 +1,5 @@
-"""telemetry.aggregate: per-level figures from hand-made records with known timings."""
+"""telemetry.aggregate, bench_turns, bench_conclusion, bench_summary: per-level figures from
+hand-made records with known timings."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ import numpy as np
 import pytest
 
 from telemetry import aggregate as agg
-from telemetry.aggregate import SLO, aggregate_level, conclusion, poisson_schedule, summary
+from telemetry import bench_summary
+from telemetry.aggregate import aggregate_level
+from telemetry.arrivals import poisson_schedule
+from telemetry.bench_conclusion import conclusion, plateau
+from telemetry.bench_summary import summary
+from telemetry.bench_turns import BenchTurn, group_levels, read_bench
+from telemetry.slo import SLO, parse_duration_ms
 
 
 def rec(
@@ -26,6 +33,7 @@ def rec(
     e2e = last
     return {
         "schema": "ttft.turn/1",
+        "turn_index": 0,
         "status": status,
         "started_at": "2025-01-01T00:00:00.000+00:00",
         "error": None if status == "ok" else {"type": "APIConnectionError", "message": "x"},
@@ -42,12 +50,19 @@ def rec(
     }
 
 
+def typed(records: list[dict]) -> list[BenchTurn]:
+    """Records as aggregation reads them; every hand-made one reads."""
+    read = read_bench(records)
+    assert read.unreadable == 0, read.message()
+    return read.turns
+
+
 def test_throughput_and_percentiles_from_known_timings() -> None:
     # Two users back to back: each request 100 ms TTFT + 9 x 10 ms = 190 ms, 10 tokens.
     recs = [rec(sent_at=i * 200.0, ttft=100, tokens=10, tpot=10) for i in range(5)]
     recs += [rec(sent_at=i * 200.0, ttft=100, tokens=10, tpot=10) for i in range(5)]
     recs.append(rec(sent_at=0, ttft=1, tokens=3, tpot=1, warmup=True))  # ignored
-    a = aggregate_level(recs, level=2)
+    a = aggregate_level(typed(recs), level=2)
     assert a["requests"] == 10 and a["completed"] == 10 and a["failed"] == 0
     # first send 0, last response 800 + 190 = 990 ms
     assert a["duration_s"] == pytest.approx(0.99)
@@ -70,7 +85,7 @@ def test_goodput_counts_errors_as_misses() -> None:
     ]
     slo = SLO.parse("ttft=500ms,tpot=50ms,e2e=10s")
     assert slo == SLO(500, 50, 10_000)
-    a = aggregate_level(recs, level=4, slo=slo)
+    a = aggregate_level(typed(recs), level=4, slo=slo)
     assert a["good"] == 1
     assert a["failed"] == 1
     assert a["errors"] == {"APIConnectionError": 1}
@@ -83,7 +98,7 @@ def test_goodput_counts_errors_as_misses() -> None:
     ("text", "ms"), [("500ms", 500), ("10s", 10_000), ("1.5s", 1500), ("250", 250), ("2m", 120_000)]
 )
 def test_parse_duration(text: str, ms: float) -> None:
-    assert agg.parse_duration_ms(text) == ms
+    assert parse_duration_ms(text) == ms
 
 
 def test_bad_slo_is_a_clear_error() -> None:
@@ -95,7 +110,7 @@ def test_bad_slo_is_a_clear_error() -> None:
 
 def test_vllm_keys_present_and_consistent() -> None:
     recs = [rec(sent_at=i * 50.0, ttft=50 + i, tokens=8, tpot=5 + i) for i in range(20)]
-    a = aggregate_level(recs, level=4)
+    a = aggregate_level(typed(recs), level=4)
     v = a["vllm"]
     for k in ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens"):
         assert k in v
@@ -134,14 +149,14 @@ def _level(c: int, tpot: float, ttft: float = 50, n: int = 20, tokens: int = 16)
         for _ in range(n // c):
             recs.append(rec(sent_at=t, ttft=ttft, tokens=tokens, tpot=tpot, level=c))
             t += ttft + (tokens - 1) * tpot
-    return aggregate_level(recs, level=c)
+    return aggregate_level(typed(recs), level=c)
 
 
 def test_conclusion_names_plateau_and_what_users_pay() -> None:
     levels = [_level(1, 10), _level(2, 12), _level(4, 16), _level(8, 32, ttft=400)]
     tps = [lv["output_throughput"] for lv in levels]
     assert tps[0] < tps[1] < tps[2]
-    assert agg.plateau(levels) == 2
+    assert plateau(levels) == 2
     text = conclusion(levels)
     assert "stops growing" in text and "4 concurrent" in text
     assert "per-user speed is 62.5 tokens/s against 100.0" in text
@@ -165,10 +180,10 @@ def test_client_bottleneck_thresholds() -> None:
 
 def test_group_levels_and_csv_row() -> None:
     recs = [rec(sent_at=0, ttft=10, tokens=4, tpot=2, level=lv) for lv in (1, 1, 2)]
-    groups = agg.group_levels(recs)
+    groups = group_levels(typed(recs))
     assert [(m, lv, len(r)) for m, lv, r in groups] == [("concurrency", 1.0, 2), ("concurrency", 2.0, 1)]
-    row = agg.csv_row(aggregate_level(groups[0][2], level=1))
-    assert set(row) == set(agg.CSV_COLUMNS)
+    row = bench_summary.csv_row(aggregate_level(groups[0][2], level=1))
+    assert set(row) == set(bench_summary.CSV_COLUMNS)
     assert row["ttft_p50_ms"] == pytest.approx(10)
 
 
@@ -176,3 +191,55 @@ def test_empty_level_does_not_crash() -> None:
     a = aggregate_level([], level=1)
     assert a["completed"] == 0 and a["output_throughput"] is None and a["vllm"]["request_rate"] == "inf"
     assert "nothing to conclude" in conclusion([a])
+
+
+def test_server_timings_of_every_server_kind_are_summarised() -> None:
+    # telemetry.server_timings reads each server's own names: llama-server's ms, Ollama's ns and
+    # the in-process engine's figures land in one summary; a server value of the wrong type
+    # (an old or odd log) is no figure, not a traceback.
+    servers = [
+        {"llama-server": {"prompt_ms": 30.0, "predicted_n": 5, "predicted_ms": 40.0}},
+        {"ollama": {"prompt_eval_duration": 20_000_000, "eval_count": 11, "eval_duration": 100_000_000}},
+        {"llama.cpp": {"prompt_eval_ms": 10.0, "decode_tokens": 3, "decode_ms": 30.0}},
+        {"llama-server": {"prompt_ms": "fast", "predicted_n": 1, "predicted_ms": 9.0}},  # one token: no per-token
+    ]
+    recs = []
+    for server in servers:
+        r = rec(sent_at=0, ttft=10, tokens=4, tpot=5)
+        r["server"] = server
+        recs.append(r)
+    s = aggregate_level(typed(recs), level=1)["server"]
+    assert s["prompt_ms"]["p50"] == pytest.approx(20.0) and s["prompt_ms"]["max"] == pytest.approx(30.0)
+    per_token = s["predicted_ms_per_token"]
+    assert per_token["min"] == pytest.approx(8.0) and per_token["max"] == pytest.approx(10.0)
+    assert per_token["mean"] == pytest.approx((8.0 + 100 / 11 + 10.0) / 3)  # ns read as ms, 1-token left out
+    assert aggregate_level(typed([rec(sent_at=0, ttft=10, tokens=4, tpot=5)]), level=1)["server"] is None
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda d: d["extra"].update(bench="level 2"), "extra.bench"),
+        (lambda d: d["extra"]["bench"].update(warmup="no"), "extra.bench.warmup"),
+        (lambda d: d["extra"]["bench"].update(level="2"), "extra.bench.level"),
+        (lambda d: d["metrics"].update(ttft_ms="fast"), "metrics.ttft_ms"),
+        (lambda d: d.pop("turn_index"), "turn_index"),
+    ],
+)
+def test_a_request_that_does_not_read_is_counted_and_named(change, named: str) -> None:
+    good = [rec(sent_at=0, ttft=10, tokens=4, tpot=2) for _ in range(3)]
+    odd = rec(sent_at=0, ttft=10, tokens=4, tpot=2)
+    change(odd)
+    read = read_bench([good[0], odd, good[1], "not a record", good[2]])
+    assert len(read.turns) == 3 and read.unreadable == 2
+    assert named in (read.message() or "") and "2 bench records" in (read.message() or "")
+    assert aggregate_level(read.turns, level=1)["requests"] == 3
+    assert read_bench(good).message() is None
+
+
+def test_a_record_no_bench_sent_has_no_level() -> None:
+    plain = rec(sent_at=0, ttft=10, tokens=4, tpot=2)
+    del plain["extra"]
+    (turn,) = typed([plain])
+    assert turn.bench.level is None and not turn.bench.warmup
+    assert group_levels([turn]) == []

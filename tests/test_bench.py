@@ -11,9 +11,12 @@ import pytest
 
 from backends.load import LoadConfig, synthetic_prompt
 from backends.load_runner import BackendSpec, LoadRunner, build_backend
-from telemetry.aggregate import SLO, aggregate_level
+from telemetry.aggregate import aggregate_level
+from telemetry.bench_turns import BenchTurn, read_bench
+from telemetry.slo import SLO
 from tests.fakes.batching_server import BatchingServer
 from tui.cli import main
+from tui.commands.exits import Exit
 
 TOKENS = 12
 
@@ -33,13 +36,20 @@ def spec(srv: BatchingServer) -> BackendSpec:
     return BackendSpec("compat:batching-fake", srv.base_url)
 
 
+def typed(records: list[dict]) -> list[BenchTurn]:
+    """The run's records as aggregation reads them; every one the load driver wrote reads."""
+    read = read_bench(records)
+    assert read.unreadable == 0, read.message()
+    return read.turns
+
+
 async def run_levels(srv: BatchingServer, cfg: LoadConfig) -> list[dict]:
     out = []
     async with LoadRunner(cfg, spec=spec(srv), run_id="t") as runner:
         await runner.warmup()
         for i in range(len(cfg.levels)):
             res = await runner.level(i)
-            out.append(aggregate_level(res.records, level=res.level, mode=res.mode, client=res.client))
+            out.append(aggregate_level(typed(res.records), level=res.level, mode=res.mode, client=res.client))
     return out
 
 
@@ -79,8 +89,8 @@ async def test_past_the_slots_the_wait_moves_into_ttft_and_goodput_drops(server:
     async with LoadRunner(cfg, spec=spec(server), run_id="t") as runner:
         four = await runner.level(0)
         eight = await runner.level(1)
-    a4 = aggregate_level(four.records, level=4, slo=slo)
-    a8 = aggregate_level(eight.records, level=8, slo=slo)
+    a4 = aggregate_level(typed(four.records), level=4, slo=slo)
+    a8 = aggregate_level(typed(eight.records), level=8, slo=slo)
     e2e4 = server.expected(4, TOKENS).e2e_ms
     # At 8 users and 4 slots, half the requests wait one whole request for a slot.
     assert a8["ttft_ms"]["p90"] > a4["ttft_ms"]["p90"] + 0.6 * e2e4
@@ -99,7 +109,7 @@ async def test_open_loop_follows_the_poisson_schedule(server: BatchingServer) ->
     assert min(late) > -1.0  # never early
     assert sorted(late)[len(late) // 2] < 40.0  # and on time (generous: 2 shared cores)
     assert res.client["send_late_ms"]["p50"] is not None
-    a = aggregate_level(res.records, level=25.0, mode="rate")
+    a = aggregate_level(typed(res.records), level=25.0, mode="rate")
     assert a["vllm"]["request_rate"] == 25.0 and a["vllm"]["max_concurrency"] is None
     assert 8 < a["request_throughput"] < 60
 
@@ -111,7 +121,7 @@ async def test_a_refused_connection_is_counted_as_errors() -> None:
     cfg = LoadConfig(levels=(2,), requests=4, warmup=0, max_output_tokens=4)
     async with LoadRunner(cfg, spec=BackendSpec("compat:x", f"http://127.0.0.1:{port}/v1"), run_id="t") as runner:
         res = await runner.level(0)
-    a = aggregate_level(res.records, level=2, slo=SLO(ttft_ms=1000))
+    a = aggregate_level(typed(res.records), level=2, slo=SLO(ttft_ms=1000))
     assert a["failed"] == 4 and a["completed"] == 0 and a["good"] == 0
     assert sum(a["errors"].values()) == 4
 
@@ -177,6 +187,18 @@ def test_cli_with_two_worker_processes(server: BatchingServer, tmp_path: Path) -
     turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
     assert {t["extra"]["bench"]["worker"] for t in turns} == {0, 1}
     assert {t["extra"]["bench"]["level"] for t in turns} == {4.0}
+
+
+def test_a_run_whose_warm_up_all_failed_stops_with_the_error(tmp_path: Path, capsys) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    args = ["bench", "-m", "compat:x", "--base-url", f"http://127.0.0.1:{port}/v1", "--concurrency", "1"]
+    rc = main([*args, "--requests", "2", "--warmup", "2", "--out", str(tmp_path / "run")])
+    assert rc == Exit.FAILED
+    err = capsys.readouterr().err
+    assert "every warm-up request failed: " in err and "None" not in err  # the error's own words
+    assert len((tmp_path / "run" / "turns.jsonl").read_text().splitlines()) == 2  # the warm-ups are kept
 
 
 def test_bad_slo_exits_2(capsys) -> None:

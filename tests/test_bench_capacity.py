@@ -16,6 +16,7 @@ import pytest
 from backends.capacity import find_capacity
 from backends.load import LevelResult, LoadConfig
 from telemetry import capacity as cap
+from telemetry.bench_turns import BenchTurn
 from tests.fakes.batching_server import BatchingServer, free_port, wait_http
 from tui.cli import main
 
@@ -25,8 +26,13 @@ def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
 
 
-def rec(ttft: float | None = 100.0, tpot: float | None = 20.0, status: str = "ok") -> dict[str, Any]:
-    return {"status": status, "metrics": {"ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": None}, "extra": {"bench": {}}}
+def rec_dict(ttft: float | None = 100.0, tpot: float | None = 20.0, status: str = "ok") -> dict[str, Any]:
+    metrics = {"ttft_ms": ttft, "tpot_ms": tpot, "e2e_ms": None}
+    return {"turn_index": 0, "status": status, "metrics": metrics, "extra": {"bench": {}}}
+
+
+def rec(ttft: float | None = 100.0, tpot: float | None = 20.0, status: str = "ok") -> BenchTurn:
+    return BenchTurn.from_dict(rec_dict(ttft, tpot, status))
 
 
 # --- objectives -----------------------------------------------------------------------
@@ -43,16 +49,16 @@ def test_objectives_take_a_percentile_or_the_attainment() -> None:
 
 
 def test_goodput_slo_accepts_the_percentile_form_too() -> None:
-    from telemetry.aggregate import SLO
+    from telemetry.slo import SLO
 
     assert SLO.parse("ttft_p90=500ms,tpot=50ms") == SLO(500, 50, None)
 
 
 def test_an_error_misses_every_objective_and_one_token_misses_no_tpot() -> None:
     ttft, tpot = cap.Objectives.parse("ttft=500ms,tpot=50ms").terms
-    assert not ttft.met(rec(status="error")) and not tpot.met(rec(status="error"))
-    assert tpot.met(rec(tpot=None)) and not ttft.met(rec(ttft=None, tpot=None))
-    assert ttft.met(rec(ttft=500)) and not ttft.met(rec(ttft=500.1))
+    assert not ttft.met(rec(status="error").record) and not tpot.met(rec(status="error").record)
+    assert tpot.met(rec(tpot=None).record) and not ttft.met(rec(ttft=None, tpot=None).record)
+    assert ttft.met(rec(ttft=500).record) and not ttft.met(rec(ttft=500.1).record)
 
 
 def test_wilson_interval_and_the_requests_a_pass_needs() -> None:
@@ -152,11 +158,11 @@ class ScriptedRunner:
     async def probe(self, level: float, *, requests: int, level_index: int, start_index: int) -> LevelResult:
         self.calls.append((level, requests, start_index))
         if level <= 5:
-            recs = [rec() for _ in range(requests)]
+            recs = [rec_dict() for _ in range(requests)]
         elif level == 6:
-            recs = [rec(ttft=900) if i % 10 == 0 else rec() for i in range(requests)]
+            recs = [rec_dict(ttft=900) if i % 10 == 0 else rec_dict() for i in range(requests)]
         else:
-            recs = [rec(ttft=900) for _ in range(requests)]
+            recs = [rec_dict(ttft=900) for _ in range(requests)]
         for i, r in enumerate(recs):
             r["extra"]["bench"] = {"index": start_index + i, "sent_at_ms": float(i), "level": level}
         return LevelResult("concurrency", level, recs, {}, 0.5)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from telemetry.aggregate import SLO
 from telemetry.record import SCHEMA
+from telemetry.slo import SLO
 from tests.fakes import FakeServer, Schedule
 from tui.cli import COMMANDS, build_parser, main
 from tui.commands.exits import MEANING, Exit, for_turns

@@ -200,3 +200,19 @@ def test_parquet_is_refused_on_a_terminal(records: list[dict], monkeypatch) -> N
     monkeypatch.setattr(sys, "stdout", _Terminal())
     with pytest.raises(OSError, match="binary"):
         export(records, "parquet", Path("-"))
+
+
+def test_odd_url_and_tool_call_fields_are_dropped_not_leaked(records: list[dict], tmp_path: Path) -> None:
+    # export() takes any dicts (a log read elsewhere, an old tool's): a field that is not of its
+    # record type is written as nothing rather than a traceback or, for a URL, unmasked.
+    ok = records[0]
+    odd = ok | {"base_url": {"url": "https://user:hunter2@h/v1"}, "tool_calls": "call(secret)"}
+    url = ok | {"base_url": "https://user:hunter2@h/v1?key=abc", "tool_calls": [{"name": "f", "arguments": "{}"}]}
+    out = tmp_path / "a.jsonl"
+    assert export([odd, url], "jsonl", out, redact_text=True) == 2
+    text = out.read_text()
+    assert "hunter2" not in text and "secret" not in text and "abc" not in text
+    back = [json.loads(line) for line in text.splitlines()]
+    assert back[0]["base_url"] is None and back[0]["tool_calls"] == []
+    assert back[1]["base_url"].startswith("https://") and "h/v1" in back[1]["base_url"]
+    assert back[1]["tool_calls"] == [{"name": "f", "arguments": None}]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from telemetry import events as ev
-from telemetry.record import OLD_SCHEMAS, SCHEMA, TurnRecord, upgrade
+from telemetry.record import OLD_SCHEMAS, SCHEMA, TurnRecord, typed_records, upgrade
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
-from telemetry.typed_read import RecordError
+from telemetry.typed_read import RecordError, bulk_read
 from tests.test_properties import turns
 from tests.turns import at, play, recorder, stream
 
@@ -150,6 +151,7 @@ def test_missing_and_unknown_fields_take_defaults() -> None:
         (lambda d: d["metrics"].update(ttft_ms="fast"), "metrics.ttft_ms"),
         (lambda d: d["metrics"].update(phases_ms=[1, 2]), "metrics.phases_ms"),
         (lambda d: d["metrics"]["itl_ms"].update(p50=True), "metrics.itl_ms.p50"),
+        (lambda d: d.update(tool_calls=[{"name": "a"}, {"name": 1}]), "tool_calls[1].name"),
         (lambda d: d["tokens"].update(output="9"), "tokens.output"),
         (lambda d: d["settings"].update(stream="yes"), "settings.stream"),
         (lambda d: d["chunks"].__setitem__(1, {"t_ms": 1.0, "kind": "text"}), "chunks[1].tokens"),
@@ -253,3 +255,19 @@ def test_the_history_panel_reads_each_logged_turn_once(monkeypatch: pytest.Monke
     later = [*turns, play(stream(visible=4))]
     assert len(panel._typed_records(later)) == 4
     assert len(read) == 4  # the three earlier turns were not read again
+
+
+def test_a_bulk_read_pauses_the_cycle_collector_and_restores_it() -> None:
+    assert gc.isenabled()
+    with pytest.raises(RecordError), bulk_read():
+        assert not gc.isenabled()
+        TurnRecord.from_dict(None)
+    assert gc.isenabled()  # also after a record that did not read
+    gc.disable()
+    try:
+        with bulk_read():
+            pass
+        assert not gc.isenabled()  # a caller's own choice is left as it was
+    finally:
+        gc.enable()
+    assert len(typed_records([_rich_turn(), "odd", _rich_turn()])) == 2 and gc.isenabled()

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from telemetry import aggregate as agg
+from telemetry.bench_summary import summary
+from telemetry.bench_turns import group_levels
 from telemetry.log import SessionLog
-from tests.test_aggregate import rec
+from tests.test_aggregate import rec, typed
 from tests.turns import play, recorder, stream
 from tui.chart_builders import hist_chart, timeline_chart, tradeoff_chart
 from tui.cli import main
@@ -26,9 +28,9 @@ def bench_dir(tmp_path: Path) -> Path:
     out.mkdir()
     turns = [rec(sent_at=i * 100.0, ttft=30, tokens=10, tpot=10, level=1) for i in range(6)]
     turns += [rec(sent_at=(i // 4) * 100.0, ttft=60, tokens=10, tpot=25, level=4) for i in range(12)]
-    levels = [agg.aggregate_level(rs, level=lv, mode=m) for m, lv, rs in agg.group_levels(turns)]
+    levels = [agg.aggregate_level(rs, level=lv, mode=m) for m, lv, rs in group_levels(typed(turns))]
     (out / "turns.jsonl").write_text("".join(json.dumps(t) + "\n" for t in turns))
-    (out / "summary.json").write_text(json.dumps(agg.summary(levels, meta={"model": "fake-model"}), default=str))
+    (out / "summary.json").write_text(json.dumps(summary(levels, meta={"model": "fake-model"}), default=str))
     return out
 
 
@@ -83,6 +85,22 @@ def test_report_on_bench_turns_alone_reaggregates(tmp_path: Path, capsys) -> Non
     assert lines and "25.0" in lines[0]  # TPOT p50 recomputed from the records
 
 
+def test_a_bench_record_that_does_not_read_is_left_out_and_said(tmp_path: Path, capsys) -> None:
+    # Well formed for the log (its tags of known types), but a warm-up flag no ttft wrote: the
+    # level is figured from the other records and the report says what it left out, and why.
+    b = bench_dir(tmp_path)
+    lines = (b / "turns.jsonl").read_text().splitlines()
+    odd = json.loads(lines[0])
+    odd["extra"]["bench"]["warmup"] = "no"
+    (b / "turns.jsonl").write_text("\n".join([json.dumps(odd), *lines[1:]]) + "\n")
+    assert main(["report", str(b / "turns.jsonl"), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "left out 1 bench record" in captured.err and "extra.bench.warmup" in captured.err
+    assert "Traceback" not in captured.err
+    levels = json.loads(captured.out)["benches"][0]["levels"]
+    assert [lv["requests"] for lv in levels] == [5, 12]
+
+
 def test_timeline_picks_chosen_turns(tmp_path: Path, capsys) -> None:
     s = session_log(tmp_path)
     assert main(["report", str(s), "--turns", "1,3"]) == 0  # numbered as shown: from 1
@@ -99,7 +117,7 @@ def test_report_on_a_missing_file_says_so(tmp_path: Path, capsys) -> None:
 def test_svg_charts_are_well_formed() -> None:
     import xml.etree.ElementTree as ET
 
-    level = agg.aggregate_level([rec(sent_at=0, ttft=10, tokens=5, tpot=5)], level=1)
+    level = agg.aggregate_level(typed([rec(sent_at=0, ttft=10, tokens=5, tpot=5)]), level=1)
     for chart in (
         tradeoff_chart([level]),
         hist_chart([1.0, 2.0, 2.5, 9.0], "TTFT", "ms"),

@@ -12,7 +12,7 @@ import pytest
 from telemetry import aggregate as agg
 from telemetry import events as ev
 from telemetry.log import SessionLog
-from tests.test_aggregate import rec
+from tests.test_aggregate import rec, typed
 from tests.turns import at, play, recorder, stream
 from tui.chart_builders import hist_chart, timeline_chart, ttft_chart
 from tui.charts import whole_ticks
@@ -49,7 +49,7 @@ def test_count_axes_tick_on_whole_numbers() -> None:
     svg = ET.fromstring(hist.svg())
     y_labels = [t.text for t in svg.iter("{http://www.w3.org/2000/svg}text") if t.get("text-anchor") == "end"]
     assert y_labels and all(lab and lab.isdigit() for lab in y_labels)
-    levels = [agg.aggregate_level([rec(sent_at=0, ttft=10 * c, tokens=5, tpot=5)], level=c) for c in (1, 2)]
+    levels = [agg.aggregate_level(typed([rec(sent_at=0, ttft=10 * c, tokens=5, tpot=5)]), level=c) for c in (1, 2)]
     users = ttft_chart(levels)
     axis = users.terminal(70, 14).splitlines()[-2]  # the x tick labels
     assert re.findall(r"[\d.]+", axis) == ["1", "2"]  # concurrency: no 1.17 users
@@ -71,7 +71,7 @@ def test_failed_and_cancelled_turns_are_marked_on_the_timeline() -> None:
 
 
 def test_every_chart_element_has_hover_details() -> None:
-    level = agg.aggregate_level([rec(sent_at=0, ttft=10, tokens=5, tpot=5)], level=1)
+    level = agg.aggregate_level(typed([rec(sent_at=0, ttft=10, tokens=5, tpot=5)]), level=1)
     for chart in (ttft_chart([level]), hist_chart([1.0, 2.0, 9.0], "TTFT", "ms"), timeline_chart(turns())):
         root = ET.fromstring(chart.svg())
         marks = [e for e in root.iter() if e.tag.rsplit("}", 1)[-1] in ("rect", "circle") and e.get("height") != "10"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from telemetry.aggregate import chunk_gaps_ms
 from telemetry.log import Skipped, read_records, tail_records
-from telemetry.record import SCHEMA, chunk_rows, upgrade
+from telemetry.record import SCHEMA, TurnRecord, chunk_rows, upgrade
 from telemetry.timeline import turn_timeline
 from tests.turns import play, stream
 from tui.cli import main
@@ -49,7 +49,8 @@ def test_old_lines_are_upgraded_as_they_are_read(tmp_path: Path) -> None:
     assert recs[0]["metrics"] == raw[0]["metrics"]  # everything but the chunks' form is as logged
     assert tail_records(log, 3) == recs
     # readers of the figures agree across the two forms
-    assert chunk_gaps_ms(raw[0]) == chunk_gaps_ms(recs[0]) == [10.0, 10.0, 10.0, 10.0]
+    old, new = TurnRecord.from_dict(raw[0]), TurnRecord.from_dict(recs[0])
+    assert chunk_gaps_ms(old) == chunk_gaps_ms(new) == [10.0, 10.0, 10.0, 10.0]
     assert turn_timeline(raw[0]) == turn_timeline(recs[0])
 
 

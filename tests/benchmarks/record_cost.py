@@ -8,21 +8,34 @@ which hides changes of a few microseconds. This times the part that is ttft's al
 way each run: a recorder fed one answer of ``--tokens`` chunks (events built as the lean reader
 builds them, each passed through scrub_event as run_turn does), the record finished (metrics,
 diagnosis) and turned into the ``ttft.turn`` dict. Best of 5 repeats.
+
+    python tests/benchmarks/record_cost.py --aggregate 10000
+
+then also times what a bench does with its records at the end (and ``ttft report`` on its
+``turns.jsonl``): ``--aggregate`` requests of that answer (timings varied per request, four
+concurrency levels) read as typed records (``TurnRecord.from_dict``) and aggregated into the
+summary; CPU seconds, median of 3, reading and aggregating shown apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import statistics
 import sys
 import time
 import timeit
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from telemetry import events as ev  # noqa: E402
+from telemetry.aggregate import aggregate_level  # noqa: E402
+from telemetry.bench_summary import summary  # noqa: E402
+from telemetry.bench_turns import group_levels, measured, read_bench  # noqa: E402
 from telemetry.recorder import TurnRecorder  # noqa: E402
 from telemetry.settings import TurnSettings  # noqa: E402
 from telemetry.surrogates import scrub_event  # noqa: E402
@@ -59,9 +72,36 @@ def finish_us(tokens: int, number: int) -> float:
     return best / number * 1e6
 
 
+def bench_dicts(n: int, tokens: int) -> list[dict[str, Any]]:
+    """``n`` bench requests as logged: the fed answer, its stamps shifted per request, four levels."""
+    one = fed(tokens).finish().to_dict()
+    out = []
+    for i in range(n):
+        d = copy.deepcopy(one)
+        level = (1, 2, 4, 8)[i * 4 // n]
+        d["turn_index"] = i
+        d["extra"] = {"bench": {"run_id": "x", "mode": "concurrency", "level": level, "index": i, "warmup": False,
+                                "worker": 0, "sent_at_ms": (i % (n // 4 or 1)) * 3.5}}  # fmt: skip
+        d["chunks"] = [{**c, "t_ms": c["t_ms"] + (i % 7) * 0.125 * k} for k, c in enumerate(d["chunks"])]
+        d["metrics"]["ttft_ms"] += i % 13
+        out.append(d)
+    return out
+
+
+def aggregate_s(dicts: list[dict[str, Any]]) -> tuple[float, float]:
+    """CPU seconds to read the records as typed ones, and to aggregate them into the summary."""
+    t0 = time.process_time()
+    turns = read_bench(dicts).turns
+    t1 = time.process_time()
+    levels = [aggregate_level(recs, level=lv, mode=m) for m, lv, recs in group_levels(measured(turns))]
+    summary(levels)
+    return t1 - t0, time.process_time() - t1
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tokens", type=int, default=32, help="chunks per answer")
+    p.add_argument("--aggregate", type=int, default=0, metavar="N", help="also time a bench run of N requests")
     a = p.parse_args()
     n = a.tokens
     feed = best_us(lambda: fed(n), 300)
@@ -71,6 +111,13 @@ def main() -> int:
     total = feed + finish + to_dict
     print(f"{n} chunks per answer: feeding {feed:.0f} us ({feed / n:.2f} us/chunk), finish {finish:.0f} us, "
           f"to_dict {to_dict:.0f} us; {total:.0f} us per request = {total / n:.1f} us per chunk")  # fmt: skip
+    if a.aggregate:
+        dicts = bench_dicts(a.aggregate, n)
+        runs = [aggregate_s(dicts) for _ in range(3)]
+        read, agg = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+        print(f"a bench run of {a.aggregate} requests ({n} chunks each): reading {read:.2f} s "
+              f"({read / a.aggregate * 1e6:.0f} us per record), aggregating {agg:.2f} s, "
+              f"{read + agg:.2f} s CPU in all (median of 3)")  # fmt: skip
     return 0
 
 

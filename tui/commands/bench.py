@@ -24,7 +24,10 @@ from backends import event_loop
 from backends.load import LevelCancelled, LoadConfig
 from backends.load_runner import BackendSpec, LoadRunner
 from telemetry import aggregate as agg
+from telemetry import bench_summary
+from telemetry.bench_turns import read_bench
 from telemetry.log import encode_line, write_all
+from telemetry.slo import SLO
 from telemetry.urls import redact_url
 from tui import charts, signals
 from tui.commands import bench_capacity
@@ -56,7 +59,7 @@ def _goodput(text: str) -> str:
     try:
         if not sep:
             raise ValueError("no colon")
-        agg.SLO.parse(item)
+        SLO.parse(item)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected KEY:MS with KEY ttft, tpot or e2el, got {text!r}") from None
     return item
@@ -162,9 +165,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.find_capacity:
             args.objectives = bench_capacity.parse_objectives(args)
-            slo: agg.SLO | None = args.objectives.slo()
+            slo: SLO | None = args.objectives.slo()
         else:
-            slo = agg.SLO.parse(args.slo)
+            slo = SLO.parse(args.slo)
     except ValueError as exc:
         print(f"ttft bench: {exc}", file=sys.stderr)
         return 2
@@ -212,17 +215,17 @@ class TurnsFile:
 
 
 def write_results(out: Path, levels: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
-    summary = agg.summary(levels, meta=meta)
+    summary = bench_summary.summary(levels, meta=meta)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     with (out / "levels.csv").open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(agg.CSV_COLUMNS))
+        w = csv.DictWriter(f, fieldnames=list(bench_summary.CSV_COLUMNS))
         w.writeheader()
         for lv in levels:
-            w.writerow(agg.csv_row(lv))
+            w.writerow(bench_summary.csv_row(lv))
     return summary
 
 
-async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
+async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
     mode = "rate" if args.rate else "concurrency"
     levels_in = args.rate or args.concurrency or (1.0, 2.0, 4.0, 8.0)
     if args.find_capacity:  # the levels are the search's; the HTTP pool is sized for its limit
@@ -341,10 +344,11 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                     keep(exc.records)
                     raise
                 keep(warm.records if warm else [])
-                if warm and warm.records and all(r.get("status") != "ok" for r in warm.records):
+                warmed = read_bench(warm.records).turns if warm else []
+                if warmed and all(t.record.status != "ok" for t in warmed):
                     progress.end()
-                    err = warm.records[0].get("error") or {}
-                    msg = visible_controls(f"ttft bench: every warm-up request failed: {err.get('message')}")
+                    err = warmed[0].record.error
+                    msg = visible_controls(f"ttft bench: every warm-up request failed: {err.message if err else None}")
                     print(msg, file=sys.stderr)  # the server's words: shown, never run
                     return Exit.FAILED
                 print(HEADER)
@@ -352,6 +356,8 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
 
                     def probed(p: Any) -> None:
                         progress.end()
+                        if p.unreadable:  # a worker's record that does not read: left out of the verdict
+                            print(f"ttft bench: left out {p.unreadable} unreadable record(s)", file=sys.stderr)
                         for line in bench_capacity.probe_lines(p, level_row):
                             print(line, flush=True)
 
@@ -368,7 +374,10 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
                         keep(exc.records)
                         raise
                     keep(res.records)
-                    a = agg.aggregate_level(res.records, level=res.level, mode=res.mode, slo=slo, client=res.client)
+                    read = read_bench(res.records)
+                    if (problem := read.message()) is not None:  # a worker's record that does not read
+                        print(visible_controls(f"ttft bench: {problem}"), file=sys.stderr)
+                    a = agg.aggregate_level(read.turns, level=res.level, mode=res.mode, slo=slo, client=res.client)
                     if server is not None and before is not None:
                         from backends.llama_server import metrics_delta
 
@@ -399,7 +408,7 @@ async def bench(args: argparse.Namespace, slo: agg.SLO | None) -> int:
         summary = write_results(out, levels, meta)
     except OSError as exc:
         unsaved.append(f"summary.json / levels.csv: {exc.strerror or exc}")
-        summary = agg.summary(levels, meta=meta)
+        summary = bench_summary.summary(levels, meta=meta)
     args.summary = {**summary, "out": str(out)}  # for --json
     title = meta.get("model") or args.model
     width = 78

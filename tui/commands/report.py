@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from telemetry import aggregate as agg
+from telemetry.bench_conclusion import conclusion as bench_conclusion
+from telemetry.bench_turns import group_levels, measured, read_bench
 from telemetry.compare import pane_stats
 from telemetry.export import STDOUT, open_private
 from telemetry.log import Skipped, read_records
@@ -84,13 +86,19 @@ class Loaded:
 
 
 # --- reading ---------------------------------------------------------------------------
-def _bench_from_records(name: str, records: list[dict[str, Any]]) -> Bench:
-    groups = agg.group_levels(agg.measured(records))
-    levels = [agg.aggregate_level(recs, level=level, mode=mode) for mode, level, recs in groups]
-    first = records[0] if records else {}
-    meta = {k: first.get(k) for k in ("provider", "model", "base_url", "started_at")}
-    meta["model_spec"] = f"{first.get('provider')}:{first.get('model')}" if first.get("provider") else None
-    return Bench(name, levels, agg.conclusion(levels), meta)
+def _bench_from_records(name: str, records: list[dict[str, Any]], problems: list[str]) -> Bench:
+    read = read_bench(records)
+    if (problem := read.message()) is not None:
+        problems.append(f"{name}: {problem}")
+    groups = group_levels(measured(read.turns))
+    levels = [agg.aggregate_level(turns, level=level, mode=mode) for mode, level, turns in groups]
+    meta: dict[str, Any] = {"provider": None, "model": None, "base_url": None, "started_at": None}
+    if read.turns:
+        first = read.turns[0].record
+        meta = {"provider": first.provider or None, "model": first.model or None}
+        meta |= {"base_url": first.base_url, "started_at": first.started_at or None}
+    meta["model_spec"] = f"{meta['provider']}:{meta['model']}" if meta["provider"] else None
+    return Bench(name, levels, bench_conclusion(levels), meta)
 
 
 def _bench_from_summary(path: Path) -> Bench:
@@ -100,7 +108,7 @@ def _bench_from_summary(path: Path) -> Bench:
     details = data.get("details")
     levels = [lv for lv in map(_level, details) if lv is not None] if isinstance(details, list) else []
     name = str(data.get("model") or data.get("model_spec") or path.parent.name)
-    conclusion = str(data.get("conclusion") or agg.conclusion(levels))
+    conclusion = str(data.get("conclusion") or bench_conclusion(levels))
     capacity = data.get("capacity")
     if isinstance(capacity, dict) and capacity.get("conclusion"):  # a --find-capacity run: its answer too
         conclusion += " " + str(capacity["conclusion"])
@@ -198,7 +206,7 @@ def _from_jsonl(path: Path, out: Loaded, want: set[int] | None = None) -> None:
         return
     bench = [r for r in recs if (r.get("extra") or {}).get("bench")]
     if bench:
-        out.benches.append(_bench_from_records(path.stem, bench))
+        out.benches.append(_bench_from_records(path.stem, bench, out.problems))
     rest = [r for r in recs if not (r.get("extra") or {}).get("bench")]
     comparisons: dict[str, dict[str, list[dict[str, Any]]]] = {}
     plain: list[dict[str, Any]] = []
