@@ -18,7 +18,7 @@ import httpx2
 from backends.http import Probe
 from telemetry import events as ev
 
-SDKS = ("openai", "anthropic", "backends.openai_lean")  # the lean path mirrors the SDK's error classes
+SDKS = ("openai", "anthropic", "backends.openai_lean_errors")  # the lean path mirrors the SDK's error classes
 
 Translate = Callable[[Any, Any, int, Any], Iterable[ev.Event]]
 

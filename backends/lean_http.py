@@ -16,7 +16,10 @@ What it keeps, so a record does not depend on the client:
 - its errors raised as the httpx2 errors they correspond to (connect refused or timed out,
   read timeout, a connection dropped mid-body), so :mod:`backends.errors` words them alike;
 - the pool sized for every stream (a stream waiting for a connection would count it as TTFT)
-  and no CA bundle loaded for a plain-http server.
+  and no CA bundle loaded for a plain-http server;
+- no request sent twice: a pooled connection the server has closed is dropped before anything is
+  written on it, and a POST that failed after leaving goes again only when the server cannot have
+  read it (:func:`resend_is_safe`).
 
 aiohttp is imported on first use: ``ttft ask`` keeps the httpx2 client (one turn, no load).
 """
@@ -24,7 +27,11 @@ aiohttp is imported on first use: ``ttft ask`` keeps the httpx2 client (one turn
 from __future__ import annotations
 
 import asyncio
+import errno
+import functools
 import ipaddress
+import select
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -43,6 +50,78 @@ if TYPE_CHECKING:
 _DROPPED = "peer closed connection without sending complete message body (incomplete chunked read)"
 _DISCONNECTED = "Server disconnected without sending a response."
 STALE_RETRIES = 3  # pooled connections found closed, one after another, before the error stands
+
+
+def ended_by_peer(sock: Any) -> bool:
+    """Whether an idle pooled connection's socket is readable: the server ended it (its FIN, or a reset,
+    is waiting) or sent bytes nobody asked for. Either way it cannot carry a request. Polled, never read,
+    as httpcore2 checks a pooled connection before reusing it."""
+    fd = sock.fileno() if sock is not None else -1
+    if fd < 0:
+        return True
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    return bool(p.poll(0))
+
+
+@functools.cache
+def _connector_class() -> type[aiohttp.TCPConnector]:
+    """aiohttp's connector, checking each pooled connection before it carries a request (see send)."""
+    import aiohttp
+
+    class CheckedConnector(aiohttp.TCPConnector):
+        def __init__(self, **kw: Any) -> None:
+            super().__init__(**kw)
+            # The connections handed out before: one handed out again is a reuse from the pool. Only
+            # those are checked (a new TLS connection may well be readable: the server's session tickets).
+            self._ttft_handed: weakref.WeakSet[Any] = weakref.WeakSet()
+
+        def _first_use(self, conn: aiohttp.connector.Connection) -> bool:
+            proto = conn.protocol
+            if proto is None or conn.transport is None:
+                return True
+            if proto in self._ttft_handed:
+                return False
+            self._ttft_handed.add(proto)
+            return True
+
+        async def connect(self, req: Any, traces: Any, timeout: Any) -> aiohttp.connector.Connection:
+            conn = await super().connect(req, traces, timeout)
+            for _ in range(STALE_RETRIES):
+                if self._first_use(conn) or not ended_by_peer(conn.transport.get_extra_info("socket")):  # type: ignore[union-attr]
+                    return conn
+                conn.close()  # nothing was sent on it: the same request takes another connection
+                conn = await super().connect(req, traces, timeout)
+            self._first_use(conn)
+            return conn
+
+    return CheckedConnector
+
+
+def resend_is_safe(exc: BaseException, reused: bool) -> bool:
+    """Whether a POST that failed before its response may go again, on another connection, as the same attempt.
+
+    The rule: no byte of the request can have been consumed by the server. That holds only when
+
+    - the connection was reused from the pool (a new one failing is the server's answer, not a race), and
+    - no byte of a response came (the caller: the failure came before the headers), and
+    - the failure is a reset or a broken pipe: the write met a closed transport, or the server's kernel
+      refused our bytes (its socket was closed, or closed with our bytes unread). A server that read the
+      whole request and then closed sends an EOF instead, so an EOF (``ServerDisconnectedError``) is never
+      resent: the server may be generating the answer already, and a resend would run it twice.
+
+    Pooled connections the server had already ended are dropped before any byte is written
+    (:func:`ended_by_peer`), so the usual keep-alive race never gets here; this covers the FIN that
+    crossed the request on the wire. Left out by design: a server that read a request and then aborted the
+    connection (a reset with nothing unread) looks like the race and is resent.
+    """
+    import aiohttp
+
+    if not reused or isinstance(exc, aiohttp.ServerDisconnectedError):
+        return False
+    if isinstance(exc, ConnectionResetError | BrokenPipeError | ConnectionAbortedError):
+        return True  # aiohttp's ClientConnectionResetError: the write found the transport closing
+    return isinstance(exc, aiohttp.ClientOSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED)
 
 
 def _as_httpx(exc: BaseException, request: httpx2.Request) -> httpx2.TransportError:
@@ -65,6 +144,14 @@ def _as_httpx(exc: BaseException, request: httpx2.Request) -> httpx2.TransportEr
     return httpx2.ReadError(str(exc) or type(exc).__name__, request=request)
 
 
+@functools.cache
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What a body read raises (looked up once, not imported on each read)."""
+    import aiohttp
+
+    return (TimeoutError, aiohttp.ClientError)
+
+
 class AiohttpResponse:
     """One attempt's response: the attributes the lean reader and :mod:`backends.errors` read
     from an ``httpx2.Response`` (status, headers, request, body), and a stamped byte stream."""
@@ -74,7 +161,9 @@ class AiohttpResponse:
         "_done",
         "_params",
         "_raw",
+        "_readany",
         "_request",
+        "_stamp",
         "_url",
         "headers",
         "probe",
@@ -95,6 +184,8 @@ class AiohttpResponse:
         self.headers: Mapping[str, str] = raw.headers
         self._body: bytes | None = None
         self._done = False
+        self._readany = raw.content.readany
+        self._stamp = probe._chunk
 
     @property
     def request(self) -> httpx2.Request:
@@ -107,21 +198,22 @@ class AiohttpResponse:
     def is_success(self) -> bool:
         return 200 <= self.status_code < 300
 
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        import aiohttp
-
-        stamp = self.probe._chunk
-        content = self._raw.content
+    async def read_stamped(self) -> bytes:
+        """The body's next socket read, stamped on arrival (``Probe._chunk``); ``b""`` at its end.
+        The lean reader awaits this directly, once per read (backends.lean_sse)."""
         try:
-            while True:
-                data = await content.readany()
-                if not data:
-                    break
-                stamp(data)
-                yield data
-        except (TimeoutError, aiohttp.ClientError) as exc:
+            data = await self._readany()
+        except _read_errors() as exc:
             raise _as_httpx(exc, self.request) from exc
-        self._done = True
+        if data:
+            self._stamp(data)
+        else:
+            self._done = True
+        return data
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        while data := await self.read_stamped():
+            yield data
 
     async def aread(self) -> bytes:
         if self._body is None:
@@ -204,7 +296,7 @@ class AiohttpClient:
     def _open_session(self) -> aiohttp.ClientSession:
         import aiohttp
 
-        connector = aiohttp.TCPConnector(
+        connector = _connector_class()(
             limit=self.max_connections or 100,
             limit_per_host=0,
             # httpx2's trust (SSL_CERT_FILE / SSL_CERT_DIR read now, as the SDK clients do), not aiohttp's
@@ -257,11 +349,10 @@ class AiohttpClient:
                         trace_request_ctx=(probe, probe.attempt, self._is_ip(url)),
                     )
                 break
-            except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                # A pooled connection the server had just closed (its keep-alive ran out) fails before
-                # the request is read. httpcore2 sees that socket's end before reusing it; aiohttp can
-                # only find out here. Nothing reached the server: the same attempt, on a new connection.
-                if probe.traced and not probe.connected and stale < STALE_RETRIES:
+            except aiohttp.ClientConnectionError as exc:
+                # A pooled connection the server closed as the request left (its keep-alive ran out):
+                # resent only when the server cannot have read any of it (see resend_is_safe).
+                if stale < STALE_RETRIES and resend_is_safe(exc, probe.traced and not probe.connected):
                     stale += 1
                     probe.traced = False
                     continue

@@ -143,11 +143,11 @@ class _ClientWatch:
     _t0: float = 0.0
 
     async def _tick(self) -> None:
-        loop = asyncio.get_running_loop()
+        clock = time.perf_counter  # not loop.time(): uvloop's counts whole milliseconds
         while True:
-            t = loop.time()
+            t = clock()
             await asyncio.sleep(LAG_INTERVAL_S)
-            self.lags_ms.append(max(0.0, (loop.time() - t - LAG_INTERVAL_S) * 1000))
+            self.lags_ms.append(max(0.0, (clock() - t - LAG_INTERVAL_S) * 1000))
 
     def start(self) -> None:
         times = psutil.Process().cpu_times()

@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from backends import event_loop
 from backends.base import Backend
 from backends.load import LevelResult, LoadConfig, Progress, run_level
 from telemetry import events as ev
@@ -33,6 +34,8 @@ class BackendSpec:
     # With options["lean"] (no SDK): send through aiohttp rather than httpx2 (backends.lean_http),
     # the cheapest client per chunk under many streams.
     aiohttp: bool = False
+    # Run each worker process on uvloop when it is installed (backends.event_loop), as the parent runs.
+    fast_loop: bool = False
 
 
 def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
@@ -87,7 +90,7 @@ def _worker_level(
             await backend.aclose()
 
     _otel_in_worker()
-    res = asyncio.run(main())
+    res = event_loop.run(main(), event_loop.loop_factory() if spec.fast_loop else None)
     from backends.otel import installed
 
     if (push := installed()) is not None:

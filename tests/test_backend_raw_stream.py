@@ -285,7 +285,7 @@ def test_chat_url_joins_as_the_sdk_does() -> None:
 def test_sse_splitter_on_any_byte_boundary() -> None:
     import random
 
-    from backends.openai_lean import SSESplitter
+    from backends.lean_sse import SSESplitter
 
     wire = (
         b": ping\n\n"
@@ -309,7 +309,7 @@ def test_sse_splitter_on_any_byte_boundary() -> None:
 def test_lean_status_errors_carry_the_sdk_class_names() -> None:
     import httpx2
 
-    from backends import openai_lean as lean
+    from backends import openai_lean_errors as lean
 
     def err(status: int, body: bytes = b'{"error":{"message":"no","type":"t"}}') -> lean.APIStatusError:
         resp = httpx2.Response(status, content=body, request=httpx2.Request("POST", "http://x/v1/chat/completions"))
@@ -329,7 +329,7 @@ def test_lean_status_errors_carry_the_sdk_class_names() -> None:
 def test_lean_backoff_follows_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
     import httpx2
 
-    from backends.openai_lean import retry_delay_s, should_retry
+    from backends.openai_retry import retry_delay_s, should_retry
 
     monkeypatch.setattr("random.random", lambda: 1.0)  # the most jitter: 25 % off
     assert [retry_delay_s(n, None) for n in (0, 1, 2, 5)] == [0.375, 0.75, 1.5, 6.0]

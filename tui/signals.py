@@ -56,8 +56,9 @@ def uninstall(loop: asyncio.AbstractEventLoop, installed: list[int]) -> None:
         loop.remove_signal_handler(s)
 
 
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(coro)``, with SIGTERM and SIGHUP cancelling it like Ctrl-C; raises ``Interrupted``."""
+def run(coro: Coroutine[Any, Any, T], loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> T:
+    """``asyncio.run(coro)``, with SIGTERM and SIGHUP cancelling it like Ctrl-C; raises ``Interrupted``.
+    ``loop_factory``: the loop to run on (``ttft bench``'s uvloop, backends.event_loop); asyncio's when None."""
     caught: list[int] = []
 
     async def main() -> T:
@@ -77,7 +78,8 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
             uninstall(loop, installed)
 
     try:
-        return asyncio.run(main())
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            return runner.run(main())
     except asyncio.CancelledError:
         if caught:
             raise Interrupted(caught[0]) from None

@@ -1,14 +1,15 @@
 """How many concurrent streams one ttft load process holds without distorting what it measures.
 
     python tests/benchmarks/client_capacity.py [--rates 20] [--levels 8,16,32,64,128,256] [--tokens 32]
-        [--sdk | --raw | --httpx]
+        [--sdk | --raw | --httpx] [--loop auto|asyncio]
 
 The default path is ``ttft bench``'s: the lean reader (orjson) on aiohttp. ``--httpx`` is the lean
 reader on httpx2 (as ``ttft ask``), ``--raw`` the SDK's call read as JSON, ``--sdk`` the SDK's typed
-chunks. Besides lag and CPU per chunk it prints how far TPOT p50 is from the server's schedule and
-the machine's load average (other programs' CPU skews every wall-clock figure here). The last
-lines check the issue's targets: 256 streams at 20 tok/s with loop lag p99 <= 5 ms and TPOT
-within 1 % of the schedule, and <= 50 us of client CPU per chunk.
+chunks. ``--loop asyncio`` runs asyncio's own event loop rather than uvloop (``ttft bench``'s
+default when uvloop is installed, backends.event_loop). Besides lag and CPU per chunk it prints how
+far TPOT p50 is from the server's schedule and the machine's load average (other programs' CPU skews
+every wall-clock figure here). The last lines check the issue's targets: 256 streams at 20 tok/s with
+loop lag p99 <= 5 ms and TPOT within 1 % of the schedule, and <= 50 us of client CPU per chunk.
 
 For each per-stream rate (tokens/s) the simulated batching server (tests/fakes/batching_server.py)
 runs in a SEPARATE process with unlimited slots and no batching slowdown, so the truth is
@@ -24,7 +25,6 @@ on the same machine at the same time.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import resource
 import subprocess
@@ -35,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from backends import event_loop  # noqa: E402
 from backends.load import LoadConfig, run_level  # noqa: E402
 from backends.load_runner import BackendSpec, build_backend  # noqa: E402
 from telemetry.metrics import percentiles  # noqa: E402
@@ -106,9 +107,13 @@ def main() -> int:
     path.add_argument("--sdk", action="store_true", help="the OpenAI SDK's typed chunks (ttft bench --sdk)")
     path.add_argument("--raw", action="store_true", help="the SDK's call, read as JSON (ttft bench --raw-stream)")
     path.add_argument("--httpx", action="store_true", help="the lean reader on httpx2 (as ttft ask)")
+    p.add_argument("--loop", choices=("auto", "asyncio"), default="auto", help="auto: uvloop when installed")
     a = p.parse_args()
     a.levels = [int(x) for x in a.levels.split(",")]
     os.environ.setdefault("TTFT_DATA_DIR", tempfile.mkdtemp(prefix="ttft-capacity-"))
+    if a.loop == "asyncio":
+        os.environ[event_loop.ENV] = "asyncio"
+    factory = event_loop.loop_factory()
     summary = []
     figures: dict[tuple[float, int], dict] = {}
     for rate in (float(x) for x in a.rates.split(",")):
@@ -125,8 +130,9 @@ def main() -> int:
         try:
             wait_http(f"http://127.0.0.1:{port}/health")
             path = "SDK" if a.sdk else "raw" if a.raw else "lean on httpx2" if a.httpx else "lean on aiohttp (default)"
-            print(f"== {rate:g} tok/s per stream, {a.tokens} tokens per request, {path} path ==")
-            best = asyncio.run(ramp(f"http://127.0.0.1:{port}/v1", rate, a, figures))
+            print(f"== {rate:g} tok/s per stream, {a.tokens} tokens per request, {path} path, "
+                  f"{event_loop.loop_name(factory)} loop ==")  # fmt: skip
+            best = event_loop.run(ramp(f"http://127.0.0.1:{port}/v1", rate, a, figures), factory)
             summary.append((rate, best))
         finally:
             srv.terminate()

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from backends import event_loop
 from backends.load import LevelCancelled, LoadConfig
 from backends.load_runner import BackendSpec, LoadRunner
 from telemetry import aggregate as agg
@@ -172,12 +173,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         if not args.json:
-            return signals.run(bench(args, slo))  # SIGTERM and SIGHUP stop it like Ctrl-C
+            # SIGTERM and SIGHUP stop it like Ctrl-C; on uvloop when installed (backends.event_loop)
+            return signals.run(bench(args, slo), event_loop.loop_factory())
         # --json: stdout holds the summary alone; the tables and charts go to stderr (or nowhere, -q)
         with contextlib.ExitStack() as stack:
             sink = stack.enter_context(open(os.devnull, "w")) if args.quiet else sys.stderr
             stack.enter_context(contextlib.redirect_stdout(sink))
-            rc = signals.run(bench(args, slo))
+            rc = signals.run(bench(args, slo), event_loop.loop_factory())
         if (summary := getattr(args, "summary", None)) is not None:
             print_json(summary)
         return rc
@@ -296,6 +298,7 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         "raw_stream": args.raw_stream,
         "lean": lean,
         "reader": "lean (orjson, aiohttp)" if lean else "sdk (raw stream)" if args.raw_stream else "sdk",
+        "event_loop": event_loop.running(),  # "uvloop X.Y.Z" or "asyncio" (every worker runs the same)
         "slo": slo.to_dict() if slo else None,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -322,6 +325,7 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
                         **({"timeout_s": args.timeout} if args.timeout else {}),
                     },
                     aiohttp=lean,
+                    fast_loop=event_loop.running() != "asyncio",
                 ),
                 run_id=run_id,
                 on_progress=progress,
