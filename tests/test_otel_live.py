@@ -255,7 +255,9 @@ def test_a_dead_or_slow_collector_delays_nothing(collector: str, monkeypatch: py
             assert rec.metrics.ttft_ms is not None and rec.metrics.ttft_ms < 30 + 500
         t0 = time.monotonic()
         line = otel.uninstall(1.0)
-        assert time.monotonic() - t0 < 1.0 + 1.0  # the exit waits a bounded time, whatever the collector does
+        # the exit waits a bounded time, whatever the collector does (the slow one holds each export 5 s);
+        # 3 s over the 1 s budget: room for a loaded machine, still short of the collector's hold
+        assert time.monotonic() - t0 < 1.0 + 3.0
         assert line is not None and "not delivered" in line and url.split("//")[1] in line
     finally:
         if slow is not None:
