@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -239,12 +240,19 @@ async def test_a_turn_sent_during_the_start_up_load_shows_the_wait_as_its_load_p
     backend = SlowLoadingLocal()
     app = ChatApp("local", factory=factory_for(backend), warm_up=True)
     hold_ms = 300
+
+    def release_once_the_turn_waits() -> None:
+        # From a thread: while the turn waits for the load, the pilot's own waits for an idle screen do too.
+        deadline = time.monotonic() + 30
+        while not (made and made[0].load_start_ns is not None) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(hold_ms / 1000)
+        backend.release.set()
+
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.session.backend is not None)
+        threading.Thread(target=release_once_the_turn_waits, daemon=True).start()
         await send(pilot, app, "hi")  # the load cannot end before the release: no race with a slow machine
-        await wait_until(pilot, lambda: bool(made) and made[0].load_start_ns is not None)
-        await asyncio.sleep(hold_ms / 1000)
-        backend.release.set()
         await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=30)
         m = app.session.records[0]["metrics"]
         rec = made[0]
