@@ -1,9 +1,12 @@
 """How many concurrent streams one ttft load process holds without distorting what it measures.
 
     python tests/benchmarks/client_capacity.py [--rates 20] [--levels 8,16,32,64,128,256] [--tokens 32]
-        [--sdk | --raw | --httpx] [--loop auto|asyncio]
+        [--sdk | --raw | --httpx] [--transport aiohttp|proto] [--ramp S] [--loop auto|asyncio]
+        [--versus transport=aiohttp,proto | --versus ramp=0,2 [--runs 3]]
 
-The default path is ``ttft bench``'s: the lean reader (orjson) on aiohttp. ``--httpx`` is the lean
+The default path is ``ttft bench``'s: the lean reader (orjson) on the asyncio Protocol + httptools
+transport (backends.lean_proto; on aiohttp without httptools, or with ``--transport aiohttp``, as
+``ttft bench --aiohttp``). ``--ramp S`` starts each level's streams spread over S seconds. ``--httpx`` is the lean
 reader on httpx2 (as ``ttft ask``), ``--raw`` the SDK's call read as JSON, ``--sdk`` the SDK's typed
 chunks. ``--loop asyncio`` runs asyncio's own event loop rather than uvloop (``ttft bench``'s
 default when uvloop is installed, backends.event_loop). Besides lag and CPU per chunk it prints how
@@ -30,6 +33,7 @@ import bisect
 import contextlib
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from backends import event_loop  # noqa: E402
 from backends.load import LoadConfig, run_level  # noqa: E402
-from backends.load_runner import BackendSpec, build_backend  # noqa: E402
+from backends.load_runner import BackendSpec, build_backend, default_transport  # noqa: E402
 from telemetry import events as ev  # noqa: E402
 from telemetry.metrics import percentiles  # noqa: E402
 from tests.fakes.batching_server import free_port, wait_http  # noqa: E402
@@ -124,7 +128,9 @@ async def ramp(base_url: str, rate: float, a: argparse.Namespace, figures: dict[
         warm = LoadConfig(levels=(4,), requests=4, input_tokens=16, max_output_tokens=4, warmup=0)
         await run_level(backend, warm, 4, run_id="warm", warmup=True)
         for c in a.levels:
-            cfg = LoadConfig(levels=(c,), requests=a.rounds * c, input_tokens=16, max_output_tokens=a.tokens, warmup=0)
+            cfg = LoadConfig(
+                levels=(c,), requests=a.rounds * c, input_tokens=16, max_output_tokens=a.tokens, warmup=0, ramp_s=a.ramp
+            )
             c0 = cpu_s()
             trace = LagTrace()
             trace.start()
@@ -169,6 +175,38 @@ async def ramp(base_url: str, rate: float, a: argparse.Namespace, figures: dict[
     return best
 
 
+def versus(base_url: str, rate: float, a: argparse.Namespace, factory: object) -> None:
+    """Each value of one option (``--versus transport=aiohttp,proto``, or ``ramp=0,2``), run ``--runs``
+    times in alternation (the order flipped each round, so a drift in the machine's load falls on both),
+    then the medians per level. Every run's own line is printed as it ends."""
+    name, _, values = a.versus.partition("=")
+    cast = float if name == "ramp" else str
+    options = [cast(v) for v in values.split(",")]
+    runs: dict[tuple[object, int], list[dict]] = {}
+    loads: list[float] = []
+    for r in range(a.runs):
+        for value in options if r % 2 == 0 else options[::-1]:
+            setattr(a, name, value)
+            print(f"-- run {r + 1}/{a.runs}, {name}={value} --", flush=True)
+            figs: dict[tuple[float, int], dict] = {}
+            event_loop.run(ramp(base_url, rate, a, figs), factory)  # type: ignore[arg-type]
+            loads.append(os.getloadavg()[0])
+            for (_, c), f in figs.items():
+                runs.setdefault((value, c), []).append(f)
+    print(f"medians of {a.runs} alternated runs at {rate:g} tok/s, load average {min(loads):.2f}-{max(loads):.2f}:")
+    for (value, c), fs in sorted(runs.items(), key=lambda kv: (kv[0][1], str(kv[0][0]))):
+
+        def med(key: str, fs: list[dict] = fs) -> float:
+            return statistics.median(f[key] if f[key] is not None else float("nan") for f in fs)
+
+        print(
+            f"  {name}={value!s:<8} c={c:>4}: CPU {med('us'):5.1f} us/chunk | loop lag p99 whole run "
+            f"{med('whole'):6.2f} ms, steady phase {med('steady'):6.2f} ms | TPOT {med('tpot_off'):+.2f}% "
+            f"| errors {sum(f['failed'] for f in fs)} | per run: "
+            + ", ".join(f"{f['us']:.0f} us/{f['whole']:.0f}/{f['steady'] or 0:.1f} ms" for f in fs)
+        )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rates", default="20", help="tokens/s per stream, comma separated")
@@ -189,9 +227,12 @@ def main() -> int:
     p.add_argument(
         "--transport",
         choices=("aiohttp", "proto"),
-        default="aiohttp",
+        default=default_transport(),
         help="the lean reader's load client: aiohttp, or an asyncio Protocol + httptools (backends.lean_proto)",
     )
+    p.add_argument("--versus", help="compare one option's values: transport=aiohttp,proto or ramp=0,2")
+    p.add_argument("--runs", type=int, default=3, help="with --versus: runs of each value, alternated")
+    p.add_argument("--ramp", type=float, default=0.0, help="seconds over which each level's streams start")
     p.add_argument("--loop", choices=("auto", "asyncio"), default="auto", help="auto: uvloop when installed")
     a = p.parse_args()
     a.levels = [int(x) for x in a.levels.split(",")]
@@ -217,6 +258,9 @@ def main() -> int:
             path = "SDK" if a.sdk else "raw" if a.raw else "lean on httpx2" if a.httpx else f"lean on {a.transport}"
             print(f"== {rate:g} tok/s per stream, {a.tokens} tokens per request, {path} path, "
                   f"{event_loop.loop_name(factory)} loop ==")  # fmt: skip
+            if a.versus:
+                versus(f"http://127.0.0.1:{port}/v1", rate, a, factory)
+                continue
             best = event_loop.run(ramp(f"http://127.0.0.1:{port}/v1", rate, a, figures), factory)
             summary.append((rate, best))
         finally:
