@@ -53,6 +53,11 @@ class Objective:
     def describe(self) -> str:
         return f"p{self.target * 100:g} {_NAMES[self.metric]} <= {self.bound_ms:g} ms"
 
+    @property
+    def per_user_tokens_per_s(self) -> float | None:
+        """A TPOT bound as the per-user decode speed it allows (1000 / TPOT, as ``decode_tokens_per_s``)."""
+        return 1000 / self.bound_ms if self.metric == "tpot" and self.bound_ms > 0 else None
+
     def value(self, rec: TurnRecord) -> float | None:
         """The request's figure for this objective's metric."""
         m = rec.metrics

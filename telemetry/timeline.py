@@ -19,7 +19,7 @@ from itertools import pairwise
 from typing import Any
 
 from telemetry.diagnosis import STALL_FACTOR
-from telemetry.metrics import OWN_DELAY_SHOWN_MS
+from telemetry.metrics import OWN_DELAY_SHOWN_MS, TurnMetrics
 from telemetry.record import chunk_times_ms
 from telemetry.recorder import Snapshot
 from telemetry.wire import WaitSplit
@@ -148,3 +148,19 @@ def live_timeline(snap: Snapshot, attempts: Sequence[Any] = ()) -> Timeline:
             why = f"after {prev.status}" if prev.status else "after an error"
             markers.append(Marker("retry", (cur.sent_ns - t0) / 1e6, f"attempt {cur.attempt} {why}"))
     return Timeline(tuple(segs), tuple(markers), start, max(now, 0.0), snap.phase)
+
+
+PHASE_ORDER = ("waiting", "reasoning", "streaming")
+
+
+def phase_spans(metrics: TurnMetrics) -> list[Segment]:
+    """A turn's ``phases_ms`` laid end to end from its send (waiting, then reasoning, then streaming):
+    one bar per turn in a report's timeline. A phase that took no time is left out."""
+    out: list[Segment] = []
+    t = 0.0
+    for name in PHASE_ORDER:
+        d = float(metrics.phases_ms.get(name) or 0.0)
+        if d > 0:
+            out.append(Segment(name, t, t + d))
+            t += d
+    return out

@@ -26,6 +26,7 @@ from backends.local_model import DEFAULT_MODEL
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
 from telemetry.log import SessionLog
+from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
 from tui.isolated import ProcessBackend, crash_event
 from tui.widgets.error_card import ErrorCard
@@ -89,7 +90,7 @@ async def test_sigsegv_mid_answer_is_a_logged_error_that_keeps_the_partial_answe
         assert d["metrics"]["ttft_ms"] is not None and d["chunks"]  # ... with its telemetry
         assert d["events_ms"]["first_token"] is not None
         # the chat's card says the same, in words
-        card = ErrorCard._content(d).plain
+        card = ErrorCard._content(TurnRecord.from_dict(d)).plain
         assert "The engine process crashed" in card and "SIGSEGV" in card and "partial answer" in card
         # the next turn gets a fresh engine process and answers
         request = ChatRequest((Message("user", "Say hi."),), TurnSettings(max_output_tokens=8, temperature=0))

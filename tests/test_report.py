@@ -11,6 +11,7 @@ from telemetry import aggregate as agg
 from telemetry.bench_summary import summary
 from telemetry.bench_turns import group_levels
 from telemetry.log import SessionLog
+from telemetry.record import TurnRecord
 from tests.test_aggregate import rec, typed
 from tests.turns import play, recorder, stream
 from tui.chart_builders import hist_chart, timeline_chart, tradeoff_chart
@@ -121,7 +122,7 @@ def test_svg_charts_are_well_formed() -> None:
     for chart in (
         tradeoff_chart([level]),
         hist_chart([1.0, 2.0, 2.5, 9.0], "TTFT", "ms"),
-        timeline_chart([play(stream(first_ms=100))]),
+        timeline_chart([TurnRecord.from_dict(play(stream(first_ms=100)))]),
         hist_chart([], "empty", "ms"),
     ):
         root = ET.fromstring(chart.svg())
@@ -194,3 +195,16 @@ def test_an_odd_capacity_block_draws_the_chart_without_it(capacity: dict, tmp_pa
     path.write_text(json.dumps({"schema": "ttft.bench/1", "capacity": capacity, "details": [level]}))
     assert main(["report", str(path), "--html", str(tmp_path / "r.html")]) == 0
     assert "Batching trade-off" in capsys.readouterr().out
+
+
+def test_the_tradeoff_chart_draws_a_tpot_objective_as_the_speed_it_allows() -> None:
+    level = agg.aggregate_level(typed([rec(sent_at=0, ttft=10, tokens=5, tpot=5)]), level=1)
+    objectives = [
+        {"metric": "tpot", "bound_ms": 40, "target": 0.9},
+        {"metric": "ttft", "bound_ms": 500, "target": 0.9},  # no speed: not a line on this chart
+        {"metric": "tpot", "bound_ms": 0, "target": 0.9},  # no speed either, and no division by zero
+    ]
+    chart = tradeoff_chart([level], capacity={"capacity": 1, "objectives": objectives})
+    slo = [s for s in chart.series if s.name.startswith("SLO")]
+    assert [s.name for s in slo] == ["SLO: p90 TPOT <= 40 ms (25 tok/s per user)"]
+    assert slo[0].xs == [25.0, 25.0]

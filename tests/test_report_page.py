@@ -12,6 +12,7 @@ import pytest
 from telemetry import aggregate as agg
 from telemetry import events as ev
 from telemetry.log import SessionLog
+from telemetry.record import typed_records
 from tests.test_aggregate import rec, typed
 from tests.turns import at, play, recorder, stream
 from tui.chart_builders import hist_chart, timeline_chart, ttft_chart
@@ -58,7 +59,7 @@ def test_count_axes_tick_on_whole_numbers() -> None:
 
 
 def test_failed_and_cancelled_turns_are_marked_on_the_timeline() -> None:
-    chart = timeline_chart(turns())
+    chart = timeline_chart(typed_records(turns()))
     text = chart.terminal(90)
     rows = text.splitlines()
     assert "✕ rate_limit (HTTP 429)" in rows[2] and "50 ms" in rows[2]
@@ -72,7 +73,11 @@ def test_failed_and_cancelled_turns_are_marked_on_the_timeline() -> None:
 
 def test_every_chart_element_has_hover_details() -> None:
     level = agg.aggregate_level(typed([rec(sent_at=0, ttft=10, tokens=5, tpot=5)]), level=1)
-    for chart in (ttft_chart([level]), hist_chart([1.0, 2.0, 9.0], "TTFT", "ms"), timeline_chart(turns())):
+    for chart in (
+        ttft_chart([level]),
+        hist_chart([1.0, 2.0, 9.0], "TTFT", "ms"),
+        timeline_chart(typed_records(turns())),
+    ):
         root = ET.fromstring(chart.svg())
         marks = [e for e in root.iter() if e.tag.rsplit("}", 1)[-1] in ("rect", "circle") and e.get("height") != "10"]
         drawn = [e for e in marks if e.get("fill") not in ("white", "none")]

@@ -86,3 +86,12 @@ def test_render_lag_summary_and_growth() -> None:
     assert s["lag_growth"] > 2  # painting fell behind as the turn went on
     assert RenderLag().summary()["p95_ms"] is None
     assert lag.add(5 * MS, 4 * MS) == 0.0  # a paint stamped before arrival (clock skew) is not negative
+
+
+def test_phase_spans_lay_the_phases_end_to_end_from_the_send() -> None:
+    from telemetry.metrics import TurnMetrics
+    from telemetry.timeline import phase_spans
+
+    spans = phase_spans(TurnMetrics(phases_ms={"streaming": 30.0, "waiting": 100.0, "reasoning": 0.0}))
+    assert [(s.phase, s.start_ms, s.end_ms) for s in spans] == [("waiting", 0.0, 100.0), ("streaming", 100.0, 130.0)]
+    assert phase_spans(TurnMetrics()) == []

@@ -188,7 +188,7 @@ async def test_long_chat_keeps_a_bounded_number_of_widgets() -> None:
         assert [u.prompt for u in app.query(UserMessage)][-1] == "q11"
         # a compacted turn shows its prompt and answer, and a click shows it in full again
         first = compact.first()
-        assert first.prompt == "q0" and first.record["answer"] == answer
+        assert first.prompt == "q0" and first.record.answer == answer
         await first.on_click()
         await pilot.pause(0.1)
         assert next(u.prompt for u in app.query(UserMessage)) == "q0"

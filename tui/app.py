@@ -1,7 +1,10 @@
 """ChatApp: the ttft chat with a live telemetry pane.
 
-One idea, the chat screen: its layout, a turn from Enter to its record, and the chat's keys and
-palette. Opening the compare screen over it is :mod:`tui.chat_compare`.
+One idea, the chat screen: its layout and lifecycle, its header, and routing Enter, keys and palette
+entries to what handles them. The parts it routes to, one idea each: a turn from Enter to its record
+(:mod:`tui.chat_turn`), the key bindings and palette table (:mod:`tui.chat_commands`), export and
+reopening a session (:mod:`tui.chat_sessions`), and the compare screen over the chat
+(:mod:`tui.chat_compare`).
 """
 
 from __future__ import annotations
@@ -13,26 +16,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
-from textual import work
 from textual.app import App, ComposeResult, CSSPathType, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Container, Vertical
 from textual.filter import LineFilter
 from textual.screen import Screen
-from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
-from backends.finish import finish_turn
 from telemetry import events as ev
-from telemetry.export import export
-from telemetry.log import SessionLog, Skipped, data_dir
+from telemetry.log import SessionLog
 from telemetry.render import RenderLag
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
-from telemetry.timeline import Timeline, live_timeline, turn_timeline
-from tui import signals
+from tui import chat_commands, chat_sessions, signals
 from tui.chat_compare import CompareSpecScreen, compare_screen, continue_pane
-from tui.format import fmt_settings, short_spec, turn_label
-from tui.runner import LiveTurn, LoopThread, collect_between_turns, full_collections_between_turns
+from tui.chat_turn import ChatTurns
+from tui.format import fmt_settings, short_spec
+from tui.runner import LiveTurn, LoopThread, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
 from tui.target import Target, describe_target
 from tui.terminal import visible_text, with_drop_controls
@@ -41,20 +40,8 @@ from tui.widgets import AssistantMessage, TelemetryPane, Transcript
 if TYPE_CHECKING:
     from tui.compare import ChatHandoff
 
-PANE_FPS = 10  # the figures change slower than the text; a layout-free repaint at 10 fps reads as live
 EFFORTS = (None, "minimal", "low", "medium", "high")
 STOP_WAIT_S = 3.0  # SIGTERM/SIGHUP: how long the turn in flight gets to be recorded and logged before exit
-
-
-def exports_dir() -> Path:
-    return data_dir() / "exports"
-
-
-CHAT_ACTIONS = {"regenerate", "new_chat", "copy_answer", "export", "toggle_stream", "cycle_effort", "settings"}
-CHAT_ACTIONS |= {"sessions", "toggle_pane", "compare", "cancel_turn"}
-
-
-RESUME_DRAWN = 20  # turns a resumed session draws in the transcript
 
 
 class ChatApp(App[None]):
@@ -62,21 +49,7 @@ class ChatApp(App[None]):
     TITLE = "ttft"
     # Textual declares this an instance attribute (not a ClassVar), so it is overridden as one.
     HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel_turn", "Cancel"),
-        Binding("ctrl+r", "regenerate", "Regenerate", priority=True),
-        Binding("ctrl+n", "new_chat", "New chat", priority=True),
-        Binding("ctrl+y", "copy_answer", "Copy answer", priority=True),
-        Binding("ctrl+e", "export", "Export", priority=True),
-        Binding("f2", "settings", "Settings"),
-        Binding("ctrl+t", "toggle_stream", "Stream on/off", show=False, priority=True),
-        Binding("ctrl+o", "cycle_effort", "Reasoning effort", show=False, priority=True),
-        Binding("ctrl+l", "settings('model')", "Model", show=False, priority=True),
-        Binding("f3", "sessions", "Sessions"),
-        Binding("f4", "toggle_pane", "Pane"),
-        Binding("f9", "compare", "Compare"),
-        Binding("f1", "help", "Help"),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = chat_commands.BINDINGS
 
     def __init__(
         self,
@@ -108,16 +81,8 @@ class ChatApp(App[None]):
             SessionLog(session_id),
         )
         self.resume_path = resume
-        self.live: LiveTurn | None = None
-        self.message: AssistantMessage | None = None
-        self.lag = RenderLag()
-        self.lag_by_turn: dict[int, dict[str, Any]] = {}
-        self._timelines: list[tuple[str, Timeline]] = []
+        self.turns = ChatTurns(self)
         self.last_export: list[Path] = []
-        self._tick_timer: Timer | None = None
-        self._pane_phase = ""
-        self._starting = False
-        self._pane_ns = 0
         self._signals: list[int] = []
 
     def get_line_filters(self) -> Sequence[LineFilter]:
@@ -145,7 +110,7 @@ class ChatApp(App[None]):
     async def on_mount(self) -> None:
         self._gc_policy.enter_context(full_collections_between_turns())
         self._signals = signals.install(asyncio.get_running_loop(), self._on_stop_signal)
-        self._tick_timer = self.set_interval(1 / self.fps, self._tick, pause=True)
+        self.turns.attach(self.fps)
         self.update_header()
         self.query_one("#prompt", Input).focus()
         if self.resume_path is not None:
@@ -207,10 +172,29 @@ class ChatApp(App[None]):
     def on_resize(self) -> None:
         self.call_after_refresh(self.update_header)  # the model's name is shortened to the new width
 
-    # --- a turn --------------------------------------------------------------------
+    # --- a turn (tui.chat_turn) ----------------------------------------------------------
+    @property
+    def live(self) -> LiveTurn | None:
+        return self.turns.live
+
+    @property
+    def message(self) -> AssistantMessage | None:
+        return self.turns.message
+
+    @property
+    def lag(self) -> RenderLag:
+        return self.turns.lag
+
+    @property
+    def lag_by_turn(self) -> dict[int, dict[str, Any]]:
+        return self.turns.lag_by_turn
+
     @property
     def busy(self) -> bool:
-        return self.live is not None or self.message is not None or self._starting
+        return self.turns.busy
+
+    def _tick(self, force: bool = False) -> None:
+        self.turns.tick(force)
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input is not self.prompt_input:
@@ -229,93 +213,8 @@ class ChatApp(App[None]):
         await self.send(text, submitted)
 
     async def send(self, prompt: str, submitted_ns: int | None = None) -> None:
-        """Start a turn; returns once it is running (the record arrives later).
-
-        ``submitted_ns``: the user's Enter (default: now); the record's ``own_delay_ms`` runs from it.
-        """
-        submitted_ns = self.clock() if submitted_ns is None else submitted_ns
-        self.lag = RenderLag()
-        self.pane.show_message(f"starting {self.session.spec}…")
-        self._starting = True  # busy from Enter on, though nothing is mounted yet
-        try:
-            live = await self.session.start(prompt, submitted_ns=submitted_ns)
-        except Exception as exc:  # the backend could not even be created (unknown model, missing key, ...)
-            self._starting = False
-            await self.transcript.hide_greeting()
-            await self.transcript.compact()
-            await self.transcript.add_user(prompt)
-            await self.transcript.add_error(
-                {
-                    "provider": self.session.spec,
-                    "model": "",
-                    "error": {
-                        "type": getattr(exc, "kind", None) or type(exc).__name__,
-                        "message": str(exc) or repr(exc),
-                        "hint": getattr(exc, "hint", None),
-                    },
-                    "answer": "",
-                }
-            )
-            self.pane.show_message(f"could not start {self.session.spec}: {exc}")
-            return
-        # The request is on its way: the prompt and the answer's widgets are mounted while it travels
-        # (10-30 ms), not before it leaves, where they were ttft's own delay.
-        self.live = live
-        if self._tick_timer is not None:
-            self._tick_timer.resume()
-        self._tick(force=True)  # the pane goes live at once: the phase and the wait so far
-        try:
-            await self.transcript.hide_greeting()
-            await self.transcript.compact()  # a paint must not cost more the longer the chat
-            await self.transcript.add_user(prompt)
-            self.message = message = await self.transcript.add_assistant(self.clock, self.lag)
-        finally:
-            self._starting = False
-        self.update_header()
-        self._await_turn(live, message)
-
-    @work(exclusive=False, group="turn")
-    async def _await_turn(self, live: LiveTurn, message: AssistantMessage) -> None:
-        try:
-            record = (await live.wait()).to_dict()
-        except Exception as exc:  # should not happen: the runner turns every failure into a record
-            record = finish_turn(live.recorder, self.session.log).to_dict()  # logged and sunk, if not yet
-            self.notify(f"turn ended abnormally: {exc}", severity="error")
-        if self._tick_timer is not None:
-            self._tick_timer.pause()
-        self._tick(force=True)  # the last frame: every chunk painted before the full render
-        self.live = None
-        await message.finalize(record)
-        await self.transcript.add_outcome(record)
-        if live.log_error:
-            await self.transcript.add_note(live.log_error, "error")
-        self.session.complete(record)
-        refreshed = asyncio.Event()
-        self.call_after_refresh(refreshed.set)  # after the final render's own lag stamp
-        await refreshed.wait()
-        lag = self.lag.summary()
-        self.lag_by_turn[record.get("turn_index", -1)] = lag
-        self.pane.show_record(record, lag)
-        self._timelines.append((turn_label(record.get("turn_index")), turn_timeline(record)))
-        self.pane.set_timelines(self._timelines)
-        self.pane.set_history(self.session.records)
-        self.message = None
-        self.call_after_refresh(collect_between_turns)
-
-    def _tick(self, force: bool = False) -> None:
-        """One frame: new text into the answer every frame; the pane at PANE_FPS or on a phase change."""
-        live, message = self.live, self.message
-        if live is None:
-            return
-        rec = live.recorder
-        now = self.clock()
-        snap = rec.snapshot(now)
-        if message is not None:  # None for the first frames: the answer's widget is mounted after the send
-            message.pump(rec, snap)
-        if force or snap.phase != self._pane_phase or now - self._pane_ns >= 1e9 / PANE_FPS:
-            self._pane_phase, self._pane_ns = snap.phase, now
-            self.pane.show_live(snap, rec.attempts, self.lag.summary())
-            self.pane.set_timelines([*self._timelines, ("now", live_timeline(snap, rec.attempts))])
+        """Start a turn; returns once it is running (the record arrives later; see ``ChatTurns.send``)."""
+        await self.turns.send(prompt, submitted_ns)
 
     # --- actions -------------------------------------------------------------------
     def action_cancel_turn(self) -> None:
@@ -341,8 +240,7 @@ class ChatApp(App[None]):
             with contextlib.suppress(Exception):
                 await self.live.wait()
         self.session.new_chat()
-        self._timelines = []
-        self.lag_by_turn = {}
+        self.turns.forget()
         await self.transcript.remove_children()
         await self.transcript.show_greeting(self.target())
         self.pane.show_message("New chat. Send a prompt: its latency appears here.")
@@ -359,27 +257,7 @@ class ChatApp(App[None]):
         self.notify(f"Copied the last answer ({len(answer)} characters).")
 
     async def action_export(self) -> list[Path]:
-        try:
-            records = self.session.log.records()
-        except OSError as exc:
-            self.notify(f"Export failed: could not read the session log: {exc}", severity="error")
-            return []
-        if not records:
-            self.notify("Nothing to export yet: no turn has finished.")
-            return []
-        out_dir = exports_dir()
-        sid = self.session.log.session_id
-        paths = [out_dir / f"{sid}.jsonl", out_dir / f"{sid}.csv"]
-        try:
-            export(records, "jsonl", paths[0])
-            export(records, "csv", paths[1])
-        except OSError as exc:
-            self.notify(f"Export failed: {exc}", severity="error")
-            return []
-        self.last_export = paths
-        await self.transcript.add_note(f"exported {len(records)} turns: {paths[0]}  {paths[1]}", "ok")
-        self.notify(f"Exported {len(records)} turns to {out_dir}")
-        return paths
+        return await chat_sessions.export_session(self)
 
     def action_toggle_pane(self) -> None:
         self.pane.toggle_class("-hidden")
@@ -433,36 +311,8 @@ class ChatApp(App[None]):
         self.push_screen(HelpScreen())
 
     async def load_session(self, path: Path) -> None:
-        """Reopen a logged session: transcript, timelines, history; new turns append to the same log."""
-        if self.live is not None:
-            self.notify("Cancel the turn in flight first (Esc).", severity="warning")
-            return
-        skipped = Skipped()
-        try:
-            records = self.session.resume(path, skipped)
-        except (OSError, ValueError) as exc:  # ValueError: a file name that is no session id
-            self.notify(f"Could not open {path}: {exc}", severity="error")
-            return
-        await self.transcript.remove_children()
-        # The last few turns drawn (each is widgets to mount); the history and timelines get all read.
-        for rec in records[-RESUME_DRAWN:]:
-            await self.transcript.add_record(rec, self.clock)
-        await self.transcript.compact()
-        self._timelines = [(turn_label(r.get("turn_index")), turn_timeline(r)) for r in records]
-        self.pane.set_timelines(self._timelines)
-        self.pane.set_history(records)
-        if records:
-            self.pane.show_record(records[-1])
-        else:  # an empty session: the chat starts as a new one would
-            await self.transcript.show_greeting(self.target())
-        # the turn count from the last index: the earlier turns are not read up front
-        turns = max((r.get("turn_index", -1) for r in records), default=-1) + 1
-        shown = f", the last {RESUME_DRAWN} shown" if len(records) > RESUME_DRAWN else ""
-        await self.transcript.add_note(f"resumed session {self.session.log.session_id}: {turns} turns{shown}", "ok")
-        if skipped:  # a torn or damaged line: said once, the rest of the session is there
-            await self.transcript.add_note(str(skipped.message()), "error")
-        self.update_header()
-        self.call_after_refresh(collect_between_turns)
+        """Reopen a logged session (see ``chat_sessions.load_session``)."""
+        await chat_sessions.load_session(self, path)
 
     # --- compare mode ----------------------------------------------------------------
     async def action_compare(self, spec: str | None = None) -> None:
@@ -498,7 +348,7 @@ class ChatApp(App[None]):
         from tui.compare import CompareScreen
 
         # the compare screen on top: its own keys, not the chat's underneath
-        return not (isinstance(self.screen, CompareScreen) and action in CHAT_ACTIONS)
+        return not (isinstance(self.screen, CompareScreen) and action in chat_commands.CHAT_ACTIONS)
 
     # --- command palette -----------------------------------------------------------
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
@@ -508,30 +358,4 @@ class ChatApp(App[None]):
         if isinstance(screen, CompareScreen):
             yield from screen.system_commands()
             return
-        s = self.session.settings
-        yield SystemCommand("Cancel the turn in flight", "Esc: stop now and keep what arrived", self.action_cancel_turn)
-        yield SystemCommand("Regenerate the last answer", "ctrl+r", self.action_regenerate)
-        yield SystemCommand("New chat", "ctrl+n: a fresh conversation and session log", self.action_new_chat)
-        yield SystemCommand("Copy the last answer", "ctrl+y", self.action_copy_answer)
-        yield SystemCommand("Export the session (JSONL + CSV)", "ctrl+e", self.action_export)
-        yield SystemCommand("Settings", "F2: model, reasoning, tokens, temperature, streaming", self.action_settings)
-        yield SystemCommand("Change the model", "ctrl+l", lambda: self.action_settings("model"))
-        yield SystemCommand(
-            f"Streaming: turn {'off' if s.stream else 'on'}",
-            "ctrl+t: applies to the next turn",
-            self.action_toggle_stream,
-        )
-        yield SystemCommand(
-            "Reasoning effort: next level", f"ctrl+o: now {s.reasoning_effort or 'default'}", self.action_cycle_effort
-        )
-        yield SystemCommand(
-            f"Speculative decoding: turn {'off' if s.speculative else 'on'}",
-            "local models: prompt-lookup drafting",
-            self.action_toggle_speculative,
-        )
-        yield SystemCommand(
-            "Compare with another model…", "F9 or /compare SPEC: side by side, same context", self.action_compare
-        )
-        yield SystemCommand("Sessions: reopen a past chat", "F3", self.action_sessions)
-        yield SystemCommand("Toggle the telemetry pane", "F4", self.action_toggle_pane)
-        yield SystemCommand("Help: keys and metrics", "F1", self.action_help)
+        yield from chat_commands.palette(self, self.session.settings)

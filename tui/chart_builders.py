@@ -4,9 +4,14 @@ picks and labels what telemetry already computed; drawing them is left to :mod:`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from telemetry.capacity import Objective
+from telemetry.probe_result import ProbeFit, ProbePoint
+from telemetry.record import TurnRecord
+from telemetry.timeline import phase_spans
+from telemetry.typed_read import RecordError, build
 from tui.charts import BAR_NAME_W, Bar, Chart, Series
 from tui.format import short_spec, turn_label
 
@@ -32,10 +37,10 @@ def tradeoff_chart(
     caption = "Each point is a level: right = faster for each user, up = more for the server."
     if capacity and pts:
         top = max(p[1] for p in pts) * 1.05
-        for obj in capacity.get("objectives") or ():
-            if obj.get("metric") == "tpot" and obj.get("bound_ms"):
-                speed = 1000 / obj["bound_ms"]
-                name = f"SLO: p{obj['target'] * 100:g} TPOT <= {obj['bound_ms']:g} ms ({speed:.3g} tok/s per user)"
+        for obj in _objectives(capacity):
+            speed = obj.per_user_tokens_per_s
+            if speed is not None:
+                name = f"SLO: {obj.describe()} ({speed:.3g} tok/s per user)"
                 series.append(Series(name, [speed, speed], [0.0, top]))
         at = next((lv for lv in levels if lv.get("level") == capacity.get("capacity")), None)
         if at is not None and at.get("per_user_tokens_per_s", {}).get("p50") and at.get("output_throughput"):
@@ -45,6 +50,17 @@ def tradeoff_chart(
     return Chart(
         "xy", title, "per-user tokens/s (1 / TPOT p50)", "total output tokens/s", series, caption=caption,
     )  # fmt: skip
+
+
+def _objectives(capacity: dict[str, Any]) -> list[Objective]:
+    """The capacity summary's objectives, typed; one that does not read (a hand-edited summary) is left out."""
+    out = []
+    for i, d in enumerate(capacity.get("objectives") or ()):
+        try:
+            out.append(build(Objective, d, f"capacity.objectives[{i}]"))
+        except RecordError:
+            continue
+    return [o for o in out if o.metric in ("ttft", "tpot", "e2e")]
 
 
 def ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
@@ -58,17 +74,18 @@ def ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
     return Chart("xy", "TTFT by load", xlabel, "TTFT ms", series, x_whole=not rate)
 
 
-def probe_chart(fit: Any, title: str = "TTFT by input tokens") -> Chart:
+def probe_chart(fit: ProbeFit, title: str = "TTFT by input tokens") -> Chart:
     """``ttft probe``: each measured TTFT against the input tokens the server prefilled, the fitted line,
     and the second sends of a shared prefix at their whole input (their distance below the line is what
     a cache saved). ``fit`` is a telemetry ProbeFit; its line comes from ``fit.prefill_at``."""
 
-    def points(kind: str, x: Any) -> list[tuple[float, float]]:
-        return [
-            (float(x(p)), float(p.ttft_ms))
-            for p in fit.points
-            if p.kind == kind and p.status == "ok" and p.ttft_ms is not None and x(p) is not None
-        ]
+    def points(kind: str, x: Callable[[ProbePoint], int | None]) -> list[tuple[float, float]]:
+        out = []
+        for p in fit.points:
+            v = x(p)
+            if p.kind == kind and p.status == "ok" and p.ttft_ms is not None and v is not None:
+                out.append((float(v), float(p.ttft_ms)))
+        return out
 
     series = []
     for kind, name, x in (
@@ -79,9 +96,10 @@ def probe_chart(fit: Any, title: str = "TTFT by input tokens") -> Chart:
         if pts:
             series.append(Series(name, [a for a, _ in pts], [b for _, b in pts], style="points"))
     xs = [x for s in series for x in s.xs]
-    if xs and fit.prefill_at(0) is not None:
-        ends = [0.0, max(xs)]
-        series.insert(0, Series("fit", ends, [float(fit.prefill_at(x)) for x in ends], style="line"))
+    ends = [0.0, max(xs, default=0.0)]
+    line = [fit.prefill_at(x) for x in ends]
+    if xs and line[0] is not None and line[1] is not None:
+        series.insert(0, Series("fit", ends, [float(line[0]), float(line[1])], style="line"))
     return Chart("xy", title, "input tokens (uncached)", "TTFT ms", series)
 
 
@@ -89,35 +107,26 @@ def hist_chart(values: Sequence[float], title: str, xlabel: str, bins: int = 20)
     return Chart("hist", title, xlabel, "requests", values=[float(v) for v in values], bins=bins)
 
 
-def timeline_chart(records: Sequence[dict[str, Any]], title: str = "Timeline") -> Chart:
-    """One bar per turn: waiting, reasoning, streaming, from its own send (phases from the record);
+def timeline_chart(records: Sequence[TurnRecord], title: str = "Timeline") -> Chart:
+    """One bar per turn: waiting, reasoning, streaming, from its own send (``telemetry.timeline.phase_spans``);
     a failed or cancelled turn is marked where it stopped."""
     bars = []
     for r in records:
-        ph = (r.get("metrics") or {}).get("phases_ms") or {}
-        t = 0.0
-        segs = []
-        for name in ("waiting", "reasoning", "streaming"):
-            d = float(ph.get(name) or 0.0)
-            if d > 0:
-                segs.append((name, t, t + d))
-                t += d
-        turn = turn_label(r.get("turn_index"))
-        who = short_spec(r.get("provider"), r.get("model"), BAR_NAME_W - len(turn) - 1)
+        segs = [(s.phase, s.start_ms, s.end_ms) for s in phase_spans(r.metrics)]
+        turn = turn_label(r.turn_index)
+        who = short_spec(r.provider, r.model, BAR_NAME_W - len(turn) - 1)
         bars.append(Bar(f"{turn} {who}", segs, *_stop(r)))
     return Chart("timeline", title, "ms since send", bars=bars)
 
 
-def _stop(rec: dict[str, Any]) -> tuple[str, float | None, str]:
+def _stop(rec: TurnRecord) -> tuple[str, float | None, str]:
     """How a turn ended, when, and why (for the timeline's mark)."""
-    status = str(rec.get("status") or "ok")
-    total = (rec.get("metrics") or {}).get("total_ms")
-    end = float(total) if isinstance(total, int | float) else None
-    err = rec.get("error") or {}
+    status = rec.status or "ok"
+    err = rec.error
     note = ""
     if status == "error":
-        code = err.get("status_code")
-        note = f"{err.get('type') or 'error'}{f' (HTTP {code})' if code else ''}"
+        code = err.status_code if err is not None else None
+        note = f"{(err.type if err is not None else None) or 'error'}{f' (HTTP {code})' if code else ''}"
     elif status == "cancelled":
         note = "cancelled"
-    return status, end, note
+    return status, rec.metrics.total_ms, note

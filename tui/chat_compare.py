@@ -97,5 +97,5 @@ async def continue_pane(app: ChatApp, handoff: ChatHandoff) -> None:
         "ok",
     )
     for rec in handoff.records:
-        await app.transcript.add_record(rec, app.clock)
+        await app.transcript.add_logged(rec, app.clock)
     app.update_header()

@@ -46,7 +46,7 @@ class PaneView(Vertical):
         self.turn_records: list[dict[str, Any]] = []
         self.ui_lock = asyncio.Lock()
         self._phase = ""
-        self._unrendered: tuple[AssistantMessage | None, TurnRecord, dict[str, Any]] | None = None
+        self._unrendered: tuple[AssistantMessage | None, TurnRecord] | None = None
 
     def compose(self) -> ComposeResult:
         yield Transcript(classes="pane-transcript")
@@ -119,7 +119,7 @@ class PaneView(Vertical):
             self.timeline = live_timeline(snap, rec.attempts)
 
     async def finish_trial(self, record: TurnRecord, logged: dict[str, Any], render: bool = True) -> None:
-        """The turn has ended (``logged``: its record as the log holds it, for the transcript's widgets):
+        """The turn has ended (``logged``: its record as the log holds it, handed to the chat and the timeline):
         figures now; the full render of the answer now or (``render=False``) at ``render_final``, so that
         rendering one long answer never stalls panes still streaming."""
         self.tick(self.clock())  # last frame: every chunk painted before the full render
@@ -130,20 +130,20 @@ class PaneView(Vertical):
         self.lag_history.append(self.lag.summary())
         self.timeline = turn_timeline(logged)
         self.set_status(pane_done_text(record))
-        self._unrendered = (self.message, record, logged)
+        self._unrendered = (self.message, record)
         if render:
             await self.render_final()
 
     async def render_final(self) -> None:
         if self._unrendered is None:
             return
-        message, record, logged = self._unrendered
+        message, record = self._unrendered
         self._unrendered = None
         if message is not None and message.is_attached:
-            await message.finalize(logged)
+            await message.finalize(record)
         if self.box is not None and self.box.is_attached:
             if record.status == "error":
-                await self.box.mount(ErrorCard(logged))
+                await self.box.mount(ErrorCard.of(record))
             elif record.status == "cancelled":
                 kept = "the partial answer is kept" if record.answer else "nothing had arrived"
                 await self.box.mount(NoteMessage(f"■ cancelled; {kept}", "warn"))

@@ -318,7 +318,8 @@ def report_charts(loaded: Loaded, turns: str | None) -> list[tuple[str, charts.C
         out.append(("ttft-distribution", chart_builders.hist_chart(ttft, "TTFT distribution", "TTFT ms")))
         out.append(("tpot-distribution", chart_builders.hist_chart(tpot, "TPOT distribution", "TPOT ms")))
     if session:
-        out.append(("timeline", chart_builders.timeline_chart(_chosen(session, turns), "Timeline of chosen turns")))
+        chosen = typed_records(_chosen(session, turns))
+        out.append(("timeline", chart_builders.timeline_chart(chosen, "Timeline of chosen turns")))
     return out
 
 

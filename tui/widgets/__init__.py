@@ -1,4 +1,4 @@
-"""Reusable chat widgets: each takes data (snapshots, ``ttft.turn`` dicts), none computes a metric."""
+"""Reusable chat widgets: each takes data (snapshots, turn records, render-lag summaries), none computes a metric."""
 
 from tui.widgets.error_card import ErrorCard
 from tui.widgets.history import HistoryPanel

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 from textual.widgets import Static
 
+from telemetry.record import ErrorInfo, TurnRecord
 from tui.format import visible_controls
 
 GENERIC_HINTS = {
@@ -29,32 +28,41 @@ TITLES = {
 
 
 class ErrorCard(Static):
-    """Built from a ``ttft.turn`` record with status ``error``."""
+    """A failed turn's card: what failed, on which model, the message and what to try. :meth:`of` builds
+    it from a turn's record; the chat builds one directly when a backend could not even be created."""
 
-    def __init__(self, record: dict[str, Any], **kwargs: Any) -> None:
-        self.record = record
-        super().__init__(self._content(record), classes="error-card", **kwargs)
+    def __init__(self, error: ErrorInfo | None, provider: str, model: str, *, partial: bool = False) -> None:
+        super().__init__(_text(error, provider, model, partial=partial), classes="error-card")
+
+    @classmethod
+    def of(cls, record: TurnRecord) -> ErrorCard:
+        """The card of a turn that ended with status ``error``."""
+        return cls(record.error, record.provider, record.model, partial=bool(record.answer))
 
     @staticmethod
-    def _content(rec: dict[str, Any]) -> Text:
-        err = rec.get("error") or {}
-        status = err.get("status_code")
-        kind = err.get("type") or "error"
-        words = TITLES.get(kind)
-        title = f"✗ {words} ({kind})" if words else f"✗ {kind}" + (f" · HTTP {status}" if status else "")
-        t = Text()
-        t.append(title + "\n", style="bold red")
-        # the provider's message is the server's text: its control characters are shown, never run
-        # (made visible before Rich, which would silently drop BEL and CR but send ESC)
-        t.append(visible_controls(f"{rec.get('provider', '?')} · {rec.get('model', '?')}") + "\n", style="dim")
-        t.append("What happened: " if words else "Provider said: ", style="bold")
-        t.append(visible_controls((err.get("message") or "no message").strip()[:800]) + "\n")
-        hint = err.get("hint") or GENERIC_HINTS.get(status or 0)
-        if hint:
-            t.append("Try: ", style="bold")
-            t.append(visible_controls(hint) + "\n")
-        if rec.get("answer"):
-            t.append("The partial answer above is kept.", style="italic")
-        else:
-            t.append("No answer text arrived.", style="italic dim")
-        return t
+    def _content(rec: TurnRecord) -> Text:
+        return _text(rec.error, rec.provider, rec.model, partial=bool(rec.answer))
+
+
+def _text(err: ErrorInfo | None, provider: str, model: str, *, partial: bool) -> Text:
+    status = err.status_code if err is not None else None
+    kind = (err.type if err is not None else None) or "error"
+    words = TITLES.get(kind)
+    title = f"✗ {words} ({kind})" if words else f"✗ {kind}" + (f" · HTTP {status}" if status else "")
+    t = Text()
+    t.append(title + "\n", style="bold red")
+    # the provider's message is the server's text: its control characters are shown, never run
+    # (made visible before Rich, which would silently drop BEL and CR but send ESC)
+    t.append(visible_controls(f"{provider} · {model}") + "\n", style="dim")
+    t.append("What happened: " if words else "Provider said: ", style="bold")
+    message = err.message if err is not None else ""
+    t.append(visible_controls((message or "no message").strip()[:800]) + "\n")
+    hint = (err.hint if err is not None else None) or GENERIC_HINTS.get(status or 0)
+    if hint:
+        t.append("Try: ", style="bold")
+        t.append(visible_controls(hint) + "\n")
+    if partial:
+        t.append("The partial answer above is kept.", style="italic")
+    else:
+        t.append("No answer text arrived.", style="italic dim")
+    return t

@@ -1,9 +1,13 @@
-"""The conversation: user messages, streamed Markdown answers with a reasoning block, notes, error cards."""
+"""The conversation: user messages, streamed Markdown answers with a reasoning block, notes, error cards.
+
+A finished turn is drawn from its typed ``TurnRecord``; a logged one (a dict read back from a session
+log) is typed first, by :meth:`Transcript.add_logged`.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import Group
@@ -14,8 +18,10 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Collapsible, Markdown, Static
 
+from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot, TurnRecorder
 from telemetry.render import RenderLag
+from telemetry.typed_read import RecordError
 from tui.format import fmt_ms, visible_controls
 from tui.target import Target
 from tui.widgets.error_card import ErrorCard
@@ -28,15 +34,14 @@ REASONING_TAIL_CHARS = 480  # while thinking streams, only its tail is shown
 PAINT_PACING = 0.5  # after a paint that took X, wait X/2 before the next (painting at most 2/3 of the UI thread)
 
 
-def reasoning_title(record: dict[str, Any]) -> str | None:
+def reasoning_title(record: TurnRecord) -> str | None:
     """ "thought for 4.2 s, 312 tokens", or None when the turn did not reason."""
-    reasoning = record.get("reasoning") or ""
-    m = record.get("metrics") or {}
-    n = (record.get("tokens") or {}).get("reasoning")
+    reasoning = record.reasoning
+    n = record.tokens.reasoning
     if not reasoning and not n:
         return None
-    delay = m.get("reasoning_delay_ms")
-    est = " (estimated)" if m.get("reasoning_delay_estimated") else ""
+    delay = record.metrics.reasoning_delay_ms
+    est = " (estimated)" if record.metrics.reasoning_delay_estimated else ""
     title = f"thought for {fmt_ms(delay)}{est}" if delay is not None else "thought"
     if n:
         title += f", {n} tokens"
@@ -99,7 +104,7 @@ class AssistantMessage(Vertical):
         self._painting = False
         self._next_paint_ns = 0
         self.final = False
-        self.record: dict[str, Any] | None = None
+        self.record: TurnRecord | None = None
 
     def compose(self) -> ComposeResult:
         yield self.reasoning
@@ -162,14 +167,14 @@ class AssistantMessage(Vertical):
         self.call_after_refresh(painted)
 
     # --- the end -------------------------------------------------------------------
-    async def finalize(self, record: dict[str, Any]) -> None:
+    async def finalize(self, record: TurnRecord) -> None:
         """Full render of the answer, reasoning folded to one line, an error card if it failed."""
         self.final = True
         self.record = record
         self.remove_class("-live")
         await self.stream.stop()
         unpainted, self._pending_batches = self._pending_batches, []
-        answer = record.get("answer") or ""
+        answer = record.answer
         await self.answer.update(visible_controls(answer))  # the record keeps the exact text
         with self.app.batch_update():  # the full render replaces the streamed one in a single frame
             self.answer.display = bool(answer)
@@ -183,8 +188,8 @@ class AssistantMessage(Vertical):
             self.call_after_refresh(painted)
         self.show_reasoning_summary(record)
 
-    def show_reasoning_summary(self, record: dict[str, Any]) -> None:
-        reasoning = record.get("reasoning") or ""
+    def show_reasoning_summary(self, record: TurnRecord) -> None:
+        reasoning = record.reasoning
         title = reasoning_title(record)
         if title is None:
             self.reasoning.display = False
@@ -200,27 +205,27 @@ class CompactTurn(Static):
     """A finished turn in one widget: the prompt, the reasoning summary, the answer (Rich Markdown,
     code highlighted) and how it ended. Clicking it shows the turn in full again."""
 
-    def __init__(self, prompt: str, record: dict[str, Any]) -> None:
+    def __init__(self, prompt: str, record: TurnRecord) -> None:
         self.prompt = prompt
         self.record = record
         super().__init__(self._content(prompt, record), classes="compact-turn")
 
     @staticmethod
-    def _content(prompt: str, rec: dict[str, Any]) -> Group:
+    def _content(prompt: str, rec: TurnRecord) -> Group:
         parts: list[Any] = [Text.assemble(("▌ ", "bold blue"), (visible_controls(prompt), "bold"))]
         reasoning = reasoning_title(rec)
         if reasoning:
             parts.append(Text(f"▶ {reasoning}", style="dim"))
-        if rec.get("answer"):
-            parts.append(RichMarkdown(visible_controls(rec["answer"]), code_theme=CODE_THEME))
-        status = rec.get("status")
-        if status == "error":
-            err = rec.get("error") or {}
-            code = f" · HTTP {err['status_code']}" if err.get("status_code") else ""
-            msg = visible_controls(err.get("message") or "").strip().splitlines()
-            parts.append(Text(f"✗ {err.get('type') or 'error'}{code}: {msg[0] if msg else ''}", style="red"))
-        elif status == "cancelled":
-            kept = "the partial answer is kept" if rec.get("answer") else "nothing had arrived"
+        if rec.answer:
+            parts.append(RichMarkdown(visible_controls(rec.answer), code_theme=CODE_THEME))
+        if rec.status == "error":
+            err = rec.error
+            code = f" · HTTP {err.status_code}" if err is not None and err.status_code else ""
+            msg = visible_controls(err.message if err is not None else "").strip().splitlines()
+            kind = (err.type if err is not None else None) or "error"
+            parts.append(Text(f"✗ {kind}{code}: {msg[0] if msg else ''}", style="red"))
+        elif rec.status == "cancelled":
+            kept = "the partial answer is kept" if rec.answer else "nothing had arrived"
             parts.append(Text(f"■ cancelled; {kept}", style="yellow"))
         return Group(*parts)
 
@@ -234,8 +239,8 @@ class CompactTurn(Static):
             msg = AssistantMessage(lambda: 0)
             await transcript.mount(msg, before=self)
             await msg.finalize(self.record)
-            if self.record.get("status") == "error":
-                await transcript.mount(ErrorCard(self.record), before=self)
+            if self.record.status == "error":
+                await transcript.mount(ErrorCard.of(self.record), before=self)
             await self.remove()
 
 
@@ -284,24 +289,33 @@ class Transcript(VerticalScroll):
         await self.mount(w)
         return w
 
-    async def add_error(self, record: dict[str, Any]) -> ErrorCard:
-        w = ErrorCard(record)
-        await self.mount(w)
-        return w
+    async def add_error(self, card: ErrorCard) -> ErrorCard:
+        await self.mount(card)
+        return card
 
-    async def add_record(self, record: dict[str, Any], clock: Callable[[], int]) -> None:
+    async def add_record(self, record: TurnRecord, clock: Callable[[], int]) -> None:
         """A finished (e.g. resumed) turn, drawn as if it had just ended."""
-        await self.add_user(record.get("prompt") or "")
+        await self.add_user(record.prompt)
         msg = await self.add_assistant(clock)
         await msg.finalize(record)
         await self.add_outcome(record)
 
-    async def add_outcome(self, record: dict[str, Any]) -> None:
-        if record.get("status") == "error":
-            await self.add_error(record)
-        elif record.get("status") == "cancelled":
-            kept = "the partial answer is kept" if record.get("answer") else "nothing had arrived"
-            total = (record.get("metrics") or {}).get("total_ms")
+    async def add_logged(self, data: Mapping[str, Any], clock: Callable[[], int]) -> None:
+        """A turn read back from a session log (or handed over as a dict), drawn as ``add_record`` would;
+        one whose fields do not read as a turn's is said so in a note (its line stays in the log)."""
+        try:
+            record = TurnRecord.from_dict(data)
+        except RecordError as exc:
+            await self.add_note(f"a logged turn could not be shown: {exc}", "error")
+            return
+        await self.add_record(record, clock)
+
+    async def add_outcome(self, record: TurnRecord) -> None:
+        if record.status == "error":
+            await self.add_error(ErrorCard.of(record))
+        elif record.status == "cancelled":
+            kept = "the partial answer is kept" if record.answer else "nothing had arrived"
+            total = record.metrics.total_ms
             await self.add_note(f"■ cancelled after {fmt_ms(total)}; {kept}", "warn", outcome=True)
 
     # --- long conversations ------------------------------------------------------------
