@@ -43,6 +43,27 @@ DNS_TTL_S = 300.0  # as the aiohttp client caches names
 _RESET = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
+# Set here, whatever the configured headers say: the body is read as sent (no decoder), its length is ours,
+# and the connection is kept alive.
+_OWN_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection", "accept-encoding"})
+
+
+def _header_block(headers: dict[str, str], url: str) -> bytes:
+    """The request's header lines. A name or value that would break a line (configured headers are
+    untrusted) is refused, as httpx2 refuses it, before anything is sent."""
+    lines = []
+    for k, v in headers.items():
+        if k.lower() in _OWN_HEADERS:
+            continue
+        bad_name = not k or any(c in k for c in "\r\n\0: \t")
+        if bad_name or any(c in v for c in "\r\n\0"):
+            what = f"name {k.encode()!r}" if bad_name else f"value {v.encode()!r}"  # h11's words, as on httpx2
+            raise httpx2.LocalProtocolError(f"Illegal header {what}", request=httpx2.Request("POST", url))
+        lines.append(f"{k}: {v}\r\n")
+    lines.append("Accept-Encoding: identity\r\n")
+    return "".join(lines).encode()
+
+
 class ProtoClient:
     """Pooled HTTP/1.1 connections for many concurrent streams, feeding per-turn probes."""
 
@@ -174,11 +195,8 @@ class ProtoClient:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.limit)
         key, head = self._target(url, params)
-        lines = [head]
-        lines += [f"{k}: {v}\r\n".encode() for k, v in headers.items() if k.lower() not in ("host", "content-length")]
-        lines.append(b"Accept-Encoding: identity\r\nContent-Length: %d\r\n\r\n" % len(body))
-        request_bytes = b"".join(lines) + body
         attempt = probe.begin_attempt()
+        request_bytes = head + _header_block(headers, url) + b"Content-Length: %d\r\n\r\n" % len(body) + body
         await self._slots.acquire()
         try:
             async with asyncio.timeout(self.timeout_s):

@@ -107,6 +107,14 @@ async def test_proto_transport_sends_the_key_only_when_there_is_one() -> None:
             assert "x-ttft-probe" not in seen.headers and seen.path == "/v1/chat/completions"
 
 
+async def test_a_header_that_would_break_its_line_is_refused_as_the_sdk_refuses_it() -> None:
+    sdk, lean = await _both(
+        Schedule(visible_tokens=2), {"headers": {"X-Bad": "a\r\nInjected: 1"}}, stream=True, max_retries=0
+    )
+    assert lean["status"] == "error" and lean["attempts"] == sdk["attempts"] == 1
+    assert _error_words(lean) == _error_words(sdk) and "Illegal header value" in lean["error"]["message"]
+
+
 # --- keep-alive: the resend rule (tests/fakes/keepalive_server.py ends kept-alive connections) ----------
 @pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize(
