@@ -36,7 +36,6 @@ class Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.lost = False
-        self.used = False  # carried a request before: a reuse from the pool
         self._reset_response()
 
     def _reset_response(self) -> None:
@@ -57,7 +56,6 @@ class Conn(asyncio.Protocol):
     def begin(self) -> asyncio.Future[None]:
         """A new request goes out on this connection: its response's state, fresh."""
         self._reset_response()
-        self.used = True
         self.headers_done = asyncio.get_running_loop().create_future()
         return self.headers_done
 
