@@ -167,7 +167,9 @@ def test_proto_transport_splits_the_wait_over_tls(loop: str, monkeypatch: pytest
     for d in (first, again):
         assert d["status"] == "ok", d["error"]
         w = _sums_to_ttft(d)
-        assert 120 <= w["server"] <= 400 and 30 <= w["first_token"] <= 200, w
+        # HELD: headers 150 ms after the request, first token 80 ms after them. Wide bounds for loaded CI
+        # (a late server thread moves time from first_token to server); a wrong split leaves one side ~0.
+        assert 90 <= w["server"] <= 450 and 10 <= w["first_token"] <= 300, w
         assert d["http"]["request_id"] == "req_7f3a" and d["http"]["http_version"] == "HTTP/1.1"
     w1, w2 = first["metrics"]["wait_ms"], again["metrics"]["wait_ms"]
     assert first["http"]["connection"] == "new" and w1["connect"] > 0 and w1["dns"] > 0 and w1["tls"] > 0
@@ -209,8 +211,11 @@ async def test_a_reader_that_lags_pauses_the_socket_and_loses_nothing() -> None:
             params={}, probe=probe,
         )  # fmt: skip
         assert resp.status_code == 200
-        await asyncio.sleep(0.5)  # the server writes everything while nobody reads
         conn = resp._conn
+        for _ in range(200):  # the server writes everything while nobody reads (up to 10 s on a loaded machine)
+            if conn.paused:
+                break
+            await asyncio.sleep(0.05)
         # bounded: paused past the high-water mark (one socket read, at most 256 KiB, may land past it)
         assert conn.paused and conn.queued <= http1_conn.HIGH_WATER + 256 * 1024
         got = b""
