@@ -35,6 +35,7 @@ class Conn(asyncio.Protocol):
         self.key = key
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
+        self.loop = asyncio.get_running_loop()  # made by the loop's create_connection, on its thread
         self.lost = False
         self._reset_response()
 
@@ -56,7 +57,7 @@ class Conn(asyncio.Protocol):
     def begin(self) -> asyncio.Future[None]:
         """A new request goes out on this connection: its response's state, fresh."""
         self._reset_response()
-        self.headers_done = asyncio.get_running_loop().create_future()
+        self.headers_done = self.loop.create_future()
         return self.headers_done
 
     # --- asyncio.Protocol ---------------------------------------------------------------
@@ -185,7 +186,7 @@ class ProtoResponse:
                 return b""
             if conn.exc is not None:
                 raise as_httpx(conn.exc, self.request, mid_body=True) from conn.exc
-            conn.waiter = asyncio.get_running_loop().create_future()
+            conn.waiter = conn.loop.create_future()
             try:
                 await conn.waiter
             finally:

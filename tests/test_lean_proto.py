@@ -230,3 +230,21 @@ async def test_a_reader_that_lags_pauses_the_socket_and_loses_nothing() -> None:
     deltas = [c["delta"].get("content") for e in events[:-1] for c in orjson.loads(e).get("choices") or []]
     assert len([d for d in deltas if d]) == words  # every token, in order, none lost while paused
     assert probe.reads >= 1 and probe.body_tail.endswith(b"[DONE]\n\n")
+
+
+# --- the pool: bounded, connections kept alive and shared ----------------------------------------------
+@pytest.mark.parametrize("loop", LOOPS)
+def test_the_pool_is_bounded_and_reuses_its_connections(loop: str) -> None:
+    async def many() -> tuple[KeepAliveServer, list[dict[str, Any]]]:
+        async with KeepAliveServer("answer") as srv:
+            b = proto(srv.base_url, max_connections=2)
+            try:
+                turns = await asyncio.gather(*(one_turn(b, stream=True, max_retries=0) for _ in range(6)))
+            finally:
+                await b.aclose()
+        return srv, list(turns)
+
+    srv, turns = on(loop, many)
+    assert all(d["status"] == "ok" and len(d["chunks"]) == KEEPALIVE_WORDS for d in turns)
+    assert srv.requests == 6 and srv.connections == 2  # never more than the bound, each kept alive
+    assert sum(d["http"]["connection"] == "reused" for d in turns) == 4
