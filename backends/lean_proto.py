@@ -144,8 +144,13 @@ class ProtoClient:
                     probe.step(attempt, "tls")
                     if self._ssl is None:
                         self._ssl = httpcore2.default_ssl_context() if self.tls else no_tls_context()
-                    tls = await loop.start_tls(transport, conn, self._ssl, server_hostname=host)
+                    try:
+                        tls = await loop.start_tls(transport, conn, self._ssl, server_hostname=host)
+                    except BaseException:
+                        transport.close()  # a failed or timed-out handshake leaves no socket behind
+                        raise
                     if tls is None:
+                        transport.close()
                         raise OSError("TLS handshake did not complete")
                     conn.transport = tls
         except TimeoutError as exc:
