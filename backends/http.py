@@ -145,8 +145,10 @@ class Probe:
 
         return trace
 
-    def _chunk(self, data: bytes) -> None:
-        t = ev.now_ns()
+    def _chunk(self, data: bytes, t: int | None = None) -> None:
+        """``data`` arrived at ``t`` (now, unless the transport stamped it as it landed)."""
+        if t is None:
+            t = ev.now_ns()
         self.last_arrival_ns = t
         if self.first_byte_ns is None:
             self.first_byte_ns = t

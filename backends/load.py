@@ -88,6 +88,11 @@ class LoadConfig:
     # The rest of the turn flags (system prompt aside): effort, thinking, streaming, deadline.
     turn: TurnSettings | None = None
     system: str | None = None  # a system prompt before every synthetic one
+    # Closed loop: the users start spread evenly over this many seconds rather than all at once (as
+    # AIPerf's --concurrency-ramp-duration), so their openings, and so their endings, do not land in one
+    # loop pass. 0: all at once. Each request is measured alike either way; the level's wall clock
+    # (and so its throughput) includes the ramp.
+    ramp_s: float = 0.0
 
     def settings(self) -> TurnSettings:
         return (self.turn or TurnSettings()).with_(
@@ -323,12 +328,16 @@ async def _run_level(
         if mode == "concurrency":
             indices = iter(range(start_index, start_index + total))
 
-            async def user() -> None:
+            users = max(1, min(int(level), total))
+
+            async def user(k: int) -> None:
+                if cfg.ramp_s > 0 and k:
+                    await asyncio.sleep(cfg.ramp_s * k / users)
                 for i in indices:
                     state["in_flight"] += 1
                     finished(await _one(backend, cfg, index=i, **common))  # type: ignore[arg-type]
 
-            await asyncio.gather(*(user() for _ in range(max(1, min(int(level), total)))))
+            await asyncio.gather(*(user(k) for k in range(users)))
             return
         schedule = poisson_schedule(level, total, cfg.seed + level_index * 1000 + worker)
         gate = asyncio.Semaphore(cfg.max_in_flight)

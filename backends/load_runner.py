@@ -10,6 +10,7 @@ shared monotonic deadline, and their records and client health are merged back h
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import multiprocessing as mp
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -34,8 +35,17 @@ class BackendSpec:
     # With options["lean"] (no SDK): send through aiohttp rather than httpx2 (backends.lean_http),
     # the cheapest client per chunk under many streams.
     aiohttp: bool = False
+    # Which of the lean reader's load clients: "aiohttp" (backends.lean_http) or "proto" (an asyncio
+    # Protocol + httptools, backends.lean_proto).
+    transport: str = "aiohttp"
     # Run each worker process on uvloop when it is installed (backends.event_loop), as the parent runs.
     fast_loop: bool = False
+
+
+def default_transport() -> str:
+    """The lean reader's load client: ``"proto"`` (backends.lean_proto) when httptools is installed
+    (it comes with the bench extra), else ``"aiohttp"``."""
+    return "proto" if importlib.util.find_spec("httptools") is not None else "aiohttp"
 
 
 def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
@@ -46,7 +56,7 @@ def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
     if spec.raw_stream and hasattr(backend, "raw_stream"):
         backend.raw_stream = True
     if spec.aiohttp and hasattr(backend, "use_aiohttp"):
-        backend.use_aiohttp()
+        backend.use_aiohttp(spec.transport)
     return backend
 
 

@@ -49,6 +49,7 @@ from telemetry import events as ev
 
 if TYPE_CHECKING:
     from backends.lean_http import AiohttpClient
+    from backends.lean_proto import ProtoClient
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -85,7 +86,7 @@ class LeanChatBackend(ChatWire, HostedBackend):
                     headers[name] = os.environ[env]
         headers.update(self.headers)
         self._headers = headers
-        self._aio: AiohttpClient | None = None
+        self._aio: AiohttpClient | ProtoClient | None = None
 
     async def _warm_up(self) -> None:
         """No SDK models to build: nothing to pay ahead of the first send."""
@@ -108,13 +109,19 @@ class LeanChatBackend(ChatWire, HostedBackend):
             state.notices.append(ev.Notice(ev.now_ns(), STREAM_OPTIONS_NOTICE, STREAM_OPTIONS_REJECTED))
             return await self._create(params, probe, retries)
 
-    def use_aiohttp(self) -> None:
-        """Send through aiohttp (:mod:`backends.lean_http`) rather than httpx2: the load driver's
-        client, the cheaper per chunk under many streams. The same stamps, events and errors."""
+    def use_aiohttp(self, transport: str = "aiohttp") -> None:
+        """Send through aiohttp (:mod:`backends.lean_http`), or with ``transport="proto"`` through
+        the asyncio Protocol + httptools transport (:mod:`backends.lean_proto`), rather than httpx2:
+        the load driver's clients, the cheaper per chunk under many streams. The same stamps,
+        events and errors."""
         from backends.http import CONNECT_TIMEOUT_S
-        from backends.lean_http import AiohttpClient
 
-        self._aio = AiohttpClient(
+        if transport == "proto":
+            from backends.lean_proto import ProtoClient as client_class
+        else:
+            from backends.lean_http import AiohttpClient as client_class  # type: ignore[assignment]
+
+        self._aio = client_class(
             timeout_s=self.timeout_s,
             connect_timeout_s=min(CONNECT_TIMEOUT_S, self.timeout_s or CONNECT_TIMEOUT_S),
             max_connections=self.http.limits.max_connections,

@@ -106,7 +106,7 @@ async def test_chat_keeps_the_sdk_path_by_default() -> None:
     assert d["status"] == "ok" and d["answer"] == "w00 w01 w02 "
 
 
-@pytest.mark.parametrize("flag", ["--raw-stream", "--lean", "--sdk", None])
+@pytest.mark.parametrize("flag", ["--raw-stream", "--lean", "--sdk", "--aiohttp", None])
 def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, flag: str | None) -> None:
     from tui.cli import main
 
@@ -125,7 +125,8 @@ def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, flag: str | None
     assert all(t["tokens"]["output"] == 8 and t["tokens"]["source"] == "usage" for t in turns)
     assert all(5 <= t["metrics"]["tpot_ms"] < 100 for t in turns)  # truth 20; wide: loaded CI
     summary = json.loads((out / "summary.json").read_text())
-    want = {"--raw-stream": "sdk (raw stream)", "--sdk": "sdk"}.get(flag or "", "lean (orjson, aiohttp)")
+    readers = {"--raw-stream": "sdk (raw stream)", "--sdk": "sdk", "--aiohttp": "lean (orjson, aiohttp)"}
+    want = readers.get(flag or "", "lean (orjson, httptools)")
     assert summary["reader"] == want  # the lean reader is the default; the SDK one flag away
     assert summary["lean"] is (want.startswith("lean")) and summary["raw_stream"] is (flag == "--raw-stream")
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from backends import event_loop
 from backends.load import LevelCancelled, LoadConfig
-from backends.load_runner import BackendSpec, LoadRunner
+from backends.load_runner import BackendSpec, LoadRunner, default_transport
 from telemetry import aggregate as agg
 from telemetry import bench_summary
 from telemetry.bench_turns import read_bench
@@ -142,7 +142,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--sdk",
         action="store_true",
         help="Chat Completions: read through the OpenAI SDK (typed chunks, httpx2) instead of ttft's lean "
-        "reader (orjson, aiohttp); the same records at several times the client CPU per chunk",
+        "reader (orjson, httptools); the same records at several times the client CPU per chunk",
+    )
+    client.add_argument(
+        "--aiohttp",
+        action="store_true",
+        help="Chat Completions: the lean reader on aiohttp rather than on its own asyncio Protocol + httptools "
+        "transport (the default when httptools is installed); the same records at more client CPU per chunk",
     )
     client.add_argument(
         "--raw-stream",
@@ -283,6 +289,7 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
 
     progress = ProgressLine(args.quiet, search=bool(args.find_capacity))
     lean = not (args.sdk or args.raw_stream)  # Chat Completions only; other APIs always use their SDK
+    transport = "aiohttp" if args.aiohttp else default_transport()
     levels: list[dict[str, Any]] = []
     meta: dict[str, Any] = {
         "run_id": run_id,
@@ -297,7 +304,11 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         "workers": cfg.workers,
         "raw_stream": args.raw_stream,
         "lean": lean,
-        "reader": "lean (orjson, aiohttp)" if lean else "sdk (raw stream)" if args.raw_stream else "sdk",
+        "reader": f"lean (orjson, {'httptools' if transport == 'proto' else 'aiohttp'})"
+        if lean
+        else "sdk (raw stream)"
+        if args.raw_stream
+        else "sdk",
         "event_loop": event_loop.running(),  # "uvloop X.Y.Z" or "asyncio" (every worker runs the same)
         "slo": slo.to_dict() if slo else None,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -325,6 +336,7 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
                         **({"timeout_s": args.timeout} if args.timeout else {}),
                     },
                     aiohttp=lean,
+                    transport=transport,
                     fast_loop=event_loop.running() != "asyncio",
                 ),
                 run_id=run_id,
