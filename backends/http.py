@@ -46,6 +46,8 @@ import itertools
 import os
 import ssl
 import time
+import urllib.parse
+import urllib.request
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -204,6 +206,19 @@ def parse_retry_after(headers: httpx2.Headers) -> float | None:
 
 
 PROXY_ENV = ("http_proxy", "https_proxy", "all_proxy")
+
+
+def proxied(url: str) -> bool:
+    """Whether httpx2 would reach ``url`` through a proxy named in the environment (``HTTPS_PROXY``,
+    ``ALL_PROXY``, ... less ``NO_PROXY``). The bench's own load clients speak no proxy, so such a
+    URL is read over httpx2 instead: a load that bypassed the proxy would measure another path."""
+    parts = urllib.parse.urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    if not (proxies.get(parts.scheme.lower()) or proxies.get("all")):
+        return False
+    # CPython's NO_PROXY rule (the one urllib itself applies); typeshed does not list it
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    return not bypass(parts.hostname or "", proxies)
 
 
 def no_tls_context() -> ssl.SSLContext:

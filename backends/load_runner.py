@@ -48,6 +48,21 @@ def default_transport() -> str:
     return "proto" if importlib.util.find_spec("httptools") is not None else "aiohttp"
 
 
+def through_proxy(spec: str, base_url: str | None) -> bool:
+    """Whether a Chat Completions load on ``spec`` would go through a proxy set in the environment.
+    The load clients (aiohttp, the Protocol transport) speak no proxy; such a run reads over httpx2,
+    as every other ttft command reaches that server."""
+    from backends.http import proxied
+    from backends.openai_lean import chat_url
+    from backends.providers import ProviderError, resolve
+
+    try:
+        resolved = resolve(spec, base_url=base_url)
+    except ProviderError:
+        return False  # the bench says what is wrong with the spec when it builds the backend
+    return resolved.kind in ("openai", "compat") and proxied(chat_url(resolved.base_url))
+
+
 def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
     """The backend for a load run, its HTTP pool sized for ``pool`` concurrent streams."""
     from backends.providers import create_backend

@@ -161,9 +161,21 @@ class LivePush:
         self.closed = True
         if self.remove is not None:
             self.remove()
+        deadline = time.monotonic() + timeout_s
         self.flush(timeout_s)
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(None)  # the thread ends; a stuck one dies with the process (daemon)
+        if self._thread is not None:  # it ends at once once the queue is drained: a short floor
+            self._thread.join(max(0.1, deadline - time.monotonic()))
+        if self._sdk is not None:
+            # The SDK's own threads (batch span worker, periodic metric reader) would otherwise go on
+            # exporting, and retrying a dead collector, for as long as the process lives.
+            # Started even with no time left: it ends the SDK's retries in the background.
+            t = threading.Thread(target=self._sdk.shutdown, name="ttft-otel-shutdown", daemon=True)
+            t.start()
+            t.join(max(0.0, deadline - time.monotonic()))
+            if t.is_alive():
+                self._sdk.stop_exporters()
         return self.report()
 
     def report_at_close(self) -> None:
@@ -294,6 +306,20 @@ class _Sdk:
         for p in self._providers:
             p.force_flush()
 
+    def shutdown(self) -> None:
+        """Stop the providers' threads; what they still held was flushed before (``LivePush.close``)."""
+        for p in self._providers:
+            with contextlib.suppress(Exception):  # already shut down, or an exporter that raises
+                p.shutdown()
+
+    def stop_exporters(self) -> None:
+        """Shut the exporters: wakes one sleeping between retries of a dead collector, which a
+        provider's shutdown would otherwise wait out (its final export then fails, as it would)."""
+        for x in (self.spans_exporter, self.metrics_exporter):
+            if x is not None and getattr(x, "inner", x) is not None:
+                with contextlib.suppress(Exception):
+                    x.shutdown()
+
 
 class _CountingSpans:
     """The OTLP span exporter, counting what it delivered (the rest is what was lost)."""
@@ -319,6 +345,9 @@ class _CountingSpans:
 
 class _CountingMetricsBase:
     failed: int
+
+    def shutdown(self, timeout_millis: float = 30_000, **kw: Any) -> None:
+        raise NotImplementedError  # the SDK subclass in _counting_metrics
 
 
 def _counting_metrics(inner: Any) -> Any:

@@ -419,3 +419,33 @@ def test_lean_fast_translation_of_plain_chunks_matches_the_general_one() -> None
         item = chunk(r)
         for compat in (False, True):
             assert run(True, compat, item) == run(False, compat, item), item
+
+
+@pytest.mark.parametrize("bypass", [False, True])
+def test_bench_goes_through_a_configured_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bypass: bool) -> None:
+    # The load clients speak no proxy: a run that ignored HTTP_PROXY would measure another path.
+    from tests.fakes.forward_proxy import ForwardProxy
+    from tui.cli import main
+
+    for k in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    out = tmp_path / "run"
+    with BatchingServer(slots=4, token_ms=5, alpha=0, prefill_ms=5) as srv, ForwardProxy() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        if bypass:
+            monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        rc = main(
+            [
+                "bench", "-m", "compat:batching-fake", "--base-url", srv.base_url, "--concurrency", "2",
+                "--requests", "4", "--warmup", "1", "--max-output-tokens", "4", "--out", str(out), "--quiet",
+            ]
+        )  # fmt: skip
+    assert rc == 0
+    turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
+    assert len(turns) == 5 and all(t["status"] == "ok" and t["tokens"]["output"] == 4 for t in turns)
+    summary = json.loads((out / "summary.json").read_text())
+    if bypass:
+        assert proxy.requests == [] and summary["reader"] == "lean (orjson, httptools)"
+    else:
+        assert summary["reader"] == "lean (orjson, httpx2 through the proxy)"
+        assert len(proxy.requests) == 5 and all(r.endswith("/chat/completions") for r in proxy.requests)

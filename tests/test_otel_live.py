@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -318,3 +319,18 @@ def test_compare_panes_arrive_tagged_with_their_comparison(
             and a["ttft.compare.pane"] == rec["extra"]["pane_label"]
         )
     assert_histograms_are_the_records(rx, logged)
+
+
+def test_closing_stops_the_sdk_threads(rx: OtlpReceiver) -> None:
+    # Left running, the SDK's batch and metric threads keep exporting (and retrying a dead
+    # collector) for the life of the process: in a test run they outlive their test.
+    before = {t.ident for t in threading.enumerate()}
+    assert otel.install(eager=True) is not None
+    backend = ScheduledBackend(ttft_s=0.01, gap_s=0.001, tokens=5)
+    request = make_request()
+    recorder = new_recorder(backend, request, session_id="s", turn_index=0)
+    asyncio.run(run_turn(backend, request, recorder))
+    finish_turn(recorder)
+    assert otel.uninstall(5.0) is None and _roots(rx)
+    leaked = [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
+    assert not [n for n in leaked if n.startswith(("Otel", "ttft-otel"))], leaked

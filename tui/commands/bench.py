@@ -22,7 +22,7 @@ from typing import Any
 
 from backends import event_loop
 from backends.load import LevelCancelled, LoadConfig
-from backends.load_runner import BackendSpec, LoadRunner, default_transport
+from backends.load_runner import BackendSpec, LoadRunner, default_transport, through_proxy
 from telemetry import aggregate as agg
 from telemetry import bench_summary
 from telemetry.bench_turns import read_bench
@@ -290,6 +290,13 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
     progress = ProgressLine(args.quiet, search=bool(args.find_capacity))
     lean = not (args.sdk or args.raw_stream)  # Chat Completions only; other APIs always use their SDK
     transport = "aiohttp" if args.aiohttp else default_transport()
+    via_proxy = lean and through_proxy(spec, base_url)
+    if via_proxy and not args.quiet:
+        print(
+            "ttft bench: a proxy is set for this server (HTTPS_PROXY/HTTP_PROXY/ALL_PROXY): the lean reader "
+            "goes through it over httpx2, at more client CPU per chunk",
+            file=sys.stderr,
+        )
     levels: list[dict[str, Any]] = []
     meta: dict[str, Any] = {
         "run_id": run_id,
@@ -304,7 +311,9 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         "workers": cfg.workers,
         "raw_stream": args.raw_stream,
         "lean": lean,
-        "reader": f"lean (orjson, {'httptools' if transport == 'proto' else 'aiohttp'})"
+        "reader": "lean (orjson, httpx2 through the proxy)"
+        if via_proxy
+        else f"lean (orjson, {'httptools' if transport == 'proto' else 'aiohttp'})"
         if lean
         else "sdk (raw stream)"
         if args.raw_stream
@@ -335,7 +344,7 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
                         **({"lean": True} if lean else {}),
                         **({"timeout_s": args.timeout} if args.timeout else {}),
                     },
-                    aiohttp=lean,
+                    aiohttp=lean and not via_proxy,
                     transport=transport,
                     fast_loop=event_loop.running() != "asyncio",
                 ),
