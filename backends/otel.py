@@ -26,19 +26,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
 
 from backends.finish import add_sink
+from backends.otel_sdk import Sdk, Signals
 from telemetry import genai
 from telemetry.record import TurnRecord
 from telemetry.urls import redact_url
 
 QUEUE_TURNS = 1024  # finished turns waiting for the export thread; past this they are dropped, and counted
 CLOSE_TIMEOUT_S = 2.0  # the most the process's exit waits for a collector
-SPAN_QUEUE = 8192  # spans the SDK's batch processor holds (a turn is 2-10 spans)
-SCHEDULE_DELAY_MS = 500
-METRIC_INTERVAL_MS = 5000
 
 
 def _on(env: Mapping[str, str], name: str) -> bool:
@@ -47,13 +43,6 @@ def _on(env: Mapping[str, str], name: str) -> bool:
 
 def _exporter_off(env: Mapping[str, str], signal: str) -> bool:
     return env.get(f"OTEL_{signal}_EXPORTER", "").strip().lower() == "none"
-
-
-@dataclass(frozen=True, slots=True)
-class Signals:
-    traces: bool
-    metrics: bool
-    endpoint: str  # for the one line that says what was not delivered (credentials masked)
 
 
 def configured(env: Mapping[str, str] = os.environ) -> Signals | None:
@@ -85,7 +74,7 @@ class LivePush:
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._ready = threading.Event()
-        self._sdk: _Sdk | None = None
+        self._sdk: Sdk | None = None
         self.problem: str | None = None  # why nothing could be exported at all (the SDK missing, ...)
         self.queue_full = 0  # turns dropped at the door (counted on the turns' threads)
         self.failed = 0  # turns the export thread could not convert (counted there)
@@ -115,7 +104,7 @@ class LivePush:
     # --- the export thread ------------------------------------------------------------------
     def _run(self) -> None:
         try:
-            self._sdk = _Sdk(self.signals)
+            self._sdk = Sdk(self.signals)
         except ImportError:
             self.problem = "the OpenTelemetry SDK is not installed (pip install 'ttft[otel]')"
         except Exception as exc:  # a bad variable (an unparsable header list, ...): said at exit
@@ -214,173 +203,6 @@ def _bounded(fn: Callable[[], object], timeout_s: float) -> None:
     t = threading.Thread(target=fn, name="ttft-otel-flush", daemon=True)
     t.start()
     t.join(timeout_s)
-
-
-class _Sdk:
-    """The SDK's providers and instruments for one process (imported here, on the export thread)."""
-
-    def __init__(self, signals: Signals) -> None:
-        import logging
-
-        # The SDK logs export failures; under a full-screen UI a stray line would tear the screen.
-        # They are counted instead, and said once at exit.
-        sdk_log = logging.getLogger("opentelemetry")
-        sdk_log.addHandler(logging.NullHandler())
-        sdk_log.propagate = False
-
-        from opentelemetry.sdk.resources import Resource
-
-        from telemetry import genai as g
-
-        version = _version()
-        resource = Resource.create({"service.version": version})
-        if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
-            resource = resource.merge(Resource({"service.name": "ttft"}))
-        self.spans_emitted = 0
-        self.spans_exporter = _CountingSpans(None)
-        self.metrics_exporter: _CountingMetricsBase | None = None
-        self._tracer: Any = None
-        self._providers: list[Any] = []
-        self._histograms: dict[str, Any] = {}
-        if signals.traces:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
-            self.spans_exporter = _CountingSpans(OTLPSpanExporter())
-            tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
-            tracer_provider.add_span_processor(
-                BatchSpanProcessor(
-                    self.spans_exporter,  # type: ignore[arg-type]
-                    max_queue_size=SPAN_QUEUE,
-                    schedule_delay_millis=SCHEDULE_DELAY_MS,
-                )
-            )
-            self._tracer = tracer_provider.get_tracer(g.SCOPE, version, schema_url=g.SCHEMA_URL)
-            self._providers.append(tracer_provider)
-        if signals.metrics:
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-            from opentelemetry.sdk.metrics import MeterProvider
-            from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
-
-            exporter = _counting_metrics(OTLPMetricExporter())
-            self.metrics_exporter = exporter
-            reader = PeriodicExportingMetricReader(exporter, export_interval_millis=METRIC_INTERVAL_MS)
-            meter_provider = MeterProvider(resource=resource, metric_readers=[reader], shutdown_on_exit=False)
-            meter = meter_provider.get_meter(g.SCOPE, version, schema_url=g.SCHEMA_URL)
-            self._histograms = {
-                h.name: meter.create_histogram(
-                    h.name, unit=h.unit, description=h.description, explicit_bucket_boundaries_advisory=h.bounds
-                )
-                for h in g.HISTOGRAMS
-            }
-            self._providers.append(meter_provider)
-
-    def emit(self, rec: dict[str, Any], capture_content: bool) -> None:
-        if self._tracer is not None:
-            span = genai.turn_span(rec, capture_content=capture_content)
-            if span is not None:
-                self._span(span, None)
-        for p in genai.turn_points(rec) if self._histograms else ():
-            self._histograms[p.metric.name].record(p.value, p.attributes)
-
-    def _span(self, s: genai.Span, parent: Any) -> None:
-        from opentelemetry import trace
-        from opentelemetry.trace import SpanKind, Status, StatusCode
-
-        kind = SpanKind.INTERNAL if parent is not None else SpanKind.CLIENT
-        span = self._tracer.start_span(
-            s.name, context=parent, kind=kind, attributes=s.attributes, start_time=s.start_unix_ns
-        )
-        for e in s.events:
-            span.add_event(e.name, e.attributes, timestamp=e.t_unix_ns)
-        if s.error is not None:
-            span.set_status(Status(StatusCode.ERROR, s.error))
-        context = trace.set_span_in_context(span)
-        for child in s.children:
-            self._span(child, context)
-        span.end(end_time=s.end_unix_ns)
-        self.spans_emitted += 1
-
-    def force_flush(self) -> None:
-        for p in self._providers:
-            p.force_flush()
-
-    def shutdown(self) -> None:
-        """Stop the providers' threads; what they still held was flushed before (``LivePush.close``)."""
-        for p in self._providers:
-            with contextlib.suppress(Exception):  # already shut down, or an exporter that raises
-                p.shutdown()
-
-    def stop_exporters(self) -> None:
-        """Shut the exporters: wakes one sleeping between retries of a dead collector, which a
-        provider's shutdown would otherwise wait out (its final export then fails, as it would)."""
-        for x in (self.spans_exporter, self.metrics_exporter):
-            if x is not None and getattr(x, "inner", x) is not None:
-                with contextlib.suppress(Exception):
-                    x.shutdown()
-
-
-class _CountingSpans:
-    """The OTLP span exporter, counting what it delivered (the rest is what was lost)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.delivered = 0
-
-    def export(self, spans: Any) -> Any:
-        from opentelemetry.sdk.trace.export import SpanExportResult
-
-        result = self.inner.export(spans)
-        if result == SpanExportResult.SUCCESS:
-            self.delivered += len(spans)
-        return result
-
-    def shutdown(self) -> None:
-        self.inner.shutdown()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return bool(self.inner.force_flush(timeout_millis))
-
-
-class _CountingMetricsBase:
-    failed: int
-
-    def shutdown(self, timeout_millis: float = 30_000, **kw: Any) -> None:
-        raise NotImplementedError  # the SDK subclass in _counting_metrics
-
-
-def _counting_metrics(inner: Any) -> Any:
-    """The OTLP metric exporter, counting failed exports (built here: its base class is the SDK's)."""
-    from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult
-
-    class CountingMetrics(MetricExporter, _CountingMetricsBase):
-        def __init__(self) -> None:
-            super().__init__(inner._preferred_temporality, inner._preferred_aggregation)
-            self.failed = 0
-
-        def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kw: Any) -> MetricExportResult:
-            result: MetricExportResult = inner.export(metrics_data, timeout_millis=timeout_millis, **kw)
-            if result != MetricExportResult.SUCCESS:
-                self.failed += 1
-            return result
-
-        def force_flush(self, timeout_millis: float = 10_000) -> bool:
-            return bool(inner.force_flush(timeout_millis))
-
-        def shutdown(self, timeout_millis: float = 30_000, **kw: Any) -> None:
-            inner.shutdown(timeout_millis=timeout_millis, **kw)
-
-    return CountingMetrics()
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ttft")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 # --- one per process ------------------------------------------------------------------------

@@ -30,141 +30,16 @@ from telemetry.log import encode_line, write_all
 from telemetry.slo import SLO
 from telemetry.urls import redact_url
 from tui import charts, signals
-from tui.commands import bench_capacity
-from tui.commands.args import model_spec
+from tui.commands import bench_args, bench_capacity
 from tui.commands.bench_output import HEADER, ProgressLine, bench_charts, level_row, server_line, wait_line
 from tui.commands.exits import Exit, for_error_kind
-from tui.commands.flags import add_turn_flags, settings_from_args
-from tui.commands.help import examples
-from tui.commands.output import add_output_flags, note, print_json
+from tui.commands.flags import settings_from_args
+from tui.commands.output import note, print_json
 from tui.format import visible_controls
-
-LOCAL_SERVER = "local-server"
-
-
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        vals = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from exc
-    if not vals or any(v <= 0 for v in vals):
-        raise argparse.ArgumentTypeError("levels must be > 0")
-    return vals
-
-
-def _goodput(text: str) -> str:
-    """vLLM's ``--goodput ttft:500`` (milliseconds) as ttft's ``--slo ttft=500``."""
-    key, sep, value = text.partition(":")
-    item = f"{key}={value}"
-    try:
-        if not sep:
-            raise ValueError("no colon")
-        SLO.parse(item)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected KEY:MS with KEY ttft, tpot or e2el, got {text!r}") from None
-    return item
-
-
-class _GoodputAction(argparse.Action):
-    """``--goodput ttft:500 tpot:50`` fills ``--slo`` (one of the two; the later wins)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any, opt: Any = None) -> None:
-        setattr(ns, self.dest, ",".join(values))
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "bench",
-        help="load-test a model: total throughput against each user's speed, across concurrency levels or rates",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=examples(
-            "ttft bench -m compat:qwen3 --base-url http://127.0.0.1:8080/v1 --concurrency 1,2,4,8",
-            "ttft bench -m local-server --slots 4 --concurrency 1,2,4",
-            "ttft bench -m compat:m --base-url URL --rate 2,4,8 --slo ttft=500ms,tpot=50ms",
-            "# vLLM's names work too: --num-prompts, --request-rate, --max-concurrency, --random-input-len, --goodput",
-            "ttft bench -m compat:m --base-url URL --max-concurrency 8 --num-prompts 64 --goodput ttft:500 tpot:50",
-            "ttft bench -m compat:m --base-url URL --json -q > summary.json",
-        ),
-    )
-    p.add_argument("-m", "--model", type=model_spec, required=True, help="PROVIDER:MODEL, or local-server[:PATH.gguf]")
-    p.add_argument("--base-url", help="server base URL (compat servers, or to point a provider at another host)")
-    load = p.add_mutually_exclusive_group()
-    load.add_argument(
-        "--concurrency",
-        "--max-concurrency",
-        dest="concurrency",
-        type=_floats,
-        help="closed-loop users per level, e.g. 1,2,4,8 (default)",
-    )
-    load.add_argument(
-        "--rate",
-        "--request-rate",
-        dest="rate",
-        type=_floats,
-        nargs="?",
-        const=(1.0,),
-        help="open-loop Poisson arrival rates in requests/s, e.g. 2,4,8 (alone, with --find-capacity: from 1/s)",
-    )
-    p.add_argument(
-        "--requests",
-        "--num-prompts",
-        dest="requests",
-        type=int,
-        default=32,
-        help="measured requests per level (default 32)",
-    )
-    p.add_argument("--warmup", type=int, default=2, help="unmeasured requests before the first level (default 2)")
-    p.add_argument(
-        "--input-tokens",
-        "--random-input-len",
-        dest="input_tokens",
-        type=int,
-        default=128,
-        help="synthetic prompt length (default 128)",
-    )
-    p.add_argument("--seed", type=int, default=0, help="prompts and arrival times repeat with the same seed")
-    p.add_argument("--slo", help="goodput objectives, e.g. ttft=500ms,tpot=50ms,e2e=10s (errors count as misses)")
-    p.add_argument(
-        "--goodput",
-        dest="slo",
-        nargs="+",
-        type=_goodput,
-        action=_GoodputAction,
-        metavar="KEY:MS",
-        help="vLLM's spelling of --slo: ttft:500 tpot:50 e2el:10000 (milliseconds)",
-    )
-    p.add_argument("--out", type=Path, help="results folder (default ./ttft-bench-<time>)")
-    p.add_argument("--workers", type=int, default=1, help="split the load across this many client processes")
-    p.add_argument("--max-in-flight", type=int, default=1024, help="open loop: most streams at once")
-    client = p.add_mutually_exclusive_group()
-    client.add_argument(
-        "--sdk",
-        action="store_true",
-        help="Chat Completions: read through the OpenAI SDK (typed chunks, httpx2) instead of ttft's lean "
-        "reader (orjson, httptools); the same records at several times the client CPU per chunk",
-    )
-    client.add_argument(
-        "--aiohttp",
-        action="store_true",
-        help="Chat Completions: the lean reader on aiohttp rather than on its own asyncio Protocol + httptools "
-        "transport (the default when httptools is installed); the same records at more client CPU per chunk",
-    )
-    client.add_argument(
-        "--raw-stream",
-        action="store_true",
-        help="Chat Completions: the SDK's HTTP call, its stream read as JSON without typed chunks",
-    )
-    client.add_argument("--lean", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for scripts
-    p.add_argument("--charts", choices=("svg", "png"), default="svg", help="chart files (png needs matplotlib)")
-    p.add_argument("--slots", type=int, default=4, help="local-server: parallel slots (-np)")
-    p.add_argument("--ctx", type=int, default=4096, help="local-server: context shared by the slots (-c)")
-    p.add_argument("--threads", type=int, help="local-server: CPU threads (-t)")
-    p.add_argument("--ignore-eos", action="store_true", help="local-server: every answer runs to --max-output-tokens")
-    add_turn_flags(p, max_output_tokens=64, max_retries=0)  # a retry would hide an error a load test counts
-    add_output_flags(p, "print the ttft.bench/1 summary (summary.json, with the results folder) instead of the tables")
-    bench_capacity.add_arguments(p)
-    p.set_defaults(func=run)
+    bench_args.build(sub, __doc__).set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -264,7 +139,7 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
 
     server = None
     spec, base_url = args.model, args.base_url
-    if spec == LOCAL_SERVER or spec.startswith(LOCAL_SERVER + ":"):
+    if spec == bench_args.LOCAL_SERVER or spec.startswith(bench_args.LOCAL_SERVER + ":"):
         from backends.llama_server import LlamaServer, LlamaServerError, LlamaServerFailed, default_model
 
         try:
