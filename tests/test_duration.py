@@ -30,11 +30,11 @@ def test_every_caller_writes_a_duration_the_same_way() -> None:
     assert fmt_amount(1234, "ms") == fmt_ms(1234, digits=None, s_digits=2) == "1.23 s"
     assert fmt_amount(3.24, "ms") == fmt_ms(3.24, digits=None) == "3.2 ms"
     rec = {
-        "provider": "p", "model": "m", "status": "ok", "settings": {"stream": True}, "attempts": 1,
+        "turn_index": 0, "provider": "p", "model": "m", "status": "ok", "settings": {"stream": True}, "attempts": 1,
         "metrics": {"ttft_ms": 312.4, "tpot_ms": 9.84, "e2e_ms": 2_100.0, "total_ms": 2_100.0},
         "tokens": {"output": 180, "source": "usage"},
     }  # fmt: skip
-    line = summary_line(rec)  # was "E2E 2100 ms" with its own formatter
+    line = summary_line(TurnRecord.from_dict(rec))  # was "E2E 2100 ms" with its own formatter
     assert "TTFT 312 ms" in line and "TPOT 9.8 ms" in line and "E2E 2.1 s" in line
     slow = play(stream(first_ms=75_000, gap_ms=10, visible=5))  # a first token after a minute and a quarter
     assert "1 m 15 s" in diagnose_turn(TurnRecord.from_dict(slow))  # not "75.0 s"

@@ -30,11 +30,12 @@ def test_an_overlong_prompt_names_its_size_not_a_negative_limit(tmp_path: Path) 
 
 
 def test_error_line_keeps_message_and_hint_apart() -> None:
+    from telemetry.record import ErrorInfo
     from tui.commands.ask import error_line
 
     # the local engine's messages and hints are clauses without full stops
-    e = {"message": "llama.cpp could not load m.gguf: bad magic", "hint": "the file may be truncated"}
+    e = ErrorInfo("model_load", "llama.cpp could not load m.gguf: bad magic", hint="the file may be truncated")
     assert error_line(e) == "error: llama.cpp could not load m.gguf: bad magic. The file may be truncated"
-    said = {"message": "No API key for openai.", "hint": "export OPENAI_API_KEY=..."}
+    said = ErrorInfo("auth", "No API key for openai.", hint="export OPENAI_API_KEY=...")
     assert error_line(said) == "error: No API key for openai. export OPENAI_API_KEY=..."  # as written
-    assert error_line({"message": "boom", "hint": None}) == "error: boom"
+    assert error_line(ErrorInfo("x", "boom", hint=None)) == "error: boom"

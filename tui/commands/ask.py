@@ -15,7 +15,6 @@ import argparse
 import os
 import sys
 from types import SimpleNamespace
-from typing import Any
 
 from backends.base import Backend, ChatRequest, build_request
 from backends.finish import finish_turn
@@ -24,7 +23,7 @@ from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
 from telemetry.log import SessionLog, check_session_id
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
-from telemetry.record import TurnRecord
+from telemetry.record import ErrorInfo, TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.surrogates import scrub
 from telemetry.wire import WaitSplit
@@ -89,61 +88,61 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def error_line(e: dict[str, Any]) -> str:
+def error_line(e: ErrorInfo) -> str:
     """``error: MESSAGE HINT``, one sentence after the other even when the message has no full stop
     (the local engine's "...exceeds the context of 4096 tokens" ran into "shorten the ...")."""
-    message = str(e.get("message") or "").rstrip()
-    hint = str(e.get("hint") or "").strip()
+    message = (e.message or "").rstrip()
+    hint = (e.hint or "").strip()
     if hint and message and message[-1] not in ".!?:;":
         message += "."
         hint = hint[0].upper() + hint[1:]
     return f"error: {message}" + (f" {hint}" if hint else "")
 
 
-def summary_line(d: dict[str, Any]) -> str:
+def summary_line(rec: TurnRecord) -> str:
     """One line for stderr: the numbers that say where the time went."""
-    m, t = d["metrics"], d["tokens"]
+    m, t = rec.metrics, rec.tokens
 
     def f(v: float | None) -> str:
         return fmt_ms(v, digits=None, missing="-")
 
-    who = f"{d['provider']}:{d['model']}"
-    parts = [f"TTFT {f(m.get('ttft_ms'))}"]
-    http = d.get("http") or {}
-    wait = WaitSplit.from_dict(m.get("wait_ms")) if http else None
-    if wait is not None:  # the wire split (telemetry.wire)
-        conn = f" ({http['connection']} connection)" if http.get("connection") else ""
+    who = f"{rec.provider}:{rec.model}"
+    parts = [f"TTFT {f(m.ttft_ms)}"]
+    http = rec.http
+    # the wire split (telemetry.wire) as logged, to the microsecond, so the line agrees with the log
+    wait = WaitSplit.from_dict(m.wait_ms.to_dict()) if http is not None and m.wait_ms is not None else None
+    if http is not None and wait is not None:
+        conn = f" ({http.connection} connection)" if http.connection else ""
         parts.append(f"network {f(wait.network_ms)}{conn}, server {f(wait.server)}, first token {f(wait.first_token)}")
-    if m.get("reasoning_delay_ms") is not None:
-        est = " est" if m.get("reasoning_delay_estimated") else ""
-        parts.append(f"TTFVT {f(m.get('ttfvt_ms'))} (thinking {f(m.get('reasoning_delay_ms'))}{est})")
-    tpot = m.get("tpot_ms")
+    if m.reasoning_delay_ms is not None:
+        est = " est" if m.reasoning_delay_estimated else ""
+        parts.append(f"TTFVT {f(m.ttfvt_ms)} (thinking {f(m.reasoning_delay_ms)}{est})")
+    tpot = m.tpot_ms
     if tpot:
         parts.append(f"TPOT {f(tpot)} ({1000 / tpot:.0f} tok/s)")
-    out = t.get("output")
+    out = t.output
     if out is not None:
-        r = f", {t['reasoning']} reasoning" if t.get("reasoning") else ""
-        parts.append(f"{out} tokens out{r} ({t['source']})")
-    if m.get("e2e_ms") is not None:
-        parts.append(f"E2E {f(m['e2e_ms'])}")
+        r = f", {t.reasoning} reasoning" if t.reasoning else ""
+        parts.append(f"{out} tokens out{r} ({t.source})")
+    if m.e2e_ms is not None:
+        parts.append(f"E2E {f(m.e2e_ms)}")
     else:  # no token came: an "E2E" would time an answer that does not exist
-        parts.append(f"no tokens ({f(m.get('total_ms'))} in all)")
-    if m.get("expected_prefill_ms") is not None and m.get("server_queue_ms") is not None:  # a saved ttft probe
-        parts.append(f"server: prefill {f(m['expected_prefill_ms'])} expected, queue {f(m['server_queue_ms'])}")
-    own = m.get("own_delay_ms")
+        parts.append(f"no tokens ({f(m.total_ms)} in all)")
+    if m.expected_prefill_ms is not None and m.server_queue_ms is not None:  # a saved ttft probe
+        parts.append(f"server: prefill {f(m.expected_prefill_ms)} expected, queue {f(m.server_queue_ms)}")
+    own = m.own_delay_ms
     if own is not None and own >= OWN_DELAY_SHOWN_MS:
         parts.append(f"ttft's own {f(own)} before the send")
-    if d.get("attempts", 1) > 1:
-        parts.append(f"{d['attempts']} attempts (+{f(m.get('retry_ms'))} retrying)")
-    if not d["settings"].get("stream", True):
+    if len(rec.attempts) > 1:
+        parts.append(f"{len(rec.attempts)} attempts (+{f(m.retry_ms)} retrying)")
+    if not rec.settings.stream:
         parts.append("not streamed")
     line = " · ".join(parts) + f" · {who}"
-    if http.get("request_id"):
-        line += f" · request id {http['request_id']}"
-    if d["status"] == "error" and d.get("error"):
-        e = d["error"]
-        line = error_line(e) + f"\n{line}"
-    elif d["status"] == "cancelled":
+    if http is not None and http.request_id:
+        line += f" · request id {http.request_id}"
+    if rec.status == "error" and rec.error is not None:
+        line = error_line(rec.error) + f"\n{line}"
+    elif rec.status == "cancelled":
         line = f"cancelled · {line}"
     return line
 
@@ -250,11 +249,10 @@ def _print(record: TurnRecord, args: argparse.Namespace, log: SessionLog) -> Non
 
 
 def _print_record(record: TurnRecord, args: argparse.Namespace) -> None:
-    d = record.to_dict()
     if args.json:  # every control character escaped: the same JSON values, and safe on a terminal
-        print(json_text(d))
+        print(json_text(record.to_dict()))
     if record.status == "error" and args.quiet:  # -q drops the summary, never the error
-        e = d.get("error") or {}
+        e = record.error or ErrorInfo("", "")
         print(visible_controls(error_line(e)), file=sys.stderr)
     else:
-        note(args, summary_line(d))  # the server's error text among it: shown, never run
+        note(args, summary_line(record))  # the server's error text among it: shown, never run
