@@ -115,7 +115,7 @@ def test_history_gives_the_model_the_room_the_figures_leave() -> None:
         "metrics": {"ttft_ms": 1234.0, "ttfvt_ms": 1500.0, "tpot_ms": 22.25, "e2e_ms": 65_000.0},
         "tokens": {"output": 1024, "source": "estimated"},
     }
-    rows = [_cells(rec)]
+    rows = [_cells(TurnRecord.from_dict(rec))]
     for width in (62, 80, 120):
         w = model_width(rows, width)
         others = sum(max(len(COLUMNS[i]), len(str(rows[0][i]))) + CELL_PAD for i in range(len(COLUMNS)) if i != 1)

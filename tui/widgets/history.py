@@ -24,22 +24,26 @@ SCROLLBAR_W = 1  # the table's own, once it scrolls (set in DEFAULT_CSS)
 MAX_HEIGHT = 14  # the table's, header included: more rows than this scroll
 
 
-def _cells(r: dict[str, Any]) -> list[str | Text]:
+def _cells(r: TurnRecord) -> list[str | Text]:
     """One turn's cells; the model's name in full (it is shortened to the room left)."""
-    m = r.get("metrics") or {}
-    tok = r.get("tokens") or {}
-    status = r.get("status") or "?"
-    out = tok.get("output")
+    m, tok = r.metrics, r.tokens
+    out = tok.output
     return [
-        turn_label(r.get("turn_index"), ""),  # under the "#" heading
-        visible_controls(r.get("model") or ""),  # a log file's or a server's name: shown, never run
-        Text(status, style=STATUS_STYLE.get(status, "")),
-        fmt_ms(m.get("ttft_ms")),
-        fmt_ms(m.get("ttfvt_ms")),
-        fmt_ms(m.get("tpot_ms"), digits=1) if m.get("tpot_ms") is not None else DASH,
-        fmt_ms(m.get("e2e_ms")),  # no token, no E2E: a turn's total time is not its E2E (the pane says it apart)
-        DASH if out is None else f"{out}{'~' if tok.get('source') == 'estimated' else ''}",
+        turn_label(r.turn_index, ""),  # under the "#" heading
+        visible_controls(r.model),  # a log file's or a server's name: shown, never run
+        Text(r.status or "?", style=STATUS_STYLE.get(r.status, "")),
+        fmt_ms(m.ttft_ms),
+        fmt_ms(m.ttfvt_ms),
+        fmt_ms(m.tpot_ms, digits=1) if m.tpot_ms is not None else DASH,
+        fmt_ms(m.e2e_ms),  # no token, no E2E: a turn's total time is not its E2E (the pane says it apart)
+        DASH if out is None else f"{out}{'~' if tok.source == 'estimated' else ''}",
     ]
+
+
+def _unreadable_cells(d: object) -> list[str | Text]:
+    """The row of a logged turn that does not read as a record (an old or hand-edited line): said, not drawn."""
+    index = d.get("turn_index") if isinstance(d, dict) else None
+    return [turn_label(index, ""), "", Text("unreadable", style="bold red"), *[DASH] * (len(COLUMNS) - 3)]
 
 
 def model_width(rows: Sequence[Sequence[str | Text]], width: int) -> int:
@@ -77,20 +81,25 @@ class HistoryPanel(Vertical):
         if self._records and self.size.width != self._drawn_w:
             self.set_records(self._records)  # the model's name gets the new room
 
-    def _typed_records(self, records: Sequence[dict[str, Any]]) -> list[TurnRecord]:
+    def _read(self, records: Sequence[dict[str, Any]]) -> list[TurnRecord | None]:
+        """Each dict's record, in order; None for one that does not read."""
         kept: dict[int, tuple[dict[str, Any], list[TurnRecord]]] = {}
         for d in records:
             hit = self._typed.get(id(d))
             kept[id(d)] = hit if hit is not None and hit[0] is d else (d, typed_records([d]))
         self._typed = kept
-        return [r for d in records for r in kept[id(d)][1]]
+        return [next(iter(kept[id(d)][1]), None) for d in records]
+
+    def _typed_records(self, records: Sequence[dict[str, Any]]) -> list[TurnRecord]:
+        return [r for r in self._read(records) if r is not None]
 
     def set_records(self, records: Sequence[dict[str, Any]]) -> None:
         self._records = list(records)
         self._drawn_w = self.size.width
         table = self.query_one(DataTable)
         table.clear()
-        rows = [_cells(r) for r in records]
+        typed = self._read(records)
+        rows = [_cells(r) if r is not None else _unreadable_cells(d) for d, r in zip(records, typed, strict=True)]
         w = model_width(rows, self.size.width)
         for row in rows:
             row[1] = short_model(str(row[1]), w)
@@ -98,5 +107,7 @@ class HistoryPanel(Vertical):
         if records:
             table.move_cursor(row=len(records) - 1)
         table.refresh()  # the header row too: its cached line kept the old column widths on screen
-        summary = visible_controls(diagnose_session(self._typed_records(records)))  # it may quote a server's error
+        summary = visible_controls(
+            diagnose_session([r for r in typed if r is not None])
+        )  # it may quote a server's error
         self.query_one("#session-summary", Static).update(Text(summary, style="italic"))
