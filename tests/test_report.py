@@ -139,11 +139,11 @@ def test_a_long_session_keeps_chunk_stamps_only_for_the_turns_it_draws(tmp_path:
         log.append(play(stream(first_ms=100 + i, gap_ms=5, visible=6), r))
     loaded = load([str(log.path)])
     (group,) = loaded.groups
-    kept = [r["turn_index"] for r in group.records if r["chunks"]]
+    kept = [r.turn_index for r in group.records if r.chunks]
     assert kept == list(range(30 - TIMELINE_TURNS, 30))  # the timeline's default turns, and no others
-    assert len(group.records) == 30 and all(r["metrics"]["ttft_ms"] for r in group.records)  # figures all kept
+    assert len(group.records) == 30 and all(r.metrics.ttft_ms for r in group.records)  # figures all kept
     asked = load([str(log.path)], "2,5")
-    assert {r["turn_index"] for r in asked.groups[0].records if r["chunks"]} >= {1, 4}
+    assert {r.turn_index for r in asked.groups[0].records if r.chunks} >= {1, 4}
     timeline = dict(report_charts(asked, "2,5"))["timeline"]
     assert timeline  # the chosen turns still draw, chunks and all
     with pytest.raises(SystemExit) as bad:
@@ -208,3 +208,22 @@ def test_the_tradeoff_chart_draws_a_tpot_objective_as_the_speed_it_allows() -> N
     slo = [s for s in chart.series if s.name.startswith("SLO")]
     assert [s.name for s in slo] == ["SLO: p90 TPOT <= 40 ms (25 tok/s per user)"]
     assert slo[0].xs == [25.0, 25.0]
+
+
+def test_a_logged_turn_that_does_not_read_is_a_problem_noted_not_a_crash(tmp_path: Path, capsys) -> None:
+    from tui.commands.report import load, report_charts
+
+    log = SessionLog("odd", directory=tmp_path / "sessions")
+    log.append(play(stream(first_ms=100, gap_ms=5, visible=6)))
+    good = json.loads(log.path.read_text(encoding="utf-8").splitlines()[0])
+    bad = {**good, "turn_index": 1, "metrics": {**good["metrics"], "ttft_ms": "\x1b[2Jfast"}}
+    with log.path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(bad) + "\n")
+    loaded = load([str(log.path)])
+    (group,) = loaded.groups
+    assert [r.turn_index for r in group.records] == [0]  # the odd line is left out of the figures
+    assert any("skipped 1 unreadable line" in p for p in loaded.problems), loaded.problems
+    assert dict(report_charts(loaded, None))["ttft-distribution"]  # the charts draw what did read
+    assert main(["report", str(log.path)]) == 0
+    err = capsys.readouterr().err
+    assert "unreadable" in err and "Traceback" not in err and "\x1b[2J" not in err

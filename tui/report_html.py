@@ -49,17 +49,15 @@ def page_info(loaded: Loaded, version: str) -> PageInfo:
     records = [r for g in loaded.groups for r in g.records]
     metas = [b.meta for b in loaded.benches]
     models = _unique(
-        [f"{r.get('provider')}:{r.get('model')}" if r.get("provider") else r.get("model") for r in records]
+        [f"{r.provider}:{r.model}" if r.provider else r.model for r in records]
         + [m.get("model_spec") or m.get("model") for m in metas]
     )
     urls = _unique(
         redact_url(str(u))  # an odd summary's number is text here, never a crash (nor a credential kept)
-        for u in [*(r.get("base_url") for r in records), *(m.get("base_url") for m in metas)]
+        for u in [*(r.base_url for r in records), *(m.get("base_url") for m in metas)]
         if u
     )
-    started = sorted(
-        str(s) for s in [*(r.get("started_at") for r in records), *(m.get("started_at") for m in metas)] if s
-    )
+    started = sorted(str(s) for s in [*(r.started_at for r in records), *(m.get("started_at") for m in metas)] if s)
     return PageInfo(
         generated_at=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         version=version,
