@@ -1,7 +1,8 @@
 """A turn's phases on its own time axis, for drawing timelines (the drawing itself is the UI's job).
 
-Works on ``ttft.turn`` dicts (so logged turns can be redrawn) and on live snapshots.
-Times are ms from the first send; what came before it has a negative start: a local model
+Works on typed records (a logged turn is read with ``TurnRecord.from_dict``, so it redraws as it
+was drawn) and on live snapshots. Times are ms from the first send, as the record's dict form
+writes them; what came before it has a negative start: a local model
 load, and before that ttft's own delay (``client``: the user's submit -> the send, shown once
 it is at least ``OWN_DELAY_SHOWN_MS``).
 
@@ -20,7 +21,7 @@ from typing import Any
 
 from telemetry.diagnosis import STALL_FACTOR
 from telemetry.metrics import OWN_DELAY_SHOWN_MS, TurnMetrics
-from telemetry.record import chunk_times_ms
+from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
 from telemetry.wire import WaitSplit
 
@@ -77,23 +78,24 @@ def _client(own_ms: float | None, before_ms: float) -> list[Segment]:
     return _seg("client", before_ms - own_ms, before_ms)
 
 
-def turn_timeline(rec: dict[str, Any]) -> Timeline:
-    ev = rec.get("events_ms") or {}
-    m = rec.get("metrics") or {}
-    status = rec.get("status") or "ok"
-    first, vis, last, end = ev.get("first_token"), ev.get("first_visible"), ev.get("last_token"), ev.get("end")
+def turn_timeline(rec: TurnRecord) -> Timeline:
+    ev = rec.timestamps.relative_ms()  # the record's events_ms
+    m = rec.metrics
+    status = rec.status or "ok"
+    first, vis, last, end = ev["first_token"], ev["first_visible"], ev["last_token"], ev["end"]
     stop = last if last is not None else end if end is not None else 0.0
-    load = m.get("load_ms")
+    load = m.load_ms
     segs: list[Segment] = []
     start = 0.0
     if load:
         start = -float(load)
         segs += _seg("loading", start, 0.0)
-    client = _client(m.get("own_delay_ms"), start)
+    client = _client(m.own_delay_ms, start)
     if client:
         start = client[0].start_ms
     segs = client + segs
-    wait = WaitSplit.from_dict(m.get("wait_ms"))
+    # the split as logged (to the us), so a live record and its log line draw the same boundaries
+    wait = WaitSplit.from_dict(m.wait_ms.to_dict()) if m.wait_ms is not None else None
     if first is not None and wait is not None and wait.network_ms > 0:
         segs += _wait_parts(wait, float(first))
     else:
@@ -102,14 +104,21 @@ def turn_timeline(rec: dict[str, Any]) -> Timeline:
         segs += _seg("reasoning", first, vis if vis is not None else stop)
     if vis is not None:
         segs += _seg("streaming", vis, stop)
+    t0 = _origin_ns(rec)
     markers: list[Marker] = []
-    attempts = rec.get("attempt_log") or []
-    for prev, cur in pairwise(attempts):
-        why = f"after {prev['status']}" if prev.get("status") else "after an error"
-        markers.append(Marker("retry", cur.get("sent_ms") or 0.0, f"attempt {cur.get('attempt')} {why}"))
-    markers += stalls(chunk_times_ms(rec))
+    for prev, cur in pairwise(rec.attempts):
+        why = f"after {prev.status}" if prev.status else "after an error"
+        markers.append(Marker("retry", (cur.sent_ns - t0) / 1e6, f"attempt {cur.attempt} {why}"))
+    # the chunk stamps as the log writes them (to the us), so a logged turn marks the same stalls
+    markers += stalls([round((c.t_ns - t0) / 1e6, 3) for c in rec.chunks])
     end_ms = max([s.end_ms for s in segs] + [end or 0.0, stop or 0.0, 0.0])
     return Timeline(tuple(segs), tuple(markers), start, end_ms, status)
+
+
+def _origin_ns(rec: TurnRecord) -> int:
+    """The record's time zero: its first send, else its first chunk (as its dict form counts)."""
+    sent = rec.timestamps.sent
+    return sent if sent is not None else (rec.chunks[0].t_ns if rec.chunks else 0)
 
 
 def _wait_parts(wait: WaitSplit, first_ms: float) -> list[Segment]:

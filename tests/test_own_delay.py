@@ -89,14 +89,14 @@ def test_a_request_that_never_went_out_has_no_own_delay() -> None:
 
 
 def test_the_timeline_draws_it_before_the_send() -> None:
-    segs = {s.phase: s for s in turn_timeline(turn(300).finish().to_dict()).segments}
+    segs = {s.phase: s for s in turn_timeline(turn(300).finish()).segments}
     assert (segs["client"].start_ms, segs["client"].end_ms) == pytest.approx((-300, 0))
     assert segs["waiting"].start_ms == 0.0
-    tl = turn_timeline(turn(40, load_ms=800).finish().to_dict())
+    tl = turn_timeline(turn(40, load_ms=800).finish())
     assert [s.phase for s in tl.segments][:3] == ["client", "loading", "waiting"]
     assert tl.start_ms == pytest.approx(-840)
     # a delay nobody can feel is not drawn (it would only shift every row by a hair)
-    assert "client" not in {s.phase for s in turn_timeline(turn(2).finish().to_dict()).segments}
+    assert "client" not in {s.phase for s in turn_timeline(turn(2).finish()).segments}
 
 
 def test_the_live_view_counts_from_the_submit() -> None:

@@ -51,7 +51,7 @@ def test_old_lines_are_upgraded_as_they_are_read(tmp_path: Path) -> None:
     # readers of the figures agree across the two forms
     old, new = TurnRecord.from_dict(raw[0]), TurnRecord.from_dict(recs[0])
     assert chunk_gaps_ms(old) == chunk_gaps_ms(new) == [10.0, 10.0, 10.0, 10.0]
-    assert turn_timeline(raw[0]) == turn_timeline(recs[0])
+    assert turn_timeline(old) == turn_timeline(new)
 
 
 def test_chunk_rows_reads_either_form() -> None:

@@ -40,7 +40,7 @@ def test_turn_timeline_phases_retries_and_stall() -> None:
     t += 40 * MS + 2000 * MS  # a 2 s silence before the last token
     r.feed(ev.TextDelta(t, "end"))
     r.feed(ev.Finished(t + 5 * MS))
-    tl = turn_timeline(r.finish().to_dict())
+    tl = turn_timeline(r.finish())
     assert [(s.phase, round(s.start_ms), round(s.end_ms)) for s in tl.segments] == [
         ("waiting", 0, 400),
         ("reasoning", 400, 450),
@@ -56,7 +56,7 @@ def test_failed_before_any_token_is_all_waiting() -> None:
     r = recorder()
     r.feed(ev.AttemptSent(T0, 1))
     r.feed(ev.Failed(T0 + 120 * MS, "APIError", "boom", 500))
-    tl = turn_timeline(r.finish().to_dict())
+    tl = turn_timeline(r.finish())
     assert [(s.phase, s.end_ms) for s in tl.segments] == [("waiting", 120.0)]
     assert tl.status == "error" and tl.end_ms == 120.0
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from telemetry import events as ev
+from telemetry.record import TurnRecord
 from telemetry.timeline import live_timeline, turn_timeline
 from tests.fakes import Schedule
 from tests.fakes.tls_server import TLSFakeServer
@@ -55,7 +56,7 @@ async def test_the_chat_names_the_wire_phase_live_and_splits_the_timeline(tls: T
         assert "new · HTTP/1.1" in pane
         tl = app.pane.query_one("#timeline").render().plain
         assert "network" in tl and "server" in tl  # the legend names both parts
-        segs = {s.phase: s for s in turn_timeline(rec).segments}
+        segs = {s.phase: s for s in turn_timeline(TurnRecord.from_dict(rec)).segments}
         assert segs["server"].end_ms == pytest.approx(rec["metrics"]["ttft_ms"])
         assert segs["server"].end_ms - segs["server"].start_ms >= 800  # held headers + first token (1 s)
         assert segs["network"].start_ms < segs["server"].start_ms
@@ -114,7 +115,7 @@ def test_the_live_timeline_splits_the_wait_as_it_happens() -> None:
     rec.feed(ev.TextDelta(at(650), "hi"))
     live = {s.phase: (s.start_ms, s.end_ms) for s in live_timeline(rec.snapshot(at(700))).segments}
     rec.feed(ev.Finished(at(700)))
-    done = {s.phase: (s.start_ms, s.end_ms) for s in turn_timeline(rec.finish().to_dict()).segments}
+    done = {s.phase: (s.start_ms, s.end_ms) for s in turn_timeline(rec.finish()).segments}
     assert live["network"] == pytest.approx(done["network"]) and live["server"] == pytest.approx(done["server"])
 
 

@@ -64,12 +64,12 @@ def test_without_a_wire_split_the_old_sentence_stays() -> None:
     d = play(stream(first_ms=4000, gap_ms=10, visible=20))
     assert d["http"] is None and d["metrics"]["wait_ms"]["server"] > 0  # untraced: all of it is the server's
     assert "shorten the prompt" in d["diagnosis"]
-    assert [s.phase for s in turn_timeline(d).segments] == ["waiting", "streaming"]
+    assert [s.phase for s in turn_timeline(TurnRecord.from_dict(d)).segments] == ["waiting", "streaming"]
 
 
 def test_the_timeline_splits_the_wait_on_the_shared_axis() -> None:
     d = wired(connect=10, tls=20, send=5, server=300, first_token=100, new=True)
-    segs = turn_timeline(d).segments
+    segs = turn_timeline(TurnRecord.from_dict(d)).segments
     assert [s.phase for s in segs] == ["waiting", "network", "server", "streaming"]
     assert segs[0].end_ms == segs[1].start_ms == 1.0  # the pool
     assert segs[1].end_ms == segs[2].start_ms == 36.0  # + connect, tls, send
@@ -80,7 +80,7 @@ def test_old_records_without_the_fields_still_draw_and_diagnose() -> None:
     d = wired(server=1900, first_token=20)
     del d["metrics"]["wait_ms"], d["http"]
     assert "shorten the prompt" in diagnose_turn(TurnRecord.from_dict(d))  # an older line, read back
-    assert turn_timeline(d).segments[0].phase == "waiting"
+    assert turn_timeline(TurnRecord.from_dict(d)).segments[0].phase == "waiting"
 
 
 def test_the_session_verdict_names_the_server_when_its_part_dominates() -> None:

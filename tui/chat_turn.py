@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from textual.timer import Timer
 
 from backends.finish import finish_turn
-from telemetry.record import ErrorInfo
+from telemetry.record import ErrorInfo, typed_records
 from telemetry.render import RenderLag
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
 from tui.format import turn_label
@@ -59,7 +59,8 @@ class ChatTurns:
 
     def show_logged(self, records: Sequence[dict[str, Any]]) -> None:
         """A reopened session's turns as the pane's timelines."""
-        self.timelines = [(turn_label(r.get("turn_index")), turn_timeline(r)) for r in records]
+        # the log's lines were read as records there (read_records); typed here at the edge
+        self.timelines = [(turn_label(r.turn_index), turn_timeline(r)) for r in typed_records(records)]
         self.app.pane.set_timelines(self.timelines)
 
     async def send(self, prompt: str, submitted_ns: int | None = None) -> None:
@@ -127,7 +128,7 @@ class ChatTurns:
         lag = self.lag.summary()
         self.lag_by_turn[turn.turn_index] = lag
         app.pane.show_record(record, lag)
-        self.timelines.append((turn_label(turn.turn_index), turn_timeline(record)))
+        self.timelines.append((turn_label(turn.turn_index), turn_timeline(turn)))
         app.pane.set_timelines(self.timelines)
         app.pane.set_history(app.session.records)
         self.message = None

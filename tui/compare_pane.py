@@ -128,7 +128,7 @@ class PaneView(Vertical):
         if self.trial == self.trials - 1:  # as in the pane's conversation: the last trial of each prompt
             self.turn_records.append(logged)
         self.lag_history.append(self.lag.summary())
-        self.timeline = turn_timeline(logged)
+        self.timeline = turn_timeline(record)
         self.set_status(pane_done_text(record))
         self._unrendered = (self.message, record)
         if render:
