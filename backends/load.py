@@ -31,10 +31,11 @@ import psutil
 from backends.base import Backend, ChatRequest, Message
 from backends.bench_prompt import synthetic_prompt as synthetic_prompt  # its home before; tests import it here
 from backends.finish import finish_turn
-from backends.turn import new_recorder, run_turn
+from backends.turn import new_recorder, run_turn, target_probe
 from telemetry import events as ev
 from telemetry.arrivals import poisson_schedule
 from telemetry.metrics import percentiles
+from telemetry.probe_split import SavedProbe
 from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
 
@@ -161,13 +162,17 @@ async def _one(
     scheduled_ms: float | None = None,
     worker: int = 0,
     on_cancel: Callable[[Finished], None] | None = None,
+    settings: TurnSettings,
+    probe: SavedProbe | None,
 ) -> Finished:
     user = Message("user", synthetic_prompt(index, cfg.input_tokens, cfg.seed))
-    request = ChatRequest(((Message("system", cfg.system),) if cfg.system else ()) + (user,), cfg.settings())
+    request = ChatRequest(((Message("system", cfg.system),) if cfg.system else ()) + (user,), settings)
     bench = {"run_id": run_id, "mode": mode, "level": level, "index": index, "warmup": warmup, "worker": worker}
     if scheduled_ms is not None:
         bench["scheduled_at_ms"] = scheduled_ms
-    recorder = new_recorder(backend, request, session_id=run_id, turn_index=index, extra={"bench": bench})
+    recorder = new_recorder(
+        backend, request, session_id=run_id, turn_index=index, extra={"bench": bench}, saved_probe=False, probe=probe
+    )
     called = ev.now_ns()
     try:
         record = await run_turn(backend, request, recorder)
@@ -290,6 +295,9 @@ async def _run_level(
         "warmup": warmup,
         "worker": worker,
         "on_cancel": records.append,
+        # the same for every request of the level: built and looked up once, not per request
+        "settings": cfg.settings(),
+        "probe": target_probe(backend),
     }
     t0 = time.monotonic()
     tasks: list[asyncio.Task[None]] = []
