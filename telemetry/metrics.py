@@ -16,7 +16,6 @@ from itertools import pairwise
 from typing import Any
 
 from telemetry.plain import as_dict, field_names, json_copy
-from telemetry.small_stats import stats
 from telemetry.wire import WaitSplit, split_wait
 
 NS_PER_MS = 1_000_000
@@ -39,10 +38,6 @@ def percentiles(values: Sequence[float]) -> dict[str, float | None]:
     keys = [f"p{p}" for p in PERCENTILES]
     if not values:
         return {**dict.fromkeys(keys), "mean": None, "min": None, "max": None}
-    short = stats(values, PERCENTILES)  # numpy's very floats, without its fixed cost per call
-    if short is not None:
-        qs_, mean, lo, hi = short
-        return {**dict(zip(keys, qs_, strict=True)), "mean": mean, "min": lo, "max": hi}
     arr = np.asarray(values, dtype=float)
     qs = np.percentile(arr, PERCENTILES)
     out: dict[str, float | None] = {k: float(q) for k, q in zip(keys, qs, strict=True)}
