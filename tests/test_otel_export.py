@@ -277,3 +277,19 @@ def test_trace_ids_key_on_the_logged_identity(records: list[dict[str, Any]]) -> 
     assert (
         genai.trace_ids(TurnRecord.from_dict(d | {"sent_at": None}))[0] != genai.trace_ids(TurnRecord.from_dict(d))[0]
     )
+
+
+def test_the_cli_says_how_many_turns_the_otel_mapping_left_out(
+    records: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A line the log reader takes (settings is an object) whose fields still do not read as a turn
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+    log = SessionLog("20260102-030405-abce")
+    for r in [*records, {**records[0], "settings": {"stream": "yes"}}]:
+        log.append(r)
+    capsys.readouterr()
+    assert main(["export", "-f", "otel", "-o", str(tmp_path / "t.json")]) == 0
+    err = capsys.readouterr().err
+    assert "left out 1 turn whose fields do not read as a ttft.turn record" in err and "wrote 3 turns" in err
+    assert main(["export", "-f", "jsonl", "-o", str(tmp_path / "t.jsonl")]) == 0
+    assert "left out" not in capsys.readouterr().err  # the other formats carry every line the log holds
