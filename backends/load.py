@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,46 +29,18 @@ from typing import Any, Literal
 import psutil
 
 from backends.base import Backend, ChatRequest, Message
+from backends.bench_prompt import synthetic_prompt as synthetic_prompt  # its home before; tests import it here
 from backends.finish import finish_turn
-from backends.turn import new_recorder, run_turn
+from backends.turn import new_recorder, run_turn, target_probe
 from telemetry import events as ev
 from telemetry.arrivals import poisson_schedule
 from telemetry.metrics import percentiles
+from telemetry.probe_split import SavedProbe
 from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
 
 Mode = Literal["concurrency", "rate"]
 LAG_INTERVAL_S = 0.010
-
-# Short, common English words: about one token each in the usual BPE vocabularies.
-_WORD_TEXT = """
-time year people way day man thing woman life child world school state family student group country problem
-hand part place case week company system program question work government number night point home water room
-mother area money story fact month lot right study book eye job word business issue side kind head house
-service friend father power hour game line end member law car city community name team minute idea kid body
-back parent face others level office door health person art war history party result change morning reason
-research girl guy moment air teacher force education foot boy age policy music market sense nation plan
-college interest death experience effect use class control care field development role effort rate heart drug
-show leader light voice wife police mind price report decision son view relationship town road arm difference
-value building action model season society tax director position player record paper space ground form event
-official matter center couple site project activity star table need court oil situation cost industry figure
-street image phone data picture practice piece land product doctor wall patient worker news test movie north
-love support technology step baby computer type attention film tree source organization hair window evidence
-population truth song
-"""
-_WORDS = tuple(_WORD_TEXT.split())
-
-
-def synthetic_prompt(index: int, input_tokens: int, seed: int) -> str:
-    """A unique prompt of about ``input_tokens`` tokens; the same (index, seed) gives the same text.
-
-    It is random from its first word, so a server's prefix cache cannot skip the prefill.
-    """
-    rng = random.Random(f"ttft-bench-{seed}-{index}")
-    tail = "Continue this list of words with more words."
-    n = max(1, input_tokens - 10)
-    words = [rng.choice(_WORDS) for _ in range(n)]
-    return " ".join(words) + ". " + tail
 
 
 @dataclass(frozen=True)
@@ -191,13 +162,17 @@ async def _one(
     scheduled_ms: float | None = None,
     worker: int = 0,
     on_cancel: Callable[[Finished], None] | None = None,
+    settings: TurnSettings,
+    probe: SavedProbe | None,
 ) -> Finished:
     user = Message("user", synthetic_prompt(index, cfg.input_tokens, cfg.seed))
-    request = ChatRequest(((Message("system", cfg.system),) if cfg.system else ()) + (user,), cfg.settings())
+    request = ChatRequest(((Message("system", cfg.system),) if cfg.system else ()) + (user,), settings)
     bench = {"run_id": run_id, "mode": mode, "level": level, "index": index, "warmup": warmup, "worker": worker}
     if scheduled_ms is not None:
         bench["scheduled_at_ms"] = scheduled_ms
-    recorder = new_recorder(backend, request, session_id=run_id, turn_index=index, extra={"bench": bench})
+    recorder = new_recorder(
+        backend, request, session_id=run_id, turn_index=index, extra={"bench": bench}, saved_probe=False, probe=probe
+    )
     called = ev.now_ns()
     try:
         record = await run_turn(backend, request, recorder)
@@ -320,6 +295,9 @@ async def _run_level(
         "warmup": warmup,
         "worker": worker,
         "on_cancel": records.append,
+        # the same for every request of the level: built and looked up once, not per request
+        "settings": cfg.settings(),
+        "probe": target_probe(backend),
     }
     t0 = time.monotonic()
     tasks: list[asyncio.Task[None]] = []

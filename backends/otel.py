@@ -122,7 +122,7 @@ class LivePush:
                 self.failed += 1
                 continue
             try:
-                self._sdk.emit(item.to_dict(), self.capture_content)
+                self._sdk.emit(item, self.capture_content)
                 self.turns += 1
             except Exception:  # one odd record must not stop the others
                 self.failed += 1

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from telemetry import genai
+from telemetry.record import TurnRecord
 
 SPAN_QUEUE = 8192  # spans the SDK's batch processor holds (a turn is 2-10 spans)
 SCHEDULE_DELAY_MS = 500
@@ -85,7 +86,7 @@ class Sdk:
             }
             self._providers.append(meter_provider)
 
-    def emit(self, rec: dict[str, Any], capture_content: bool) -> None:
+    def emit(self, rec: TurnRecord, capture_content: bool) -> None:
         if self._tracer is not None:
             span = genai.turn_span(rec, capture_content=capture_content)
             if span is not None:

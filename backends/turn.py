@@ -16,6 +16,7 @@ from backends.base import Backend, ChatRequest
 from backends.finish import finish_turn
 from telemetry import events as ev
 from telemetry.log import SessionLog
+from telemetry.probe_split import SavedProbe
 from telemetry.probe_store import saved_probe as saved_probe_for
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
@@ -31,13 +32,13 @@ def new_recorder(
     turn_index: int,
     extra: dict[str, Any] | None = None,
     saved_probe: bool = True,
+    probe: SavedProbe | None = None,
 ) -> TurnRecorder:
     """The recorder for one turn. ``saved_probe``: split the server's wait with this target's saved
     ``ttft probe`` when there is one (telemetry.probe_split); the probe's own turns say False.
-    The in-process engine reports its own prefill, so its wait is never split by a guess, and it
-    has no queue to blame for the rest."""
-    use_probe = saved_probe and backend.provider != "local"
-    probe = saved_probe_for(backend.provider, backend.model, backend.base_url) if use_probe else None
+    ``probe``: that probe, already looked up (:func:`target_probe`; the load driver, once a level)."""
+    if probe is None and saved_probe:
+        probe = target_probe(backend)
     return TurnRecorder(
         session_id=session_id,
         turn_index=turn_index,
@@ -51,6 +52,14 @@ def new_recorder(
         extra=dict(extra or {}),
         probe=probe,
     )
+
+
+def target_probe(backend: Backend) -> SavedProbe | None:
+    """The ``ttft probe`` saved for this backend's target, or None. The in-process engine reports its
+    own prefill, so its wait is never split by a guess, and it has no queue to blame for the rest."""
+    if backend.provider == "local":
+        return None
+    return saved_probe_for(backend.provider, backend.model, backend.base_url)
 
 
 async def warm_up(backend: Backend) -> None:

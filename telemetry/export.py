@@ -188,12 +188,22 @@ def write_parquet(records: Iterable[dict[str, Any]], out: Path) -> int:
 
 
 # --- OpenTelemetry: the mapping is telemetry.genai's (shared with the live push) ------------
+def _typed(records: Iterable[dict[str, Any]]) -> Iterator[TurnRecord]:
+    """The records the OTel mapping reads, typed at this edge; a line that does not read as a turn
+    record is left out of the document (the returned count, of turns written, says how many remain)."""
+    for rec in records:
+        try:
+            yield TurnRecord.from_dict(rec)
+        except RecordError:
+            continue
+
+
 def write_otel(records: Iterable[dict[str, Any]], out: Path) -> int:
     """OTLP/JSON traces (``ExportTraceServiceRequest``): a collector takes the file as it is
     (``curl --data-binary @FILE .../v1/traces``). Message text only when
     ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``, as live."""
     counted: list[int] = []
-    doc = otlp_json.traces_document(records, capture_content=genai.capture_content(), counted=counted)
+    doc = otlp_json.traces_document(_typed(records), capture_content=genai.capture_content(), counted=counted)
     with open_private(out) as f:
         f.write(json.dumps(doc, ensure_ascii=False))
     return counted[0]
@@ -202,7 +212,7 @@ def write_otel(records: Iterable[dict[str, Any]], out: Path) -> int:
 def write_otel_metrics(records: Iterable[dict[str, Any]], out: Path) -> int:
     """OTLP/JSON metrics (``ExportMetricsServiceRequest``): the GenAI client histograms, cumulative."""
     counted: list[int] = []
-    doc = otlp_json.metrics_document(records, counted=counted)
+    doc = otlp_json.metrics_document(_typed(records), counted=counted)
     with open_private(out) as f:
         f.write(json.dumps(doc, ensure_ascii=False))
     return counted[0]

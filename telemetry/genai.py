@@ -4,8 +4,9 @@ The live push (:mod:`backends.otel`, through the SDK) and the file export
 (:mod:`telemetry.otlp_json`, OTLP/JSON) both draw a turn from here, so a collector gets the
 same names, values and times from either. Pure data in, pure data out: no SDK, no I/O.
 
-It reads the ``ttft.turn/1`` dict (a log line, or ``TurnRecord.to_dict()``), untrusted:
-a field of the wrong type is left out, never raised on.
+It reads a typed :class:`~telemetry.record.TurnRecord` (a log line goes through
+``TurnRecord.from_dict`` at the edge, which names a field of the wrong type). Its text is still
+untrusted: control characters in labels are replaced, non-finite numbers left out.
 
 Conventions followed: the GenAI names of OpenTelemetry semantic conventions
 :data:`SEMCONV_VERSION` (written as ``schema_url``), the names ``opentelemetry-semantic-conventions``
@@ -34,6 +35,8 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Any
 from urllib.parse import urlsplit
+
+from telemetry.record import TurnRecord
 
 SEMCONV_VERSION = "1.44.0"
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
@@ -108,15 +111,11 @@ def capture_content(env: Mapping[str, str] = os.environ) -> bool:
     return env.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
 
 
-# --- reading an untrusted record ------------------------------------------------------------
+# --- reading the record's untrusted values ------------------------------------------------
 def _num(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
         return None
     return float(v)
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _str(v: Any) -> str | None:
@@ -136,25 +135,11 @@ def _dict(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def chunk_fields(c: Any) -> tuple[float, str, int] | None:
-    """``(t_ms, kind, tokens)`` of one logged chunk, in either shape: ``[t_ms, kind, tokens]``
-    (``ttft.turn/1``) or ``{"t_ms", "kind", "tokens"}``; None when it is neither."""
-    if isinstance(c, dict):
-        t, kind, n = c.get("t_ms"), c.get("kind"), c.get("tokens")
-    elif isinstance(c, list | tuple) and len(c) == 3:
-        t, kind, n = c
-    else:
-        return None
-    t_ms, tokens = _num(t), _num(n)
-    if t_ms is None or tokens is None:
-        return None
-    return t_ms, kind if isinstance(kind, str) else "text", int(tokens)
-
-
-def chunk_times_ms(rec: dict[str, Any]) -> list[float]:
-    chunks = rec.get("chunks")
-    out = [f[0] for f in (chunk_fields(c) for c in chunks) if f is not None] if isinstance(chunks, list) else []
-    return out
+def chunk_times_ms(rec: TurnRecord) -> list[float]:
+    """When each chunk arrived, in ms since the first send, as the log writes them (to the us)."""
+    sent = rec.timestamps.sent
+    t0 = sent if sent is not None else (rec.chunks[0].t_ns if rec.chunks else 0)
+    return [round((c.t_ns - t0) / 1e6, 3) for c in rec.chunks]
 
 
 def unix_ns(s: Any) -> int | None:
@@ -172,15 +157,21 @@ def unix_ns(s: Any) -> int | None:
     return whole * 1_000_000_000 + dt.microsecond * 1000
 
 
-def sent_unix_ns(rec: dict[str, Any]) -> int | None:
+def sent_unix_ns(rec: TurnRecord) -> int | None:
     """The wall-clock moment of the first send, the origin of ``events_ms``: ``sent_at`` (to the us).
     A record logged before ``sent_at`` existed, or never sent, is placed at ``started_at``."""
-    return unix_ns(rec.get("sent_at")) or unix_ns(rec.get("started_at"))
+    return unix_ns(rec.sent_at()) or unix_ns(rec.started_at)
+
+
+def _events_ms(rec: TurnRecord) -> dict[str, float | None]:
+    """The turn's events in ms since the first send: the log's own figures, so that a span's ns
+    come out as they did when the mapping read log lines (a collector's stored traces keep them)."""
+    return rec.timestamps.relative_ms()
 
 
 # --- attributes -----------------------------------------------------------------------------
-def _server(rec: dict[str, Any]) -> Attrs:
-    url = _str(rec.get("base_url"))
+def _server(rec: TurnRecord) -> Attrs:
+    url = _str(rec.base_url)
     if url is None:
         return {}
     try:
@@ -195,20 +186,20 @@ def _server(rec: dict[str, Any]) -> Attrs:
     return out
 
 
-def error_type(rec: dict[str, Any]) -> str | None:
-    if rec.get("status") == "cancelled":
+def error_type(rec: TurnRecord) -> str | None:
+    if rec.status == "cancelled":
         return "cancelled"
-    if rec.get("status") == "error":
-        return _label(_dict(rec.get("error")).get("type")) or "_OTHER"
+    if rec.status == "error":
+        return (_label(rec.error.type) if rec.error is not None else None) or "_OTHER"
     return None
 
 
-def metric_attributes(rec: dict[str, Any]) -> Attrs:
+def metric_attributes(rec: TurnRecord) -> Attrs:
     """The few attributes every histogram point carries: nothing that grows with the turns."""
-    model = _label(rec.get("model")) or "unknown"
+    model = _label(rec.model) or "unknown"
     attrs: Attrs = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": _label(rec.get("provider")) or "unknown",
+        "gen_ai.provider.name": _label(rec.provider) or "unknown",
         "gen_ai.request.model": model,
         "gen_ai.response.model": model,
         **_server(rec),
@@ -219,40 +210,41 @@ def metric_attributes(rec: dict[str, Any]) -> Attrs:
     return attrs
 
 
-def streamed(rec: dict[str, Any]) -> bool:
-    return _dict(rec.get("settings")).get("stream") is not False
+def streamed(rec: TurnRecord) -> bool:
+    return rec.settings.stream is not False
 
 
-def span_attributes(rec: dict[str, Any], *, capture_content: bool = False) -> Attrs:
+def span_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs:
     attrs = metric_attributes(rec)
-    settings, tokens, metrics = _dict(rec.get("settings")), _dict(rec.get("tokens")), _dict(rec.get("metrics"))
-    if (max_tokens := _int(settings.get("max_output_tokens"))) is not None:
-        attrs["gen_ai.request.max_tokens"] = max_tokens
-    if (temperature := _num(settings.get("temperature"))) is not None:
+    settings, tokens, metrics = rec.settings, rec.tokens, rec.metrics
+    if settings.max_output_tokens is not None:
+        attrs["gen_ai.request.max_tokens"] = settings.max_output_tokens
+    if (temperature := _num(settings.temperature)) is not None:
         attrs["gen_ai.request.temperature"] = temperature
     usage = {
-        "gen_ai.usage.input_tokens": _int(tokens.get("input")),
-        "gen_ai.usage.output_tokens": _int(tokens.get("output")),
-        "gen_ai.usage.cache_read.input_tokens": _int(tokens.get("cached_input")),
-        "gen_ai.usage.reasoning.output_tokens": _int(tokens.get("reasoning")),
+        "gen_ai.usage.input_tokens": tokens.input,
+        "gen_ai.usage.output_tokens": tokens.output,
+        "gen_ai.usage.cache_read.input_tokens": tokens.cached_input,
+        "gen_ai.usage.reasoning.output_tokens": tokens.reasoning,
     }
     attrs.update({k: v for k, v in usage.items() if v is not None})
-    if (ttft := _num(metrics.get("ttft_ms"))) is not None:
+    if (ttft := _num(metrics.ttft_ms)) is not None:
         attrs["gen_ai.response.time_to_first_chunk"] = ttft / 1000
-    if (stop := _label(rec.get("stop_reason"))) is not None:
+    if (stop := _label(rec.stop_reason)) is not None:
         attrs["gen_ai.response.finish_reasons"] = [stop]
     # ttft's own: what a latency investigation filters on, and where the counts came from.
-    own = {
-        "ttft.session_id": _label(rec.get("session_id")),
-        "ttft.turn_index": _int(rec.get("turn_index")),
-        "ttft.api": _label(rec.get("api")),
-        "ttft.status": _label(rec.get("status")),
-        "ttft.tokens.source": _label(tokens.get("source")),
-        "ttft.time_to_first_visible_chunk": _sec(metrics.get("ttfvt_ms")),
-        "ttft.time_per_output_token": _sec(metrics.get("tpot_ms")),
-        "ttft.diagnosis": _label(rec.get("diagnosis")),
+    own: dict[str, str | int | float | None] = {
+        "ttft.session_id": _label(rec.session_id),
+        "ttft.turn_index": rec.turn_index,
+        "ttft.api": _label(rec.api),
+        "ttft.status": _label(rec.status),
+        "ttft.tokens.source": _label(tokens.source),
+        "ttft.time_to_first_visible_chunk": _sec(metrics.ttfvt_ms),
+        "ttft.time_per_output_token": _sec(metrics.tpot_ms),
+        "ttft.diagnosis": _label(rec.diagnosis),
     }
-    extra = _dict(rec.get("extra"))
+    # extra is free-form (bench and compare fill it): still read field by field
+    extra = rec.extra
     bench, pane = _dict(extra.get("bench")), extra.get("comparison_id")
     if bench:
         own |= {"ttft.bench.run_id": _label(bench.get("run_id")), "ttft.bench.level": _num(bench.get("level"))}
@@ -275,15 +267,15 @@ def span_attributes(rec: dict[str, Any], *, capture_content: bool = False) -> At
     return attrs
 
 
-def _sec(v: Any) -> float | None:
+def _sec(v: float | None) -> float | None:
     n = _num(v)
     return None if n is None else n / 1000
 
 
-def _content(rec: dict[str, Any]) -> Attrs:
+def _content(rec: TurnRecord) -> Attrs:
     """The prompt and the answer, as the conventions' structured messages (JSON text)."""
     out: Attrs = {}
-    prompt, answer, reasoning = _str(rec.get("prompt")), _str(rec.get("answer")), _str(rec.get("reasoning"))
+    prompt, answer, reasoning = _str(rec.prompt), _str(rec.answer), _str(rec.reasoning)
     if prompt is not None:
         out["gen_ai.input.messages"] = json.dumps(
             [{"role": "user", "parts": [{"type": "text", "content": prompt}]}], ensure_ascii=False
@@ -295,7 +287,7 @@ def _content(rec: dict[str, Any]) -> Attrs:
         out["output.value"] = answer
     if parts:
         message: dict[str, Any] = {"role": "assistant", "parts": parts}
-        if (stop := _label(rec.get("stop_reason"))) is not None:
+        if (stop := _label(rec.stop_reason)) is not None:
             message["finish_reason"] = stop
         out["gen_ai.output.messages"] = json.dumps([message], ensure_ascii=False)
     return out
@@ -305,12 +297,12 @@ def _content(rec: dict[str, Any]) -> Attrs:
 WAIT_PHASES = ("retries", "pool", "dns", "connect", "tls", "send", "server", "first_token")
 
 
-def turn_span(rec: dict[str, Any], *, capture_content: bool = False) -> Span | None:
+def turn_span(rec: TurnRecord, *, capture_content: bool = False) -> Span | None:
     """The turn as a client span with its phases as children; None when it has no wall clock."""
     sent = sent_unix_ns(rec)
     if sent is None:
         return None
-    ev = _dict(rec.get("events_ms"))
+    ev = _events_ms(rec)
 
     def at(key: str) -> int | None:
         v = _num(ev.get(key))
@@ -331,9 +323,10 @@ def turn_span(rec: dict[str, Any], *, capture_content: bool = False) -> Span | N
         if visible is not None and last is not None:
             children.append(Span("streaming", visible, last, {"ttft.phase": "streaming"}))
     err = error_type(rec)
-    message = _label(_dict(rec.get("error")).get("message")) if err != "cancelled" else "cancelled"
+    said = _label(rec.error.message) if rec.error is not None else None
+    message = said if err != "cancelled" else "cancelled"
     return Span(
-        f"chat {_label(rec.get('model')) or 'unknown'}",
+        f"chat {_label(rec.model) or 'unknown'}",
         sent,
         max(end, sent),
         span_attributes(rec, capture_content=capture_content),
@@ -343,15 +336,15 @@ def turn_span(rec: dict[str, Any], *, capture_content: bool = False) -> Span | N
     )
 
 
-def _wait_spans(rec: dict[str, Any], sent: int, first: int | None, end: int) -> list[Span]:
+def _wait_spans(rec: TurnRecord, sent: int, first: int | None, end: int) -> list[Span]:
     """The wait (send -> first token) as one child, or tiled by phase where the record splits it."""
     stop = first if first is not None else end
-    split = _dict(rec.get("metrics")).get("wait_ms")
-    if not isinstance(split, dict) or first is None:
+    split = rec.metrics.wait_ms
+    if split is None or first is None:
         return [Span("wait", sent, stop, {"ttft.phase": "wait"})] if stop > sent else []
     out, t = [], sent
     for phase in WAIT_PHASES:
-        ms = _num(split.get(phase))
+        ms = _num(round(getattr(split, phase), 3))  # to the us, as logged: a live span is the file's
         if not ms or ms < 0:
             continue
         nxt = min(t + int(ms * NS_PER_MS), stop)
@@ -361,43 +354,44 @@ def _wait_spans(rec: dict[str, Any], sent: int, first: int | None, end: int) -> 
 
 
 # --- metric points --------------------------------------------------------------------------
-def turn_points(rec: dict[str, Any]) -> list[Point]:
+def turn_points(rec: TurnRecord) -> list[Point]:
     """Every histogram value this turn contributes (per chunk for ``time_per_output_chunk``)."""
     attrs = metric_attributes(rec)
-    metrics, tokens = _dict(rec.get("metrics")), _dict(rec.get("tokens"))
+    metrics, tokens = rec.metrics, rec.tokens
     out: list[Point] = []
-    if (total := _num(metrics.get("total_ms"))) is not None:
+    if (total := _num(metrics.total_ms)) is not None:
         out.append(Point(DURATION, total / 1000, attrs))
     if streamed(rec):
-        if (ttft := _num(metrics.get("ttft_ms"))) is not None:
+        if (ttft := _num(metrics.ttft_ms)) is not None:
             out.append(Point(TIME_TO_FIRST_CHUNK, ttft / 1000, attrs))
         times = chunk_times_ms(rec)
         out += [Point(TIME_PER_OUTPUT_CHUNK, (b - a) / 1000, attrs) for a, b in pairwise(times)]
-    for key, kind in (("input", "input"), ("output", "output")):
-        if (n := _int(tokens.get(key))) is not None:
+    for n, kind in ((tokens.input, "input"), (tokens.output, "output")):
+        if n is not None:
             out.append(Point(TOKEN_USAGE, float(n), {**attrs, "gen_ai.token.type": kind}))
     return out
 
 
-def turn_end_unix_ns(rec: dict[str, Any]) -> int | None:
+def turn_end_unix_ns(rec: TurnRecord) -> int | None:
     sent = sent_unix_ns(rec)
     if sent is None:
         return None
-    ev = _dict(rec.get("events_ms"))
+    ev = _events_ms(rec)
     end = _num(ev.get("end"))
     if end is None:
         end = _num(ev.get("last_token"))
     return sent + int((end or 0.0) * NS_PER_MS)
 
 
-def trace_ids(rec: dict[str, Any], salt: int = 0) -> tuple[str, str]:
+def trace_ids(rec: TurnRecord, salt: int = 0) -> tuple[str, str]:
     """A stable (trace id, span id) in hex for a logged turn: a file replayed twice names the same trace.
 
     The key is the turn's identity: compare panes share a session, a turn index and often the
     millisecond they started, so provider, model, URL and send time are in it too. ``salt`` separates
-    records that still agree on all of it (the caller counts duplicates in file order).
+    records that still agree on all of it (the caller counts duplicates in file order). The key is
+    the text the log line holds for each (``None`` for a missing one), so ids match older exports.
     """
-    who = "/".join(str(rec.get(k)) for k in ("session_id", "turn_index", "started_at", "sent_at"))
-    where = "/".join(str(rec.get(k)) for k in ("provider", "model", "base_url"))
+    who = "/".join(str(v) for v in (rec.session_id, rec.turn_index, rec.started_at, rec.sent_at()))
+    where = "/".join(str(v) for v in (rec.provider, rec.model, rec.base_url))
     digest = hashlib.sha256(f"{who}/{where}/{salt}".encode()).hexdigest()
     return digest[:32], digest[32:48]

@@ -30,8 +30,9 @@ from typing import Any, TypeGuard
 
 import platformdirs
 
+from telemetry.json_line import encode_line as encode_line  # its home before; bench and tests import it here
 from telemetry.record import SCHEMAS, TurnRecord, upgrade
-from telemetry.surrogates import scrub, scrub_value
+from telemetry.surrogates import scrub_value
 
 try:
     import fcntl
@@ -79,19 +80,6 @@ class LogWriteError(OSError):
         reason = cause if isinstance(cause, str) else (getattr(cause, "strerror", None) or str(cause))
         super().__init__(f"could not write the session log {path}: {reason}")
         self.path = path
-
-
-def encode_line(data: dict[str, Any]) -> bytes:
-    """One record as a JSON line that is always valid UTF-8.
-
-    A lone surrogate the backends' edge missed (a server's notice, a hand-made record) is
-    replaced rather than failing the write; a value JSON cannot hold is written as its text.
-    """
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
-    try:
-        return text.encode() + b"\n"
-    except UnicodeEncodeError:
-        return scrub(text).encode() + b"\n"
 
 
 # Our own lines start {"schema":..,"session_id":..,"turn_index":N: the index is read without parsing the line.

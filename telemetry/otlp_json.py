@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from telemetry import genai
+from telemetry.record import TurnRecord
 
 SPAN_KIND_INTERNAL = 1
 SPAN_KIND_CLIENT = 3
@@ -64,9 +65,7 @@ def _span(s: genai.Span, trace_id: str, span_id: str, parent: str | None, kind: 
     return out
 
 
-def turn_spans(
-    rec: dict[str, Any], *, capture_content: bool = False, used: set[str] | None = None
-) -> list[dict[str, Any]]:
+def turn_spans(rec: TurnRecord, *, capture_content: bool = False, used: set[str] | None = None) -> list[dict[str, Any]]:
     """The turn's client span and its children, with stable ids (the same file names the same trace).
 
     ``used`` holds the trace ids already written to this document; a record whose identity repeats
@@ -90,7 +89,7 @@ def turn_spans(
 
 
 def traces_document(
-    records: Iterable[dict[str, Any]], *, capture_content: bool = False, counted: list[int] | None = None
+    records: Iterable[TurnRecord], *, capture_content: bool = False, counted: list[int] | None = None
 ) -> dict[str, Any]:
     """An ``ExportTraceServiceRequest``: every turn a ``chat {model}`` span tree."""
     spans: list[dict[str, Any]] = []
@@ -132,7 +131,7 @@ class _Series:
         self.lo, self.hi = min(self.lo, v), max(self.hi, v)
 
 
-def metrics_document(records: Iterable[dict[str, Any]], *, counted: list[int] | None = None) -> dict[str, Any]:
+def metrics_document(records: Iterable[TurnRecord], *, counted: list[int] | None = None) -> dict[str, Any]:
     """An ``ExportMetricsServiceRequest``: the GenAI client histograms over every turn, cumulative."""
     series: dict[str, dict[tuple[tuple[str, Any], ...], _Series]] = {h.name: {} for h in genai.HISTOGRAMS}
     first: int | None = None

@@ -9,12 +9,14 @@ value as ``***`` (keys kept, so a reader still sees that a query was sent).
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 MASK = "***"
 UNREADABLE = "(an unreadable URL)"
 
 
+@functools.lru_cache(maxsize=256)  # every bench request's recorder masks the same base URL again
 def redact_url(url: str | None) -> str | None:
     """``url`` with its credentials and query values masked and its fragment dropped; idempotent."""
     if not url:

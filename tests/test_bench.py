@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import random
 import socket
 from pathlib import Path
 
@@ -59,6 +60,18 @@ def test_synthetic_prompts_are_unique_repeatable_and_sized() -> None:
     assert a != synthetic_prompt(4, 200, seed=1)
     assert a.split()[:5] != synthetic_prompt(3, 200, seed=2).split()[:5]  # differ from the first word
     assert 180 <= len(a.split()) <= 210
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_prompt_words_are_random_choice_s_words(seed: int) -> None:
+    """The one-call draw gives random.choice's words for the same generator, so a seed's prompts stay
+    the same text as before (runs on several machines with a shared seed, older runs)."""
+    from backends.bench_prompt import _WORDS, draw_words
+
+    for n in (1, 2, 7, 8, 9, 118, 500):
+        rng = random.Random(f"ttft-bench-{seed}-{n}")
+        expected = [rng.choice(_WORDS) for _ in range(n)]
+        assert draw_words(random.Random(f"ttft-bench-{seed}-{n}"), n) == expected
 
 
 async def test_levels_match_the_simulated_truth(server: BatchingServer) -> None:

@@ -206,20 +206,31 @@ def test_odd_records_give_a_valid_document_not_an_error(records: list[dict[str, 
     odd = [
         ok | {"started_at": "yesterday", "sent_at": None},  # no usable wall clock: no span, still counted
         ok | {"sent_at": "2026-01-02T03:04:05"},  # a naive time is not trusted; started_at is used
-        ok | {"metrics": {"ttft_ms": "fast", "total_ms": float("nan")}, "tokens": {"output": True}},
-        ok | {"chunks": [[1.0, "text"], {"t_ms": "x"}, None], "base_url": "http://[::1"},
-        ok | {"model": "m\x1b[2J", "stop_reason": 7, "settings": None, "extra": {"bench": "x"}},
+        ok | {"metrics": {"ttft_ms": None, "total_ms": float("nan")}},  # no figure is better than a NaN
+        ok | {"base_url": "http://[::1"},
+        ok | {"model": "m\x1b[2J", "settings": None, "extra": {"bench": "x"}},
     ]
-    doc = _traces(odd, tmp_path)
+    unreadable = [  # not turn records (the CLI's reader skips such lines and says so): left out
+        ok | {"metrics": {"ttft_ms": "fast"}},
+        ok | {"tokens": {"output": True}},
+        ok | {"chunks": [[1.0, "text"], {"t_ms": "x"}, None]},
+        ok | {"stop_reason": 7},
+    ]
+    mixed = [odd[0], *unreadable[:2], *odd[1:3], *unreadable[2:], *odd[3:]]
+    out = tmp_path / "t.otel.json"
+    assert export(mixed, "otel", out) == len(odd)  # the turns written: the count says what was left out
+    doc = parse_traces_json(out.read_text())
     roots = [s for s in doc.resource_spans[0].scope_spans[0].spans if not s.parent_span_id]
     assert len(roots) == 4
     assert roots[0].start_time_unix_nano == genai.unix_ns(ok["started_at"])
     a = attrs(roots[1].attributes)
-    assert "gen_ai.response.time_to_first_chunk" not in a and "gen_ai.usage.output_tokens" not in a
+    assert "gen_ai.response.time_to_first_chunk" not in a
     assert "server.address" not in attrs(roots[2].attributes)
     assert roots[3].name == "chat m\ufffd[2J"  # no escape sequence reaches a terminal tool
-    metrics = _metrics(odd, tmp_path)
-    points = metrics["gen_ai.client.operation.duration"].histogram.data_points
+    out = tmp_path / "m.json"
+    assert export(mixed, "otel-metrics", out) == len(odd)
+    (sm,) = parse_metrics_json(out.read_text()).resource_metrics[0].scope_metrics
+    points = next(m for m in sm.metrics if m.name == "gen_ai.client.operation.duration").histogram.data_points
     assert sum(p.count for p in points) == 4  # the turn without a usable total_ms adds no duration
 
 
@@ -251,3 +262,34 @@ def test_turns_that_share_an_identity_get_their_own_traces(records: list[dict[st
     # and the ids stay stable: the same file exported again names the same traces
     again = _traces(same, tmp_path)
     assert [s.span_id for s in again.resource_spans[0].scope_spans[0].spans] == [s.span_id for s in spans]
+
+
+def test_trace_ids_key_on_the_logged_identity(records: list[dict[str, Any]]) -> None:
+    # a collector that stored a file's traces names them by this key: a typed read must not move them
+    import hashlib
+
+    from telemetry.record import TurnRecord
+
+    d = records[0]
+    key = "/".join(str(d[k]) for k in ("session_id", "turn_index", "started_at", "sent_at", "provider", "model"))
+    digest = hashlib.sha256(f"{key}/{d['base_url']}/3".encode()).hexdigest()
+    assert genai.trace_ids(TurnRecord.from_dict(d), 3) == (digest[:32], digest[32:48])
+    assert (
+        genai.trace_ids(TurnRecord.from_dict(d | {"sent_at": None}))[0] != genai.trace_ids(TurnRecord.from_dict(d))[0]
+    )
+
+
+def test_the_cli_says_how_many_turns_the_otel_mapping_left_out(
+    records: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A line the log reader takes (settings is an object) whose fields still do not read as a turn
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+    log = SessionLog("20260102-030405-abce")
+    for r in [*records, {**records[0], "settings": {"stream": "yes"}}]:
+        log.append(r)
+    capsys.readouterr()
+    assert main(["export", "-f", "otel", "-o", str(tmp_path / "t.json")]) == 0
+    err = capsys.readouterr().err
+    assert "left out 1 turn whose fields do not read as a ttft.turn record" in err and "wrote 3 turns" in err
+    assert main(["export", "-f", "jsonl", "-o", str(tmp_path / "t.jsonl")]) == 0
+    assert "left out" not in capsys.readouterr().err  # the other formats carry every line the log holds

@@ -21,6 +21,7 @@ from backends import otel
 from backends.finish import finish_turn
 from backends.turn import new_recorder, run_turn
 from telemetry import genai
+from telemetry.record import chunk_times_ms
 from tests.backend_util import make_request
 from tests.compare_fakes import ScheduledBackend
 from tests.fakes import FakeServer, Schedule
@@ -114,7 +115,7 @@ def assert_histograms_are_the_records(rx: OtlpReceiver, recs: list[dict[str, Any
     n, total = histogram(rx, "gen_ai.client.operation.time_to_first_chunk")
     assert n == len(recs) and total == pytest.approx(sum(r["metrics"]["ttft_ms"] for r in recs) / 1000, rel=1e-9)
     n, total = histogram(rx, "gen_ai.client.operation.time_per_output_chunk")
-    times = [genai.chunk_times_ms(r) for r in recs]
+    times = [chunk_times_ms(r) for r in recs]
     assert n == sum(len(t) - 1 for t in times) and n > 0  # one point per chunk after the first
     assert total == pytest.approx(sum(t[-1] - t[0] for t in times) / 1000, rel=1e-6)
     for m in rx.metrics():

@@ -9,6 +9,15 @@ way each run: a recorder fed one answer of ``--tokens`` chunks (events built as 
 builds them, each passed through scrub_event as run_turn does), the record finished (metrics,
 diagnosis) and turned into the ``ttft.turn`` dict. Best of 5 repeats.
 
+    python tests/benchmarks/record_cost.py --requests 2000 [--profile]
+
+then also times a bench request's whole non-HTTP work, end to end: ``--requests`` requests of that
+answer through ``backends.load.run_level`` (the code ``ttft bench`` runs) against a backend that
+yields the lean reader's events with no socket (so: the synthetic prompt and the request, the
+recorder's set-up, feeding, finishing with metrics and diagnosis, the driver's bookkeeping and
+progress, the ``ttft.turn`` dict), and each record's ``turns.jsonl`` line; CPU (process time) per
+request, median of 5 runs. ``--profile`` prints cProfile's top functions over one such run instead.
+
     python tests/benchmarks/record_cost.py --aggregate 10000
 
 then also times what a bench does with its records at the end (and ``ttft report`` on its
@@ -20,7 +29,10 @@ summary; CPU seconds, median of 3, reading and aggregating shown apart.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import copy
+import cProfile
+import pstats
 import statistics
 import sys
 import time
@@ -32,10 +44,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from backends.load import LoadConfig, run_level  # noqa: E402
 from telemetry import events as ev  # noqa: E402
 from telemetry.aggregate import aggregate_level  # noqa: E402
 from telemetry.bench_summary import summary  # noqa: E402
 from telemetry.bench_turns import group_levels, measured, read_bench  # noqa: E402
+from telemetry.log import encode_line  # noqa: E402
 from telemetry.recorder import TurnRecorder  # noqa: E402
 from telemetry.settings import TurnSettings  # noqa: E402
 from telemetry.surrogates import scrub_event  # noqa: E402
@@ -98,11 +112,61 @@ def aggregate_s(dicts: list[dict[str, Any]]) -> tuple[float, float]:
     return t1 - t0, time.process_time() - t1
 
 
+class SocketlessBackend:
+    """A backend whose stream is the lean reader's events for one answer, stamped now, with no socket."""
+
+    provider, api, model, base_url = "compat", "chat.completions", "m", "http://127.0.0.1:8000/v1"
+
+    def __init__(self, tokens: int) -> None:
+        self.tokens = tokens
+
+    async def stream(self, request: object) -> Any:
+        t = ev.now_ns()
+        yield ev.Submitted(t)
+        yield ev.AttemptSent(t + 1000, 1)
+        yield ev.HeadersReceived(t + 15_000_000, 1, 200)
+        for i in range(self.tokens):
+            yield ev.TextDelta(t + 20_000_000 + i * 50_000_000, " tok")
+        end = t + 20_000_000 + self.tokens * 50_000_000
+        yield ev.Usage(end, 128, self.tokens)
+        yield ev.Finished(end, "stop")
+
+    async def aclose(self) -> None:
+        pass
+
+
+def request_cpu_us(n: int, tokens: int, profile: cProfile.Profile | None = None) -> tuple[float, float]:
+    """CPU us per request: the level (64 users, n requests) and the records' turns.jsonl lines."""
+    cfg = LoadConfig(levels=(64,), requests=n, max_output_tokens=tokens, input_tokens=128)
+    backend = SocketlessBackend(tokens)
+
+    async def level() -> tuple[float, float]:
+        if profile is not None:
+            profile.enable()
+        t0 = time.process_time()
+        res = await run_level(backend, cfg, 64, run_id="bench-cost", on_progress=lambda p: None)  # type: ignore[arg-type]
+        t1 = time.process_time()
+        b"".join(encode_line(r) for r in res.records)
+        t2 = time.process_time()
+        if profile is not None:
+            profile.disable()
+        return (t1 - t0) / n * 1e6, (t2 - t1) / n * 1e6
+
+    return asyncio.run(level())
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tokens", type=int, default=32, help="chunks per answer")
     p.add_argument("--aggregate", type=int, default=0, metavar="N", help="also time a bench run of N requests")
+    p.add_argument("--requests", type=int, default=0, metavar="N", help="also time N whole bench requests, no HTTP")
+    p.add_argument("--profile", action="store_true", help="with --requests: cProfile's top functions instead")
     a = p.parse_args()
+    if a.requests and a.profile:
+        prof = cProfile.Profile()
+        request_cpu_us(a.requests, a.tokens, prof)
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
+        return 0
     n = a.tokens
     feed = best_us(lambda: fed(n), 300)
     finish = finish_us(n, 300)
@@ -111,6 +175,12 @@ def main() -> int:
     total = feed + finish + to_dict
     print(f"{n} chunks per answer: feeding {feed:.0f} us ({feed / n:.2f} us/chunk), finish {finish:.0f} us, "
           f"to_dict {to_dict:.0f} us; {total:.0f} us per request = {total / n:.1f} us per chunk")  # fmt: skip
+    if a.requests:
+        runs = [request_cpu_us(a.requests, a.tokens) for _ in range(5)]
+        lv, line = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+        print(f"a bench request, all but HTTP ({a.requests} requests of {n} chunks, 64 users): {lv:.0f} us in "
+              f"the load driver, {line:.0f} us for its turns.jsonl line; {lv + line:.0f} us per request = "
+              f"{(lv + line) / n:.1f} us per chunk (CPU, median of 5)")  # fmt: skip
     if a.aggregate:
         dicts = bench_dicts(a.aggregate, n)
         runs = [aggregate_s(dicts) for _ in range(3)]

@@ -57,12 +57,21 @@ def run(args: argparse.Namespace) -> int:
         return Exit.FAILED
     skipped = Skipped()
     passes = 0
+    read = 0  # well-formed lines in the first pass: an OTel document leaves out one its mapping cannot read
+
+    def counted(lines: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        nonlocal read
+        for rec in lines:
+            read += 1
+            yield rec
 
     def records() -> Iterator[dict[str, Any]]:
         """One pass over the log, line by line: the export never holds the session (csv reads twice)."""
         nonlocal passes
         passes += 1
-        return read_records(path, skipped if passes == 1 else None)  # unreadable lines counted once
+        if passes == 1:  # unreadable lines counted once
+            return counted(read_records(path, skipped))
+        return read_records(path, None)
 
     if args.json and args.out == STDOUT:
         print("ttft export: --json and -o - both write to stdout; give -o FILE with --json", file=sys.stderr)
@@ -93,6 +102,12 @@ def run(args: argparse.Namespace) -> int:
         return Exit.FAILED if reading else Exit.NOT_SAVED
     if skipped:
         print(f"ttft export: {skipped.message()}", file=sys.stderr)
+    if (left_out := read - n) > 0:
+        print(
+            f"ttft export: left out {left_out} turn{'s' if left_out != 1 else ''} whose fields do not read "
+            "as a ttft.turn record",
+            file=sys.stderr,
+        )
     if args.json:
         doc = {"schema": "ttft.export/1", "source": str(path), "out": str(out), "format": args.format}
         print_json({**doc, "turns": n, "redacted": args.redact, "skipped_lines": sum(skipped.lines.values())})
