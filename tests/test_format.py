@@ -79,8 +79,8 @@ def test_history_pane_and_charts_number_turns_from_one_and_shorten_alike() -> No
 def test_report_timeline_picks_turns_as_numbered(tmp_path: Path) -> None:
     from tui.commands.report import _chosen
 
-    records = [{"turn_index": i} for i in range(4)]
-    assert [r["turn_index"] for r in _chosen(records, "1,3")] == [0, 2]
+    records = [TurnRecord.from_dict({"turn_index": i, "status": "ok"}) for i in range(4)]
+    assert [r.turn_index for r in _chosen(records, "1,3")] == [0, 2]
 
 
 async def test_compare_panes_shorten_their_model_names_and_keep_brackets(
