@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 import httptools
 import httpx2
 
 from backends.http import Probe
+from backends.lean_body import WholeBody
 from backends.lean_http import _DISCONNECTED, _DROPPED, ended_by_peer
 from telemetry import events as ev
 
@@ -139,7 +140,7 @@ class Conn(asyncio.Protocol):
             self.transport.close()
 
 
-class ProtoResponse:
+class ProtoResponse(WholeBody):
     """One attempt's response: what the lean reader and :mod:`backends.errors` read from an
     ``httpx2.Response`` (status, headers, request, body), and the stamped pieces of its body."""
 
@@ -198,29 +199,6 @@ class ProtoResponse:
             conn.transport.resume_reading()
         self.probe._chunk(data, t)
         return data
-
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        while data := await self.read_stamped():
-            yield data
-
-    async def aread(self) -> bytes:
-        if self._body is None:
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    self._body = b"".join([d async for d in self.aiter_bytes()])
-            except TimeoutError as exc:
-                raise httpx2.ReadTimeout("read timeout", request=self.request) from exc
-        return self._body
-
-    @property
-    def content(self) -> bytes:
-        if self._body is None:
-            raise RuntimeError("the body has not been read (await aread() first)")
-        return self._body
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", errors="replace")
 
     async def aclose(self) -> None:
         # A body read to its end gives the connection back to the pool; otherwise (cancelled,

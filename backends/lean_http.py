@@ -32,7 +32,7 @@ import functools
 import ipaddress
 import select
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +41,7 @@ import httpx2
 
 from backends.http import Probe, no_tls_context, parse_retry_after
 from backends.http_meta import http_info
+from backends.lean_body import WholeBody
 from telemetry import events as ev
 
 if TYPE_CHECKING:
@@ -152,7 +153,7 @@ def _read_errors() -> tuple[type[BaseException], ...]:
     return (TimeoutError, aiohttp.ClientError)
 
 
-class AiohttpResponse:
+class AiohttpResponse(WholeBody):
     """One attempt's response: the attributes the lean reader and :mod:`backends.errors` read
     from an ``httpx2.Response`` (status, headers, request, body), and a stamped byte stream."""
 
@@ -210,29 +211,6 @@ class AiohttpResponse:
         else:
             self._done = True
         return data
-
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        while data := await self.read_stamped():
-            yield data
-
-    async def aread(self) -> bytes:
-        if self._body is None:
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    self._body = b"".join([d async for d in self.aiter_bytes()])
-            except TimeoutError as exc:
-                raise httpx2.ReadTimeout("read timeout", request=self.request) from exc
-        return self._body
-
-    @property
-    def content(self) -> bytes:
-        if self._body is None:
-            raise RuntimeError("the body has not been read (await aread() first)")
-        return self._body
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", errors="replace")
 
     async def aclose(self) -> None:
         # A body read to its end gives the connection back to the pool; otherwise (cancelled,
