@@ -17,8 +17,8 @@ import httptools
 import httpx2
 
 from backends.http import Probe
-from backends.lean_body import WholeBody
 from backends.lean_http import _DISCONNECTED, _DROPPED, ended_by_peer
+from backends.lean_response import LeanResponse
 from telemetry import events as ev
 
 HIGH_WATER = 256 * 1024  # queued body bytes past which the socket is paused
@@ -140,7 +140,7 @@ class Conn(asyncio.Protocol):
             self.transport.close()
 
 
-class ProtoResponse(WholeBody):
+class ProtoResponse(LeanResponse):
     """One attempt's response: what the lean reader and :mod:`backends.errors` read from an
     ``httpx2.Response`` (status, headers, request, body), and the stamped pieces of its body."""
 
@@ -166,17 +166,6 @@ class ProtoResponse(WholeBody):
         self.headers = httpx2.Headers(conn.raw_headers)
         self.http_version = f"HTTP/{conn.parser.get_http_version()}"
         self.timeout_s = timeout_s
-
-    @property
-    def request(self) -> httpx2.Request:
-        """The request as httpx2 would name it, for errors only (built on first use)."""
-        if self._request is None:
-            self._request = httpx2.Request("POST", self._url, params=self._params or None)
-        return self._request
-
-    @property
-    def is_success(self) -> bool:
-        return 200 <= self.status_code < 300
 
     async def read_stamped(self) -> bytes:
         """The body's next piece, its arrival stamped on the probe; ``b""`` at its end."""

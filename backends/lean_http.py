@@ -41,7 +41,7 @@ import httpx2
 
 from backends.http import Probe, no_tls_context, parse_retry_after
 from backends.http_meta import http_info
-from backends.lean_body import WholeBody
+from backends.lean_response import LeanResponse
 from telemetry import events as ev
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ def _read_errors() -> tuple[type[BaseException], ...]:
     return (TimeoutError, aiohttp.ClientError)
 
 
-class AiohttpResponse(WholeBody):
+class AiohttpResponse(LeanResponse):
     """One attempt's response: the attributes the lean reader and :mod:`backends.errors` read
     from an ``httpx2.Response`` (status, headers, request, body), and a stamped byte stream."""
 
@@ -187,17 +187,6 @@ class AiohttpResponse(WholeBody):
         self._done = False
         self._readany = raw.content.readany
         self._stamp = probe._chunk
-
-    @property
-    def request(self) -> httpx2.Request:
-        """The request as httpx2 would name it, for errors only (built on first use: not per request)."""
-        if self._request is None:
-            self._request = httpx2.Request("POST", self._url, params=self._params or None)
-        return self._request
-
-    @property
-    def is_success(self) -> bool:
-        return 200 <= self.status_code < 300
 
     async def read_stamped(self) -> bytes:
         """The body's next socket read, stamped on arrival (``Probe._chunk``); ``b""`` at its end.

@@ -1,6 +1,6 @@
-"""The whole-body half of the load transports' responses (:mod:`backends.lean_http`,
-:mod:`backends.http1_conn`): what the lean reader's error paths and non-streamed answers need of
-an ``httpx2.Response`` beyond the stamped pieces each transport reads its own way."""
+"""What the load transports' responses (:mod:`backends.lean_http`, :mod:`backends.http1_conn`)
+share of an ``httpx2.Response``: the request named for errors, the status test and the whole
+body, over the stamped pieces each transport reads its own way."""
 
 from __future__ import annotations
 
@@ -10,15 +10,27 @@ from collections.abc import AsyncIterator
 import httpx2
 
 
-class WholeBody:
-    """``aiter_bytes``, ``aread``, ``content`` and ``text`` over a subclass's ``read_stamped``."""
+class LeanResponse:
+    """``request``, ``is_success``, ``aiter_bytes``, ``aread``, ``content`` and ``text`` over a
+    subclass's ``read_stamped`` and the attributes below."""
 
-    _body: bytes | None
+    status_code: int
     timeout_s: float | None
+    _url: str
+    _params: dict[str, str]
+    _request: httpx2.Request | None
+    _body: bytes | None
 
     @property
     def request(self) -> httpx2.Request:
-        raise NotImplementedError
+        """The request as httpx2 would name it, for errors only (built on first use: not per request)."""
+        if self._request is None:
+            self._request = httpx2.Request("POST", self._url, params=self._params or None)
+        return self._request
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
 
     async def read_stamped(self) -> bytes:
         """The next piece of the body, stamped on arrival; ``b""`` at its end."""
