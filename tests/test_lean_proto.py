@@ -19,6 +19,7 @@ from tests.fakes import FakeServer, Schedule
 from tests.fakes.keepalive_server import KEEPALIVE_WORDS, KeepAliveServer
 from tests.fakes.tls_server import TLSFakeServer
 from tests.test_backend_raw_stream import LEAN_EXTRA, SCHEDULES, _error_words, _same
+from tests.test_lean_resend import two_turns
 from tests.test_wait_phases import HEADERS, HELD, _sums_to_ttft
 
 pytest.importorskip("httptools")
@@ -129,17 +130,7 @@ async def test_a_header_that_would_break_its_line_is_refused_as_the_sdk_refuses_
 def test_proto_transport_resends_only_what_the_server_cannot_have_read(
     then: str, status: str, requests: int, connections: int, loop: str
 ) -> None:
-    async def two() -> tuple[KeepAliveServer, dict[str, Any], dict[str, Any]]:
-        async with KeepAliveServer(then) as srv:
-            b = proto(srv.base_url)
-            try:
-                first = await one_turn(b, stream=True, max_retries=0)
-                second = await one_turn(b, stream=True, max_retries=0)  # on the pooled connection
-            finally:
-                await b.aclose()
-        return srv, first, second
-
-    srv, first, second = on(loop, two)
+    srv, first, second = on(loop, lambda: two_turns(then, proto))
     assert first["status"] == "ok" and first["http"]["connection"] == "new"
     assert second["status"] == status and second["attempts"] == 1, second.get("error")
     assert (srv.requests, srv.connections) == (requests, connections)  # nothing read twice

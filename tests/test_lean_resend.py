@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from backends.lean_http import ended_by_peer
@@ -18,9 +19,12 @@ def lean(base_url: str) -> LeanChatBackend:
     return b
 
 
-async def two_turns(then: Any) -> tuple[KeepAliveServer, dict[str, Any], dict[str, Any]]:
+async def two_turns(
+    then: Any, make: Callable[[str], LeanChatBackend] = lean
+) -> tuple[KeepAliveServer, dict[str, Any], dict[str, Any]]:
+    """Two turns on one backend (``make``: its load transport), the second on the pooled connection."""
     async with KeepAliveServer(then) as srv:
-        b = lean(srv.base_url)
+        b = make(srv.base_url)
         try:
             first = await one_turn(b, stream=True, max_retries=0)
             second = await one_turn(b, stream=True, max_retries=0)  # on the pooled connection
