@@ -1,8 +1,11 @@
 """The load driver behind ``ttft bench``: many concurrent turns, each recorded like any other.
 
-Every request goes through :func:`backends.turn.run_turn` with its own recorder, so every
+Every request goes through :func:`backends.turn.stream_turn` with its own recorder, so every
 request is a complete ``ttft.turn`` record (tagged ``extra.bench``), ended by
-:func:`backends.finish.finish_turn` and so seen by the same sinks (OpenTelemetry) as a chat turn. Two kinds of level:
+:func:`backends.finish.finish_turn` and so seen by the same sinks (OpenTelemetry) as a chat turn.
+Requests start, and their records are ended, through a :class:`backends.load_spread.PassSpreader`:
+a level's streams end together on a batching server, and that burst of work is spread over passes
+of the event loop rather than stalling the streams still running. Two kinds of level:
 
 - closed loop (``mode="concurrency"``): ``c`` users, each sending its next request as soon
   as the previous one ends, until ``requests`` are done;
@@ -31,7 +34,8 @@ import psutil
 from backends.base import Backend, ChatRequest, Message
 from backends.bench_prompt import synthetic_prompt as synthetic_prompt  # its home before; tests import it here
 from backends.finish import finish_turn
-from backends.turn import new_recorder, run_turn, target_probe
+from backends.load_spread import PassSpreader
+from backends.turn import new_recorder, stream_turn, target_probe
 from telemetry import events as ev
 from telemetry.arrivals import poisson_schedule
 from telemetry.metrics import percentiles
@@ -64,6 +68,10 @@ class LoadConfig:
     # loop pass. 0: all at once. Each request is measured alike either way; the level's wall clock
     # (and so its throughput) includes the ramp.
     ramp_s: float = 0.0
+    # Spread the level's openings and endings over loop passes (backends.load_spread). False: each
+    # request opens at once and all ended records are ended in one pass, as before it existed (for
+    # benchmarks that measure what spreading buys).
+    spread: bool = True
 
     def settings(self) -> TurnSettings:
         return (self.turn or TurnSettings()).with_(
@@ -162,9 +170,14 @@ async def _one(
     scheduled_ms: float | None = None,
     worker: int = 0,
     on_cancel: Callable[[Finished], None] | None = None,
+    on_finished: Callable[[Finished], None],
+    spreader: PassSpreader,
     settings: TurnSettings,
     probe: SavedProbe | None,
-) -> Finished:
+) -> None:
+    """One request: started when the spreader has room, its record ended by the spreader later
+    (then ``on_finished``). Returns once its stream is over."""
+    await spreader.open_turn()
     user = Message("user", synthetic_prompt(index, cfg.input_tokens, cfg.seed))
     request = ChatRequest(((Message("system", cfg.system),) if cfg.system else ()) + (user,), settings)
     bench = {"run_id": run_id, "mode": mode, "level": level, "index": index, "warmup": warmup, "worker": worker}
@@ -175,12 +188,12 @@ async def _one(
     )
     called = ev.now_ns()
     try:
-        record = await run_turn(backend, request, recorder)
+        await stream_turn(backend, request, recorder)
     except asyncio.CancelledError:
-        if on_cancel is not None:  # run_turn recorded it as cancelled, with what had arrived
+        if on_cancel is not None:  # stream_turn recorded it as cancelled, with what had arrived
             on_cancel(Finished(finish_turn(recorder), called, origin_ns))
         raise
-    return Finished(record, called, origin_ns)
+    spreader.end_later(recorder, lambda record: on_finished(Finished(record, called, origin_ns)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,10 +275,10 @@ async def _run_level(
     origin = start_at_ns if start_at_ns is not None else ev.now_ns()
     records: list[Finished] = []
     state = {"in_flight": 0, "errors": 0, "tokens": 0}
+    spreader = PassSpreader() if cfg.spread else PassSpreader(1 << 30, 1 << 30, 0)
 
     def finished(f: Finished) -> None:
         records.append(f)
-        state["in_flight"] -= 1
         if f.record.status != "ok":
             state["errors"] += 1
         state["tokens"] += int(f.record.tokens.output or 0)
@@ -295,6 +308,8 @@ async def _run_level(
         "warmup": warmup,
         "worker": worker,
         "on_cancel": records.append,
+        "on_finished": finished,
+        "spreader": spreader,
         # the same for every request of the level: built and looked up once, not per request
         "settings": cfg.settings(),
         "probe": target_probe(backend),
@@ -313,7 +328,10 @@ async def _run_level(
                     await asyncio.sleep(cfg.ramp_s * k / users)
                 for i in indices:
                     state["in_flight"] += 1
-                    finished(await _one(backend, cfg, index=i, **common))  # type: ignore[arg-type]
+                    try:
+                        await _one(backend, cfg, index=i, **common)  # type: ignore[arg-type]
+                    finally:
+                        state["in_flight"] -= 1
 
             await asyncio.gather(*(user(k) for k in range(users)))
             return
@@ -325,7 +343,10 @@ async def _run_level(
         async def send(i: int, at_s: float) -> None:
             async with gate:
                 state["in_flight"] += 1
-                finished(await _one(backend, cfg, index=i, scheduled_ms=at_s * 1000, **common))  # type: ignore[arg-type]
+                try:
+                    await _one(backend, cfg, index=i, scheduled_ms=at_s * 1000, **common)  # type: ignore[arg-type]
+                finally:
+                    state["in_flight"] -= 1
 
         for k, at in enumerate(schedule):
             delay = base + at - loop.time()
@@ -336,14 +357,17 @@ async def _run_level(
 
     try:
         await drive()
+        wall = time.monotonic() - t0  # the requests' span; ending the last records is not the server's time
+        await spreader.drain()
     except asyncio.CancelledError:
         for t in tasks:  # open loop: the sends already started are not children of a gather yet
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         with contextlib.suppress(Exception):
+            spreader.end_now()
+        with contextlib.suppress(Exception):
             await watch.stop()
         raise LevelCancelled(_as_dicts(records)) from None
-    wall = time.monotonic() - t0
     client = await watch.stop()
     dicts = _as_dicts(records)
     late = [

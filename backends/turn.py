@@ -75,19 +75,17 @@ async def warm_up(backend: Backend) -> None:
         await warm()
 
 
-async def run_turn(
+async def stream_turn(
     backend: Backend,
     request: ChatRequest,
     recorder: TurnRecorder,
     *,
-    log: SessionLog | None = None,
     on_event: Callable[[ev.Event], None] | None = None,
-) -> TurnRecord:
-    """Drive the stream to its end. Cancellation closes the stream, records the turn, and re-raises.
-
-    Returns the record as logged (:func:`backends.finish.finish_turn`, which also hands it to the
-    sinks). A log write that fails does not lose the turn: the record is still returned, and the
-    failure is in ``log.write_errors`` and ``recorder.log_error`` for the front end to report.
+) -> None:
+    """Drive the stream to its end, leaving ``recorder`` done but the turn not yet ended: the caller
+    ends it (:func:`backends.finish.finish_turn`). The load driver ends its turns later, off the
+    streams' path. Cancellation closes the stream, records ``Cancelled`` and re-raises; any other
+    exception from the backend is recorded as ``Failed``, never raised.
     """
     stream = backend.stream(request)
     try:
@@ -103,5 +101,25 @@ async def run_turn(
         recorder.feed(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc)))
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
+
+
+async def run_turn(
+    backend: Backend,
+    request: ChatRequest,
+    recorder: TurnRecorder,
+    *,
+    log: SessionLog | None = None,
+    on_event: Callable[[ev.Event], None] | None = None,
+) -> TurnRecord:
+    """Drive the stream to its end (:func:`stream_turn`) and end the turn, also when it is cancelled,
+    which then re-raises.
+
+    Returns the record as logged (:func:`backends.finish.finish_turn`, which also hands it to the
+    sinks). A log write that fails does not lose the turn: the record is still returned, and the
+    failure is in ``log.write_errors`` and ``recorder.log_error`` for the front end to report.
+    """
+    try:
+        await stream_turn(backend, request, recorder, on_event=on_event)
+    finally:
         record = finish_turn(recorder, log)
     return record

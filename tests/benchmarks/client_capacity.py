@@ -2,7 +2,7 @@
 
     python tests/benchmarks/client_capacity.py [--rates 20] [--levels 8,16,32,64,128,256] [--tokens 32]
         [--sdk | --raw | --httpx] [--transport aiohttp|proto] [--ramp S] [--loop auto|asyncio]
-        [--versus transport=aiohttp,proto | --versus ramp=0,2 [--runs 3]]
+        [--spread on|off] [--versus transport=aiohttp,proto | ramp=0,2 | spread=off,on [--runs 3]]
 
 The default path is ``ttft bench``'s: the lean reader (orjson) on the asyncio Protocol + httptools
 transport (backends.lean_proto; on aiohttp without httptools, or with ``--transport aiohttp``, as
@@ -129,7 +129,13 @@ async def ramp(base_url: str, rate: float, a: argparse.Namespace, figures: dict[
         await run_level(backend, warm, 4, run_id="warm", warmup=True)
         for c in a.levels:
             cfg = LoadConfig(
-                levels=(c,), requests=a.rounds * c, input_tokens=16, max_output_tokens=a.tokens, warmup=0, ramp_s=a.ramp
+                levels=(c,),
+                requests=a.rounds * c,
+                input_tokens=16,
+                max_output_tokens=a.tokens,
+                warmup=0,
+                ramp_s=a.ramp,
+                spread=a.spread == "on",
             )
             c0 = cpu_s()
             trace = LagTrace()
@@ -180,7 +186,7 @@ def versus(base_url: str, rate: float, a: argparse.Namespace, factory: object) -
     times in alternation (the order flipped each round, so a drift in the machine's load falls on both),
     then the medians per level. Every run's own line is printed as it ends."""
     name, _, values = a.versus.partition("=")
-    cast = float if name == "ramp" else str
+    cast = float if name == "ramp" else str  # transport and spread take words
     options = [cast(v) for v in values.split(",")]
     runs: dict[tuple[object, int], list[dict]] = {}
     loads: list[float] = []
@@ -230,7 +236,13 @@ def main() -> int:
         default=default_transport(),
         help="the lean reader's load client: aiohttp, or an asyncio Protocol + httptools (backends.lean_proto)",
     )
-    p.add_argument("--versus", help="compare one option's values: transport=aiohttp,proto or ramp=0,2")
+    p.add_argument("--versus", help="compare one option's values: transport=aiohttp,proto, ramp=0,2 or spread=off,on")
+    p.add_argument(
+        "--spread",
+        choices=("on", "off"),
+        default="on",
+        help="spread each level's openings and endings over loop passes (backends.load_spread), as ttft bench does",
+    )
     p.add_argument("--runs", type=int, default=3, help="with --versus: runs of each value, alternated")
     p.add_argument("--ramp", type=float, default=0.0, help="seconds over which each level's streams start")
     p.add_argument("--loop", choices=("auto", "asyncio"), default="auto", help="auto: uvloop when installed")
