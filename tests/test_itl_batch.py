@@ -88,7 +88,15 @@ def test_compute_uses_the_figures_it_is_given_and_itl_gaps_are_its_own() -> None
     ts = Timestamps(sent=at(0), first_token=chunks[0].t_ns, first_visible=chunks[0].t_ns, last_token=chunks[-1].t_ns)
     tokens = TokenCounts(None, None, 4, None, "estimated")
     assert compute(ts, chunks, tokens).itl_ms == percentiles([10.0, 15.0, 40.0])
-    given_itl = {"p50": 1.0, "p90": 2.0, "p95": 3.0, "p99": 4.0, "mean": 5.0, "min": 6.0, "max": 7.0}
+    given_itl: dict[str, float | None] = {
+        "p50": 1.0,
+        "p90": 2.0,
+        "p95": 3.0,
+        "p99": 4.0,
+        "mean": 5.0,
+        "min": 6.0,
+        "max": 7.0,
+    }
     assert compute(ts, chunks, tokens, itl_ms=given_itl).itl_ms is given_itl
 
 
