@@ -312,8 +312,16 @@ class TurnRecorder:
         return "streaming", first_vis
 
     # --- the end -----------------------------------------------------------------
-    def finish(self) -> TurnRecord:
-        """The complete record. A turn that never saw a terminal event counts as cancelled."""
+    @property
+    def finished(self) -> bool:
+        return self._record is not None
+
+    def finish(self, itl_ms: dict[str, float | None] | None = None) -> TurnRecord:
+        """The complete record. A turn that never saw a terminal event counts as cancelled.
+
+        ``itl_ms``: this turn's ITL percentiles when a batch already computed them
+        (``backends.finish.finish_turns``); used by the first call only, as later ones return its record.
+        """
         if self._record is not None:
             return self._record
         if self.end_ns is None:
@@ -329,6 +337,7 @@ class TurnRecorder:
             load_ns=load,
             submitted_ns=self.submitted_ns,
             wire_steps=self.wire_steps,
+            itl_ms=itl_ms,
         )
         spec = speculative_summary(self.server)
         if spec is not None:  # compute() leaves it None; a replace costs ~10 us per bench request

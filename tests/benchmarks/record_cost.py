@@ -7,7 +7,10 @@ tens of microseconds between runs (how many chunks each loop wake-up finds depen
 which hides changes of a few microseconds. This times the part that is ttft's alone, the same
 way each run: a recorder fed one answer of ``--tokens`` chunks (events built as the lean reader
 builds them, each passed through scrub_event as run_turn does), the record finished (metrics,
-diagnosis) and turned into the ``ttft.turn`` dict. Best of 5 repeats.
+diagnosis) and turned into the ``ttft.turn`` dict. Best of 5 repeats. Then the finish of a bench's
+records (``backends.finish``, no log) one by one (``finish_turn``) and in batches of 64
+(``finish_turns``, the ITL percentiles of a batch in one numpy call per answer length), the same
+records each way: CPU us per record, median of 5; and the ITL percentiles' own share of that.
 
     python tests/benchmarks/record_cost.py --requests 2000 [--profile]
 
@@ -44,12 +47,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from backends.finish import finish_turn, finish_turns  # noqa: E402
 from backends.load import LoadConfig, run_level  # noqa: E402
 from telemetry import events as ev  # noqa: E402
 from telemetry.aggregate import aggregate_level  # noqa: E402
 from telemetry.bench_summary import summary  # noqa: E402
 from telemetry.bench_turns import group_levels, measured, read_bench  # noqa: E402
 from telemetry.log import encode_line  # noqa: E402
+from telemetry.metrics import itl_gaps, percentiles, percentiles_many  # noqa: E402
 from telemetry.recorder import TurnRecorder  # noqa: E402
 from telemetry.settings import TurnSettings  # noqa: E402
 from telemetry.surrogates import scrub_event  # noqa: E402
@@ -84,6 +89,44 @@ def finish_us(tokens: int, number: int) -> float:
             r.finish()
         best = min(best, time.process_time() - t0)
     return best / number * 1e6
+
+
+BATCH = 64  # records a bench's finisher takes in one pass, at 64 users
+
+
+def batch_finish_us(tokens: int, n: int) -> tuple[float, float]:
+    """CPU us per record to finish ``n`` fresh records one by one, then copies of them in batches."""
+    alone_runs, batch_runs = [], []
+    for _ in range(5):
+        alone = [fed(tokens) for _ in range(n)]
+        batched = copy.deepcopy(alone)  # the same records, stamps and all
+        t0 = time.process_time()
+        for r in alone:
+            finish_turn(r)
+        t1 = time.process_time()
+        for i in range(0, n, BATCH):
+            finish_turns(batched[i : i + BATCH])
+        t2 = time.process_time()
+        alone_runs.append((t1 - t0) / n * 1e6)
+        batch_runs.append((t2 - t1) / n * 1e6)
+    return statistics.median(alone_runs), statistics.median(batch_runs)
+
+
+def itl_us(tokens: int, n: int) -> tuple[float, float]:
+    """CPU us per record for the ITL percentiles alone: one call each, and one per batch of 64."""
+    gaps = [itl_gaps(fed(tokens).chunks) for _ in range(n)]
+    alone_runs, batch_runs = [], []
+    for _ in range(5):
+        t0 = time.process_time()
+        for g in gaps:
+            percentiles(g)
+        t1 = time.process_time()
+        for i in range(0, n, BATCH):
+            percentiles_many(gaps[i : i + BATCH])
+        t2 = time.process_time()
+        alone_runs.append((t1 - t0) / n * 1e6)
+        batch_runs.append((t2 - t1) / n * 1e6)
+    return statistics.median(alone_runs), statistics.median(batch_runs)
 
 
 def bench_dicts(n: int, tokens: int) -> list[dict[str, Any]]:
@@ -175,6 +218,11 @@ def main() -> int:
     total = feed + finish + to_dict
     print(f"{n} chunks per answer: feeding {feed:.0f} us ({feed / n:.2f} us/chunk), finish {finish:.0f} us, "
           f"to_dict {to_dict:.0f} us; {total:.0f} us per request = {total / n:.1f} us per chunk")  # fmt: skip
+    one, many = batch_finish_us(n, BATCH * 10)
+    itl_one, itl_many = itl_us(n, BATCH * 10)
+    print(f"finishing {BATCH * 10} records of {n} chunks (finish_turn, no log): {one:.0f} us per record one by one, "
+          f"{many:.0f} us in batches of {BATCH}; of which ITL percentiles {itl_one:.1f} vs {itl_many:.1f} us "
+          f"(CPU, median of 5)")  # fmt: skip
     if a.requests:
         runs = [request_cpu_us(a.requests, a.tokens) for _ in range(5)]
         lv, line = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
