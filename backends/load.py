@@ -275,7 +275,7 @@ async def _run_level(
     origin = start_at_ns if start_at_ns is not None else ev.now_ns()
     records: list[Finished] = []
     state = {"in_flight": 0, "errors": 0, "tokens": 0}
-    spreader = PassSpreader() if cfg.spread else PassSpreader(1 << 30, 1 << 30, 0)
+    spreader = PassSpreader() if cfg.spread else PassSpreader(1 << 30, 1 << 30, 0, 0.0)
 
     def finished(f: Finished) -> None:
         records.append(f)

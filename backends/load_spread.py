@@ -9,8 +9,8 @@ requests just sent read their first token late: the client's own burst inside th
 
 :class:`PassSpreader` bounds that work per pass: at most ``opens_per_pass`` requests start in one
 pass (the rest wait for the next passes, in order), and records are ended (:func:`backends.finish.
-finish_turns`, in batches) at most ``finishes_per_pass`` at a time, in passes that start no request, after their
-streams are over.
+finish_turns`) in batches of up to ``finishes_per_pass``, in passes that start no request, once a
+batch has gathered or its oldest record has waited ``ending_wait_s``.
 Between passes the loop polls its sockets and runs its timers, so stamps stay on time and the loop's
 lag stays about one pass's budget. Nothing measured moves: a request's ``sent`` is stamped when it
 is written, and a record is built from stamps already taken.
@@ -31,6 +31,7 @@ from telemetry.recorder import TurnRecorder
 OPENS_PER_PASS = 8
 FINISHES_PER_PASS = 32
 MAX_ENDING = 4096  # records left to end past which endings no longer wait for the openings
+ENDING_WAIT_S = 0.1  # the longest a record waits for a batch to gather
 
 Done = Callable[[TurnRecord], None]
 
@@ -43,15 +44,18 @@ class PassSpreader:
         opens_per_pass: int = OPENS_PER_PASS,
         finishes_per_pass: int = FINISHES_PER_PASS,
         max_ending: int = MAX_ENDING,
+        ending_wait_s: float = ENDING_WAIT_S,
     ) -> None:
         self.opens_per_pass = max(1, opens_per_pass)
         self.finishes_per_pass = max(1, finishes_per_pass)
         self.max_ending = max_ending
+        self.ending_wait_s = ending_wait_s
         self._opened = 0  # requests let through since the last pass began
         self._waiting: deque[asyncio.Future[None]] = deque()
-        self._ending: deque[tuple[TurnRecorder, Done]] = deque()
+        self._ending: deque[tuple[TurnRecorder, Done, float]] = deque()  # (..., loop time it was queued)
         self._drained: list[asyncio.Future[None]] = []
         self._tick_due = False
+        self._timer: asyncio.TimerHandle | None = None
         self.error: Exception | None = None  # the first a ``done`` callback raised
 
     async def open_turn(self) -> None:
@@ -66,9 +70,14 @@ class PassSpreader:
         await fut
 
     def end_later(self, recorder: TurnRecorder, done: Done) -> None:
-        """End ``recorder``'s turn within the next passes, then call ``done`` with its record."""
-        self._ending.append((recorder, done))
-        self._schedule()
+        """End ``recorder``'s turn within ``ending_wait_s`` (sooner once a batch has gathered), then
+        call ``done`` with its record."""
+        loop = asyncio.get_running_loop()
+        self._ending.append((recorder, done, loop.time()))
+        if self._batch_ready(loop):
+            self._schedule()
+        elif self._timer is None:
+            self._timer = loop.call_at(self._ending[0][2] + self.ending_wait_s, self._on_timer)
 
     async def drain(self) -> None:
         """Returns once every turn handed to :meth:`end_later` has been ended and ``done`` called;
@@ -86,14 +95,28 @@ class PassSpreader:
         while self._ending:
             self._end(len(self._ending))
 
+    def _batch_ready(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether to end records now: a full batch (its ITL percentiles cost one numpy call, however
+        many records share it), a drain waiting, or the oldest record queued ``ending_wait_s`` (what
+        reads the records, such as a progress line, is never later than that)."""
+        return bool(self._ending) and (
+            len(self._ending) >= self.finishes_per_pass
+            or bool(self._drained)
+            or loop.time() - self._ending[0][2] >= self.ending_wait_s
+        )
+
     def _schedule(self) -> None:
         if not self._tick_due:
             self._tick_due = True
             asyncio.get_running_loop().call_soon(self._pass)
 
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._schedule()
+
     def _pass(self) -> None:
         """Runs once per loop pass while there is work: a new pass's room for openings, one batch of
-        endings, and a tick on the next pass if any of it is left."""
+        endings when one is ready, and a tick on the next pass (or a timer) if any of it is left."""
         self._tick_due = False
         self._opened = 0
         while self._waiting and self._opened < self.opens_per_pass:
@@ -101,22 +124,28 @@ class PassSpreader:
             if not fut.done():  # a cancelled waiter gives its place to the next
                 fut.set_result(None)
                 self._opened += 1
+        loop = asyncio.get_running_loop()
         # Openings first: a request waiting to go out is a user kept waiting, a record waiting to be
         # ended only memory. So records are ended in passes that start no request, unless too many wait.
-        if self._ending and (not self._opened or len(self._ending) > self.max_ending):
+        if self._batch_ready(loop) and (not self._opened or len(self._ending) > self.max_ending):
             self._end(self.finishes_per_pass)
         if not self._ending:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             for fut in self._drained:
                 if not fut.done():
                     fut.set_result(None)
             self._drained.clear()
-        if self._waiting or self._ending or self._opened:
+        if self._waiting or self._opened or self._batch_ready(loop):
             self._schedule()
+        elif self._ending and self._timer is None:
+            self._timer = loop.call_at(self._ending[0][2] + self.ending_wait_s, self._on_timer)
 
     def _end(self, n: int) -> None:
         batch = [self._ending.popleft() for _ in range(min(n, len(self._ending)))]
-        records = finish_turns([recorder for recorder, _ in batch])  # one numpy call per answer length
-        for (_, done), record in zip(batch, records, strict=True):
+        records = finish_turns([recorder for recorder, _, _ in batch])  # one numpy call per answer length
+        for (_, done, _), record in zip(batch, records, strict=True):
             try:
                 done(record)
             except Exception as exc:  # raised by drain(), in the level's task, not lost in a loop callback

@@ -150,6 +150,28 @@ async def test_a_done_callback_that_raises_costs_no_other_record_and_drain_raise
     assert ended == ["p0", "p2", "p3"]
 
 
+async def test_a_lone_record_waits_for_a_batch_at_most_the_wait_and_a_full_batch_goes_at_once() -> None:
+    loop = asyncio.get_running_loop()
+    spreader = PassSpreader(finishes_per_pass=8, ending_wait_s=0.05)
+    ended: list[float] = []
+    t0 = loop.time()
+    spreader.end_later(done_recorder(0), lambda r: ended.append(loop.time()))
+    await asyncio.sleep(0.01)
+    assert not ended  # waiting for company: one numpy call for many records
+    for _ in range(200):
+        if ended:
+            break
+        await asyncio.sleep(0.01)
+    assert ended and ended[0] - t0 >= 0.045
+
+    ended.clear()
+    for i in range(8):
+        spreader.end_later(done_recorder(i), lambda r: ended.append(loop.time()))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert len(ended) == 8  # a full batch does not wait
+
+
 async def test_end_now_ends_everything_queued_at_once() -> None:
     spreader = PassSpreader(finishes_per_pass=1)
     ended: list[str] = []
