@@ -1,15 +1,22 @@
 """ttft bench against AIPerf on the same loopback servers, in one run; prints both side by side.
 
-    python tests/benchmarks/bench_vs_peer.py [--aiperf /tmp/aiperf-venv/bin/aiperf] [--skip-llama]
+    python tests/benchmarks/bench_vs_peer.py [--aiperf /tmp/aiperf-venv/bin/aiperf] [--rounds 3] [--skip-llama]
 
 1. The simulated batching server (tests/fakes/batching_server.py, a separate process) and, when
    llama-server is installed (extra ``server``), the real llama-server with the default Gemma
    3 270M model (``--ignore-eos`` so both tools get exactly the requested output length).
 2. For each concurrency level: ``ttft bench`` (one run over all levels) and ``aiperf profile``
    (one run per level), same output length, similar prompt length, closed loop.
+   ``--rounds N`` runs each tool N times per level, ttft first in odd rounds and AIPerf first in even
+   ones, so a server whose speed drifts over a level favours neither tool.
 3. Prints TTFT p50, TPOT p50 (AIPerf calls it ITL) and output tokens/s per level for both tools
-   with the ratio ttft/AIPerf (target: within 5%), and each tool's CPU seconds (its whole process
-   tree, user + system) per 1,000 streamed chunks (one token per chunk on both servers).
+   (each the median over the rounds, min-max beside it) with the ratio ttft/AIPerf (target: within
+   5%), and each tool's CPU seconds (its whole process tree, user + system) per 1,000 streamed
+   chunks (one token per chunk on both servers). On the fake, each tool against its schedule.
+   On llama-server, also each run against the server's own figures for that same run, read from
+   its log (tests/benchmarks/llama_log.py: its TPOT, prompt time and tokens/s over the requests
+   that run sent), and ttft/AIPerf of those normalised figures: the comparison that cancels the
+   server's drift between one tool's run and the next.
    Both servers run on the first half of the cores, both tools on the other half (``--no-pin``
    to share them), so a tool's own CPU use cannot slow the server it measures.
 4. The most concurrent streams one ttft process holds with event-loop lag p99 under 5 ms
@@ -25,6 +32,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from tests.benchmarks import llama_log  # noqa: E402
 from tests.fakes.batching_server import free_port, wait_http  # noqa: E402
 
 TOKENIZER_CODE = r"""
@@ -91,6 +100,9 @@ def run_aiperf(
         "--prompt-input-tokens-stddev", "0", "--prompt-output-tokens-mean", str(a.output_tokens),
         "--prompt-output-tokens-stddev", "0", "--extra-inputs", f"max_tokens:{a.output_tokens}",
         "--use-server-token-count", "--artifact-dir", str(out), "--ui-type", "simple", "--random-seed", "0",
+        # one conversation per request, drawn without replacement: with fewer, AIPerf repeats prompts and
+        # llama-server answers the repeats from its prompt cache (a TTFT ttft's unique prompts never get)
+        "--conversation-num", str(a.requests + a.warmup), "--dataset-sampling-strategy", "shuffle",
     ]  # fmt: skip
     log = out.with_suffix(".log")
     out.mkdir(parents=True, exist_ok=True)
@@ -103,26 +115,102 @@ def run_aiperf(
     return json.loads(found[-1].read_text())
 
 
+Run = dict[str, Any]  # one tool run's figures: ttft, tpot, tput, cpu, lag, and the server's own (srv_*)
+
+
+def _settled(log: Path | None, start: int, a: argparse.Namespace) -> int:
+    return llama_log.settle(log, start, a.requests + a.warmup) if log else 0
+
+
+def _server_figures(run: Run, log: Path | None, start: int, end: int, a: argparse.Namespace) -> None:
+    """The server's own figures over the log slice this run wrote (warm-up requests dropped)."""
+    if log is None:
+        return
+    srv = llama_log.summarise(llama_log.parse(llama_log.read_slice(log, start, end)), skip=a.warmup)
+    run.update(srv_tasks=srv.tasks, srv_tpot=srv.tpot_p50_ms, srv_prompt=srv.prompt_p50_ms)
+    run.update(srv_tput=srv.tokens_per_s, srv_cache_hits=srv.cache_hits)
+
+
+def _records_server(out: Path) -> tuple[float | None, float | None]:
+    """llama-server's own TPOT and prompt time p50 as ttft's records carry them (measured requests only):
+    the same figures the log gives, if the log was read right."""
+    tpots, prompts = [], []
+    for line in (out / "turns.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        srv = (rec.get("server") or {}).get("llama-server")
+        if not srv or ((rec.get("extra") or {}).get("bench") or {}).get("warmup"):
+            continue
+        if srv.get("predicted_n", 0) > 1:
+            tpots.append(srv["predicted_ms"] / (srv["predicted_n"] - 1))
+        prompts.append(srv["prompt_ms"])
+    return (
+        statistics.median(tpots) if tpots else None,
+        statistics.median(prompts) if prompts else None,
+    )
+
+
+def _ttft_run(base_url: str, model: str, c: int, a: argparse.Namespace, out: Path) -> Run:
+    d = run_ttft(base_url, model, [c], a, out)[float(c)]
+    rec_tpot, rec_prompt = _records_server(out)
+    return {
+        "ttft": d["ttft_ms"]["p50"],
+        "tpot": d["tpot_ms"]["p50"],
+        "tput": d["output_throughput"],
+        "lag": ((d.get("client") or {}).get("loop_lag_ms") or {}).get("p99"),
+        "rec_tpot": rec_tpot,
+        "rec_prompt": rec_prompt,
+    }
+
+
+def _aiperf_run(url: str, model: str, c: int, tok: Path, a: argparse.Namespace, out: Path) -> Run | None:
+    p = run_aiperf(a.aiperf, url, model, c, tok, a, out)
+    if p is None:
+        return None
+    return {
+        "ttft": _pick(p, "time_to_first_token"),
+        "tpot": _pick(p, "inter_token_latency"),
+        "tput": (p.get("output_token_throughput") or {}).get("avg"),
+    }
+
+
 def interleaved(
-    url: str, base_url: str, model: str, levels: list[int], a: argparse.Namespace, tokenizer: Path | None, out: Path
-) -> tuple[dict[float, dict], dict[int, dict | None]]:
-    """Level by level, ttft then AIPerf, so both see the same machine at about the same time."""
-    ours: dict[float, dict] = {}
-    peer: dict[int, dict | None] = {}
+    url: str,
+    base_url: str,
+    model: str,
+    levels: list[int],
+    a: argparse.Namespace,
+    tokenizer: Path | None,
+    out: Path,
+    log: Path | None = None,
+) -> dict[int, dict[str, list[Run]]]:
+    """Level by level, ``a.rounds`` rounds of one run per tool: ttft first in odd rounds, AIPerf first in
+    even ones, so a server that drifts one way over a level favours neither tool. With ``log`` (the
+    server's log) each run also carries the server's own figures for the requests it sent."""
+    chunks = (a.requests + a.warmup) * a.output_tokens  # one token per chunk; warm-up requests stream too
+    runs: dict[int, dict[str, list[Run]]] = {}
     for c in levels:
-        t0 = child_cpu_s()
-        ours.update(run_ttft(base_url, model, [c], a, out / f"ttft-{c}"))
-        t1 = child_cpu_s()
-        peer[c] = run_aiperf(a.aiperf, url, model, c, tokenizer, a, out / f"aiperf-{c}") if tokenizer else None
-        t2 = child_cpu_s()
-        chunks = (a.requests + a.warmup) * a.output_tokens  # one token per chunk; warm-up requests stream too
-        ours[float(c)]["tool_cpu_s"] = t1 - t0
-        ours[float(c)]["cpu_per_1k_chunks"] = (t1 - t0) / chunks * 1000
-        if peer[c] is not None:
-            peer[c]["tool_cpu_s"] = t2 - t1  # type: ignore[index]
-            peer[c]["cpu_per_1k_chunks"] = (t2 - t1) / chunks * 1000  # type: ignore[index]
-        print(f"  c={c} done (load average {os.getloadavg()[0]:.2f})", flush=True)
-    return ours, peer
+        runs[c] = {"ttft": [], "aiperf": []}
+        for r in range(1, a.rounds + 1):
+            order = ["ttft", "aiperf"] if r % 2 else ["aiperf", "ttft"]
+            for tool in order:
+                if tool == "aiperf" and tokenizer is None:
+                    continue
+                at = llama_log.size(log) if log else 0
+                t0 = child_cpu_s()
+                name = f"{tool}-{c}-r{r}"
+                if tool == "ttft":
+                    run: Run | None = _ttft_run(base_url, model, c, a, out / name)
+                else:
+                    run = _aiperf_run(url, model, c, tokenizer, a, out / name)  # type: ignore[arg-type]
+                cpu = child_cpu_s() - t0
+                end = _settled(log, at, a)
+                if run is None:
+                    continue
+                run.update(round=r, first=tool == order[0], cpu=cpu / chunks * 1000)
+                _server_figures(run, log, at, end, a)
+                runs[c][tool].append(run)
+            print(f"  c={c} round {r} done (load average {os.getloadavg()[0]:.2f})", flush=True)
+    return runs
 
 
 def _pick(d: dict[str, Any], key: str) -> float | None:
@@ -135,42 +223,115 @@ def _pick(d: dict[str, Any], key: str) -> float | None:
     return None
 
 
-def _ratio(a: float | None, b: float | None) -> str:
-    if not a or not b:
-        return "   -  "
-    return f"{a / b:6.3f}"
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a and b else None
 
 
-def compare(name: str, ours: dict[float, dict], peer: dict[int, dict | None]) -> list[float]:
-    print(f"\n== {name} ==")
-    print(
-        f"{'c':>3} | {'TTFT p50 ttft':>13} {'AIPerf':>8} {'ratio':>6} | {'TPOT p50 ttft':>13} {'AIPerf':>8} "
-        f"{'ratio':>6} | {'tok/s ttft':>10} {'AIPerf':>8} {'ratio':>6} | {'CPU s/1k chunks ttft':>20} {'AIPerf':>6} "
-        "| ttft lag"
-    )
-    devs = []
-    for c, p in peer.items():
-        o = ours.get(float(c))
-        if o is None:
-            continue
-        t_o, t_p = o["ttft_ms"]["p50"], _pick(p or {}, "time_to_first_token")
-        i_o, i_p = o["tpot_ms"]["p50"], _pick(p or {}, "inter_token_latency")
-        x_o = o["output_throughput"]
-        x_p = (p or {}).get("output_token_throughput", {}).get("avg") if p else None
-        lag = ((o.get("client") or {}).get("loop_lag_ms") or {}).get("p99")
-        print(
-            f"{c:>3} | {t_o or 0:13.1f} {t_p or 0:8.1f} {_ratio(t_o, t_p)} | {i_o or 0:13.2f} {i_p or 0:8.2f} "
-            f"{_ratio(i_o, i_p)} | {x_o or 0:10.1f} {x_p or 0:8.1f} {_ratio(x_o, x_p)} | "
-            f"{o.get('cpu_per_1k_chunks') or 0:20.2f} {(p or {}).get('cpu_per_1k_chunks') or 0:6.2f} | "
-            f"p99 {lag or 0:.1f} ms"
-        )
-        for x, y in ((t_o, t_p), (i_o, i_p), (x_o, x_p)):
-            if x and y:
-                devs.append(abs(x / y - 1))
+def _med(xs: list[float | None]) -> tuple[float, float, float] | None:
+    got = [x for x in xs if x is not None]
+    return (statistics.median(got), min(got), max(got)) if got else None
+
+
+def _cell(m: tuple[float, float, float] | None, digits: int) -> str:
+    if m is None:
+        return f"{'-':>24}"
+    return f"{m[0]:9.{digits}f} [{m[1]:.{digits}f}-{m[2]:.{digits}f}]".rjust(24)
+
+
+def _rs(x: float | None) -> str:
+    return f"{x:6.3f}" if x is not None else "     -"
+
+
+FIGURES = (("ttft", "TTFT p50 ms", 1), ("tpot", "TPOT p50 ms", 2), ("tput", "output tok/s", 1))
+
+
+def _tally(name: str, devs: list[float]) -> None:
     if devs:
         within = sum(d <= 0.05 for d in devs)
-        print(f"{within}/{len(devs)} figures within 5% (worst {max(devs):.1%})")
+        print(f"{name}: {within}/{len(devs)} figures within 5% (worst {max(devs):.1%})")
+
+
+def compare(name: str, runs: dict[int, dict[str, list[Run]]]) -> list[float]:
+    """Per level and figure, each tool's median over the rounds with its min-max, and the ratio of medians."""
+    n = max((len(v["ttft"]) for v in runs.values()), default=0)
+    print(f"\n== {name}: median of {n} round(s) [min-max] ==")
+    print(f"{'c':>3} | {'figure':<16} | {'ttft':>24} | {'AIPerf':>24} | ratio")
+    devs = []
+    for c, by in runs.items():
+        for key, label, digits in (*FIGURES, ("cpu", "CPU s/1k chunks", 2)):
+            o, p = _med([r[key] for r in by["ttft"]]), _med([r[key] for r in by["aiperf"]])
+            ratio = _ratio(o and o[0], p and p[0])
+            print(f"{c:>3} | {label:<16} | {_cell(o, digits)} | {_cell(p, digits)} | {_rs(ratio)}")
+            if ratio is not None and key != "cpu":
+                devs.append(abs(ratio - 1))
+        print(f"{c:>3} | {'ttft lag p99 ms':<16} | {_cell(_med([r['lag'] for r in by['ttft']]), 1)} |")
+    _tally("raw medians", devs)
     return devs
+
+
+NORMALISED = (
+    ("tpot", "srv_tpot", "TPOT / server TPOT"),
+    ("ttft", "srv_prompt", "TTFT / server prompt"),
+    ("tput", "srv_tput", "tok/s / server tok/s"),
+)
+
+
+def compare_to_server(name: str, runs: dict[int, dict[str, list[Run]]]) -> list[float]:
+    """Each tool run against the server's own figures for that same run, then ttft/AIPerf of those.
+
+    A server that is slower during one tool's run slows what that tool sees and what the server
+    logs alike, so the normalised figures cancel the drift between runs that raw ratios measure."""
+    print(f"\n== {name}: each run / the server's own figure for that run (from its log) ==")
+    print(f"{'c':>3} {'rnd':>3} {'1st':>6} | {'figure':<20} | {'ttft':>7} {'AIPerf':>7} | {'ttft/AIPerf':>11}")
+    devs = []
+    for c, by in runs.items():
+        per_round = {r["round"]: r for r in by["aiperf"]}
+        pairs = [(o, per_round.get(o["round"])) for o in by["ttft"]]
+        for key, srv_key, label in NORMALISED:
+            ratios = []
+            for o, p in pairs:
+                no = _ratio(o[key], o.get(srv_key))
+                np_ = _ratio(p[key], p.get(srv_key)) if p else None
+                ratios.append(_ratio(no, np_))
+                first = "ttft" if o["first"] else "AIPerf"
+                print(
+                    f"{c:>3} {o['round']:>3} {first:>6} | {label:<20} | {_rs(no):>7} {_rs(np_):>7} | "
+                    f"{_rs(ratios[-1]):>11}"
+                )
+            m = _med(ratios)
+            if m:
+                print(f"{c:>3} {'med':>3} {'':>6} | {label:<20} | {'':>15} | {_rs(m[0]):>11} [{m[1]:.3f}-{m[2]:.3f}]")
+                devs.append(abs(m[0] - 1))
+        for tool, label in (("ttft", "ttft"), ("aiperf", "AIPerf")):
+            rs = by[tool]
+            srv_tpot, srv_prompt = _med([r.get("srv_tpot") for r in rs]), _med([r.get("srv_prompt") for r in rs])
+            tasks = [r.get("srv_tasks") for r in rs]
+            hits = sum(r.get("srv_cache_hits") or 0 for r in rs)
+            line = (
+                f"    c={c} {label:<6} server TPOT {_cell(srv_tpot, 2).strip()} ms, "
+                f"prompt {_cell(srv_prompt, 1).strip()} ms, tasks per run {tasks}, prompt-cache hits {hits}"
+            )
+            if tool == "ttft":  # ttft's records carry the server's timings per request: the same figures?
+                rt = _med([_ratio(r.get("rec_tpot"), r.get("srv_tpot")) for r in rs])
+                rp = _med([_ratio(r.get("rec_prompt"), r.get("srv_prompt")) for r in rs])
+                line += f"; ttft's records / log: TPOT {_rs(rt and rt[0]).strip()}, prompt {_rs(rp and rp[0]).strip()}"
+            print(line)
+    _tally("normalised to the server's own figures", devs)
+    return devs
+
+
+def compare_to_truth(runs: dict[int, dict[str, list[Run]]]) -> None:
+    """The fake's schedule is known: each tool's median TTFT and TPOT over the rounds against it."""
+    print("\neach tool's median / the fake's schedule (TTFT 20 ms, TPOT 10 * (1 + 0.25 * (c - 1)) ms)")
+    print(f"{'c':>3} | {'TTFT ttft':>9} {'AIPerf':>7} | {'TPOT ttft':>9} {'AIPerf':>7}")
+    for c, by in runs.items():
+        truth = {"ttft": 20.0, "tpot": 10 * (1 + 0.25 * (c - 1))}
+        cells = []
+        for key in ("ttft", "tpot"):
+            for tool in ("ttft", "aiperf"):
+                m = _med([r[key] for r in by[tool]])
+                cells.append(_rs(m and m[0] / truth[key]).rjust(9 if tool == "ttft" else 7))
+        print(f"{c:>3} | {cells[0]} {cells[1]} | {cells[2]} {cells[3]}")
 
 
 def max_streams(a: argparse.Namespace, tmp: Path) -> None:
@@ -221,6 +382,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--aiperf", type=Path, default=Path(os.environ.get("AIPERF", "/tmp/aiperf-venv/bin/aiperf")))
     p.add_argument("--levels", default="1,2,4,8")
+    p.add_argument(
+        "--rounds", type=int, default=1, help="runs per tool per level, the order alternated; medians reported"
+    )
     p.add_argument("--requests", type=int, default=24)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--input-tokens", type=int, default=64)
@@ -265,9 +429,10 @@ def main() -> int:
         try:
             wait_http(f"http://127.0.0.1:{port}/health")
             url = f"http://127.0.0.1:{port}"
-            ours, peer = interleaved(url, url + "/v1", "batching-fake", levels, a, tokenizer, tmp / "fake")
+            runs = interleaved(url, url + "/v1", "batching-fake", levels, a, tokenizer, tmp / "fake")
             print("\nsimulated truth (token_ms 10, alpha 0.25): TPOT = 10 * (1 + 0.25 * (c - 1)) ms; TTFT 20 ms")
-            compare("simulated batching server (8 slots)", ours, peer or dict.fromkeys(levels))
+            compare("simulated batching server (8 slots)", runs)
+            compare_to_truth(runs)
         finally:
             srv.terminate()
             srv.wait(5)
@@ -290,10 +455,12 @@ def main() -> int:
             print(f"\nllama-server: {exc}")
         else:
             try:
-                ours, peer = interleaved(
-                    server.url, server.base_url, server.model_name, levels, a, tokenizer, tmp / "llama"
+                runs = interleaved(
+                    server.url, server.base_url, server.model_name, levels, a, tokenizer, tmp / "llama", server.log_path
                 )
-                compare(f"llama-server, {server.model.name}, {a.slots} slots", ours, peer or dict.fromkeys(levels))
+                name = f"llama-server, {server.model.name}, {a.slots} slots"
+                compare(name, runs)
+                compare_to_server(name, runs)
             finally:
                 server.stop()
                 os.sched_setaffinity(0, cpus)
