@@ -58,6 +58,8 @@ def test_summary_drops_warm_up_tasks_and_counts_cache_hits() -> None:
     assert run.prompt_p50_ms == pytest.approx(100.0)
     assert run.cache_hits == 1
     assert run.tokens_per_s == pytest.approx(96 / 4.0)  # 3 x 32 tokens from 2 s to 6 s on the server's clock
+    # every prompt repeated from an earlier run: all hits against the prompt length asked for
+    assert llama_log.summarise(llama_log.parse(text), skip=1, fresh_prompt_n=100).cache_hits == 3
 
 
 def test_settle_waits_for_the_timing_the_server_writes_after_the_client_left(tmp_path: Path) -> None:

@@ -77,12 +77,14 @@ def build_tokenizer(aiperf: Path, folder: Path) -> Path:
     return folder
 
 
-def run_ttft(base_url: str, model: str, levels: list[int], a: argparse.Namespace, out: Path) -> dict[float, dict]:
+def run_ttft(
+    base_url: str, model: str, levels: list[int], a: argparse.Namespace, out: Path, seed: int = 0
+) -> dict[float, dict]:
     cmd = [
         sys.executable, "-m", "tui.cli", "bench", "-m", f"compat:{model}", "--base-url", base_url,
         "--concurrency", ",".join(map(str, levels)), "--requests", str(a.requests), "--warmup", str(a.warmup),
         "--input-tokens", str(a.input_tokens), "--max-output-tokens", str(a.output_tokens), "--out", str(out),
-        "--quiet",
+        "--quiet", "--seed", str(seed),
     ]  # fmt: skip
     subprocess.run(cmd, check=False, cwd=ROOT, stdout=subprocess.DEVNULL)
     summary = json.loads((out / "summary.json").read_text())
@@ -90,7 +92,7 @@ def run_ttft(base_url: str, model: str, levels: list[int], a: argparse.Namespace
 
 
 def run_aiperf(
-    aiperf: Path, url: str, model: str, c: int, tokenizer: Path, a: argparse.Namespace, out: Path
+    aiperf: Path, url: str, model: str, c: int, tokenizer: Path, a: argparse.Namespace, out: Path, seed: int = 0
 ) -> dict[str, Any] | None:
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     cmd = [
@@ -99,7 +101,7 @@ def run_aiperf(
         "--warmup-request-count", str(a.warmup), "--prompt-input-tokens-mean", str(a.input_tokens),
         "--prompt-input-tokens-stddev", "0", "--prompt-output-tokens-mean", str(a.output_tokens),
         "--prompt-output-tokens-stddev", "0", "--extra-inputs", f"max_tokens:{a.output_tokens}",
-        "--use-server-token-count", "--artifact-dir", str(out), "--ui-type", "simple", "--random-seed", "0",
+        "--use-server-token-count", "--artifact-dir", str(out), "--ui-type", "simple", "--random-seed", str(seed),
         # one conversation per request, drawn without replacement: with fewer, AIPerf repeats prompts and
         # llama-server answers the repeats from its prompt cache (a TTFT ttft's unique prompts never get)
         "--conversation-num", str(a.requests + a.warmup), "--dataset-sampling-strategy", "shuffle",
@@ -126,7 +128,9 @@ def _server_figures(run: Run, log: Path | None, start: int, end: int, a: argpars
     """The server's own figures over the log slice this run wrote (warm-up requests dropped)."""
     if log is None:
         return
-    srv = llama_log.summarise(llama_log.parse(llama_log.read_slice(log, start, end)), skip=a.warmup)
+    tasks = llama_log.parse(llama_log.read_slice(log, start, end))
+    # a prompt mostly taken from the server's cache has a TTFT of another kind: counted, to be seen
+    srv = llama_log.summarise(tasks, skip=a.warmup, fresh_prompt_n=a.input_tokens / 2)
     run.update(srv_tasks=srv.tasks, srv_tpot=srv.tpot_p50_ms, srv_prompt=srv.prompt_p50_ms)
     run.update(srv_tput=srv.tokens_per_s, srv_cache_hits=srv.cache_hits)
 
@@ -149,8 +153,8 @@ def _records_server(out: Path) -> tuple[float | None, float | None]:
     )
 
 
-def _ttft_run(base_url: str, model: str, c: int, a: argparse.Namespace, out: Path) -> Run:
-    d = run_ttft(base_url, model, [c], a, out)[float(c)]
+def _ttft_run(base_url: str, model: str, c: int, a: argparse.Namespace, out: Path, seed: int) -> Run:
+    d = run_ttft(base_url, model, [c], a, out, seed)[float(c)]
     rec_tpot, rec_prompt = _records_server(out)
     return {
         "ttft": d["ttft_ms"]["p50"],
@@ -162,8 +166,8 @@ def _ttft_run(base_url: str, model: str, c: int, a: argparse.Namespace, out: Pat
     }
 
 
-def _aiperf_run(url: str, model: str, c: int, tok: Path, a: argparse.Namespace, out: Path) -> Run | None:
-    p = run_aiperf(a.aiperf, url, model, c, tok, a, out)
+def _aiperf_run(url: str, model: str, c: int, tok: Path, a: argparse.Namespace, out: Path, seed: int) -> Run | None:
+    p = run_aiperf(a.aiperf, url, model, c, tok, a, out, seed)
     if p is None:
         return None
     return {
@@ -198,10 +202,12 @@ def interleaved(
                 at = llama_log.size(log) if log else 0
                 t0 = child_cpu_s()
                 name = f"{tool}-{c}-r{r}"
+                # prompts of their own in every run: a repeated one would come from llama-server's prompt cache
+                seed = 1000 * r + c
                 if tool == "ttft":
-                    run: Run | None = _ttft_run(base_url, model, c, a, out / name)
+                    run: Run | None = _ttft_run(base_url, model, c, a, out / name, seed)
                 else:
-                    run = _aiperf_run(url, model, c, tokenizer, a, out / name)  # type: ignore[arg-type]
+                    run = _aiperf_run(url, model, c, tokenizer, a, out / name, seed)  # type: ignore[arg-type]
                 cpu = child_cpu_s() - t0
                 end = _settled(log, at, a)
                 if run is None:
@@ -236,6 +242,10 @@ def _cell(m: tuple[float, float, float] | None, digits: int) -> str:
     if m is None:
         return f"{'-':>24}"
     return f"{m[0]:9.{digits}f} [{m[1]:.{digits}f}-{m[2]:.{digits}f}]".rjust(24)
+
+
+def _minus(a: float | None, b: float | None) -> str:
+    return f"{a - b:7.1f}" if a is not None and b is not None else "      -"
 
 
 def _rs(x: float | None) -> str:
@@ -302,6 +312,11 @@ def compare_to_server(name: str, runs: dict[int, dict[str, list[Run]]]) -> list[
             if m:
                 print(f"{c:>3} {'med':>3} {'':>6} | {label:<20} | {'':>15} | {_rs(m[0]):>11} [{m[1]:.3f}-{m[2]:.3f}]")
                 devs.append(abs(m[0] - 1))
+        for o, p in pairs:  # what the prompt time leaves of TTFT: HTTP, queueing, the tool's own delay
+            lo = _minus(o["ttft"], o.get("srv_prompt"))
+            lp = _minus(p["ttft"], p.get("srv_prompt")) if p else _minus(None, None)
+            first = "ttft" if o["first"] else "AIPerf"
+            print(f"{c:>3} {o['round']:>3} {first:>6} | {'TTFT - prompt ms':<20} | {lo:>7} {lp:>7} |")
         for tool, label in (("ttft", "ttft"), ("aiperf", "AIPerf")):
             rs = by[tool]
             srv_tpot, srv_prompt = _med([r.get("srv_tpot") for r in rs]), _med([r.get("srv_prompt") for r in rs])
@@ -320,18 +335,27 @@ def compare_to_server(name: str, runs: dict[int, dict[str, list[Run]]]) -> list[
     return devs
 
 
-def compare_to_truth(runs: dict[int, dict[str, list[Run]]]) -> None:
-    """The fake's schedule is known: each tool's median TTFT and TPOT over the rounds against it."""
-    print("\neach tool's median / the fake's schedule (TTFT 20 ms, TPOT 10 * (1 + 0.25 * (c - 1)) ms)")
-    print(f"{'c':>3} | {'TTFT ttft':>9} {'AIPerf':>7} | {'TPOT ttft':>9} {'AIPerf':>7}")
+def compare_to_truth(runs: dict[int, dict[str, list[Run]]], output_tokens: int) -> None:
+    """The fake's schedule is known: each tool's median TTFT, TPOT and tokens/s over the rounds against it.
+
+    Its tokens/s is the closed loop's with no gap between one request and the next, c * N / (TTFT +
+    (N - 1) * TPOT): a tool that takes longer to send the next request reads a little under it."""
+    print(
+        "\neach tool's median / the fake's schedule (TTFT 20 ms, TPOT 10 * (1 + 0.25 * (c - 1)) ms, "
+        f"{output_tokens} tokens)"
+    )
+    print(
+        f"{'c':>3} | {'TTFT ttft':>9} {'AIPerf':>7} | {'TPOT ttft':>9} {'AIPerf':>7} | {'tok/s ttft':>10} {'AIPerf':>7}"
+    )
     for c, by in runs.items():
-        truth = {"ttft": 20.0, "tpot": 10 * (1 + 0.25 * (c - 1))}
+        tpot = 10 * (1 + 0.25 * (c - 1))
+        truth = {"ttft": 20.0, "tpot": tpot, "tput": c * output_tokens / (20.0 + (output_tokens - 1) * tpot) * 1000}
         cells = []
-        for key in ("ttft", "tpot"):
+        for key in ("ttft", "tpot", "tput"):
             for tool in ("ttft", "aiperf"):
                 m = _med([r[key] for r in by[tool]])
-                cells.append(_rs(m and m[0] / truth[key]).rjust(9 if tool == "ttft" else 7))
-        print(f"{c:>3} | {cells[0]} {cells[1]} | {cells[2]} {cells[3]}")
+                cells.append(_rs(m and m[0] / truth[key]).rjust((10 if key == "tput" else 9) if tool == "ttft" else 7))
+        print(f"{c:>3} | {cells[0]} {cells[1]} | {cells[2]} {cells[3]} | {cells[4]} {cells[5]}")
 
 
 def max_streams(a: argparse.Namespace, tmp: Path) -> None:
@@ -432,7 +456,7 @@ def main() -> int:
             runs = interleaved(url, url + "/v1", "batching-fake", levels, a, tokenizer, tmp / "fake")
             print("\nsimulated truth (token_ms 10, alpha 0.25): TPOT = 10 * (1 + 0.25 * (c - 1)) ms; TTFT 20 ms")
             compare("simulated batching server (8 slots)", runs)
-            compare_to_truth(runs)
+            compare_to_truth(runs, a.output_tokens)
         finally:
             srv.terminate()
             srv.wait(5)

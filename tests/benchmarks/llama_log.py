@@ -112,10 +112,12 @@ class ServerRun:
     cache_hits: int  # tasks whose prompt the server mostly took from its cache
 
 
-def summarise(tasks: list[Task], skip: int = 0) -> ServerRun:
+def summarise(tasks: list[Task], skip: int = 0, fresh_prompt_n: float | None = None) -> ServerRun:
+    """``fresh_prompt_n``: fewer prompt tokens evaluated than this is a cache hit (default: half the median)."""
     measured = tasks[skip:]
     tpots = [t.tpot_ms for t in measured if t.tpot_ms is not None]
-    prompt_n = statistics.median(t.prompt_n for t in measured) if measured else 0
+    if fresh_prompt_n is None:
+        fresh_prompt_n = statistics.median(t.prompt_n for t in measured) / 2 if measured else 0
     launched = [t.launched_s for t in measured if t.launched_s is not None]
     tput = None
     if measured and len(launched) == len(measured):
@@ -126,5 +128,5 @@ def summarise(tasks: list[Task], skip: int = 0) -> ServerRun:
         tpot_p50_ms=statistics.median(tpots) if tpots else None,
         prompt_p50_ms=statistics.median(t.prompt_ms for t in measured) if measured else None,
         tokens_per_s=tput,
-        cache_hits=sum(t.prompt_n < prompt_n / 2 for t in measured),
+        cache_hits=sum(t.prompt_n < fresh_prompt_n for t in measured),
     )
