@@ -22,6 +22,7 @@ from typing import Any
 from telemetry.aggregate import aggregate_level
 from telemetry.bench_turns import BenchTurn, group_levels, measured, span_ms
 from telemetry.metrics import NS_PER_MS
+from telemetry.urls import redact_url
 
 # Below this share of the shortest run's span in common, the runs' level did not overlap enough
 # to be one load.
@@ -74,7 +75,7 @@ class Run:
         return RunSettings(
             provider=first.provider if first else "",
             model=first.model if first else "",
-            base_url=first.base_url if first else None,
+            base_url=redact_url(first.base_url) if first else None,  # from disk: said in messages
             mode="+".join(modes) or "none",
             input_tokens=self.input_tokens,
             max_output_tokens=max_out,

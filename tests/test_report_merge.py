@@ -145,10 +145,20 @@ def _copy(src: Path, dst: Path, edit) -> Path:
 
 
 def test_a_different_model_refuses_with_exit_2(runs: dict[str, Path], tmp_path: Path, capsys) -> None:
-    other = _copy(runs["m2"], tmp_path / "other", lambda r: {**r, "model": "other-model"})
+    # from disk, so untrusted: its control characters are shown, never sent to the terminal
+    other = _copy(runs["m2"], tmp_path / "other", lambda r: {**r, "model": "other-model\x1b]0;x\x07"})
     rc, data, err = report_json(capsys, runs["m1"], other)
     assert rc == Exit.USAGE and data == {}
-    assert "cannot merge" in err and "model:" in err and "other-model" in err and "Traceback" not in err
+    assert "cannot merge" in err and "model:" in err and "other-model" in err and "batching-fake" in err
+    assert "\x1b" not in err and "\x07" not in err and "Traceback" not in err
+
+
+def test_a_different_base_url_is_named_without_its_credentials(runs: dict[str, Path], tmp_path: Path, capsys) -> None:
+    hostile = "http://user:s3cret@10.0.0.9:8000/v1?key=k3y"
+    other = _copy(runs["m2"], tmp_path / "other", lambda r: {**r, "base_url": hostile})
+    rc, _, err = report_json(capsys, runs["m1"], other)
+    assert rc == Exit.USAGE and "base URL:" in err and "10.0.0.9" in err
+    assert "s3cret" not in err and "k3y" not in err
 
 
 def test_a_run_with_fewer_levels_merges_the_common_ones(runs: dict[str, Path], tmp_path: Path, capsys) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from telemetry.bench_merge import MergeRefused, Run, merge, merged_levels, split_runs
 from telemetry.bench_turns import read_bench
 from telemetry.log import Skipped, read_records
+from telemetry.urls import redact_url
 
 
 def _summaries(folder: Path) -> dict[str, dict[str, Any]]:
@@ -87,7 +88,11 @@ def merged_bench(paths: list[str]) -> MergedBench:
     merged = merge(runs)
     first = next(r for r in runs if r.run_id == merged.merged_from[0]).turns[0].record
     meta: dict[str, Any] = {"provider": first.provider or None, "model": first.model or None}
-    meta |= {"base_url": first.base_url, "started_at": first.started_at or None, "merged_from": merged.merged_from}
+    meta |= {
+        "base_url": redact_url(first.base_url),
+        "started_at": first.started_at or None,
+        "merged_from": merged.merged_from,
+    }
     meta["model_spec"] = f"{meta['provider']}:{meta['model']}" if meta["provider"] else None
     name = f"{meta['model'] or 'bench'} (merged from {len(merged.merged_from)} runs)"
     problems += merged.notes + [f"warning: {w}" for w in merged.warnings]
