@@ -81,6 +81,11 @@ class Run:
             max_output_tokens=max_out,
         )
 
+    def requests_key(self) -> tuple[str, int, str, str]:
+        """What tells two copies of one run from two runs that drew the same id: its requests' sends."""
+        sends = sorted(t.record.sent_at() or t.record.started_at for t in self.turns)
+        return (self.run_id, len(sends), sends[0] if sends else "", sends[-1] if sends else "")
+
     def label(self) -> str:
         return f"run {self.run_id} ({self.source})"
 
@@ -154,12 +159,16 @@ def _on_wall_clock(t: BenchTurn, level: float) -> BenchTurn:
 
 def _once(runs: Sequence[Run], notes: list[str]) -> list[Run]:
     """Each run once: the same run given twice (its folder and its turns.jsonl) is one machine's load."""
-    seen: dict[str, Run] = {}
+    seen: dict[tuple[str, int, str, str], Run] = {}
+    ids: dict[str, Run] = {}
     for r in runs:
-        if r.run_id in seen:
-            notes.append(f"run {r.run_id} was given twice ({seen[r.run_id].source}, {r.source}): counted once")
-        else:
-            seen[r.run_id] = r
+        key = r.requests_key()
+        if key in seen:
+            notes.append(f"run {r.run_id} was given twice ({seen[key].source}, {r.source}): counted once")
+            continue
+        if r.run_id in ids:  # two machines' runs that drew the same id (it has a random tail): both count
+            notes.append(f"{ids[r.run_id].label()} and {r.label()} share a run id but not their requests: both merged")
+        seen[key] = ids[r.run_id] = r
     return list(seen.values())
 
 

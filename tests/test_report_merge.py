@@ -116,11 +116,15 @@ def test_merged_levels_are_the_union_of_the_runs_levels(runs: dict[str, Path], c
     assert warned == any(lv["overlap"] < 0.8 for lv in levels)
 
 
-def test_merged_report_prints_the_tables_with_the_summed_levels(runs: dict[str, Path], capsys) -> None:
-    assert main(["report", "--merge", str(runs["m1"]), str(runs["m2"] / "turns.jsonl"), "--width", "60"]) == 0
+def test_merged_report_prints_the_tables_with_the_summed_levels(runs: dict[str, Path], tmp_path: Path, capsys) -> None:
+    page = tmp_path / "merged.html"
+    files = [str(runs["m1"]), str(runs["m2"] / "turns.jsonl")]
+    assert main(["report", "--merge", *files, "--width", "60", "--html", str(page)]) == 0
     out = capsys.readouterr().out
     assert "== bench: batching-fake (merged from 2 runs) ==" in out and "merged from runs bench-" in out
     assert "c=4" in out and "c=6" in out and "Batching trade-off" in out
+    html = page.read_text()
+    assert "batching-fake (merged from 2 runs)" in html and "c=6" in html
 
 
 def test_runs_that_did_not_overlap_warn(runs: dict[str, Path], capsys) -> None:
@@ -220,6 +224,14 @@ def test_input_tokens_from_the_summaries_must_match() -> None:
         merge(a + b)
     unknown = merge(a + split_runs("c", typed(wall("c", 0))))
     assert any("input tokens not checked for run c" in n for n in unknown.notes)
+
+
+def test_two_runs_that_drew_the_same_id_both_count() -> None:
+    a, b = split_runs("m1", typed(wall("x", 0))), split_runs("m2", typed(wall("x", 0.01)))
+    m = merge(a + b + a)
+    assert merged_levels(m)[0]["requests"] == 8
+    assert any("share a run id but not their requests" in n for n in m.notes)
+    assert any("given twice (m1, m1)" in n for n in m.notes)
 
 
 def test_one_concatenated_file_holds_several_runs() -> None:
