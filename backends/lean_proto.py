@@ -214,7 +214,7 @@ class ProtoClient:
             if isinstance(exc, httpx2.TransportError):
                 exc.request = httpx2.Request("POST", url, params=params or None)
             raise
-        t = ev.now_ns()
+        t = conn.headers_ns if conn.headers_ns is not None else ev.now_ns()
         response = ProtoResponse(conn, url, params, probe, self.timeout_s, self._release)
         probe.status = response.status_code
         probe.retry_after_s = parse_retry_after(response.headers)

@@ -239,3 +239,41 @@ def test_the_pool_is_bounded_and_reuses_its_connections(loop: str) -> None:
     assert all(d["status"] == "ok" and len(d["chunks"]) == KEEPALIVE_WORDS for d in turns)
     assert srv.requests == 6 and srv.connections == 2  # never more than the bound, each kept alive
     assert sum(d["http"]["connection"] == "reused" for d in turns) == 4
+
+
+# --- the headers' stamp: taken where the bytes are parsed --------------------------------------------------
+async def test_the_headers_are_stamped_when_parsed_not_when_the_waiting_task_resumes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Under a burst (hundreds of streams' headers in one poll) the task waiting for the headers resumes
+    # passes after they were parsed. Here the pass between is held 300 ms: the stamp must not move.
+    import time
+
+    from backends import http1_conn
+    from backends.turn import new_recorder, run_turn
+    from telemetry import events as ev
+    from tests.backend_util import make_request
+
+    loop = asyncio.get_running_loop()
+    held: list[int] = []
+    parse = http1_conn.Conn.on_headers_complete
+
+    def hold() -> None:
+        held.append(ev.now_ns())
+        time.sleep(0.3)
+
+    def on_headers_complete(self: http1_conn.Conn) -> None:
+        if not held:
+            loop.call_soon(hold)  # queued before the waiting task's wake-up: runs first, next pass
+        parse(self)
+
+    monkeypatch.setattr(http1_conn.Conn, "on_headers_complete", on_headers_complete)
+    with FakeServer(Schedule(visible_tokens=3, token_ms=0)) as srv:
+        b = proto(srv.openai_base_url)
+        try:
+            request = make_request(stream=True)
+            record = await run_turn(b, request, new_recorder(b, request, session_id="t", turn_index=0))
+        finally:
+            await b.aclose()
+    assert record.status == "ok" and held
+    assert record.timestamps.headers is not None and record.timestamps.headers <= held[0]
