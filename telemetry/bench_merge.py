@@ -64,6 +64,7 @@ class Run:
     turns: tuple[BenchTurn, ...]
     input_tokens: int | None = None  # the run's summary.json settings, when one was read
     max_output_tokens: int | None = None
+    clients: tuple[Mapping[str, Any] | None, ...] = ()  # its summary's client health, per level in run order
 
     @property
     def settings(self) -> RunSettings:
@@ -104,9 +105,41 @@ def split_runs(
     out = []
     for run_id, ts in by_id.items():
         meta = (summaries or {}).get(run_id) or {}
-        out.append(
-            Run(run_id, source, tuple(ts), _whole(meta.get("input_tokens")), _whole(meta.get("max_output_tokens")))
+        details = meta.get("details")
+        clients = tuple(
+            d.get("client") if isinstance(d, dict) and isinstance(d.get("client"), dict) else None
+            for d in (details if isinstance(details, list) else ())
         )
+        input_tokens, max_out = _whole(meta.get("input_tokens")), _whole(meta.get("max_output_tokens"))
+        out.append(Run(run_id, source, tuple(ts), input_tokens, max_out, clients))
+    return out
+
+
+def _number(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def worst_client(clients: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """The machines' client health as one: the worst of each figure, since one lagging client
+    makes late stamps in the merged load (``telemetry.aggregate.client_bottleneck`` reads it)."""
+    known = [c for c in clients if c is not None]
+    if not known:
+        return None
+
+    def most(figure: str, sub: str | None = None) -> float | None:
+        values = []
+        for c in known:
+            v = c.get(figure)
+            if sub is not None:  # from disk: a figure that is not an object has no sub-figure
+                v = v.get(sub) if isinstance(v, Mapping) else None
+            if (n := _number(v)) is not None:
+                values.append(n)
+        return max(values) if values else None
+
+    out: dict[str, Any] = {"loop_lag_ms": {"p99": most("loop_lag_ms", "p99")}, "machines": len(known)}
+    for figure in ("cpu_percent", "cpu_percent_max_process", "host_cpu_percent"):
+        if (v := most(figure)) is not None:
+            out[figure] = v
     return out
 
 
@@ -131,6 +164,7 @@ class MergedLevel:
     turns: list[BenchTurn]  # every run's requests of this level, on the wall clock
     parts: tuple[RunLevel, ...]
     overlap: float | None  # the time all runs had in common, as a share of the shortest run's span
+    client: dict[str, Any] | None = None  # the worst of the machines' client health (worst_client)
 
 
 @dataclass
@@ -239,7 +273,8 @@ def merge(runs: Sequence[Run], *, min_overlap: float = MIN_OVERLAP) -> Merged:
         overlap = _overlap([p.span_ms for p in parts])
         if overlap is not None and overlap < min_overlap:
             apart.append(f"{k + 1} ({level_label(mode, total)}: {overlap:.0%} in common)")
-        merged.append(MergedLevel(mode, total, turns, tuple(parts), overlap))
+        client = worst_client([r.clients[k] if k < len(r.clients) else None for r in runs])
+        merged.append(MergedLevel(mode, total, turns, tuple(parts), overlap, client))
     warnings = []
     if apart:
         warnings.append(
@@ -254,7 +289,7 @@ def merged_levels(m: Merged) -> list[dict[str, Any]]:
     """Each merged level's figures (``telemetry.aggregate``), with the runs it was made from."""
     out = []
     for lv in m.levels:
-        figures = aggregate_level(lv.turns, level=lv.level, mode=lv.mode)
+        figures = aggregate_level(lv.turns, level=lv.level, mode=lv.mode, client=lv.client)
         figures["merged_from"] = [p.run_id for p in lv.parts]
         figures["runs"] = [
             {

@@ -87,7 +87,11 @@ def test_merged_levels_are_the_union_of_the_runs_levels(runs: dict[str, Path], c
     records = lines(runs["m1"]) + lines(runs["m2"])
     levels = bench["levels"]
     assert [lv["level"] for lv in levels] == [4, 6]  # 2 + 2 and 3 + 3 concurrent users
-    for lv, own in zip(levels, (2.0, 3.0), strict=True):
+    summaries = [json.loads((runs[m] / "summary.json").read_text()) for m in ("m1", "m2")]
+    for k, (lv, own) in enumerate(zip(levels, (2.0, 3.0), strict=True)):
+        # the client column: the worse machine's event-loop lag, from the runs' summaries
+        lags = [s["details"][k]["client"]["loop_lag_ms"]["p99"] for s in summaries]
+        assert lv["client"]["machines"] == 2 and lv["client"]["loop_lag_ms"]["p99"] == max(lags)
         union = [r for r in records if r["extra"]["bench"]["level"] == own and not r["extra"]["bench"]["warmup"]]
         assert lv["requests"] == len(union) == 12 and lv["merged_from"] == ids
         assert [p["requests"] for p in lv["runs"]] == [6, 6]
@@ -232,6 +236,15 @@ def test_two_runs_that_drew_the_same_id_both_count() -> None:
     assert merged_levels(m)[0]["requests"] == 8
     assert any("share a run id but not their requests" in n for n in m.notes)
     assert any("given twice (m1, m1)" in n for n in m.notes)
+
+
+def test_the_client_column_is_the_worst_machine() -> None:
+    lagging = {"details": [{"client": {"loop_lag_ms": {"p99": 12.0}, "cpu_percent": 40.0}}]}
+    idle = {"details": [{"client": {"loop_lag_ms": {"p99": 0.5}, "cpu_percent": 95.0, "host_cpu_percent": "x"}}]}
+    runs = split_runs("a", typed(wall("a", 0)), {"a": lagging}) + split_runs("b", typed(wall("b", 0)), {"b": idle})
+    (lv,) = merged_levels(merge(runs))
+    assert lv["client"] == {"loop_lag_ms": {"p99": 12.0}, "machines": 2, "cpu_percent": 95.0}
+    assert lv["client_bottleneck"].startswith("client-bound: event-loop lag p99 12.0 ms")
 
 
 def test_one_concatenated_file_holds_several_runs() -> None:
