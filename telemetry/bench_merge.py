@@ -245,11 +245,11 @@ def merge(runs: Sequence[Run], *, min_overlap: float = MIN_OVERLAP) -> Merged:
     if len(runs) < 2:
         got = f"only {runs[0].label()}" if runs else "none"
         raise MergeRefused(f"merging needs at least two different bench runs; got {got}")
-    _check_settings(runs, notes)
     per_run = [group_levels(measured(r.turns)) for r in runs]
     for r, levels in zip(runs, per_run, strict=True):
-        if not levels:
+        if not levels:  # (warm-ups alone): said before its mode reads as different
             raise MergeRefused(f"{r.label()} has no measured requests to merge")
+    _check_settings(runs, notes)
     common = min(len(levels) for levels in per_run)
     for r, levels in zip(runs, per_run, strict=True):
         extra = levels[common:]

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -245,6 +246,13 @@ def test_the_client_column_is_the_worst_machine() -> None:
     (lv,) = merged_levels(merge(runs))
     assert lv["client"] == {"loop_lag_ms": {"p99": 12.0}, "machines": 2, "cpu_percent": 95.0}
     assert lv["client_bottleneck"].startswith("client-bound: event-loop lag p99 12.0 ms")
+
+
+def test_a_run_of_warm_ups_alone_refuses() -> None:
+    warm = typed(wall("w", 0))
+    warm = [replace(t, bench=replace(t.bench, warmup=True)) for t in warm]
+    with pytest.raises(MergeRefused, match=r"run w \(w\) has no measured requests"):
+        merge(split_runs("a", typed(wall("a", 0))) + split_runs("w", warm))
 
 
 def test_one_concatenated_file_holds_several_runs() -> None:
