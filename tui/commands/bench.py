@@ -128,7 +128,7 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
     )
     # A random tail as session ids have: two runs started in the same second must not share an id
     # (their turns would collide in a merged report or a trace store) nor a default folder.
-    run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
     out: Path = args.out or Path(f"ttft-{run_id}")
     try:
         out.mkdir(parents=True, exist_ok=True)
