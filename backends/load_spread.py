@@ -29,7 +29,7 @@ from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 
 # ~100-200 us each to build and send a request, ~50-110 us to end a record in a batch, on this project's
-# 2-core machines: a pass then holds at most ~1.5 ms of this work.
+# 2-core machines: a pass then holds about 1-2 ms of this work at most.
 OPENS_PER_PASS = 8
 FINISHES_PER_PASS = 16
 MAX_ENDING = 4096  # records left to end past which endings no longer wait for the openings
