@@ -64,7 +64,7 @@ class _Hooks:
 
 
 def new_comparison_id() -> str:
-    return "cmp-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    return "cmp-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
 
 
 @dataclass

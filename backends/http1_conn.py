@@ -42,6 +42,7 @@ class Conn(asyncio.Protocol):
 
     def _reset_response(self) -> None:
         self.status = 0
+        self.headers_ns: int | None = None  # when the header block was parsed, stamped in the socket's callback
         self.raw_headers: list[tuple[bytes, bytes]] = []
         self.headers_done: asyncio.Future[None] | None = None
         self.pieces: deque[tuple[int, bytes]] = deque()
@@ -96,6 +97,7 @@ class Conn(asyncio.Protocol):
             self.has_length = True
 
     def on_headers_complete(self) -> None:
+        self.headers_ns = ev.now_ns()  # not when the waiting task resumes: under a burst, passes later
         self.status = self.parser.get_status_code()
         if self.headers_done is not None and not self.headers_done.done():
             self.headers_done.set_result(None)

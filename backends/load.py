@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import psutil
 
+from backends import load_spread
 from backends.base import Backend, ChatRequest, Message
 from backends.bench_prompt import synthetic_prompt as synthetic_prompt  # its home before; tests import it here
 from backends.finish import finish_turn
@@ -177,7 +178,7 @@ async def _one(
 ) -> None:
     """One request: started when the spreader has room, its record ended by the spreader later
     (then ``on_finished``). Returns once its stream is over."""
-    await spreader.open_turn()
+    await spreader.admit()
     user = Message("user", synthetic_prompt(index, cfg.input_tokens, cfg.seed))
     request = ChatRequest(((Message("system", cfg.system),) if cfg.system else ()) + (user,), settings)
     bench = {"run_id": run_id, "mode": mode, "level": level, "index": index, "warmup": warmup, "worker": worker}
@@ -355,6 +356,7 @@ async def _run_level(
             tasks.append(asyncio.create_task(send(start_index + k, at)))
         await asyncio.gather(*tasks)
 
+    active = load_spread.ACTIVE.set(spreader)  # the transport's responses share the openings' budget
     try:
         await drive()
         wall = time.monotonic() - t0  # the requests' span; ending the last records is not the server's time
@@ -368,6 +370,8 @@ async def _run_level(
         with contextlib.suppress(Exception):
             await watch.stop()
         raise LevelCancelled(_as_dicts(records)) from None
+    finally:
+        load_spread.ACTIVE.reset(active)
     client = await watch.stop()
     dicts = _as_dicts(records)
     late = [

@@ -7,8 +7,9 @@ send the next request) in ONE pass of the loop: 256 users stall the loop for ten
 No socket is read meanwhile, so every stream still running gets its chunks stamped late, and the
 requests just sent read their first token late: the client's own burst inside the figures.
 
-:class:`PassSpreader` bounds that work per pass: at most ``opens_per_pass`` requests start in one
-pass (the rest wait for the next passes, in order), and records are ended (:func:`backends.finish.
+:class:`PassSpreader` bounds that work per pass: at most ``opens_per_pass`` requests start, or
+take in their response's headers (the Protocol transport, through :data:`ACTIVE`), in one pass (the
+rest wait for the next passes, in order), and records are ended (:func:`backends.finish.
 finish_turns`) in batches of up to ``finishes_per_pass``, in passes that start no request, once a
 batch has gathered or its oldest record has waited ``ending_wait_s``.
 Between passes the loop polls its sockets and runs its timers, so stamps stay on time and the loop's
@@ -21,15 +22,16 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from contextvars import ContextVar
 
 from backends.finish import finish_turns
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 
-# ~100-200 us each to build and send a request, ~50 us to end a record in a batch, on this project's
-# 2-core machines: a pass then holds at most ~1.5 ms of this work.
+# ~100-200 us each to build and send a request, ~50-110 us to end a record in a batch, on this project's
+# 2-core machines: a pass then holds about 1-2 ms of this work at most.
 OPENS_PER_PASS = 8
-FINISHES_PER_PASS = 32
+FINISHES_PER_PASS = 16
 MAX_ENDING = 4096  # records left to end past which endings no longer wait for the openings
 ENDING_WAIT_S = 0.1  # the longest a record waits for a batch to gather
 
@@ -58,8 +60,9 @@ class PassSpreader:
         self._timer: asyncio.TimerHandle | None = None
         self.error: Exception | None = None  # the first a ``done`` callback raised
 
-    async def open_turn(self) -> None:
-        """Returns when this pass still has room for one more request to start (at once, mostly)."""
+    async def admit(self) -> None:
+        """Returns when this pass still has room for one more request's heavy step (at once, mostly):
+        building and sending a request, or taking in its response's headers (:func:`admit`)."""
         if not self._waiting and self._opened < self.opens_per_pass:
             self._opened += 1
             self._schedule()
@@ -151,3 +154,16 @@ class PassSpreader:
             except Exception as exc:  # raised by drain(), in the level's task, not lost in a loop callback
                 if self.error is None:
                     self.error = exc
+
+
+# The level being run in this context, set by the load driver: a transport under it takes in each
+# response's headers through the same budget as the requests' openings (a batching server answers many
+# at once). Everywhere else (chat, ask, compare) there is none and nothing waits.
+ACTIVE: ContextVar[PassSpreader | None] = ContextVar("ttft_pass_spreader", default=None)
+
+
+async def admit() -> None:
+    """Wait for room in this pass when a level's spreader is active here; else return at once."""
+    spreader = ACTIVE.get()
+    if spreader is not None:
+        await spreader.admit()

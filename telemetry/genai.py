@@ -154,7 +154,16 @@ def unix_ns(s: Any) -> int | None:
     if dt.tzinfo is None:
         return None  # a naive time could be any zone: better no time than a wrong one
     whole = int(dt.replace(microsecond=0).timestamp())
-    return whole * 1_000_000_000 + dt.microsecond * 1000
+    return _unix(whole * 1_000_000_000 + dt.microsecond * 1000)
+
+
+# OTLP carries times as fixed64 ns since the epoch: one past this (the year 2554), or before 1970, fails
+# the encoding of the whole batch it is in, so such a time is dropped, as an unreadable one is.
+MAX_UNIX_NS = 2**64 - 1
+
+
+def _unix(t: int) -> int | None:
+    return t if 0 <= t <= MAX_UNIX_NS else None
 
 
 def sent_unix_ns(rec: TurnRecord) -> int | None:
@@ -306,7 +315,7 @@ def turn_span(rec: TurnRecord, *, capture_content: bool = False) -> Span | None:
 
     def at(key: str) -> int | None:
         v = _num(ev.get(key))
-        return None if v is None else sent + int(v * NS_PER_MS)
+        return None if v is None else _unix(sent + int(v * NS_PER_MS))
 
     first, visible, last = at("first_token"), at("first_visible"), at("last_token")
     end = at("end") or last or sent
@@ -380,7 +389,7 @@ def turn_end_unix_ns(rec: TurnRecord) -> int | None:
     end = _num(ev.get("end"))
     if end is None:
         end = _num(ev.get("last_token"))
-    return sent + int((end or 0.0) * NS_PER_MS)
+    return _unix(sent + int((end or 0.0) * NS_PER_MS)) or sent
 
 
 def trace_ids(rec: TurnRecord, salt: int = 0) -> tuple[str, str]:

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from backends.compare import ComparePane, CompareRunner
 from backends.finish import add_sink, finish_turn
@@ -18,14 +15,6 @@ from telemetry.record import TurnRecord
 from tests.backend_util import make_request
 from tests.compare_fakes import ScheduledBackend
 from tui.runner import LoopThread, start_turn
-
-
-@pytest.fixture
-def sunk() -> Iterator[list[TurnRecord]]:
-    seen: list[TurnRecord] = []
-    remove = add_sink(seen.append)
-    yield seen
-    remove()
 
 
 def test_a_turn_is_logged_then_sunk_once(tmp_path: Path, sunk: list[TurnRecord]) -> None:

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from backends.finish import add_sink, finish_turn, finish_turns
+from backends.finish import finish_turn, finish_turns
 from telemetry import events as ev
 from telemetry.log import SessionLog, read_records
 from telemetry.metrics import Chunk, Timestamps, TokenCounts, compute, itl_gaps, percentiles, percentiles_many
@@ -135,14 +133,6 @@ def variety() -> list[TurnRecorder]:
         stream(first_ms=80, gap_ms=3, visible=64),
     ]
     return [fed(events, i) for i, events in enumerate(turns)]
-
-
-@pytest.fixture
-def sunk() -> Iterator[list[TurnRecord]]:
-    seen: list[TurnRecord] = []
-    remove = add_sink(seen.append)
-    yield seen
-    remove()
 
 
 def test_finish_turns_gives_the_records_finish_turn_gives(tmp_path: Path, sunk: list[TurnRecord]) -> None:

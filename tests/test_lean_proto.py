@@ -239,3 +239,97 @@ def test_the_pool_is_bounded_and_reuses_its_connections(loop: str) -> None:
     assert all(d["status"] == "ok" and len(d["chunks"]) == KEEPALIVE_WORDS for d in turns)
     assert srv.requests == 6 and srv.connections == 2  # never more than the bound, each kept alive
     assert sum(d["http"]["connection"] == "reused" for d in turns) == 4
+
+
+# --- the headers' stamp: taken where the bytes are parsed --------------------------------------------------
+async def test_the_headers_are_stamped_when_parsed_not_when_the_waiting_task_resumes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Under a burst (hundreds of streams' headers in one poll) the task waiting for the headers resumes
+    # passes after they were parsed. Here the pass between is held 300 ms: the stamp must not move.
+    import time
+
+    from backends import http1_conn
+    from backends.turn import new_recorder, run_turn
+    from telemetry import events as ev
+    from tests.backend_util import make_request
+
+    loop = asyncio.get_running_loop()
+    held: list[int] = []
+    parse = http1_conn.Conn.on_headers_complete
+
+    def hold() -> None:
+        held.append(ev.now_ns())
+        time.sleep(0.3)
+
+    def on_headers_complete(self: http1_conn.Conn) -> None:
+        if not held:
+            loop.call_soon(hold)  # queued before the waiting task's wake-up: runs first, next pass
+        parse(self)
+
+    monkeypatch.setattr(http1_conn.Conn, "on_headers_complete", on_headers_complete)
+    with FakeServer(Schedule(visible_tokens=3, token_ms=0)) as srv:
+        b = proto(srv.openai_base_url)
+        try:
+            request = make_request(stream=True)
+            record = await run_turn(b, request, new_recorder(b, request, session_id="t", turn_index=0))
+        finally:
+            await b.aclose()
+    assert record.status == "ok" and held
+    assert record.timestamps.headers is not None and record.timestamps.headers <= held[0]
+
+
+async def test_under_a_bench_level_each_response_is_taken_in_through_the_spreader() -> None:
+    from backends import load_spread
+
+    admitted: list[int] = []
+
+    class Counting(load_spread.PassSpreader):
+        async def admit(self) -> None:
+            admitted.append(1)
+            await super().admit()
+
+    with FakeServer(Schedule(visible_tokens=3, token_ms=0)) as srv:
+        b = proto(srv.openai_base_url)
+        try:
+            await one_turn(b, stream=True)  # no level: nothing asked
+            assert admitted == []
+            token = load_spread.ACTIVE.set(Counting())
+            try:
+                rec = await one_turn(b, stream=True)
+            finally:
+                load_spread.ACTIVE.reset(token)
+        finally:
+            await b.aclose()
+    assert rec["status"] == "ok" and admitted == [1]
+
+
+async def test_a_turn_cancelled_while_waiting_for_its_pass_gives_its_connection_back() -> None:
+    from backends import load_spread
+    from backends.http import Probe
+    from backends.lean_proto import ProtoClient
+
+    waiting = asyncio.Event()
+
+    class Full(load_spread.PassSpreader):
+        async def admit(self) -> None:  # every pass full from now on: the response waits until cancelled
+            waiting.set()
+            await asyncio.Event().wait()
+
+    with FakeServer(Schedule(visible_tokens=3, token_ms=0)) as srv:
+        client = ProtoClient(timeout_s=10, connect_timeout_s=5, tls=False, max_connections=1)
+        body = b'{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+        token = load_spread.ACTIVE.set(Full())
+        try:
+            url = srv.openai_base_url + "/chat/completions"
+            headers = {"Content-Type": "application/json"}
+            task = asyncio.ensure_future(client.send(url, body=body, headers=headers, params={}, probe=Probe()))
+            await asyncio.wait_for(waiting.wait(), 10)  # the headers are in; the response waits for a pass
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            load_spread.ACTIVE.reset(token)
+        assert client._slots is not None and not client._slots.locked()  # its one slot is free again
+        assert not any(client._idle.values())  # a half-read response is not pooled
+        await client.aclose()

@@ -50,7 +50,7 @@ async def test_openings_go_at_most_n_per_pass_in_arrival_order() -> None:
     went: list[tuple[int, int]] = []  # (who, pass)
 
     async def user(k: int) -> None:
-        await spreader.open_turn()
+        await spreader.admit()
         went.append((k, passes.n))
 
     await asyncio.gather(*(user(k) for k in range(10)))
@@ -68,7 +68,7 @@ async def test_a_lone_opening_does_not_wait_for_a_pass() -> None:
     passes = PassCounter()
     passes.start()
     before = passes.n
-    await spreader.open_turn()
+    await spreader.admit()
     assert passes.n == before
     passes.stop()
 
@@ -78,7 +78,7 @@ async def test_a_cancelled_waiter_gives_its_place_to_the_next() -> None:
     order: list[int] = []
 
     async def user(k: int) -> None:
-        await spreader.open_turn()
+        await spreader.admit()
         order.append(k)
 
     tasks = [asyncio.ensure_future(user(k)) for k in range(3)]
@@ -104,7 +104,7 @@ async def test_endings_are_batched_kept_out_of_passes_that_open_and_all_delivere
 
     async def opener() -> None:
         for _ in range(3):
-            await spreader.open_turn()
+            await spreader.admit()
             opened_in.append(passes.n)
 
     await asyncio.gather(opener(), spreader.drain())
@@ -127,7 +127,7 @@ async def test_endings_do_not_wait_for_openings_past_the_bound() -> None:
 
     async def opener() -> None:
         while len(ended) < 3:  # openings every pass: endings go anyway while more than 3 wait
-            await spreader.open_turn()
+            await spreader.admit()
 
     await asyncio.wait_for(opener(), 2)
     await spreader.drain()

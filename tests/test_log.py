@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,25 @@ def test_a_killed_process_leaves_every_finished_turn(tmp_path: Path, data_dir: P
     lines = path.read_text().splitlines()
     assert len(lines) == n
     assert all(json.loads(line)["schema"] == "ttft.turn/2" for line in lines)
+
+
+def test_a_new_session_never_takes_an_id_whose_file_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import secrets
+
+    import telemetry.log as log_module
+
+    draws = iter(["aaaaaa", "aaaaaa", "bbbbbb"])
+    monkeypatch.setattr(secrets, "token_hex", lambda n: next(draws))
+    monkeypatch.setattr(log_module, "datetime", _FixedClock)
+    first = SessionLog(directory=tmp_path)
+    first.path.parent.mkdir(parents=True, exist_ok=True)
+    first.path.write_text("")  # a session begun in the same second with the same draw
+    second = SessionLog(directory=tmp_path)
+    assert first.session_id == "20260101-090000-aaaaaa"
+    assert second.session_id == "20260101-090000-bbbbbb" and second.path != first.path
+
+
+class _FixedClock:
+    @staticmethod
+    def now(tz: object = None) -> datetime:
+        return datetime(2026, 1, 1, 9, 0, 0, tzinfo=UTC)

@@ -16,6 +16,7 @@ from telemetry import events as ev
 from telemetry import genai
 from telemetry.export import export
 from telemetry.log import SessionLog
+from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
 from tests.fakes.otlp_receiver import OtlpReceiver, attrs, parse_metrics_json, parse_traces_json
@@ -293,3 +294,27 @@ def test_the_cli_says_how_many_turns_the_otel_mapping_left_out(
     assert "left out 1 turn whose fields do not read as a ttft.turn record" in err and "wrote 3 turns" in err
     assert main(["export", "-f", "jsonl", "-o", str(tmp_path / "t.jsonl")]) == 0
     assert "left out" not in capsys.readouterr().err  # the other formats carry every line the log holds
+
+
+def test_times_past_what_otlp_carries_are_dropped_not_the_batch(records: list[dict[str, Any]], tmp_path: Path) -> None:
+    # OTLP's times are fixed64 ns since 1970: a finite but enormous time in an old log (or a start in
+    # the year 9999) failed the encoding of the whole batch it was in.
+    ok = records[0]
+    far = ok | {"events_ms": {**ok["events_ms"], "end": 1e300, "last_token": 1e300}}
+    future = ok | {"started_at": "9999-12-31T00:00:00+00:00", "sent_at": None}
+    out = tmp_path / "t.otel.json"
+    assert export([ok, far, future], "otel", out) == 3
+    doc = parse_traces_json(out.read_text())  # parses: every time fits in a fixed64
+    spans = doc.resource_spans[0].scope_spans[0].spans
+    roots = [s for s in spans if not s.parent_span_id]
+    assert len(roots) == 2  # the year-9999 turn has no time OTLP can carry: no span, as an unreadable clock
+    assert all(0 <= s.start_time_unix_nano <= s.end_time_unix_nano < 2**64 for s in spans)
+    assert roots[1].start_time_unix_nano == genai.sent_unix_ns(TurnRecord.from_dict(far))
+    (sm,) = parse_metrics_json(_export_metrics([ok, far, future], tmp_path)).resource_metrics[0].scope_metrics
+    assert sm.metrics
+
+
+def _export_metrics(records: list[dict[str, Any]], tmp_path: Path) -> str:
+    out = tmp_path / "m.json"
+    export(records, "otel-metrics", out)
+    return out.read_text()

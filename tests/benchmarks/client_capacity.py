@@ -6,7 +6,9 @@
 
 The default path is ``ttft bench``'s: the lean reader (orjson) on the asyncio Protocol + httptools
 transport (backends.lean_proto; on aiohttp without httptools, or with ``--transport aiohttp``, as
-``ttft bench --aiohttp``). ``--ramp S`` starts each level's streams spread over S seconds. ``--httpx`` is the lean
+``ttft bench --aiohttp``). ``--ramp S`` starts each level's streams spread over S seconds.
+``--spread off`` turns off what ``ttft bench`` does at every level (backends.load_spread): at most 8
+requests start per loop pass and records are ended in batches between passes. ``--httpx`` is the lean
 reader on httpx2 (as ``ttft ask``), ``--raw`` the SDK's call read as JSON, ``--sdk`` the SDK's typed
 chunks. ``--loop asyncio`` runs asyncio's own event loop rather than uvloop (``ttft bench``'s
 default when uvloop is installed, backends.event_loop). Besides lag and CPU per chunk it prints how

@@ -94,39 +94,40 @@ def finish_us(tokens: int, number: int) -> float:
 BATCH = 64  # records a bench's finisher takes in one pass, at 64 users
 
 
-def batch_finish_us(tokens: int, n: int) -> tuple[float, float]:
-    """CPU us per record to finish ``n`` fresh records one by one, then copies of them in batches."""
+def _two_ways_us(
+    n: int, make: Callable[[], tuple[Any, Any]], one: Callable[[Any], object], batch: Callable[[Any], object]
+) -> tuple[float, float]:
+    """CPU us per record of ``one`` over each of ``n`` items, then of ``batch`` over slices of ``BATCH``;
+    ``make`` gives the two sets of items fresh for each of 5 runs; medians."""
     alone_runs, batch_runs = [], []
     for _ in range(5):
-        alone = [fed(tokens) for _ in range(n)]
-        batched = copy.deepcopy(alone)  # the same records, stamps and all
+        first, second = make()
         t0 = time.process_time()
-        for r in alone:
-            finish_turn(r)
+        for item in first:
+            one(item)
         t1 = time.process_time()
         for i in range(0, n, BATCH):
-            finish_turns(batched[i : i + BATCH])
+            batch(second[i : i + BATCH])
         t2 = time.process_time()
         alone_runs.append((t1 - t0) / n * 1e6)
         batch_runs.append((t2 - t1) / n * 1e6)
     return statistics.median(alone_runs), statistics.median(batch_runs)
+
+
+def batch_finish_us(tokens: int, n: int) -> tuple[float, float]:
+    """CPU us per record to finish ``n`` fresh records one by one, then copies of them in batches."""
+
+    def make() -> tuple[Any, Any]:
+        alone = [fed(tokens) for _ in range(n)]
+        return alone, copy.deepcopy(alone)  # the same records, stamps and all
+
+    return _two_ways_us(n, make, finish_turn, finish_turns)
 
 
 def itl_us(tokens: int, n: int) -> tuple[float, float]:
     """CPU us per record for the ITL percentiles alone: one call each, and one per batch of 64."""
     gaps = [itl_gaps(fed(tokens).chunks) for _ in range(n)]
-    alone_runs, batch_runs = [], []
-    for _ in range(5):
-        t0 = time.process_time()
-        for g in gaps:
-            percentiles(g)
-        t1 = time.process_time()
-        for i in range(0, n, BATCH):
-            percentiles_many(gaps[i : i + BATCH])
-        t2 = time.process_time()
-        alone_runs.append((t1 - t0) / n * 1e6)
-        batch_runs.append((t2 - t1) / n * 1e6)
-    return statistics.median(alone_runs), statistics.median(batch_runs)
+    return _two_ways_us(n, lambda: (gaps, gaps), percentiles, percentiles_many)
 
 
 def bench_dicts(n: int, tokens: int) -> list[dict[str, Any]]:

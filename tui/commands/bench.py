@@ -16,6 +16,7 @@ import json
 import os
 import secrets
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,24 @@ def write_results(out: Path, levels: list[dict[str, Any]], meta: dict[str, Any])
     return summary
 
 
+async def _wait_for_start(args: argparse.Namespace, meta: dict[str, Any]) -> None:
+    """``--start-at``: sleep until that wall-clock moment, after the warm-up; said in the summary."""
+    if args.start_at is None:
+        return
+    meta["start_at"] = datetime.fromtimestamp(args.start_at, UTC).isoformat(timespec="milliseconds")
+    ahead = args.start_at - time.time()
+    if ahead > 0:
+        note(args, f"ttft bench: waiting {ahead:.1f} s for --start-at {meta['start_at']}")
+        await asyncio.sleep(ahead)
+        return
+    meta["started_late_s"] = round(-ahead, 3)
+    print(
+        f"ttft bench: the warm-up ran {-ahead:.1f} s past --start-at: starting now "
+        "(ttft report --merge says how much the runs overlapped)",
+        file=sys.stderr,
+    )
+
+
 async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
     mode = "rate" if args.rate else "concurrency"
     levels_in = args.rate or args.concurrency or (1.0, 2.0, 4.0, 8.0)
@@ -126,9 +145,12 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         turn=settings_from_args(args),
         system=args.system,
     )
+    if (why := bench_args.check_start(args.start_at, time.time())) is not None:
+        print(f"ttft bench: {why}", file=sys.stderr)
+        return Exit.USAGE
     # A random tail as session ids have: two runs started in the same second must not share an id
     # (their turns would collide in a merged report or a trace store) nor a default folder.
-    run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+    run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
     out: Path = args.out or Path(f"ttft-{run_id}")
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -248,6 +270,7 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
                     msg = visible_controls(f"ttft bench: every warm-up request failed: {err.message if err else None}")
                     print(msg, file=sys.stderr)  # the server's words: shown, never run
                     return Exit.FAILED
+                await _wait_for_start(args, meta)
                 print(HEADER)
                 if args.find_capacity:
 

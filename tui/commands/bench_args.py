@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,41 @@ def _floats(text: str) -> tuple[float, ...]:
     if not vals or any(v <= 0 for v in vals):
         raise argparse.ArgumentTypeError("levels must be > 0")
     return vals
+
+
+MAX_START_AHEAD_S = 24 * 3600  # a start further ahead than this is a typo, not a plan
+
+
+def start_time(text: str) -> float:
+    """``--start-at``: an ISO 8601 time with its zone (``2026-12-01T16:00:00Z``) or Unix seconds, as
+    Unix seconds. A time without a zone is refused: each machine would read it in its own."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a time like 2026-12-01T16:00:00Z or Unix seconds, got {text!r}"
+        ) from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no zone: add Z or +HH:MM, so every machine reads the same moment"
+        )
+    return when.timestamp()
+
+
+def check_start(start_at: float | None, now: float) -> str | None:
+    """Why ``--start-at`` cannot be kept, or None. A time already past at launch is refused: a run
+    started late would not load the server together with the others."""
+    if start_at is None:
+        return None
+    if start_at < now:
+        return f"--start-at has already passed ({now - start_at:.0f} s ago)"
+    if start_at - now > MAX_START_AHEAD_S:
+        return "--start-at is more than 24 hours ahead"
+    return None
 
 
 def _goodput(text: str) -> str:
@@ -111,6 +147,13 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
     )
     p.add_argument("--out", type=Path, help="results folder (default ./ttft-bench-<time>)")
     p.add_argument("--workers", type=int, default=1, help="split the load across this many client processes")
+    p.add_argument(
+        "--start-at",
+        type=start_time,
+        metavar="TIME",
+        help="start the first measured level at this wall-clock time (ISO 8601 with a zone, or Unix seconds), "
+        "after the warm-up: several machines then load the server together (merge with ttft report --merge)",
+    )
     p.add_argument("--max-in-flight", type=int, default=1024, help="open loop: most streams at once")
     client = p.add_mutually_exclusive_group()
     client.add_argument(

@@ -6,7 +6,8 @@ log (``.jsonl`` of ``ttft.turn`` lines, or a session id), a comparison log (turn
 timeline of chosen turns (failed and cancelled turns marked), and the trade-off chart for benches.
 ``--html FILE`` writes the same as one self-contained page (``tui.report_html``): a header with the
 date, version, models, base URLs and sources, hover details on every chart, a layout that fits a
-phone; ``--svg DIR`` / ``--png DIR`` write each chart as a file.
+phone; ``--svg DIR`` / ``--png DIR`` write each chart as a file. ``--merge`` reads bench runs
+made on several machines at once as one load (``tui.commands.report_merge``, ``telemetry.bench_merge``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from telemetry import aggregate as agg
 from telemetry.bench_conclusion import conclusion as bench_conclusion
+from telemetry.bench_merge import MergeRefused
 from telemetry.bench_turns import group_levels, measured, read_bench
 from telemetry.compare import pane_stats
 from telemetry.export import STDOUT, open_private
@@ -32,6 +34,7 @@ from tui.commands.bench_output import COLUMNS, HEADER, bench_charts, level_cells
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, note, print_json
+from tui.commands.report_merge import merged_bench
 from tui.format import short_model, visible_controls
 
 
@@ -45,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "ttft report ttft-bench-20260101-090000/           # a bench folder",
             "ttft report SESSION_ID cmp/CMP_ID.jsonl --html report.html",
             "ttft report a/ b/ --svg charts/ --json -q        # the figures as JSON, the charts as files",
+            "ttft report --merge m1/ m2/                     # runs made at once on two machines, as one load",
         ),
     )
     p.add_argument("files", nargs="+", help="bench folders, summary.json, .jsonl logs, or session ids")
@@ -57,6 +61,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--svg", type=Path, metavar="DIR", help="write each chart as an SVG file into DIR")
     p.add_argument("--png", type=Path, metavar="DIR", help="write each chart as PNG into DIR (needs matplotlib)")
     p.add_argument("--width", type=int, default=78, help="terminal chart width")
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="the bench runs given (folders or turns.jsonl, made at once on several machines) are one load:"
+        " level k of each together, its concurrency or rate their sum, every figure over all their requests",
+    )
     add_output_flags(p, "print the figures as a ttft.report/1 JSON object instead of the tables and charts")
     p.set_defaults(func=run)
 
@@ -258,6 +268,12 @@ def load(paths: list[str], turns: str | None = None) -> Loaded:
     return out
 
 
+def load_merged(paths: list[str]) -> Loaded:
+    """``--merge``: the runs as one bench; ``MergeRefused`` when they cannot be one load."""
+    m = merged_bench(paths)
+    return Loaded([Bench(m.name, m.levels, bench_conclusion(m.levels), m.meta)], problems=m.problems, sources=m.sources)
+
+
 # --- tables ------------------------------------------------------------------------------
 GROUP_COLUMNS = ("turns", "ok", "errors", "TTFT p50", "p90", "TTFVT p50", "TPOT p50", "p90", "E2E p50", "out tok p50")
 
@@ -331,7 +347,10 @@ def report_charts(loaded: Loaded, turns: str | None) -> list[tuple[str, charts.C
 def report_text(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], width: int) -> str:
     out: list[str] = []
     for b in loaded.benches:
-        out += [f"== bench: {b.name} ==", HEADER, *(level_row(lv) for lv in b.levels), ""]
+        out += [f"== bench: {b.name} =="]
+        if b.meta.get("merged_from"):
+            out.append("merged from runs " + ", ".join(map(str, b.meta["merged_from"])))
+        out += [HEADER, *(level_row(lv) for lv in b.levels), ""]
     if loaded.groups:
         out += ["== turns ==", groups_table(loaded.groups), ""]
     for _, c in chart_list:
@@ -369,7 +388,11 @@ def report_json(loaded: Loaded) -> dict[str, Any]:
 
     return {
         "schema": "ttft.report/1",
-        "benches": [{"name": b.name, "levels": b.levels, "conclusion": b.conclusion} for b in loaded.benches],
+        "benches": [
+            {"name": b.name, "levels": b.levels, "conclusion": b.conclusion}
+            | ({"merged_from": b.meta["merged_from"]} if b.meta.get("merged_from") else {})
+            for b in loaded.benches
+        ],
         "groups": [group(g) for g in loaded.groups],
         "problems": loaded.problems,
     }
@@ -384,7 +407,14 @@ def _wrote(args: argparse.Namespace, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    loaded = load(args.files, args.turns)
+    if args.merge:
+        try:
+            loaded = load_merged(args.files)
+        except MergeRefused as exc:  # not one load (or nothing to merge): said, exit 2, no report
+            print(visible_controls(f"ttft report: cannot merge: {exc}"), file=sys.stderr)
+            return Exit.USAGE
+    else:
+        loaded = load(args.files, args.turns)
     for p in loaded.problems:
         print(visible_controls(f"ttft report: {p}"), file=sys.stderr)
     if not loaded.benches and not loaded.groups:
