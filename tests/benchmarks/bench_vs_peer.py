@@ -3,10 +3,11 @@
     python tests/benchmarks/bench_vs_peer.py [--aiperf /tmp/aiperf-venv/bin/aiperf] [--rounds 3] [--skip-llama]
 
 1. The simulated batching server (tests/fakes/batching_server.py, a separate process) and, when
-   llama-server is installed (extra ``server``), the real llama-server with the default Gemma
-   3 270M model (``--ignore-eos`` so both tools get exactly the requested output length).
-2. For each concurrency level: ``ttft bench`` (one run over all levels) and ``aiperf profile``
-   (one run per level), same output length, similar prompt length, closed loop.
+   llama-server is installed (extra ``server``), the real llama-server with the default local
+   model (``--ignore-eos`` so both tools get exactly the requested output length).
+2. For each concurrency level: ``ttft bench`` and ``aiperf profile``, one run each, same output
+   length, similar prompt length, closed loop, prompts of their own in every run (a repeated
+   prompt would come from llama-server's prompt cache).
    ``--rounds N`` runs each tool N times per level, ttft first in odd rounds and AIPerf first in even
    ones, so a server whose speed drifts over a level favours neither tool.
 3. Prints TTFT p50, TPOT p50 (AIPerf calls it ITL) and output tokens/s per level for both tools
