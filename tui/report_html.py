@@ -24,7 +24,7 @@ from tui.format import visible_controls
 
 if TYPE_CHECKING:
     from tui import charts
-    from tui.commands.report import Loaded
+    from tui.commands.report_load import Loaded
 
 
 @dataclass(frozen=True)
