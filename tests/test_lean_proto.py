@@ -18,7 +18,7 @@ from tests.backend_util import backend_for, one_turn
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.keepalive_server import KEEPALIVE_WORDS, KeepAliveServer
 from tests.fakes.tls_server import TLSFakeServer
-from tests.test_backend_raw_stream import LEAN_EXTRA, SCHEDULES, _error_words, _same
+from tests.test_backend_raw_stream import LEAN_EXTRA, SCHEDULES, _error_words, _same, _stalled
 from tests.test_lean_resend import two_turns
 from tests.test_wait_phases import HEADERS, HELD, _sums_to_ttft
 
@@ -71,7 +71,7 @@ def test_proto_transport_on_a_stalled_stream_times_out_as_the_sdk_does(loop: str
     schedule = Schedule(visible_tokens=6, stall_after=2, stall_s=3)
     sdk, lean = on(loop, lambda: _both(schedule, {"timeout_s": 0.5}, stream=True, max_retries=0))
     assert lean["error"]["type"] == "timeout" and lean["answer"] == "w00 w01 "
-    assert _same(lean) == _same(sdk) and _error_words(lean) == _error_words(sdk)
+    assert _same(lean) == _same(sdk) and _stalled(lean) and _stalled(sdk)
 
 
 @pytest.mark.parametrize("loop", LOOPS)
