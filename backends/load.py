@@ -1,8 +1,9 @@
 """The load driver behind ``ttft bench``: many concurrent turns, each recorded like any other.
 
 Every request goes through :func:`backends.turn.stream_turn` with its own recorder, so every
-request is a complete ``ttft.turn`` record (tagged ``extra.bench``), ended by
-:func:`backends.finish.finish_turn` and so seen by the same sinks (OpenTelemetry) as a chat turn.
+request is a complete ``ttft.turn`` record (tagged ``extra.bench``), ended through
+:mod:`backends.finish` (in batches, ``finish_turns``) and so seen by the same sinks (OpenTelemetry)
+as a chat turn.
 Requests start, and their records are ended, through a :class:`backends.load_spread.PassSpreader`:
 a level's streams end together on a batching server, and that burst of work is spread over passes
 of the event loop rather than stalling the streams still running. Two kinds of level:
@@ -35,7 +36,6 @@ from backends import load_spread
 from backends.base import Backend, ChatRequest, Message
 from backends.bench_prompt import synthetic_prompt as synthetic_prompt  # its home before; tests import it here
 from backends.finish import finish_turn
-from backends.load_spread import PassSpreader
 from backends.turn import new_recorder, stream_turn, target_probe
 from telemetry import events as ev
 from telemetry.arrivals import poisson_schedule
@@ -172,7 +172,7 @@ async def _one(
     worker: int = 0,
     on_cancel: Callable[[Finished], None] | None = None,
     on_finished: Callable[[Finished], None],
-    spreader: PassSpreader,
+    spreader: load_spread.PassSpreader,
     settings: TurnSettings,
     probe: SavedProbe | None,
 ) -> None:
@@ -276,7 +276,7 @@ async def _run_level(
     origin = start_at_ns if start_at_ns is not None else ev.now_ns()
     records: list[Finished] = []
     state = {"in_flight": 0, "errors": 0, "tokens": 0}
-    spreader = PassSpreader() if cfg.spread else PassSpreader(1 << 30, 1 << 30, 0, 0.0)
+    spreader = load_spread.PassSpreader() if cfg.spread else load_spread.PassSpreader(1 << 30, 1 << 30, 0, 0.0)
 
     def finished(f: Finished) -> None:
         records.append(f)
