@@ -38,6 +38,7 @@ class Conn(asyncio.Protocol):
         self.parser = httptools.HttpResponseParser(self)
         self.loop = asyncio.get_running_loop()  # made by the loop's create_connection, on its thread
         self.lost = False
+        self.idle_since: float | None = None  # monotonic time it last went back to the pool
         self._reset_response()
 
     def _reset_response(self) -> None:

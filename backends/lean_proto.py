@@ -35,13 +35,14 @@ import httpx2
 
 from backends import load_spread
 from backends.http import Probe, no_tls_context, parse_retry_after
-from backends.http1_conn import Conn, ProtoResponse, as_httpx
+from backends.http1_conn import Closed, Conn, ProtoResponse, as_httpx
 from backends.http_meta import http_info
 from backends.lean_http import STALE_RETRIES
 from telemetry import events as ev
 
 DNS_TTL_S = 300.0  # as the aiohttp client caches names
 _RESET = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+CLOSED_SOON_S = 1.0  # a kept-alive connection the server ends sooner than this after its response: see _ended_early
 
 
 # Set here, whatever the configured headers say: the body is read as sent (no decoder), its length is ours,
@@ -82,6 +83,7 @@ class ProtoClient:
         self.tls = tls
         self._ssl: ssl.SSLContext | None = None
         self._idle: dict[tuple[str, str, int], deque[Conn]] = {}
+        self._closes_after_response: set[tuple[str, str, int]] = set()  # targets not to pool for (_pooled)
         self._open = 0
         self._slots: asyncio.Semaphore | None = None
         self._dns: dict[tuple[str, int], tuple[float, list[Any]]] = {}
@@ -179,8 +181,18 @@ class ProtoClient:
             conn = idle.pop()
             if conn.reusable():
                 return conn
+            self._ended_early(conn)
             self._drop(conn)
         return None
+
+    def _ended_early(self, conn: Conn) -> None:
+        """Note a target whose server ended a kept-alive connection within ``CLOSED_SOON_S`` of its
+        response. Some servers (llama-server after a stream) close every connection right after its
+        response though they offer keep-alive, and the close often reaches us after the next request
+        was written on it: lost. Such a target gets a new connection each time. A close after a longer
+        idle (a server's keep-alive timeout) says nothing of the next response: pooling goes on."""
+        if conn.idle_since is not None and time.monotonic() - conn.idle_since < CLOSED_SOON_S:
+            self._closes_after_response.add(conn.key)
 
     def _drop(self, conn: Conn) -> None:
         conn.close()
@@ -251,8 +263,10 @@ class ProtoClient:
                 await headers_done
                 return conn
             except BaseException as exc:
-                self._drop(conn)
                 reused = not probe.connected
+                if reused and not conn.got_bytes and isinstance(exc, (*_RESET, Closed)):
+                    self._ended_early(conn)
+                self._drop(conn)
                 if stale < STALE_RETRIES and reused and not conn.got_bytes and isinstance(exc, _RESET):
                     continue  # the keep-alive race: the server cannot have read any of it
                 if isinstance(exc, asyncio.CancelledError | TimeoutError | httpx2.TransportError):
@@ -263,7 +277,10 @@ class ProtoClient:
     def _release(self, conn: Conn, keep: bool) -> None:
         if self._slots is not None:
             self._slots.release()
-        if keep and conn.reusable():
+        if conn.complete and conn.keep_alive and conn.lost:  # kept alive, it said, and closed at once
+            self._closes_after_response.add(conn.key)
+        if keep and conn.key not in self._closes_after_response and conn.reusable():
+            conn.idle_since = time.monotonic()
             conn.headers_done = None  # idle: any byte now is unasked for
             self._idle.setdefault(conn.key, deque()).append(conn)
         else:

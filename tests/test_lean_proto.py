@@ -333,3 +333,21 @@ async def test_a_turn_cancelled_while_waiting_for_its_pass_gives_its_connection_
         assert client._slots is not None and not client._slots.locked()  # its one slot is free again
         assert not any(client._idle.values())  # a half-read response is not pooled
         await client.aclose()
+
+
+async def test_a_server_that_closes_after_each_answer_loses_one_request_at_most() -> None:
+    # llama-server offers keep-alive but closes each connection right after a streamed answer, its
+    # close often crossing the next request. That request cannot be sent again (the server might
+    # have read it), but once seen, the target gets a new connection each time: no more are lost.
+    from tests.fakes.keepalive_server import KeepAliveServer
+
+    async with KeepAliveServer("close_unread") as srv:
+        b = proto(srv.base_url)
+        try:
+            turns = [await one_turn(b, stream=True, max_retries=0) for _ in range(4)]
+        finally:
+            await b.aclose()
+    assert [t["status"] for t in turns] == ["ok", "error", "ok", "ok"], [t.get("error") for t in turns]
+    assert turns[1]["error"]["type"] == "connection_dropped"
+    assert [t["http"]["connection"] for t in turns[2:]] == ["new", "new"]
+    assert srv.requests == 3  # nothing ran twice

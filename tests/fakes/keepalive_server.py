@@ -11,6 +11,9 @@ kept alive. What becomes of the connection's second request is ``then``:
   a server that took the request and went away, which a resend would make run it twice;
 - ``"close_idle"``: none: the connection is closed as soon as the first answer is out (a keep-alive
   that ran out at once), so the next request finds it ended, or has it reset unread;
+- ``"close_unread"``: as soon as its first byte is in, the connection is closed (an EOF) unread: a
+  server that closes every connection after its answer, its close crossing the next request (as
+  llama-server does after a stream, though it offers keep-alive);
 - ``"answer"``: answered like the first.
 
 ``requests`` counts the requests the server read in full: what a client's resend would duplicate.
@@ -25,7 +28,7 @@ import socket
 import struct
 from typing import Literal
 
-Then = Literal["reset_unread", "read_then_drop", "close_idle", "answer"]
+Then = Literal["reset_unread", "read_then_drop", "close_idle", "close_unread", "answer"]
 KEEPALIVE_WORDS = 3
 
 
@@ -79,9 +82,11 @@ class KeepAliveServer:
             await writer.drain()
             if self.then == "close_idle":
                 return  # closed below
-            if self.then == "reset_unread":
+            if self.then in ("reset_unread", "close_unread"):
                 if not await reader.read(1):  # the next request's first byte: it is on its way
                     return
+                if self.then == "close_unread":
+                    return  # closed below: an EOF, the request unread
                 sock = writer.get_extra_info("socket")
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 writer.transport.abort()  # a reset, the request unparsed
