@@ -3,7 +3,7 @@
 Chat, ask, compare, bench (and probe) all end their turns here, so every turn reaches the
 same places in the same order: the session log first (a line is never lost to a sink),
 then each registered sink (the live OpenTelemetry push, registered by the CLI through
-:mod:`backends.otel`). A sink must be cheap and must not block: it is called on the
+:mod:`backends.otel.push`). A sink must be cheap and must not block: it is called on the
 thread that ran the turn, right after the last stamp. A sink that raises is ignored.
 
 Ending a turn twice is harmless: the second call returns the record the first one
@@ -20,7 +20,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Sequence
 
-from telemetry.log import LogWriteError, SessionLog
+from telemetry.log.turns import LogWriteError, SessionLog
 from telemetry.metrics import itl_gaps, percentiles_many
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder

@@ -15,13 +15,13 @@ from typing import Any
 from backends.base import Backend, ChatRequest
 from backends.finish import finish_turn
 from telemetry import events as ev
-from telemetry.log import SessionLog
-from telemetry.probe_split import SavedProbe
-from telemetry.probe_store import saved_probe as saved_probe_for
+from telemetry.log.surrogates import scrub, scrub_event
+from telemetry.log.turns import SessionLog
+from telemetry.log.urls import redact_url
+from telemetry.probe.saved import SavedProbe
+from telemetry.probe.store import saved_probe as saved_probe_for
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
-from telemetry.surrogates import scrub, scrub_event
-from telemetry.urls import redact_url
 
 
 def new_recorder(
@@ -35,7 +35,7 @@ def new_recorder(
     probe: SavedProbe | None = None,
 ) -> TurnRecorder:
     """The recorder for one turn. ``saved_probe``: split the server's wait with this target's saved
-    ``ttft probe`` when there is one (telemetry.probe_split); the probe's own turns say False.
+    ``ttft probe`` when there is one (telemetry.probe.saved); the probe's own turns say False.
     ``probe``: that probe, already looked up (:func:`target_probe`; the load driver, once a level)."""
     if probe is None and saved_probe:
         probe = target_probe(backend)

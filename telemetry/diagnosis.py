@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from datetime import datetime
 
 from telemetry.duration import fmt_ms as _s  # the one duration formatter, short in these sentences
-from telemetry.probe_split import probe_day
 from telemetry.record import TurnRecord
 from telemetry.wire import HttpInfo, WaitSplit
 
@@ -221,3 +221,18 @@ def diagnose_session(records: Sequence[TurnRecord]) -> str:
     else:
         verdict = "the time is split between waiting and decoding."
     return f"{head}; {verdict}{fail_note}"
+
+
+def probe_day(date: str | None) -> str:
+    """``2026-12-02T...`` as ``2 Dec`` for a sentence; the text itself (printable, bounded) when it is no date.
+
+    The date comes from a saved probe file or an old log's ``extra.probe``, so it is untrusted:
+    the diagnosis sentence it lands in is printed by ``ttft ask`` and drawn in the pane.
+    """
+    if not date:
+        return "an earlier probe"
+    try:
+        d = datetime.fromisoformat(date)
+    except ValueError:
+        return "".join(ch for ch in date[:32] if ch.isprintable()) or "an earlier probe"
+    return f"{d.day} {d:%b}"

@@ -66,7 +66,7 @@ def percentiles_many(rows: Sequence[Sequence[float]]) -> list[dict[str, float | 
             continue
         # np.asarray of equal-length lists is C-contiguous, so each row is reduced along its own
         # contiguous axis with the same pairwise summation as the 1-D mean: the sums, hence the
-        # means, are the 1-D ones bit for bit (tests/test_itl_batch.py holds that with ==).
+        # means, are the 1-D ones bit for bit (tests/backends/test_finish_batch.py holds that with ==).
         arr = np.asarray([rows[i] for i in idx], dtype=float)
         qs = np.percentile(arr, PERCENTILES, axis=1).T.tolist()  # tolist(): Python floats, as float() gives
         means, lows, highs = arr.mean(axis=1).tolist(), arr.min(axis=1).tolist(), arr.max(axis=1).tolist()
@@ -146,7 +146,7 @@ class TurnMetrics:
     phases_ms: dict[str, float] = field(default_factory=dict)
     speculative: dict[str, Any] | None = None  # telemetry.speculative: drafted, accepted, rate, tokens/step
     wait_ms: WaitSplit | None = None  # telemetry.wire: the wait (== ttft_ms) by phase; None without a first token
-    # With a saved probe only (telemetry.probe_split): the server's part of the wait (wait_ms.server +
+    # With a saved probe only (telemetry.probe.saved): the server's part of the wait (wait_ms.server +
     # first_token) as the prefill expected for this prompt's uncached input, and the rest (its queue).
     expected_prefill_ms: float | None = None
     server_queue_ms: float | None = None

@@ -16,12 +16,11 @@ from typing import Any
 from telemetry import events as ev
 from telemetry.diagnosis import diagnose_turn
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, compute, own_delay_ms
-from telemetry.probe_split import SavedProbe, split_server_wait
 from telemetry.record import Attempt, ErrorInfo, TurnRecord
 from telemetry.settings import TurnSettings
 from telemetry.speculative import draft_stats, speculative_summary
 from telemetry.tokens import estimate_tokens, tokens_for_chars
-from telemetry.wire import ENGINE_APIS, HttpInfo, WaitSplit, live_phase, split_wait
+from telemetry.wire import ENGINE_APIS, HttpInfo, WaitModel, WaitSplit, live_phase, split_server_wait, split_wait
 
 RECENT_GAPS = 64  # gaps kept for a live sparkline
 SPEED_WINDOW_NS = 1_000_000_000  # "current speed" looks at the last second
@@ -70,7 +69,7 @@ class TurnRecorder:
     prompt: str
     input_chars: int = 0  # for an input estimate when the server reports no usage
     extra: dict[str, Any] = field(default_factory=dict)
-    probe: SavedProbe | None = None  # this target's saved probe: splits the server's wait (telemetry.probe_split)
+    probe: WaitModel | None = None  # this target's saved probe: splits the server's wait (telemetry.wire)
 
     def __post_init__(self) -> None:
         wall_ns = time.time_ns()
@@ -345,7 +344,7 @@ class TurnRecorder:
         extra = dict(self.extra)
         probe = self.probe if self.status == "ok" else None
         wait = getattr(metrics, "wait_ms", None)
-        split = split_server_wait(wait, tokens.input, tokens.cached_input, probe.fit) if probe else None
+        split = split_server_wait(wait, tokens.input, tokens.cached_input, probe) if probe else None
         if probe is not None and split is not None:
             metrics = replace(
                 metrics, expected_prefill_ms=split.expected_prefill_ms, server_queue_ms=split.server_queue_ms

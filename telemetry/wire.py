@@ -19,11 +19,12 @@ transport) puts send -> headers in ``server`` too: there is nothing to split it 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from telemetry.typed_read import build
 
@@ -33,7 +34,7 @@ NS_PER_MS = 1_000_000
 PHASES = ("pool", "dns", "connect", "tls", "send", "server", "first_token")
 NETWORK = ("dns", "connect", "tls", "send")
 KEYS = ("retries", *PHASES)
-_UNPRINTABLE = re.compile(r"[^\x21-\x7e]")  # the rule backends.http_meta applies to the headers it reads
+_UNPRINTABLE = re.compile(r"[^\x21-\x7e]")  # the rule backends.transport.meta applies to the headers it reads
 
 
 def _clean(value: str | None, limit: int) -> str | None:
@@ -197,3 +198,62 @@ def live_phase(
     if steps:
         return steps[-1]
     return None  # no wire trace (a local engine): the front end says "waiting for the first token"
+
+
+# --- the server's part of the wait, split by a model of the server (a saved ``ttft probe``) ----------
+SERVER_PHASES = ("server", "first_token")
+
+
+class PrefillModel(Protocol):
+    """What an idle server takes to its first token for this much uncached input (a probe's fit)."""
+
+    def prefill_at(self, fresh_input_tokens: float) -> float | None: ...
+
+
+class WaitModel(PrefillModel, Protocol):
+    """A prefill model a turn's record can name: a saved probe (:class:`telemetry.probe.saved.SavedProbe`)."""
+
+    def reference(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSplit:
+    expected_prefill_ms: float
+    server_queue_ms: float
+
+
+def _as_mapping(wait: object) -> Mapping[str, Any] | None:
+    if isinstance(wait, Mapping):
+        return wait
+    if dataclasses.is_dataclass(wait) and not isinstance(wait, type):
+        return dataclasses.asdict(wait)
+    return None
+
+
+def server_wait_ms(wait_ms: object) -> float | None:
+    """``server + first_token`` of a turn's ``wait_ms``; None when the turn has no such split."""
+    wait = _as_mapping(wait_ms)
+    if not wait:
+        return None
+    parts = [wait.get(k) for k in SERVER_PHASES]
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in parts):
+        return None
+    return float(sum(parts))  # type: ignore[arg-type]
+
+
+def split_server_wait(
+    wait_ms: object, input_tokens: int | None, cached_tokens: int | None, model: PrefillModel
+) -> ServerSplit | None:
+    """The server's part of this turn's wait as (expected prefill, the rest); the two sum to that part.
+
+    The expected prefill is capped at the part itself (a server faster than at the probe
+    had no queue), and is never below 0 (a fit's negative intercept is no negative time).
+    """
+    server = server_wait_ms(wait_ms)
+    if server is None or input_tokens is None:
+        return None
+    expected = model.prefill_at(max(input_tokens - (cached_tokens or 0), 0))
+    if expected is None:
+        return None
+    expected = min(max(expected, 0.0), max(server, 0.0))
+    return ServerSplit(round(expected, 3), round(max(server - expected, 0.0), 3))

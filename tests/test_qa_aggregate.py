@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from telemetry.bench_conclusion import conclusion
+from telemetry.bench.conclusion import conclusion
 
 
 def _level(rate: float, tps: float, per_user: float, tpot: float, ttft: float) -> dict:

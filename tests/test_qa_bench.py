@@ -30,8 +30,8 @@ def test_find_capacity_progress_counts_batches(tmp_path: Path, capsys: pytest.Ca
 
 def test_a_finished_batch_is_reported_once(capsys: pytest.CaptureFixture[str]) -> None:
     # `--workers 2` printed "[warm-up] 2/2 done" twice, the second at a lower tok/s and without the TTFT
-    from backends.load import Progress
-    from tui.commands.bench_output import ProgressLine
+    from backends.load.driver import Progress
+    from tui.commands.bench.output import ProgressLine
 
     line = ProgressLine(quiet=False)
     line.tty = False

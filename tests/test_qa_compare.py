@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from backends.base import ChatRequest
-from backends.compare import ComparePane, CompareRunner
-from tests.compare_fakes import ScheduledBackend
+from backends.compare.runner import ComparePane, CompareRunner
+from tests.support.compare_fakes import ScheduledBackend
 
 
 @pytest.fixture(autouse=True)

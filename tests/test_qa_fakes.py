@@ -8,9 +8,8 @@ import socket
 import subprocess
 import sys
 import urllib.request
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.paths import ROOT
 
 
 def _free_port() -> int:

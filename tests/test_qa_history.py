@@ -9,7 +9,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
 from telemetry.record import TurnRecord
-from tests.turns import play, stream
+from tests.support.turns import play, stream
 from tui.format import DASH
 from tui.widgets.history import COLUMNS, HistoryPanel, _cells
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import ROOT
+
 pytest.importorskip("llama_cpp")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_an_overlong_prompt_names_its_size_not_a_negative_limit(tmp_path: Path) -> None:

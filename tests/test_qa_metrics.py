@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from telemetry import events as ev
-from tests.turns import at, play
+from tests.support.turns import at, play
 
 
 def test_non_streamed_reasoning_and_text_have_no_tpot() -> None:

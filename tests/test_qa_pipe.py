@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import ROOT
 from tui.commands.exits import Exit
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _closed_pipe_run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,7 @@
 """QA regression: the probe's advice names the cached prefix in tokens."""
 
-from telemetry.probe_fit import levers
-from telemetry.probe_result import CacheFit, Estimate, ProbeFit
+from telemetry.probe.fit import levers
+from telemetry.probe.result import CacheFit, Estimate, ProbeFit
 
 
 def test_probe_levers_name_the_prefix_in_tokens() -> None:

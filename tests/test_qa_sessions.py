@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 
 from telemetry import events as ev
-from telemetry.log import SessionLog
-from telemetry.session_index import list_sessions
-from tests.turns import play, stream
-
-ROOT = Path(__file__).resolve().parents[1]
+from telemetry.log.sessions import list_sessions
+from telemetry.log.turns import SessionLog
+from tests.support.paths import ROOT
+from tests.support.turns import play, stream
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import Label
 
-from tests.tui_support import TimedBackend, factory_for, wait_until
-from tui.app import ChatApp
+from tests.support.tui_support import TimedBackend, factory_for, wait_until
+from tui.chat.app import ChatApp
 from tui.screens.settings import SettingsScreen
 
 FIELDS = {

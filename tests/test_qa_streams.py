@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeServer, Schedule
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 BODY = (
     'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
     'data: {"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":1}]}\n\n'

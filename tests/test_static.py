@@ -6,12 +6,11 @@ own output.
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from mypy import api as mypy_api
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 
 
 def test_mypy_is_clean(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,7 +24,7 @@ from tui.commands.exits import Exit  # noqa: E402
 from tui.commands.help import Parser, examples  # noqa: E402
 
 if TYPE_CHECKING:
-    from backends.otel import LivePush
+    from backends.otel.push import LivePush
 
 # Modules that define ``register(subparsers)``; each adds one subcommand, named by the key.
 # A module not written yet is skipped, so commands can land one at a time.
@@ -33,8 +33,8 @@ COMMANDS = {
     "ask": "tui.commands.ask",
     "models": "tui.commands.models",
     "compare": "tui.commands.compare",
-    "bench": "tui.commands.bench",
-    "report": "tui.commands.report",
+    "bench": "tui.commands.bench.command",
+    "report": "tui.commands.report.command",
     "sessions": "tui.commands.sessions",
     "export": "tui.commands.export",
     "probe": "tui.commands.probe",
@@ -103,7 +103,7 @@ def _started_ns(argv: Sequence[str] | None) -> int:
     return started if started is not None and argv is None else now_ns()
 
 
-# Commands whose turns go to the live OpenTelemetry push when one of these is set (backends.otel).
+# Commands whose turns go to the live OpenTelemetry push when one of these is set (backends.otel.push).
 TURN_COMMANDS = frozenset({"chat", "ask", "compare", "bench", "probe"})
 OTEL_ENDPOINT_VARS = (
     "OTEL_EXPORTER_OTLP_ENDPOINT",
@@ -114,9 +114,9 @@ OTEL_ENDPOINT_VARS = (
 
 def _live_otel(command: str) -> LivePush | None:
     """With an OTLP endpoint in the environment, every turn also goes there. Without one, not even
-    ``backends.otel`` is imported, let alone the SDK (the first turn is measured in ms)."""
+    ``backends.otel.push`` is imported, let alone the SDK (the first turn is measured in ms)."""
     if command in TURN_COMMANDS and any(os.environ.get(v, "").strip() for v in OTEL_ENDPOINT_VARS):
-        from backends.otel import install
+        from backends.otel.push import install
 
         return install(eager=command in ("bench", "probe"))  # a load test pays the SDK import before it times
     return None
@@ -172,7 +172,7 @@ def _reader_gone() -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command not in CONFIG_COMMANDS:  # these never read it (nor pay for importing the HTTP stack)
         return int(args.func(args) or 0)
-    from backends.providers import ProviderError, check_config
+    from backends.providers.registry import ProviderError, check_config
 
     try:
         check_config()

@@ -88,7 +88,7 @@ def _child(
 async def _child_main(
     conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None
 ) -> None:  # pragma: no cover
-    from backends.providers import create_backend
+    from backends.providers.registry import create_backend
 
     try:
         backend = create_backend(spec, base_url=base_url, timeout_s=timeout_s)

@@ -23,7 +23,7 @@ from backends.base import Backend, ChatRequest
 from backends.finish import finish_turn
 from backends.turn import run_turn
 from telemetry import events as ev
-from telemetry.log import SessionLog
+from telemetry.log.turns import SessionLog
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 

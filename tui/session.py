@@ -18,7 +18,7 @@ from typing import Any
 from backends.base import Backend, ChatRequest, Message, build_request
 from backends.turn import new_recorder, warm_up
 from telemetry import events as ev
-from telemetry.log import SessionLog, Skipped, parse_line, tail_records_from
+from telemetry.log.turns import SessionLog, Skipped, parse_line, tail_records_from
 from telemetry.settings import TurnSettings
 from tui.runner import LiveTurn, LoopThread, start_turn
 
@@ -31,7 +31,7 @@ def default_backend_factory(spec: str, base_url: str | None, *, timeout_s: float
 
     ``timeout_s``: the token idle timeout (``--timeout``); None is the provider's own."""
     if os.environ.get("TTFT_IN_PROCESS") == "1":
-        from backends.providers import create_backend  # imported late: the SDKs are slow to import
+        from backends.providers.registry import create_backend  # imported late: the SDKs are slow to import
 
         return create_backend(spec, base_url=base_url, timeout_s=timeout_s)
     from tui.isolated import BackendStartError, ProcessBackend
@@ -41,14 +41,14 @@ def default_backend_factory(spec: str, base_url: str | None, *, timeout_s: float
     except BackendStartError:
         raise  # the spec, key or config is wrong: say so
     except (OSError, RuntimeError):  # no child process here (sandbox, frozen build): stamp in this process
-        from backends.providers import create_backend
+        from backends.providers.registry import create_backend
 
         return create_backend(spec, base_url=base_url, timeout_s=timeout_s)
 
 
 def default_model_spec() -> str:
     try:
-        from backends.providers import default_spec
+        from backends.providers.registry import default_spec
     except ImportError:
         return "local"
     return default_spec()

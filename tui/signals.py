@@ -58,7 +58,7 @@ def uninstall(loop: asyncio.AbstractEventLoop, installed: list[int]) -> None:
 
 def run(coro: Coroutine[Any, Any, T], loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> T:
     """``asyncio.run(coro)``, with SIGTERM and SIGHUP cancelling it like Ctrl-C; raises ``Interrupted``.
-    ``loop_factory``: the loop to run on (``ttft bench``'s uvloop, backends.event_loop); asyncio's when None."""
+    ``loop_factory``: the loop to run on (``ttft bench``'s uvloop, backends.load.event_loop); asyncio's when None."""
     caught: list[int] = []
 
     async def main() -> T:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import Backend
-from telemetry.urls import redact_url
+from telemetry.log.urls import redact_url
 
 API_NAMES = {
     "openai": "OpenAI Chat Completions",
@@ -49,7 +49,7 @@ class Target:
 
 def describe_target(spec: str, base_url: str | None = None, backend: Backend | None = None) -> Target:
     try:
-        from backends.providers import ProviderError, configured_providers, parse_spec, resolve
+        from backends.providers.registry import ProviderError, configured_providers, parse_spec, resolve
     except ImportError:  # a build without the hosted backends
         provider, _, bare = spec.partition(":")
         return _with_backend(Target(provider, bare or None, "local" if provider == "local" else ""), backend)
@@ -85,7 +85,7 @@ def _local_model(rest: str | None) -> tuple[str | None, str | None]:
     """The name the local backend will give ``-m local[:REST]`` (a shipped model's, or the file's
     stem), from the local package itself: the default model is its to choose."""
     try:
-        from backends import local_model
+        from backends.local import models as local_model
     except ImportError:
         return (Path(rest).expanduser().stem if rest else None), None
     # looked up by name: a build whose local package predates shipped models still describes a path

@@ -23,36 +23,8 @@ The package, one idea a module:
 - ``template``: chat templates and stop strings;
 - ``loadlog``: what llama.cpp's load log says;
 - ``state``: what the worker keeps between turns;
-- ``llama_adapter``: the only module that touches llama-cpp-python.
+- ``llama_adapter``: the only module that touches llama-cpp-python;
+- ``models``, ``gguf``: the shipped models and any GGUF's header, without llama.cpp;
+- ``amx``: which weight buffers are safe on this CPU;
+- ``llama_server``: llama.cpp's own server on loopback, for ``ttft bench -m local-server``.
 """
-
-from __future__ import annotations
-
-from backends.local.engine import (
-    DEFAULT_MAX_OUTPUT_TOKENS,
-    DEFAULT_N_CTX,
-    GPU_BACKENDS,
-    LocalLlamaBackend,
-    create,
-    detect_backend,
-)
-from backends.local.llama_adapter import available as llama_cpp_available
-from backends.local.llama_adapter import gpu_offload_supported
-from backends.local.speculative import SPEC_MIN_MATCH, SPEC_NUM_PRED, PromptLookup, SpecSettings
-from backends.local.state import LoadedModel
-
-__all__ = [
-    "DEFAULT_MAX_OUTPUT_TOKENS",
-    "DEFAULT_N_CTX",
-    "GPU_BACKENDS",
-    "SPEC_MIN_MATCH",
-    "SPEC_NUM_PRED",
-    "LoadedModel",
-    "LocalLlamaBackend",
-    "PromptLookup",
-    "SpecSettings",
-    "create",
-    "detect_backend",
-    "gpu_offload_supported",
-    "llama_cpp_available",
-]

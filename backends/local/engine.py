@@ -14,15 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from backends.amx import ExtraBufts, extra_bufts_choice
 from backends.base import ChatRequest
 from backends.local import llama_adapter as llama
+from backends.local.amx import ExtraBufts, extra_bufts_choice
 from backends.local.generation import Generation, resolve_verify_batch
 from backends.local.loadlog import load_error
-from backends.local.speculative import SpecSettings, check_verify_batch
-from backends.local.state import Cancelled, LoadedModel
-from backends.local.template import ChatTemplate
-from backends.local_model import (
+from backends.local.models import (
     DEFAULT_MODEL,
     LocalModelError,
     ShippedModel,
@@ -33,8 +30,11 @@ from backends.local_model import (
     model_display_name,
     shipped_model,
 )
+from backends.local.speculative import SpecSettings, check_verify_batch
+from backends.local.state import Cancelled, LoadedModel
+from backends.local.template import ChatTemplate
 from telemetry import events as ev
-from telemetry.kvcache import kv_cache_size
+from telemetry.server.kvcache import kv_cache_size
 
 DEFAULT_N_CTX = 4096
 DEFAULT_MAX_OUTPUT_TOKENS = 512  # when the turn sets no limit
@@ -356,7 +356,7 @@ _OPTIONS = frozenset(
 
 def create(rest: str | None = None, **opts: Any) -> LocalLlamaBackend:
     """``-m local`` (rest None or "") uses the default model, ``-m local:NAME`` a shipped one
-    (``gemma3-270m``, see ``backends.local_model.SHIPPED``), ``-m local:/path/model.gguf`` any GGUF.
+    (``gemma3-270m``, see ``backends.local.models.SHIPPED``), ``-m local:/path/model.gguf`` any GGUF.
 
     Nothing is loaded here: the first turn loads the model as its own phase (events
     ModelLoadStarted/ModelLoadFinished), and a missing or broken file becomes that

@@ -8,8 +8,8 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from backends.local.models import LocalModelError
 from backends.local.state import Cancelled, LoadedModel
-from backends.local_model import LocalModelError
 
 if TYPE_CHECKING:
     import numpy as np

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends.amx import ExtraBufts
+from backends.local.amx import ExtraBufts
 from backends.local.llama_adapter import LlamaHandle
+from backends.local.models import KVShape
 from backends.local.template import ChatTemplate
-from backends.local_model import KVShape
 
 
 @dataclass

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from backends.base import Message
 from backends.local import llama_adapter as llama
-from backends.local_model import LocalModelError
+from backends.local.models import LocalModelError
 from backends.think import partial_suffix
 
 GEMMA_CHAT_FORMAT = "gemma"  # Gemma GGUFs without a template of their own

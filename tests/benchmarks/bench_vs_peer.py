@@ -464,7 +464,7 @@ def main() -> int:
             os.sched_setaffinity(0, cpus)
 
     if not a.skip_llama:
-        from backends.llama_server import LlamaServer, LlamaServerError, default_model
+        from backends.local.llama_server import LlamaServer, LlamaServerError, default_model
 
         try:
             threads = max(1, len(cpus) // 2) if split else None

@@ -5,13 +5,13 @@
         [--spread on|off] [--versus transport=aiohttp,proto | ramp=0,2 | spread=off,on [--runs 3]]
 
 The default path is ``ttft bench``'s: the lean reader (orjson) on the asyncio Protocol + httptools
-transport (backends.lean_proto; on aiohttp without httptools, or with ``--transport aiohttp``, as
+transport (backends.transport.protocol; on aiohttp without httptools, or with ``--transport aiohttp``, as
 ``ttft bench --aiohttp``). ``--ramp S`` starts each level's streams spread over S seconds.
-``--spread off`` turns off what ``ttft bench`` does at every level (backends.load_spread): at most 8
+``--spread off`` turns off what ``ttft bench`` does at every level (backends.load.spread): at most 8
 requests start per loop pass and records are ended in batches between passes. ``--httpx`` is the lean
 reader on httpx2 (as ``ttft ask``), ``--raw`` the SDK's call read as JSON, ``--sdk`` the SDK's typed
 chunks. ``--loop asyncio`` runs asyncio's own event loop rather than uvloop (``ttft bench``'s
-default when uvloop is installed, backends.event_loop). Besides lag and CPU per chunk it prints how
+default when uvloop is installed, backends.load.event_loop). Besides lag and CPU per chunk it prints how
 far TPOT p50 is from the server's schedule and the machine's load average (other programs' CPU skews
 every wall-clock figure here). The last lines check the issue's targets: 256 streams at 20 tok/s with
 loop lag p99 <= 5 ms and TPOT within 1 % of the schedule, and <= 50 us of client CPU per chunk.
@@ -19,7 +19,7 @@ loop lag p99 <= 5 ms and TPOT within 1 % of the schedule, and <= 50 us of client
 For each per-stream rate (tokens/s) the simulated batching server (tests/fakes/batching_server.py)
 runs in a SEPARATE process with unlimited slots and no batching slowdown, so the truth is
 TPOT = 1000/rate ms and its CPU does not count as the client's. This process is the client: it
-runs closed-loop levels of ``c`` streams through ``backends.load.run_level`` (the same code as
+runs closed-loop levels of ``c`` streams through ``backends.load.driver.run_level`` (the same code as
 ``ttft bench``) and prints per level the event-loop lag p99, the client's CPU and CPU per streamed
 chunk (process CPU time / content chunks received), and the measured TPOT p50 against the truth.
 The answer is the largest ``c`` with loop lag p99 < 5 ms and no errors (the ramp stops after
@@ -45,9 +45,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends import event_loop  # noqa: E402
-from backends.load import LoadConfig, run_level  # noqa: E402
-from backends.load_runner import BackendSpec, build_backend, default_transport  # noqa: E402
+from backends.load import event_loop  # noqa: E402
+from backends.load.driver import LoadConfig, run_level  # noqa: E402
+from backends.load.runner import BackendSpec, build_backend, default_transport  # noqa: E402
 from telemetry import events as ev  # noqa: E402
 from telemetry.metrics import percentiles  # noqa: E402
 from tests.fakes.batching_server import free_port, wait_http  # noqa: E402
@@ -55,7 +55,7 @@ from tests.fakes.batching_server import free_port, wait_http  # noqa: E402
 
 class LagTrace:
     """The lag monitor's samples with the time each was taken (ns, the records' clock), so the lag can
-    be split by phase: a 10 ms ticker as backends.load's, run alongside it."""
+    be split by phase: a 10 ms ticker as backends.load.driver's, run alongside it."""
 
     def __init__(self) -> None:
         self.samples: list[tuple[int, float]] = []
@@ -236,14 +236,14 @@ def main() -> int:
         "--transport",
         choices=("aiohttp", "proto"),
         default=default_transport(),
-        help="the lean reader's load client: aiohttp, or an asyncio Protocol + httptools (backends.lean_proto)",
+        help="the lean reader's load client: aiohttp, or an asyncio Protocol + httptools (backends.transport.protocol)",
     )
     p.add_argument("--versus", help="compare one option's values: transport=aiohttp,proto, ramp=0,2 or spread=off,on")
     p.add_argument(
         "--spread",
         choices=("on", "off"),
         default="on",
-        help="spread each level's openings and endings over loop passes (backends.load_spread), as ttft bench does",
+        help="spread each level's openings and endings over loop passes (backends.load.spread), as ttft bench does",
     )
     p.add_argument("--runs", type=int, default=3, help="with --versus: runs of each value, alternated")
     p.add_argument("--ramp", type=float, default=0.0, help="seconds over which each level's streams start")

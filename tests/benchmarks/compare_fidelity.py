@@ -40,7 +40,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from backends.compare import ComparePane, CompareRunner
+from backends.compare.runner import ComparePane, CompareRunner
 from telemetry.metrics import percentiles
 from telemetry.record import chunk_times_ms
 
@@ -69,7 +69,7 @@ def _serve(conn: Any, schedule_kw: dict[str, Any]) -> None:
 
 
 def make_backend(base_url: str, model: str) -> Any:
-    from backends.openai_chat import OpenAIChatBackend
+    from backends.providers.openai_chat import OpenAIChatBackend
 
     return OpenAIChatBackend(model, provider="fake", base_url=base_url, api_key="sk-bench")
 
@@ -122,7 +122,7 @@ async def run_headless(base_url: str, models: list[str], prompts: int) -> tuple[
 async def run_ui(
     base_url: str, models: list[str], prompts: int, size: tuple[int, int], isolated: bool = True
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[float], dict[str, float]]:
-    from tui.compare import CompareApp
+    from tui.compare.app import CompareApp
 
     if isolated:  # what `ttft compare` does: each backend in its own process
         from tui.isolated import ProcessBackend

@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from backends.base import ChatRequest, Message  # noqa: E402
-from backends.local import SPEC_MIN_MATCH, SPEC_NUM_PRED, PromptLookup, create  # noqa: E402
+from backends.local.engine import create  # noqa: E402
+from backends.local.speculative import SPEC_MIN_MATCH, SPEC_NUM_PRED, PromptLookup  # noqa: E402
 from telemetry import events as ev  # noqa: E402
 from telemetry.settings import TurnSettings  # noqa: E402
 from telemetry.speculative import speculative_summary  # noqa: E402

@@ -33,12 +33,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends import otel  # noqa: E402
+from backends.otel import push as otel  # noqa: E402
 from backends.turn import new_recorder, run_turn  # noqa: E402
-from tests.backend_util import make_request  # noqa: E402
-from tests.compare_fakes import ScheduledBackend  # noqa: E402
 from tests.fakes import FakeServer, Schedule  # noqa: E402
 from tests.fakes.otlp_receiver import OtlpReceiver  # noqa: E402
+from tests.support.backend_util import make_request  # noqa: E402
+from tests.support.compare_fakes import ScheduledBackend  # noqa: E402
 
 
 def _record(chunks: int):  # type: ignore[no-untyped-def]

@@ -88,8 +88,8 @@ class Server:
 
 async def chat_turns(url: str, server: Server, turns: int, warm: bool) -> list[dict[str, float]]:
     from telemetry import events as ev
-    from tests.tui_support import wait_until
-    from tui.app import ChatApp
+    from tests.support.tui_support import wait_until
+    from tui.chat.app import ChatApp
 
     app = ChatApp("compat:fake-model", base_url=url, warm_up=warm)
     out: list[dict[str, float]] = []

@@ -1,4 +1,4 @@
-"""CPU per chunk of the Protocol + httptools transport's own code (backends.http1_conn), with no socket.
+"""CPU per chunk of the Protocol + httptools transport's own code (backends.transport.http1), with no socket.
 
     python tests/benchmarks/proto_transport_cost.py [--tokens 2000] [--loop auto|asyncio]
 
@@ -22,9 +22,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends import event_loop  # noqa: E402
-from backends.http import Probe  # noqa: E402
-from backends.http1_conn import Conn, ProtoResponse  # noqa: E402
+from backends.load import event_loop  # noqa: E402
+from backends.transport.http import Probe  # noqa: E402
+from backends.transport.http1 import Conn, ProtoResponse  # noqa: E402
 
 
 class _Transport(asyncio.Transport):

@@ -15,7 +15,7 @@ records each way: CPU us per record, median of 5; and the ITL percentiles' own s
     python tests/benchmarks/record_cost.py --requests 2000 [--profile]
 
 then also times a bench request's whole non-HTTP work, end to end: ``--requests`` requests of that
-answer through ``backends.load.run_level`` (the code ``ttft bench`` runs) against a backend that
+answer through ``backends.load.driver.run_level`` (the code ``ttft bench`` runs) against a backend that
 yields the lean reader's events with no socket (so: the synthetic prompt and the request, the
 recorder's set-up, feeding, finishing with metrics and diagnosis, the driver's bookkeeping and
 progress, the ``ttft.turn`` dict), and each record's ``turns.jsonl`` line; CPU (process time) per
@@ -48,16 +48,16 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from backends.finish import finish_turn, finish_turns  # noqa: E402
-from backends.load import LoadConfig, run_level  # noqa: E402
+from backends.load.driver import LoadConfig, run_level  # noqa: E402
 from telemetry import events as ev  # noqa: E402
-from telemetry.aggregate import aggregate_level  # noqa: E402
-from telemetry.bench_summary import summary  # noqa: E402
-from telemetry.bench_turns import group_levels, measured, read_bench  # noqa: E402
-from telemetry.log import encode_line  # noqa: E402
+from telemetry.bench.aggregate import aggregate_level  # noqa: E402
+from telemetry.bench.requests import group_levels, measured, read_bench  # noqa: E402
+from telemetry.bench.summary import summary  # noqa: E402
+from telemetry.log.surrogates import scrub_event  # noqa: E402
+from telemetry.log.turns import encode_line  # noqa: E402
 from telemetry.metrics import itl_gaps, percentiles, percentiles_many  # noqa: E402
 from telemetry.recorder import TurnRecorder  # noqa: E402
 from telemetry.settings import TurnSettings  # noqa: E402
-from telemetry.surrogates import scrub_event  # noqa: E402
 
 
 def fed(tokens: int) -> TurnRecorder:

@@ -30,8 +30,8 @@ CASES = ("resume", "sessions", "export", "report")
 
 def make_log(path: Path, turns: int, answer_chars: int) -> int:
     """A session of ``turns`` well-formed records (a real recorder's shape), written line by line."""
-    from telemetry.log import encode_line
-    from tests.turns import play, stream
+    from telemetry.log.turns import encode_line
+    from tests.support.turns import play, stream
 
     template = play(stream(visible=12))
     filler = "lorem ipsum dolor sit amet " * (answer_chars // 27 + 1)
@@ -45,8 +45,8 @@ def make_log(path: Path, turns: int, answer_chars: int) -> int:
 
 
 def _resume(path: Path) -> None:
-    from tests.tui_support import TimedBackend, factory_for
-    from tui.app import ChatApp
+    from tests.support.tui_support import TimedBackend, factory_for
+    from tui.chat.app import ChatApp
     from tui.widgets import NoteMessage
 
     async def main() -> None:

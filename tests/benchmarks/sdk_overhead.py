@@ -22,8 +22,8 @@ import anthropic
 import openai
 
 from telemetry.metrics import percentiles
-from tests.backend_util import backend_for, one_turn
 from tests.fakes import FakeServer, Schedule
+from tests.support.backend_util import backend_for, one_turn
 
 SCHEDULE = Schedule(first_token_ms=100, token_ms=10, visible_tokens=30)
 MSG = [{"role": "user", "content": "hi"}]

@@ -75,7 +75,7 @@ def _serve(conn: Any, schedule_kw: dict[str, Any]) -> None:
 
 
 def make_backend(base_url: str) -> Any:
-    from backends.openai_chat import OpenAIChatBackend
+    from backends.providers.openai_chat import OpenAIChatBackend
 
     return OpenAIChatBackend("fake-model", provider="fake", base_url=base_url, api_key="sk-bench")
 
@@ -162,8 +162,8 @@ def history_log(template: dict[str, Any], n: int, directory: Path) -> Path:
 async def run_ui(
     base_url: str, turns: int, size: tuple[int, int], isolated: bool = True, resume: Path | None = None
 ) -> tuple[list[dict[str, Any]], list[dict], dict]:
-    from tests.tui_support import wait_until
-    from tui.app import ChatApp
+    from tests.support.tui_support import wait_until
+    from tui.chat.app import ChatApp
 
     backend_holder: dict[str, Any] = {}
 

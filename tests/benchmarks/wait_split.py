@@ -21,11 +21,11 @@ import statistics
 from typing import Any
 
 from backends.base import Backend
-from backends.http import InstrumentedHTTP
-from backends.openai_lean import LeanChatBackend
-from tests.backend_util import backend_for, one_turn
+from backends.providers.lean.chat import LeanChatBackend
+from backends.transport.http import InstrumentedHTTP
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.tls_server import TLSFakeServer
+from tests.support.backend_util import backend_for, one_turn
 
 PARTS = ("pool", "dns", "connect", "tls", "send", "server", "first_token")
 

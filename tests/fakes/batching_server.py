@@ -37,7 +37,7 @@ from typing import Any
 
 from aiohttp import web
 
-from backends.llama_server import free_port as free_port  # for callers that start this fake as a process
+from backends.local.llama_server import free_port as free_port  # for callers that start this fake as a process
 from tests.fakes.loop_thread import LoopThreadServer
 
 

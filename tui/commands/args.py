@@ -9,7 +9,7 @@ import math
 
 def model_spec(value: str) -> str:
     """``-m PROVIDER[:MODEL]``: ``''`` and ``openai:`` would otherwise mean the default model."""
-    from backends.providers import ProviderError, parse_spec  # late: `ttft --help` imports every command
+    from backends.providers.registry import ProviderError, parse_spec  # late: `ttft --help` imports every command
 
     try:
         parse_spec(value)

@@ -18,14 +18,14 @@ from types import SimpleNamespace
 
 from backends.base import Backend, ChatRequest, build_request
 from backends.finish import finish_turn
-from backends.providers import ProviderError, create_backend, default_spec, is_local_spec, parse_spec
+from backends.providers.registry import ProviderError, create_backend, default_spec, is_local_spec, parse_spec
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
-from telemetry.log import SessionLog, check_session_id
+from telemetry.log.surrogates import scrub
+from telemetry.log.turns import SessionLog, check_session_id
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import ErrorInfo, TurnRecord
 from telemetry.recorder import TurnRecorder
-from telemetry.surrogates import scrub
 from telemetry.wire import WaitSplit
 from tui import signals
 from tui.commands.args import model_spec

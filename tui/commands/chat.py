@@ -7,10 +7,10 @@ import functools
 import sys
 from pathlib import Path
 
-from telemetry.log import tail_records
-from telemetry.session_index import resolve
+from telemetry.log.sessions import resolve
+from telemetry.log.turns import tail_records
+from telemetry.log.urls import without_masked
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
-from telemetry.urls import without_masked
 from tui.commands.args import model_spec
 from tui.commands.flags import add_turn_flags
 from tui.commands.flags import settings_from_args as turn_settings
@@ -60,7 +60,7 @@ def spec_from_record(rec: dict) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tui.app import ChatApp
+    from tui.chat.app import ChatApp
     from tui.session import default_backend_factory
 
     resume: Path | None = None

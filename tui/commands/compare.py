@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import Backend
-from backends.panes import LABELS, MAX_PANES, BackendFactory, build_panes, in_process_factory, parse_model
-from telemetry.surrogates import scrub
+from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, build_panes, in_process_factory, parse_model
+from telemetry.log.surrogates import scrub
 from tui.commands.exits import Exit, for_error_kind, for_turns
 from tui.commands.flags import add_turn_flags, settings_from_args
 from tui.commands.help import examples
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
             return signals.run(headless(args, backends, prompt))  # SIGTERM, SIGHUP: like Ctrl-C, turns kept
         except KeyboardInterrupt as exc:
             return signals.exit_code(exc)
-    from tui.compare import CompareApp
+    from tui.compare.app import CompareApp
 
     app = CompareApp(
         backends,
@@ -121,10 +121,10 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
 async def headless(args: argparse.Namespace, backends: list[Backend], prompt: str) -> int:
     from rich.console import Console
 
-    from backends.compare import CompareRunner
-    from telemetry.compare import compare, write_comparison
-    from telemetry.log import SessionLog
-    from tui.compare_view import summary
+    from backends.compare.runner import CompareRunner
+    from telemetry.compare.stats import compare, write_comparison
+    from telemetry.log.turns import SessionLog
+    from tui.compare.view import summary
 
     settings = settings_from(args)
     panes = build_panes(backends, range(len(backends)), settings=settings)

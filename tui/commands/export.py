@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from telemetry.export import STDOUT, WRITERS, export
-from telemetry.log import Skipped, read_records
-from telemetry.session_index import resolve
+from telemetry.export.formats import STDOUT, WRITERS, export
+from telemetry.log.sessions import resolve
+from telemetry.log.turns import Skipped, read_records
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json

@@ -31,7 +31,7 @@ def examples(*lines: str) -> str:
 
 def _config_path() -> str:
     try:
-        from backends.providers import config_path  # late: only --help pays for it
+        from backends.providers.registry import config_path  # late: only --help pays for it
     except ImportError:  # pragma: no cover - a broken install still prints its help
         return "config.toml in the user config directory"
     return str(config_path())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backends.providers import ProviderError, default_spec, is_local_spec, list_models
+from backends.providers.registry import ProviderError, default_spec, is_local_spec, list_models
 from tui.commands.exits import Exit, for_error_kind
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, note, print_json
@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _local(as_json: bool) -> int:
-    from backends.local_model import installed_models
+    from backends.local.models import installed_models
 
     models = installed_models()
     if as_json:

@@ -1,7 +1,7 @@
 """``ttft probe -m SPEC``: this model's latency as a function of its work, measured and fitted.
 
-Runs the designed experiment of :mod:`backends.probe_plan` (it says first what it
-will spend), fits it (:mod:`telemetry.probe_fit`), prints a chart of TTFT against
+Runs the designed experiment of :mod:`backends.probe.plan` (it says first what it
+will spend), fits it (:mod:`telemetry.probe.fit`), prints a chart of TTFT against
 input tokens with the fit, the figures with their intervals and the levers in plain
 words, and saves the fit for this provider, model and base URL, which the chat and
 ``ask`` then use to split a turn's server wait. ``--json`` prints exactly the fit's
@@ -56,8 +56,8 @@ def _err(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backends.probe_plan import BudgetError, make_plan
-    from backends.providers import ProviderError, create_backend, default_spec
+    from backends.probe.plan import BudgetError, make_plan
+    from backends.providers.registry import ProviderError, create_backend, default_spec
 
     spec = args.model or default_spec()
     try:
@@ -84,8 +84,8 @@ async def _context(backend: Any) -> int | None:
 
 
 async def _probe(args: argparse.Namespace, backend: Any, make_plan: Any, budget_error: type[Exception]) -> int:
-    from backends.probe import WarmupFailed, run_probe
-    from telemetry.log import SessionLog, new_session_id
+    from backends.probe.run import WarmupFailed, run_probe
+    from telemetry.log.turns import SessionLog, new_session_id
 
     try:
         try:
@@ -145,9 +145,9 @@ def _done_progress() -> None:
 
 
 def _report(args: argparse.Namespace, backend: Any, result: Any, log: Any) -> int:
-    from telemetry.probe_fit import curvature_note, levers
-    from telemetry.probe_store import save_probe
-    from tui.chart_builders import probe_chart
+    from telemetry.probe.fit import curvature_note, levers
+    from telemetry.probe.store import save_probe
+    from tui.report.figures import probe_chart
 
     fit = result.fit
     data = fit.to_dict()

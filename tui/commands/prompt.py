@@ -13,7 +13,7 @@ import stat
 import sys
 from collections.abc import Sequence
 
-from telemetry.surrogates import scrub
+from telemetry.log.surrogates import scrub
 
 STDIN_LIMIT_BYTES = 4 << 20  # 4 MiB: about a million tokens of English, past any model's context
 

@@ -6,8 +6,8 @@ import argparse
 import sys
 from dataclasses import asdict
 
-from telemetry.log import Skipped, sessions_dir
-from telemetry.session_index import list_sessions
+from telemetry.log.sessions import list_sessions
+from telemetry.log.turns import Skipped, sessions_dir
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json

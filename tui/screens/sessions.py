@@ -12,8 +12,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from telemetry.log import Skipped, sessions_dir
-from telemetry.session_index import SessionInfo, list_sessions
+from telemetry.log.sessions import SessionInfo, list_sessions
+from telemetry.log.turns import Skipped, sessions_dir
 from tui.format import fmt_ms, short_model, short_spec_str, visible_controls
 
 MODELS_W = 50  # the models column

@@ -26,7 +26,7 @@ Result = tuple[str, str | None, TurnSettings]
 def known_model_specs() -> list[str]:
     """Built-in providers with their default models, and the providers configured in config.toml."""
     try:
-        from backends import providers
+        from backends.providers import registry as providers
     except ImportError:
         return ["local"]
     specs = [f"{p}:{providers.DEFAULT_MODELS[p]}" if p in providers.DEFAULT_MODELS else p for p in providers.BUILTIN]
@@ -42,7 +42,7 @@ def known_model_specs() -> list[str]:
 
 def server_models(spec: str, base_url: str | None) -> list[str]:
     """The models a server lists at /v1/models, as specs for the same provider."""
-    from backends.providers import list_models, parse_spec
+    from backends.providers.registry import list_models, parse_spec
 
     provider, _ = parse_spec(spec)
     return [f"{provider}:{m}" for m in list_models(spec, base_url)]

@@ -34,7 +34,7 @@ ROWS = (
 def _hosted_example() -> tuple[str, str]:
     """A hosted spec to copy, and the variable its key comes from (from the providers' own defaults)."""
     try:
-        from backends.providers import DEFAULT_MODELS, KEY_ENV
+        from backends.providers.registry import DEFAULT_MODELS, KEY_ENV
     except ImportError:
         return "openai:MODEL", "OPENAI_API_KEY"
     return f"openai:{DEFAULT_MODELS.get('openai', 'MODEL')}", KEY_ENV.get("openai", "OPENAI_API_KEY")

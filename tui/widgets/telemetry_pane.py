@@ -17,7 +17,7 @@ from textual.widgets import Sparkline, Static
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
-from telemetry.server_timings import ServerTimings, server_timings
+from telemetry.server.timings import ServerTimings, server_timings
 from telemetry.timeline import Timeline
 from telemetry.typed_read import RecordError
 from telemetry.wire import LIVE_LABEL, HttpInfo, WaitSplit
@@ -100,7 +100,7 @@ def _draft_row(t: Text, d: dict[str, Any] | None) -> None:
 
 
 def _server_lines(t: Text, timings: Sequence[ServerTimings]) -> None:
-    """Each server's own prefill/decode split (``telemetry.server_timings``), as it reported it."""
+    """Each server's own prefill/decode split (``telemetry.server.timings``), as it reported it."""
     for st in timings:
         if st.other:
             _row(t, st.source, ", ".join(f"{k} {v}" for k, v in st.other))

@@ -1,0 +1,1 @@
+"""One prompt on several backends: the runner and the panes' specs."""

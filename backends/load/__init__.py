@@ -1,0 +1,1 @@
+"""``ttft bench``'s driver: many concurrent turns, their prompts, workers, pacing and the capacity search."""

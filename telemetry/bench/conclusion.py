@@ -1,0 +1,109 @@
+"""The plain-words conclusion of a load run across its levels: where throughput stops growing
+(the knee), what each user pays for it, queueing past it, failures, goodput, a bound client.
+
+It reads the per-level figures of ``telemetry.bench.aggregate.aggregate_level`` (or a summary's, read
+back from disk by ``ttft report``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+# "Throughput stops growing" when the next level adds less than this.
+PLATEAU_GAIN = 0.10
+SAME_SPEED = 0.05  # per-user speed within 5% of the lightest level's: no price paid for the throughput
+
+
+def _lbl(agg: dict[str, Any]) -> str:
+    lv = agg.get("level")
+    if agg.get("mode") == "rate":
+        return f"{lv:g} req/s"
+    return f"{int(lv)} concurrent" if lv is not None else "?"
+
+
+def _f(v: float | None, unit: str = "", digits: int = 0) -> str:
+    return "-" if v is None else f"{v:.{digits}f}{unit}"
+
+
+def plateau(levels: Sequence[dict[str, Any]]) -> int | None:
+    """Index of the level past which aggregate throughput grows by less than PLATEAU_GAIN, or None."""
+    tps = [lv.get("output_throughput") or 0.0 for lv in levels]
+    for i in range(len(tps) - 1):
+        if tps[i] > 0 and max(tps[i + 1 :]) < tps[i] * (1 + PLATEAU_GAIN):
+            return i
+    return None
+
+
+def conclusion(levels: Sequence[dict[str, Any]]) -> str:
+    """Where throughput stops growing and what each user pays for it, in plain words."""
+    levels = [lv for lv in levels if lv.get("completed")]
+    if not levels:
+        return "No request completed: nothing to conclude."
+    first = levels[0]
+    if len(levels) == 1:
+        return (
+            f"At {_lbl(first)}: {_f(first['output_throughput'], ' tokens/s', 1)} in total, "
+            f"{_f(first['per_user_tokens_per_s']['p50'], ' tokens/s', 1)} per user, "
+            f"TTFT p50 {_f(first['ttft_ms']['p50'], ' ms')}."
+        )
+    best = max(levels, key=lambda lv: lv.get("output_throughput") or 0.0)
+    lines: list[str] = []
+    gain = (best["output_throughput"] or 0) / first["output_throughput"] if first["output_throughput"] else None
+    knee = plateau(levels)
+    if knee is not None and knee < len(levels) - 1:
+        k = levels[knee]
+        lines.append(
+            f"Total throughput grows from {_f(first['output_throughput'], '', 1)} tokens/s at {_lbl(first)} to "
+            f"{_f(k['output_throughput'], '', 1)} at {_lbl(k)}, then stops growing (under "
+            f"{PLATEAU_GAIN:.0%} more up to {_lbl(levels[-1])}; best {_f(best['output_throughput'], '', 1)})."
+        )
+    else:
+        lines.append(
+            f"Total throughput grows from {_f(first['output_throughput'], '', 1)} tokens/s at {_lbl(first)} to "
+            f"{_f(best['output_throughput'], '', 1)} at {_lbl(best)}"
+            + (f" ({gain:.1f}x)" if gain else "")
+            + ("; it had not stopped growing at the last level." if best is levels[-1] else ".")
+        )
+    ref = levels[knee] if knee is not None else best
+    pu0, pu1 = first["per_user_tokens_per_s"]["p50"], ref["per_user_tokens_per_s"]["p50"]
+    t0, t1 = first["ttft_ms"]["p50"], ref["ttft_ms"]["p50"]
+    if pu0 and pu1 and pu0 / pu1 < 1 + SAME_SPEED:  # no price paid: do not say "1.0x slower"
+        lines.append(
+            f"Each user keeps their speed: at {_lbl(ref)} per-user speed is {pu1:.1f} tokens/s against {pu0:.1f} "
+            f"(TPOT p50 {_f(first['tpot_ms']['p50'], ' ms', 1)} -> {_f(ref['tpot_ms']['p50'], ' ms', 1)}) and "
+            f"TTFT p50 {_f(t1, ' ms')} against {_f(t0, ' ms')}."
+        )
+    elif pu0 and pu1:
+        lines.append(
+            f"Each user pays for it: at {_lbl(ref)} per-user speed is {pu1:.1f} tokens/s against {pu0:.1f} "
+            f"({pu0 / pu1:.1f}x slower, TPOT p50 {_f(first['tpot_ms']['p50'], ' ms', 1)} -> "
+            f"{_f(ref['tpot_ms']['p50'], ' ms', 1)}) and TTFT p50 {_f(t1, ' ms')} against {_f(t0, ' ms')}."
+        )
+    last = levels[-1]
+    if last is not ref and last["ttft_ms"]["p50"] and t1 and last["ttft_ms"]["p50"] > 2 * t1:
+        lines.append(
+            f"Past that the extra load waits in a queue: TTFT p50 reaches {_f(last['ttft_ms']['p50'], ' ms')} at "
+            f"{_lbl(last)} while throughput stays near {_f(last['output_throughput'], '', 1)} tokens/s."
+        )
+    failed = [f"{lv['failed']} at {_lbl(lv)}" for lv in levels if lv.get("failed")]
+    if failed:
+        lines.append("Failed requests: " + ", ".join(failed) + ".")
+    if any(lv.get("goodput") is not None for lv in levels):
+        gp = max(levels, key=lambda lv: lv.get("goodput") or 0.0)
+        lines.append(
+            f"Most requests/s within the SLOs: {_f(gp['goodput'], ' req/s', 2)} at {_lbl(gp)} "
+            f"({_f((gp.get('goodput_fraction') or 0) * 100, '%')} of its requests met them)."
+        )
+    bound = [_lbl(lv) for lv in levels if (lv.get("client_bottleneck") or "").startswith("client-bound")]
+    if bound:
+        lines.append(
+            "The client itself was a bottleneck at " + ", ".join(bound) + ": those figures understate the server."
+        )
+    starved = [_lbl(lv) for lv in levels if (lv.get("client_bottleneck") or "").startswith("host-bound")]
+    if starved:
+        lines.append(
+            "Other programs kept the machine busy at " + ", ".join(starved) + ": the client woke late "
+            "(see loop lag), so small timings there carry that delay."
+        )
+    return " ".join(lines)

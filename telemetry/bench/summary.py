@@ -1,0 +1,93 @@
+"""A load run's files: the summary JSON (vLLM-keyed levels, details, conclusion) and one CSV row per level."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from telemetry.bench.conclusion import conclusion
+
+
+def _wait_keys(lv: dict[str, Any]) -> dict[str, float | None]:
+    """The wait's network and server parts (p50, p99) per level: server growth under load is queueing."""
+    w = lv.get("wait_ms")
+    if not isinstance(w, dict):
+        return {}
+    return {
+        f"{name}_{p}_ms": w[key][p] for name, key in (("wait_network", "network"), ("wait_server", "server_part"))
+        for p in ("p50", "p99")
+    }  # fmt: skip
+
+
+def summary(levels: Sequence[dict[str, Any]], *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The run's summary JSON: metadata, one vLLM-keyed entry per level, and the conclusion.
+
+    With a single level its vLLM keys are also at the top, as ``vllm bench serve`` writes them.
+    """
+    out: dict[str, Any] = {"schema": "ttft.bench/1", **(meta or {})}
+    out["levels"] = [{**lv["vllm"], "mode": lv["mode"], "level": lv["level"], **_wait_keys(lv)} for lv in levels]
+    out["details"] = [{k: v for k, v in lv.items() if k != "vllm"} for lv in levels]
+    out["conclusion"] = conclusion(levels)
+    if len(levels) == 1:
+        out.update(levels[0]["vllm"])
+    return out
+
+
+CSV_COLUMNS = (
+    "mode",
+    "level",
+    "requests",
+    "completed",
+    "failed",
+    "duration_s",
+    "request_throughput",
+    "output_throughput",
+    "per_user_tps_p50",
+    "ttft_p50_ms",
+    "ttft_p90_ms",
+    "ttft_p99_ms",
+    "ttfvt_p50_ms",
+    "tpot_p50_ms",
+    "tpot_p90_ms",
+    "tpot_p99_ms",
+    "itl_p99_ms",
+    "e2e_p50_ms",
+    "e2e_p99_ms",
+    "good",
+    "goodput",
+    "client_loop_lag_p99_ms",
+    "client_cpu_percent",
+    "client_bottleneck",
+)
+
+
+def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
+    """One flat row per level for the CSV."""
+    client = agg.get("client") or {}
+    return {
+        "mode": agg["mode"],
+        # concurrency is a whole number of users (written 4, not 4.0); a rate may be fractional
+        "level": agg["level"] if agg["mode"] == "rate" else int(agg["level"]),
+        "requests": agg["requests"],
+        "completed": agg["completed"],
+        "failed": agg["failed"],
+        "duration_s": agg["duration_s"],
+        "request_throughput": agg["request_throughput"],
+        "output_throughput": agg["output_throughput"],
+        "per_user_tps_p50": agg["per_user_tokens_per_s"]["p50"],
+        "ttft_p50_ms": agg["ttft_ms"]["p50"],
+        "ttft_p90_ms": agg["ttft_ms"]["p90"],
+        "ttft_p99_ms": agg["ttft_ms"]["p99"],
+        "ttfvt_p50_ms": agg["ttfvt_ms"]["p50"],
+        "tpot_p50_ms": agg["tpot_ms"]["p50"],
+        "tpot_p90_ms": agg["tpot_ms"]["p90"],
+        "tpot_p99_ms": agg["tpot_ms"]["p99"],
+        "itl_p99_ms": agg["itl_ms"]["p99"],
+        "e2e_p50_ms": agg["e2e_ms"]["p50"],
+        "e2e_p99_ms": agg["e2e_ms"]["p99"],
+        "good": agg["good"],
+        "goodput": agg["goodput"],
+        "client_loop_lag_p99_ms": (client.get("loop_lag_ms") or {}).get("p99"),
+        "client_cpu_percent": client.get("cpu_percent"),
+        "client_bottleneck": agg.get("client_bottleneck") or "",
+    }

@@ -1,0 +1,352 @@
+"""Side-by-side comparison of panes: rankings, medians/p90, and bootstrap verdicts.
+
+Input is, per pane, the list of typed ``TurnRecord``s that pane produced for the
+same prompt (one per trial; a logged dict reads back through ``TurnRecord.from_dict``).
+Failed and cancelled turns stay in their pane's counts but never enter a metric: a
+fast error is not a fast answer.
+
+A pair of panes is declared different in a metric only when the 95% bootstrap
+interval of the difference of their medians excludes zero, and only with at
+least ``MIN_TRIALS`` good turns each; with fewer, the verdict reports what was
+seen and says it cannot be told from noise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from telemetry.duration import fmt_ms, unit_for
+from telemetry.export.formats import write_csv, write_jsonl
+from telemetry.metrics import percentiles
+from telemetry.record import TurnRecord
+
+RESAMPLES = 2000
+SEED = 20240607
+CONFIDENCE = 0.95
+MIN_TRIALS = 3  # below this a bootstrap interval of a median is meaningless
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    key: str  # column id, also the CSV prefix
+    label: str  # column heading
+    unit: str  # "ms" or "tokens"
+    get: Callable[[TurnRecord], float | None]
+    # Verdict phrases, for "A <faster> <amount> <than> B".
+    better: str  # e.g. "reaches the first token {amount} sooner than"
+    lower_is_better: bool = True
+
+
+def _metric(name: str) -> Callable[[TurnRecord], float | None]:
+    def get(rec: TurnRecord) -> float | None:
+        v = getattr(rec.metrics, name)
+        return float(v) if v is not None else None
+
+    return get
+
+
+def _output_tokens(rec: TurnRecord) -> float | None:
+    v = rec.tokens.output
+    return float(v) if v is not None else None
+
+
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("ttft", "TTFT", "ms", _metric("ttft_ms"), "reaches the first token {amount} sooner than"),
+    MetricSpec("ttfvt", "TTFVT", "ms", _metric("ttfvt_ms"), "shows the first visible text {amount} sooner than"),
+    MetricSpec("tpot", "TPOT", "ms", _metric("tpot_ms"), "spends {amount} less per output token than"),
+    MetricSpec("e2e", "E2E", "ms", _metric("e2e_ms"), "finishes {amount} sooner than"),
+    # Fewest wins: output length dominates latency, so this column explains E2E.
+    MetricSpec("output_tokens", "output tokens", "tokens", _output_tokens, "writes {bare} fewer output tokens than"),
+)
+METRIC_BY_KEY = {m.key: m for m in METRICS}
+
+
+@dataclass(frozen=True, slots=True)
+class MetricStats:
+    n: int
+    median: float | None
+    p90: float | None
+    values: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PaneStats:
+    pane: str
+    provider: str | None
+    model: str | None
+    turns: int
+    ok: int
+    failed: int
+    cancelled: int
+    errors: tuple[str, ...]  # one line per failed turn
+    metrics: dict[str, MetricStats]
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    metric: str
+    order: tuple[str, ...]  # best first; panes with no value last
+    winners: tuple[str, ...]  # ties share the win; empty when nobody has a value
+    rank: dict[str, int | None]  # 1 = best; None = no value
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    metric: str
+    a: str
+    b: str
+    diff: float | None  # median(a) - median(b)
+    low: float | None  # 95% interval of diff
+    high: float | None
+    n_a: int
+    n_b: int
+    clear: bool  # the interval excludes zero (and both have MIN_TRIALS good turns)
+    better: str | None  # the pane with the lower median when clear
+    text: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    panes: tuple[str, ...]
+    stats: dict[str, PaneStats]
+    rankings: dict[str, Ranking]
+    verdicts: tuple[Verdict, ...]
+    trials: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def clear_verdicts(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.clear]
+
+    def shown_verdicts(self, *, only_clear: bool = False) -> list[Verdict]:
+        """The verdicts a summary lists: those between two panes that each have a good turn (a pane with
+        none is one failure line, not one "nothing to compare" per metric and pair), clear ones only if asked."""
+        return [v for v in self.verdicts if self.stats[v.a].ok and self.stats[v.b].ok and (v.clear or not only_clear)]
+
+    def wins(self, pane: str) -> tuple[str, ...]:
+        """The metric keys ``pane`` ranks first in (ties included), in ``METRICS`` order; none for a
+        pane compared with nobody, where every column would be a trivial win."""
+        if len(self.panes) < 2:
+            return ()
+        return tuple(m.key for m in METRICS if pane in self.rankings[m.key].winners)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One flat row per pane (the CSV summary)."""
+        out = []
+        for p in self.panes:
+            s = self.stats[p]
+            row: dict[str, Any] = {
+                "pane": p,
+                "provider": s.provider,
+                "model": s.model,
+                "turns": s.turns,
+                "ok": s.ok,
+                "failed": s.failed,
+                "cancelled": s.cancelled,
+            }
+            for m in METRICS:
+                ms = s.metrics[m.key]
+                r = self.rankings[m.key]
+                row[f"{m.key}_median"] = ms.median
+                row[f"{m.key}_p90"] = ms.p90
+                row[f"{m.key}_n"] = ms.n
+                row[f"{m.key}_rank"] = r.rank[p]
+                row[f"{m.key}_winner"] = p in r.winners
+            out.append(row)
+        return out
+
+
+# --- statistics ----------------------------------------------------------------------
+def pane_stats(pane: str, records: Sequence[TurnRecord]) -> PaneStats:
+    good = [r for r in records if r.status == "ok"]
+    metrics: dict[str, MetricStats] = {}
+    for m in METRICS:
+        vals = [v for v in (m.get(r) for r in good) if v is not None]
+        pct = percentiles(vals)
+        metrics[m.key] = MetricStats(len(vals), pct["p50"], pct["p90"], tuple(vals))
+    errors = tuple(_error_line(r) for r in records if r.status == "error")
+    first = records[0] if records else None
+    return PaneStats(
+        pane=pane,
+        provider=first.provider if first else None,
+        model=first.model if first else None,
+        turns=len(records),
+        ok=len(good),
+        failed=sum(1 for r in records if r.status == "error"),
+        cancelled=sum(1 for r in records if r.status == "cancelled"),
+        errors=errors,
+        metrics=metrics,
+    )
+
+
+def _error_line(rec: TurnRecord) -> str:
+    e = rec.error
+    if e is None:
+        return "error:"
+    status = f"HTTP {e.status_code} " if e.status_code else ""
+    return f"{status}{e.type}: {e.message}".strip()
+
+
+def rank(metric: str, stats: Mapping[str, PaneStats]) -> Ranking:
+    """Order panes by their median (lower is better); ties share a rank and the win."""
+    meds = {p: s.metrics[metric].median for p, s in stats.items()}
+    valued = sorted((p for p in stats if meds[p] is not None), key=lambda p: meds[p])  # type: ignore[arg-type,return-value]
+    order = tuple(valued) + tuple(p for p in stats if meds[p] is None)
+    ranks: dict[str, int | None] = dict.fromkeys(stats)
+    prev: float | None = None
+    for i, p in enumerate(valued):
+        v = meds[p]
+        ranks[p] = ranks[valued[i - 1]] if i and prev is not None and _tied(v, prev) else i + 1
+        prev = v
+    winners = tuple(p for p in valued if ranks[p] == 1)
+    return Ranking(metric, order, winners, ranks)
+
+
+def _tied(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+
+
+def bootstrap_median_diff(
+    a: Sequence[float], b: Sequence[float], *, resamples: int = RESAMPLES, seed: int = SEED
+) -> tuple[float, float, float]:
+    """median(a) - median(b) and its percentile-bootstrap 95% interval (seeded: same data, same answer)."""
+    xa = np.asarray(a, dtype=float)
+    xb = np.asarray(b, dtype=float)
+    rng = np.random.default_rng(seed)
+    ma = np.median(xa[rng.integers(0, len(xa), size=(resamples, len(xa)))], axis=1)
+    mb = np.median(xb[rng.integers(0, len(xb), size=(resamples, len(xb)))], axis=1)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(ma - mb, [tail, 100 - tail])
+    return float(np.median(xa) - np.median(xb)), float(low), float(high)
+
+
+def verdict(metric: str, a: PaneStats, b: PaneStats, *, seed: int = SEED, resamples: int = RESAMPLES) -> Verdict:
+    spec = METRIC_BY_KEY[metric]
+    va, vb = a.metrics[metric].values, b.metrics[metric].values
+    if not va or not vb:
+        missing = " and ".join(p.pane for p in (a, b) if not p.metrics[metric].values)
+        text = f"{spec.label}: no value for {missing}, nothing to compare"
+        return Verdict(metric, a.pane, b.pane, None, None, None, len(va), len(vb), False, None, text)
+    if len(va) < MIN_TRIALS or len(vb) < MIN_TRIALS:
+        diff = float(np.median(va) - np.median(vb))
+        if _tied(diff, 0.0):
+            text = f"{a.pane} and {b.pane} were level in {spec.label}"
+        else:
+            fast, slow = (a.pane, b.pane) if diff < 0 else (b.pane, a.pane)
+            text = (
+                f"{fast} {_phrase(spec, abs(diff))} {slow} in this run"
+                f"; too few turns to tell from noise (repeat {MIN_TRIALS}+ times)"
+            )
+        return Verdict(metric, a.pane, b.pane, diff, None, None, len(va), len(vb), False, None, text)
+    diff, low, high = bootstrap_median_diff(va, vb, resamples=resamples, seed=seed)
+    clear = low > 0 or high < 0
+    if clear:
+        # Say it from the better pane's side, with a positive amount and interval.
+        if diff < 0:
+            fast, slow, amt, lo, hi = a.pane, b.pane, -diff, -high, -low
+        else:
+            fast, slow, amt, lo, hi = b.pane, a.pane, diff, low, high
+        unit = _unit_for(spec.unit, amt, lo, hi)
+        text = (
+            f"{fast} {_phrase(spec, amt, unit)} {slow} "
+            f"({int(CONFIDENCE * 100)}% interval {fmt_amount(lo, spec.unit, unit, bare=True)} "
+            f"to {fmt_amount(hi, spec.unit, unit)})"
+        )
+        better: str | None = fast
+    else:
+        unit = _unit_for(spec.unit, low, high)
+        text = (
+            f"no clear difference between {a.pane} and {b.pane} in {spec.label} "
+            f"(interval {fmt_amount(low, spec.unit, unit, bare=True)} to {fmt_amount(high, spec.unit, unit)})"
+        )
+        better = None
+    return Verdict(metric, a.pane, b.pane, diff, low, high, len(va), len(vb), clear, better, text)
+
+
+def compare(
+    per_pane: Mapping[str, Sequence[TurnRecord]],
+    *,
+    seed: int = SEED,
+    resamples: int = RESAMPLES,
+    metrics: Sequence[str] | None = None,
+) -> Comparison:
+    """Everything a summary shows: per-pane stats, a ranking per metric, a verdict per pair and metric."""
+    stats = {p: pane_stats(p, recs) for p, recs in per_pane.items()}
+    keys = list(metrics) if metrics is not None else [m.key for m in METRICS]
+    rankings = {m.key: rank(m.key, stats) for m in METRICS}
+    verdicts = tuple(
+        verdict(k, stats[a], stats[b], seed=seed, resamples=resamples)
+        for a, b in combinations(list(per_pane), 2)
+        for k in keys
+    )
+    trials = max((len(r) for r in per_pane.values()), default=0)
+    return Comparison(tuple(per_pane), stats, rankings, verdicts, trials)
+
+
+# --- words ---------------------------------------------------------------------------
+def _phrase(spec: MetricSpec, amount: float, unit: str | None = None) -> str:
+    return spec.better.format(
+        amount=fmt_amount(amount, spec.unit, unit), bare=fmt_amount(amount, spec.unit, unit, bare=True)
+    )
+
+
+def _unit_for(kind: str, *values: float) -> str:
+    return unit_for(*values) if kind == "ms" else kind
+
+
+def fmt_amount(value: float, kind: str, unit: str | None = None, *, bare: bool = False) -> str:
+    """180 ms / 1.24 s / 3.2 ms / 40 tokens; ``bare`` drops the unit (the low end of a range).
+
+    Durations are written by ``telemetry.duration`` (two decimals in seconds: verdicts compare them)."""
+    unit = unit or _unit_for(kind, value)
+    if unit in ("s", "ms"):
+        return fmt_ms(value, digits=None, s_digits=2, unit="s" if unit == "s" else "ms", bare=bare)
+    s = f"{value:.1f}" if abs(value - round(value)) > 1e-9 and abs(value) < 10 else f"{value:.0f}"
+    return s if bare else f"{s} {unit}"
+
+
+# --- export --------------------------------------------------------------------------
+def write_comparison(
+    records: Sequence[dict[str, Any]],
+    parts: Comparison | Sequence[tuple[Mapping[str, Any], Comparison]],
+    out_dir: Path,
+    name: str,
+) -> tuple[Path, Path, Path]:
+    """``NAME.jsonl`` (every turn, raw), ``NAME-summary.csv`` (one row per pane and prompt), ``NAME-verdicts.csv``.
+
+    ``parts``: one comparison, or several (e.g. one per prompt), each with the columns that tell them
+    apart (``{"prompt_index": 0, "mode": "parallel"}``).
+    """
+    if isinstance(parts, Comparison):
+        parts = [({}, parts)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jsonl = out_dir / f"{name}.jsonl"
+    summary = out_dir / f"{name}-summary.csv"
+    verdicts = out_dir / f"{name}-verdicts.csv"
+    write_jsonl(records, jsonl)
+    write_csv([{**common, **row} for common, c in parts for row in c.rows()], summary)
+    vrows = [
+        {
+            **common,
+            "metric": v.metric,
+            "a": v.a,
+            "b": v.b,
+            "median_diff": v.diff,
+            "low": v.low,
+            "high": v.high,
+            "n_a": v.n_a,
+            "n_b": v.n_b,
+            "clear": v.clear,
+            "better": v.better,
+            "verdict": v.text,
+        }
+        for common, c in parts
+        for v in c.verdicts
+    ]
+    write_csv(vrows, verdicts)
+    return jsonl, summary, verdicts

@@ -1,0 +1,1 @@
+"""What leaves ttft as files: JSONL, the flat table, Parquet, and OpenTelemetry GenAI documents."""

@@ -1,0 +1,406 @@
+"""One turn record as OpenTelemetry GenAI spans and metric points: the one mapping both exports share.
+
+The live push (:mod:`backends.otel.push`, through the SDK) and the file export
+(:mod:`telemetry.export.otlp_json`, OTLP/JSON) both draw a turn from here, so a collector gets the
+same names, values and times from either. Pure data in, pure data out: no SDK, no I/O.
+
+It reads a typed :class:`~telemetry.record.TurnRecord` (a log line goes through
+``TurnRecord.from_dict`` at the edge, which names a field of the wrong type). Its text is still
+untrusted: control characters in labels are replaced, non-finite numbers left out.
+
+Conventions followed: the GenAI names of OpenTelemetry semantic conventions
+:data:`SEMCONV_VERSION` (written as ``schema_url``), the names ``opentelemetry-semantic-conventions``
+0.66b2 ships. In particular:
+
+- the client span ``chat {model}`` (kind CLIENT) runs from the first send to the end of
+  the stream, with ``gen_ai.usage.*`` token counts and ``gen_ai.response.time_to_first_chunk``
+  as *span* attributes (they would make one metric series per turn);
+- the client histograms hold the client's own measurements only; ``gen_ai.server.*`` (the
+  model server's own figures) is never filled with them;
+- ``time_to_first_chunk`` and ``time_per_output_chunk`` exist for streamed turns only, the
+  latter once per chunk after the first (the gap since the previous chunk);
+- token usage is the ``gen_ai.client.token.usage`` histogram of that version (upstream is
+  replacing it with ``gen_ai.client.inference.usage.*`` counters).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import pairwise
+from typing import Any
+from urllib.parse import urlsplit
+
+from telemetry.record import TurnRecord
+
+SEMCONV_VERSION = "1.44.0"
+SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+SCOPE = "ttft"
+NS_PER_MS = 1_000_000
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+
+Attrs = dict[str, str | bool | int | float | list[str]]
+
+# The semantic conventions' advised bucket bounds (s, and tokens).
+DURATION_BOUNDS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+CHUNK_BOUNDS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
+TOKEN_BOUNDS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    name: str
+    unit: str
+    description: str
+    bounds: tuple[float, ...]
+
+
+DURATION = Histogram(
+    "gen_ai.client.operation.duration", "s", "GenAI operation duration (first send to end of stream)", DURATION_BOUNDS
+)
+TIME_TO_FIRST_CHUNK = Histogram(
+    "gen_ai.client.operation.time_to_first_chunk", "s", "Time from the first send to the first chunk", DURATION_BOUNDS
+)
+TIME_PER_OUTPUT_CHUNK = Histogram(
+    "gen_ai.client.operation.time_per_output_chunk",
+    "s",
+    "Time since the previous chunk, for each chunk after the first",
+    CHUNK_BOUNDS,
+)
+TOKEN_USAGE = Histogram("gen_ai.client.token.usage", "{token}", "Tokens used per operation", TOKEN_BOUNDS)
+HISTOGRAMS = (DURATION, TIME_TO_FIRST_CHUNK, TIME_PER_OUTPUT_CHUNK, TOKEN_USAGE)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanEvent:
+    name: str
+    t_unix_ns: int
+    attributes: Attrs = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A span to emit; ``children`` are its child spans (wait phases, reasoning, streaming)."""
+
+    name: str
+    start_unix_ns: int
+    end_unix_ns: int
+    attributes: Attrs = field(default_factory=dict)
+    events: tuple[SpanEvent, ...] = ()
+    children: tuple[Span, ...] = ()
+    error: str | None = None  # the status description of a failed span; None: status unset
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One value for one histogram, with its (low-cardinality) attributes."""
+
+    metric: Histogram
+    value: float
+    attributes: Attrs
+
+
+def capture_content(env: Mapping[str, str] = os.environ) -> bool:
+    """Prompt and answer text go on spans only when the user asked for it, as the conventions say."""
+    return env.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+
+
+# --- reading the record's untrusted values ------------------------------------------------
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        return None
+    return float(v)
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) and v else None
+
+
+def _label(v: Any) -> str | None:
+    """A short text attribute (a model, an error type) with control characters replaced: a span
+    name or an attribute may end up printed by a terminal tool, and the record is untrusted."""
+    text = _str(v)
+    if text is None or text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else "\ufffd" for ch in text)
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def chunk_times_ms(rec: TurnRecord) -> list[float]:
+    """When each chunk arrived, in ms since the first send, as the log writes them (to the us)."""
+    sent = rec.timestamps.sent
+    t0 = sent if sent is not None else (rec.chunks[0].t_ns if rec.chunks else 0)
+    return [round((c.t_ns - t0) / 1e6, 3) for c in rec.chunks]
+
+
+def unix_ns(s: Any) -> int | None:
+    """An ISO 8601 time with its zone (``started_at``, ``sent_at``) in ns since the epoch; None when
+    missing or unreadable."""
+    if not isinstance(s, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(s)
+    except ValueError:
+        return None
+    if dt.tzinfo is None:
+        return None  # a naive time could be any zone: better no time than a wrong one
+    whole = int(dt.replace(microsecond=0).timestamp())
+    return _unix(whole * 1_000_000_000 + dt.microsecond * 1000)
+
+
+# OTLP carries times as fixed64 ns since the epoch: one past this (the year 2554), or before 1970, fails
+# the encoding of the whole batch it is in, so such a time is dropped, as an unreadable one is.
+MAX_UNIX_NS = 2**64 - 1
+
+
+def _unix(t: int) -> int | None:
+    return t if 0 <= t <= MAX_UNIX_NS else None
+
+
+def sent_unix_ns(rec: TurnRecord) -> int | None:
+    """The wall-clock moment of the first send, the origin of ``events_ms``: ``sent_at`` (to the us).
+    A record logged before ``sent_at`` existed, or never sent, is placed at ``started_at``."""
+    return unix_ns(rec.sent_at()) or unix_ns(rec.started_at)
+
+
+def _events_ms(rec: TurnRecord) -> dict[str, float | None]:
+    """The turn's events in ms since the first send: the log's own figures, so that a span's ns
+    come out as they did when the mapping read log lines (a collector's stored traces keep them)."""
+    return rec.timestamps.relative_ms()
+
+
+# --- attributes -----------------------------------------------------------------------------
+def _server(rec: TurnRecord) -> Attrs:
+    url = _str(rec.base_url)
+    if url is None:
+        return {}
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return {}
+    out: Attrs = {}
+    if parts.hostname:
+        out["server.address"] = parts.hostname
+        out["server.port"] = port or (443 if parts.scheme == "https" else 80)
+    return out
+
+
+def error_type(rec: TurnRecord) -> str | None:
+    if rec.status == "cancelled":
+        return "cancelled"
+    if rec.status == "error":
+        return (_label(rec.error.type) if rec.error is not None else None) or "_OTHER"
+    return None
+
+
+def metric_attributes(rec: TurnRecord) -> Attrs:
+    """The few attributes every histogram point carries: nothing that grows with the turns."""
+    model = _label(rec.model) or "unknown"
+    attrs: Attrs = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": _label(rec.provider) or "unknown",
+        "gen_ai.request.model": model,
+        "gen_ai.response.model": model,
+        **_server(rec),
+    }
+    err = error_type(rec)
+    if err is not None:
+        attrs["error.type"] = err
+    return attrs
+
+
+def streamed(rec: TurnRecord) -> bool:
+    return rec.settings.stream is not False
+
+
+def span_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs:
+    attrs = metric_attributes(rec)
+    settings, tokens, metrics = rec.settings, rec.tokens, rec.metrics
+    if settings.max_output_tokens is not None:
+        attrs["gen_ai.request.max_tokens"] = settings.max_output_tokens
+    if (temperature := _num(settings.temperature)) is not None:
+        attrs["gen_ai.request.temperature"] = temperature
+    usage = {
+        "gen_ai.usage.input_tokens": tokens.input,
+        "gen_ai.usage.output_tokens": tokens.output,
+        "gen_ai.usage.cache_read.input_tokens": tokens.cached_input,
+        "gen_ai.usage.reasoning.output_tokens": tokens.reasoning,
+    }
+    attrs.update({k: v for k, v in usage.items() if v is not None})
+    if (ttft := _num(metrics.ttft_ms)) is not None:
+        attrs["gen_ai.response.time_to_first_chunk"] = ttft / 1000
+    if (stop := _label(rec.stop_reason)) is not None:
+        attrs["gen_ai.response.finish_reasons"] = [stop]
+    # ttft's own: what a latency investigation filters on, and where the counts came from.
+    own: dict[str, str | int | float | None] = {
+        "ttft.session_id": _label(rec.session_id),
+        "ttft.turn_index": rec.turn_index,
+        "ttft.api": _label(rec.api),
+        "ttft.status": _label(rec.status),
+        "ttft.tokens.source": _label(tokens.source),
+        "ttft.time_to_first_visible_chunk": _sec(metrics.ttfvt_ms),
+        "ttft.time_per_output_token": _sec(metrics.tpot_ms),
+        "ttft.diagnosis": _label(rec.diagnosis),
+    }
+    # extra is free-form (bench and compare fill it): still read field by field
+    extra = rec.extra
+    bench, pane = _dict(extra.get("bench")), extra.get("comparison_id")
+    if bench:
+        own |= {"ttft.bench.run_id": _label(bench.get("run_id")), "ttft.bench.level": _num(bench.get("level"))}
+    if pane is not None:
+        own |= {"ttft.compare.id": _label(pane), "ttft.compare.pane": _label(extra.get("pane_label"))}
+    attrs.update({k: v for k, v in own.items() if v is not None})
+    # OpenInference's names, so Arize Phoenix shows the model and the counts without any glue.
+    attrs["openinference.span.kind"] = "LLM"
+    attrs["llm.model_name"] = attrs["gen_ai.request.model"]
+    for src, dst in (
+        ("gen_ai.usage.input_tokens", "llm.token_count.prompt"),
+        ("gen_ai.usage.output_tokens", "llm.token_count.completion"),
+        ("gen_ai.usage.cache_read.input_tokens", "llm.token_count.prompt_details.cache_read"),
+        ("gen_ai.usage.reasoning.output_tokens", "llm.token_count.completion_details.reasoning"),
+    ):
+        if src in attrs:
+            attrs[dst] = attrs[src]
+    if capture_content:
+        attrs.update(_content(rec))
+    return attrs
+
+
+def _sec(v: float | None) -> float | None:
+    n = _num(v)
+    return None if n is None else n / 1000
+
+
+def _content(rec: TurnRecord) -> Attrs:
+    """The prompt and the answer, as the conventions' structured messages (JSON text)."""
+    out: Attrs = {}
+    prompt, answer, reasoning = _str(rec.prompt), _str(rec.answer), _str(rec.reasoning)
+    if prompt is not None:
+        out["gen_ai.input.messages"] = json.dumps(
+            [{"role": "user", "parts": [{"type": "text", "content": prompt}]}], ensure_ascii=False
+        )
+        out["input.value"] = prompt
+    parts = [{"type": "reasoning", "content": reasoning}] if reasoning else []
+    if answer is not None:
+        parts.append({"type": "text", "content": answer})
+        out["output.value"] = answer
+    if parts:
+        message: dict[str, Any] = {"role": "assistant", "parts": parts}
+        if (stop := _label(rec.stop_reason)) is not None:
+            message["finish_reason"] = stop
+        out["gen_ai.output.messages"] = json.dumps([message], ensure_ascii=False)
+    return out
+
+
+# --- the span tree --------------------------------------------------------------------------
+WAIT_PHASES = ("retries", "pool", "dns", "connect", "tls", "send", "server", "first_token")
+
+
+def turn_span(rec: TurnRecord, *, capture_content: bool = False) -> Span | None:
+    """The turn as a client span with its phases as children; None when it has no wall clock."""
+    sent = sent_unix_ns(rec)
+    if sent is None:
+        return None
+    ev = _events_ms(rec)
+
+    def at(key: str) -> int | None:
+        v = _num(ev.get(key))
+        return None if v is None else _unix(sent + int(v * NS_PER_MS))
+
+    first, visible, last = at("first_token"), at("first_visible"), at("last_token")
+    end = at("end") or last or sent
+    events = []
+    if first is not None:
+        events.append(SpanEvent("gen_ai.first_token", first))
+    if visible is not None:
+        events.append(SpanEvent("gen_ai.first_visible_token", visible))
+    children = [*_wait_spans(rec, sent, first, end)]
+    if first is not None:
+        reasoning_end = visible if visible is not None else last
+        if reasoning_end is not None and reasoning_end > first:
+            children.append(Span("reasoning", first, reasoning_end, {"ttft.phase": "reasoning"}))
+        if visible is not None and last is not None:
+            children.append(Span("streaming", visible, last, {"ttft.phase": "streaming"}))
+    err = error_type(rec)
+    said = _label(rec.error.message) if rec.error is not None else None
+    message = said if err != "cancelled" else "cancelled"
+    return Span(
+        f"chat {_label(rec.model) or 'unknown'}",
+        sent,
+        max(end, sent),
+        span_attributes(rec, capture_content=capture_content),
+        tuple(events),
+        tuple(children),
+        (message or err) if err is not None else None,
+    )
+
+
+def _wait_spans(rec: TurnRecord, sent: int, first: int | None, end: int) -> list[Span]:
+    """The wait (send -> first token) as one child, or tiled by phase where the record splits it."""
+    stop = first if first is not None else end
+    split = rec.metrics.wait_ms
+    if split is None or first is None:
+        return [Span("wait", sent, stop, {"ttft.phase": "wait"})] if stop > sent else []
+    out, t = [], sent
+    for phase in WAIT_PHASES:
+        ms = _num(round(getattr(split, phase), 3))  # to the us, as logged: a live span is the file's
+        if not ms or ms < 0:
+            continue
+        nxt = min(t + int(ms * NS_PER_MS), stop)
+        out.append(Span(f"wait {phase}", t, nxt, {"ttft.phase": f"wait.{phase}"}))
+        t = nxt
+    return out
+
+
+# --- metric points --------------------------------------------------------------------------
+def turn_points(rec: TurnRecord) -> list[Point]:
+    """Every histogram value this turn contributes (per chunk for ``time_per_output_chunk``)."""
+    attrs = metric_attributes(rec)
+    metrics, tokens = rec.metrics, rec.tokens
+    out: list[Point] = []
+    if (total := _num(metrics.total_ms)) is not None:
+        out.append(Point(DURATION, total / 1000, attrs))
+    if streamed(rec):
+        if (ttft := _num(metrics.ttft_ms)) is not None:
+            out.append(Point(TIME_TO_FIRST_CHUNK, ttft / 1000, attrs))
+        times = chunk_times_ms(rec)
+        out += [Point(TIME_PER_OUTPUT_CHUNK, (b - a) / 1000, attrs) for a, b in pairwise(times)]
+    for n, kind in ((tokens.input, "input"), (tokens.output, "output")):
+        if n is not None:
+            out.append(Point(TOKEN_USAGE, float(n), {**attrs, "gen_ai.token.type": kind}))
+    return out
+
+
+def turn_end_unix_ns(rec: TurnRecord) -> int | None:
+    sent = sent_unix_ns(rec)
+    if sent is None:
+        return None
+    ev = _events_ms(rec)
+    end = _num(ev.get("end"))
+    if end is None:
+        end = _num(ev.get("last_token"))
+    return _unix(sent + int((end or 0.0) * NS_PER_MS)) or sent
+
+
+def trace_ids(rec: TurnRecord, salt: int = 0) -> tuple[str, str]:
+    """A stable (trace id, span id) in hex for a logged turn: a file replayed twice names the same trace.
+
+    The key is the turn's identity: compare panes share a session, a turn index and often the
+    millisecond they started, so provider, model, URL and send time are in it too. ``salt`` separates
+    records that still agree on all of it (the caller counts duplicates in file order). The key is
+    the text the log line holds for each (``None`` for a missing one), so ids match older exports.
+    """
+    who = "/".join(str(v) for v in (rec.session_id, rec.turn_index, rec.started_at, rec.sent_at()))
+    where = "/".join(str(v) for v in (rec.provider, rec.model, rec.base_url))
+    digest = hashlib.sha256(f"{who}/{where}/{salt}".encode()).hexdigest()
+    return digest[:32], digest[32:48]

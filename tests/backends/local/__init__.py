@@ -1,0 +1,1 @@
+"""Tests of backends.local (the real small model)."""

@@ -1,0 +1,535 @@
+"""Hostile input (issue 15, items 10 and 12): bad config files, bad option values and streams that
+are not the API's end in one clear message, never a traceback, never a silent default; and a fuzz
+test of every API's stream reader through the real SDKs over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import json
+import socketserver
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from backends.base import Backend
+from backends.providers.anthropic_messages import AnthropicMessagesBackend
+from backends.providers.lean.chat import LeanChatBackend
+from backends.providers.openai_chat import OpenAIChatBackend
+from backends.providers.openai_responses import OpenAIResponsesBackend
+from tests.fakes import FakeServer, Schedule
+from tests.support.backend_util import one_turn
+from tui.cli import main
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No keys, no default model from outside; the config file's folder is returned."""
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TTFT_MODEL", "TTFT_IN_PROCESS", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("TTFT_CONFIG_DIR", str(conf))
+    return conf
+
+
+# --- item 10: the config file ------------------------------------------------------------------
+GOOD_PROVIDER = '[providers.groq]\nkind = "compat"\nbase_url = "http://127.0.0.1:9/v1"\n'
+BAD_CONFIGS: dict[str, tuple[bytes, str]] = {
+    # name: (the file, what the one line must say besides the file's path)
+    "malformed TOML": (b'default = "openai:x\n', "is not valid TOML"),
+    "not UTF-8": (b'default = "openai:\xff"\n', "is not valid UTF-8 (byte 0xff"),
+    "timeout not a number": (
+        GOOD_PROVIDER.encode() + b'timeout = "abc"\n',
+        "providers.groq.timeout: expected a number",
+    ),
+    "timeout not positive": (GOOD_PROVIDER.encode() + b"timeout = -3\n", "providers.groq.timeout: expected a number"),
+    "headers not a table": (GOOD_PROVIDER.encode() + b'headers = "x"\n', "providers.groq.headers: expected a table"),
+    "header value not a string": (GOOD_PROVIDER.encode() + b"headers = { X = 1 }\n", "providers.groq.headers.X"),
+    "providers not a table": (b"providers = 5\n", "providers: expected a table of providers"),
+    "base_url not a string": (b"[providers.groq]\nbase_url = 42\n", "providers.groq.base_url: expected a URL"),
+    "default not a string": (b"default = 5\n", "default: expected a model spec"),
+    "default unknown provider": (b'default = "nosuch:model"\n', "default: unknown provider 'nosuch'"),
+    "default without model": (b'default = "openai:"\n', "default: The model spec 'openai:' has no model"),
+    "typo in a provider": (
+        GOOD_PROVIDER.encode() + b"timout = 5\n",
+        "providers.groq.timout: unknown key; did you mean 'timeout'?",
+    ),
+    "typo at the top": (b'defualt = "openai:x"\n', "defualt: unknown key; did you mean 'default'?"),
+    "kind unknown": (b'[providers.groq]\nkind = "grpc"\n', "providers.groq.kind: expected one of"),
+}
+COMMANDS = {
+    "bare ttft": [],
+    "chat": ["chat"],
+    "ask": ["ask", "hi"],
+    "ask -m": ["ask", "-m", "groq:m", "hi"],
+    "models": ["models", "-m", "groq"],
+    "compare": [
+        "compare",
+        "--headless",
+        "-m",
+        "compat:a",
+        "-m",
+        "compat:b",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "hi",
+    ],
+    "bench": ["bench", "-m", "compat:x", "--base-url", "http://127.0.0.1:9/v1", "--requests", "1"],
+    "probe": ["probe", "-m", "compat:x", "--base-url", "http://127.0.0.1:9/v1", "--quick"],
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CONFIGS))
+def test_a_bad_config_file_is_one_line_naming_file_key_and_expectation(
+    case: str, env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    content, expected = BAD_CONFIGS[case]
+    (env / "config.toml").write_bytes(content)
+    assert main(["ask", "-m", "compat:x", "--base-url", "http://127.0.0.1:9/v1", "hi"]) == 2
+    err = capsys.readouterr().err
+    assert f"{env / 'config.toml'}: " in err and expected in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("case", ["malformed TOML", "not UTF-8", "timeout not a number", "default not a string"])
+def test_every_command_that_reads_the_config_stops_with_exit_2(
+    command: str, case: str, env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (env / "config.toml").write_bytes(BAD_CONFIGS[case][0])
+    assert main(COMMANDS[command]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ttft: ") and "config.toml" in err and "Traceback" not in err, err
+    assert not (env.parent / "data").exists() or not list((env.parent / "data").rglob("*.jsonl"))  # no turn ran
+
+
+def test_a_wrong_typed_default_never_falls_back_to_the_openai_api(
+    env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``default = 5`` used to mean openai:gpt-4o-mini, which a set key would have sent to the real API."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing leaves the machine, whatever runs
+    (env / "config.toml").write_text("default = 5\n")
+    from backends.providers.registry import ProviderError, default_spec
+
+    with pytest.raises(ProviderError, match="default: expected a model spec"):
+        default_spec()
+    assert main(["ask", "hi"]) == 2
+    assert "openai" not in capsys.readouterr().out
+
+
+def test_sessions_does_not_read_the_config(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Listing logged sessions needs no provider: a broken config file does not stop it."""
+    (env / "config.toml").write_bytes(b"[[[")
+    assert main(["sessions"]) in (0, 1)
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_valid_config_still_resolves(env: Path) -> None:
+    (env / "config.toml").write_text(
+        'default = "groq"\n' + GOOD_PROVIDER + 'default_model = "m"\ntimeout = 7\nheaders = { "X-Title" = "ttft" }\n'
+    )
+    from backends.providers.registry import default_spec, resolve
+
+    assert default_spec() == "groq"
+    r = resolve("groq")
+    assert (r.kind, r.model, r.timeout, r.headers) == ("compat", "m", 7.0, {"X-Title": "ttft"})
+
+
+# --- item 12: option values --------------------------------------------------------------------
+BAD_OPTIONS = [
+    (["-m", ""], "model spec"),
+    (["-m", "openai:"], "has no model after the colon"),
+    (["-m", ":gpt"], "has no provider"),
+    (["--max-output-tokens", "-5"], "must be at least 1"),
+    (["--max-output-tokens", "0"], "must be at least 1"),
+    (["--timeout", "0"], "above 0"),
+    (["--timeout", "-1"], "above 0"),
+    (["--timeout", "nan"], "finite"),
+    (["--temperature", "nan"], "finite"),
+    (["--temperature", "-1"], "0 or more"),
+    (["--max-retries", "-1"], "0 or more"),
+    (["--max-retries", "x"], "whole number"),
+]
+
+
+@pytest.mark.parametrize(("opts", "expected"), BAD_OPTIONS, ids=[" ".join(o) for o, _ in BAD_OPTIONS])
+def test_ask_refuses_bad_values_at_the_edge(
+    opts: list[str], expected: str, env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = [] if opts[0] == "-m" else ["-m", "compat:x"]
+    with pytest.raises(SystemExit) as exit_:
+        main(["ask", *spec, "--base-url", "http://127.0.0.1:9/v1", *opts, "hi"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert expected in err and opts[0] in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["chat", "-m", "openai:"],
+        ["chat", "--max-output-tokens", "-5"],
+        ["chat", "--temperature", "nan"],
+        ["compare", "--headless", "-m", "compat:a", "--max-output-tokens", "-5", "hi"],
+        ["compare", "--headless", "-m", "compat:a", "--temperature", "inf", "hi"],
+        ["bench", "-m", "openai:", "--requests", "1"],
+        ["bench", "-m", "compat:x", "--max-output-tokens", "0"],
+    ],
+    ids=lambda a: " ".join(a),
+)
+def test_chat_compare_and_bench_refuse_them_too(argv: list[str], env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert "error: argument" in capsys.readouterr().err
+
+
+def test_good_values_still_pass(env: Path) -> None:
+    from tui.cli import build_parser
+
+    args = build_parser("ask").parse_args(
+        [
+            "ask",
+            "-m",
+            "compat:llama3:8b",
+            "--timeout",
+            "0.5",
+            "--temperature",
+            "0",
+            "--max-retries",
+            "0",
+            "--max-output-tokens",
+            "1",
+            "hi",
+        ]
+    )
+    assert (args.model, args.timeout, args.temperature, args.max_retries, args.max_output_tokens) == (
+        "compat:llama3:8b",
+        0.5,
+        0.0,
+        0,
+        1,
+    )
+
+
+# --- item 12: streams that are not the API's -----------------------------------------------------
+HI_CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+
+
+class RawServer:
+    """A loopback HTTP server answering every POST with 200, a content type and a body written in
+    the given pieces (each flushed on its own): bytes no JSON-speaking fake can send."""
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes] = []
+        self.content_type = "text/event-stream"
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"  # the body ends when the connection closes: no framing to get wrong
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                self.send_response(200)
+                self.send_header("content-type", owner.content_type)
+                self.end_headers()
+                for piece in owner.pieces:
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def raw() -> Iterator[RawServer]:
+    s = RawServer()
+    yield s
+    s.close()
+
+
+def _backend(api: str, url: str) -> Backend:
+    if api == "sdk":
+        return OpenAIChatBackend("m", provider="compat", base_url=url + "/v1", compat=True)
+    if api == "lean":
+        return LeanChatBackend("m", provider="compat", base_url=url + "/v1", compat=True)
+    if api == "responses":
+        return OpenAIResponsesBackend("m", base_url=url + "/v1", api_key="k")
+    return AnthropicMessagesBackend("m", base_url=url, api_key="k")
+
+
+@pytest.mark.parametrize("api", ["sdk", "lean"])
+@pytest.mark.parametrize(
+    "tail", ["[1,2,3]", "null", "5", '"x"', '{"choices":"x"}', '{"choices":[{"delta":{"content":7}}]}']
+)
+async def test_a_chunk_of_the_wrong_shape_is_a_malformed_stream(api: str, tail: str) -> None:
+    with FakeServer(Schedule(raw_sse=HI_CHUNK.decode() + f"data: {tail}\n\n")) as srv:
+        backend = _backend(api, srv.url)
+        try:
+            rec = await one_turn(backend, max_retries=0)
+        finally:
+            await backend.aclose()
+    assert rec["status"] == "error" and rec["error"]["type"] == "malformed_stream", rec["error"]
+    assert "not a Chat Completions event" in rec["error"]["message"] or "is not a string" in rec["error"]["message"]
+    assert rec["answer"] == "Hi"  # what came before is kept
+
+
+def test_ask_sdk_reports_a_wrong_shaped_chunk_as_malformed(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeServer(Schedule(raw_sse=HI_CHUNK.decode() + "data: [1,2,3]\n\n")) as srv:
+        rc = main(
+            ["ask", "--sdk", "--json", "-m", "compat:x", "--base-url", srv.openai_base_url, "--max-retries", "0", "hi"]
+        )
+    out = capsys.readouterr().out
+    record = json.loads(out[out.index("{") :])
+    assert rc == 1 and record["error"]["type"] == "malformed_stream" and record["answer"] == "Hi"
+    assert "bug in ttft" not in (record["error"]["hint"] or "")
+
+
+@pytest.mark.parametrize("api", ["sdk", "lean", "responses", "messages"])
+async def test_invalid_utf8_in_a_stream_is_a_malformed_stream(api: str, raw: RawServer) -> None:
+    raw.content_type = "text/event-stream"
+    raw.pieces = [HI_CHUNK, b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"}}]}\n\n']
+    backend = _backend(api, raw.url)
+    try:
+        rec = await one_turn(backend, max_retries=0)
+    finally:
+        await backend.aclose()
+    assert rec["error"]["type"] == "malformed_stream" and "not valid UTF-8" in rec["error"]["message"], rec["error"]
+    if api in ("sdk", "lean"):
+        assert rec["answer"] == "Hi"
+
+
+@pytest.mark.parametrize("api", ["sdk", "lean", "responses", "messages"])
+async def test_an_html_page_with_200_says_so(api: str, raw: RawServer) -> None:
+    raw.content_type = "text/html; charset=utf-8"
+    raw.pieces = [b"<!doctype html><html><body>Welcome to nginx!</body></html>\n"]
+    backend = _backend(api, raw.url)
+    try:
+        rec = await one_turn(backend, max_retries=0)
+    finally:
+        await backend.aclose()
+    assert rec["error"]["type"] == "malformed_stream", rec["error"]
+    assert "HTML page, not an API response" in rec["error"]["message"] and "--base-url" in rec["error"]["hint"]
+
+
+BAD_USAGE: dict[str, bytes] = {  # token counts that are not ints: a crash in the metrics before, outside any backend
+    "sdk": b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
+    b'"usage":{"prompt_tokens":"a","completion_tokens":[1]}}\n\ndata: [DONE]\n\n',
+    "responses": b'data: {"type":"response.completed","response":{"id":"r","status":"completed","output":[],'
+    b'"usage":{"input_tokens":"a","output_tokens":{"x":1}}}}\n\n',
+    "messages": b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},'
+    b'"usage":{"output_tokens":"x","output_tokens_details":{"thinking_tokens":[]}}}\n\n'
+    b'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+}
+BAD_USAGE["lean"] = BAD_USAGE["sdk"]
+
+
+@pytest.mark.parametrize("api", list(BAD_USAGE))
+async def test_token_counts_of_the_wrong_type_are_dropped(api: str, raw: RawServer) -> None:
+    raw.content_type = "text/event-stream"
+    raw.pieces = [FIRST[api] + BAD_USAGE[api]]
+    backend = _backend(api, raw.url)
+    try:
+        rec = await one_turn(backend, max_retries=0)
+    finally:
+        await backend.aclose()
+    assert rec["status"] == "ok" and rec["answer"] == "Hi", rec["error"]
+    assert all(v is None or type(v) is int for k, v in rec["tokens"].items() if k != "source"), rec["tokens"]
+
+
+# --- fuzz: every API's stream reader ---------------------------------------------------------------
+FIRST: dict[str, bytes] = {  # one well-formed text delta, so a partial answer exists before the hostile bytes
+    "sdk": HI_CHUNK,
+    "lean": HI_CHUNK,
+    "responses": b'event: response.output_text.delta\ndata: {"type":"response.output_text.delta","item_id":"i",'
+    b'"output_index":0,"content_index":0,"delta":"Hi","sequence_number":1}\n\n',
+    "messages": b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","type":"message",'
+    b'"role":"assistant","model":"m","content":[],"stop_reason":null,"usage":{"input_tokens":1,"output_tokens":0}}}\n\n'
+    b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+    b'"content_block":{"type":"text","text":""}}\n\n'
+    b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+    b'"delta":{"type":"text_delta","text":"Hi"}}\n\n',
+}
+EVENT_TYPES = {  # the shapes each reader looks at, so the fuzz gets past "unknown event, skipped"
+    "sdk": [None],
+    "lean": [None],
+    "responses": [
+        "response.output_text.delta",
+        "response.completed",
+        "response.failed",
+        "error",
+        "response.output_item.added",
+        "response.reasoning_summary_text.delta",
+    ],
+    "messages": [
+        "content_block_delta",
+        "content_block_start",
+        "message_delta",
+        "message_stop",
+        "message_start",
+        "error",
+    ],
+}
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+FIELDS = [
+    "choices",
+    "delta",
+    "content",
+    "usage",
+    "finish_reason",
+    "type",
+    "text",
+    "message",
+    "response",
+    "content_block",
+    "item",
+    "error",
+    "index",
+    "reasoning_content",
+    "tool_calls",
+    "output",
+]
+shaped = st.recursive(  # dicts with the keys the readers look up, holding any JSON value
+    json_values,
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(FIELDS), inner, max_size=4),
+    max_leaves=10,
+)
+
+
+TEMPLATES: dict[str, list[dict[str, Any]]] = {  # well-formed events of each API, one leaf of which the fuzz replaces
+    "chat": [
+        {"choices": [{"index": 0, "delta": {"content": "x", "reasoning_content": "r"}, "finish_reason": None}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2,
+                                  "prompt_tokens_details": {"cached_tokens": 0},
+                                  "completion_tokens_details": {"reasoning_tokens": 0}}},
+        {"choices": [], "timings": {"prompt_n": 1, "predicted_n": 2}},
+        {"error": {"message": "boom", "type": "server_error"}},
+    ],
+    "responses": [
+        {"type": "response.output_text.delta", "item_id": "i", "output_index": 0, "content_index": 0, "delta": "x"},
+        {"type": "response.reasoning_summary_text.delta", "item_id": "i", "output_index": 0, "delta": "r"},
+        {"type": "response.output_item.added", "output_index": 0, "item": {"type": "function_call", "name": "f"}},
+        {"type": "response.function_call_arguments.delta", "item_id": "i", "output_index": 0, "delta": "{"},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed", "output": [],
+                                                    "usage": {"input_tokens": 1, "output_tokens": 2,
+                                                              "input_tokens_details": {"cached_tokens": 0},
+                                                              "output_tokens_details": {"reasoning_tokens": 0}}}},
+        {"type": "response.failed", "response": {"id": "r", "status": "failed", "error": {"message": "m"}}},
+        {"type": "error", "message": "boom", "code": "server_error"},
+    ],
+    "messages": [
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "thinking", "thinking": "t"}},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "name": "f", "id": "t"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "x"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "thinking_delta", "thinking": "t"}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{"}},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+         "usage": {"output_tokens": 3, "output_tokens_details": {"thinking_tokens": 1}}},
+        {"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "content": [],
+                                              "usage": {"input_tokens": 1, "cache_read_input_tokens": 2}}},
+        {"type": "message_stop"},
+        {"type": "error", "error": {"type": "overloaded_error", "message": "m"}},
+    ],
+}  # fmt: skip
+TEMPLATES["sdk"] = TEMPLATES["lean"] = TEMPLATES.pop("chat")
+
+
+def _paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON value (itself included) that the fuzz may replace."""
+    out = [at]
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        out += _paths(inner, (*at, key))
+    return out
+
+
+def _replaced(value: Any, path: tuple[Any, ...], new: Any) -> Any:
+    if not path:
+        return new
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[path[0]] = _replaced(value[path[0]], path[1:], new)
+    return copy
+
+
+@st.composite
+def mutated_event(draw: st.DrawFn, api: str) -> Any:
+    """An API's own event with one field (or the whole event) swapped for an arbitrary JSON value."""
+    template = draw(st.sampled_from(TEMPLATES[api]))
+    path = draw(st.sampled_from(_paths(template)))
+    return _replaced(template, path, draw(json_values)) if draw(st.booleans()) else template
+
+
+@st.composite
+def hostile_body(draw: st.DrawFn, api: str) -> list[bytes]:
+    """The first text delta, then arbitrary bytes or arbitrary JSON events, cut at random byte offsets."""
+    tail = b""
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["bytes", "json", "shaped", "mutated", "mutated"]))
+        if kind == "bytes":
+            tail += draw(st.binary(max_size=40))
+            continue
+        strategy = {"json": json_values, "shaped": shaped, "mutated": mutated_event(api)}[kind]
+        value = draw(strategy)
+        etype = draw(st.sampled_from(EVENT_TYPES[api]))
+        if etype is not None and isinstance(value, dict) and draw(st.booleans()):
+            value = {**value, "type": etype}
+        event = f"event: {etype}\n".encode() if etype else b""
+        tail += event + b"data: " + json.dumps(value).encode() + b"\n\n"
+    body = FIRST[api] + tail
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(body) - 1)), max_size=4)))
+    return [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+
+
+@pytest.fixture(scope="module")
+def fuzz_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.mark.parametrize("api", ["sdk", "lean", "responses", "messages"])
+def test_fuzz_every_stream_reader_ends_in_a_clean_record(
+    api: str, raw: RawServer, fuzz_loop: asyncio.AbstractEventLoop
+) -> None:
+    backend = _backend(api, raw.url)
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(pieces=hostile_body(api))
+    def check(pieces: list[bytes]) -> None:
+        raw.content_type = "text/event-stream"
+        raw.pieces = pieces
+        rec = fuzz_loop.run_until_complete(one_turn(backend, max_retries=0))  # raises if anything escapes
+        assert rec["status"] in ("ok", "error"), rec
+        if rec["status"] == "error":
+            assert rec["error"]["type"] and rec["error"]["message"]
+            assert "bug in ttft" not in (rec["error"]["hint"] or ""), rec["error"]
+        assert rec["answer"].startswith("Hi"), (rec["answer"], rec["error"])  # the partial answer is kept
+        json.dumps(rec)  # the record can be logged as is
+
+    try:
+        check()
+    finally:
+        fuzz_loop.run_until_complete(backend.aclose())

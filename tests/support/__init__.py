@@ -1,0 +1,1 @@
+"""Helpers the tests share: scripted backends, hand-made event sequences, paths."""

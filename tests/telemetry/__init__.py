@@ -1,0 +1,1 @@
+"""Tests of the telemetry package, mirroring its folders."""

@@ -1,0 +1,1 @@
+"""Tests of the tui package: Textual pilots and snapshots."""

@@ -1,0 +1,50 @@
+"""One request builder: the chat's session and a compare pane send the same messages for the same turn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backends.base import Message, build_request
+from backends.compare.runner import ComparePane, CompareRunner
+from telemetry.log.turns import SessionLog
+from telemetry.settings import TurnSettings
+from tests.support.compare_fakes import ScheduledBackend
+from tui.session import ChatSession
+
+HISTORY = [Message("user", "first"), Message("assistant", "one")]
+SETTINGS = TurnSettings(max_output_tokens=32, temperature=0.1)
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_system_then_history_then_the_prompt() -> None:
+    req = build_request("second", system="be brief", history=HISTORY, settings=SETTINGS)
+    assert [(m.role, m.content) for m in req.messages] == [
+        ("system", "be brief"),
+        ("user", "first"),
+        ("assistant", "one"),
+        ("user", "second"),
+    ]
+    assert req.settings is SETTINGS and req.prompt == "second"
+
+
+@pytest.mark.parametrize("system", [None, ""])
+def test_no_system_message_without_a_system_prompt(system: str | None) -> None:
+    req = build_request("hi", system=system)
+    assert [m.role for m in req.messages] == ["user"] and req.settings == TurnSettings()
+
+
+@pytest.mark.parametrize("system", [None, "be brief"])
+def test_the_chat_and_compare_build_the_same_request(system: str | None) -> None:
+    session = ChatSession(runner=None, spec="x:y", settings=SETTINGS, log=SessionLog("s"), system_prompt=system)  # type: ignore[arg-type]
+    session.messages = list(HISTORY)
+    pane = ComparePane(ScheduledBackend("p"), "A", history=list(HISTORY), settings=SETTINGS)
+    runner = CompareRunner([pane], system=system)
+    expected = build_request("second", system=system, history=HISTORY, settings=SETTINGS)
+    assert session.build_request("second") == runner._request(pane, "second") == expected

@@ -1,0 +1,1 @@
+"""The chat: its app, its screen, a turn's hand-off, its commands, sessions and compare mode."""

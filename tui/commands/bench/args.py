@@ -1,0 +1,185 @@
+"""``ttft bench``'s command line: its flags, their vLLM aliases and their parsing (see ``bench``)."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from telemetry.bench.slo import SLO
+from tui.commands.args import model_spec
+from tui.commands.bench import capacity as bench_capacity
+from tui.commands.flags import add_turn_flags
+from tui.commands.help import examples
+from tui.commands.output import add_output_flags
+
+LOCAL_SERVER = "local-server"
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from exc
+    if not vals or any(v <= 0 for v in vals):
+        raise argparse.ArgumentTypeError("levels must be > 0")
+    return vals
+
+
+MAX_START_AHEAD_S = 24 * 3600  # a start further ahead than this is a typo, not a plan
+
+
+def start_time(text: str) -> float:
+    """``--start-at``: an ISO 8601 time with its zone (``2026-12-01T16:00:00Z``) or Unix seconds, as
+    Unix seconds. A time without a zone is refused: each machine would read it in its own."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a time like 2026-12-01T16:00:00Z or Unix seconds, got {text!r}"
+        ) from None
+    if when.tzinfo is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no zone: add Z or +HH:MM, so every machine reads the same moment"
+        )
+    return when.timestamp()
+
+
+def check_start(start_at: float | None, now: float) -> str | None:
+    """Why ``--start-at`` cannot be kept, or None. A time already past at launch is refused: a run
+    started late would not load the server together with the others."""
+    if start_at is None:
+        return None
+    if start_at < now:
+        return f"--start-at has already passed ({now - start_at:.0f} s ago)"
+    if start_at - now > MAX_START_AHEAD_S:
+        return "--start-at is more than 24 hours ahead"
+    return None
+
+
+def _goodput(text: str) -> str:
+    """vLLM's ``--goodput ttft:500`` (milliseconds) as ttft's ``--slo ttft=500``."""
+    key, sep, value = text.partition(":")
+    item = f"{key}={value}"
+    try:
+        if not sep:
+            raise ValueError("no colon")
+        SLO.parse(item)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected KEY:MS with KEY ttft, tpot or e2el, got {text!r}") from None
+    return item
+
+
+class _GoodputAction(argparse.Action):
+    """``--goodput ttft:500 tpot:50`` fills ``--slo`` (one of the two; the later wins)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any, opt: Any = None) -> None:
+        setattr(ns, self.dest, ",".join(values))
+
+
+def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.ArgumentParser:
+    """The ``bench`` subcommand's parser with every flag (its ``func`` is set by the caller)."""
+    p = sub.add_parser(
+        "bench",
+        help="load-test a model: total throughput against each user's speed, across concurrency levels or rates",
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=examples(
+            "ttft bench -m compat:qwen3 --base-url http://127.0.0.1:8080/v1 --concurrency 1,2,4,8",
+            "ttft bench -m local-server --slots 4 --concurrency 1,2,4",
+            "ttft bench -m compat:m --base-url URL --rate 2,4,8 --slo ttft=500ms,tpot=50ms",
+            "# vLLM's names work too: --num-prompts, --request-rate, --max-concurrency, --random-input-len, --goodput",
+            "ttft bench -m compat:m --base-url URL --max-concurrency 8 --num-prompts 64 --goodput ttft:500 tpot:50",
+            "ttft bench -m compat:m --base-url URL --json -q > summary.json",
+        ),
+    )
+    p.add_argument("-m", "--model", type=model_spec, required=True, help="PROVIDER:MODEL, or local-server[:PATH.gguf]")
+    p.add_argument("--base-url", help="server base URL (compat servers, or to point a provider at another host)")
+    load = p.add_mutually_exclusive_group()
+    load.add_argument(
+        "--concurrency",
+        "--max-concurrency",
+        dest="concurrency",
+        type=_floats,
+        help="closed-loop users per level, e.g. 1,2,4,8 (default)",
+    )
+    load.add_argument(
+        "--rate",
+        "--request-rate",
+        dest="rate",
+        type=_floats,
+        nargs="?",
+        const=(1.0,),
+        help="open-loop Poisson arrival rates in requests/s, e.g. 2,4,8 (alone, with --find-capacity: from 1/s)",
+    )
+    p.add_argument(
+        "--requests",
+        "--num-prompts",
+        dest="requests",
+        type=int,
+        default=32,
+        help="measured requests per level (default 32)",
+    )
+    p.add_argument("--warmup", type=int, default=2, help="unmeasured requests before the first level (default 2)")
+    p.add_argument(
+        "--input-tokens",
+        "--random-input-len",
+        dest="input_tokens",
+        type=int,
+        default=128,
+        help="synthetic prompt length (default 128)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="prompts and arrival times repeat with the same seed")
+    p.add_argument("--slo", help="goodput objectives, e.g. ttft=500ms,tpot=50ms,e2e=10s (errors count as misses)")
+    p.add_argument(
+        "--goodput",
+        dest="slo",
+        nargs="+",
+        type=_goodput,
+        action=_GoodputAction,
+        metavar="KEY:MS",
+        help="vLLM's spelling of --slo: ttft:500 tpot:50 e2el:10000 (milliseconds)",
+    )
+    p.add_argument("--out", type=Path, help="results folder (default ./ttft-bench-<time>)")
+    p.add_argument("--workers", type=int, default=1, help="split the load across this many client processes")
+    p.add_argument(
+        "--start-at",
+        type=start_time,
+        metavar="TIME",
+        help="start the first measured level at this wall-clock time (ISO 8601 with a zone, or Unix seconds), "
+        "after the warm-up: several machines then load the server together (merge with ttft report --merge)",
+    )
+    p.add_argument("--max-in-flight", type=int, default=1024, help="open loop: most streams at once")
+    client = p.add_mutually_exclusive_group()
+    client.add_argument(
+        "--sdk",
+        action="store_true",
+        help="Chat Completions: read through the OpenAI SDK (typed chunks, httpx2) instead of ttft's lean "
+        "reader (orjson, httptools); the same records at several times the client CPU per chunk",
+    )
+    client.add_argument(
+        "--aiohttp",
+        action="store_true",
+        help="Chat Completions: the lean reader on aiohttp rather than on its own asyncio Protocol + httptools "
+        "transport (the default when httptools is installed); the same records at more client CPU per chunk",
+    )
+    client.add_argument(
+        "--raw-stream",
+        action="store_true",
+        help="Chat Completions: the SDK's HTTP call, its stream read as JSON without typed chunks",
+    )
+    client.add_argument("--lean", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for scripts
+    p.add_argument("--charts", choices=("svg", "png"), default="svg", help="chart files (png needs matplotlib)")
+    p.add_argument("--slots", type=int, default=4, help="local-server: parallel slots (-np)")
+    p.add_argument("--ctx", type=int, default=4096, help="local-server: context shared by the slots (-c)")
+    p.add_argument("--threads", type=int, help="local-server: CPU threads (-t)")
+    p.add_argument("--ignore-eos", action="store_true", help="local-server: every answer runs to --max-output-tokens")
+    add_turn_flags(p, max_output_tokens=64, max_retries=0)  # a retry would hide an error a load test counts
+    add_output_flags(p, "print the ttft.bench/1 summary (summary.json, with the results folder) instead of the tables")
+    bench_capacity.add_arguments(p)
+    return p

@@ -1,0 +1,130 @@
+"""What ``ttft bench`` shows: the per-level table (also the report's), its server-reported and
+wait-split lines, the live progress line on stderr, and the charts of a run's levels."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from backends.load.driver import Progress
+from tui.report import charts
+from tui.report import figures as chart_builders
+
+
+def _n(v: float | None, digits: int = 0) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+COLUMNS = (
+    ("level", 9), ("req/s", 6), ("tok/s", 7), ("user t/s", 8), ("TTFT p50", 8), ("p90", 6), ("p99", 6),
+    ("TTFVT50", 7), ("TPOT p50", 8), ("p90", 6), ("p99", 6), ("ITL p99", 7), ("E2E p50", 7), ("p99", 6),
+    ("err", 4), ("goodput", 7),
+)  # fmt: skip
+HEADER = " ".join(f"{name:>{w}}" for name, w in COLUMNS) + "  client"
+
+
+def level_cells(a: dict[str, Any]) -> list[str]:
+    """One level as table cells (the columns of COLUMNS, then the client's health)."""
+    label = f"{a['level']:g}/s" if a["mode"] == "rate" else f"c={int(a['level'])}"
+    client = a.get("client") or {}
+    lag = (client.get("loop_lag_ms") or {}).get("p99")
+    health = "-" if not client else f"lag {_n(lag, 1)}ms cpu {_n(client.get('cpu_percent'))}%"
+    flag = a.get("client_bottleneck") or ""
+    if flag:
+        health += " CLIENT-BOUND" if flag.startswith("client") else " HOST-BUSY"
+    t, p, e = a["ttft_ms"], a["tpot_ms"], a["e2e_ms"]
+    gp = "-" if a.get("goodput") is None else f"{a['goodput']:.2f}"
+    return [
+        label, _n(a["request_throughput"], 2), _n(a["output_throughput"], 1), _n(a["per_user_tokens_per_s"]["p50"], 1),
+        _n(t["p50"]), _n(t["p90"]), _n(t["p99"]), _n(a["ttfvt_ms"]["p50"]), _n(p["p50"], 1), _n(p["p90"], 1),
+        _n(p["p99"], 1), _n(a["itl_ms"]["p99"], 1), _n(e["p50"]), _n(e["p99"]), str(a["failed"]), gp, health,
+    ]  # fmt: skip
+
+
+def level_row(a: dict[str, Any]) -> str:
+    cells = level_cells(a)
+    return " ".join(f"{c:>{w}}" for c, (_, w) in zip(cells, COLUMNS, strict=False)) + "  " + cells[-1]
+
+
+def server_line(a: dict[str, Any]) -> str | None:
+    """Server-reported figures for a level (llama-server ``timings`` and ``/metrics``), or None."""
+    parts = []
+    srv = a.get("server") or {}
+    prompt = (srv.get("prompt_ms") or {}).get("p50")
+    per_tok = (srv.get("predicted_ms_per_token") or {}).get("p50")
+    if prompt is not None:
+        parts.append(f"prompt p50 {prompt:.0f} ms")
+    if per_tok is not None:
+        parts.append(f"decode p50 {per_tok:.1f} ms/token")
+    m = a.get("server_metrics") or {}
+    if m.get("server_decode_tokens_per_s"):
+        parts.append(f"/metrics decode {m['server_decode_tokens_per_s']:.1f} tok/s per stream")
+    if m.get("n_busy_slots_per_decode"):
+        parts.append(f"busy slots per decode {m['n_busy_slots_per_decode']:.2f}")
+    if m.get("tokens_predicted_total"):
+        parts.append(f"{m['tokens_predicted_total']:.0f} tokens predicted")
+    return ("          server-reported: " + ", ".join(parts)) if parts else None
+
+
+def wait_line(a: dict[str, Any]) -> str | None:
+    """The level's wait split (``telemetry.wire.split_summary``): a growing server part is the server's queue."""
+    w = a.get("wait_ms")
+    if not isinstance(w, dict):
+        return None
+    parts = [
+        f"{label} p50 {_n(w[key]['p50'])} ms p90 {_n(w[key]['p90'])} ms"
+        for key, label in (("network", "network"), ("server_part", "server"), ("pool", "pool"))
+        if isinstance(w.get(key), dict)
+    ]
+    return "          wait split: " + ", ".join(parts)
+
+
+def bench_charts(
+    levels: list[dict[str, Any]], title: str, capacity: dict[str, Any] | None = None
+) -> list[tuple[str, charts.Chart]]:
+    return [
+        ("tradeoff", chart_builders.tradeoff_chart(levels, f"Batching trade-off: {title}", capacity)),
+        ("ttft", chart_builders.ttft_chart(levels)),
+    ]
+
+
+class ProgressLine:
+    """The live one-line progress on stderr: rewritten in place on a terminal, once per level otherwise."""
+
+    def __init__(self, quiet: bool, search: bool = False) -> None:
+        self.quiet = quiet
+        self.search = search  # --find-capacity: batches of an open-ended search, not "level 2/1"
+        self.tty = sys.stderr.isatty()
+        self.last = 0.0
+        self._finished: tuple[bool, int] | None = None  # the batch whose "N/N done" line is out
+
+    def __call__(self, p: Progress) -> None:
+        key = (p.warmup, p.level_index)
+        if self.quiet or key == self._finished:
+            # With --workers the parent keeps polling until every process has exited: more "N/N done"
+            # lines, each with a lower tok/s (the same tokens over a longer time).
+            return
+        if p.done == p.total:
+            self._finished = key
+        what = "warm-up" if p.warmup else (f"{p.level:g}/s" if p.mode == "rate" else f"c={int(p.level)}")
+        if p.warmup:
+            pos = ""
+        elif self.search:
+            pos = f" probe batch {p.level_index + 1}"
+        else:
+            pos = f" level {p.level_index + 1}/{p.levels}"
+        tps = p.output_tokens / p.elapsed_s if p.elapsed_s > 0 else 0.0
+        flight = "" if p.in_flight < 0 else f", {p.in_flight} in flight"
+        ttft = "" if p.last_ttft_ms is None else f", last TTFT {p.last_ttft_ms:.0f} ms"
+        line = (
+            f"[{what}{pos}] {p.done}/{p.total} done{flight}, {p.errors} errors, "
+            f"{tps:,.0f} tok/s{ttft}, {p.elapsed_s:.1f} s"
+        )
+        if self.tty:
+            print("\r\033[K" + line, end="", file=sys.stderr, flush=True)
+        elif p.done == p.total:
+            print(line, file=sys.stderr, flush=True)
+
+    def end(self) -> None:
+        if self.tty and not self.quiet:
+            print("\r\033[K", end="", file=sys.stderr, flush=True)

@@ -1,0 +1,1 @@
+"""``ttft report``: the command, what it reads, and ``--merge``."""

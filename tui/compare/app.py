@@ -1,0 +1,91 @@
+"""``ttft compare``: the compare screen (``tui.compare.screen``) as an app of its own.
+
+Also where the chat and the scripts import the comparison's names from: the screen, its panes and
+the hand-off back to the chat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import App, CSSPathType, SystemCommand
+from textual.filter import LineFilter
+from textual.screen import Screen
+
+from backends.base import Backend
+from backends.compare.runner import CompareRunner, PromptResult
+from telemetry.compare.stats import Comparison
+from tui import signals
+from tui.compare.output import ChatHandoff
+from tui.compare.pane import PaneView
+from tui.compare.screen import CompareScreen
+from tui.runner import LoopThread
+from tui.terminal import with_drop_controls
+
+__all__ = ["ChatHandoff", "CompareApp", "CompareScreen", "PaneView"]
+
+
+class CompareApp(App[int]):
+    """``ttft compare``: the compare screen on its own."""
+
+    CSS_PATH: ClassVar[CSSPathType] = ["../chat/chat.tcss", "compare.tcss"]
+    TITLE = "ttft compare"
+    # Textual declares this an instance attribute (not a ClassVar), so it is overridden as one.
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012
+
+    def __init__(self, backends: Sequence[Backend], **kwargs: Any) -> None:
+        super().__init__()
+        self.compare = CompareScreen(backends, **kwargs)
+        self._signals: list[int] = []
+
+    def get_default_screen(self) -> Screen[Any]:
+        return self.compare
+
+    def on_mount(self) -> None:
+        # SIGTERM / SIGHUP quit as ctrl+q does: the screen's unmount cancels the turns in flight and logs them
+        self._signals = signals.install(
+            asyncio.get_running_loop(), lambda s: self.exit(return_code=signals.exit_code(signals.Interrupted(s)))
+        )
+
+    def on_unmount(self) -> None:
+        signals.uninstall(asyncio.get_running_loop(), self._signals)
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        return with_drop_controls(super().get_line_filters())  # outside text never drives the terminal
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        if isinstance(screen, CompareScreen):
+            yield from screen.system_commands()
+
+    # The comparison's state, as scripts and tests read it.
+    @property
+    def results(self) -> list[tuple[PromptResult, Comparison]]:
+        return self.compare.results
+
+    @property
+    def in_flight(self) -> bool:
+        return self.compare.in_flight
+
+    @property
+    def runner(self) -> CompareRunner:
+        return self.compare.runner
+
+    @property
+    def views(self) -> list[PaneView]:
+        return self.compare.views
+
+    @property
+    def stream(self) -> LoopThread:
+        return self.compare.stream
+
+    @property
+    def repeat(self) -> int:
+        return self.compare.repeat
+
+    @property
+    def last_export(self) -> list[Path]:
+        return self.compare.last_export

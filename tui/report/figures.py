@@ -1,0 +1,132 @@
+"""The app's figures as :class:`tui.report.charts.Chart` descriptions: the bench's levels (the batching
+trade-off, TTFT by load), the probe's fit, histograms, and turn timelines. Each builder only
+picks and labels what telemetry already computed; drawing them is left to :mod:`tui.report.charts`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from telemetry.bench.capacity import Objective
+from telemetry.probe.result import ProbeFit, ProbePoint
+from telemetry.record import TurnRecord
+from telemetry.timeline import phase_spans
+from telemetry.typed_read import RecordError, build
+from tui.format import short_spec, turn_label
+from tui.report.charts import BAR_NAME_W, Bar, Chart, Series
+
+
+def _label(lv: dict[str, Any]) -> str:
+    return f"{lv['level']:g}/s" if lv.get("mode") == "rate" else f"c={int(lv['level'])}"
+
+
+def tradeoff_chart(
+    levels: Sequence[dict[str, Any]], title: str = "Batching trade-off", capacity: dict[str, Any] | None = None
+) -> Chart:
+    """Aggregate output tokens/s against per-user tokens/s (1/TPOT p50), a point per level.
+
+    With a capacity search's summary (``summary.json``'s ``capacity``): its TPOT objective as the
+    per-user speed it allows (a vertical line at 1000 / bound) and the capacity level's point.
+    """
+    pts = [
+        (lv["per_user_tokens_per_s"]["p50"], lv["output_throughput"], _label(lv))
+        for lv in levels
+        if lv.get("per_user_tokens_per_s", {}).get("p50") and lv.get("output_throughput")
+    ]
+    series = [Series("levels", [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts])]
+    caption = "Each point is a level: right = faster for each user, up = more for the server."
+    if capacity and pts:
+        top = max(p[1] for p in pts) * 1.05
+        for obj in _objectives(capacity):
+            speed = obj.per_user_tokens_per_s
+            if speed is not None:
+                name = f"SLO: {obj.describe()} ({speed:.3g} tok/s per user)"
+                series.append(Series(name, [speed, speed], [0.0, top]))
+        at = next((lv for lv in levels if lv.get("level") == capacity.get("capacity")), None)
+        if at is not None and at.get("per_user_tokens_per_s", {}).get("p50") and at.get("output_throughput"):
+            label = f"capacity {_label(at)}"
+            series.append(Series(label, [at["per_user_tokens_per_s"]["p50"]], [at["output_throughput"]], [label]))
+        caption += " The line is the TPOT objective; the capacity point is the most load that met every objective."
+    return Chart(
+        "xy", title, "per-user tokens/s (1 / TPOT p50)", "total output tokens/s", series, caption=caption,
+    )  # fmt: skip
+
+
+def _objectives(capacity: dict[str, Any]) -> list[Objective]:
+    """The capacity summary's objectives, typed; one that does not read (a hand-edited summary) is left out."""
+    out = []
+    for i, d in enumerate(capacity.get("objectives") or ()):
+        try:
+            out.append(build(Objective, d, f"capacity.objectives[{i}]"))
+        except RecordError:
+            continue
+    return [o for o in out if o.metric in ("ttft", "tpot", "e2e")]
+
+
+def ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
+    """TTFT p50 and p99 against the level (concurrency or rate)."""
+    rate = any(lv.get("mode") == "rate" for lv in levels)
+    series = []
+    for key in ("p50", "p99"):
+        pts = [(float(lv["level"]), lv["ttft_ms"][key]) for lv in levels if lv["ttft_ms"].get(key) is not None]
+        series.append(Series(f"TTFT {key}", [p[0] for p in pts], [p[1] for p in pts]))
+    xlabel = "requests/s offered" if rate else "concurrent users"
+    return Chart("xy", "TTFT by load", xlabel, "TTFT ms", series, x_whole=not rate)
+
+
+def probe_chart(fit: ProbeFit, title: str = "TTFT by input tokens") -> Chart:
+    """``ttft probe``: each measured TTFT against the input tokens the server prefilled, the fitted line,
+    and the second sends of a shared prefix at their whole input (their distance below the line is what
+    a cache saved). ``fit`` is a telemetry ProbeFit; its line comes from ``fit.prefill_at``."""
+
+    def points(kind: str, x: Callable[[ProbePoint], int | None]) -> list[tuple[float, float]]:
+        out = []
+        for p in fit.points:
+            v = x(p)
+            if p.kind == kind and p.status == "ok" and p.ttft_ms is not None and v is not None:
+                out.append((float(v), float(p.ttft_ms)))
+        return out
+
+    series = []
+    for kind, name, x in (
+        ("input", "measured", lambda p: p.fresh_input_tokens),
+        ("cache_warm", "prefix sent again", lambda p: p.input_tokens),
+    ):
+        pts = points(kind, x)
+        if pts:
+            series.append(Series(name, [a for a, _ in pts], [b for _, b in pts], style="points"))
+    xs = [x for s in series for x in s.xs]
+    ends = [0.0, max(xs, default=0.0)]
+    line = [fit.prefill_at(x) for x in ends]
+    if xs and line[0] is not None and line[1] is not None:
+        series.insert(0, Series("fit", ends, [float(line[0]), float(line[1])], style="line"))
+    return Chart("xy", title, "input tokens (uncached)", "TTFT ms", series)
+
+
+def hist_chart(values: Sequence[float], title: str, xlabel: str, bins: int = 20) -> Chart:
+    return Chart("hist", title, xlabel, "requests", values=[float(v) for v in values], bins=bins)
+
+
+def timeline_chart(records: Sequence[TurnRecord], title: str = "Timeline") -> Chart:
+    """One bar per turn: waiting, reasoning, streaming, from its own send (``telemetry.timeline.phase_spans``);
+    a failed or cancelled turn is marked where it stopped."""
+    bars = []
+    for r in records:
+        segs = [(s.phase, s.start_ms, s.end_ms) for s in phase_spans(r.metrics)]
+        turn = turn_label(r.turn_index)
+        who = short_spec(r.provider, r.model, BAR_NAME_W - len(turn) - 1)
+        bars.append(Bar(f"{turn} {who}", segs, *_stop(r)))
+    return Chart("timeline", title, "ms since send", bars=bars)
+
+
+def _stop(rec: TurnRecord) -> tuple[str, float | None, str]:
+    """How a turn ended, when, and why (for the timeline's mark)."""
+    status = rec.status or "ok"
+    err = rec.error
+    note = ""
+    if status == "error":
+        code = err.status_code if err is not None else None
+        note = f"{(err.type if err is not None else None) or 'error'}{f' (HTTP {code})' if code else ''}"
+    elif status == "cancelled":
+        note = "cancelled"
+    return status, rec.metrics.total_ms, note
