@@ -8,9 +8,9 @@ from typing import Any
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable
 
+from telemetry.duration import DASH
 from telemetry.record import TurnRecord
 from tests.support.turns import play, stream
-from tui.format import DASH
 from tui.widgets.history import COLUMNS, HistoryPanel, _cells
 
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 
-# Durations: the one formatter is telemetry's (its sentences use it too), re-exported for the UI.
-from telemetry.duration import DASH as DASH
-from telemetry.duration import fmt_ms as fmt_ms
+from telemetry.duration import DASH
 
 # One colour per phase, wherever a phase is named (pane, compare status lines).
 PHASE_COLOR = {

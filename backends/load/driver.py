@@ -34,7 +34,7 @@ import psutil
 
 from backends.base import Backend, ChatRequest, Message
 from backends.finish import finish_turn
-from backends.load.prompts import synthetic_prompt as synthetic_prompt  # its home before; tests import it here
+from backends.load.prompts import synthetic_prompt
 from backends.load.spread import PassSpreader
 from backends.transport import pacing
 from backends.turn import new_recorder, stream_turn, target_probe

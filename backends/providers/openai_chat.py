@@ -30,14 +30,12 @@ import httpx2
 import openai
 
 from backends.base import ChatRequest
-from backends.providers.chat_wire import (  # noqa: F401  (re-exported: the names' old home)
-    OLLAMA_KEYS,
+from backends.providers.chat_wire import (
     STREAM_OPTIONS_NOT_SENT,
     STREAM_OPTIONS_NOTICE,
     STREAM_OPTIONS_REJECTED,
     ChatWire,
     server_events_raw,
-    usage_event_raw,
 )
 from backends.providers.errors import check_stream, count, shape_checked
 from backends.providers.hosted import HostedBackend, TurnState

@@ -30,7 +30,7 @@ from typing import Any, TypeGuard
 
 import platformdirs
 
-from telemetry.log.json_line import encode_line as encode_line  # its home before; bench and tests import it here
+from telemetry.log.json_line import encode_line
 from telemetry.log.surrogates import scrub_value
 from telemetry.record import SCHEMAS, TurnRecord, upgrade
 

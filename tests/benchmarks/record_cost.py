@@ -53,8 +53,8 @@ from telemetry import events as ev  # noqa: E402
 from telemetry.bench.aggregate import aggregate_level  # noqa: E402
 from telemetry.bench.requests import group_levels, measured, read_bench  # noqa: E402
 from telemetry.bench.summary import summary  # noqa: E402
+from telemetry.log.json_line import encode_line  # noqa: E402
 from telemetry.log.surrogates import scrub_event  # noqa: E402
-from telemetry.log.turns import encode_line  # noqa: E402
 from telemetry.metrics import itl_gaps, percentiles, percentiles_many  # noqa: E402
 from telemetry.recorder import TurnRecorder  # noqa: E402
 from telemetry.settings import TurnSettings  # noqa: E402

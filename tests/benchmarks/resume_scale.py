@@ -30,7 +30,7 @@ CASES = ("resume", "sessions", "export", "report")
 
 def make_log(path: Path, turns: int, answer_chars: int) -> int:
     """A session of ``turns`` well-formed records (a real recorder's shape), written line by line."""
-    from telemetry.log.turns import encode_line
+    from telemetry.log.json_line import encode_line
     from tests.support.turns import play, stream
 
     template = play(stream(visible=12))
@@ -47,7 +47,7 @@ def make_log(path: Path, turns: int, answer_chars: int) -> int:
 def _resume(path: Path) -> None:
     from tests.support.tui_support import TimedBackend, factory_for
     from tui.chat.app import ChatApp
-    from tui.widgets import NoteMessage
+    from tui.widgets.transcript import NoteMessage
 
     async def main() -> None:
         app = ChatApp("fake:timed", factory=factory_for(TimedBackend(visible=1)), resume=path)

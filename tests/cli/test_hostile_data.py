@@ -32,7 +32,7 @@ from tests.support.tui_support import wait_until
 from tests.support.turns import play, stream
 from tui.chat.app import ChatApp
 from tui.cli import main
-from tui.widgets import NoteMessage
+from tui.widgets.transcript import NoteMessage
 
 _REAL_WRITE = os.write
 LONE = "\ud800"  # valid JSON as "\ud800", but no UTF-8 file or terminal can hold it

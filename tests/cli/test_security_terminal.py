@@ -28,7 +28,7 @@ from tui.chat.app import ChatApp
 from tui.cli import main
 from tui.format import visible_controls
 from tui.terminal import visible_text
-from tui.widgets import ErrorCard
+from tui.widgets.error_card import ErrorCard
 
 # What a prompt injection can make a model write: a new window title, a cleared screen, the
 # clipboard overwritten (OSC 52), a hyperlink hiding its target (OSC 8), a C1 CSI setting red.

@@ -37,7 +37,8 @@ from tui.runner import LiveTurn, LoopThread, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
 from tui.target import Target, describe_target
 from tui.terminal import visible_text, with_drop_controls
-from tui.widgets import AssistantMessage, TelemetryPane, Transcript
+from tui.widgets.telemetry_pane import TelemetryPane
+from tui.widgets.transcript import AssistantMessage, Transcript
 
 if TYPE_CHECKING:
     from tui.compare.app import ChatHandoff

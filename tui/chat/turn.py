@@ -21,7 +21,8 @@ from telemetry.render import RenderLag
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
 from tui.format import turn_label
 from tui.runner import LiveTurn, collect_between_turns
-from tui.widgets import AssistantMessage, ErrorCard
+from tui.widgets.error_card import ErrorCard
+from tui.widgets.transcript import AssistantMessage
 
 if TYPE_CHECKING:
     from tui.chat.app import ChatApp

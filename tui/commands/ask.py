@@ -21,6 +21,7 @@ from backends.finish import finish_turn
 from backends.providers.registry import ProviderError, create_backend, default_spec, is_local_spec, parse_spec
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
+from telemetry.duration import fmt_ms
 from telemetry.log.surrogates import scrub
 from telemetry.log.turns import SessionLog, check_session_id
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
@@ -34,7 +35,7 @@ from tui.commands.flags import add_turn_flags, settings_from_args
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, json_text, note
 from tui.commands.prompt import PromptTooLarge, read_prompt
-from tui.format import fmt_ms, visible_controls
+from tui.format import visible_controls
 
 LOG_FAILED = int(Exit.NOT_SAVED)  # the turn ran, but its record could not be written to the session log
 

@@ -18,12 +18,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from telemetry.duration import fmt_ms
 from tui.commands.args import model_spec, positive_int
 from tui.commands.exits import Exit, for_error_kind
 from tui.commands.flags import add_turn_flags, settings_from_args
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, json_text, print_json
-from tui.format import fmt_ms, visible_controls
+from tui.format import visible_controls
 
 USAGE_ERROR = int(Exit.USAGE)
 

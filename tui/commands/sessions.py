@@ -6,12 +6,13 @@ import argparse
 import sys
 from dataclasses import asdict
 
+from telemetry.duration import fmt_ms
 from telemetry.log.sessions import list_sessions
 from telemetry.log.turns import Skipped, sessions_dir
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json
-from tui.format import fmt_ms, visible_controls
+from tui.format import visible_controls
 
 
 def register(sub: argparse._SubParsersAction) -> None:

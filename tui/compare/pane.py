@@ -19,8 +19,8 @@ from telemetry.render import RenderLag
 from telemetry.timeline import Timeline, live_timeline, turn_timeline
 from tui.compare.view import pane_done_text, pane_live_text
 from tui.format import short_spec_str
-from tui.widgets import AssistantMessage, ErrorCard, NoteMessage, Transcript
-from tui.widgets.transcript import UserMessage
+from tui.widgets.error_card import ErrorCard
+from tui.widgets.transcript import AssistantMessage, NoteMessage, Transcript, UserMessage
 
 
 class PaneView(Vertical):

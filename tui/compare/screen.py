@@ -43,7 +43,7 @@ from tui.compare.roster import PaneRoster
 from tui.compare.view import header_text, summary
 from tui.format import fmt_settings, visible_controls
 from tui.runner import LoopThread, collect_between_turns, full_collections_between_turns
-from tui.widgets import TimelineView
+from tui.widgets.timeline import TimelineView
 
 FIGURES_FPS = 10  # status lines and the race view: the figures change slower than the text
 SHORT = {"ttft": "TTFT", "ttfvt": "TTFVT", "tpot": "TPOT", "e2e": "E2E", "output_tokens": "tokens"}

@@ -13,9 +13,10 @@ from rich.table import Table
 from rich.text import Text
 
 from telemetry.compare.stats import METRICS, RESAMPLES, Comparison, fmt_amount
+from telemetry.duration import fmt_ms
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
-from tui.format import PHASE_COLOR, fmt_ms, short_spec_str, visible_controls
+from tui.format import PHASE_COLOR, short_spec_str, visible_controls
 
 WIN = "★"
 NAME_W = 32  # the summary's model column

@@ -11,8 +11,9 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from telemetry.diagnosis import diagnose_session
+from telemetry.duration import DASH, fmt_ms
 from telemetry.record import TurnRecord, typed_records
-from tui.format import DASH, fmt_ms, short_model, turn_label, visible_controls
+from tui.format import short_model, turn_label, visible_controls
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "cancelled": "yellow"}
 # "tok": output tokens ("~" when estimated); short, so the 64-column pane keeps room for the model

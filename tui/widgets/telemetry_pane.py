@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
+from telemetry.duration import DASH, fmt_ms
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
@@ -21,7 +22,7 @@ from telemetry.server.timings import ServerTimings, server_timings
 from telemetry.timeline import Timeline
 from telemetry.typed_read import RecordError
 from telemetry.wire import LIVE_LABEL, HttpInfo, WaitSplit
-from tui.format import DASH, PHASE_COLOR, fmt_ms, fmt_num, short_spec, turn_label
+from tui.format import PHASE_COLOR, fmt_num, short_spec, turn_label
 from tui.terminal import visible_text
 from tui.widgets.history import HistoryPanel
 from tui.widgets.timeline import TimelineView

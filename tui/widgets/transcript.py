@@ -18,11 +18,12 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Collapsible, Markdown, Static
 
+from telemetry.duration import fmt_ms
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot, TurnRecorder
 from telemetry.render import RenderLag
 from telemetry.typed_read import RecordError
-from tui.format import fmt_ms, visible_controls
+from tui.format import visible_controls
 from tui.target import Target
 from tui.widgets.error_card import ErrorCard
 from tui.widgets.greeting import Greeting

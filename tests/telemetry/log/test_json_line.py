@@ -13,8 +13,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from telemetry.log import turns as log_turns
 from telemetry.log.json_line import encode_line, stdlib_line
-from telemetry.log.turns import encode_line as log_encode_line
 
 
 class Colour(enum.Enum):
@@ -66,4 +66,4 @@ def test_a_record_takes_orjson_and_odd_values_the_stdlib() -> None:
     for odd_value in (math.nan, Colour.RED, np.float64(2.5), (1, 2), 2**70):
         rec = {**record, "server": {"x": odd_value}}
         assert encode_line(rec) == stdlib_line(rec)
-    assert log_encode_line is encode_line  # the session log writes its lines the same way
+    assert log_turns.encode_line is encode_line  # the session log writes its lines the same way

@@ -17,14 +17,15 @@ import pytest
 import telemetry.export.formats as export_mod
 import telemetry.log.sessions as index_mod
 import telemetry.log.turns as log_mod
+from telemetry.log.json_line import encode_line
 from telemetry.log.sessions import list_sessions
-from telemetry.log.turns import SessionLog, Skipped, encode_line, read_records, tail_records
+from telemetry.log.turns import SessionLog, Skipped, read_records, tail_records
 from tests.support.tui_support import TimedBackend, factory_for, wait_until
 from tests.support.turns import play, stream
 from tui.chat.app import ChatApp
 from tui.cli import main
 from tui.session import RESUME_TURNS
-from tui.widgets import AssistantMessage, NoteMessage, UserMessage
+from tui.widgets.transcript import AssistantMessage, NoteMessage, UserMessage
 
 TURNS = 2000
 

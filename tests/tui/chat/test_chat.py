@@ -15,7 +15,8 @@ from tui.chat.app import ChatApp
 from tui.screens.help import HelpScreen
 from tui.screens.sessions import SessionsScreen
 from tui.screens.settings import SettingsScreen
-from tui.widgets import AssistantMessage, ErrorCard, NoteMessage, UserMessage
+from tui.widgets.error_card import ErrorCard
+from tui.widgets.transcript import AssistantMessage, NoteMessage, UserMessage
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ from telemetry.log.turns import read_records
 from tests.support.tui_support import TimedBackend, wait_until
 from tui.chat.app import ChatApp, CompareSpecScreen
 from tui.compare.app import CompareScreen, PaneView
-from tui.widgets import UserMessage
+from tui.widgets.transcript import UserMessage
 
 
 @pytest.fixture(autouse=True)

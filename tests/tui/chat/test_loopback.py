@@ -9,7 +9,7 @@ import pytest
 from tests.fakes import FakeServer, Schedule
 from tests.support.tui_support import wait_until
 from tui.chat.app import ChatApp
-from tui.widgets import ErrorCard
+from tui.widgets.error_card import ErrorCard
 
 
 @pytest.fixture(autouse=True)

@@ -176,7 +176,7 @@ async def test_the_chat_warms_its_backend_up_before_the_first_enter() -> None:
 
 
 async def test_a_backend_that_cannot_start_still_says_so_on_the_first_turn() -> None:
-    from tui.widgets import ErrorCard
+    from tui.widgets.error_card import ErrorCard
 
     factory = CountingFactory(fail=True)
     app = ChatApp("nope:model", factory=factory, warm_up=True)

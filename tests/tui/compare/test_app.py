@@ -16,7 +16,8 @@ from telemetry.log.turns import read_records
 from tests.support.compare_fakes import ScheduledBackend
 from tests.support.tui_support import wait_until
 from tui.compare.app import CompareApp, PaneView
-from tui.widgets import ErrorCard, TimelineView
+from tui.widgets.error_card import ErrorCard
+from tui.widgets.timeline import TimelineView
 
 SIZE = (160, 48)
 

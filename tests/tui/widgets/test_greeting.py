@@ -9,8 +9,8 @@ import pytest
 from tests.support.tui_support import TimedBackend, factory_for, wait_until
 from tui.chat.app import ChatApp
 from tui.screens.settings import SettingsScreen
-from tui.widgets import UserMessage
 from tui.widgets.greeting import Greeting
+from tui.widgets.transcript import UserMessage
 
 LOCAL_SPEC = "local:/models/Example-Chat-1B-Instruct-Q4_K_M.gguf"
 

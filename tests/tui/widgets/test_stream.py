@@ -17,9 +17,8 @@ from textual.widgets._markdown import MarkdownFence
 
 from tests.support.tui_support import SequenceBackend, factory_for, finished, script, wait_until
 from tui.chat.app import ChatApp
-from tui.widgets import AssistantMessage, Transcript, UserMessage
 from tui.widgets.stream import BlockSplitter, StreamingMarkdown, TailText, wrap_line
-from tui.widgets.transcript import KEEP_FULL_TURNS, CompactTurn
+from tui.widgets.transcript import KEEP_FULL_TURNS, AssistantMessage, CompactTurn, Transcript, UserMessage
 
 
 @pytest.fixture(autouse=True)

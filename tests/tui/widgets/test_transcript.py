@@ -7,8 +7,8 @@ from textual.app import App, ComposeResult
 
 from telemetry.record import TurnRecord
 from tests.support.turns import play, stream
-from tui.widgets import AssistantMessage, ErrorCard, NoteMessage, Transcript, UserMessage
-from tui.widgets.transcript import CompactTurn, reasoning_title
+from tui.widgets.error_card import ErrorCard
+from tui.widgets.transcript import AssistantMessage, CompactTurn, NoteMessage, Transcript, UserMessage, reasoning_title
 
 
 class _Host(App[None]):

@@ -28,7 +28,8 @@ from telemetry.bench import aggregate as agg
 from telemetry.bench import summary as bench_summary
 from telemetry.bench.requests import read_bench
 from telemetry.bench.slo import SLO
-from telemetry.log.turns import encode_line, write_all
+from telemetry.log.json_line import encode_line
+from telemetry.log.turns import write_all
 from telemetry.log.urls import redact_url
 from tui import signals
 from tui.commands.bench import args as bench_args
