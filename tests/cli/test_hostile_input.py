@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import os
 import socketserver
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +27,7 @@ from backends.providers.openai_chat import OpenAIChatBackend
 from backends.providers.openai_responses import OpenAIResponsesBackend
 from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import one_turn
+from tests.support.paths import ROOT
 from tui.cli import main
 
 
@@ -533,3 +537,30 @@ def test_fuzz_every_stream_reader_ends_in_a_clean_record(
         check()
     finally:
         fuzz_loop.run_until_complete(backend.aclose())
+
+
+NUMERIC_FINISH_REASON = (
+    'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+    'data: {"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":1}]}\n\n'
+    "data: [DONE]\n\n"
+)
+
+
+@pytest.mark.parametrize("reader", [[], ["--sdk"]])
+def test_a_numeric_finish_reason_is_a_logged_malformed_stream(reader: list[str], tmp_path: Path) -> None:
+    # Found by the fuzz test: on both readers the turn ends as a logged malformed_stream error with
+    # what came kept, never a RecordError ("stop_reason is a number, which does not fit str").
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TTFT_DATA_DIR": str(tmp_path), "TTFT_CONFIG_DIR": str(tmp_path)}
+    with FakeServer(Schedule(raw_sse=NUMERIC_FINISH_REASON)) as srv:
+        p = subprocess.run(
+            [sys.executable, "-m", "tui.cli", "ask", *reader, "-m", "compat:x", "--base-url", srv.openai_base_url,
+             "--max-retries", "0", "--json", "hi"],
+            capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+        )  # fmt: skip
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 1, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["status"] == "error" and rec["error"]["type"] == "malformed_stream", rec["error"]
+    assert "stop reason is not a string" in rec["error"]["message"] and rec["answer"] == "Hix"  # what came is kept
+    logged = [json.loads(line) for f in (tmp_path / "sessions").glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert [r["status"] for r in logged] == ["error"]
