@@ -1,4 +1,4 @@
-"""``ttft ask`` / ``ttft models`` end to end: the issue's four example commands against a loopback server."""
+"""``ttft ask`` / ``ttft models`` end to end: an example command per API against a loopback server."""
 
 from __future__ import annotations
 

@@ -340,7 +340,7 @@ def test_a_bench_with_vllm_names_runs(srv: FakeServer, env: dict[str, str], tmp_
 
 
 def test_timeout_reaches_compare_and_bench(env: dict[str, str], tmp_path: Path, capsys) -> None:
-    """--timeout was ask's alone; a stream that stalls now ends at the given idle timeout everywhere."""
+    """--timeout is a turn flag: on compare and bench too, a stream that stalls ends at the given idle timeout."""
     with FakeServer(Schedule(first_token_ms=5, visible_tokens=6, stall_after=1, stall_s=30)) as stalled:
         m = f"compat:fake-model@{stalled.openai_base_url}"
         compare = ["compare", "--headless", "--json", "-q", "--max-retries", "0", "--timeout", "0.5", "-m", m, "-m", m]

@@ -1,4 +1,4 @@
-"""Hostile input (issue 15, items 10 and 12): bad config files, bad option values and streams that
+"""Hostile input: bad config files, bad option values and streams that
 are not the API's end in one clear message, never a traceback, never a silent default; and a fuzz
 test of every API's stream reader through the real SDKs over loopback."""
 
@@ -117,7 +117,7 @@ def test_every_command_that_reads_the_config_stops_with_exit_2(
 def test_a_wrong_typed_default_never_falls_back_to_the_openai_api(
     env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``default = 5`` used to mean openai:gpt-4o-mini, which a set key would have sent to the real API."""
+    """``default = 5`` is an error, not a fall-back to openai:gpt-4o-mini, which a set key sends for real."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing leaves the machine, whatever runs
     (env / "config.toml").write_text("default = 5\n")
@@ -333,7 +333,7 @@ async def test_an_html_page_with_200_says_so(api: str, raw: RawServer) -> None:
     assert "HTML page, not an API response" in rec["error"]["message"] and "--base-url" in rec["error"]["hint"]
 
 
-BAD_USAGE: dict[str, bytes] = {  # token counts that are not ints: a crash in the metrics before, outside any backend
+BAD_USAGE: dict[str, bytes] = {  # token counts that are not ints: the readers drop them, before the metrics
     "sdk": b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
     b'"usage":{"prompt_tokens":"a","completion_tokens":[1]}}\n\ndata: [DONE]\n\n',
     "responses": b'data: {"type":"response.completed","response":{"id":"r","status":"completed","output":[],'
