@@ -9,6 +9,7 @@ the command under ``<!-- test-command -->`` verbatim, so the README's checks are
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
 import re
@@ -260,3 +261,32 @@ def test_every_flag_the_pages_name_exists() -> None:
     }
     assert sorted((page, flag) for page, flag in named if flag not in known) == []
     assert "--find-capacity" in known and "--no-such-flag" not in known
+
+
+PATH_NAMED = re.compile(r"\b(?:tests|telemetry|backends|tui|docs)/[\w./-]+\.(?:py|md|svg|jsonl|tcss)\b")
+DOTTED_NAMED = re.compile(r"`((?:telemetry|backends|tui)(?:\.\w+)+)`")
+
+
+def test_every_file_and_name_the_pages_cite_exists() -> None:
+    """A path such as ``backends/transport/protocol.py`` is a file here, and a dotted name such as
+    ``telemetry.server.kvcache.kv_cache_size`` imports: the pages follow the code when it moves."""
+    pages = [*DOC_PAGES, ROOT / "CHANGELOG.md"]
+    paths = {p for page in pages for p in PATH_NAMED.findall(page.read_text(encoding="utf-8"))}
+    assert "backends/transport/protocol.py" in paths
+    assert sorted(p for p in paths if not (ROOT / p).exists()) == []
+    missing = []
+    for name in sorted({n for page in pages for n in DOTTED_NAMED.findall(page.read_text(encoding="utf-8"))}):
+        parts = name.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest prefix that is a module, then its attributes
+            try:
+                obj: object = importlib.import_module(".".join(parts[:cut]))
+            except ModuleNotFoundError:
+                continue
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr, None)
+            if obj is None:
+                missing.append(name)
+            break
+        else:
+            missing.append(name)
+    assert missing == []
