@@ -71,8 +71,8 @@ class LoadConfig:
     # (and so its throughput) includes the ramp.
     ramp_s: float = 0.0
     # Spread the level's openings and endings over loop passes (backends.load.spread). False: each
-    # request opens at once and all ended records are ended in one pass, as before it existed (for
-    # benchmarks that measure what spreading buys).
+    # request opens at once and all ended records are ended in one pass (for benchmarks that measure
+    # what spreading buys).
     spread: bool = True
 
     def settings(self) -> TurnSettings:

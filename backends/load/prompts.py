@@ -2,7 +2,7 @@
 
 Every bench request builds one, so drawing its ~120 words is per-request CPU inside the figures
 being measured. The words are drawn exactly as ``random.Random.choice`` draws them (the same
-text for the same seed as before, so runs on several machines with a shared seed agree), from
+text for the same seed, whichever way it is drawn, so runs on several machines with a shared seed agree), from
 one ``getrandbits`` call rather than one call per word: a fifth of the CPU.
 """
 

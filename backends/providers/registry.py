@@ -48,7 +48,7 @@ from backends.providers.config import (
 )
 from backends.transport.http import DEFAULT_TIMEOUT_S
 
-# The config file's names, importable from here as before.
+# Everything `-m PROVIDER:MODEL` needs, from one module: the config file's names come with this one's.
 __all__ = [
     "BUILTIN",
     "DEFAULT_MODELS",

@@ -13,7 +13,7 @@ reader on httpx2 (as ``ttft ask``), ``--raw`` the SDK's call read as JSON, ``--s
 chunks. ``--loop asyncio`` runs asyncio's own event loop rather than uvloop (``ttft bench``'s
 default when uvloop is installed, backends.load.event_loop). Besides lag and CPU per chunk it prints how
 far TPOT p50 is from the server's schedule and the machine's load average (other programs' CPU skews
-every wall-clock figure here). The last lines check the issue's targets: 256 streams at 20 tok/s with
+every wall-clock figure here). The last lines check the client's targets: 256 streams at 20 tok/s with
 loop lag p99 <= 5 ms and TPOT within 1 % of the schedule, and <= 50 us of client CPU per chunk.
 
 For each per-stream rate (tokens/s) the simulated batching server (tests/fakes/batching_server.py)

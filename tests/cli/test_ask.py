@@ -1,4 +1,4 @@
-"""``ttft ask`` / ``ttft models`` end to end: the issue's four example commands against a loopback server."""
+"""``ttft ask`` / ``ttft models`` end to end: an example command per API against a loopback server."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from backends.providers.registry import ProviderError, create_backend, default_spec, list_models, parse_spec
+from telemetry.record import ErrorInfo
 from tests.fakes import FakeServer, Schedule
 from tests.support.paths import ROOT
 from tui.cli import main
+from tui.commands.ask import error_line
 
 
 @pytest.fixture
@@ -199,3 +201,13 @@ def test_providers_config_and_defaults(env: dict, srv: FakeServer, monkeypatch) 
     with pytest.raises(ProviderError, match="OPENAI_API_KEY") as exc:
         create_backend("openai:gpt-x")
     assert exc.value.kind == "missing_key"
+
+
+def test_the_error_line_keeps_message_and_hint_apart() -> None:
+    # the local engine's messages and hints are clauses without full stops; a provider's are
+    # sentences, written as they came
+    e = ErrorInfo("model_load", "llama.cpp could not load m.gguf: bad magic", hint="the file may be truncated")
+    assert error_line(e) == "error: llama.cpp could not load m.gguf: bad magic. The file may be truncated"
+    said = ErrorInfo("auth", "No API key for openai.", hint="export OPENAI_API_KEY=...")
+    assert error_line(said) == "error: No API key for openai. export OPENAI_API_KEY=..."  # as written
+    assert error_line(ErrorInfo("x", "boom", hint=None)) == "error: boom"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.load.driver import LoadConfig
+from backends.load.driver import LoadConfig, Progress
 from backends.load.prompts import synthetic_prompt
 from backends.load.runner import BackendSpec, LoadRunner, build_backend
 from telemetry.bench.aggregate import aggregate_level
@@ -18,6 +18,7 @@ from telemetry.bench.requests import BenchTurn, read_bench
 from telemetry.bench.slo import SLO
 from tests.fakes.batching_server import BatchingServer
 from tui.cli import main
+from tui.commands.bench.output import ProgressLine
 from tui.commands.exits import Exit
 
 TOKENS = 12
@@ -251,3 +252,37 @@ def test_cli_open_loop_rates(server: BatchingServer, tmp_path: Path, capsys) -> 
     assert [lv["request_rate"] for lv in summary["levels"]] == [10.0, 20.0]
     turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
     assert all("scheduled_at_ms" in t["extra"]["bench"] for t in turns)
+
+
+def test_the_progress_line_reports_a_finished_batch_once(capsys: pytest.CaptureFixture[str]) -> None:
+    # With --workers 2 each worker reports the batch's end: one line, with its TTFT, not a second
+    # one at a lower tok/s without it.
+    line = ProgressLine(quiet=False)
+    line.tty = False
+    for elapsed, ttft in ((0.5, 37.0), (0.6, None), (0.7, None)):
+        line(Progress("concurrency", 2, -1, 1, 2, 2, 0, -1, elapsed, warmup=True, last_ttft_ms=ttft, output_tokens=16))
+    line(Progress("concurrency", 4, 0, 1, 8, 8, 0, -1, 0.5, output_tokens=64))
+    line(Progress("concurrency", 4, 0, 1, 8, 8, 0, -1, 0.9, output_tokens=64))
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "[warm-up] 2/2 done, 0 errors, 32 tok/s, last TTFT 37 ms, 0.5 s",
+        "[c=4 level 1/1] 8/8 done, 0 errors, 128 tok/s, 0.5 s",
+    ]
+
+
+def test_a_workers_summary_names_the_model_that_answered(tmp_path: Path) -> None:
+    # With --workers the parent builds no backend; summary.json and the chart's title still name
+    # the provider, API and model, as a one-process run does.
+    with BatchingServer(slots=4, token_ms=2, alpha=0.1, prefill_ms=5) as srv:
+        out = tmp_path / "w"
+        rc = main(
+            [
+                "bench", "-m", "compat:batching-fake", "--base-url", srv.base_url, "--concurrency", "2",
+                "--requests", "4", "--warmup", "0", "--workers", "2", "--max-output-tokens", "4", "--out", str(out),
+                "-q",
+            ]
+        )  # fmt: skip
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["provider"], summary["api"], summary["model"]) == ("compat", "chat.completions", "batching-fake")
+    assert "Batching trade-off: batching-fake" in (out / "tradeoff.svg").read_text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -298,3 +299,21 @@ def test_a_search_bound_that_allows_no_probe_is_refused(flag: list[str], capsys:
         )
     assert exit_.value.code == 2
     assert flag[0] in capsys.readouterr().err
+
+
+def test_the_progress_line_counts_the_search_s_batches(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The search's probes are numbered as batches, never as levels out of the one starting level
+    # (no "[c=1 level 2/1]").
+    with BatchingServer(slots=1000, token_ms=4, alpha=0.5, prefill_ms=10) as srv:
+        rc = main(
+            [
+                "bench", "-m", "compat:batching-fake", "--base-url", srv.base_url, "--find-capacity",
+                "--slo", "tpot_p90=9ms", "--max-output-tokens", "6", "--warmup", "1", "--out", str(tmp_path / "cap"),
+            ]
+        )  # fmt: skip
+    assert rc == 0
+    err = capsys.readouterr().err
+    for done, total in re.findall(r"level (\d+)/(\d+)\]", err):
+        assert int(done) <= int(total), err
+    batches = [int(n) for n in re.findall(r"probe batch (\d+)\]", err)]
+    assert batches and batches == sorted(batches) and len(batches) >= 2, err

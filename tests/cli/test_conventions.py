@@ -340,7 +340,7 @@ def test_a_bench_with_vllm_names_runs(srv: FakeServer, env: dict[str, str], tmp_
 
 
 def test_timeout_reaches_compare_and_bench(env: dict[str, str], tmp_path: Path, capsys) -> None:
-    """--timeout was ask's alone; a stream that stalls now ends at the given idle timeout everywhere."""
+    """--timeout is a turn flag: on compare and bench too, a stream that stalls ends at the given idle timeout."""
     with FakeServer(Schedule(first_token_ms=5, visible_tokens=6, stall_after=1, stall_s=30)) as stalled:
         m = f"compat:fake-model@{stalled.openai_base_url}"
         compare = ["compare", "--headless", "--json", "-q", "--max-retries", "0", "--timeout", "0.5", "-m", m, "-m", m]
@@ -360,3 +360,33 @@ def test_an_unknown_option_is_refused_with_the_commands_own_usage(capsys) -> Non
         main(["ask", "--speculative", "hi"])  # a chat-only flag
     err = capsys.readouterr().err
     assert e.value.code == Exit.USAGE and "usage: ttft ask" in err and "unrecognized arguments: --speculative" in err
+
+
+def _closed_pipe_run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write: every write fails with EPIPE
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "tui.cli", *args],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=120,
+        )
+    finally:
+        os.close(write_end)
+
+
+@pytest.mark.parametrize("args", [["models", "-m", "local"], ["sessions"], ["export", "-f", "csv", "-o", "-"]])
+def test_a_closed_stdout_stops_quietly_with_exit_141(args: list[str], tmp_path: Path) -> None:
+    # `ttft sessions | head -1`: the reader goes away, the command stops with no traceback
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TTFT_DATA_DIR": str(tmp_path), "TTFT_CONFIG_DIR": str(tmp_path)}
+    if args[0] in ("sessions", "export"):  # something to list or export
+        (tmp_path / "sessions").mkdir()
+        (tmp_path / "sessions" / "20260101-090000-a1b2.jsonl").write_text("")
+    done = _closed_pipe_run(args, env)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode == Exit.PIPE_CLOSED == 141

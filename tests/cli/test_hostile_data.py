@@ -1,4 +1,4 @@
-"""Hostile data and hostile machines lose nothing (issue 15, items 4-9).
+"""Hostile data and hostile machines lose nothing.
 
 Lone surrogates on the wire, a full disk, torn lines, an unwritable data folder, damaged
 log files, SIGTERM / SIGHUP mid-stream and concurrent writers to one session: every turn

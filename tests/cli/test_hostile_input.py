@@ -1,4 +1,4 @@
-"""Hostile input (issue 15, items 10 and 12): bad config files, bad option values and streams that
+"""Hostile input: bad config files, bad option values and streams that
 are not the API's end in one clear message, never a traceback, never a silent default; and a fuzz
 test of every API's stream reader through the real SDKs over loopback."""
 
@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import os
 import socketserver
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +27,7 @@ from backends.providers.openai_chat import OpenAIChatBackend
 from backends.providers.openai_responses import OpenAIResponsesBackend
 from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import one_turn
+from tests.support.paths import ROOT
 from tui.cli import main
 
 
@@ -113,7 +117,7 @@ def test_every_command_that_reads_the_config_stops_with_exit_2(
 def test_a_wrong_typed_default_never_falls_back_to_the_openai_api(
     env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``default = 5`` used to mean openai:gpt-4o-mini, which a set key would have sent to the real API."""
+    """``default = 5`` is an error, not a fall-back to openai:gpt-4o-mini, which a set key sends for real."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing leaves the machine, whatever runs
     (env / "config.toml").write_text("default = 5\n")
@@ -329,7 +333,7 @@ async def test_an_html_page_with_200_says_so(api: str, raw: RawServer) -> None:
     assert "HTML page, not an API response" in rec["error"]["message"] and "--base-url" in rec["error"]["hint"]
 
 
-BAD_USAGE: dict[str, bytes] = {  # token counts that are not ints: a crash in the metrics before, outside any backend
+BAD_USAGE: dict[str, bytes] = {  # token counts that are not ints: the readers drop them, before the metrics
     "sdk": b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],'
     b'"usage":{"prompt_tokens":"a","completion_tokens":[1]}}\n\ndata: [DONE]\n\n',
     "responses": b'data: {"type":"response.completed","response":{"id":"r","status":"completed","output":[],'
@@ -533,3 +537,30 @@ def test_fuzz_every_stream_reader_ends_in_a_clean_record(
         check()
     finally:
         fuzz_loop.run_until_complete(backend.aclose())
+
+
+NUMERIC_FINISH_REASON = (
+    'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+    'data: {"choices":[{"index":0,"delta":{"content":"x"},"finish_reason":1}]}\n\n'
+    "data: [DONE]\n\n"
+)
+
+
+@pytest.mark.parametrize("reader", [[], ["--sdk"]])
+def test_a_numeric_finish_reason_is_a_logged_malformed_stream(reader: list[str], tmp_path: Path) -> None:
+    # Found by the fuzz test: on both readers the turn ends as a logged malformed_stream error with
+    # what came kept, never a RecordError ("stop_reason is a number, which does not fit str").
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TTFT_DATA_DIR": str(tmp_path), "TTFT_CONFIG_DIR": str(tmp_path)}
+    with FakeServer(Schedule(raw_sse=NUMERIC_FINISH_REASON)) as srv:
+        p = subprocess.run(
+            [sys.executable, "-m", "tui.cli", "ask", *reader, "-m", "compat:x", "--base-url", srv.openai_base_url,
+             "--max-retries", "0", "--json", "hi"],
+            capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
+        )  # fmt: skip
+    assert "Traceback" not in p.stderr, p.stderr
+    assert p.returncode == 1, p.stderr
+    rec = json.loads(p.stdout)
+    assert rec["status"] == "error" and rec["error"]["type"] == "malformed_stream", rec["error"]
+    assert "stop reason is not a string" in rec["error"]["message"] and rec["answer"] == "Hix"  # what came is kept
+    logged = [json.loads(line) for f in (tmp_path / "sessions").glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert [r["status"] for r in logged] == ["error"]

@@ -2,7 +2,7 @@
 
 The server (tests/fakes/prefill_server.py) takes ``base_ms + prefill_ms_per_token x uncached input``
 to its first token, ``token_ms`` per further token, and caches prompt prefixes in blocks: the
-probe must recover those costs from the outside (issue 12: slope within 10%, base within 15 ms).
+probe must recover those costs from the outside: the slope within 10%, the base within 15 ms.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def test_json_recovers_the_servers_costs(srv: PrefillServer, env: Path, tmp_path
     slope = d["prefill_ms_per_1k_input_tokens"]
     assert abs(slope["value"] - slope_truth) <= 0.10 * slope_truth, slope
     assert slope["low"] <= slope["value"] <= slope["high"]
-    # Base: within 15 ms on an idle machine (issue 12). A loaded one delays every stamp (never advances
+    # Base: within 15 ms on an idle machine. A loaded one delays every stamp (never advances
     # one: the server answers no sooner than its schedule), which the intercept takes whole: 24-32 ms
     # measured beside two busy loops on 2 cores. So a tight floor, and a roof that is a sanity bound.
     assert BASE_MS - 15 <= d["base_ttft_ms"]["value"] <= BASE_MS + 60, d["base_ttft_ms"]

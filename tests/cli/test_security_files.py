@@ -1,4 +1,4 @@
-"""Issue 15, item 3: exports and reports are private, CSV cells never run, session ids stay in their folder."""
+"""Exports and reports are private, CSV cells never run, session ids stay in their folder."""
 
 from __future__ import annotations
 

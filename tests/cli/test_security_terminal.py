@@ -1,4 +1,4 @@
-"""Issue 15, item 1: model output, a server's error text and a log file's fields never drive the terminal.
+"""Model output, a server's error text and a log file's fields never drive the terminal.
 
 An answer carrying OSC/CSI sequences goes through the real OpenAI SDK from the loopback fake
 server to ``ttft ask`` on a pseudo-terminal, piped, as ``--json``, and to the chat under

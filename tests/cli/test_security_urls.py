@@ -1,4 +1,4 @@
-"""Issue 15, item 2 (and 3's configured headers): secrets in the base URL and headers are sent, never stored.
+"""Secrets in the base URL and in configured headers are sent, never stored.
 
 ``--base-url http://user:PASSWORD@host/v1`` and ``?api-key=...`` through the real SDKs against
 the loopback fake server: the credentials and query reach the server (the path stays clean),

@@ -1,4 +1,4 @@
-"""Shared by the security tests (issue 15, items 1-3): the ``ttft`` command line in a clean data and config folder.
+"""Shared by the security tests: the ``ttft`` command line in a clean data and config folder.
 
 Import ``env_fixture`` into a test module (``# noqa: F401``) to get the ``env`` fixture.
 """

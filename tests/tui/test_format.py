@@ -26,7 +26,7 @@ def test_turns_are_numbered_from_one_for_people() -> None:
     ("name", "width", "short"),
     [
         ("gpt-4o-mini", 16, "gpt-4o-mini"),  # fits: untouched
-        ("gemma-3-270m-q4_k_m", 16, "gemma-3-270m-q4…"),  # the family and size stay; the old code showed the tail
+        ("gemma-3-270m-q4_k_m", 16, "gemma-3-270m-q4…"),  # the family and size stay, not the tail
         ("SmolLM2-135M-Instruct-Q8_0", 16, "SmolLM2-135M…"),
         ("claude-sonnet-4-5-20250929", 16, "claude-sonnet-4…"),
         ("gpt-4o-mini-2024-07-18", 16, "gpt-4o-mini…"),
@@ -98,7 +98,7 @@ async def test_compare_panes_shorten_their_model_names_and_keep_brackets(
         a = app.query_one("#pane-A", PaneView)
         screen = app.export_screenshot().replace("&#160;", " ")
         assert "fake:Meta-Llama-3.3-70B-Instruct" in screen and "…" in screen  # cut where it reads
-        assert "suffix" not in screen  # the old title ran on past the border
+        assert "suffix" not in screen  # the title stops at the border
         assert "fake:[usage]-7b" in screen  # escaped, not eaten as markup
         title = Text.from_markup(a.border_title or "").plain
         assert title.startswith("A fake:Meta-Llama-3.3-70B") and title.endswith("…")

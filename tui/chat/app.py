@@ -124,7 +124,7 @@ class ChatApp(App[None]):
 
     def warm_up(self) -> None:
         """The backend's start and first use, in the background: the first turn then goes out as fast as
-        any later one (its own delay, Enter -> send, no longer holds a process start or an SDK's first use)."""
+        any later one (its own delay, Enter -> send, holds no process start and no SDK's first use)."""
         if self.warm_up_at_start:
             self.run_worker(self.session.warm_up(), group="warm-up", exit_on_error=False)
 

@@ -107,7 +107,7 @@ class HistoryPanel(Vertical):
             table.add_row(*row)
         if records:
             table.move_cursor(row=len(records) - 1)
-        table.refresh()  # the header row too: its cached line kept the old column widths on screen
+        table.refresh()  # the header row too: its cached line would keep the previous column widths on screen
         summary = visible_controls(
             diagnose_session([r for r in typed if r is not None])
         )  # it may quote a server's error

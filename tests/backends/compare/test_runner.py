@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
+from backends.base import ChatRequest
 from backends.compare.runner import ComparePane, CompareRunner
 from telemetry import events as ev
 from telemetry.compare.stats import compare
@@ -225,3 +228,34 @@ async def test_a_front_end_that_never_answers_delays_by_the_timeout_only(monkeyp
 
     res = await asyncio.wait_for(CompareRunner(ps).run_prompt("x", ready=never), 5)
     assert res.records[0][0].status == "ok"
+
+
+@dataclass
+class ColdSdkBackend(ScheduledBackend):
+    """Like the hosted backends: the first stream pays a CPU-bound warm-up (the SDK building its
+    typed models) unless ``warm_up()`` paid it already."""
+
+    warm_s: float = 0.4  # well above a loaded machine's scheduling noise, so the skew bound can be wide
+    warmed: bool = False
+
+    def _warm(self) -> None:
+        if not self.warmed:
+            self.warmed = True
+            time.sleep(self.warm_s)  # CPU work: it blocks the event loop, as the SDK's does
+
+    async def warm_up(self) -> None:
+        self._warm()
+
+    async def stream(self, request: ChatRequest):  # type: ignore[no-untyped-def]
+        self._warm()
+        async for e in super().stream(request):
+            yield e
+
+
+async def test_a_process_s_first_parallel_prompt_is_released_together() -> None:
+    # The SDK's warm-up runs before the barrier: inside one pane's turn, after the other pane had
+    # sent, it would set the first trial's sends a warm-up apart.
+    panes = [ComparePane(ColdSdkBackend(f"m{i}", ttft_s=0.02, gap_s=0.002, tokens=3), chr(65 + i)) for i in range(2)]
+    res = await CompareRunner(panes).run_prompt("hi", repeat=2)
+    assert all(b.backend.warmed for b in panes)
+    assert max(res.start_skew_ms) < 200, res.start_skew_ms  # a warm-up between the sends would add 400 ms

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
+import re
 import struct
+import subprocess
+import sys
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -26,6 +30,7 @@ from backends.local.models import DEFAULT_MODEL, shipped_model
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
 from telemetry.settings import TurnSettings
+from tests.support.paths import ROOT
 
 pytestmark = [
     pytest.mark.local,
@@ -448,3 +453,18 @@ def test_create_parses_the_model_spec(tmp_path: Path) -> None:
     b = create(str(tmp_path / "m.gguf"), n_ctx=2048, n_gpu_layers=0, unknown_option=1)
     assert not b.is_default and b.model_path == tmp_path / "m.gguf" and b.n_ctx == 2048
     assert b.provider == "local" and b.api == "llama.cpp" and b.model == "m"
+
+
+def test_a_prompt_longer_than_the_context_names_its_size_and_a_new_chat(tmp_path: Path) -> None:
+    # `ttft ask -m local "<5000 words>"`: the error names the prompt's size and the context, never a
+    # negative output limit, and its hint is a sentence of its own that names a key the chat has.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TTFT_DATA_DIR": str(tmp_path), "TTFT_CONFIG_DIR": str(tmp_path)}
+    p = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "ask", "-m", "local", "word " * 5000],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert p.returncode == 1, p.stderr
+    line = next(ln for ln in p.stderr.splitlines() if ln.startswith("error:"))
+    assert re.search(r"the prompt \(\d{4} tokens\) exceeds the context of \d+ tokens", line), line
+    assert not re.search(r"\(-\d+\)", line) and "/clear" not in line, line
+    assert "tokens, leaving no room to answer. Start a new chat (ctrl+n)" in line, line

@@ -1,4 +1,4 @@
-"""Every failure in issue 3's list: one plain sentence + hint, status error, partial answer kept, no traceback."""
+"""Every failure a hosted turn can meet: one plain sentence + hint, status error, partial answer kept, no traceback."""
 
 from __future__ import annotations
 

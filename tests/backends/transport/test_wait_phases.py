@@ -215,7 +215,7 @@ def test_no_first_token_no_split_and_bad_logged_splits_are_refused() -> None:
 
 
 def test_ask_json_over_https_gives_the_split_and_the_request_id(trusted: TLSFakeServer, tmp_path: Path) -> None:
-    """The issue's Done-when: held headers 150 ms, first token 80 ms later, a new TLS connection."""
+    """The wait split's acceptance case: held headers 150 ms, first token 80 ms later, a new TLS connection."""
     env = {
         **os.environ,
         "TTFT_DATA_DIR": str(tmp_path / "data"),

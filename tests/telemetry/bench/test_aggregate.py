@@ -1,4 +1,4 @@
-"""telemetry.bench.aggregate, bench_turns, bench_conclusion, bench_summary: per-level figures from
+"""telemetry.bench: per-level figures (aggregate), the typed requests, the conclusion and the summary, from
 hand-made records with known timings."""
 
 from __future__ import annotations
@@ -243,3 +243,30 @@ def test_a_record_no_bench_sent_has_no_level() -> None:
     (turn,) = typed([plain])
     assert turn.bench.level is None and not turn.bench.warmup
     assert group_levels([turn]) == []
+
+
+def _level_p50s(rate: float, tps: float, per_user: float, tpot: float, ttft: float) -> dict:
+    """A rate level as the conclusion reads it: throughput and the p50s only."""
+    return {
+        "mode": "rate",
+        "level": rate,
+        "completed": 10,
+        "failed": 0,
+        "output_throughput": tps,
+        "per_user_tokens_per_s": {"p50": per_user},
+        "tpot_ms": {"p50": tpot},
+        "ttft_ms": {"p50": ttft},
+    }
+
+
+def test_conclusion_calls_an_unchanged_per_user_speed_no_price() -> None:
+    # An idle batching fake at --rate 5,10: each user's speed held (TPOT p50 5.1 ms at both), so
+    # there is nothing to pay and "1.0x slower" would be a false alarm.
+    text = conclusion([_level_p50s(5, 47.6, 196.9, 5.1, 23.0), _level_p50s(10, 78.5, 194.3, 5.1, 23.0)])
+    assert "pays for it" not in text and "1.0x slower" not in text
+    assert "keeps their speed" in text and "194.3 tokens/s against 196.9" in text
+
+
+def test_conclusion_names_a_real_slowdown_as_its_price() -> None:
+    text = conclusion([_level_p50s(1, 150.0, 200.0, 5.0, 25.0), _level_p50s(4, 270.0, 160.0, 6.2, 130.0)])
+    assert "Each user pays for it" in text and "1.2x slower" in text

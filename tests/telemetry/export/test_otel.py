@@ -298,7 +298,7 @@ def test_the_cli_says_how_many_turns_the_otel_mapping_left_out(
 
 def test_times_past_what_otlp_carries_are_dropped_not_the_batch(records: list[dict[str, Any]], tmp_path: Path) -> None:
     # OTLP's times are fixed64 ns since 1970: a finite but enormous time in an old log (or a start in
-    # the year 9999) failed the encoding of the whole batch it was in.
+    # the year 9999) would fail the encoding of the whole batch it is in.
     ok = records[0]
     far = ok | {"events_ms": {**ok["events_ms"], "end": 1e300, "last_token": 1e300}}
     future = ok | {"started_at": "9999-12-31T00:00:00+00:00", "sent_at": None}

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from telemetry.probe.fit import curvature_note, fit_cache, fit_probe, levers, theil_sen
-from telemetry.probe.result import ProbePoint, fit_from_dict
+from telemetry.probe.result import CacheFit, Estimate, ProbeFit, ProbePoint, fit_from_dict
 
 LENGTHS = (128, 400, 1200, 3000, 8000)
 
@@ -133,3 +133,15 @@ def test_a_bending_line_is_said_and_a_straight_one_is_not() -> None:
     ]
     note = curvature_note(fit_probe(bent))
     assert note.startswith("TTFT grows faster than linearly") and "128-8,000 tokens" in note
+
+
+def test_levers_name_the_cached_prefix_in_tokens() -> None:
+    # "a cached 211 prefix saves 3.1 s" would leave the unit to guess
+    fit = ProbeFit(
+        base_ttft_ms=None,
+        prefill_ms_per_1k_input_tokens=None,
+        tpot_ms=None,
+        output_ms_per_100_tokens=None,
+        cache=CacheFit(detected=True, cached_tokens=211, ttft_saving_ms=Estimate(3053.8, 2477.2, 3630.5)),
+    )
+    assert "cached 211-token prefix saves 3.1 s" in levers(fit)

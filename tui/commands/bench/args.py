@@ -173,7 +173,7 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         action="store_true",
         help="Chat Completions: the SDK's HTTP call, its stream read as JSON without typed chunks",
     )
-    client.add_argument("--lean", action="store_true", help=argparse.SUPPRESS)  # the default now; kept for scripts
+    client.add_argument("--lean", action="store_true", help=argparse.SUPPRESS)  # the default; scripts may still pass it
     p.add_argument("--charts", choices=("svg", "png"), default="svg", help="chart files (png needs matplotlib)")
     p.add_argument("--slots", type=int, default=4, help="local-server: parallel slots (-np)")
     p.add_argument("--ctx", type=int, default=4096, help="local-server: context shared by the slots (-c)")

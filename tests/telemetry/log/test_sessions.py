@@ -1,4 +1,4 @@
-"""QA regression: `ttft sessions` medians agree with `ttft report` and the chat's summary (ok turns only)."""
+"""telemetry.log.sessions: the listing's medians agree with `ttft report` and the chat's summary (ok turns only)."""
 
 from __future__ import annotations
 

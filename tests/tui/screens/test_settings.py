@@ -1,4 +1,4 @@
-"""QA regression: the settings screen's labels stay beside their own fields."""
+"""tui.screens.settings: the settings screen's labels stay beside their own fields."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def test_every_label_is_left_of_its_field_on_the_same_row() -> None:
-    # The hidden model list gave up its grid cell: "base URL" moved into the widgets' column,
-    # and each later field sat under the previous label.
+    # The model list is hidden until asked for; it keeps its grid cell, or "base URL" would move into
+    # the widgets' column and each later field would sit under the previous label.
     app = ChatApp("fake:timed", factory=factory_for(TimedBackend(first_ms=5, token_ms=1, reasoning=0, visible=3)))
     async with app.run_test(size=(140, 48)) as pilot:
         await pilot.press("f2")

@@ -1,4 +1,6 @@
-"""QA regressions in the telemetry pane's after-turn text."""
+"""tui.widgets.telemetry_pane: the after-turn text keeps every label apart from its value."""
+
+from __future__ import annotations
 
 from tui.widgets.telemetry_pane import LABEL_W, record_text
 
@@ -28,7 +30,7 @@ def _record() -> dict:
 
 
 def test_every_label_is_apart_from_its_value() -> None:
-    # "reasoning delay" is as long as the label column: it ran into its value ("reasoning delay602 ms")
+    # "reasoning delay" is as long as the label column: a space still parts it from its value
     text = record_text(_record()).plain
     assert "reasoning delay 602 ms" in text
     for line in text.splitlines()[1:]:

@@ -1,4 +1,4 @@
-"""QA regression: the history table shows no E2E for a turn that got no token."""
+"""tui.widgets.history: the session's turn table, from typed records; a record that does not read is a row saying so."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from tui.widgets.history import COLUMNS, HistoryPanel, _cells
 
 
 def test_a_turn_without_tokens_has_no_e2e_in_the_history() -> None:
-    # Esc before the first token: the pane said "E2E – (stream end 237 ms)" while the history's
-    # E2E column said "237 ms", the stream's end passed off as an E2E.
+    # Esc before the first token: the pane says "E2E – (stream end 237 ms)", and the history's E2E
+    # column agrees (a dash), never passing the stream's end off as an E2E.
     rec: dict[str, Any] = {
         "turn_index": 0,
         "model": "x",
@@ -31,7 +31,7 @@ def test_a_turn_without_tokens_has_no_e2e_in_the_history() -> None:
 
 
 def test_a_logged_turn_that_does_not_read_is_a_row_saying_so() -> None:
-    # a hand-edited line (a metric that is text) was drawn from the raw dict, and could crash the formatter
+    # a hand-edited line (a metric that is text, with an escape sequence) is one row saying so, never drawn raw
     good = play(stream(visible=3))
     bad = {**good, "turn_index": 1, "metrics": {"ttft_ms": "\x1b[2Jfast"}}
 

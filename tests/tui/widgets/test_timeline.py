@@ -1,4 +1,4 @@
-"""QA regression: the timeline's legend wraps in a narrow pane instead of losing its last entries."""
+"""tui.widgets.timeline: the legend wraps in a narrow pane instead of losing its last entries."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ class _One(App[None]):
 
 @pytest.mark.parametrize("width", [40, 62, 160])
 async def test_legend_keeps_every_entry_within_the_width(width: int) -> None:
-    # At the chat pane's 62 columns the legend stopped after "server ━━": no reasoning, streaming,
-    # retry or stall, so the bars' colours went unexplained.
+    # At the chat pane's 62 columns the legend needs a second line; cut instead after "server ━━",
+    # it would leave reasoning, streaming, retry and stall, and so the bars' colours, unexplained.
     app = _One(width)
     async with app.run_test(size=(170, 30)) as pilot:
         view = app.query_one(TimelineView)

@@ -1,4 +1,4 @@
-"""QA regression: F1 explains every row the pane draws for a hosted turn's wait."""
+"""tui.screens.help: F1 explains every row the telemetry pane draws, a hosted turn's wait included."""
 
 from __future__ import annotations
 
@@ -31,8 +31,8 @@ def _hosted_turn() -> dict:
 
 
 def test_help_names_every_wait_row_of_the_pane() -> None:
-    # The pane gained wait / network / connection / server part rows (and shows ttft's own delay);
-    # F1's "one line per metric" explained none of them.
+    # F1's "one line per metric" covers the wait's rows (wait, network, connection, server part)
+    # and ttft's own delay, not only the headline metrics.
     explained = {name.strip() for name, _ in METRICS}
     labels = [line[:LABEL_W].strip() for line in record_text(_hosted_turn()).plain.splitlines()[1:]]
     for label in ("wait", "network", "connection", "server part", "ttft's own"):

@@ -1,0 +1,1 @@
+"""Tests of tui.screens: the modal screens."""
