@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from telemetry.errors import ErrorKind
 from telemetry.wire import HttpInfo
 
 
@@ -149,7 +150,10 @@ class Finished(Event):
 
 @dataclass(frozen=True, slots=True)
 class Failed(Event):
-    error_type: str = "error"
+    """The turn failed: its kind (``telemetry.errors``; a class name only for an exception nobody expected),
+    one sentence that says what happened, the HTTP status where there was one, and what to try."""
+
+    error_type: ErrorKind | str = "error"
     message: str = ""
     status_code: int | None = None
     hint: str | None = None
