@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from telemetry.errors import ErrorKind
+from telemetry.errors import ErrorKind, describe
 from telemetry.wire import HttpInfo
 
 
@@ -157,6 +157,13 @@ class Failed(Event):
     message: str = ""
     status_code: int | None = None
     hint: str | None = None
+
+    @classmethod
+    def of(cls, exc: BaseException, t_ns: int | None = None) -> Failed:
+        """The turn's end for an exception that no provider's table reads (``telemetry.errors.describe``):
+        one of ttft's own gives its kind and hint; any other, its class name (a bug, said as one)."""
+        kind, message, hint = describe(exc)
+        return cls(now_ns() if t_ns is None else t_ns, kind, message, None, hint)
 
 
 @dataclass(frozen=True, slots=True)

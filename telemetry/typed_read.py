@@ -17,10 +17,12 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
+from telemetry.errors import TtftError
+
 T = TypeVar("T")
 
 
-class RecordError(ValueError):
+class RecordError(TtftError, ValueError):
     """A value that is not the record it claims to be; the message names the field."""
 
 

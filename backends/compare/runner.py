@@ -241,7 +241,7 @@ class CompareRunner:
                 return finish_turn(recorder, self.log)
             raise
         except Exception as exc:  # raised outside run_turn's own guard (e.g. closing the stream)
-            recorder.feed(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc)))
+            recorder.feed(ev.Failed.of(exc))
             return finish_turn(recorder, self.log)  # a failed log write is in log.write_errors
 
     def _never_sent(self, i: int, trial: int, recorder: TurnRecorder, hooks: _Hooks) -> TurnRecord:
