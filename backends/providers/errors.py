@@ -58,6 +58,7 @@ class ErrorAnswer(TtftError):
     a completion was expected, sent with HTTP 200: the server's own words, kept."""
 
     kind = ErrorKind.API_ERROR
+    status_code = 200  # what the answer's status said, and what the record keeps
 
     def __init__(self, message: str, *, error_type: str | None = None, code: str | None = None) -> None:
         super().__init__(message)
@@ -438,6 +439,7 @@ EXCEPTIONS: tuple[Row, ...] = (
         kind=ErrorKind.API_ERROR,
         sentence=_answer_sentence,
         hint="That is the server's own message: check the model name, the key and the request options.",
+        keeps_status=True,
     ),
     Row(
         (MalformedStream,),

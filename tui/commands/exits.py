@@ -28,7 +28,8 @@ MEANING: dict[Exit, str] = {
     Exit.OK: "done: every turn or request succeeded",
     Exit.FAILED: "the turn failed (server or connection error, no key), every pane or request failed,"
     " or nothing could be read",
-    Exit.USAGE: "bad arguments, a bad config file, an incomplete -m, a base URL that is not http(s), or no prompt",
+    Exit.USAGE: "bad arguments, a bad config file, an incomplete -m/--base-url, a base URL that is not http(s),"
+    " or no prompt",
     Exit.NOT_SAVED: "it ran, but the session log or an output file could not be written (said on stderr)",
     Exit.PARTIAL: "some turns failed and others succeeded (a compare pane failed)",
     Exit.HANGUP: "stopped by SIGHUP (a closed terminal); the turn in flight is logged as cancelled",
