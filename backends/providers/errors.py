@@ -161,6 +161,9 @@ def count(value: object) -> int | None:
 
 @dataclass
 class ErrorContext:
+    """What a failure's words need of its turn: where it went, the key's variable, the read timeout, the
+    values to mask, and whether the answer had begun."""
+
     provider: str
     base_url: str | None
     key_env: str | None = None  # the variable the key came from, for the hint

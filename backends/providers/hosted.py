@@ -1,10 +1,12 @@
 """What every HTTP backend shares: the instrumented client, the turn loop, errors, cancel.
 
 A subclass opens the SDK stream (:meth:`HostedBackend._open`) and translates each SDK
-item into events (:meth:`HostedBackend._translate`); this class stamps them with the
-arrival time of their bytes, drains attempt/headers events in order, turns any
-exception into one ``Failed`` event, and closes the HTTP stream on every exit, so a
-cancelled or abandoned turn stops the server's generation at once.
+item into events (:meth:`HostedBackend._translate`); this class runs the turn in steps, as
+httpx layers its sending: open (the attempts' events drained live, in order), read (each item
+stamped with the arrival time of its bytes, under two clocks), end (the API's own end, or one
+``Failed`` event for any exception, through :mod:`backends.providers.errors`, or for a body that
+was the API's error object), and close: the HTTP stream is closed on every exit, so a cancelled
+or abandoned turn stops the server's generation at once.
 
 Two clocks end a turn that never ends, here in the stream loop rather than in httpx (whose read
 timeout every keepalive byte resets):
@@ -320,6 +322,7 @@ class HostedBackend:
         try:
             if not hasattr(turn.sdk, "__aiter__"):  # a complete (non-streamed) response
                 for e in self._translate(turn.sdk, probe.stamp(), state):
+                    turn.got_tokens = turn.got_tokens or isinstance(e, _TOKENS)
                     yield e
                 return
             items = turn.sdk.__aiter__()
