@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from telemetry.log.turns import LogWriteError, SessionLog
-from telemetry.metrics import itl_gaps, percentiles_many
+from telemetry.metrics import Percentiles, itl_gaps, percentiles_many
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 
@@ -65,7 +65,7 @@ def finish_turns(recorders: Sequence[TurnRecorder], log: SessionLog | None = Non
     return [_deliver(r, log, itl.get(id(r))) for r in recorders]
 
 
-def _deliver(recorder: TurnRecorder, log: SessionLog | None, itl_ms: dict[str, float | None] | None) -> TurnRecord:
+def _deliver(recorder: TurnRecorder, log: SessionLog | None, itl_ms: Percentiles | None) -> TurnRecord:
     with _lock:
         if recorder.delivered is not None:
             return recorder.delivered

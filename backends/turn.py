@@ -15,6 +15,7 @@ from typing import Any
 from backends.base import Backend, ChatRequest
 from backends.finish import finish_turn
 from telemetry import events as ev
+from telemetry.log.secrets import masked
 from telemetry.log.surrogates import scrub, scrub_event
 from telemetry.log.turns import SessionLog
 from telemetry.log.urls import redact_url
@@ -91,6 +92,8 @@ async def stream_turn(
     try:
         async for e in stream:
             e = scrub_event(e)  # here, once, for every front end: lone surrogates never reach a file or a terminal
+            if type(e) is ev.Failed:  # and no known secret reaches the record, the log, stderr or the screen
+                e = masked(e)
             recorder.feed(e)
             if on_event is not None:
                 on_event(e)
@@ -98,7 +101,7 @@ async def stream_turn(
         recorder.feed(ev.Cancelled(ev.now_ns()))
         raise
     except Exception as exc:  # a backend bug must still leave a record, never a lost turn
-        recorder.feed(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc)))
+        recorder.feed(masked(ev.Failed.of(exc)))
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
 

@@ -83,7 +83,7 @@ def diagnose_turn(rec: TurnRecord) -> str:
             "shorten the prompt, reuse a cached prefix, or check the server's queue."
         )
     # A single stall inflates the mean TPOT; name it before blaming decode speed.
-    gap_max, gap_p50 = m.itl_ms.get("max"), m.itl_ms.get("p50")
+    gap_max, gap_p50 = m.itl_ms.max, m.itl_ms.p50
     if gap_max and gap_p50 and gap_max >= STALL_FACTOR * gap_p50 and gap_max >= FLOW_MS:
         return f"The stream stalled for {_s(gap_max)} mid-answer (median gap {gap_p50:.0f} ms): a server hiccup."
     if tpot and tpot >= READING_TPOT_MS:

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from telemetry.errors import ErrorKind, describe
 from telemetry.wire import HttpInfo
 
 
@@ -149,10 +150,20 @@ class Finished(Event):
 
 @dataclass(frozen=True, slots=True)
 class Failed(Event):
-    error_type: str = "error"
+    """The turn failed: its kind (``telemetry.errors``; a class name only for an exception nobody expected),
+    one sentence that says what happened, the HTTP status where there was one, and what to try."""
+
+    error_type: ErrorKind | str = "error"
     message: str = ""
     status_code: int | None = None
     hint: str | None = None
+
+    @classmethod
+    def of(cls, exc: BaseException, t_ns: int | None = None) -> Failed:
+        """The turn's end for an exception that no provider's table reads (``telemetry.errors.describe``):
+        one of ttft's own gives its kind and hint; any other, its class name (a bug, said as one)."""
+        kind, message, hint = describe(exc)
+        return cls(now_ns() if t_ns is None else t_ns, kind, message, None, hint)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import Any, Literal
 
 from telemetry.plain import as_dict, field_names, json_copy
 from telemetry.wire import WaitSplit, split_wait
@@ -31,21 +31,43 @@ def ms(a_ns: int | None, b_ns: int | None) -> float | None:
     return (b_ns - a_ns) / NS_PER_MS
 
 
-def percentiles(values: Sequence[float]) -> dict[str, float | None]:
-    """p50/p90/p95/p99 (linear interpolation, numpy's default), mean, min, max."""
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    """A sample's p50/p90/p95/p99 (linear interpolation, numpy's default), mean, min and max; all None
+    for an empty sample. Its JSON form (:meth:`to_dict`) keeps this order, the one summaries write."""
+
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    mean: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {
+            "p50": self.p50,
+            "p90": self.p90,
+            "p95": self.p95,
+            "p99": self.p99,
+            "mean": self.mean,
+            "min": self.min,
+            "max": self.max,
+        }
+
+
+def percentiles(values: Sequence[float]) -> Percentiles:
+    """The sample's :class:`Percentiles`."""
     import numpy as np  # here, not at the top: `ttft ask` then imports it after its request is out (~80 ms)
 
-    keys = [f"p{p}" for p in PERCENTILES]
     if not values:
-        return {**dict.fromkeys(keys), "mean": None, "min": None, "max": None}
+        return Percentiles()
     arr = np.asarray(values, dtype=float)
-    qs = np.percentile(arr, PERCENTILES)
-    out: dict[str, float | None] = {k: float(q) for k, q in zip(keys, qs, strict=True)}
-    out.update(mean=float(arr.mean()), min=float(arr.min()), max=float(arr.max()))
-    return out
+    p50, p90, p95, p99 = np.percentile(arr, PERCENTILES).tolist()  # tolist(): Python floats, as float() gives
+    return Percentiles(p50, p90, p95, p99, float(arr.mean()), float(arr.min()), float(arr.max()))
 
 
-def percentiles_many(rows: Sequence[Sequence[float]]) -> list[dict[str, float | None]]:
+def percentiles_many(rows: Sequence[Sequence[float]]) -> list[Percentiles]:
     """``[percentiles(r) for r in rows]``, bit for bit, at a few numpy calls per distinct row length.
 
     A call of ``percentiles`` is mostly numpy's per-call overhead (~70 us on ~30 values), so a
@@ -54,16 +76,13 @@ def percentiles_many(rows: Sequence[Sequence[float]]) -> list[dict[str, float | 
     """
     import numpy as np  # imported late, as in percentiles()
 
-    keys = [f"p{p}" for p in PERCENTILES]
     by_len: dict[int, list[int]] = {}
     for i, row in enumerate(rows):
         by_len.setdefault(len(row), []).append(i)
-    out: list[dict[str, float | None]] = [{} for _ in rows]
+    out: list[Percentiles] = [Percentiles()] * len(rows)
     for n, idx in by_len.items():
         if n == 0:
-            for i in idx:
-                out[i] = percentiles(())
-            continue
+            continue  # an empty row's percentiles are all None, as out holds them
         # np.asarray of equal-length lists is C-contiguous, so each row is reduced along its own
         # contiguous axis with the same pairwise summation as the 1-D mean: the sums, hence the
         # means, are the 1-D ones bit for bit (tests/backends/test_finish_batch.py holds that with ==).
@@ -71,9 +90,7 @@ def percentiles_many(rows: Sequence[Sequence[float]]) -> list[dict[str, float | 
         qs = np.percentile(arr, PERCENTILES, axis=1).T.tolist()  # tolist(): Python floats, as float() gives
         means, lows, highs = arr.mean(axis=1).tolist(), arr.min(axis=1).tolist(), arr.max(axis=1).tolist()
         for i, q, mean, low, high in zip(idx, qs, means, lows, highs, strict=True):
-            d: dict[str, float | None] = dict(zip(keys, q, strict=True))
-            d.update(mean=mean, min=low, max=high)
-            out[i] = d
+            out[i] = Percentiles(q[0], q[1], q[2], q[3], mean, low, high)
     return out
 
 
@@ -82,12 +99,19 @@ def itl_gaps(chunks: Sequence[Chunk]) -> list[float]:
     return [(b.t_ns - a.t_ns) / NS_PER_MS for a, b in pairwise(chunks)]
 
 
+# What a token-bearing chunk carried: reasoning text, visible text, or a tool call's delta.
+ChunkKind = Literal["reasoning", "text", "tool"]
+# Where a record's token counts came from: the server's usage, or ttft's estimate from the text.
+# "" only on a record whose writer did not say.
+TokenSource = Literal["usage", "estimated", ""]
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
     """One token-bearing chunk: when it arrived, what it carried, how many tokens."""
 
     t_ns: int
-    kind: str  # "reasoning" | "text" | "tool"
+    kind: ChunkKind
     tokens: int
 
 
@@ -97,7 +121,7 @@ class TokenCounts:
     cached_input: int | None
     output: int | None
     reasoning: int | None
-    source: str  # "usage" | "estimated"
+    source: TokenSource
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self, _TOKEN_FIELDS)
@@ -134,7 +158,7 @@ class TurnMetrics:
     reasoning_delay_ms: float | None = None
     reasoning_delay_estimated: bool = False
     tpot_ms: float | None = None
-    itl_ms: dict[str, float | None] = field(default_factory=dict)
+    itl_ms: Percentiles = field(default_factory=Percentiles)  # the record keeps p50-p99 and max
     e2e_ms: float | None = None  # last token - sent
     total_ms: float | None = None  # end of stream - sent
     output_tokens_per_s: float | None = None  # output tokens / E2E: includes the wait
@@ -152,10 +176,11 @@ class TurnMetrics:
     server_queue_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        # itl_ms and wait_ms (the one dataclass field) are written below, in their places: not
+        # itl_ms and wait_ms (the dataclass fields) are written below, in their places: not
         # copied first (asdict's walk of wait_ms was a third of this)
         d = {name: json_copy(getattr(self, name)) if name not in _OWN else None for name in _METRIC_FIELDS}
-        d["itl_ms"] = {k: self.itl_ms.get(k) for k in ("p50", "p90", "p95", "p99", "max")}
+        itl = self.itl_ms
+        d["itl_ms"] = {"p50": itl.p50, "p90": itl.p90, "p95": itl.p95, "p99": itl.p99, "max": itl.max}
         d["wait_ms"] = self.wait_ms.to_dict() if self.wait_ms is not None else None
         return d
 
@@ -188,7 +213,7 @@ def compute(
     load_ns: tuple[int, int] | None = None,
     submitted_ns: int | None = None,
     wire_steps: Sequence[tuple[str, int]] = (),
-    itl_ms: dict[str, float | None] | None = None,
+    itl_ms: Percentiles | None = None,
 ) -> TurnMetrics:
     """``wire_steps``: the final attempt's ``(phase, began_ns)`` (``telemetry.wire``), for ``wait_ms``.
 

@@ -14,9 +14,11 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
-from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
+from telemetry.errors import ErrorKind
+from telemetry.errors import kind_of as error_kind
+from telemetry.metrics import NS_PER_MS, Chunk, ChunkKind, Timestamps, TokenCounts, TurnMetrics
 from telemetry.settings import TurnSettings
 from telemetry.speculative import speculative_summary
 from telemetry.typed_read import RecordError, build, bulk_read, convert, exact_types, field_types, kind_of
@@ -26,12 +28,15 @@ SCHEMA = "ttft.turn/2"
 OLD_SCHEMAS = ("ttft.turn/1",)  # still read: upgraded by upgrade() as each line is parsed
 SCHEMAS = (SCHEMA, *OLD_SCHEMAS)
 
+# How a turn ended: its answer came whole, it failed (``error`` says how), or it was stopped.
+Status = Literal["ok", "error", "cancelled"]
+
 
 class ChunkDict(TypedDict):
     """One token-bearing chunk as logged: ms since the first send, what it carried, its tokens."""
 
     t_ms: float
-    kind: str  # "reasoning" | "text" | "tool"
+    kind: ChunkKind
     tokens: int
 
 
@@ -60,13 +65,16 @@ def upgrade(rec: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class ErrorInfo:
-    type: str
+    """How a turn failed: its kind (``telemetry.errors.ErrorKind``; a class name for a bug; any string
+    an old log holds), the sentence shown, the HTTP status where there was one, and what to try."""
+
+    type: ErrorKind | str
     message: str
     status_code: int | None = None
     hint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "message": self.message, "status_code": self.status_code, "hint": self.hint}
+        return {"type": str(self.type), "message": self.message, "status_code": self.status_code, "hint": self.hint}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +96,7 @@ class TurnRecord:
     model: str
     base_url: str | None
     settings: TurnSettings
-    status: str  # "ok" | "error" | "cancelled"
+    status: Status
     error: ErrorInfo | None
     attempts: tuple[Attempt, ...]
     prompt: str
@@ -334,11 +342,14 @@ def _error(e: object) -> ErrorInfo | None:
     if not isinstance(e, Mapping):
         raise RecordError(f"error is {kind_of(e)}, not an object")
     return ErrorInfo(
-        type=convert(str | None, e.get("type"), "error.type") or "error",
+        type=error_kind(convert(str | None, e.get("type"), "error.type") or "error"),
         message=convert(str | None, e.get("message"), "error.message") or "",
         status_code=convert(int | None, e.get("status_code"), "error.status_code"),
         hint=convert(str | None, e.get("hint"), "error.hint"),
     )
+
+
+_CHUNK_WORDS: dict[str, ChunkKind] = {"reasoning": "reasoning", "text": "text", "tool": "tool"}
 
 
 def _chunks(raw: list[Any]) -> tuple[Chunk, ...]:
@@ -348,8 +359,9 @@ def _chunks(raw: list[Any]) -> tuple[Chunk, ...]:
     for c in raw:
         if type(c) is dict:
             t, kind, n = c.get("t_ms"), c.get("kind"), c.get("tokens")
-            if type(t) is float and type(kind) is str and type(n) is int and -_MAX_MS < t < _MAX_MS:
-                append(Chunk(round(t * NS_PER_MS), kind, n))
+            word = _CHUNK_WORDS.get(kind) if type(kind) is str else None
+            if type(t) is float and word is not None and type(n) is int and -_MAX_MS < t < _MAX_MS:
+                append(Chunk(round(t * NS_PER_MS), word, n))
                 continue
         append(_chunk(c, len(out)))
     return tuple(out)
@@ -365,6 +377,6 @@ def _chunk(c: object, i: int) -> Chunk:
         raise RecordError(f"{where} is {kind_of(c)}, not a chunk")
     return Chunk(
         t_ns=_ns(convert(float, c.get("t_ms"), f"{where}.t_ms"), f"{where}.t_ms") or 0,
-        kind=convert(str, c.get("kind"), f"{where}.kind"),
+        kind=convert(ChunkKind, c.get("kind"), f"{where}.kind"),
         tokens=convert(int, c.get("tokens"), f"{where}.tokens"),
     )

@@ -11,12 +11,12 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import pairwise
-from typing import Any
+from typing import Any, Literal
 
 from telemetry import events as ev
 from telemetry.diagnosis import diagnose_turn
-from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, compute, own_delay_ms
-from telemetry.record import Attempt, ErrorInfo, TurnRecord
+from telemetry.metrics import NS_PER_MS, Chunk, Percentiles, Timestamps, TokenCounts, compute, own_delay_ms
+from telemetry.record import Attempt, ErrorInfo, Status, TurnRecord
 from telemetry.settings import TurnSettings
 from telemetry.speculative import draft_stats, speculative_summary
 from telemetry.tokens import estimate_tokens, tokens_for_chars
@@ -25,11 +25,14 @@ from telemetry.wire import ENGINE_APIS, HttpInfo, WaitModel, WaitSplit, live_pha
 RECENT_GAPS = 64  # gaps kept for a live sparkline
 SPEED_WINDOW_NS = 1_000_000_000  # "current speed" looks at the last second
 
+# Where a turn is, live: submitted but not yet sent (ttft's own time), queued in the client, a local
+# model loading, waiting for the first token, reasoning, streaming the answer; then how it ended.
+Phase = Literal["starting", "queued", "loading", "waiting", "reasoning", "streaming", "ok", "error", "cancelled"]
+
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    # starting (submitted, not yet sent) | queued | loading | waiting | reasoning | streaming | ok | error | cancelled
-    phase: str
+    phase: Phase
     elapsed_ms: float  # since the first send (ticks while nothing arrives)
     phase_elapsed_ms: float
     ttft_ms: float | None
@@ -99,7 +102,7 @@ class TurnRecorder:
         self.draft: dict[str, Any] | None = None  # the latest speculative figures, live
         self.notices: dict[str, Any] = {}
         self.end_ns: int | None = None
-        self.status: str | None = None
+        self.status: Status | None = None
         self.error: ErrorInfo | None = None
         self.stop_reason: str | None = None
         self.first_ns: int | None = None  # first event of any kind
@@ -186,7 +189,7 @@ class TurnRecorder:
             case ev.Cancelled():
                 self._close(e.t_ns, "cancelled")
 
-    def _close(self, t_ns: int, status: str) -> None:
+    def _close(self, t_ns: int, status: Status) -> None:
         self.end_ns = t_ns
         self.status = status
 
@@ -295,7 +298,7 @@ class TurnRecorder:
             else None,
         )
 
-    def _phase(self, sent: int | None, first: int | None, first_vis: int | None, now: int) -> tuple[str, int | None]:
+    def _phase(self, sent: int | None, first: int | None, first_vis: int | None, now: int) -> tuple[Phase, int | None]:
         if self.status is not None:
             return self.status, self.end_ns
         if self.load_start_ns is not None and self.load_end_ns is None:
@@ -315,7 +318,7 @@ class TurnRecorder:
     def finished(self) -> bool:
         return self._record is not None
 
-    def finish(self, itl_ms: dict[str, float | None] | None = None) -> TurnRecord:
+    def finish(self, itl_ms: Percentiles | None = None) -> TurnRecord:
         """The complete record. A turn that never saw a terminal event counts as cancelled.
 
         ``itl_ms``: this turn's ITL percentiles when a batch already computed them

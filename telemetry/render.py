@@ -30,17 +30,17 @@ class RenderLag:
         p = percentiles(self.lags_ms)
         cost = percentiles(self.paint_ms)
         half = len(self.lags_ms) // 2
-        first = percentiles(self.lags_ms[:half])["p50"] if half else None
-        second = percentiles(self.lags_ms[half:])["p50"] if half else None
+        first = percentiles(self.lags_ms[:half]).p50 if half else None
+        second = percentiles(self.lags_ms[half:]).p50 if half else None
         return {
             "paints": len(self.lags_ms),
-            "p50_ms": p["p50"],
-            "p95_ms": p["p95"],
-            "max_ms": p["max"],
+            "p50_ms": p.p50,
+            "p95_ms": p.p95,
+            "max_ms": p.max,
             "backlog_max": max(self.backlog, default=0),
             "backlog_last": self.backlog[-1] if self.backlog else 0,
             # > 1 means painting fell further behind as the turn went on
             "lag_growth": (second / first) if first and second is not None else None,
-            "paint_p50_ms": cost["p50"],
-            "paint_p95_ms": cost["p95"],
+            "paint_p50_ms": cost.p50,
+            "paint_p95_ms": cost.p95,
         }

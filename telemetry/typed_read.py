@@ -15,12 +15,14 @@ import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+from telemetry.errors import TtftError
 
 T = TypeVar("T")
 
 
-class RecordError(ValueError):
+class RecordError(TtftError, ValueError):
     """A value that is not the record it claims to be; the message names the field."""
 
 
@@ -113,6 +115,18 @@ def _make_reader(tp: Any) -> Reader:
         return lambda value, where: value
     if origin in (Union, types.UnionType):
         return _union_reader(tp)
+    if origin is Literal:  # a vocabulary: one of its words, nothing else
+        words = get_args(tp)
+        allowed = frozenset(words)
+        listed = ", ".join(repr(w) for w in words)
+
+        def read_word(value: object, where: str) -> Any:
+            if type(value) is str and value in allowed:
+                return value
+            shown = repr(value)[:40] if isinstance(value, str) else kind_of(value)
+            raise RecordError(f"{where} is {shown}, not one of {listed}")
+
+        return read_word
     if tp is bool:
 
         def read_bool(value: object, where: str) -> Any:

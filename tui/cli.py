@@ -173,12 +173,13 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command not in CONFIG_COMMANDS:  # these never read it (nor pay for importing the HTTP stack)
         return int(args.func(args) or 0)
     from backends.providers.registry import ProviderError, check_config
+    from telemetry.errors import ErrorKind
 
     try:
         check_config()
         return int(args.func(args) or 0)
     except ProviderError as err:
-        if err.kind != "config_error":
+        if err.kind is not ErrorKind.CONFIG_ERROR:
             raise
         from tui.format import visible_controls
 

@@ -30,6 +30,8 @@ from typing import Any
 
 from backends.base import ChatRequest
 from telemetry import events as ev
+from telemetry.errors import ErrorKind, TtftError, describe
+from telemetry.log.secrets import mask, masked
 
 START_TIMEOUT_S = 60.0  # importing the SDKs or llama.cpp can be slow on a cold disk
 CANCEL_WAIT_S = 2.0
@@ -66,16 +68,26 @@ def crash_event(exitcode: int | None, what: str) -> ev.Failed:
         status = "an unknown status" if exitcode is None else f"status {exitcode}"
         message = f"The {what} process exited with {status} mid-turn."
         hint = "What arrived is kept. Send it again (ctrl+r)."
-    return ev.Failed(ev.now_ns(), "engine_crashed", message, None, hint)
+    return ev.Failed(ev.now_ns(), ErrorKind.ENGINE_CRASHED, message, None, hint)
 
 
-class BackendStartError(Exception):
+class BackendStartError(TtftError):
     """The child could not create the backend (bad spec, missing key, ...): printable, with a hint."""
 
-    def __init__(self, message: str, *, kind: str = "provider_error", hint: str | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.hint = hint
+    kind: ErrorKind = ErrorKind.PROVIDER_ERROR
+
+    def __init__(self, message: str, *, kind: ErrorKind = ErrorKind.PROVIDER_ERROR, hint: str | None = None) -> None:
+        super().__init__(message, kind=kind, hint=hint)
+
+
+def start_error(exc: BaseException) -> tuple[str, ErrorKind, str | None]:
+    """What the child sends when it cannot create its backend: (message, kind, hint). One of ttft's own
+    errors keeps its kind; any other is a provider_error whose message names the exception's class."""
+    kind, message, hint = describe(exc)
+    message = mask(message)  # the parent does not know this process's secrets
+    if isinstance(kind, ErrorKind):
+        return message, kind, hint
+    return f"The backend could not be created ({kind}: {message}).", ErrorKind.PROVIDER_ERROR, hint
 
 
 # --- the child ---------------------------------------------------------------------------
@@ -93,9 +105,7 @@ async def _child_main(
     try:
         backend = create_backend(spec, base_url=base_url, timeout_s=timeout_s)
     except Exception as exc:
-        conn.send(
-            ("error", str(exc) or repr(exc), getattr(exc, "kind", type(exc).__name__), getattr(exc, "hint", None))
-        )
+        conn.send(("error", *start_error(exc)))
         return
     conn.send(("ready", backend.provider, backend.api, backend.model, backend.base_url))
     loop = asyncio.get_running_loop()
@@ -114,11 +124,13 @@ async def _child_main(
         stream = backend.stream(request)
         try:
             async for e in stream:
+                if type(e) is ev.Failed:  # this process's secrets are masked here: the parent does not know them
+                    e = masked(e)
                 conn.send(("event", e))
         except asyncio.CancelledError:
             conn.send(("event", ev.Cancelled(ev.now_ns())))
         except Exception as exc:  # a backend bug still ends the turn with a record
-            conn.send(("event", ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc))))
+            conn.send(("event", masked(ev.Failed.of(exc))))
         finally:
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]
@@ -201,7 +213,7 @@ class ProcessBackend:
             self._proc.join(EXIT_WAIT_S)
             self._kill()
             died = crash_event(self._proc.exitcode, "backend")
-            raise BackendStartError(died.message, kind=died.error_type, hint=died.hint) from None
+            raise BackendStartError(died.message, kind=ErrorKind.ENGINE_CRASHED, hint=died.hint) from None
         if msg[0] == "error":
             self._kill()
             raise BackendStartError(msg[1], kind=msg[2], hint=msg[3])
@@ -229,7 +241,7 @@ class ProcessBackend:
                 try:
                     await loop.run_in_executor(None, self._restart)
                 except BackendStartError as exc:
-                    yield ev.Failed(ev.now_ns(), exc.kind, str(exc), None, exc.hint)
+                    yield ev.Failed.of(exc)
                     return
                 conn = self._conn
             loop.add_reader(conn.fileno(), readable)

@@ -117,7 +117,7 @@ def start_turn(
             except asyncio.CancelledError:
                 pass  # run_turn has recorded Cancelled with the partial answer, and logged it
             except Exception as exc:  # the backend broke outside its stream: still a record, never a crash
-                recorder.feed(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc)))
+                recorder.feed(ev.Failed.of(exc))
         record = finish_turn(recorder, log)  # once only: a turn run_turn ended is returned as it logged it
         live.log_error = recorder.log_error  # the turn stays on screen and in memory, the user is told
         return record

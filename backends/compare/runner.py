@@ -30,8 +30,9 @@ from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
 
-Mode = Literal["parallel", "sequential"]
-MODES: tuple[Mode, ...] = ("parallel", "sequential")
+# How a comparison runs its panes: all at once, or one after another (no pane slowed by another).
+CompareMode = Literal["parallel", "sequential"]
+MODES: tuple[CompareMode, ...] = ("parallel", "sequential")
 
 OnStart = Callable[[int, int, TurnRecorder], None]  # pane, trial, recorder (poll its snapshot)
 OnDone = Callable[[int, int, TurnRecord], None]
@@ -85,7 +86,7 @@ class PromptResult:
 
     prompt_index: int
     prompt: str
-    mode: Mode
+    mode: CompareMode
     records: list[list[TurnRecord]]
     start_skew_ms: list[float]  # parallel mode: max - min first send, per trial
 
@@ -100,7 +101,7 @@ class CompareRunner:
         *,
         log: SessionLog | None = None,
         comparison_id: str | None = None,
-        mode: Mode = "parallel",
+        mode: CompareMode = "parallel",
         system: str | None = None,
     ) -> None:
         if not panes:
@@ -112,7 +113,7 @@ class CompareRunner:
         self.kept = False
         self.log = log
         self.comparison_id = comparison_id or new_comparison_id()
-        self.mode: Mode = mode
+        self.mode: CompareMode = mode
         self.system = system
         self.session_id = log.session_id if log is not None else self.comparison_id
         self.prompt_index = 0
@@ -240,7 +241,7 @@ class CompareRunner:
                 return finish_turn(recorder, self.log)
             raise
         except Exception as exc:  # raised outside run_turn's own guard (e.g. closing the stream)
-            recorder.feed(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc)))
+            recorder.feed(ev.Failed.of(exc))
             return finish_turn(recorder, self.log)  # a failed log write is in log.write_errors
 
     def _never_sent(self, i: int, trial: int, recorder: TurnRecorder, hooks: _Hooks) -> TurnRecord:

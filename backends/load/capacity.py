@@ -17,7 +17,7 @@ from backends.load.driver import LevelResult
 from backends.load.runner import LoadRunner
 from telemetry.bench import aggregate as agg
 from telemetry.bench import capacity as cap
-from telemetry.bench.requests import BenchTurn, read_bench
+from telemetry.bench.requests import BenchTurn, Mode, read_bench
 
 UNDECIDED_GROWTH = 8
 
@@ -33,7 +33,7 @@ class Probe:
 
 @dataclass
 class CapacityRun:
-    mode: str
+    mode: Mode
     objectives: cap.Objectives
     search: cap.Search
     probes: list[Probe]

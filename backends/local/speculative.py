@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from backends.local.models import LocalModelError
 from backends.local.state import Cancelled, LoadedModel
+from telemetry.errors import ErrorKind
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,7 +40,7 @@ class SpecSettings:
         kind = setting.get("kind", "prompt-lookup")
         if kind != "prompt-lookup":
             raise LocalModelError(
-                "bad_setting", f"speculative kind {kind!r} is not supported", "use {'kind': 'prompt-lookup'}"
+                ErrorKind.BAD_SETTING, f"speculative kind {kind!r} is not supported", "use {'kind': 'prompt-lookup'}"
             )
         vb = setting.get("verify_batch")  # set it to skip the bit-identity check (output may then differ)
         vt = setting.get("verify_threads")

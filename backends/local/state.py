@@ -11,6 +11,7 @@ from backends.local.amx import ExtraBufts
 from backends.local.llama_adapter import LlamaHandle
 from backends.local.models import KVShape
 from backends.local.template import ChatTemplate
+from telemetry.errors import TtftError
 
 
 @dataclass
@@ -28,5 +29,5 @@ class LoadedModel:
     verify_threads: int = 0  # ... with verify batches on this many threads (0: not checked yet)
 
 
-class Cancelled(Exception):
+class Cancelled(TtftError):
     """The turn was cancelled; raised on the worker thread, reported as a Cancelled event."""

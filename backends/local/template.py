@@ -9,6 +9,7 @@ from backends.base import Message
 from backends.local import llama_adapter as llama
 from backends.local.models import LocalModelError
 from backends.think import partial_suffix
+from telemetry.errors import ErrorKind
 
 GEMMA_CHAT_FORMAT = "gemma"  # Gemma GGUFs without a template of their own
 FALLBACK_CHAT_FORMAT = "chatml"
@@ -45,7 +46,7 @@ class ChatTemplate:
             fn = llama.named_format(name)
             if fn is None:
                 raise LocalModelError(
-                    "bad_chat_format",
+                    ErrorKind.BAD_CHAT_FORMAT,
                     f"unknown chat format {name!r}",
                     "use a llama-cpp-python chat format name such as gemma, chatml, llama-3, mistral-instruct",
                 )

@@ -20,6 +20,7 @@ import random
 import secrets
 from dataclasses import dataclass
 
+from telemetry.errors import TtftError
 from telemetry.probe.result import PointKind
 
 HOSTED_MAX_INPUT = 8192
@@ -102,7 +103,7 @@ class ProbePlan:
         )
 
 
-class BudgetError(ValueError):
+class BudgetError(TtftError, ValueError):
     """Even the smallest plan costs more tokens than ``--budget`` allows."""
 
 

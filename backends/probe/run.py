@@ -14,6 +14,7 @@ from typing import Any
 from backends.base import Backend, ChatRequest, Message
 from backends.probe.plan import ProbePlan, Step, prompt_text
 from backends.turn import new_recorder, run_turn
+from telemetry.errors import TtftError
 from telemetry.log.turns import SessionLog, new_session_id
 from telemetry.probe.fit import engine_prefill_per_1k, fit_probe
 from telemetry.probe.result import Estimate, ProbeFit, ProbePoint
@@ -32,7 +33,7 @@ class ProbeResult:
     records: tuple[dict[str, Any], ...]
 
 
-class WarmupFailed(RuntimeError):
+class WarmupFailed(TtftError, RuntimeError):
     """The first request failed: the probe stops before it spends the plan."""
 
 

@@ -29,6 +29,7 @@ from backends.providers.errors import check_stream, count, shape_checked
 from backends.providers.hosted import HostedBackend, TurnState
 from backends.transport.http import Probe
 from telemetry import events as ev
+from telemetry.errors import ErrorKind
 
 DEFAULT_MAX_TOKENS = 4096
 
@@ -179,7 +180,7 @@ class AnthropicMessagesBackend(HostedBackend):
         if not state.finished:
             yield ev.Failed(
                 t,
-                "incomplete_stream",
+                ErrorKind.INCOMPLETE_STREAM,
                 "The stream ended before message_stop, so the answer may be cut short.",
                 None,
                 "The partial answer is kept; retry the turn, and check any proxy between you and the server.",

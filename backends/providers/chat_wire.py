@@ -16,6 +16,7 @@ from backends.providers.hosted import TurnState
 from backends.think import ThinkSplitter
 from backends.transport.http import Probe
 from telemetry import events as ev
+from telemetry.errors import ErrorKind
 
 OLLAMA_KEYS = (
     "total_duration",
@@ -167,7 +168,7 @@ class ChatWire:
         if not saw_done and state.stop_reason is None:
             yield ev.Failed(
                 t,
-                "incomplete_stream",
+                ErrorKind.INCOMPLETE_STREAM,
                 "The stream ended without [DONE] or a finish reason, so the answer may be cut short.",
                 None,
                 "The partial answer is kept; retry the turn, and check any proxy between you and the server.",

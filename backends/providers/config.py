@@ -12,21 +12,21 @@ from typing import Any
 
 import platformdirs
 
+from backends.providers.checks import url_problem, value_problem
+from telemetry.errors import ErrorKind, TtftError
+from telemetry.log.urls import redact_url
+
 KINDS = ("openai", "openai-responses", "anthropic", "compat")
 BUILTIN = (*KINDS, "local")
 
 
-class ProviderError(Exception):
-    """A model spec, config or key problem, with a message fit to print as is."""
+class ProviderError(TtftError):
+    """A model spec, config, key or address problem, with a message fit to print as is."""
 
-    def __init__(self, message: str, *, kind: str = "provider_error", hint: str | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.hint = hint
+    kind: ErrorKind = ErrorKind.PROVIDER_ERROR
 
-    @property
-    def message(self) -> str:
-        return str(self)
+    def __init__(self, message: str, *, kind: ErrorKind = ErrorKind.PROVIDER_ERROR, hint: str | None = None) -> None:
+        super().__init__(message, kind=kind, hint=hint)
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def _config_error(path: Path, key: str, what: str, hint: str | None = None) -> P
     where = f"{path}: {key}: " if key else f"{path}: "
     return ProviderError(
         where + what,
-        kind="config_error",
+        kind=ErrorKind.CONFIG_ERROR,
         hint=hint or "Fix the config file (see README: Named providers), or move it away to use the defaults.",
     )
 
@@ -107,9 +107,11 @@ def _provider(path: Path, name: str, raw: Any) -> ProviderConfig:
         value = raw.get(key)
         opt[key] = None if value is None else _text(path, f"{at}.{key}", value, what)
     base_url = opt["base_url"]
-    if base_url is not None and not base_url.startswith(("http://", "https://")):
+    problem = url_problem(base_url) if base_url is not None else None
+    if problem is not None:
+        shown = _shown(redact_url(base_url))  # never its credentials
         raise _config_error(
-            path, f"{at}.base_url", f"expected a URL starting with http:// or https://, got {_shown(base_url)}"
+            path, f"{at}.base_url", f"expected an http:// or https:// URL with a host, got {shown}, which {problem}"
         )
     headers = raw.get("headers", {})
     if not isinstance(headers, dict):
@@ -119,6 +121,9 @@ def _provider(path: Path, name: str, raw: Any) -> ProviderConfig:
     for hname, hvalue in headers.items():
         if not isinstance(hvalue, str):
             raise _config_error(path, f"{at}.headers.{hname}", f"expected a string, got {_shown(hvalue)}")
+        problem = value_problem(hvalue.strip())
+        if problem is not None:  # a header's value may be a secret: never quoted
+            raise _config_error(path, f"{at}.headers.{hname}", f"the value {problem}")
     timeout = raw.get("timeout")
     # bool is an int in Python, and nan/inf pass `> 0`: none of them is a number of seconds
     if timeout is not None and (
@@ -203,19 +208,21 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     spec = spec.strip()
     if not spec:
         raise ProviderError(
-            "The model spec is empty.", kind="bad_spec", hint="Use -m PROVIDER:MODEL, e.g. -m openai:gpt-4o-mini."
+            "The model spec is empty.",
+            kind=ErrorKind.BAD_SPEC,
+            hint="Use -m PROVIDER:MODEL, e.g. -m openai:gpt-4o-mini.",
         )
     provider, sep, model = spec.partition(":")
     if not provider:
         raise ProviderError(
             f"The model spec {spec!r} has no provider before the colon.",
-            kind="bad_spec",
+            kind=ErrorKind.BAD_SPEC,
             hint="Use -m PROVIDER:MODEL, e.g. -m openai:gpt-4o-mini.",
         )
     if sep and not model.strip():  # "openai:" would silently mean the provider's default model
         raise ProviderError(
             f"The model spec {spec!r} has no model after the colon.",
-            kind="bad_spec",
+            kind=ErrorKind.BAD_SPEC,
             hint=f"Use -m {provider}:MODEL, or -m {provider} for its default model.",
         )
     return provider, (model or None) if sep else None

@@ -1,28 +1,34 @@
-"""Turn any SDK / HTTP / decoding exception into one plain ``Failed`` event.
+"""Turn any SDK / HTTP / decoding exception into one plain ``Failed`` event, through one table.
 
-The message is one sentence that says what happened (with the HTTP status and the
-provider's own words); the hint says what to try. Never a traceback, never a key.
+:data:`EXCEPTIONS` maps each exception (by its class, read from httpx2's tree and each SDK's, the
+way httpx maps httpcore's) to its kind (``telemetry.errors.ErrorKind``), one sentence that says
+what happened (with the HTTP status and the provider's own words) and a hint that says what to
+try; an HTTP error status goes through :data:`STATUSES`, the same way. Never a traceback, never a
+secret: every sentence is masked with the turn's known secret values (``telemetry.log.secrets``).
+
+A backend (the SDK ones, the lean readers) calls :func:`failed_from_exception` for whatever its
+stream raised, and :func:`error_answer` for a body that was one JSON error object in place of a
+stream.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 
 from backends.transport.http import Probe
 from telemetry import events as ev
+from telemetry.errors import ErrorKind, TtftError, describe
+from telemetry.log.secrets import Secrets
 
 SDKS = ("openai", "anthropic", "backends.providers.lean.sdk_errors")  # the lean path mirrors the SDK's error classes
 
 Translate = Callable[[Any, Any, int, Any], Iterable[ev.Event]]
-
-_KEYLIKE = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")
 
 
 def sdk_errors(name: str) -> tuple[type[BaseException], ...]:
@@ -40,27 +46,57 @@ def sdk_errors(name: str) -> tuple[type[BaseException], ...]:
     return tuple(out)
 
 
-def scrub(text: str, secrets: tuple[str, ...] = ()) -> str:
-    """Remove anything that is, or looks like, an API key."""
-    for s in sorted(secrets, key=len, reverse=True):  # "Bearer tok" before "tok": no half-masked value
-        if s and len(s) >= 4:
-            text = text.replace(s, "***")
-    return _KEYLIKE.sub(lambda m: m.group(0)[:3] + "***", text)
-
-
-def header_secrets(headers: dict[str, str]) -> tuple[str, ...]:
-    """What to mask of configured headers: each value, and its last word (the token of
-    ``Bearer TOKEN``), since a server may echo either. Every header, not only those named like
-    auth ones: ``X-Api-Key``, ``Helicone-Auth`` or ``api-key`` cannot all be guessed."""
-    out: list[str] = []
-    for value in headers.values():
-        out += [value, value.split()[-1] if value.split() else ""]
-    return tuple(dict.fromkeys(v for v in out if v))
-
-
-class MalformedStream(Exception):
+class MalformedStream(TtftError):
     """A stream that is not this API's (a chunk of the wrong shape, an HTML page): a clear message,
     reported as ``malformed_stream`` rather than as a bug in ttft."""
+
+    kind = ErrorKind.MALFORMED_STREAM
+
+
+class ErrorAnswer(TtftError):
+    """An answer whose whole body is the API's error object (``{"error": {...}}``) where a stream or
+    a completion was expected, sent with HTTP 200: the server's own words, kept."""
+
+    kind = ErrorKind.API_ERROR
+    status_code = 200  # what the answer's status said, and what the record keeps
+
+    def __init__(self, message: str, *, error_type: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.code = code
+
+
+ERROR_ANSWER_MAX = 16_384  # a body longer than this is no error object: never parsed as one
+
+
+def error_answer(body: bytes) -> ErrorAnswer | None:
+    """The error a whole response body states, when it is one JSON object holding an error:
+    ``{"error": {"message", "type", "code"}}`` (OpenAI, and the proxies that copy it),
+    ``{"type": "error", "error": {...}}`` (Anthropic), ``{"error": "text"}``, or vLLM's
+    ``{"object": "error", "message", "type", "code"}``. None for anything else (a stream, a completion)."""
+    text = body.strip()
+    if not text.startswith(b"{") or len(text) > ERROR_ANSWER_MAX:
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    inner = doc.get("error")
+    if isinstance(inner, str) and inner.strip():
+        return ErrorAnswer(inner)
+    if not isinstance(inner, dict):
+        if doc.get("object") != "error":
+            return None
+        inner = doc
+    message = inner.get("message")
+    etype, code = inner.get("type"), inner.get("code")
+    return ErrorAnswer(
+        message if isinstance(message, str) and message.strip() else "no message",
+        error_type=str(etype) if isinstance(etype, str | int) and str(etype) else None,
+        code=str(code) if isinstance(code, str | int) and str(code) and str(code) != str(etype) else None,
+    )
 
 
 _TEXT_FIELDS = {ev.TextDelta: ("text",), ev.ReasoningDelta: ("text",), ev.ToolCallDelta: ("name", "arguments")}
@@ -125,12 +161,23 @@ def count(value: object) -> int | None:
 
 @dataclass
 class ErrorContext:
+    """What a failure's words need of its turn: where it went, the key's variable, the read timeout, the
+    values to mask, and whether the answer had begun."""
+
     provider: str
     base_url: str | None
     key_env: str | None = None  # the variable the key came from, for the hint
     timeout_s: float | None = None
-    secrets: tuple[str, ...] = ()
+    secrets: Secrets = field(default_factory=Secrets)  # the values this backend sends: masked in every sentence
     streaming_started: bool = False  # a 200 came back and tokens may have arrived
+
+    @property
+    def where(self) -> str:
+        return self.base_url or f"the {self.provider} API"
+
+    @property
+    def phase(self) -> str:
+        return "in the middle of the answer" if self.streaming_started else "before the answer started"
 
 
 def provider_message(exc: BaseException) -> str:
@@ -174,108 +221,6 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     return False
 
 
-def failed_from_exception(exc: BaseException, ctx: ErrorContext, probe: Probe | None = None) -> ev.Failed:
-    t = ev.now_ns()
-    attempts = probe.attempt if probe else 0
-    where = ctx.base_url or f"the {ctx.provider} API"
-    status = getattr(exc, "status_code", None)
-    is_conn = isinstance(exc, sdk_errors("APIConnectionError"))
-    if isinstance(exc, sdk_errors("APIStatusError")) and status not in (None, 200):
-        return _http_failure(t, exc, int(status), ctx, attempts)
-    if isinstance(exc, sdk_errors("APIError")) and not is_conn and (ctx.streaming_started or status):
-        msg = provider_message(exc)
-        etype = _body_type(exc) or "error"
-        return ev.Failed(
-            t,
-            "stream_error",
-            scrub(_sentence(f"The server reported an error in the middle of the answer ({etype}: {msg})"), ctx.secrets),
-            None,
-            "The partial answer is kept; retry the turn, and raise --max-retries if this keeps happening.",
-        )
-    inner = _unwrap(exc)
-    if isinstance(inner, (httpx2.ReadTimeout, httpx2.WriteTimeout, httpx2.PoolTimeout)) or isinstance(
-        exc, sdk_errors("APITimeoutError")
-    ):
-        secs = f"{ctx.timeout_s:g} s" if ctx.timeout_s else "the read timeout"
-        phase = "in the middle of the answer" if ctx.streaming_started else "before the answer started"
-        return ev.Failed(
-            t,
-            "timeout",
-            _sentence(f"The server sent nothing for {secs} {phase} (read timeout after {attempts} attempt(s))"),
-            None,
-            "The server stalled or is overloaded; retry, or allow more time with --timeout SECONDS.",
-        )
-    if isinstance(inner, httpx2.ConnectTimeout):
-        return ev.Failed(
-            t,
-            "connect_timeout",
-            _sentence(f"Connecting to {where} timed out"),
-            None,
-            "Check --base-url and that the server is reachable from here.",
-        )
-    if isinstance(inner, httpx2.ConnectError):
-        refused = _caused_by(inner, ConnectionRefusedError) or "refused" in str(inner).lower()
-        detail = "connection refused" if refused else (str(inner) or "connect error")
-        return ev.Failed(
-            t,
-            "connection_refused" if refused else "connect_error",
-            scrub(_sentence(f"Could not connect to {where} ({detail})"), ctx.secrets),
-            None,
-            "Is the server running? Check --base-url (and the port).",
-        )
-    if isinstance(inner, (httpx2.RemoteProtocolError, httpx2.ReadError)) or isinstance(
-        exc, sdk_errors("APIConnectionError")
-    ):
-        detail = str(inner) or type(inner).__name__
-        phase = "in the middle of the answer" if ctx.streaming_started else "before the answer started"
-        return ev.Failed(
-            t,
-            "connection_dropped",
-            scrub(_sentence(f"The connection to {where} closed {phase} ({detail})"), ctx.secrets),
-            None,
-            "The partial answer is kept; retry the turn, and check any proxy or load-balancer timeouts.",
-        )
-    if isinstance(exc, MalformedStream):
-        return ev.Failed(
-            t,
-            "malformed_stream",
-            scrub(_sentence(f"The server sent {exc}" if str(exc).startswith("a ") else str(exc)), ctx.secrets),
-            None,
-            "The server may not speak this API: check --base-url and the provider kind (-m PROVIDER:MODEL).",
-        )
-    if isinstance(exc, UnicodeDecodeError):  # the stream's bytes, as the SSE decoder or JSON reads them
-        return ev.Failed(
-            t,
-            "malformed_stream",
-            _sentence(f"The server sent bytes that are not valid UTF-8 (byte 0x{exc.object[exc.start]:02x})"),
-            None,
-            "The server may not speak this API: check --base-url and the provider kind (-m PROVIDER:MODEL).",
-        )
-    if isinstance(exc, json.JSONDecodeError | ValueError) and not isinstance(exc, UnicodeError):
-        return ev.Failed(
-            t,
-            "malformed_stream",
-            scrub(_sentence(f"The server sent data that is not valid JSON ({exc})"), ctx.secrets),
-            None,
-            "The server may not speak this API: check --base-url and the provider kind (-m PROVIDER:MODEL).",
-        )
-    if isinstance(exc, sdk_errors("APIError")):
-        return ev.Failed(
-            t,
-            "api_error",
-            scrub(_sentence(f"The {ctx.provider} API failed: {provider_message(exc)}"), ctx.secrets),
-            status,
-            "Retry the turn; if it persists, check the provider's status page.",
-        )
-    return ev.Failed(
-        t,
-        type(exc).__name__,
-        scrub(_sentence(f"The turn failed unexpectedly: {exc or type(exc).__name__}"), ctx.secrets),
-        None,
-        "This looks like a bug in ttft; the turn and its partial answer are kept in the session log.",
-    )
-
-
 def _body_type(exc: BaseException) -> str | None:
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
@@ -286,62 +231,283 @@ def _body_type(exc: BaseException) -> str | None:
     return None
 
 
-def _http_failure(t: int, exc: BaseException, status: int, ctx: ErrorContext, attempts: int) -> ev.Failed:
-    msg = provider_message(exc)
-    tried = f" after {attempts} attempts" if attempts > 1 else ""
-    key = ctx.key_env or "the API key variable"
-    table: dict[int, tuple[str, str, str]] = {
-        400: (
-            "bad_request",
-            "The server rejected the request",
-            "Check the options this model supports "
-            "(reasoning effort, thinking budget, max output tokens, temperature).",
-        ),
-        401: (
-            "auth",
-            "The server did not accept the API key",
-            f"Check {key}; the key may be wrong, expired or for another provider.",
-        ),
-        403: (
-            "permission_denied",
-            "The API key is not allowed to do this",
-            "Check that the key's project or organization has access to this model.",
-        ),
-        404: (
-            "not_found",
-            "The server does not know this model or endpoint",
-            "Check the model name (ttft models -m PROVIDER --base-url URL) and the base URL.",
-        ),
-        408: ("timeout", "The server timed out the request", "Retry; raise --max-retries to retry automatically."),
-        413: ("too_large", "The request is too large for the server", "Shorten the prompt or the conversation."),
-        429: (
-            "rate_limited",
-            "The server is rate limiting requests",
-            "Wait a little and retry, raise --max-retries, or lower the request rate.",
-        ),
-        529: (
-            "overloaded",
-            "The provider is overloaded",
-            "Retry in a little while; raise --max-retries to retry automatically.",
-        ),
-    }
-    if status in table:
-        etype, what, hint = table[status]
-    elif status >= 500:
-        etype, what, hint = (
-            "server_error",
-            "The server failed",
-            "Retry later; raise --max-retries to retry automatically.",
-        )
-    else:
-        etype, what, hint = "http_error", "The request failed", "Check the request options and the base URL."
-    ra = getattr(getattr(exc, "response", None), "headers", None)
+# --- HTTP error statuses: kind, what happened, what to try ({key}: the key's variable) ----------
+STATUSES: dict[int, tuple[ErrorKind, str, str]] = {
+    400: (
+        ErrorKind.BAD_REQUEST,
+        "The server rejected the request",
+        "Check the options this model supports (reasoning effort, thinking budget, max output tokens, temperature).",
+    ),
+    401: (
+        ErrorKind.AUTH,
+        "The server did not accept the API key",
+        "Check {key}; the key may be wrong, expired or for another provider.",
+    ),
+    403: (
+        ErrorKind.PERMISSION_DENIED,
+        "The API key is not allowed to do this",
+        "Check that the key's project or organization has access to this model.",
+    ),
+    404: (
+        ErrorKind.NOT_FOUND,
+        "The server does not know this model or endpoint",
+        "Check the model name (ttft models -m PROVIDER --base-url URL) and the base URL.",
+    ),
+    408: (ErrorKind.TIMEOUT, "The server timed out the request", "Retry; raise --max-retries to retry automatically."),
+    413: (ErrorKind.TOO_LARGE, "The request is too large for the server", "Shorten the prompt or the conversation."),
+    429: (
+        ErrorKind.RATE_LIMITED,
+        "The server is rate limiting requests",
+        "Wait a little and retry, raise --max-retries, or lower the request rate.",
+    ),
+    529: (
+        ErrorKind.OVERLOADED,
+        "The provider is overloaded",
+        "Retry in a little while; raise --max-retries to retry automatically.",
+    ),
+}
+SERVER_ERROR = (ErrorKind.SERVER_ERROR, "The server failed", "Retry later; raise --max-retries to retry automatically.")
+OTHER_STATUS = (ErrorKind.HTTP_ERROR, "The request failed", "Check the request options and the base URL.")
+
+
+def status_terms(status: int) -> tuple[ErrorKind, str, str]:
+    """(kind, what happened, hint) for an HTTP error status."""
+    return STATUSES.get(status) or (SERVER_ERROR if status >= 500 else OTHER_STATUS)
+
+
+# --- the exception table ---------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """One exception as the table reads it: itself, the transport error under an SDK's connection
+    wrapper (``inner``; the exception itself when there is none), and the turn's context."""
+
+    exc: BaseException
+    inner: BaseException
+    ctx: ErrorContext
+    attempts: int
+
+    @property
+    def status(self) -> int | None:
+        status = getattr(self.exc, "status_code", None)
+        return status if isinstance(status, int) else None
+
+    @property
+    def detail(self) -> str:
+        return str(self.inner) or type(self.inner).__name__
+
+
+Words = Callable[[Seen], str]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of :data:`EXCEPTIONS`: the classes it catches (a name is an SDK class, looked up in
+    each imported SDK), an optional further condition, and the kind, sentence and hint it gives."""
+
+    catches: tuple[type[BaseException] | str, ...]
+    kind: ErrorKind | Callable[[Seen], ErrorKind | str]
+    sentence: Words
+    hint: str | Callable[[Seen], str | None] | None
+    when: Callable[[Seen], bool] | None = None
+    keeps_status: bool = False  # the record keeps the HTTP status
+
+    def matches(self, seen: Seen) -> bool:
+        for c in self.catches:
+            classes = sdk_errors(c) if isinstance(c, str) else (c,)
+            if classes and (isinstance(seen.exc, classes) or isinstance(seen.inner, classes)):
+                return self.when is None or self.when(seen)
+        return False
+
+
+def _http_sentence(s: Seen) -> str:
+    status = s.status or 0
+    tried = f" after {s.attempts} attempts" if s.attempts > 1 else ""
     retry = ""
-    if status == 429 and ra is not None:
+    headers = getattr(getattr(s.exc, "response", None), "headers", None)
+    if status == 429 and headers is not None:
         from backends.transport.http import parse_retry_after
 
-        secs = parse_retry_after(ra)
+        secs = parse_retry_after(headers)
         if secs is not None:
             retry = f"; it asked to wait {secs:g} s"
-    sentence = _sentence(f"{what}{tried} (HTTP {status}: {msg}){retry}")
-    return ev.Failed(t, etype, scrub(sentence, ctx.secrets), status, hint)
+    return f"{status_terms(status)[1]}{tried} (HTTP {status}: {provider_message(s.exc)}){retry}"
+
+
+def _answer_sentence(s: Seen) -> str:
+    exc = s.exc
+    assert isinstance(exc, ErrorAnswer)
+    said = ", ".join(x for x in (exc.error_type, exc.code and f"code {exc.code}") if x)
+    return f"The server answered with an error instead of an answer (HTTP 200{', ' + said if said else ''}: {exc})"
+
+
+def _not_utf8(s: Seen) -> str:
+    exc = s.exc
+    byte = f" (byte 0x{exc.object[exc.start]:02x})" if isinstance(exc, UnicodeDecodeError) else ""
+    return f"The server sent bytes that are not valid UTF-8{byte}"
+
+
+def _refused(s: Seen) -> bool:
+    return _caused_by(s.inner, ConnectionRefusedError) or "refused" in str(s.inner).lower()
+
+
+def _is_status_error(s: Seen) -> bool:
+    return s.status not in (None, 200)
+
+
+def _mid_stream(s: Seen) -> bool:
+    return not isinstance(s.exc, sdk_errors("APIConnectionError")) and (s.ctx.streaming_started or bool(s.status))
+
+
+def _not_decoding(s: Seen) -> bool:
+    return not isinstance(s.exc, UnicodeError)
+
+
+def _own(s: Seen) -> bool:
+    return isinstance(s.exc, TtftError) and s.exc.kind is not None
+
+
+NOT_THIS_API = "The server may not speak this API: check --base-url and the provider kind (-m PROVIDER:MODEL)."
+KEPT_RETRY = "The partial answer is kept; retry the turn, and raise --max-retries if this keeps happening."
+
+# First match wins. Each row catches the exception itself or the httpx2 error an SDK wraps.
+EXCEPTIONS: tuple[Row, ...] = (
+    Row(
+        ("APIStatusError",),
+        kind=lambda s: status_terms(s.status or 0)[0],
+        sentence=_http_sentence,
+        hint=lambda s: status_terms(s.status or 0)[2].format(key=s.ctx.key_env or "the API key variable"),
+        when=_is_status_error,
+        keeps_status=True,
+    ),
+    Row(
+        ("APIError",),
+        kind=ErrorKind.STREAM_ERROR,
+        sentence=lambda s: (
+            "The server reported an error in the middle of the answer "
+            f"({_body_type(s.exc) or 'error'}: {provider_message(s.exc)})"
+        ),
+        hint=KEPT_RETRY,
+        when=_mid_stream,
+    ),
+    Row(
+        (httpx2.ReadTimeout, httpx2.WriteTimeout, httpx2.PoolTimeout, "APITimeoutError"),
+        kind=ErrorKind.TIMEOUT,
+        sentence=lambda s: (
+            f"The server sent nothing for "
+            f"{f'{s.ctx.timeout_s:g} s' if s.ctx.timeout_s else 'the read timeout'} {s.ctx.phase} "
+            f"(read timeout after {s.attempts} attempt(s))"
+        ),
+        hint="The server stalled or is overloaded; retry, or allow more time with --timeout SECONDS.",
+    ),
+    Row(
+        (httpx2.ConnectTimeout,),
+        kind=ErrorKind.CONNECT_TIMEOUT,
+        sentence=lambda s: f"Connecting to {s.ctx.where} timed out",
+        hint="Check --base-url and that the server is reachable from here.",
+    ),
+    Row(
+        (httpx2.ConnectError,),
+        kind=ErrorKind.CONNECTION_REFUSED,
+        sentence=lambda s: f"Could not connect to {s.ctx.where} (connection refused)",
+        hint="Is the server running? Check --base-url (and the port).",
+        when=_refused,
+    ),
+    Row(
+        (httpx2.ConnectError,),
+        kind=ErrorKind.CONNECT_ERROR,
+        sentence=lambda s: f"Could not connect to {s.ctx.where} ({str(s.inner) or 'connect error'})",
+        hint="Is the server running? Check --base-url (and the port).",
+    ),
+    Row(
+        (httpx2.UnsupportedProtocol, httpx2.InvalidURL),
+        kind=ErrorKind.BAD_URL,
+        sentence=lambda s: f"{s.ctx.where} is not an address this client can reach ({s.detail})",
+        hint="Use an http:// or https:// address with a host, e.g. --base-url http://127.0.0.1:8080/v1.",
+    ),
+    Row(
+        (httpx2.LocalProtocolError,),
+        kind=ErrorKind.BAD_REQUEST,
+        sentence=lambda s: f"The request could not be sent ({s.detail})",
+        hint="A header value or the address holds a character HTTP does not allow: "
+        "check the key's variable, the configured headers and --base-url.",
+    ),
+    Row(
+        (httpx2.RemoteProtocolError, httpx2.ReadError, "APIConnectionError"),
+        kind=ErrorKind.CONNECTION_DROPPED,
+        sentence=lambda s: f"The connection to {s.ctx.where} closed {s.ctx.phase} ({s.detail})",
+        hint="The partial answer is kept; retry the turn, and check any proxy or load-balancer timeouts.",
+    ),
+    Row(
+        (ErrorAnswer,),
+        kind=ErrorKind.API_ERROR,
+        sentence=_answer_sentence,
+        hint="That is the server's own message: check the model name, the key and the request options.",
+        keeps_status=True,
+    ),
+    Row(
+        (MalformedStream,),
+        kind=ErrorKind.MALFORMED_STREAM,
+        sentence=lambda s: f"The server sent {s.exc}" if str(s.exc).startswith("a ") else str(s.exc),
+        hint=NOT_THIS_API,
+    ),
+    Row(
+        (UnicodeDecodeError,),  # the stream's bytes, as the SSE decoder or JSON reads them
+        kind=ErrorKind.MALFORMED_STREAM,
+        sentence=_not_utf8,
+        hint=NOT_THIS_API,
+    ),
+    Row(
+        (json.JSONDecodeError, ValueError),
+        kind=ErrorKind.MALFORMED_STREAM,
+        sentence=lambda s: f"The server sent data that is not valid JSON ({s.exc})",
+        hint=NOT_THIS_API,
+        when=_not_decoding,
+    ),
+    Row(
+        ("APIError",),
+        kind=ErrorKind.API_ERROR,
+        sentence=lambda s: f"The {s.ctx.provider} API failed: {provider_message(s.exc)}",
+        hint="Retry the turn; if it persists, check the provider's status page.",
+        keeps_status=True,
+    ),
+    Row(
+        (TtftError,),
+        kind=lambda s: describe(s.exc)[0],
+        sentence=lambda s: describe(s.exc)[1],
+        hint=lambda s: describe(s.exc)[2],
+        when=_own,
+    ),
+    Row(
+        (BaseException,),
+        kind=lambda s: type(s.exc).__name__,  # a bug: its class name says what broke
+        sentence=lambda s: f"The turn failed unexpectedly: {s.exc or type(s.exc).__name__}",
+        hint="This looks like a bug in ttft; the turn and its partial answer are kept in the session log.",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Described:
+    """What :data:`EXCEPTIONS` says of one exception."""
+
+    kind: ErrorKind | str
+    sentence: str  # one sentence, masked
+    hint: str | None
+    status: int | None
+
+
+def describe_exception(exc: BaseException, ctx: ErrorContext, attempts: int = 0) -> Described:
+    """The first row of :data:`EXCEPTIONS` that catches ``exc``, read for it."""
+    seen = Seen(exc, _unwrap(exc), ctx, attempts)
+    row = next(r for r in EXCEPTIONS if r.matches(seen))  # the last row catches everything
+    kind = row.kind(seen) if callable(row.kind) else row.kind
+    hint = row.hint(seen) if callable(row.hint) else row.hint
+    sentence = ctx.secrets.mask(_sentence(row.sentence(seen)))
+    return Described(kind, sentence, hint, seen.status if row.keeps_status else None)
+
+
+def failed_from_exception(exc: BaseException, ctx: ErrorContext, probe: Probe | None = None) -> ev.Failed:
+    """The turn's ``Failed`` event for what its stream raised."""
+    t = ev.now_ns()
+    d = describe_exception(exc, ctx, probe.attempt if probe else 0)
+    return ev.Failed(t, d.kind, d.sentence, d.status, d.hint)

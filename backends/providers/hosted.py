@@ -1,10 +1,12 @@
 """What every HTTP backend shares: the instrumented client, the turn loop, errors, cancel.
 
 A subclass opens the SDK stream (:meth:`HostedBackend._open`) and translates each SDK
-item into events (:meth:`HostedBackend._translate`); this class stamps them with the
-arrival time of their bytes, drains attempt/headers events in order, turns any
-exception into one ``Failed`` event, and closes the HTTP stream on every exit, so a
-cancelled or abandoned turn stops the server's generation at once.
+item into events (:meth:`HostedBackend._translate`); this class runs the turn in steps, as
+httpx layers its sending: open (the attempts' events drained live, in order), read (each item
+stamped with the arrival time of its bytes, under two clocks), end (the API's own end, or one
+``Failed`` event for any exception, through :mod:`backends.providers.errors`, or for a body that
+was the API's error object), and close: the HTTP stream is closed on every exit, so a cancelled
+or abandoned turn stops the server's generation at once.
 
 Two clocks end a turn that never ends, here in the stream loop rather than in httpx (whose read
 timeout every keepalive byte resets):
@@ -23,16 +25,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 
 from backends.base import ChatRequest
-from backends.providers.errors import ErrorContext, failed_from_exception, header_secrets
+from backends.providers.errors import ErrorAnswer, ErrorContext, error_answer, failed_from_exception
 from backends.transport.http import DEFAULT_TIMEOUT_S, NO_KEY, InstrumentedHTTP, Probe, needs_ca_bundle
 from telemetry import events as ev
+from telemetry.errors import ErrorKind
+from telemetry.log.secrets import Secrets, header_secrets, remember
 from telemetry.log.urls import redact_url, split_query, url_secrets
 
 
@@ -49,6 +53,26 @@ class TurnState:
 
 
 _TOKENS = (ev.ReasoningDelta, ev.TextDelta, ev.ToolCallDelta)  # what resets the token-idle clock
+
+
+class _Turn:
+    """What one turn's steps share: the request, its probe and state, the deadline, the opening
+    task and the SDK's stream once open, whether a token came, and the Failed that ended the read."""
+
+    __slots__ = ("deadline", "failed", "got_tokens", "loop", "opening", "probe", "request", "sdk", "state")
+
+    def __init__(
+        self, request: ChatRequest, probe: Probe, loop: asyncio.AbstractEventLoop, deadline: float | None
+    ) -> None:
+        self.request = request
+        self.probe = probe
+        self.loop = loop
+        self.deadline = deadline  # on the loop's clock
+        self.state = TurnState()
+        self.opening: asyncio.Future[Any] | None = None
+        self.sdk: Any = None
+        self.got_tokens = False
+        self.failed: ev.Failed | None = None
 
 
 class _Clocks:
@@ -68,7 +92,7 @@ class _Clocks:
         self.deadline = deadline
         self.last_token = loop.time()  # moved on by the stream loop at each token
         self.waiting = False  # the stream loop is awaiting the next item
-        self.fired: str | None = None  # "timeout" or "deadline" once one ran out
+        self.fired: ErrorKind | None = None  # TIMEOUT or DEADLINE once one ran out
         self.task = asyncio.current_task()
         self.handle: asyncio.TimerHandle | None = None
         self._arm()
@@ -90,7 +114,7 @@ class _Clocks:
             self.handle = self.loop.call_at(due, self._check)
             return
         self.handle = None
-        self.fired = "deadline" if self.deadline is not None and now >= self.deadline else "timeout"
+        self.fired = ErrorKind.DEADLINE if self.deadline is not None and now >= self.deadline else ErrorKind.TIMEOUT
         if self.waiting and self.task is not None:
             self.task.cancel()  # lands in the awaited read: the stream loop turns it into the error
 
@@ -131,8 +155,11 @@ class HostedBackend:
         self.api_key = api_key
         self.key_env = key_env
         self.headers = dict(headers or {})
-        # a server may echo any of these in an error message: each is masked there
-        self._secrets = tuple(s for s in (api_key, *header_secrets(self.headers), *url_secrets(base_url)) if s)
+        # A server (or the HTTP library) may quote any of these in an error message: each is masked
+        # there, and every turn's Failed event is masked with them too (backends.turn, telemetry.log.secrets).
+        sent = (api_key, *header_secrets(self.headers), *url_secrets(base_url))
+        self._secrets = Secrets(sent)
+        remember(*sent)
         self.timeout_s = timeout_s
         self.http = InstrumentedHTTP(timeout_s, max_connections=max_connections, tls=needs_ca_bundle(base_url))
 
@@ -215,11 +242,11 @@ class HostedBackend:
         )
 
     # --- the turn ------------------------------------------------------------------------
-    def _clock_failed(self, kind: str, request: ChatRequest, got_tokens: bool) -> ev.Failed:
+    def _clock_failed(self, kind: ErrorKind, request: ChatRequest, got_tokens: bool) -> ev.Failed:
         """The turn ran out of one of its two clocks (see the module doc)."""
         phase = "in the middle of the answer" if got_tokens else "before the first token"
         kept = "The partial answer is kept; " if got_tokens else ""
-        if kind == "deadline":
+        if kind is ErrorKind.DEADLINE:
             message = f"The turn passed its {request.settings.deadline_s or 0:g} s deadline {phase}."
             hint = f"{kept}allow more time with --deadline SECONDS."
         else:
@@ -228,101 +255,141 @@ class HostedBackend:
         return ev.Failed(ev.now_ns(), kind, message, None, hint[0].upper() + hint[1:])
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ev.Event]:
+        """One turn in named steps, layered as httpx layers its sending: open the stream (the
+        attempts' events go out live), read it with its two clocks, end it (the API's own end, or
+        the one ``Failed`` that ends the turn instead), and close it on every exit."""
         loop = asyncio.get_running_loop()
         deadline_s = request.settings.deadline_s
-        deadline = loop.time() + deadline_s if deadline_s else None
+        deadline = loop.time() + deadline_s if deadline_s else None  # from the call, warm-up included
         await self._warm_up()
-        probe = self.http.new_probe()
-        state = TurnState()
-        sdk: Any = None
-        got_tokens = False
-        opening: asyncio.Future[Any] | None = None
+        turn = _Turn(request, self.http.new_probe(), loop, deadline)
         try:
-            try:
-                # The attempt's events (sent, each wire step) go out as they happen, not once the
-                # headers are in: the live line names the phase of the wait. Never yielded inside
-                # the deadline's scope, which would cancel the consumer's code instead of the wait.
-                opening = asyncio.ensure_future(self._open(request, probe, state))
-                # One event, set by each pushed wire event and by the opening's end: no task or
-                # asyncio.wait per wake-up (~15 us each, several a request under a load test).
-                wake = probe.wake = asyncio.Event()
-                opening.add_done_callback(lambda _: wake.set())
-                while True:
-                    async with asyncio.timeout_at(deadline) as clock:
-                        await wake.wait()
-                    if opening.done():
-                        break
-                    for e in probe.drain():  # clears the event
-                        yield e
-                sdk = opening.result()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                for e in (*probe.drain(), *state.notices):
+            # aclosing: a consumer that stops early closes each step at once (its clocks stopped)
+            async with contextlib.aclosing(self._open_stream(turn)) as opening:
+                async for e in opening:
                     yield e
-                if deadline is not None and clock.expired():
-                    yield self._clock_failed("deadline", request, False)
-                else:
-                    yield failed_from_exception(exc, self._error_context(False), probe)
-                return
-            for e in (*probe.drain(), *state.notices):
-                yield e
-            try:
-                if hasattr(sdk, "__aiter__"):
-                    items = sdk.__aiter__()
-                    # the headers are in: the idle clock starts
-                    clocks = _Clocks(loop, self.timeout_s or None, deadline)
-                    try:
-                        while clocks.fired is None:
-                            clocks.waiting = True
-                            try:
-                                item = await items.__anext__()
-                            except StopAsyncIteration:
-                                break
-                            except asyncio.CancelledError:
-                                clocks.waiting = False
-                                if not clocks.cancelled_us():
-                                    raise
-                                break
-                            clocks.waiting = False
-                            t = probe.stamp()
-                            for e in self._translate(item, t, state):
-                                if isinstance(e, _TOKENS):
-                                    got_tokens = True
-                                    clocks.last_token = loop.time()
-                                yield e
-                            if state.failed is not None:
-                                break
-                    finally:
-                        clocks.stop()
-                    if clocks.fired is not None and state.failed is None:
-                        yield self._clock_failed(clocks.fired, request, got_tokens)
-                        return
-                else:  # a complete (non-streamed) response
-                    for e in self._translate(sdk, probe.stamp(), state):
-                        yield e
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                yield failed_from_exception(exc, self._error_context(True), probe)
-                return
-            if state.failed is not None:
-                yield state.failed
-                return
-            for e in self._finish(state, probe, probe.stamp()):
+            if turn.sdk is None:
+                return  # it did not open: its Failed is out
+            async with contextlib.aclosing(self._read_stream(turn)) as reading:
+                async for e in reading:
+                    yield e
+            for e in self._end_stream(turn):
                 yield e
         finally:
-            if opening is not None and sdk is None:
-                if not opening.done():
-                    opening.cancel()  # cancelled, or past the deadline, while connecting or waiting for headers
-                    await asyncio.wait((opening,))
-                if not opening.cancelled() and opening.exception() is None:
-                    sdk = opening.result()  # it opened just as the turn ended: closed below
-            self.http.release(probe)
-            close = getattr(sdk, "close", None)
-            if close is not None:
-                # Shielded so a cancellation cannot leave the connection (and the server's generation) open.
-                await asyncio.shield(close())
+            await self._close_stream(turn)
+
+    async def _open_stream(self, turn: _Turn) -> AsyncGenerator[ev.Event, None]:
+        """Send the request (:meth:`_open`) and wait for its headers, yielding each attempt's events
+        (sent, each wire step) as they happen, so the live line names the phase of the wait. On
+        success ``turn.sdk`` holds the SDK's stream; otherwise the turn's Failed has been yielded."""
+        probe, state = turn.probe, turn.state
+        # Events are never yielded inside the deadline's scope, which would cancel the consumer's code
+        # instead of the wait.
+        opening = turn.opening = asyncio.ensure_future(self._open(turn.request, probe, state))
+        # One event, set by each pushed wire event and by the opening's end: no task or
+        # asyncio.wait per wake-up (~15 us each, several a request under a load test).
+        wake = probe.wake = asyncio.Event()
+        opening.add_done_callback(lambda _: wake.set())
+        try:
+            while True:
+                async with asyncio.timeout_at(turn.deadline) as clock:
+                    await wake.wait()
+                if opening.done():
+                    break
+                for e in probe.drain():  # clears the event
+                    yield e
+            sdk = opening.result()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            for e in (*probe.drain(), *state.notices):
+                yield e
+            if turn.deadline is not None and clock.expired():
+                yield self._clock_failed(ErrorKind.DEADLINE, turn.request, False)
+            else:
+                yield failed_from_exception(exc, self._error_context(False), probe)
+            return
+        turn.sdk = sdk
+        for e in (*probe.drain(), *state.notices):
+            yield e
+
+    async def _read_stream(self, turn: _Turn) -> AsyncGenerator[ev.Event, None]:
+        """The answer's events: each item of the stream stamped with the arrival of its bytes and
+        translated, under the token-idle and deadline clocks (see the module doc); or a complete
+        (non-streamed) response's, at once. What ends the read early is left in ``turn.failed``."""
+        probe, state, loop = turn.probe, turn.state, turn.loop
+        clocks: _Clocks | None = None
+        try:
+            if not hasattr(turn.sdk, "__aiter__"):  # a complete (non-streamed) response
+                for e in self._translate(turn.sdk, probe.stamp(), state):
+                    turn.got_tokens = turn.got_tokens or isinstance(e, _TOKENS)
+                    yield e
+                return
+            items = turn.sdk.__aiter__()
+            clocks = _Clocks(loop, self.timeout_s or None, turn.deadline)  # the headers are in: the idle clock starts
+            while clocks.fired is None:
+                clocks.waiting = True
+                try:
+                    item = await items.__anext__()
+                except StopAsyncIteration:
+                    break
+                except asyncio.CancelledError:
+                    clocks.waiting = False
+                    if not clocks.cancelled_us():
+                        raise
+                    break
+                clocks.waiting = False
+                t = probe.stamp()
+                for e in self._translate(item, t, state):
+                    if isinstance(e, _TOKENS):
+                        turn.got_tokens = True
+                        clocks.last_token = loop.time()
+                    yield e
+                if state.failed is not None:
+                    break
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # A body that was the API's error object in place of the answer is what failed, whatever
+            # the SDK made of it.
+            turn.failed = failed_from_exception(self._error_answer(turn) or exc, self._error_context(True), probe)
+            return
+        finally:
+            if clocks is not None:
+                clocks.stop()
+        if clocks is not None and clocks.fired is not None and state.failed is None:
+            turn.failed = self._clock_failed(clocks.fired, turn.request, turn.got_tokens)
+
+    def _end_stream(self, turn: _Turn) -> Iterator[ev.Event]:
+        """The turn's last events: the Failed that ended the read (an exception, a clock, an error
+        event in the stream, a body that was an error object), else the API's own end (:meth:`_finish`)."""
+        failed = turn.failed or turn.state.failed
+        if failed is None and (answer := self._error_answer(turn)) is not None:
+            failed = failed_from_exception(answer, self._error_context(True), turn.probe)
+        if failed is not None:
+            yield failed
+            return
+        yield from self._finish(turn.state, turn.probe, turn.probe.stamp())
+
+    def _error_answer(self, turn: _Turn) -> ErrorAnswer | None:
+        """The error the whole body stated, when no token came and the body was one JSON error object."""
+        return None if turn.got_tokens else error_answer(turn.probe.body_head)
+
+    async def _close_stream(self, turn: _Turn) -> None:
+        """Close the HTTP stream on every exit (cancelled, abandoned, failed or done), so the server
+        stops generating at once; an opening still in flight is cancelled first."""
+        opening, sdk = turn.opening, turn.sdk
+        if opening is not None and sdk is None:
+            if not opening.done():
+                opening.cancel()  # cancelled, or past the deadline, while connecting or waiting for headers
+                await asyncio.wait((opening,))
+            if not opening.cancelled() and opening.exception() is None:
+                sdk = opening.result()  # it opened just as the turn ended: closed below
+        self.http.release(turn.probe)
+        close = getattr(sdk, "close", None)
+        if close is not None:
+            # Shielded so a cancellation cannot leave the connection (and the server's generation) open.
+            await asyncio.shield(close())
 
     async def aclose(self) -> None:
         await self.http.aclose()

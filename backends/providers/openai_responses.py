@@ -15,10 +15,11 @@ import httpx2
 import openai
 
 from backends.base import ChatRequest
-from backends.providers.errors import check_stream, count, scrub, shape_checked
+from backends.providers.errors import check_stream, count, shape_checked
 from backends.providers.hosted import HostedBackend, TurnState
 from backends.transport.http import Probe
 from telemetry import events as ev
+from telemetry.errors import ErrorKind
 
 
 class OpenAIResponsesBackend(HostedBackend):
@@ -101,10 +102,10 @@ class OpenAIResponsesBackend(HostedBackend):
                 state.failed = self._stream_failure(t, f"{code}: {msg}")
 
     def _stream_failure(self, t: int, detail: str) -> ev.Failed:
-        detail = scrub(" ".join(detail.split()), (self.api_key,) if self.api_key else ())
+        detail = self._secrets.mask(" ".join(detail.split()))
         return ev.Failed(
             t,
-            "stream_error",
+            ErrorKind.STREAM_ERROR,
             f"The server reported an error in the middle of the answer ({detail.rstrip('.')}).",
             None,
             "The partial answer is kept; retry the turn, and raise --max-retries if this keeps happening.",
@@ -152,7 +153,7 @@ class OpenAIResponsesBackend(HostedBackend):
         if not state.finished:
             yield ev.Failed(
                 t,
-                "incomplete_stream",
+                ErrorKind.INCOMPLETE_STREAM,
                 "The stream ended before response.completed, so the answer may be cut short.",
                 None,
                 "The partial answer is kept; retry the turn, and check any proxy between you and the server.",

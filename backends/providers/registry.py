@@ -19,7 +19,10 @@ Named providers come from ``config.toml`` in the user config directory
 
 Keys come only from the environment (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` or the
 configured variable) or an explicit ``api_key`` argument; they are never printed, and
-errors name the variable, not its value.
+errors name the variable, not its value. A key is checked before anything is sent
+(:mod:`backends.providers.checks`): whitespace around it is taken off (said once on stderr), and
+a line break or a control character inside it is refused. So is a base URL (``--base-url``, the
+config's, ``OPENAI_BASE_URL``) that is not an http:// or https:// address with a host.
 
 Reading and checking the config file is :mod:`backends.providers.config`; this module resolves a
 spec against it and builds the backend.
@@ -30,10 +33,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 from backends.base import Backend
+from backends.providers.checks import url_problem, value_problem
 from backends.providers.config import (
     BUILTIN,
     KINDS,
@@ -47,6 +52,9 @@ from backends.providers.config import (
     parse_spec,
 )
 from backends.transport.http import DEFAULT_TIMEOUT_S
+from telemetry.errors import ErrorKind
+from telemetry.log.secrets import remember
+from telemetry.log.urls import redact_url
 
 # Everything `-m PROVIDER:MODEL` needs, from one module: the config file's names come with this one's.
 __all__ = [
@@ -76,6 +84,8 @@ DEFAULT_MODELS = {
     "anthropic": "claude-haiku-4-5",
 }
 KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+# Where each SDK (and the lean reader) takes its address from when none is given.
+BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "openai-responses": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
 
 
 @dataclass(frozen=True)
@@ -90,11 +100,15 @@ class ResolvedSpec:
 
 
 def resolve(spec: str, *, base_url: str | None = None) -> ResolvedSpec:
+    """``-m spec`` (and ``--base-url``) against the built-in and configured providers; ProviderError
+    for an unknown provider or a base URL that is no http(s) address."""
     provider, model = parse_spec(spec)
     providers = configured_providers()
+    if base_url is not None:
+        check_base_url(base_url, "--base-url")
     if provider in providers:
-        c = providers[provider]
-        return ResolvedSpec(
+        c = providers[provider]  # its base_url was checked with the config file
+        r = ResolvedSpec(
             provider,
             c.kind,
             model or c.default_model,
@@ -103,35 +117,84 @@ def resolve(spec: str, *, base_url: str | None = None) -> ResolvedSpec:
             c.headers,
             c.timeout,
         )
-    if provider not in BUILTIN:
+    elif provider not in BUILTIN:
         known = ", ".join([*BUILTIN, *providers])
         raise ProviderError(
             f"Unknown provider {provider!r} in -m {spec}.",
-            kind="bad_spec",
+            kind=ErrorKind.BAD_SPEC,
             hint=f"Use one of: {known}; or add [providers.{provider}] to {config_path()}.",
         )
-    return ResolvedSpec(
-        provider,
-        provider,
-        model or DEFAULT_MODELS.get(provider),
-        base_url,
-        KEY_ENV.get(provider),
-        {},
-        None,
-    )
+    else:
+        r = ResolvedSpec(
+            provider,
+            provider,
+            model or DEFAULT_MODELS.get(provider),
+            base_url,
+            KEY_ENV.get(provider),
+            {},
+            None,
+        )
+    env = BASE_URL_ENV.get(r.kind)
+    if r.base_url is None and env and os.environ.get(env):
+        check_base_url(os.environ[env], env)  # the SDK (or the lean reader) reads it itself
+    return r
+
+
+def check_base_url(url: str, source: str) -> None:
+    """ProviderError (``bad_url``, exit 2) unless ``url`` is an http:// or https:// address with a host;
+    ``source`` is where it came from (``--base-url``, a variable), as the message names it."""
+    problem = url_problem(url)
+    if problem is not None:
+        raise ProviderError(
+            f"{source} {redact_url(url)} {problem}.",
+            kind=ErrorKind.BAD_URL,
+            hint="Give the server's address, e.g. --base-url http://127.0.0.1:8080/v1 or https://api.example.com/v1.",
+        )
+
+
+_TOLD: set[str] = set()  # the variables whose surrounding whitespace was already said
+
+
+def checked_key(value: str, source: str) -> str:
+    """The key to send: ``value`` without surrounding whitespace (said once per ``source`` on stderr);
+    ProviderError (``bad_key``) for a line break, a control character or a non-ASCII character inside
+    it. ``source`` names where the key came from; no message ever holds the key."""
+    key = value.strip()
+    remember(value, key)  # whatever happens next, neither form is shown
+    problem = value_problem(key)
+    if problem is not None:
+        hint = "Pass the key alone: no line break, control character or pasted quote inside it."
+        if source.isidentifier():  # a variable: how to set it from a file saved with CRLF
+            hint = f"Set {source} to the key alone, e.g. export {source}=\"$(tr -d '\\r\\n' < key.txt)\"."
+        raise ProviderError(f"The API key in {source} {problem}; nothing was sent.", kind=ErrorKind.BAD_KEY, hint=hint)
+    if key and key != value and source not in _TOLD:
+        _TOLD.add(source)
+        print(f"ttft: {_around(value, key, source)}; it was sent without it.", file=sys.stderr)
+    return key
+
+
+def _around(value: str, key: str, source: str) -> str:
+    """What surrounded the key, in words: ``OPENAI_API_KEY ends with a line break``."""
+    i = value.index(key)
+    said = []
+    for where, piece in (("starts", value[:i]), ("ends", value[i + len(key) :])):
+        if piece:
+            said.append(f"{where} with " + ("a line break" if "\r" in piece or "\n" in piece else "whitespace"))
+    return f"{source} {' and '.join(said)}"
 
 
 def _key(r: ResolvedSpec, api_key: str | None) -> str | None:
     if api_key:
-        return api_key
+        return checked_key(api_key, "the api_key given") or None
     if r.api_key_env:
         value = os.environ.get(r.api_key_env)
-        if value:
-            return value
+        key = checked_key(value, r.api_key_env) if value else None
+        if key:
+            return key
         if r.kind in ("openai", "openai-responses", "anthropic"):
             raise ProviderError(
                 f"No API key for {r.provider}: the environment variable {r.api_key_env} is not set.",
-                kind="missing_key",
+                kind=ErrorKind.MISSING_KEY,
                 hint=f"export {r.api_key_env}=... (or pick another provider with -m, e.g. -m local).",
             )
     return None  # compat servers often need none
@@ -168,13 +231,13 @@ def create_backend(
     if not r.model:
         raise ProviderError(
             f"No model given for {r.provider}.",
-            kind="bad_spec",
+            kind=ErrorKind.BAD_SPEC,
             hint=f"Use -m {r.provider}:MODEL (ttft models -m {r.provider} lists them where the server can).",
         )
     if r.kind == "compat" and not r.base_url:
         raise ProviderError(
             "The compat provider needs the server's address (--base-url).",
-            kind="bad_spec",
+            kind=ErrorKind.BAD_SPEC,
             hint="Add --base-url, e.g. --base-url http://127.0.0.1:8080/v1 (llama-server, vLLM, Ollama ...).",
         )
     key = _key(r, api_key)
@@ -207,13 +270,13 @@ def create_backend(
 
 def _create_local(rest: str | None, **opts: Any) -> Backend:
     if importlib.util.find_spec("backends.local.engine") is None:
-        raise ProviderError("Local models are not available in this build of ttft.", kind="local_unavailable")
+        raise ProviderError("Local models are not available in this build of ttft.", kind=ErrorKind.LOCAL_UNAVAILABLE)
     from backends.local import engine, llama_adapter
 
     if not llama_adapter.available():
         raise ProviderError(
             "Local models need llama-cpp-python, which is not installed.",
-            kind="local_unavailable",
+            kind=ErrorKind.LOCAL_UNAVAILABLE,
             hint="pip install 'ttft[local]' (or pick a hosted model: -m openai:MODEL with OPENAI_API_KEY set).",
         )
     return engine.create(rest, **opts)
@@ -240,21 +303,24 @@ def list_models(spec: str, base_url: str | None = None, *, api_key: str | None =
         from backends.local.models import installed_models
 
         return [m.name for m in installed_models()]
-    from backends.providers.errors import header_secrets, provider_message, scrub, sdk_errors
-    from telemetry.log.urls import redact_url, split_query, url_secrets
+    from backends.providers.errors import provider_message, sdk_errors
+    from telemetry.log.secrets import Secrets, header_secrets
+    from telemetry.log.urls import split_query, url_secrets
 
     r = resolve(spec, base_url=base_url)
     if r.kind == "compat" and not r.base_url:
         raise ProviderError(
             "The compat provider needs the server's address (--base-url).",
-            kind="bad_spec",
+            kind=ErrorKind.BAD_SPEC,
             hint="Add --base-url, e.g. --base-url http://127.0.0.1:8080/v1.",
         )
     key = _key(r, api_key)
     timeout = r.timeout or 30.0
     url, query = split_query(r.base_url)  # the query as the SDK's default parameters, as for a turn
     where = redact_url(r.base_url) or r.provider
-    secrets = (key or "", *header_secrets(r.headers), *url_secrets(r.base_url))
+    sent = (key, *header_secrets(r.headers), *url_secrets(r.base_url))
+    remember(*sent)
+    secrets = Secrets(sent)
     options: dict[str, Any] = {"base_url": url, "default_query": query or None, "default_headers": r.headers or None}
     try:
         if r.kind == "anthropic":  # each SDK imported only for its own provider: either costs 0.3-0.7 s
@@ -270,14 +336,14 @@ def list_models(spec: str, base_url: str | None = None, *, api_key: str | None =
     except sdk_errors("APIStatusError") as exc:
         code = getattr(exc, "status_code", "?")  # every SDK's APIStatusError has one
         raise ProviderError(
-            scrub(f"{where} did not list its models (HTTP {code}: {provider_message(exc)}).", secrets),
-            kind="http_error",
+            secrets.mask(f"{where} did not list its models (HTTP {code}: {provider_message(exc)})."),
+            kind=ErrorKind.HTTP_ERROR,
             hint="Not every server offers /v1/models; check --base-url (it usually ends in /v1).",
         ) from None
     except sdk_errors("APIError") as exc:
         raise ProviderError(
-            scrub(f"Could not reach {where} ({provider_message(exc)}).", secrets),
-            kind="connect_error",
+            secrets.mask(f"Could not reach {where} ({provider_message(exc)})."),
+            kind=ErrorKind.CONNECT_ERROR,
             hint="Is the server running? Check --base-url.",
         ) from None
     return sorted(ids)

@@ -69,6 +69,9 @@ NO_KEY = "ttft-no-key"
 _EXT = "ttft_probe"
 DEFAULT_TIMEOUT_S = 60.0
 CONNECT_TIMEOUT_S = 10.0
+# The first bytes of a body that may be one JSON document (an error object in place of a stream)
+# are kept, up to this many: an answer that starts otherwise keeps none.
+BODY_HEAD_MAX = 16_384
 
 
 class Probe:
@@ -86,6 +89,8 @@ class Probe:
         self.first_byte_ns: int | None = None
         self.reads = 0  # raw chunks of the current attempt's body
         self.body_tail = b""  # the last bytes of the current attempt's body
+        self.body_head = b""  # its first bytes, while they may be one JSON document (see _keep_head)
+        self._head_open = True
         self.connected = False  # the current attempt opened a new connection
         self.traced = False  # the HTTP layer reported any step of the current attempt
         self.wake: asyncio.Event | None = None  # set when an event is pending (the backend yields it live)
@@ -117,6 +122,8 @@ class Probe:
         self.last_arrival_ns = None
         self.reads = 0
         self.body_tail = b""
+        self.body_head = b""
+        self._head_open = True
         self.connected = False
         self.traced = False
         t = ev.now_ns()
@@ -157,6 +164,19 @@ class Probe:
         self.reads += 1
         # A read of 64 bytes or more is the whole tail by itself: no concatenation on the hot path.
         self.body_tail = data[-64:] if len(data) >= 64 else (self.body_tail + data)[-64:]
+        if self._head_open:
+            self._keep_head(data)
+
+    def _keep_head(self, data: bytes) -> None:
+        """Keep the body's first bytes while they can be one JSON object: a stream (``data:``,
+        ``event:``, ``:``) closes the head at its first byte, so it costs a stream one check per read."""
+        head = self.body_head + data
+        start = head.lstrip()[:1]
+        if (start and start != b"{") or len(head) > BODY_HEAD_MAX:
+            self._head_open = False
+            self.body_head = b""
+            return
+        self.body_head = head
 
 
 # httpx2 trace names (HTTP/1.1 and HTTP/2) -> the phase that begins there (telemetry.wire.PHASES)

@@ -20,12 +20,13 @@ from backends.transport.aiohttp_client import _DISCONNECTED, _DROPPED, ended_by_
 from backends.transport.http import Probe
 from backends.transport.response import LeanResponse
 from telemetry import events as ev
+from telemetry.errors import TtftError
 
 HIGH_WATER = 256 * 1024  # queued body bytes past which the socket is paused
 LOW_WATER = 64 * 1024  # and resumed once the reader is back under this
 
 
-class Closed(Exception):
+class Closed(TtftError):
     """The server ended the connection cleanly (EOF) before the response was complete."""
 
 

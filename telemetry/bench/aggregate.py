@@ -118,12 +118,12 @@ def aggregate_level(
         "total_input_tokens": in_tokens,
         "total_output_tokens": out_tokens,
         "token_source": ",".join(sources),
-        "ttft_ms": {**percentiles(ttft), "std": _std(ttft)},
-        "ttfvt_ms": {**percentiles(ttfvt), "std": _std(ttfvt)},
-        "tpot_ms": {**percentiles(tpot), "std": _std(tpot)},
-        "itl_ms": {**percentiles(itl), "std": _std(itl)},
-        "e2e_ms": {**percentiles(e2e), "std": _std(e2e)},
-        "per_user_tokens_per_s": percentiles(per_user),
+        "ttft_ms": {**percentiles(ttft).to_dict(), "std": _std(ttft)},
+        "ttfvt_ms": {**percentiles(ttfvt).to_dict(), "std": _std(ttfvt)},
+        "tpot_ms": {**percentiles(tpot).to_dict(), "std": _std(tpot)},
+        "itl_ms": {**percentiles(itl).to_dict(), "std": _std(itl)},
+        "e2e_ms": {**percentiles(e2e).to_dict(), "std": _std(e2e)},
+        "per_user_tokens_per_s": percentiles(per_user).to_dict(),
         "slo": slo.to_dict() if slo else None,
         "good": good,
         "goodput": rate(good) if good is not None else None,
@@ -150,7 +150,7 @@ def split_summary(records: Sequence[TurnRecord]) -> dict[str, Any] | None:
 
     def pct(values: list[float]) -> dict[str, float | None]:
         p = percentiles(values)
-        return {k: p[k] for k in ("p50", "p90", "p99")}
+        return {"p50": p.p50, "p90": p.p90, "p99": p.p99}
 
     out: dict[str, Any] = {"requests": len(splits)}
     for key in WAIT_KEYS:
@@ -187,7 +187,10 @@ def _server_summary(ok: Sequence[TurnRecord]) -> dict[str, Any] | None:
                 per_token_ms.append(t / n)
     if not prompt_ms and not per_token_ms:
         return None
-    return {"prompt_ms": percentiles(prompt_ms), "predicted_ms_per_token": percentiles(per_token_ms)}
+    return {
+        "prompt_ms": percentiles(prompt_ms).to_dict(),
+        "predicted_ms_per_token": percentiles(per_token_ms).to_dict(),
+    }
 
 
 VLLM_METRICS = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("itl", "itl_ms"), ("e2el", "e2e_ms"))

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from telemetry.bench.requests import BenchTurn, measured
+from telemetry.bench.requests import BenchTurn, Mode, measured
 from telemetry.bench.slo import SLO, parse_duration_ms
 from telemetry.record import TurnRecord
 
@@ -292,7 +292,7 @@ def _fit(pts: Sequence[tuple[float, float]]) -> tuple[float, float]:
     return slope, err
 
 
-def _load(level: float, mode: str) -> str:
+def _load(level: float, mode: Mode) -> str:
     if mode == "rate":
         return f"{level:g} requests/s"
     return f"{int(level)} concurrent user" + ("" if int(level) == 1 else "s")
@@ -301,7 +301,7 @@ def _load(level: float, mode: str) -> str:
 def conclusion(
     capacity: float | None,
     *,
-    mode: str,
+    mode: Mode,
     objectives: Objectives,
     goodput: float | None,
     knee_at: Knee | None,

@@ -21,6 +21,7 @@ from typing import Any
 
 from telemetry.bench.aggregate import aggregate_level
 from telemetry.bench.requests import BenchTurn, group_levels, measured, span_ms
+from telemetry.errors import TtftError
 from telemetry.log.urls import redact_url
 from telemetry.metrics import NS_PER_MS
 
@@ -29,7 +30,7 @@ from telemetry.metrics import NS_PER_MS
 MIN_OVERLAP = 0.8
 
 
-class MergeRefused(ValueError):
+class MergeRefused(TtftError, ValueError):
     """The runs cannot be one load (different targets or settings, fewer than two runs): says why."""
 
 

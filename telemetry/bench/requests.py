@@ -13,10 +13,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 from telemetry.metrics import NS_PER_MS
 from telemetry.record import TurnRecord
 from telemetry.typed_read import RecordError, build, bulk_read, kind_of
+
+# How a load run paces its requests: closed loop (``concurrency`` users, each sending on as its last
+# answer ends) or open loop (Poisson arrivals at a ``rate`` per second).
+Mode = Literal["concurrency", "rate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +29,7 @@ class BenchInfo:
     """What the load driver wrote under ``extra.bench`` (absent on a record no bench sent)."""
 
     level: float | None = None  # the concurrency or the rate of the request's level
-    mode: str = "concurrency"  # "concurrency" | "rate"
+    mode: Mode = "concurrency"
     index: int | None = None  # the request's place in the run
     warmup: bool = False
     sent_at_ms: float | None = None  # the send, in ms since the level started

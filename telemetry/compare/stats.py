@@ -168,7 +168,7 @@ def pane_stats(pane: str, records: Sequence[TurnRecord]) -> PaneStats:
     for m in METRICS:
         vals = [v for v in (m.get(r) for r in good) if v is not None]
         pct = percentiles(vals)
-        metrics[m.key] = MetricStats(len(vals), pct["p50"], pct["p90"], tuple(vals))
+        metrics[m.key] = MetricStats(len(vals), pct.p50, pct.p90, tuple(vals))
     errors = tuple(_error_line(r) for r in records if r.status == "error")
     first = records[0] if records else None
     return PaneStats(

@@ -30,6 +30,7 @@ from typing import Any, TypeGuard
 
 import platformdirs
 
+from telemetry.errors import TtftError
 from telemetry.log.json_line import encode_line
 from telemetry.log.surrogates import scrub_value
 from telemetry.record import SCHEMAS, TurnRecord, upgrade
@@ -72,7 +73,7 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
-class LogWriteError(OSError):
+class LogWriteError(TtftError, OSError):
     """A turn could not be written to its session log (unwritable folder, disk full, short write).
 
     The record itself is intact in memory; the message names the file and the cause.

@@ -11,6 +11,9 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from telemetry.metrics import TokenSource
+from telemetry.record import Status
+
 PointKind = Literal["input", "cache_cold", "cache_warm", "output"]
 
 
@@ -39,9 +42,9 @@ class ProbePoint:
     ttft_ms: float | None
     e2e_ms: float | None
     tpot_ms: float | None
-    tokens_source: str  # "usage" | "estimated"
+    tokens_source: TokenSource
     server_prefill_ms: float | None = None  # the engine's own prompt-eval time, when it reports one
-    status: str = "ok"
+    status: Status = "ok"
 
     @property
     def fresh_input_tokens(self) -> int | None:

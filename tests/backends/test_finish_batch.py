@@ -12,15 +12,25 @@ from hypothesis import strategies as st
 from backends.finish import finish_turn, finish_turns
 from telemetry import events as ev
 from telemetry.log.turns import SessionLog, read_records
-from telemetry.metrics import Chunk, Timestamps, TokenCounts, compute, itl_gaps, percentiles, percentiles_many
+from telemetry.metrics import (
+    Chunk,
+    Percentiles,
+    Timestamps,
+    TokenCounts,
+    compute,
+    itl_gaps,
+    percentiles,
+    percentiles_many,
+)
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from tests.support.turns import at, recorder, stream
 
 
-def same(a: dict[str, float | None], b: dict[str, float | None]) -> bool:
-    """Equal keys and values, with == on the floats (so 0.1 + 0.2 != 0.3 fails), and in the same order."""
-    return list(a) == list(b) and all(a[k] == b[k] for k in a)
+def same(a: Percentiles, b: Percentiles) -> bool:
+    """Equal figures, with == on the floats (so 0.1 + 0.2 != 0.3 fails), and their JSON forms in the same order."""
+    da, db = a.to_dict(), b.to_dict()
+    return list(da) == list(db) and all(da[k] == db[k] for k in da)
 
 
 def test_rows_of_every_kind_match_one_by_one() -> None:
@@ -38,16 +48,16 @@ def test_rows_of_every_kind_match_one_by_one() -> None:
     assert len(got) == len(rows)
     for row, batched in zip(rows, got, strict=True):
         assert same(batched, percentiles(row)), row
-    assert got[0] == {"p50": None, "p90": None, "p95": None, "p99": None, "mean": None, "min": None, "max": None}
-    assert got[0] is not got[6]  # each record owns its dict
+    assert got[0] == got[6] == Percentiles()
+    assert got[0].to_dict() == dict.fromkeys(("p50", "p90", "p95", "p99", "mean", "min", "max"))
     assert percentiles_many([]) == []
 
 
 def test_a_group_of_one_length_gives_each_row_its_own_figures() -> None:
     rows = [[float(i + j) for j in range(31)] for i in range(64)]
     got = percentiles_many(rows)
-    assert [d["min"] for d in got] == [float(i) for i in range(64)]
-    assert [d["p50"] for d in got] == [i + 15.0 for i in range(64)]
+    assert [p.min for p in got] == [float(i) for i in range(64)]
+    assert [p.p50 for p in got] == [i + 15.0 for i in range(64)]
 
 
 # Gaps as a stream gives them (ns differences / 1e6), plus arbitrary finite floats and a few
@@ -76,7 +86,8 @@ def test_batched_equals_one_by_one_bit_for_bit(rows: list[list[float]]) -> None:
     for row, batched in zip(rows, percentiles_many(rows), strict=True):
         alone = percentiles(row)
         assert same(batched, alone)
-        assert all(v is None or math.copysign(1, v) == math.copysign(1, alone[k]) for k, v in batched.items())  # type: ignore[arg-type]
+        pairs = zip(batched.to_dict().values(), alone.to_dict().values(), strict=True)
+        assert all(v is None or (w is not None and math.copysign(1, v) == math.copysign(1, w)) for v, w in pairs)
 
 
 def test_compute_uses_the_figures_it_is_given_and_itl_gaps_are_its_own() -> None:

@@ -87,9 +87,9 @@ async def main(n: int) -> None:
             await backend.aclose()
             pt, pp = percentiles(d_ttft), percentiles(d_tpot)
             print(
-                f"{api:<12} {pt['p50']:>+10.2f} {pt['p99']:>+10.2f} {pp['p50']:>+10.3f} {pp['p99']:>+10.3f}   "
-                f"{percentiles(ours_ttft)['p50']:>9.1f} {percentiles(bare_ttft)['p50']:>9.1f} "
-                f"{percentiles(ours_tpot)['p50']:>9.2f} {percentiles(bare_tpot)['p50']:>9.2f}"
+                f"{api:<12} {pt.p50:>+10.2f} {pt.p99:>+10.2f} {pp.p50:>+10.3f} {pp.p99:>+10.3f}   "
+                f"{percentiles(ours_ttft).p50:>9.1f} {percentiles(bare_ttft).p50:>9.1f} "
+                f"{percentiles(ours_tpot).p50:>9.2f} {percentiles(bare_tpot).p50:>9.2f}"
             )
         print(
             "\nd = ttft's measurement minus the bare SDK loop's (ms); negative = ttft reads earlier (closer to "

@@ -109,7 +109,7 @@ def line(name: str, vals: list[float]) -> str:
     p = percentiles(vals)
     if not vals:
         return f"  {name:<22} (none)"
-    return f"  {name:<22} median {p['p50']:7.3f} ms   p99 {p['p99']:7.3f} ms   max {p['max']:7.3f} ms   (n={len(vals)})"
+    return f"  {name:<22} median {p.p50:7.3f} ms   p99 {p.p99:7.3f} ms   max {p.max:7.3f} ms   (n={len(vals)})"
 
 
 class ThreadCPU:
@@ -304,7 +304,7 @@ def main() -> int:
         print(line(label, e0[k]))
 
     def paint_line(lags: list[dict], cpu: dict) -> str:
-        p50 = percentiles([x["paint_p50_ms"] for x in lags if x.get("paint_p50_ms") is not None])["p50"] or 0
+        p50 = percentiles([x["paint_p50_ms"] for x in lags if x.get("paint_p50_ms") is not None]).p50 or 0
         p95 = max((x["paint_p95_ms"] for x in lags if x.get("paint_p95_ms") is not None), default=0)
         return f"  paint cost             p50 {p50:.1f} ms   p95 {p95:.1f} ms (worst turn)   widgets {cpu['widgets']}"
 
@@ -319,8 +319,8 @@ def main() -> int:
         p50s = [x["p50_ms"] for x in lags if x.get("p50_ms") is not None]
         p95s = [x["p95_ms"] for x in lags if x.get("p95_ms") is not None]
         print(
-            f"  render lag             p50 {percentiles(p50s)['p50'] or 0:.1f} ms   p95 {max(p95s, default=0):.1f} ms "
-            f"(worst turn)   paints/turn {percentiles([x['paints'] for x in lags])['p50']:.0f}"
+            f"  render lag             p50 {percentiles(p50s).p50 or 0:.1f} ms   p95 {max(p95s, default=0):.1f} ms "
+            f"(worst turn)   paints/turn {percentiles([x['paints'] for x in lags]).p50:.0f}"
         )
         print(f"  render lag p95/turn    {', '.join(f'{x:.0f}' for x in p95s)} ms")
         growth = [x.get("lag_growth") for x in lags]
@@ -338,10 +338,10 @@ def main() -> int:
     _, _, lags, _, e1 = runs[0]
     p95s = [x["p95_ms"] for x in lags if x.get("p95_ms") is not None]
     ok = (
-        percentiles(e1["ttft"])["p50"] <= 1
-        and percentiles(e1["gap"])["p50"] <= 1
-        and percentiles(e1["ttft"])["p99"] <= 5
-        and percentiles(e1["gap"])["p99"] <= 5
+        percentiles(e1["ttft"]).p50 <= 1
+        and percentiles(e1["gap"]).p50 <= 1
+        and percentiles(e1["ttft"]).p99 <= 5
+        and percentiles(e1["gap"]).p99 <= 5
         and max(p95s, default=0) <= 100
     )
     print("verdict (default mode):", "within targets" if ok else "OUTSIDE targets")

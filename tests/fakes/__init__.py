@@ -65,7 +65,9 @@ error body, ``retry-after`` when ``retry_after`` is set); after ``*_after`` toke
 mid-body), ``malformed_after`` (a line of broken JSON), ``stall_after`` (silence for ``stall_s``);
 ``no_done`` ends the body cleanly without ``[DONE]`` / ``response.completed`` / ``message_stop``;
 ``reject_stream_options`` answers 400 to a request carrying ``stream_options`` (before any
-``fail_status``, which the request sent again without it then meets).
+``fail_status``, which the request sent again without it then meets); ``error_as_200`` answers
+every generation request with HTTP 200 and the provider's error object as one JSON document
+(``application/json``, not a stream).
 Each ``RecordedRequest`` says whether the stream ``completed`` or the client ``disconnected``
 (detected within ~10 ms, also while the server is sleeping).
 

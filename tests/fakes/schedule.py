@@ -35,6 +35,9 @@ class Schedule:
     fail_message: str = "Injected failure"
     fail_type: str | None = None  # provider error type; a sensible default per status
     retry_after: float | None = None
+    # Answer every generation request with HTTP 200 and the provider-shaped error body (fail_message,
+    # fail_type) as one JSON document, as some proxies and gateways refuse a streamed request.
+    error_as_200: bool = False
     error_after: int | None = None  # mid-stream error event after N token chunks
     error_message: str = "The server had an error while processing your request."
     drop_after: int | None = None  # close the connection after N token chunks

@@ -104,6 +104,8 @@ class FakeServer(LoopThreadServer):
             )
         if schedule.fail_status is not None and attempt <= schedule.fail_times:
             return self._error(rec, schedule.fail_status, schedule.fail_message, schedule, is_anthropic)
+        if schedule.error_as_200:
+            return self._error(rec, 200, schedule.fail_message, schedule, is_anthropic)
         stream = Stream(request, rec, t0)
         if schedule.keepalive_s:
             stream.keepalive = (schedule.keepalive_s, schedule.keepalive.encode())

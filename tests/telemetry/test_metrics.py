@@ -235,10 +235,13 @@ def test_server_timings_kept_apart() -> None:
 
 def test_percentiles_linear_interpolation() -> None:
     p = percentiles([1.0, 2.0, 3.0, 4.0])
-    assert p["p50"] == approx(2.5)
-    assert p["p90"] == approx(3.7)
-    assert p["max"] == 4.0 and p["min"] == 1.0 and p["mean"] == approx(2.5)
-    assert percentiles([])["p99"] is None
+    assert p.p50 == approx(2.5)
+    assert p.p90 == approx(3.7)
+    assert p.max == 4.0 and p.min == 1.0 and p.mean == approx(2.5)
+    assert percentiles([]).p99 is None
+    # the JSON form summaries write: these keys, in this order
+    assert list(p.to_dict()) == ["p50", "p90", "p95", "p99", "mean", "min", "max"]
+    assert p.to_dict()["p90"] == p.p90
 
 
 def test_single_chunk_answer_has_no_tpot() -> None:

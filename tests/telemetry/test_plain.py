@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from telemetry.metrics import TokenCounts, TurnMetrics
+from telemetry.metrics import Percentiles, TokenCounts, TurnMetrics
 from telemetry.plain import as_dict, field_names, json_copy
 from telemetry.settings import TurnSettings
 from telemetry.wire import WaitSplit
@@ -35,13 +35,13 @@ def test_records_match_asdict() -> None:
     assert wait.to_dict() == {k: round(v, 3) for k, v in asdict(wait).items()}
     metrics = TurnMetrics(
         ttft_ms=1.5,
-        itl_ms={"p50": 1.0, "p90": 2.0, "p95": 3.0, "p99": 4.0, "max": 5.0, "mean": 2.0, "min": 0.5},
+        itl_ms=Percentiles(p50=1.0, p90=2.0, p95=3.0, p99=4.0, max=5.0, mean=2.0, min=0.5),
         phases_ms={"waiting": 1.0, "reasoning": 0.0, "streaming": 2.0},
         speculative={"drafted": 3, "rates": [0.5]},
         wait_ms=wait,
     )
     expected = asdict(metrics)
-    expected["itl_ms"] = {k: metrics.itl_ms[k] for k in ("p50", "p90", "p95", "p99", "max")}
+    expected["itl_ms"] = {"p50": 1.0, "p90": 2.0, "p95": 3.0, "p99": 4.0, "max": 5.0}
     expected["wait_ms"] = wait.to_dict()
     assert metrics.to_dict() == expected
     assert list(metrics.to_dict()) == list(expected)

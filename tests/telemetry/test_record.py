@@ -165,6 +165,11 @@ def test_missing_and_unknown_fields_take_defaults() -> None:
         (lambda d: d.update(events_ms={"first_token": "soon"}), "events_ms.first_token"),
         (lambda d: d.update(server="llama"), "server"),
         (lambda d: d.update(sent_at="yesterday"), "sent_at"),
+        # the vocabularies (Literals) take their own words only
+        (lambda d: d.update(status="done"), "status is 'done', not one of 'ok', 'error', 'cancelled'"),
+        (lambda d: d["chunks"][0].update(kind="audio"), "chunks[0].kind is 'audio', not one of"),
+        (lambda d: d["chunks"][0].update(kind=["text"]), "chunks[0].kind is a list"),
+        (lambda d: d["tokens"].update(source="guessed"), "tokens.source is 'guessed'"),
     ],
 )
 def test_a_wrong_field_is_named(change: Any, named: str) -> None:
@@ -271,3 +276,24 @@ def test_a_bulk_read_pauses_the_cycle_collector_and_restores_it() -> None:
     finally:
         gc.enable()
     assert len(typed_records([_rich_turn(), "odd", _rich_turn()])) == 2 and gc.isenabled()
+
+
+def test_the_error_kind_reads_back_as_its_member_and_writes_as_its_string() -> None:
+    from telemetry.errors import ErrorKind
+
+    d = copy.deepcopy(_rich_turn())
+    d["status"] = "error"
+    d["error"] = {"type": "rate_limited", "message": "slow down", "status_code": 429, "hint": None}
+    rec = TurnRecord.from_dict(d)
+    assert rec.error is not None and rec.error.type is ErrorKind.RATE_LIMITED
+    assert json.dumps(rec.to_dict()["error"]) == json.dumps(d["error"])
+    d["error"]["type"] = "SomeBugError"  # a bug's class name, or a newer writer's kind: kept as it is
+    assert TurnRecord.from_dict(d).to_dict()["error"]["type"] == "SomeBugError"
+
+
+def test_itl_percentiles_read_and_write_as_the_same_object() -> None:
+    d = copy.deepcopy(_rich_turn())
+    rec = TurnRecord.from_dict(d)
+    assert rec.metrics.itl_ms.p50 == d["metrics"]["itl_ms"]["p50"]
+    assert list(rec.to_dict()["metrics"]["itl_ms"]) == ["p50", "p90", "p95", "p99", "max"]
+    assert rec.to_dict()["metrics"]["itl_ms"] == d["metrics"]["itl_ms"]

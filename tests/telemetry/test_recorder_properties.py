@@ -79,7 +79,7 @@ def test_turn_invariants(events: list[ev.Event]) -> None:
 @given(st.lists(st.floats(0, 1e6, allow_nan=False), min_size=1, max_size=200))
 def test_percentiles_are_ordered(values: list[float]) -> None:
     p = percentiles(values)
-    ordered = [p["min"], p["p50"], p["p90"], p["p95"], p["p99"], p["max"]]
+    ordered = [p.min, p.p50, p.p90, p.p95, p.p99, p.max]
     assert all(a <= b + 1e-9 for a, b in pairwise(ordered))
 
 

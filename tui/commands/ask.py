@@ -18,10 +18,11 @@ from types import SimpleNamespace
 
 from backends.base import Backend, ChatRequest, build_request
 from backends.finish import finish_turn
-from backends.providers.registry import ProviderError, create_backend, default_spec, is_local_spec, parse_spec
+from backends.providers.registry import create_backend, default_spec, is_local_spec, parse_spec
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
 from telemetry.duration import fmt_ms
+from telemetry.errors import TtftError
 from telemetry.log.surrogates import scrub
 from telemetry.log.turns import SessionLog, check_session_id
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
@@ -101,7 +102,10 @@ def error_line(e: ErrorInfo) -> str:
 
 
 def summary_line(rec: TurnRecord) -> str:
-    """One line for stderr: the numbers that say where the time went."""
+    """One line for stderr: the numbers that say where the time went (a turn that failed before
+    anything was sent, a bad -m, key or address, has no numbers: its error alone)."""
+    if rec.status == "error" and rec.error is not None and not rec.attempts:
+        return error_line(rec.error)
     m, t = rec.metrics, rec.tokens
 
     def f(v: float | None) -> str:
@@ -149,14 +153,14 @@ def summary_line(rec: TurnRecord) -> str:
 
 
 def _failed_record(
-    spec: str, base_url: str | None, request: ChatRequest, err: ProviderError, log: SessionLog, submitted_ns: int
+    spec: str, base_url: str | None, request: ChatRequest, err: TtftError, log: SessionLog, submitted_ns: int
 ) -> TurnRecord:
-    """A turn that never reached a server (bad spec, missing key) is still a recorded turn."""
+    """A turn that never reached a server (bad spec, missing key, bad URL) is still a recorded turn."""
     provider, model = parse_spec(spec) if spec.strip() else ("", None)
     stub = SimpleNamespace(provider=provider, api="", model=model or "", base_url=base_url)
     rec = new_recorder(stub, request, session_id=log.session_id, turn_index=log.next_turn_index())
     rec.feed(ev.Submitted(submitted_ns))
-    rec.feed(ev.Failed(ev.now_ns(), err.kind, err.message, None, err.hint))
+    rec.feed(ev.Failed.of(err))
     return finish_turn(rec, log)  # a failed write is kept in log.write_errors, reported by run()
 
 
@@ -189,12 +193,9 @@ def _make_backend(spec: str, base_url: str | None, timeout: float | None, *, sdk
     """The local engine runs in its own process, so a native crash ends the turn with a record instead of
     killing ttft; a hosted backend stays in this process (spawning one would cost more than the answer)."""
     if is_local_spec(spec) and os.environ.get("TTFT_IN_PROCESS") != "1":
-        from tui.isolated import BackendStartError, ProcessBackend
+        from tui.isolated import ProcessBackend
 
-        try:
-            return ProcessBackend(spec, base_url)
-        except BackendStartError as exc:
-            raise ProviderError(str(exc), kind=exc.kind, hint=exc.hint) from None
+        return ProcessBackend(spec, base_url)  # a BackendStartError (a TtftError) when it cannot start
     # Without the SDK unless asked: importing it is most of a hosted ask's own delay.
     return create_backend(spec, base_url=base_url, timeout_s=timeout, lean=not sdk)
 
@@ -219,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         try:
             backend = _make_backend(spec, args.base_url, args.timeout, sdk=getattr(args, "sdk", False))
-        except ProviderError as err:
+        except TtftError as err:  # a ProviderError, a BackendStartError: said and recorded, never a traceback
             record = _failed_record(spec, args.base_url, request, err, log, started)
         else:
             recorder = new_recorder(backend, request, session_id=log.session_id, turn_index=log.next_turn_index())

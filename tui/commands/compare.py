@@ -10,6 +10,7 @@ from typing import Any
 
 from backends.base import Backend
 from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, build_panes, in_process_factory, parse_model
+from telemetry.errors import ErrorKind
 from telemetry.log.surrogates import scrub
 from tui.commands.exits import Exit, for_error_kind, for_turns
 from tui.commands.flags import add_turn_flags, settings_from_args
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
         backends = [factory(s.spec, s.base_url) for s in specs]
     except Exception as exc:  # a bad spec, a missing key: one sentence, no traceback
         print(visible_controls(f"ttft compare: {exc}"), file=sys.stderr)
-        return for_error_kind(getattr(exc, "kind", "bad_spec"))
+        return for_error_kind(getattr(exc, "kind", ErrorKind.BAD_SPEC))
     if args.headless:
         from tui import signals
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import IntEnum
 
+from telemetry.errors import USAGE_KINDS, ErrorKind
+
 
 class Exit(IntEnum):
     OK = 0
@@ -26,7 +28,8 @@ MEANING: dict[Exit, str] = {
     Exit.OK: "done: every turn or request succeeded",
     Exit.FAILED: "the turn failed (server or connection error, no key), every pane or request failed,"
     " or nothing could be read",
-    Exit.USAGE: "bad arguments, a bad config file, an incomplete -m/--base-url, or no prompt",
+    Exit.USAGE: "bad arguments, a bad config file, an incomplete -m/--base-url, a base URL that is not http(s),"
+    " or no prompt",
     Exit.NOT_SAVED: "it ran, but the session log or an output file could not be written (said on stderr)",
     Exit.PARTIAL: "some turns failed and others succeeded (a compare pane failed)",
     Exit.HANGUP: "stopped by SIGHUP (a closed terminal); the turn in flight is logged as cancelled",
@@ -35,17 +38,15 @@ MEANING: dict[Exit, str] = {
     Exit.TERMINATED: "stopped by SIGTERM; the turn in flight is logged as cancelled",
 }
 
-# A turn that failed before reaching a server, by its error kind: the command line (or the config
-# file) was wrong, not the server. Every other error kind is a failed turn.
-USAGE_ERROR_KINDS = frozenset({"bad_spec", "config_error"})
+
+def for_error_kind(kind: ErrorKind | str | None) -> Exit:
+    """The code for a failure of this kind (a ProviderError's or a record's ``error.type``): a usage error
+    (``telemetry.errors.USAGE_KINDS``: the command line or the config file was wrong, not a server), else
+    a failed turn."""
+    return Exit.USAGE if kind in USAGE_KINDS else Exit.FAILED
 
 
-def for_error_kind(kind: str | None) -> Exit:
-    """The code for a failure of this kind (a ProviderError's or a record's ``error.kind``)."""
-    return Exit.USAGE if kind in USAGE_ERROR_KINDS else Exit.FAILED
-
-
-def for_turns(turns: Iterable[tuple[str, str | None]]) -> Exit:
+def for_turns(turns: Iterable[tuple[str, ErrorKind | str | None]]) -> Exit:
     """The code for finished turns, given as ``(status, error kind)``: all ok, some ok, or none."""
     done = list(turns)
     ok = sum(status == "ok" for status, _ in done)
@@ -54,7 +55,7 @@ def for_turns(turns: Iterable[tuple[str, str | None]]) -> Exit:
     if ok:
         return Exit.PARTIAL
     kinds = [kind for status, kind in done if status == "error"]
-    return for_error_kind(kinds[0]) if kinds and all(k in USAGE_ERROR_KINDS for k in kinds) else Exit.FAILED
+    return for_error_kind(kinds[0]) if kinds and all(k in USAGE_KINDS for k in kinds) else Exit.FAILED
 
 
 def table() -> str:

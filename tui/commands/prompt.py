@@ -13,12 +13,13 @@ import stat
 import sys
 from collections.abc import Sequence
 
+from telemetry.errors import TtftError
 from telemetry.log.surrogates import scrub
 
 STDIN_LIMIT_BYTES = 4 << 20  # 4 MiB: about a million tokens of English, past any model's context
 
 
-class PromptTooLarge(ValueError):
+class PromptTooLarge(TtftError, ValueError):
     def __init__(self, limit: int) -> None:
         super().__init__(
             f"stdin holds more than {limit >> 20} MiB; give a shorter context (e.g. head -c 1M FILE | ...)"

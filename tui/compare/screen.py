@@ -30,7 +30,7 @@ from textual.widgets import Footer, Input, Static
 
 from backends.base import Backend, Message
 from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, build_panes, pane_order
-from backends.compare.runner import CompareRunner, Mode, PromptResult, new_comparison_id
+from backends.compare.runner import CompareMode, CompareRunner, PromptResult, new_comparison_id
 from telemetry import events as ev
 from telemetry.compare.stats import Comparison, compare
 from telemetry.log.turns import SessionLog, data_dir
@@ -68,7 +68,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         backends: Sequence[Backend],
         *,
         settings: TurnSettings | None = None,
-        mode: Mode = "parallel",
+        mode: CompareMode = "parallel",
         repeat: int = 1,
         blind: bool = False,
         system: str | None = None,
@@ -127,7 +127,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         return self.panes.stream
 
     @property
-    def mode(self) -> Mode:
+    def mode(self) -> CompareMode:
         return self.runner.mode
 
     @property

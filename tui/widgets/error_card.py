@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from telemetry.errors import ErrorKind
 from telemetry.record import ErrorInfo, TurnRecord
 from tui.format import visible_controls
 
@@ -22,8 +23,8 @@ GENERIC_HINTS = {
 
 
 # Failures that are not the provider's answer get a title in words and a "what happened" line.
-TITLES = {
-    "engine_crashed": "The engine process crashed",
+TITLES: dict[str, str] = {
+    ErrorKind.ENGINE_CRASHED: "The engine process crashed",
 }
 
 

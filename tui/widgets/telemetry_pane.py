@@ -179,8 +179,9 @@ def record_text(record: TurnRecord | dict[str, Any], lag: dict[str, Any] | None 
         _row(t, "reasoning delay", fmt_ms(m.reasoning_delay_ms) + est)
     speed = f" ({fmt_num(m.decode_tokens_per_s, 'tokens/s', 1)})" if m.decode_tokens_per_s else ""
     _row(t, "TPOT", fmt_ms(m.tpot_ms, digits=1) + speed if m.tpot_ms is not None else DASH)
-    if m.itl_ms.get("p50") is not None:
-        _row(t, "ITL p50/95/99", " / ".join(fmt_ms(m.itl_ms.get(k), digits=1) for k in ("p50", "p95", "p99")))
+    itl = m.itl_ms
+    if itl.p50 is not None:
+        _row(t, "ITL p50/95/99", " / ".join(fmt_ms(v, digits=1) for v in (itl.p50, itl.p95, itl.p99)))
     _row(t, "E2E", fmt_ms(m.e2e_ms) + (f" (stream end {fmt_ms(m.total_ms)})" if m.total_ms else ""))
     if m.retry_ms:
         _row(t, "retries", f"{max(len(rec.attempts), 1) - 1} ({fmt_ms(m.retry_ms)} lost)", "red")

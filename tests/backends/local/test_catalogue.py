@@ -103,7 +103,7 @@ def test_a_missing_package_is_a_hint_not_a_traceback() -> None:
     ghost = replace(DEFAULT_MODEL, package="no-such-package-ttft")
     assert not ghost.installed()
     err = ghost.missing()
-    assert err.error_type == "model_missing" and "no-such-package-ttft" in (err.hint or "")
+    assert err.kind == "model_missing" and "no-such-package-ttft" in (err.hint or "")
 
 
 @pytest.mark.skipif(not DEFAULT_MODEL.installed(), reason="the default model is not installed")

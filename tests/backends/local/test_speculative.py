@@ -75,7 +75,7 @@ def test_speculative_settings_are_read_once_into_a_frozen_record() -> None:
     assert list(t.as_dict()) == ["kind", "num_pred_tokens", "min_match", "verify_threads", "verify_batch"]
     with pytest.raises(LocalModelError) as err:
         SpecSettings.parse({"kind": "medusa"})
-    assert err.value.error_type == "bad_setting" and "medusa" in err.value.message
+    assert err.value.kind == "bad_setting" and "medusa" in err.value.message
 
 
 # --- the normalized field -------------------------------------------------------------------------

@@ -1,0 +1,55 @@
+"""Secrets are masked by their known values, in every form an error message quotes them in."""
+
+from __future__ import annotations
+
+from telemetry import events as ev
+from telemetry.log.secrets import KNOWN, MASK, Secrets, header_secrets, masked, remember
+
+
+def test_a_short_unusual_key_that_no_pattern_knows_is_masked_where_it_stands() -> None:
+    s = Secrets(["k3y"])
+    assert s.mask("Incorrect API key provided: k3y.") == f"Incorrect API key provided: {MASK}."
+    assert s.mask('{"key":"k3y"}') == '{"key":"***"}'
+    # as a word only: the letters of other words are left alone
+    assert s.mask("k3yboard k3y-ring xk3y") == "k3yboard k3y-ring xk3y"
+
+
+def test_a_long_value_is_masked_anywhere() -> None:
+    s = Secrets(["Zq9-unusual-token"])
+    assert s.mask("tokenZq9-unusual-token!") == f"token{MASK}!"
+
+
+def test_the_forms_a_library_quotes_a_value_in_are_masked() -> None:
+    key = "k3y\r\n"
+    s = Secrets([key, f"Bearer {key}"])
+    # httpx-style: the header's bytes repr
+    assert "k3y" not in s.mask("Illegal header value b'Bearer k3y\\r\\n'")
+    assert "k3y" not in s.mask("value 'k3y\\r\\n' refused")  # a str repr
+    assert "k3y" not in s.mask('{"auth": "Bearer k3y\\r\\n"}')  # JSON-escaped
+    long = "sk-live/+=SECRET 99"
+    assert "SECRET" not in Secrets([long]).mask("url ?key=sk-live%2F%2B%3DSECRET%2099 and sk-live%2F%2B%3DSECRET+99")
+
+
+def test_the_longest_value_goes_first_so_nothing_is_half_masked() -> None:
+    s = Secrets(["tok-123456789", "Bearer tok-123456789"])
+    assert s.mask("got Bearer tok-123456789") == f"got {MASK}"
+
+
+def test_header_secrets_are_each_value_and_the_token_of_a_bearer() -> None:
+    got = header_secrets({"Authorization": "Bearer HDR-1", "X-Title": "ttft", "Empty": ""})
+    assert got == ("Bearer HDR-1", "HDR-1", "ttft")
+
+
+def test_remembered_values_mask_a_failed_events_message_and_leave_a_clean_one_as_it_is() -> None:
+    remember("Qx7-remembered-for-this-test")
+    e = ev.Failed(1, "auth", "key Qx7-remembered-for-this-test refused", 401, "Check KEY.")
+    out = masked(e)
+    assert out.message == f"key {MASK} refused" and out.hint == "Check KEY." and out.status_code == 401
+    clean = ev.Failed(1, "auth", "nothing secret here", 401)
+    assert masked(clean) is clean
+    assert "Qx7-remembered-for-this-test" in KNOWN
+
+
+def test_nothing_known_masks_nothing() -> None:
+    assert Secrets().mask("any text") == "any text"
+    assert Secrets([None, ""]).mask("any text") == "any text"
