@@ -1,5 +1,6 @@
 """QA regressions in the telemetry pane's after-turn text."""
 
+from telemetry.record import TurnRecord
 from tui.widgets.telemetry_pane import LABEL_W, record_text
 
 
@@ -29,7 +30,7 @@ def _record() -> dict:
 
 def test_every_label_is_apart_from_its_value() -> None:
     # "reasoning delay" is as long as the label column: it ran into its value ("reasoning delay602 ms")
-    text = record_text(_record()).plain
+    text = record_text(TurnRecord.from_dict(_record())).plain
     assert "reasoning delay 602 ms" in text
     for line in text.splitlines()[1:]:
         label = line[:LABEL_W]

@@ -1,7 +1,7 @@
 """``ttft compare``: the compare screen (``tui.compare.screen``) as an app of its own.
 
-Also where the chat and the scripts import the comparison's names from: the screen, its panes and
-the hand-off back to the chat.
+Also where the scripts import the comparison's names from: the screen, its panes and the hand-off
+back to the chat (the chat itself imports them from their own modules, the screen's only when it opens it).
 """
 
 from __future__ import annotations
