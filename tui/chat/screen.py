@@ -14,7 +14,8 @@ every frame, the telemetry pane at ``PANE_FPS`` or on a phase change, both from 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -22,8 +23,10 @@ from rich.text import Text
 from textual.app import ComposeResult, CSSPathType, SystemCommand
 from textual.binding import BindingType
 from textual.containers import Container, Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.timer import Timer
+from textual.widget import MountError
 from textual.widgets import Footer, Static
 
 from telemetry.render import RenderLag
@@ -178,13 +181,24 @@ class ChatScreen(Screen[None]):
         self.pane.show_message(f"starting {self.session.spec}…")
         await self.turns.start(prompt, self.clock() if submitted_ns is None else submitted_ns)
 
+    @contextlib.contextmanager
+    def _drawing(self) -> Iterator[None]:
+        """What a turn's message draws. The app may close meanwhile (ctrl+q, SIGTERM after the turn is
+        logged): its widgets are going, and the drawing is dropped; while it runs, a failure is a bug."""
+        try:
+            yield
+        except (MountError, NoMatches):
+            if self.app.is_running and self.is_attached:
+                raise
+
     async def on_turn_failed(self, event: TurnFailed) -> None:
-        transcript = self.transcript
-        await transcript.hide_greeting()
-        await transcript.compact()
-        await transcript.add_user(event.prompt)
-        await transcript.add_error(ErrorCard(event.error, event.spec, ""))
-        self.pane.show_message(f"could not start {event.spec}: {event.error.message}")
+        with self._drawing():
+            transcript = self.transcript
+            await transcript.hide_greeting()
+            await transcript.compact()
+            await transcript.add_user(event.prompt)
+            await transcript.add_error(ErrorCard(event.error, event.spec, ""))
+            self.pane.show_message(f"could not start {event.spec}: {event.error.message}")
 
     async def on_turn_started(self, event: TurnStarted) -> None:
         """The request is on its way: the pane goes live at once, and the prompt and the answer's widgets
@@ -192,29 +206,31 @@ class ChatScreen(Screen[None]):
         self._on_screen, self.lag = event.live, event.lag
         if self._frames is not None:
             self._frames.resume()
-        self.frame(force=True)  # the phase and the wait so far
-        transcript = self.transcript
-        await transcript.hide_greeting()
-        await transcript.compact()  # a paint must not cost more the longer the chat
-        await transcript.add_user(event.prompt)
-        self.answer = await transcript.add_assistant(self.clock, event.lag)
-        self.update_header()
+        with self._drawing():
+            self.frame(force=True)  # the phase and the wait so far
+            transcript = self.transcript
+            await transcript.hide_greeting()
+            await transcript.compact()  # a paint must not cost more the longer the chat
+            await transcript.add_user(event.prompt)
+            self.answer = await transcript.add_assistant(self.clock, event.lag)
+            self.update_header()
 
     async def on_turn_finished(self, event: TurnFinished) -> None:
         """The answer's full render and how the turn ended; its figures once that render is on screen."""
         if event.live is not self._on_screen:
             return  # the chat moved on (a new chat, another session): the turn is logged, not drawn
-        self.frame(force=True)  # the last frame: every chunk painted before the full render
         self._stop_frames()
-        record, transcript = event.record, self.transcript
-        if self.answer is not None:
-            await self.answer.finalize(record)
-        await transcript.add_outcome(record)
-        if event.log_error:
-            await transcript.add_note(event.log_error, "error")
-        if event.trouble:
-            self.notify(event.trouble, severity="error")
-        self.call_after_refresh(self._show_figures, event)  # after the full render's own lag stamp
+        with self._drawing():
+            self.frame(force=True)  # the last frame: every chunk painted before the full render
+            record, transcript = event.record, self.transcript
+            if self.answer is not None:
+                await self.answer.finalize(record)
+            await transcript.add_outcome(record)
+            if event.log_error:
+                await transcript.add_note(event.log_error, "error")
+            if event.trouble:
+                self.notify(event.trouble, severity="error")
+            self.call_after_refresh(self._show_figures, event)  # after the full render's own lag stamp
 
     def _show_figures(self, event: TurnFinished) -> None:
         if event.live is not self._on_screen:
@@ -222,10 +238,11 @@ class ChatScreen(Screen[None]):
         record = event.record
         lag = event.lag.summary()
         self.lag_by_turn[record.turn_index] = lag
-        self.pane.show_record(record, lag)
-        self.timelines.append((turn_label(record.turn_index), turn_timeline(record)))
-        self.pane.set_timelines(self.timelines)
-        self.pane.set_history(self.session.records)
+        with self._drawing():
+            self.pane.show_record(record, lag)
+            self.timelines.append((turn_label(record.turn_index), turn_timeline(record)))
+            self.pane.set_timelines(self.timelines)
+            self.pane.set_history(self.session.records)
         self._on_screen = self.answer = None
         self.call_after_refresh(collect_between_turns)
 

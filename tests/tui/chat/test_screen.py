@@ -80,3 +80,20 @@ async def test_a_new_chat_mid_turn_logs_the_old_turn_and_starts_clean(data_dir: 
         await wait_until(pilot, lambda: not app.chat.busy and len(app.chat.session.records) == 1)
         assert [m.content for m in app.chat.session.messages] == ["fresh", "w00 w01 "]
         assert app.chat.session.records[0].turn_index == 0
+
+
+async def test_the_app_closing_while_a_turn_end_is_drawn_exits_cleanly_with_the_turn_logged() -> None:
+    # SIGTERM's path: the turn is cancelled and handed off, then the app exits at once, while the
+    # screen is still drawing that turn's end into widgets that are going
+    app = ChatApp("fake:timed", factory=factory_for(TimedBackend(first_ms=5, token_ms=20, reasoning=0, visible=300)))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await send(pilot, app, "hi")
+        await wait_until(pilot, lambda: app.chat.live is not None and len(app.chat.live.recorder.chunks) >= 3)
+        log = app.chat.session.log.path
+        app.chat.turns.cancel()
+        await app.chat.turns.wait_idle(10)
+        app.exit(return_code=143)
+        await pilot.pause(0.3)
+    assert app.return_code == 143  # no MountError from the drawing ended the app instead
+    (logged,) = [json.loads(x) for x in log.read_text().splitlines()]
+    assert logged["status"] == "cancelled" and logged["answer"].startswith("w00 w01 w02")
