@@ -1,6 +1,8 @@
 """One conversation with one backend: messages, settings, the session log, past records.
 
-No widgets here, so the chat and each compare pane can hold one each.
+No widgets here, so the chat and each compare pane can hold one each. Its past turns are typed
+``TurnRecord``s: a resumed log's lines are read into records here, at the edge, and a line that
+does not read as one is counted with the log's other unreadable lines (``Skipped``).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from typing import Any
 from backends.base import Backend, ChatRequest, Message, build_request
 from backends.turn import new_recorder, warm_up
 from telemetry import events as ev
-from telemetry.log.turns import SessionLog, Skipped, parse_line, tail_records_from
+from telemetry.log.turns import SessionLog, Skipped, count_bad, parse_line, tail_records_from
+from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
+from telemetry.typed_read import RecordError, bulk_read
 from tui.runner import LiveTurn, LoopThread, start_turn
 
 BackendFactory = Callable[[str, str | None], Backend]
@@ -68,7 +72,7 @@ class ChatSession:
     def __post_init__(self) -> None:
         self.backend: Backend | None = None
         self.messages: list[Message] = []
-        self.records: list[dict[str, Any]] = []
+        self.records: list[TurnRecord] = []
         self.turn_index = 0
         self.live: LiveTurn | None = None
         # The backend being created (on the stream loop): the start-up warm-up and the first turn share it.
@@ -187,46 +191,46 @@ class ChatSession:
         self.live = start_turn(self.runner, backend, request, recorder, self.log)
         return self.live
 
-    def complete(self, record: dict[str, Any]) -> None:
+    def complete(self, record: TurnRecord) -> None:
         """Fold a finished turn into the conversation. A turn with no answer text leaves the context unchanged."""
         self.records.append(record)
         self.live = None
-        index = record.get("turn_index")
-        if isinstance(index, int):  # the log may have moved it past another writer's turn
-            self.turn_index = max(self.turn_index, index + 1)
-        if record.get("answer"):
-            self.messages += [Message("user", record.get("prompt") or ""), Message("assistant", record["answer"])]
+        # the log may have moved its index past another writer's turn
+        self.turn_index = max(self.turn_index, record.turn_index + 1)
+        if record.answer:
+            self.messages += [Message("user", record.prompt), Message("assistant", record.answer)]
 
     def pop_last_exchange(self) -> str | None:
         """For regenerate: the last prompt, with its answer removed from the context."""
         if not self.records:
             return None
         last = self.records[-1]
-        if last.get("answer") and len(self.messages) >= 2 and self.messages[-1].role == "assistant":
+        if last.answer and len(self.messages) >= 2 and self.messages[-1].role == "assistant":
             self.messages = self.messages[:-2]
-        return last.get("prompt")
+        return last.prompt
 
     def new_chat(self) -> None:
         self.messages, self.records, self.turn_index, self.live = [], [], 0, None
         self._earlier = None
         self.log = SessionLog()
 
-    def resume(self, path: Path, skipped: Skipped | None = None, *, turns: int = RESUME_TURNS) -> list[dict[str, Any]]:
+    def resume(self, path: Path, skipped: Skipped | None = None, *, turns: int = RESUME_TURNS) -> list[TurnRecord]:
         """Continue a logged session: the same log file, its transcript as context (lines it cannot
         read are left out, and counted in ``skipped``).
 
         Only the last ``turns`` records are read now, backwards from the file's end, so a long log opens
-        at once; they are returned. The context of the turns before them is read in a thread, and the
-        next turn waits for it (``_take_earlier``).
+        at once; they are returned, typed. A line that is well formed but does not read as a record
+        (a hand-edited setting, say) is counted in ``skipped`` like any damaged line; its prompt and
+        answer still go into the context, as the earlier turns' do. The context of the turns before
+        them is read in a thread, and the next turn waits for it (``_take_earlier``).
         """
-        records, start = tail_records_from(path, turns, skipped)
+        logged, start = tail_records_from(path, turns, skipped)
         self.log = SessionLog(path.stem, directory=path.parent)
-        self.messages, self.records, self.live = [], [], None
-        for rec in records:
-            self.complete(rec)
-        self.turn_index = max((r.get("turn_index", -1) for r in records), default=-1) + 1
+        self.records, self.live = _typed(path, logged, skipped), None
+        self.messages = [m for rec in logged for m in _exchange(rec)]
+        self.turn_index = max((r.get("turn_index", -1) for r in logged), default=-1) + 1
         self._earlier = _read_context_in_thread(path, start) if start > 0 else None
-        return records
+        return self.records
 
     async def _take_earlier(self) -> None:
         """Put a resumed session's earlier turns before the context (once, when they have been read)."""
@@ -242,6 +246,25 @@ class ChatSession:
             self.messages = earlier + self.messages
 
 
+def _typed(path: Path, logged: list[dict[str, Any]], skipped: Skipped | None) -> list[TurnRecord]:
+    """The records of those logged lines that read as one; the others are counted in ``skipped``."""
+    out: list[TurnRecord] = []
+    with bulk_read():
+        for d in logged:
+            try:
+                out.append(TurnRecord.from_dict(d))
+            except RecordError:
+                continue
+    count_bad(path, len(logged) - len(out), skipped)
+    return out
+
+
+def _exchange(rec: dict[str, Any]) -> list[Message]:
+    """A logged turn's prompt and answer as context, as ``complete`` folds a turn in (none without an answer)."""
+    answer = rec.get("answer")
+    return [Message("user", rec.get("prompt") or ""), Message("assistant", answer)] if answer else []
+
+
 def _context(path: Path, end: int) -> list[Message]:
     """The prompt/answer pairs of the records in the first ``end`` bytes, read line by line."""
     out: list[Message] = []
@@ -252,8 +275,8 @@ def _context(path: Path, end: int) -> list[Message]:
             if pos > end:
                 break
             rec = parse_line(raw)
-            if rec and rec.get("answer"):  # as complete() folds a turn in
-                out += [Message("user", rec.get("prompt") or ""), Message("assistant", rec["answer"])]
+            if rec:
+                out += _exchange(rec)
     return out
 
 

@@ -94,14 +94,14 @@ async def chat_turns(url: str, server: Server, turns: int, warm: bool) -> list[d
     app = ChatApp("compat:fake-model", base_url=url, warm_up=warm)
     out: list[dict[str, float]] = []
     started: list[Any] = []  # each turn's recorder, for its absolute stamps
-    start = app.session.start
+    start = app.chat.session.start
 
     async def spy(*a: Any, **k: Any) -> Any:
         live = await start(*a, **k)
         started.append(live.recorder)
         return live
 
-    app.session.start = spy  # type: ignore[method-assign]
+    app.chat.session.start = spy  # type: ignore[method-assign]
     async with app.run_test(size=(140, 44)) as pilot:
         if warm:  # the user types for a moment; the warm-up is done by the time they press Enter
             await wait_until(pilot, lambda: not [w for w in app.workers if w.group == "warm-up"], timeout=60)
@@ -111,13 +111,15 @@ async def chat_turns(url: str, server: Server, turns: int, warm: bool) -> list[d
             app.query_one("#prompt").value = f"turn {i}"
             enter = ev.now_ns()
             await pilot.press("enter")
-            await wait_until(pilot, lambda n=i: len(app.session.records) == n + 1 and not app.busy, timeout=60)
+            await wait_until(
+                pilot, lambda n=i: len(app.chat.session.records) == n + 1 and not app.chat.busy, timeout=60
+            )
             arrived = server.wait_arrivals(before + 1)[before]
-            rec = app.session.records[-1]
+            rec = app.chat.session.records[-1]
             row = {
                 "enter_to_arrival_ms": (arrived - enter) / 1e6,
-                "own_delay_ms": rec["metrics"]["own_delay_ms"],
-                "ttft_ms": rec["metrics"]["ttft_ms"],
+                "own_delay_ms": rec.metrics.own_delay_ms,
+                "ttft_ms": rec.metrics.ttft_ms,
                 "key_ms": float("nan"),
                 "transit_ms": float("nan"),
             }

@@ -182,18 +182,20 @@ async def run_ui(
     cpu = ThreadCPU()
     stream_tid = app.runner._thread.native_id
     async with app.run_test(size=size) as pilot:
-        await wait_until(pilot, lambda: resume is None or bool(app.session.records), timeout=60)
+        await wait_until(pilot, lambda: resume is None or bool(app.chat.session.records), timeout=60)
         await pilot.pause(0.5)
-        prior = len(app.session.records)
+        prior = len(app.chat.session.records)
         wall0 = time.perf_counter()
         p0, s0 = cpu.sample(stream_tid)
         for i in range(turns):
             app.query_one("#prompt").value = f"turn {i}: write a long answer"
             await pilot.press("enter")
-            await wait_until(pilot, lambda n=i: len(app.session.records) == prior + n + 1 and not app.busy, timeout=60)
-            rec = dict(app.session.records[-1])
+            await wait_until(
+                pilot, lambda n=i: len(app.chat.session.records) == prior + n + 1 and not app.chat.busy, timeout=60
+            )
+            rec = app.chat.session.records[-1].to_dict()  # with _sent_ns (see main)
             records.append(rec)
-            lags.append(app.lag_by_turn[rec["turn_index"]])
+            lags.append(app.chat.lag_by_turn[rec["turn_index"]])
         p1, s1 = cpu.sample(stream_tid)
         wall = time.perf_counter() - wall0
         cpu_info = {"process": (p1 - p0) / wall, "stream_thread": (s1 - s0) / wall, "wall_s": wall}

@@ -260,8 +260,8 @@ async def test_chat_keeps_a_turn_with_a_lone_surrogate(srv: FakeServer, env: dic
     async with app.run_test(size=(120, 40)) as pilot:
         app.query_one("#prompt").value = "hi"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=30)
-        assert app.session.records[0]["answer"] == f"a{REPLACED}b"
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, timeout=30)
+        assert app.chat.session.records[0].answer == f"a{REPLACED}b"
         notes = " ".join(str(n.content) for n in app.query(NoteMessage))
         assert "could not write" not in notes
     (rec,) = _logged(env)
@@ -375,11 +375,11 @@ async def test_chat_on_a_full_disk_keeps_the_turn_and_says_so(
     async with app.run_test(size=(120, 40)) as pilot:
         app.query_one("#prompt").value = "hi"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=30)
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, timeout=30)
         await wait_until(pilot, lambda: "No space left" in " ".join(str(n.content) for n in app.query(NoteMessage)))
         notes = " ".join(str(n.content) for n in app.query(NoteMessage))
         assert "could not write the session log" in notes and "No space left" in notes
-        assert app.session.records[0]["answer"] == Schedule(visible_tokens=4).visible_text()
+        assert app.chat.session.records[0].answer == Schedule(visible_tokens=4).visible_text()
 
 
 # --- 6. an unwritable data folder or output path ----------------------------------------
@@ -487,9 +487,11 @@ async def test_chat_resumes_a_damaged_session_and_says_what_it_skipped(damaged: 
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(
             pilot,
-            lambda: len(app.session.records) == 1 and any("skipped" in str(n.content) for n in app.query(NoteMessage)),
+            lambda: (
+                len(app.chat.session.records) == 1 and any("skipped" in str(n.content) for n in app.query(NoteMessage))
+            ),
         )
-        assert app.session.turn_index == 2
+        assert app.chat.session.turn_index == 2
         notes = [str(n.content) for n in app.query(NoteMessage)]
         assert sum("skipped 3 unreadable lines" in n for n in notes) == 1
 
@@ -564,7 +566,9 @@ async def test_chat_logs_the_turn_in_flight_on_sigterm_and_sighup(sig: int, env:
                 await pilot.press("enter")
                 # three chunks received (not merely sent: the backend's process may still hold them)
                 await wait_until(
-                    pilot, lambda: app.session.live is not None and len(app.session.live.recorder.chunks) >= 3, 30
+                    pilot,
+                    lambda: app.chat.session.live is not None and len(app.chat.session.live.recorder.chunks) >= 3,
+                    30,
                 )
                 os.kill(os.getpid(), sig)
                 deadline = time.monotonic() + 10

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from backends.probe.plan import make_plan
-from telemetry.record import SCHEMA
+from telemetry.record import SCHEMA, TurnRecord
 from tests.fakes.prefill_server import PrefillServer
 from tui.cli import main
 
@@ -175,7 +175,8 @@ def test_ask_after_a_probe_splits_the_server_wait(srv: PrefillServer, env: Path,
 
     from tui.widgets.telemetry_pane import record_text
 
-    assert "prefill" in record_text(d).plain and "queue" in record_text(d).plain  # the chat's after-turn lines
+    shown = record_text(TurnRecord.from_dict(d)).plain
+    assert "prefill" in shown and "queue" in shown  # the chat's after-turn lines
 
 
 def test_each_run_sends_new_text_so_no_earlier_probe_is_cached() -> None:

@@ -160,20 +160,20 @@ async def test_chat_shows_control_characters_while_streaming_and_after(srv: Fake
     async with app.run_test(size=(160, 40)) as pilot:
         app.query_one("#prompt").value = "hi"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.message is not None and "end." in app.message.stream.tail.text, 20)
+        await wait_until(pilot, lambda: app.chat.answer is not None and "end." in app.chat.answer.stream.tail.text, 20)
         await pilot.pause(0.1)
         live = _painted(app)
         assert not _has_raw_controls(live) and "\t" not in live and "tab:    TAB" in live  # a tab: 4 spaces
         for shown in SHOWN:
             assert shown in live, live
         await pilot.press("escape")  # the turn ends cancelled and gets its full Markdown render
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, 20)
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, 20)
         await pilot.pause(0.1)
         final = _painted(app)
         assert not _has_raw_controls(final)
         for shown in ("␛]0;PWNED␇", "␛[2J", "<0x9b>31mRED"):
             assert shown in final, final
-        assert app.session.records[0]["answer"] == ANSWER
+        assert app.chat.session.records[0].answer == ANSWER
     (rec,) = log_lines(env)
     assert rec["answer"] == ANSWER and rec["status"] == "cancelled"
 
@@ -187,7 +187,7 @@ async def test_chat_error_card_greeting_and_header_show_control_characters(srv: 
         assert "evil␛[2Jmodel" in greeting and not _has_raw_controls(greeting)
         app.query_one("#prompt").value = "hi"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, 20)
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, 20)
         await pilot.pause(0.1)
         card = app.query_one(ErrorCard)
         assert "␛]0;PWNED␇" in str(card.content) and "\x1b" not in str(card.content)
@@ -200,7 +200,7 @@ async def test_a_control_character_no_widget_handled_is_dropped_as_it_is_painted
 
     app = ChatApp("compat:m", base_url="http://127.0.0.1:9/v1", warm_up=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        app.action_settings("model")
+        app.chat.action_settings("model")
         await wait_until(
             pilot, lambda: isinstance(app.screen, SettingsScreen) and bool(app.screen.query("#model-list"))
         )

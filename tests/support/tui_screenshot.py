@@ -100,7 +100,7 @@ async def main(out: Path) -> None:
         clock=lambda: clock[0],
         fps=1e-4,
     )
-    app.session.settings = app.session.settings.with_(reasoning_effort="low", max_output_tokens=800)
+    app.chat.session.settings = app.chat.session.settings.with_(reasoning_effort="low", max_output_tokens=800)
     async with app.run_test(size=(160, 48)) as pilot:
         app.query_one("#prompt").cursor_blink = False
         prompts = ["What is TTFT? Show me how to time it.", "And in Python, with the SDK?", "Why is decode slower?"]
@@ -108,7 +108,7 @@ async def main(out: Path) -> None:
             app.query_one("#prompt").value = prompt
             await pilot.press("enter")
             if i < 2:
-                await wait_until(pilot, lambda n=i: len(app.session.records) == n + 1 and not app.busy)
+                await wait_until(pilot, lambda n=i: len(app.chat.session.records) == n + 1 and not app.chat.busy)
         # Replay the turn's frames: the clock steps 33 ms at a time, as the frame timer would, and the
         # backend releases each event once the clock has passed its stamp.
         stamps = sorted(e.t_ns for e in live if isinstance(e, ev.ReasoningDelta | ev.TextDelta))
@@ -117,11 +117,11 @@ async def main(out: Path) -> None:
             frame_ms = min(now_ms, frame_ms + 33)
             clock[0] = T0 + int(frame_ms * MS)
             due = sum(1 for t in stamps if t <= clock[0])
-            await wait_until(pilot, lambda d=due: app.live is not None and len(app.live.recorder.chunks) >= d)
-            app._tick()
+            await wait_until(pilot, lambda d=due: app.chat.live is not None and len(app.chat.live.recorder.chunks) >= d)
+            app.chat.frame()
             await pilot.pause(0.02)
-        await wait_until(pilot, lambda: len(app.live.recorder.chunks) == n_live)
-        app._tick(force=True)
+        await wait_until(pilot, lambda: len(app.chat.live.recorder.chunks) == n_live)
+        app.chat.frame(force=True)
         await pilot.pause(0.2)
         out.parent.mkdir(parents=True, exist_ok=True)
         app.save_screenshot(out.name, str(out.parent))

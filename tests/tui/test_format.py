@@ -69,7 +69,10 @@ def test_short_spec_gives_the_model_the_room() -> None:
 
 def test_history_pane_and_charts_number_turns_from_one_and_shorten_alike() -> None:
     rec = {"status": "ok", "turn_index": 0, "provider": "local", "model": "gemma-3-270m-q4_k_m"}
-    assert "turn 1 · local · gemma-3-270m-q4_k_m" in record_text({**rec, "metrics": {}, "tokens": {}}).plain
+    assert (
+        "turn 1 · local · gemma-3-270m-q4_k_m"
+        in record_text(TurnRecord.from_dict({**rec, "metrics": {}, "tokens": {}})).plain
+    )
     bar = timeline_chart([TurnRecord.from_dict({**rec, "metrics": {"phases_ms": {"waiting": 10.0}}})]).bars[0]
     assert bar.name.startswith("#1 local:gemma-3-270m")
     long = {**rec, "model": "SmolLM2-135M-Instruct-Q8_0-extra-long-suffix"}

@@ -1,16 +1,21 @@
-"""One request builder: the chat's session and a compare pane send the same messages for the same turn."""
+"""The chat's session: one request builder with a compare pane, and its past turns typed, a resumed log's too."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from backends.base import Message, build_request
 from backends.compare.runner import ComparePane, CompareRunner
-from telemetry.log.turns import SessionLog
+from telemetry.log.turns import SessionLog, Skipped
+from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
+from telemetry.typed_read import RecordError
 from tests.support.compare_fakes import ScheduledBackend
+from tests.support.turns import play, recorder, stream
 from tui.session import ChatSession
 
 HISTORY = [Message("user", "first"), Message("assistant", "one")]
@@ -48,3 +53,54 @@ def test_the_chat_and_compare_build_the_same_request(system: str | None) -> None
     runner = CompareRunner([pane], system=system)
     expected = build_request("second", system=system, history=HISTORY, settings=SETTINGS)
     assert session.build_request("second") == runner._request(pane, "second") == expected
+
+
+def _log(path: Path, *records: dict[str, Any]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_a_resumed_session_holds_typed_records_and_its_context(tmp_path: Path) -> None:
+    first = {**play(stream(visible=3), recorder("first question")), "turn_index": 0}
+    second = {**play(stream(visible=2), recorder("second question")), "turn_index": 1}
+    session = ChatSession(runner=None, spec="x:y")  # type: ignore[arg-type]
+    records = session.resume(_log(tmp_path / "s-typed.jsonl", first, second))
+    assert all(isinstance(r, TurnRecord) for r in records) and session.records == records
+    assert [r.prompt for r in records] == ["first question", "second question"]
+    assert [m.content for m in session.messages] == [
+        "first question",
+        first["answer"],
+        "second question",
+        second["answer"],
+    ]
+    assert session.turn_index == 2 and session.log.session_id == "s-typed"
+
+
+def test_a_logged_line_that_is_no_record_is_counted_as_skipped_and_keeps_its_context(tmp_path: Path) -> None:
+    # well formed JSON of the right shape, but a setting that is no number: it does not read as a TurnRecord
+    good = {**play(stream(visible=3), recorder("kept")), "turn_index": 0}
+    odd = {**play(stream(visible=2), recorder("hand-edited")), "turn_index": 1}
+    odd["settings"] = {**odd["settings"], "max_output_tokens": "\x1b[2Jlots"}
+    with pytest.raises(RecordError):
+        TurnRecord.from_dict(odd)
+    path = _log(tmp_path / "s-odd.jsonl", good, odd)
+    skipped = Skipped()
+    session = ChatSession(runner=None, spec="x:y")  # type: ignore[arg-type]
+    records = session.resume(path, skipped)
+    assert [r.prompt for r in records] == ["kept"]  # only what reads is drawn (pane, history, transcript)
+    assert skipped.lines == {path: 1} and skipped.message() == f"skipped 1 unreadable line in {path}"
+    # nothing of the conversation is lost: its prompt and answer stay in the context, its index counts
+    assert [m.content for m in session.messages][2:] == ["hand-edited", odd["answer"]]
+    assert session.turn_index == 2
+
+
+def test_a_finished_turn_is_folded_in_typed_and_regenerate_takes_it_back() -> None:
+    session = ChatSession(runner=None, spec="x:y")  # type: ignore[arg-type]
+    answered = TurnRecord.from_dict({**play(stream(visible=3), recorder("q")), "turn_index": 4})
+    session.complete(answered)
+    assert session.records == [answered] and session.turn_index == 5
+    assert [(m.role, m.content) for m in session.messages] == [("user", "q"), ("assistant", answered.answer)]
+    assert session.pop_last_exchange() == "q" and session.messages == []
+    empty = TurnRecord.from_dict({**play(stream(visible=0), recorder("nothing")), "turn_index": 5})
+    session.complete(empty)  # no answer text: the context is unchanged
+    assert session.messages == [] and session.turn_index == 6

@@ -1,1 +1,1 @@
-"""The chat: its app, its screen, a turn's hand-off, its commands, sessions and compare mode."""
+"""The chat: its app, its screen, its prompt, a turn from Enter to its record, commands, sessions, compare mode."""

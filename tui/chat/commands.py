@@ -1,5 +1,5 @@
-"""The chat's commands: its key bindings, the actions the compare screen takes over when it is on top,
-and the chat's entries in the command palette, each a row of one table."""
+"""The chat screen's commands: its key bindings, and its entries in the command palette, each a row
+of one table. Both are the screen's own: they apply while the chat is on top, not under another screen."""
 
 from __future__ import annotations
 
@@ -27,15 +27,11 @@ BINDINGS: list[BindingType] = [
     Binding("f1", "help", "Help"),
 ]
 
-# The chat's actions that the compare screen's own keys replace while it is on top.
-CHAT_ACTIONS = {"regenerate", "new_chat", "copy_answer", "export", "toggle_stream", "cycle_effort", "settings"}
-CHAT_ACTIONS |= {"sessions", "toggle_pane", "compare", "cancel_turn"}
-
 Action = Callable[[], Awaitable[object] | None]
 
 
 class Chat(Protocol):
-    """What the palette drives: the chat app's actions."""
+    """What the palette drives: the chat screen's actions."""
 
     def action_cancel_turn(self) -> None: ...
 

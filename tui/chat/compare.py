@@ -1,8 +1,13 @@
-"""The chat's compare mode: asking for the model to compare with, opening the compare screen over the
-chat with the chat's model and conversation, and going on in the chat with a pane handed back."""
+"""The chat's compare mode: asking for the model to compare with, the compare screen for the chat's
+model and conversation, and the chat's session taking over a pane handed back.
+
+The functions take the chat's ``ChatSession`` and return what the chat screen pushes, draws or says.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -14,17 +19,23 @@ from textual.widgets import Input, Static
 
 from backends.base import Backend
 from backends.compare.panes import parse_model
-from tui.format import visible_controls
+from tui.session import ChatSession
 
 if TYPE_CHECKING:
-    from tui.chat.app import ChatApp
-    from tui.compare.app import ChatHandoff, CompareScreen
+    from tui.compare.output import ChatHandoff
+    from tui.compare.screen import CompareScreen
+
+Spec = tuple[str, str | None]  # a model spec and its base URL
 
 
 class CompareSpecScreen(ModalScreen[str | None]):
     """Asks for the model to compare the chat's model with."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "Close")]
+    DEFAULT_CSS = """
+    CompareSpecScreen { align: center middle; }
+    #compare-spec-box { width: 72; height: auto; padding: 1 2; border: round $primary; background: $surface; }
+    """
 
     def __init__(self, current: str) -> None:
         super().__init__(classes="compare-spec")
@@ -49,16 +60,29 @@ class CompareSpecScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-async def compare_screen(app: ChatApp, spec: str) -> CompareScreen | None:
-    """The compare screen for the chat's model and ``spec``, both started on the chat's stream thread;
-    None (the user told why) when one of them cannot start."""
-    from tui.compare.app import CompareScreen  # imported late: the chat starts without the compare screen
-
-    session = app.session
+def compare_specs(session: ChatSession, spec: str) -> list[Spec]:
+    """The panes' models: the chat's, then ``spec`` (``PROVIDER:MODEL[@URL]``)."""
     other = parse_model(spec, None)
-    specs = [(session.spec, session.base_url), (other.spec, other.base_url)]
+    return [(session.spec, session.base_url), (other.spec, other.base_url)]
+
+
+@dataclass(frozen=True, slots=True)
+class CouldNotStart:
+    """A pane's backend that did not start (a bad spec, a missing key): its spec and the error's words."""
+
+    spec: str
+    error: str
+
+
+async def compare_screen(
+    session: ChatSession, specs: Sequence[Spec], clock: Callable[[], int]
+) -> CompareScreen | CouldNotStart:
+    """The compare screen for ``specs``, with the chat's settings and conversation as every pane's
+    context, each backend started on the chat's stream thread; or the first that could not start
+    (those started before it are closed)."""
+    from tui.compare.screen import CompareScreen  # imported late: the chat starts without the compare screen
+
     factory = session.factory
-    app.notify(visible_controls(f"starting {other.spec}…"), markup=False)  # typed text, not markup
     backends: list[Backend] = []
     for s, url in specs:
 
@@ -66,13 +90,11 @@ async def compare_screen(app: ChatApp, spec: str) -> CompareScreen | None:
             return factory(s, url)
 
         try:
-            backends.append(await app.runner.call(make))
-        except Exception as exc:  # a bad spec, a missing key: say so, stay in the chat
+            backends.append(await session.runner.call(make))
+        except Exception as exc:  # a bad spec, a missing key: the chat says so and stays
             for b in backends:
-                app.runner.submit(b.aclose())
-            # the spec and the error's words (a server's, maybe) are shown as written, never as markup or run
-            app.notify(visible_controls(f"could not start {s}: {exc}"), severity="error", markup=False)
-            return None
+                session.runner.submit(b.aclose())
+            return CouldNotStart(s, str(exc))
     return CompareScreen(
         backends,
         settings=session.settings,
@@ -81,21 +103,14 @@ async def compare_screen(app: ChatApp, spec: str) -> CompareScreen | None:
         history=session.messages,
         from_chat=True,
         factory=factory,
-        clock=app.clock,
+        clock=clock,
     )
 
 
-async def continue_pane(app: ChatApp, handoff: ChatHandoff) -> None:
-    """The chat goes on with a compare pane: its model, and its conversation as the context."""
-    app.session.switch_model(handoff.spec, handoff.base_url)
-    app.warm_up()
-    app.session.messages = list(handoff.messages)
-    await app.transcript.hide_greeting()
-    await app.transcript.add_note(
-        f"continuing pane {handoff.label} ({handoff.spec}) from the comparison: "
-        f"{len(handoff.records)} turn{'s' if len(handoff.records) != 1 else ''}",
-        "ok",
-    )
-    for rec in handoff.records:
-        await app.transcript.add_logged(rec, app.clock)
-    app.update_header()
+def take_over(session: ChatSession, handoff: ChatHandoff) -> str:
+    """The chat goes on with a compare pane: its model, and its conversation as the context; the note
+    that says so (the pane's turns are the handoff's records, for the transcript)."""
+    session.switch_model(handoff.spec, handoff.base_url)
+    session.messages = list(handoff.messages)
+    n = len(handoff.records)
+    return f"continuing pane {handoff.label} ({handoff.spec}) from the comparison: {n} turn{'s' if n != 1 else ''}"

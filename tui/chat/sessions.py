@@ -1,16 +1,17 @@
-"""The chat's session on disk: exporting its log (JSONL + CSV), and reopening a logged session in the chat."""
+"""The chat's session on disk: exporting its log (JSONL + CSV), and reopening a logged session.
+
+Both take the chat's ``ChatSession`` and return what happened, for the screen to draw and say.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from telemetry.export.formats import export
 from telemetry.log.turns import Skipped, data_dir
-from tui.runner import collect_between_turns
-
-if TYPE_CHECKING:
-    from tui.chat.app import ChatApp
+from telemetry.record import TurnRecord
+from tui.session import ChatSession
 
 RESUME_DRAWN = 20  # turns a resumed session draws in the transcript
 
@@ -19,59 +20,63 @@ def exports_dir() -> Path:
     return data_dir() / "exports"
 
 
-async def export_session(app: ChatApp) -> list[Path]:
-    """Write the session's log as JSONL and CSV under ``exports_dir()``; the paths, or [] (the user told why)."""
-    log = app.session.log
+@dataclass(frozen=True, slots=True)
+class Exported:
+    """An export: the files written (the JSONL, then the CSV) and the turns in them; no files when
+    there was nothing to export yet, or (``error``, the sentence for the user) when the disk said no."""
+
+    paths: tuple[Path, ...] = ()
+    turns: int = 0
+    error: str | None = None
+
+
+def export_session(session: ChatSession) -> Exported:
+    """Write the session's log as JSONL and CSV under ``exports_dir()``."""
+    log = session.log
     try:
         records = log.records()
     except OSError as exc:
-        app.notify(f"Export failed: could not read the session log: {exc}", severity="error")
-        return []
+        return Exported(error=f"Export failed: could not read the session log: {exc}")
     if not records:
-        app.notify("Nothing to export yet: no turn has finished.")
-        return []
+        return Exported()
     out_dir = exports_dir()
-    paths = [out_dir / f"{log.session_id}.jsonl", out_dir / f"{log.session_id}.csv"]
+    paths = (out_dir / f"{log.session_id}.jsonl", out_dir / f"{log.session_id}.csv")
     try:
         export(records, "jsonl", paths[0])
         export(records, "csv", paths[1])
     except OSError as exc:
-        app.notify(f"Export failed: {exc}", severity="error")
-        return []
-    app.last_export = paths
-    await app.transcript.add_note(f"exported {len(records)} turns: {paths[0]}  {paths[1]}", "ok")
-    app.notify(f"Exported {len(records)} turns to {out_dir}")
-    return paths
+        return Exported(error=f"Export failed: {exc}")
+    return Exported(paths, len(records))
 
 
-async def load_session(app: ChatApp, path: Path) -> None:
-    """Reopen a logged session: transcript, timelines, history; new turns append to the same log."""
-    if app.live is not None:
-        app.notify("Cancel the turn in flight first (Esc).", severity="warning")
-        return
+@dataclass(frozen=True, slots=True)
+class Reopened:
+    """A logged session the chat now continues: its last turns read (typed, oldest first), its turn
+    count, and one sentence for the lines that could not be read; or only ``error``, when the file
+    could not be opened (then the chat is unchanged)."""
+
+    records: tuple[TurnRecord, ...] = ()
+    turns: int = 0
+    skipped: str | None = None
+    error: str | None = None
+
+    @property
+    def drawn(self) -> tuple[TurnRecord, ...]:
+        """The turns the transcript draws (each is widgets to mount); the history and timelines get all."""
+        return self.records[-RESUME_DRAWN:]
+
+    @property
+    def note(self) -> str:
+        shown = f", the last {RESUME_DRAWN} shown" if len(self.records) > RESUME_DRAWN else ""
+        return f"{self.turns} turns{shown}"
+
+
+def reopen(session: ChatSession, path: Path) -> Reopened:
+    """Continue the session logged at ``path`` in ``session``: new turns append to the same log."""
     skipped = Skipped()
     try:
-        records = app.session.resume(path, skipped)
+        records = session.resume(path, skipped)
     except (OSError, ValueError) as exc:  # ValueError: a file name that is no session id
-        app.notify(f"Could not open {path}: {exc}", severity="error")
-        return
-    transcript = app.transcript
-    await transcript.remove_children()
-    # The last few turns drawn (each is widgets to mount); the history and timelines get all read.
-    for rec in records[-RESUME_DRAWN:]:
-        await transcript.add_logged(rec, app.clock)
-    await transcript.compact()
-    app.turns.show_logged(records)
-    app.pane.set_history(records)
-    if records:
-        app.pane.show_record(records[-1])
-    else:  # an empty session: the chat starts as a new one would
-        await transcript.show_greeting(app.target())
+        return Reopened(error=f"Could not open {path}: {exc}")
     # the turn count from the last index: the earlier turns are not read up front
-    turns = max((r.get("turn_index", -1) for r in records), default=-1) + 1
-    shown = f", the last {RESUME_DRAWN} shown" if len(records) > RESUME_DRAWN else ""
-    await transcript.add_note(f"resumed session {app.session.log.session_id}: {turns} turns{shown}", "ok")
-    if skipped:  # a torn or damaged line: said once, the rest of the session is there
-        await transcript.add_note(str(skipped.message()), "error")
-    app.update_header()
-    app.call_after_refresh(collect_between_turns)
+    return Reopened(tuple(records), session.turn_index, skipped.message() if skipped else None)

@@ -1,153 +1,136 @@
-"""A chat turn from Enter to its record: the hand-off between the chat screen and the stream thread.
+"""A chat turn from Enter to its record, told to the chat screen in three messages.
 
-The request runs on the stream thread (``tui.runner``); the UI only polls the recorder's snapshot at
-its frame rate (:meth:`ChatTurns.tick`): new text into the answer every frame, the telemetry pane at
-``PANE_FPS`` or on a phase change. When the record arrives, the answer gets its full render, the
-transcript the turn's outcome, the session its context, and the pane the turn's figures, render lag
-and timeline. At most one turn is in flight.
+:meth:`ChatTurns.start` sends the prompt on the stream thread (``tui.runner``) and says
+``TurnStarted`` once the request is on its way, or ``TurnFailed`` when the backend could not even be
+created. The turn then runs in a worker, in two steps: :meth:`ChatTurns.run` waits for its record,
+:meth:`ChatTurns.hand_off` folds it into the session's context and says ``TurnFinished``. The driver
+touches no widget: the screen's handlers draw each step, and its frames paint the turn in flight from
+its recorder. At most one turn is in flight.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import contextlib
 
-from textual.timer import Timer
+from textual.dom import DOMNode
+from textual.message import Message
 
 from backends.finish import finish_turn
-from telemetry.record import ErrorInfo, typed_records
+from telemetry.log.turns import SessionLog
+from telemetry.record import ErrorInfo, TurnRecord
 from telemetry.render import RenderLag
-from telemetry.timeline import Timeline, live_timeline, turn_timeline
-from tui.format import turn_label
-from tui.runner import LiveTurn, collect_between_turns
-from tui.widgets.error_card import ErrorCard
-from tui.widgets.transcript import AssistantMessage
+from tui.runner import LiveTurn
+from tui.session import ChatSession
 
-if TYPE_CHECKING:
-    from tui.chat.app import ChatApp
 
-PANE_FPS = 10  # the figures change slower than the text; a layout-free repaint at 10 fps reads as live
+class TurnStarted(Message):
+    """The request is on its way. ``live``: the turn in flight, whose recorder the frames paint;
+    ``lag``: its render lag, which the answer's paints stamp."""
+
+    def __init__(self, live: LiveTurn, prompt: str, lag: RenderLag) -> None:
+        super().__init__()
+        self.live = live
+        self.prompt = prompt
+        self.lag = lag
+
+
+class TurnFailed(Message):
+    """The turn could not start (an unknown model, a missing key): nothing was sent, nothing logged."""
+
+    def __init__(self, prompt: str, spec: str, error: ErrorInfo) -> None:
+        super().__init__()
+        self.prompt = prompt
+        self.spec = spec
+        self.error = error
+
+
+class TurnFinished(Message):
+    """The turn's record, logged and in the session's context; ``lag``: its render lag so far (the
+    answer's full render adds the last paint). ``log_error``: the log could not hold it;
+    ``trouble``: the turn ended some way the runner should never let it (said, the record kept)."""
+
+    def __init__(
+        self, live: LiveTurn, record: TurnRecord, lag: RenderLag, *, log_error: str | None, trouble: str | None
+    ) -> None:
+        super().__init__()
+        self.live = live
+        self.record = record
+        self.lag = lag
+        self.log_error = log_error
+        self.trouble = trouble
 
 
 class ChatTurns:
-    """The chat's turn in flight, and what the finished ones left for the pane (timelines, render lag)."""
+    """The chat's turn in flight: started, run and handed off; each step posted to ``host`` (the screen)."""
 
-    def __init__(self, app: ChatApp) -> None:
-        self.app = app
+    def __init__(self, session: ChatSession, host: DOMNode) -> None:
+        self.session = session
+        self.host = host
         self.live: LiveTurn | None = None
-        self.message: AssistantMessage | None = None
-        self.lag = RenderLag()
-        self.lag_by_turn: dict[int, dict[str, Any]] = {}
-        self.timelines: list[tuple[str, Timeline]] = []
-        self.starting = False  # busy from Enter on, though nothing is mounted yet
-        self._tick_timer: Timer | None = None
-        self._pane_phase = ""
-        self._pane_ns = 0
-
-    def attach(self, fps: float) -> None:
-        """Called once the app is mounted: the frame timer, paused between turns."""
-        self._tick_timer = self.app.set_interval(1 / fps, self.tick, pause=True)
+        self.starting = False  # from Enter until the request is on its way (a backend may be starting)
+        self._handed_off: asyncio.Event | None = None  # set once the turn in flight is handed off
 
     @property
     def busy(self) -> bool:
-        return self.live is not None or self.message is not None or self.starting
+        return self.starting or self.live is not None
 
-    def forget(self) -> None:
-        """A new chat: no timelines and no render lag of earlier turns."""
-        self.timelines = []
-        self.lag_by_turn = {}
-
-    def show_logged(self, records: Sequence[dict[str, Any]]) -> None:
-        """A reopened session's turns as the pane's timelines."""
-        # the log's lines were read as records there (read_records); typed here at the edge
-        self.timelines = [(turn_label(r.turn_index), turn_timeline(r)) for r in typed_records(records)]
-        self.app.pane.set_timelines(self.timelines)
-
-    async def send(self, prompt: str, submitted_ns: int | None = None) -> None:
-        """Start a turn; returns once it is running (the record arrives later).
-
-        ``submitted_ns``: the user's Enter (default: now); the record's ``own_delay_ms`` runs from it.
-        """
-        app = self.app
-        session, transcript = app.session, app.transcript
-        submitted_ns = app.clock() if submitted_ns is None else submitted_ns
-        self.lag = RenderLag()
-        app.pane.show_message(f"starting {session.spec}…")
+    async def start(self, prompt: str, submitted_ns: int) -> bool:
+        """Start a turn; returns once its request is on its way (True) or the user was told why it could
+        not start (False). ``submitted_ns``: the user's Enter; the record's ``own_delay_ms`` runs from it."""
+        session = self.session
         self.starting = True
         try:
             live = await session.start(prompt, submitted_ns=submitted_ns)
         except Exception as exc:  # the backend could not even be created (unknown model, missing key, ...)
-            self.starting = False
-            await transcript.hide_greeting()
-            await transcript.compact()
-            await transcript.add_user(prompt)
             error = ErrorInfo(
                 type=getattr(exc, "kind", None) or type(exc).__name__,
                 message=str(exc) or repr(exc),
                 hint=getattr(exc, "hint", None),
             )
-            await transcript.add_error(ErrorCard(error, session.spec, ""))
-            app.pane.show_message(f"could not start {session.spec}: {exc}")
-            return
-        # The request is on its way: the prompt and the answer's widgets are mounted while it travels
-        # (10-30 ms), not before it leaves, where they were ttft's own delay.
-        self.live = live
-        if self._tick_timer is not None:
-            self._tick_timer.resume()
-        self.tick(force=True)  # the pane goes live at once: the phase and the wait so far
-        try:
-            await transcript.hide_greeting()
-            await transcript.compact()  # a paint must not cost more the longer the chat
-            await transcript.add_user(prompt)
-            self.message = message = await transcript.add_assistant(app.clock, self.lag)
+            self.host.post_message(TurnFailed(prompt, session.spec, error))
+            return False
         finally:
             self.starting = False
-        app.update_header()
-        app.run_worker(self._await_turn(live, message), group="turn", exclusive=False)
+        self.live = live
+        self._handed_off = asyncio.Event()
+        lag = RenderLag()
+        self.host.post_message(TurnStarted(live, prompt, lag))
+        self.host.run_worker(self._follow(live, lag, session.log), group="turn", exclusive=False)
+        return True
 
-    async def _await_turn(self, live: LiveTurn, message: AssistantMessage) -> None:
-        app = self.app
+    async def _follow(self, live: LiveTurn, lag: RenderLag, log: SessionLog) -> None:
+        record, trouble = await self.run(live, log)
+        self.hand_off(live, record, lag, trouble)
+
+    async def run(self, live: LiveTurn, log: SessionLog) -> tuple[TurnRecord, str | None]:
+        """The turn's record once it has ended, and what went wrong if it ended abnormally."""
         try:
-            turn = await live.wait()
+            return await live.wait(), None
         except Exception as exc:  # should not happen: the runner turns every failure into a record
-            turn = finish_turn(live.recorder, app.session.log)  # logged and sunk, if not yet
-            app.notify(f"turn ended abnormally: {exc}", severity="error")
-        record = turn.to_dict()
-        if self._tick_timer is not None:
-            self._tick_timer.pause()
-        self.tick(force=True)  # the last frame: every chunk painted before the full render
-        self.live = None
-        await message.finalize(turn)
-        await app.transcript.add_outcome(turn)
-        if live.log_error:
-            await app.transcript.add_note(live.log_error, "error")
-        app.session.complete(record)
-        refreshed = asyncio.Event()
-        app.call_after_refresh(refreshed.set)  # after the final render's own lag stamp
-        await refreshed.wait()
-        lag = self.lag.summary()
-        self.lag_by_turn[turn.turn_index] = lag
-        app.pane.show_record(record, lag)
-        self.timelines.append((turn_label(turn.turn_index), turn_timeline(turn)))
-        app.pane.set_timelines(self.timelines)
-        app.pane.set_history(app.session.records)
-        self.message = None
-        app.call_after_refresh(collect_between_turns)
+            return finish_turn(live.recorder, log), f"turn ended abnormally: {exc}"  # logged, if not yet
 
-    def tick(self, force: bool = False) -> None:
-        """One frame: new text into the answer every frame; the pane at PANE_FPS or on a phase change."""
-        live, message = self.live, self.message
-        # Shutting down: Textual removes the widgets before it stops the app's timers, so a frame may
-        # still fire with the pane gone (a turn in flight at exit is cancelled and logged elsewhere).
-        if live is None or not self.app.is_running:
-            return
-        rec = live.recorder
-        now = self.app.clock()
-        snap = rec.snapshot(now)
-        if message is not None:  # None for the first frames: the answer's widget is mounted after the send
-            message.pump(rec, snap)
-        if force or snap.phase != self._pane_phase or now - self._pane_ns >= 1e9 / PANE_FPS:
-            self._pane_phase, self._pane_ns = snap.phase, now
-            self.app.pane.show_live(snap, rec.attempts, self.lag.summary())
-            self.app.pane.set_timelines([*self.timelines, ("now", live_timeline(snap, rec.attempts))])
+    def hand_off(self, live: LiveTurn, record: TurnRecord, lag: RenderLag, trouble: str | None = None) -> None:
+        """The record into the session's context (unless the chat has moved on to another conversation
+        meanwhile: then it is only logged), and to the screen."""
+        if self.session.live is live:
+            self.session.complete(record)
+        if self.live is live:
+            self.live = None
+            if self._handed_off is not None:
+                self._handed_off.set()
+        self.host.post_message(TurnFinished(live, record, lag, log_error=live.log_error, trouble=trouble))
+
+    def cancel(self) -> bool:
+        """Stop the turn in flight, if any (it ends as cancelled, with what arrived kept and logged)."""
+        if self.live is None:
+            return False
+        self.live.cancel()
+        return True
+
+    async def wait_idle(self, timeout: float | None = None) -> None:
+        """Until the turn in flight, if any, is handed off (or ``timeout`` seconds have passed)."""
+        handed_off = self._handed_off
+        if self.live is not None and handed_off is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(handed_off.wait(), timeout)

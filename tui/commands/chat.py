@@ -83,6 +83,6 @@ def run(args: argparse.Namespace) -> int:
             base_url = base_url or without_masked(records[-1].get("base_url"))  # logged with "***" in it
     factory = functools.partial(default_backend_factory, timeout_s=args.timeout) if args.timeout else None
     app = ChatApp(spec, settings=settings, base_url=base_url, resume=resume, factory=factory)
-    app.session.system_prompt = args.system
+    app.chat.session.system_prompt = args.system
     app.run()
     return app.return_code or 0  # 143 / 129 after SIGTERM / SIGHUP

@@ -1,7 +1,7 @@
 """``ttft compare``: the compare screen (``tui.compare.screen``) as an app of its own.
 
-Also where the chat and the scripts import the comparison's names from: the screen, its panes and
-the hand-off back to the chat.
+Also where the scripts import the comparison's names from: the screen, its panes and the hand-off
+back to the chat (the chat itself imports them from their own modules, the screen's only when it opens it).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual.app import App, CSSPathType, SystemCommand
+from textual.app import App, SystemCommand
 from textual.filter import LineFilter
 from textual.screen import Screen
 
@@ -22,6 +22,7 @@ from tui import signals
 from tui.compare.output import ChatHandoff
 from tui.compare.pane import PaneView
 from tui.compare.screen import CompareScreen
+from tui.palette import screen_commands
 from tui.runner import LoopThread
 from tui.terminal import with_drop_controls
 
@@ -29,20 +30,18 @@ __all__ = ["ChatHandoff", "CompareApp", "CompareScreen", "PaneView"]
 
 
 class CompareApp(App[int]):
-    """``ttft compare``: the compare screen on its own."""
+    """``ttft compare``: the compare screen on its own (its layout, keys and CSS are the screen's)."""
 
-    CSS_PATH: ClassVar[CSSPathType] = ["../chat/chat.tcss", "compare.tcss"]
     TITLE = "ttft compare"
-    # Textual declares this an instance attribute (not a ClassVar), so it is overridden as one.
-    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012
+    DEFAULT_MODE: ClassVar[str] = "compare"
 
     def __init__(self, backends: Sequence[Backend], **kwargs: Any) -> None:
         super().__init__()
         self.compare = CompareScreen(backends, **kwargs)
         self._signals: list[int] = []
-
-    def get_default_screen(self) -> Screen[Any]:
-        return self.compare
+        # The app's base screen as a mode, not get_default_screen(): Textual loads a mode's screen's own
+        # CSS_PATH, and a default screen's not.
+        self.add_mode("compare", lambda: self.compare)
 
     def on_mount(self) -> None:
         # SIGTERM / SIGHUP quit as ctrl+q does: the screen's unmount cancels the turns in flight and logs them
@@ -58,8 +57,7 @@ class CompareApp(App[int]):
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        if isinstance(screen, CompareScreen):
-            yield from screen.system_commands()
+        yield from screen_commands(self, screen)
 
     # The comparison's state, as scripts and tests read it.
     @property

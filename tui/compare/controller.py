@@ -104,7 +104,7 @@ class PaneController:
         self._to_ui(self._ui_started(pane, trial, recorder))
 
     def _done(self, pane: int, trial: int, record: TurnRecord) -> None:
-        self._to_ui(self._ui_done(pane, record, record.to_dict()))  # the log's dict made here, off the UI loop
+        self._to_ui(self._ui_done(pane, record))
 
     async def _ready(self) -> None:
         """Resolves once every pane just started is laid out and on screen: the requests go out then,
@@ -139,10 +139,10 @@ class PaneController:
             await view.render_final()  # sequential mode: the previous trial's answer in full first
             await view.start_trial(trial, self.repeat, recorder)
 
-    async def _ui_done(self, pane: int, record: TurnRecord, logged: dict[str, Any]) -> None:
+    async def _ui_done(self, pane: int, record: TurnRecord) -> None:
         view = self.host.views[pane]
         async with view.ui_lock:
-            await view.finish_trial(record, logged, render=False)
+            await view.finish_trial(record, render=False)
         self.host.pane_done()
         if not any(v.recorder is not None for v in self.host.views):  # nobody streams now: full renders
             for v in list(self.host.views):

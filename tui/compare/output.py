@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from backends.base import Message
 from backends.compare.runner import ComparePane, PromptResult
 from telemetry.compare.stats import Comparison, write_comparison
+from telemetry.record import TurnRecord
 from tui.compare.pane import PaneView
 
 
@@ -21,7 +21,7 @@ class ChatHandoff:
     spec: str
     base_url: str | None
     messages: tuple[Message, ...]  # the pane's conversation: the chat's context from now on
-    records: tuple[dict[str, Any], ...]  # the pane's turns in this comparison, for the chat's transcript
+    records: tuple[TurnRecord, ...]  # the pane's turns in this comparison, for the chat's transcript
     label: str
 
     @classmethod

@@ -42,8 +42,7 @@ class PaneView(Vertical):
         self.trials = 1
         self.timeline: Timeline | None = None
         self.wins: list[str] = []  # the summary columns this pane won on the last prompt
-        self.last_record: dict[str, Any] | None = None
-        self.turn_records: list[dict[str, Any]] = []
+        self.turn_records: list[TurnRecord] = []  # the last trial of each prompt: the pane's conversation
         self.ui_lock = asyncio.Lock()
         self._phase = ""
         self._unrendered: tuple[AssistantMessage | None, TurnRecord] | None = None
@@ -118,15 +117,13 @@ class PaneView(Vertical):
             self.set_status(pane_live_text(snap, self.trial, self.trials))
             self.timeline = live_timeline(snap, rec.attempts)
 
-    async def finish_trial(self, record: TurnRecord, logged: dict[str, Any], render: bool = True) -> None:
-        """The turn has ended (``logged``: its record as the log holds it, handed to the chat and the timeline):
-        figures now; the full render of the answer now or (``render=False``) at ``render_final``, so that
-        rendering one long answer never stalls panes still streaming."""
+    async def finish_trial(self, record: TurnRecord, render: bool = True) -> None:
+        """The turn has ended: figures now; the full render of the answer now or (``render=False``) at
+        ``render_final``, so that rendering one long answer never stalls panes still streaming."""
         self.tick(self.clock())  # last frame: every chunk painted before the full render
         self.recorder = None
-        self.last_record = logged
         if self.trial == self.trials - 1:  # as in the pane's conversation: the last trial of each prompt
-            self.turn_records.append(logged)
+            self.turn_records.append(record)
         self.lag_history.append(self.lag.summary())
         self.timeline = turn_timeline(record)
         self.set_status(pane_done_text(record))

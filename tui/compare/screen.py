@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import work
-from textual.app import ComposeResult, SystemCommand
+from textual.app import ComposeResult, CSSPathType, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Container, VerticalScroll
 from textual.screen import Screen
@@ -53,6 +53,9 @@ class CompareScreen(Screen["ChatHandoff | None"]):
     """The comparison itself: ``ttft compare`` shows it alone, and the chat opens it over itself
     (F9 or ``/compare SPEC``); from there, ``/chat A`` continues pane A's conversation in the chat."""
 
+    CSS_PATH: ClassVar[CSSPathType] = ["compare.tcss", "../widgets/transcript.tcss"]
+    # Textual declares this an instance attribute (not a ClassVar), so it is overridden as one.
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+e", "export", "Export", priority=True),

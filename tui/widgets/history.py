@@ -12,7 +12,7 @@ from textual.widgets import DataTable, Static
 
 from telemetry.diagnosis import diagnose_session
 from telemetry.duration import DASH, fmt_ms
-from telemetry.record import TurnRecord, typed_records
+from telemetry.record import TurnRecord
 from tui.format import short_model, turn_label, visible_controls
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "cancelled": "yellow"}
@@ -41,12 +41,6 @@ def _cells(r: TurnRecord) -> list[str | Text]:
     ]
 
 
-def _unreadable_cells(d: object) -> list[str | Text]:
-    """The row of a logged turn that does not read as a record (an old or hand-edited line): said, not drawn."""
-    index = d.get("turn_index") if isinstance(d, dict) else None
-    return [turn_label(index, ""), "", Text("unreadable", style="bold red"), *[DASH] * (len(COLUMNS) - 3)]
-
-
 def model_width(rows: Sequence[Sequence[str | Text]], width: int) -> int:
     """The model column's width: what the other columns leave of ``width``, so the last one
     is never cut off the pane's edge; MODEL_W while the width is unknown."""
@@ -67,11 +61,7 @@ class HistoryPanel(Vertical):
     """
 
     def compose(self) -> ComposeResult:
-        self._records: list[dict[str, Any]] = []
-        # Each record dict's typed form, kept across calls (id -> the dict and its record): the panel
-        # is redrawn after every turn, and reading a resumed session's turns again each time would
-        # cost the UI thread ~1 ms per turn.
-        self._typed: dict[int, tuple[dict[str, Any], list[TurnRecord]]] = {}
+        self._records: list[TurnRecord] = []
         self._drawn_w = -1
         table: DataTable[Any] = DataTable(cursor_type="row", zebra_stripes=True, id="history-table")
         table.add_columns(*COLUMNS)
@@ -82,25 +72,12 @@ class HistoryPanel(Vertical):
         if self._records and self.size.width != self._drawn_w:
             self.set_records(self._records)  # the model's name gets the new room
 
-    def _read(self, records: Sequence[dict[str, Any]]) -> list[TurnRecord | None]:
-        """Each dict's record, in order; None for one that does not read."""
-        kept: dict[int, tuple[dict[str, Any], list[TurnRecord]]] = {}
-        for d in records:
-            hit = self._typed.get(id(d))
-            kept[id(d)] = hit if hit is not None and hit[0] is d else (d, typed_records([d]))
-        self._typed = kept
-        return [next(iter(kept[id(d)][1]), None) for d in records]
-
-    def _typed_records(self, records: Sequence[dict[str, Any]]) -> list[TurnRecord]:
-        return [r for r in self._read(records) if r is not None]
-
-    def set_records(self, records: Sequence[dict[str, Any]]) -> None:
+    def set_records(self, records: Sequence[TurnRecord]) -> None:
         self._records = list(records)
         self._drawn_w = self.size.width
         table = self.query_one(DataTable)
         table.clear()
-        typed = self._read(records)
-        rows = [_cells(r) if r is not None else _unreadable_cells(d) for d, r in zip(records, typed, strict=True)]
+        rows = [_cells(r) for r in records]
         w = model_width(rows, self.size.width)
         for row in rows:
             row[1] = short_model(str(row[1]), w)
@@ -108,7 +85,5 @@ class HistoryPanel(Vertical):
         if records:
             table.move_cursor(row=len(records) - 1)
         table.refresh()  # the header row too: its cached line would keep the previous column widths on screen
-        summary = visible_controls(
-            diagnose_session([r for r in typed if r is not None])
-        )  # it may quote a server's error
+        summary = visible_controls(diagnose_session(records))  # it may quote a server's error
         self.query_one("#session-summary", Static).update(Text(summary, style="italic"))

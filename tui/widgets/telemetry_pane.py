@@ -1,6 +1,6 @@
 """The live telemetry pane: what is happening now, the last turn's figures, timelines, history.
 
-Everything shown comes from a recorder ``Snapshot``, a ``ttft.turn`` dict, the render-lag
+Everything shown comes from a recorder ``Snapshot``, a typed ``TurnRecord``, the render-lag
 summary or ``telemetry.diagnosis``: the pane formats, it never computes a metric.
 """
 
@@ -20,7 +20,6 @@ from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
 from telemetry.server.timings import ServerTimings, server_timings
 from telemetry.timeline import Timeline
-from telemetry.typed_read import RecordError
 from telemetry.wire import LIVE_LABEL, HttpInfo, WaitSplit
 from tui.format import PHASE_COLOR, fmt_num, short_spec, turn_label
 from tui.terminal import visible_text
@@ -155,13 +154,8 @@ def _wait_rows(t: Text, wait: WaitSplit | None, http: HttpInfo | None) -> None:
             _row(t, "rate limit", " · ".join(left) + " left")
 
 
-def record_text(record: TurnRecord | dict[str, Any], lag: dict[str, Any] | None = None) -> Text:
-    """A finished turn's figures, in the order the reference defines them (a logged dict is read
-    through ``TurnRecord.from_dict`` first; one that does not read says why)."""
-    try:
-        rec = record if isinstance(record, TurnRecord) else TurnRecord.from_dict(record)
-    except RecordError as exc:
-        return Text(f"This turn's record is unreadable: {exc}", style="dim")
+def record_text(rec: TurnRecord, lag: dict[str, Any] | None = None) -> Text:
+    """A finished turn's figures, in the order the reference defines them."""
     m, tok, status = rec.metrics, rec.tokens, rec.status
     t = Text()
     t.append(f" {status.upper()} ", style=f"bold reverse {PHASE_COLOR.get(status, '')}")
@@ -242,7 +236,7 @@ class TelemetryPane(VerticalScroll):
         self.query_one("#live", Static).update(text, layout=lines != self._live_lines)
         self._live_lines = lines
 
-    def show_record(self, rec: dict[str, Any], lag: dict[str, Any] | None = None) -> None:
+    def show_record(self, rec: TurnRecord, lag: dict[str, Any] | None = None) -> None:
         self._set_live(record_text(rec, lag))
         self.query_one("#live-gaps", Sparkline).display = False
 
@@ -253,5 +247,5 @@ class TelemetryPane(VerticalScroll):
     def set_timelines(self, rows: Sequence[tuple[str, Timeline]]) -> None:
         self.query_one(TimelineView).set_rows(rows)
 
-    def set_history(self, records: Sequence[dict[str, Any]]) -> None:
+    def set_history(self, records: Sequence[TurnRecord]) -> None:
         self.query_one(HistoryPanel).set_records(records)

@@ -1,13 +1,13 @@
 """The conversation: user messages, streamed Markdown answers with a reasoning block, notes, error cards.
 
-A finished turn is drawn from its typed ``TurnRecord``; a logged one (a dict read back from a session
-log) is typed first, by :meth:`Transcript.add_logged`.
+A finished turn is drawn from its typed ``TurnRecord``, whether it just ended or was read back from a
+session log (typed where the log is read, ``tui.session``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Group
@@ -22,7 +22,6 @@ from telemetry.duration import fmt_ms
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot, TurnRecorder
 from telemetry.render import RenderLag
-from telemetry.typed_read import RecordError
 from tui.format import visible_controls
 from tui.target import Target
 from tui.widgets.error_card import ErrorCard
@@ -295,21 +294,11 @@ class Transcript(VerticalScroll):
         return card
 
     async def add_record(self, record: TurnRecord, clock: Callable[[], int]) -> None:
-        """A finished (e.g. resumed) turn, drawn as if it had just ended."""
+        """A finished turn (a resumed session's, a compare pane's handed over), drawn as if it had just ended."""
         await self.add_user(record.prompt)
         msg = await self.add_assistant(clock)
         await msg.finalize(record)
         await self.add_outcome(record)
-
-    async def add_logged(self, data: Mapping[str, Any], clock: Callable[[], int]) -> None:
-        """A turn read back from a session log (or handed over as a dict), drawn as ``add_record`` would;
-        one whose fields do not read as a turn's is said so in a note (its line stays in the log)."""
-        try:
-            record = TurnRecord.from_dict(data)
-        except RecordError as exc:
-            await self.add_note(f"a logged turn could not be shown: {exc}", "error")
-            return
-        await self.add_record(record, clock)
 
     async def add_outcome(self, record: TurnRecord) -> None:
         if record.status == "error":

@@ -11,6 +11,7 @@ import pytest
 from backends.local.models import LocalModelError
 from backends.local.speculative import SPEC_MIN_MATCH, SPEC_NUM_PRED, PromptLookup, SpecSettings
 from telemetry import events as ev
+from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
 from telemetry.speculative import draft_stats, speculative_summary
@@ -180,7 +181,7 @@ async def test_llama_server_drafting_reaches_the_record_and_the_live_snapshot(fa
     mid = [x for x in live if x]
     assert len(mid) >= 10 and mid[0]["drafted"] < 24
     assert all(a["drafted"] <= b["drafted"] for a, b in pairwise(mid))
-    assert "75% accepted (18/24) · 1.9 tok/step" in record_text(d).plain
+    assert "75% accepted (18/24) · 1.9 tok/step" in record_text(TurnRecord.from_dict(d)).plain
 
 
 async def test_llama_server_without_drafting_has_no_speculative_figures(fake_server: FakeServer) -> None:
@@ -192,7 +193,7 @@ async def test_llama_server_without_drafting_has_no_speculative_figures(fake_ser
         d = await one_turn(b)
     finally:
         await b.aclose()
-    assert d["metrics"]["speculative"] is None and "draft" not in record_text(d).plain
+    assert d["metrics"]["speculative"] is None and "draft" not in record_text(TurnRecord.from_dict(d)).plain
 
 
 # --- the pane -----------------------------------------------------------------------------------
@@ -207,12 +208,16 @@ def test_pane_line_for_a_finished_turn_and_for_an_old_record() -> None:
     )
     rec.feed(ev.Finished(T0 + 480 * MS, "stop"))
     d = rec.finish().to_dict()
-    assert "62% accepted (31/50) · 1.8 tok/step" in record_text(d).plain
+    assert "62% accepted (31/50) · 1.8 tok/step" in record_text(TurnRecord.from_dict(d)).plain
     old = {**d, "metrics": {k: v for k, v in d["metrics"].items() if k != "speculative"}}
-    assert "62% accepted (31/50) · 1.8 tok/step" in record_text(old).plain  # logged before the field existed
+    assert (
+        "62% accepted (31/50) · 1.8 tok/step" in record_text(TurnRecord.from_dict(old)).plain
+    )  # logged before the field existed
     off = {"drafted": 0, "accepted": 0, "verify_batch": 1}
     refused = {"llama.cpp": {"decode_ms": 300.0, "decode_steps": 9, "speculative": off}}
-    text = record_text({**d, "metrics": {**d["metrics"], "speculative": None}, "server": refused}).plain
+    text = record_text(
+        TurnRecord.from_dict({**d, "metrics": {**d["metrics"], "speculative": None}, "server": refused})
+    ).plain
     assert "not bit-identical" in text and "accepted" not in text
 
 
@@ -223,7 +228,7 @@ async def test_pane_shows_acceptance_while_the_turn_streams() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         app.query_one("#prompt").value = "rename it"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: "accepted" in str(app.pane.query_one("#live").content))
-        pane = str(app.pane.query_one("#live").content)
+        await wait_until(pilot, lambda: "accepted" in str(app.chat.pane.query_one("#live").content))
+        pane = str(app.chat.pane.query_one("#live").content)
         assert pane.lstrip().startswith("STREAMING") and "62% accepted (5/8) · 2.2 tok/step" in pane
-        assert "draft" in live_text(app.live.recorder.snapshot()).plain
+        assert "draft" in live_text(app.chat.live.recorder.snapshot()).plain

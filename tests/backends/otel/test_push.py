@@ -173,8 +173,10 @@ def test_chat_turn_in_the_pilot_arrives(srv: FakeServer, rx: OtlpReceiver, tmp_p
             for k in range(2):
                 app.query_one("#prompt").value = f"question {k}"
                 await pilot.press("enter")
-                await wait_until(pilot, lambda k=k: len(app.session.records) == k + 1 and not app.busy, timeout=20)
-            return list(app.session.records)
+                await wait_until(
+                    pilot, lambda k=k: len(app.chat.session.records) == k + 1 and not app.chat.busy, timeout=20
+                )
+            return [r.to_dict() for r in app.chat.session.records]  # as the log and the spans hold them
 
     shown = asyncio.run(chat())
     assert otel.uninstall() is None  # flushed: nothing lost

@@ -106,18 +106,18 @@ async def test_resume_of_a_2000_turn_log_draws_the_last_turn_from_a_bounded_read
         users = [str(m.content) for m in app.query(UserMessage)]
         assert users[-1] == f"question {TURNS - 1}" and len(users) < 100  # the last turns, not 2,000 widgets
         assert app.query(AssistantMessage)
-        assert app.session.records[-1]["answer"] == f"answer {TURNS - 1}"
+        assert app.chat.session.records[-1].answer == f"answer {TURNS - 1}"
         assert up_front <= RESUME_TURNS + 5, up_front  # read backwards from the end, not all 2,000 lines
         assert app.query_one("#history-table").row_count == RESUME_TURNS
         # the next turn still carries the whole conversation as context (read meanwhile, in a thread)
         app.query_one("#prompt").value = "and now?"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: len(app.session.records) == RESUME_TURNS + 1, timeout=30)
+        await wait_until(pilot, lambda: len(app.chat.session.records) == RESUME_TURNS + 1, timeout=30)
         sent = backend.requests[-1].messages
         assert len(sent) == 2 * TURNS + 1
         assert sent[0].content == "question 0" and sent[1].content == "answer 0"
         assert sent[-2].content == f"answer {TURNS - 1}" and sent[-1].content == "and now?"
-        assert app.session.records[-1]["turn_index"] == TURNS
+        assert app.chat.session.records[-1].turn_index == TURNS
 
 
 def _medians(path: Path) -> tuple[int, int, float, float]:

@@ -10,6 +10,7 @@ import pytest
 from textual.widgets import DataTable
 
 from telemetry import events as ev
+from telemetry.record import TurnRecord
 from tests.support.tui_support import TimedBackend, factory_for, wait_until
 from tui.chat.app import ChatApp
 from tui.screens.help import HelpScreen
@@ -35,34 +36,34 @@ async def test_turn_goes_through_phases_and_is_logged() -> None:
     app = ChatApp("fake:timed", factory=factory_for(backend))
     shown: list[str] = []
     async with app.run_test(size=(120, 40)) as pilot:
-        show_live = app.pane.show_live
+        show_live = app.chat.pane.show_live
 
         def spy(snap, *a, **k):  # what the pane was asked to draw, frame by frame
             show_live(snap, *a, **k)
-            shown.append(str(app.pane.query_one("#live").content).split()[0])
+            shown.append(str(app.chat.pane.query_one("#live").content).split()[0])
 
-        app.pane.show_live = spy
+        app.chat.pane.show_live = spy
         await send(pilot, app, "hello")
-        await wait_until(pilot, lambda: not app.busy and len(app.session.records) == 1)
-        rec = app.session.records[0]
-        assert rec["status"] == "ok"
+        await wait_until(pilot, lambda: not app.chat.busy and len(app.chat.session.records) == 1)
+        rec = app.chat.session.records[0]
+        assert rec.status == "ok"
         order = [p for p in dict.fromkeys(shown) if p != "STARTING"]  # STARTING: Enter -> send, if a frame saw it
         assert order == ["WAITING", "REASONING", "STREAMING", "OK"], order
-        assert rec["answer"].startswith("w00 w01")
-        pane = str(app.pane.query_one("#live").content)
+        assert rec.answer.startswith("w00 w01")
+        pane = str(app.chat.pane.query_one("#live").content)
         assert pane.startswith(" OK ") and "TTFT" in pane and "TPOT" in pane and "render lag" in pane
-        assert rec["diagnosis"][:30] in pane
-        lines = app.session.log.path.read_text().splitlines()
+        assert rec.diagnosis[:30] in pane
+        lines = app.chat.session.log.path.read_text().splitlines()
         assert json.loads(lines[0])["prompt"] == "hello"
-        assert app.lag_by_turn[0]["paints"] >= 1
+        assert app.chat.lag_by_turn[0]["paints"] >= 1
         msg = app.query_one(AssistantMessage)
         assert msg.reasoning.collapsed and "thought for" in str(msg.reasoning.title)
 
 
-async def run_turn_and_wait(pilot, app: ChatApp, text: str, n: int) -> dict:
+async def run_turn_and_wait(pilot, app: ChatApp, text: str, n: int) -> TurnRecord:
     await send(pilot, app, text)
-    await wait_until(pilot, lambda: not app.busy and len(app.session.records) == n)
-    return app.session.records[-1]
+    await wait_until(pilot, lambda: not app.chat.busy and len(app.chat.session.records) == n)
+    return app.chat.session.records[-1]
 
 
 async def test_escape_cancels_mid_stream_and_keeps_partial_answer() -> None:
@@ -70,18 +71,20 @@ async def test_escape_cancels_mid_stream_and_keeps_partial_answer() -> None:
     app = ChatApp("fake:timed", factory=factory_for(backend))
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, app, "long one")
-        await wait_until(pilot, lambda: app.live is not None and app.live.recorder.snapshot().visible_tokens >= 5)
+        await wait_until(
+            pilot, lambda: app.chat.live is not None and app.chat.live.recorder.snapshot().visible_tokens >= 5
+        )
         await pilot.press("escape")
-        await wait_until(pilot, lambda: not app.busy and len(app.session.records) == 1)
-        rec = app.session.records[0]
-        assert rec["status"] == "cancelled"
-        assert rec["answer"].startswith("w00 w01 w02 w03 w04")
-        assert len(rec["answer"]) < 200 * 4
+        await wait_until(pilot, lambda: not app.chat.busy and len(app.chat.session.records) == 1)
+        rec = app.chat.session.records[0]
+        assert rec.status == "cancelled"
+        assert rec.answer.startswith("w00 w01 w02 w03 w04")
+        assert len(rec.answer) < 200 * 4
         notes = [str(n.content) for n in app.query(NoteMessage)]
         assert any("cancelled" in n and "partial answer is kept" in n for n in notes)
         # what arrived stays in the conversation, and the log has the turn
-        assert app.session.messages[-1].content == rec["answer"]
-        assert json.loads(app.session.log.path.read_text().splitlines()[0])["status"] == "cancelled"
+        assert app.chat.session.messages[-1].content == rec.answer
+        assert json.loads(app.chat.session.log.path.read_text().splitlines()[0])["status"] == "cancelled"
 
 
 async def test_error_card_then_the_chat_goes_on() -> None:
@@ -89,16 +92,16 @@ async def test_error_card_then_the_chat_goes_on() -> None:
     app = ChatApp("fake:timed", factory=factory_for(failing))
     async with app.run_test(size=(100, 30)) as pilot:
         rec = await run_turn_and_wait(pilot, app, "hi", 1)
-        assert rec["status"] == "error"
+        assert rec.status == "error"
         card = app.query_one(ErrorCard)
         text = str(card.content)
         assert "HTTP 429" in text and "Rate limit reached" in text and "Try:" in text
         assert "No answer text arrived" in text
-        assert "failed" in str(app.pane.query_one("#live").content)
-        assert app.session.messages == []  # a failed turn leaves the context unchanged
-        app.session.backend = TimedBackend(first_ms=5, token_ms=1, visible=3)
+        assert "failed" in str(app.chat.pane.query_one("#live").content)
+        assert app.chat.session.messages == []  # a failed turn leaves the context unchanged
+        app.chat.session.backend = TimedBackend(first_ms=5, token_ms=1, visible=3)
         rec2 = await run_turn_and_wait(pilot, app, "again", 2)
-        assert rec2["status"] == "ok" and rec2["turn_index"] == 1
+        assert rec2.status == "ok" and rec2.turn_index == 1
 
 
 class ExplodingBackend(TimedBackend):
@@ -112,7 +115,7 @@ async def test_backend_bugs_never_crash_the_app() -> None:
     app = ChatApp("fake:x", factory=factory_for(ExplodingBackend()))
     async with app.run_test(size=(100, 30)) as pilot:
         rec = await run_turn_and_wait(pilot, app, "hi", 1)
-        assert rec["status"] == "error" and rec["answer"] == "partial "
+        assert rec.status == "error" and rec.answer == "partial "
         assert "partial answer above is kept" in str(app.query_one(ErrorCard).content)
 
     def broken_factory(spec, base_url):
@@ -123,7 +126,7 @@ async def test_backend_bugs_never_crash_the_app() -> None:
         await send(pilot, app2, "hi")
         await wait_until(pilot, lambda: len(app2.query(ErrorCard)) == 1)
         assert "unknown provider" in str(app2.query_one(ErrorCard).content)
-        assert not app2.busy
+        assert not app2.chat.busy
 
 
 async def test_settings_screen_applies_to_next_turn_and_is_recorded() -> None:
@@ -142,8 +145,8 @@ async def test_settings_screen_applies_to_next_turn_and_is_recorded() -> None:
         await wait_until(pilot, lambda: not isinstance(app.screen, SettingsScreen))
         assert "max 64 tok" in str(app.query_one("#header").content)
         rec = await run_turn_and_wait(pilot, app, "hi", 1)
-        s = rec["settings"]
-        assert (s["max_output_tokens"], s["temperature"], s["reasoning_effort"], s["stream"]) == (
+        s = rec.settings
+        assert (s.max_output_tokens, s.temperature, s.reasoning_effort, s.stream) == (
             64,
             0.2,
             "high",
@@ -154,7 +157,7 @@ async def test_settings_screen_applies_to_next_turn_and_is_recorded() -> None:
         await pilot.press("ctrl+t")
         await pilot.press("ctrl+o")
         rec = await run_turn_and_wait(pilot, app, "again", 2)
-        assert rec["settings"]["stream"] is True and rec["settings"]["reasoning_effort"] is None
+        assert rec.settings.stream is True and rec.settings.reasoning_effort is None
 
 
 async def test_bad_settings_are_refused_with_a_message() -> None:
@@ -169,7 +172,7 @@ async def test_bad_settings_are_refused_with_a_message() -> None:
         assert "whole number" in str(app.screen.query_one("#settings-error").content)
         await pilot.press("escape")
         await wait_until(pilot, lambda: not isinstance(app.screen, SettingsScreen))
-        assert app.session.settings.max_output_tokens is None
+        assert app.chat.session.settings.max_output_tokens is None
 
 
 async def test_model_switch_applies_to_next_turn() -> None:
@@ -187,8 +190,8 @@ async def test_model_switch_applies_to_next_turn() -> None:
         app.screen.query_one("#model").value = "fake:two"
         await pilot.click("#apply")
         rec = await run_turn_and_wait(pilot, app, "b", 2)
-        assert made == ["fake:one", "fake:two"] and rec["model"] == "two"
-        assert [r["model"] for r in app.session.records] == ["one", "two"]
+        assert made == ["fake:one", "fake:two"] and rec.model == "two"
+        assert [r.model for r in app.chat.session.records] == ["one", "two"]
 
 
 async def test_export_writes_jsonl_and_csv_and_shows_paths(data_dir: Path) -> None:
@@ -197,8 +200,8 @@ async def test_export_writes_jsonl_and_csv_and_shows_paths(data_dir: Path) -> No
         await run_turn_and_wait(pilot, app, "one", 1)
         await run_turn_and_wait(pilot, app, "two", 2)
         await pilot.press("ctrl+e")
-        await wait_until(pilot, lambda: bool(app.last_export))
-        jsonl, csv_path = app.last_export
+        await wait_until(pilot, lambda: bool(app.chat.last_export))
+        jsonl, csv_path = app.chat.last_export
         assert jsonl.parent == data_dir / "exports"
         rows = [json.loads(x) for x in jsonl.read_text().splitlines()]
         assert [r["prompt"] for r in rows] == ["one", "two"]
@@ -215,16 +218,16 @@ async def test_resume_reloads_transcript_and_continues_the_log() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         await run_turn_and_wait(pilot, app, "first question", 1)
         await run_turn_and_wait(pilot, app, "second question", 2)
-        path = app.session.log.path
+        path = app.chat.session.log.path
     backend2 = TimedBackend(first_ms=5, token_ms=1, visible=4)
     app2 = ChatApp("fake:timed", factory=factory_for(backend2), resume=path)
     async with app2.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: len(app2.query(UserMessage)) == 2)
         assert [str(m.content) for m in app2.query(UserMessage)] == ["first question", "second question"]
         assert app2.query_one("#history-table").row_count == 2
-        assert app2.session.log.session_id == path.stem
+        assert app2.chat.session.log.session_id == path.stem
         rec = await run_turn_and_wait(pilot, app2, "third", 3)
-        assert rec["turn_index"] == 2
+        assert rec.turn_index == 2
         sent = backend2.requests[-1].messages
         assert [m.content for m in sent[::2]] == ["first question", "second question", "third"]
         assert len(path.read_text().splitlines()) == 3
@@ -234,14 +237,14 @@ async def test_sessions_screen_reopens_a_past_session() -> None:
     app = ChatApp("fake:timed", factory=factory_for(TimedBackend(first_ms=5, token_ms=1, visible=3)))
     async with app.run_test(size=(120, 40)) as pilot:
         await run_turn_and_wait(pilot, app, "old chat", 1)
-        old = app.session.log.session_id
+        old = app.chat.session.log.session_id
         await pilot.press("ctrl+n")
-        await wait_until(pilot, lambda: app.session.log.session_id != old and not app.query(UserMessage))
+        await wait_until(pilot, lambda: app.chat.session.log.session_id != old and not app.query(UserMessage))
         await pilot.press("f3")
         await wait_until(pilot, lambda: isinstance(app.screen, SessionsScreen))
         assert app.screen.query_one(DataTable).row_count == 1
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.session.log.session_id == old and len(app.query(UserMessage)) == 1)
+        await wait_until(pilot, lambda: app.chat.session.log.session_id == old and len(app.query(UserMessage)) == 1)
         assert str(app.query_one(UserMessage).content) == "old chat"
 
 
@@ -253,13 +256,13 @@ async def test_regenerate_copy_help_and_pane_toggle() -> None:
         app.copy_to_clipboard = copied.append  # type: ignore[method-assign]
         await run_turn_and_wait(pilot, app, "q", 1)
         await pilot.press("ctrl+r")
-        await wait_until(pilot, lambda: not app.busy and len(app.session.records) == 2)
-        assert [r["prompt"] for r in app.session.records] == ["q", "q"]
+        await wait_until(pilot, lambda: not app.chat.busy and len(app.chat.session.records) == 2)
+        assert [r.prompt for r in app.chat.session.records] == ["q", "q"]
         assert len(backend.requests[-1].messages) == 1  # the first answer is not in the context
         await pilot.press("ctrl+y")
-        assert copied == [app.session.records[-1]["answer"]]
+        assert copied == [app.chat.session.records[-1].answer]
         await pilot.press("f4")
-        assert not app.pane.display or app.pane.has_class("-hidden")
+        assert not app.chat.pane.display or app.chat.pane.has_class("-hidden")
         await pilot.press("f1")
         await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
         await pilot.press("escape")
@@ -285,12 +288,12 @@ def test_pane_shows_the_engines_own_split_for_each_server_format() -> None:
     llama_server = {
         "llama": {"prompt_n": 120, "prompt_ms": 80.0, "predicted_n": 50, "predicted_ms": 900.0, "cache_n": 64}
     }
-    text = record_text({**base, "server": llama_server}).plain
+    text = record_text(TurnRecord.from_dict({**base, "server": llama_server})).plain
     assert "llama prefill" in text and "120 tok in 80 ms" in text and "64 prompt tokens from cache" in text
     ollama = {
         "ollama": {"prompt_eval_count": 30, "prompt_eval_duration": 50_000_000, "eval_count": 9, "eval_duration": 2e9}
     }
-    text = record_text({**base, "server": ollama}).plain
+    text = record_text(TurnRecord.from_dict({**base, "server": ollama})).plain
     assert "30 tok in 50 ms" in text and "9 tok in 2.0 s" in text
     engine = {
         "llama.cpp": {
@@ -306,7 +309,7 @@ def test_pane_shows_the_engines_own_split_for_each_server_format() -> None:
         },
         "model": {"n_ctx": 4096},
     }
-    text = record_text({**base, "server": engine}).plain
+    text = record_text(TurnRecord.from_dict({**base, "server": engine})).plain
     assert "engine prefill" in text and "135 reused from cache" in text and "119 tok in 4.7 s" in text
     assert "282 tokens = 3.0 MiB of n_ctx 4,096" in text and "78% accepted (31/40)" in text
     assert "n_ctx 4096" not in text  # the load info is not dumped raw

@@ -8,8 +8,10 @@ import pytest
 
 from telemetry.log.turns import read_records
 from tests.support.tui_support import TimedBackend, wait_until
-from tui.chat.app import ChatApp, CompareSpecScreen
-from tui.compare.app import CompareScreen, PaneView
+from tui.chat.app import ChatApp
+from tui.chat.compare import CompareSpecScreen
+from tui.compare.pane import PaneView
+from tui.compare.screen import CompareScreen
 from tui.widgets.transcript import UserMessage
 
 
@@ -45,7 +47,7 @@ async def test_f9_opens_compare_with_the_chat_model_and_chat_a_continues_a_pane(
     app = ChatApp("fake:first", factory=factory)
     async with app.run_test(size=(160, 48)) as pilot:
         await submit(pilot, app, "hello")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy)
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy)
 
         await pilot.press("f9")
         await wait_until(pilot, lambda: isinstance(app.screen, CompareSpecScreen))
@@ -68,14 +70,17 @@ async def test_f9_opens_compare_with_the_chat_model_and_chat_a_continues_a_pane(
 
         await submit(pilot, app, "/chat B")
         await wait_until(pilot, lambda: not isinstance(app.screen, CompareScreen))
-        await wait_until(pilot, lambda: app.session.spec == "fake:second")
-        assert [m.content for m in app.session.messages][-2:] == ["compare this", "second0 second1 second2 second3 "]
+        await wait_until(pilot, lambda: app.chat.session.spec == "fake:second")
+        assert [m.content for m in app.chat.session.messages][-2:] == [
+            "compare this",
+            "second0 second1 second2 second3 ",
+        ]
         assert "fake · second" in str(app.query_one("#header").content)
         await wait_until(pilot, lambda: [u.prompt for u in app.query(UserMessage)][-1:] == ["compare this"])
 
         # the chat goes on with pane B's model and conversation
         await submit(pilot, app, "and now?")
-        await wait_until(pilot, lambda: len(app.session.records) == 2 and not app.busy)
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 2 and not app.chat.busy)
         last = factory.backends("fake:second")[-1].requests[-1]
         assert [m.content for m in last.messages] == [
             "hello",
@@ -84,10 +89,10 @@ async def test_f9_opens_compare_with_the_chat_model_and_chat_a_continues_a_pane(
             "second0 second1 second2 second3 ",
             "and now?",
         ]
-        assert app.session.records[-1]["model"] == "second"
+        assert app.chat.session.records[-1].model == "second"
     # the comparison's turns were logged with their comparison id; the chat's own log goes on
     logs = {p.stem: list(read_records(p)) for p in (data_dir / "sessions").glob("*.jsonl")}
-    chat = logs.pop(app.session.log.session_id)
+    chat = logs.pop(app.chat.session.log.session_id)
     assert [r["prompt"] for r in chat] == ["hello", "and now?"]
     (compared,) = logs.values()
     assert sorted(r["model"] for r in compared) == ["first", "second"]
@@ -103,15 +108,15 @@ async def test_compare_command_then_escape_leaves_the_chat_as_it_was() -> None:
         screen = app.screen
         await pilot.press("ctrl+n")  # a chat key does nothing to the chat under the compare screen
         await pilot.pause(0.1)
-        assert isinstance(app.screen, CompareScreen) and app.session.records == []
+        assert isinstance(app.screen, CompareScreen) and app.chat.session.records == []
         await pilot.press("escape")
         await wait_until(pilot, lambda: not isinstance(app.screen, CompareScreen))
-        assert app.session.spec == "fake:first" and app.session.messages == []
+        assert app.chat.session.spec == "fake:first" and app.chat.session.messages == []
         assert not screen.is_attached  # its backends and stream thread went with it
         assert screen.stream.loop.is_closed()
         await submit(pilot, app, "still here")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy)
-        assert app.session.records[0]["model"] == "first"
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy)
+        assert app.chat.session.records[0].model == "first"
 
 
 async def test_a_bad_spec_stays_in_the_chat_with_a_message() -> None:

@@ -27,13 +27,13 @@ def server():
 
 def spy_pane(app: ChatApp) -> list[str]:
     shown: list[str] = []
-    show_live = app.pane.show_live
+    show_live = app.chat.pane.show_live
 
     def spy(snap, *a, **k):
         show_live(snap, *a, **k)
-        shown.append(str(app.pane.query_one("#live").content))
+        shown.append(str(app.chat.pane.query_one("#live").content))
 
-    app.pane.show_live = spy  # type: ignore[method-assign]
+    app.chat.pane.show_live = spy  # type: ignore[method-assign]
     return shown
 
 
@@ -52,20 +52,20 @@ async def test_phases_and_server_timings_over_the_wire(server: FakeServer) -> No
     async with app.run_test(size=(140, 44)) as pilot:
         shown = spy_pane(app)
         await send(pilot, app, "explain")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=20)
-        rec = app.session.records[0]
-        assert rec["status"] == "ok", rec["error"]
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, timeout=20)
+        rec = app.chat.session.records[0]
+        assert rec.status == "ok", rec.error
         phases = list(dict.fromkeys(s.split()[0] for s in shown))
         # STARTING: Enter -> the send (ttft's own delay), shown only while the request is not out yet
         assert [p for p in phases if p != "STARTING"] == ["WAITING", "REASONING", "STREAMING", "OK"], phases
         assert any("waiting for the first token" in s for s in shown)
         assert any("thinking" in s and "tokens" in s for s in shown)
         assert any("tokens/s" in s for s in shown)
-        pane = str(app.pane.query_one("#live").content)
+        pane = str(app.chat.pane.query_one("#live").content)
         # the engine's own split, next to the client's figures
         assert "prefill" in pane and "decode" in pane
-        assert 200 <= rec["metrics"]["ttft_ms"] < 2000
-        assert rec["tokens"]["source"] == "usage" and rec["tokens"]["output"] == 52
+        assert 200 <= rec.metrics.ttft_ms < 2000
+        assert rec.tokens.source == "usage" and rec.tokens.output == 52
         assert server.wait_for(lambda r: r.completed) is not None  # the handler may finish after the client
 
 
@@ -77,11 +77,11 @@ async def test_retry_after_429_is_shown_while_waiting(server: FakeServer) -> Non
     async with app.run_test(size=(140, 44)) as pilot:
         shown = spy_pane(app)
         await send(pilot, app, "hi")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=20)
-        rec = app.session.records[0]
-        assert rec["status"] == "ok" and rec["attempts"] == 2
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, timeout=20)
+        rec = app.chat.session.records[0]
+        assert rec.status == "ok" and len(rec.attempts) == 2
         assert any("attempt 2 after a 429, waited" in s for s in shown), shown[:5]
-        tl = app.pane.query_one("#timeline").render().plain
+        tl = app.chat.pane.query_one("#timeline").render().plain
         assert "↻" in tl
 
 
@@ -90,7 +90,7 @@ async def test_http_error_becomes_an_error_card(server: FakeServer) -> None:
     app = ChatApp("compat:fake-model", base_url=server.openai_base_url)
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, app, "hi")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=20)
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, timeout=20)
         text = str(app.query_one(ErrorCard).content)
         assert "HTTP 401" in text and "Incorrect API key" in text
 
@@ -101,12 +101,14 @@ async def test_cancel_closes_the_stream_at_the_server(server: FakeServer) -> Non
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, app, "long")
         await wait_until(
-            pilot, lambda: app.live is not None and app.live.recorder.snapshot().visible_tokens >= 3, timeout=20
+            pilot,
+            lambda: app.chat.live is not None and app.chat.live.recorder.snapshot().visible_tokens >= 3,
+            timeout=20,
         )
         await pilot.press("escape")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=20)
-        rec = app.session.records[0]
-        assert rec["status"] == "cancelled" and rec["answer"].startswith("w00 ")
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, timeout=20)
+        rec = app.chat.session.records[0]
+        assert rec.status == "cancelled" and rec.answer.startswith("w00 ")
         assert server.wait_for(lambda r: r.disconnected, timeout=5) is not None
 
 
@@ -115,9 +117,9 @@ async def test_mid_stream_error_keeps_partial_answer(server: FakeServer) -> None
     app = ChatApp("compat:fake-model", base_url=server.openai_base_url)
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, app, "hi")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=20)
-        rec = app.session.records[0]
-        assert rec["status"] == "error" and rec["answer"].startswith("w00 w01")
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, timeout=20)
+        rec = app.chat.session.records[0]
+        assert rec.status == "error" and rec.answer.startswith("w00 w01")
         assert "partial answer above is kept" in str(app.query_one(ErrorCard).content)
 
 
@@ -128,4 +130,4 @@ async def test_a_bad_model_spec_is_an_error_card_with_a_hint() -> None:
         await wait_until(pilot, lambda: len(app.query(ErrorCard)) == 1, timeout=30)
         text = str(app.query_one(ErrorCard).content)
         assert "Unknown provider 'nope'" in text and "Try:" in text
-        assert not app.busy and app.session.records == []
+        assert not app.chat.busy and app.chat.session.records == []

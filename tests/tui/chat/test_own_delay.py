@@ -113,9 +113,9 @@ def test_the_live_view_counts_from_the_submit() -> None:
 
 
 def test_the_pane_shows_it_when_it_is_large() -> None:
-    shown = record_text(turn(300).finish().to_dict()).plain
+    shown = record_text(turn(300).finish()).plain
     assert "ttft's own" in shown and "300 ms" in shown
-    assert "ttft's own" not in record_text(turn(2).finish().to_dict()).plain
+    assert "ttft's own" not in record_text(turn(2).finish()).plain
 
 
 # --- the chat ----------------------------------------------------------------------------
@@ -129,11 +129,11 @@ async def test_a_chat_turn_records_its_own_delay() -> None:
     async with app.run_test(size=(120, 40)) as pilot:
         for i in range(2):
             await send(pilot, app, f"turn {i}")
-            await wait_until(pilot, lambda n=i: len(app.session.records) == n + 1 and not app.busy)
-        for rec in app.session.records:
-            m = rec["metrics"]
-            assert 0 <= m["own_delay_ms"] < 5000  # Enter -> send; the bound only catches a wrong origin
-            assert m["ttft_ms"] >= 20  # the backend's own wait, measured from its send as always
+            await wait_until(pilot, lambda n=i: len(app.chat.session.records) == n + 1 and not app.chat.busy)
+        for rec in app.chat.session.records:
+            m = rec.metrics
+            assert 0 <= m.own_delay_ms < 5000  # Enter -> send; the bound only catches a wrong origin
+            assert m.ttft_ms >= 20  # the backend's own wait, measured from its send as always
 
 
 class CountingFactory:
@@ -167,12 +167,12 @@ async def test_the_chat_warms_its_backend_up_before_the_first_enter() -> None:
     app = ChatApp("fake:warm", factory=factory, warm_up=True)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: bool(factory.made) and factory.made[0].warmed_before is not None)
-        assert app.session.backend is factory.made[0]
+        assert app.chat.session.backend is factory.made[0]
         await send(pilot, app, "hi")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy)
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy)
         assert factory.calls == 1  # the first turn used the warmed backend, it did not make another
         assert factory.made[0].warmed_before == 0
-        assert app.session.records[0]["status"] == "ok"
+        assert app.chat.session.records[0].status == "ok"
 
 
 async def test_a_backend_that_cannot_start_still_says_so_on_the_first_turn() -> None:
@@ -186,7 +186,7 @@ async def test_a_backend_that_cannot_start_still_says_so_on_the_first_turn() -> 
         await wait_until(pilot, lambda: len(app.query(ErrorCard)) == 1)
         assert "unknown provider" in str(app.query_one(ErrorCard).content)
         assert factory.calls == 1  # the warm-up's failure was the first turn's: not paid twice
-        assert not app.busy
+        assert not app.chat.busy
 
 
 async def test_a_turn_sent_while_the_backend_is_starting_waits_for_that_one() -> None:
@@ -202,9 +202,9 @@ async def test_a_turn_sent_while_the_backend_is_starting_waits_for_that_one() ->
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: bool(made))
         await send(pilot, app, "hi")  # while the warm-up is still creating it
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy)
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy)
         assert len(made) == 1  # one backend: the turn waited for the warm-up's
-        assert app.session.records[0]["status"] == "ok"
+        assert app.chat.session.records[0].status == "ok"
         assert made[0].warmed_before is not None
 
 
@@ -249,18 +249,18 @@ async def test_a_turn_sent_during_the_start_up_load_shows_the_wait_as_its_load_p
         backend.release.set()
 
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: app.session.backend is not None)
+        await wait_until(pilot, lambda: app.chat.session.backend is not None)
         threading.Thread(target=release_once_the_turn_waits, daemon=True).start()
         await send(pilot, app, "hi")  # the load cannot end before the release: no race with a slow machine
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=30)
-        m = app.session.records[0]["metrics"]
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, timeout=30)
+        m = app.chat.session.records[0].metrics
         rec = made[0]
         assert backend.loaded and rec.load_end_ns is not None and rec.submitted_ns is not None
-        assert m["load_ms"] >= hold_ms  # the wait for the load is the turn's load phase ...
+        assert m.load_ms >= hold_ms  # the wait for the load is the turn's load phase ...
         sent_ns = rec.attempts[0].sent_ns
         rest_ms = (sent_ns - rec.submitted_ns - (rec.load_end_ns - rec.load_start_ns)) / MS
-        assert m["own_delay_ms"] == pytest.approx(rest_ms, abs=0.01)  # ... not its own delay (only the rest)
-        assert m["ttft_ms"] >= 10  # and never inside TTFT
+        assert m.own_delay_ms == pytest.approx(rest_ms, abs=0.01)  # ... not its own delay (only the rest)
+        assert m.ttft_ms >= 10  # and never inside TTFT
 
 
 @pytest.fixture(scope="module")
@@ -273,15 +273,15 @@ async def test_the_real_chat_backend_process_is_started_and_warm_before_the_firs
     app = ChatApp("compat:fake-model", base_url=srv.openai_base_url)  # the real factory: a backend process
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: not [w for w in app.workers if w.group == "warm-up"], timeout=60)
-        backend = app.session.backend
+        backend = app.chat.session.backend
         assert backend is not None and type(backend).__name__ == "ProcessBackend"
         assert not [r for r in srv.requests if r.path.endswith("completions")]  # the warm-up sent nothing
         await send(pilot, app, "hi")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=30)
-        rec = app.session.records[0]
-        assert rec["status"] == "ok", rec["error"]
-        assert app.session.backend is backend
-        assert 0 <= rec["metrics"]["own_delay_ms"] < 5000
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, timeout=30)
+        rec = app.chat.session.records[0]
+        assert rec.status == "ok", rec.error
+        assert app.chat.session.backend is backend
+        assert 0 <= rec.metrics.own_delay_ms < 5000
 
 
 # --- compare -----------------------------------------------------------------------------

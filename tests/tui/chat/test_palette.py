@@ -18,7 +18,8 @@ from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Static
 
 from tests.support.tui_support import TimedBackend, factory_for, wait_until
-from tui.chat.app import ChatApp, CompareSpecScreen
+from tui.chat.app import ChatApp
+from tui.chat.compare import CompareSpecScreen
 from tui.compare.app import CompareApp, CompareScreen, PaneView
 from tui.screens.help import METRICS, HelpScreen
 from tui.screens.sessions import SessionsScreen
@@ -102,7 +103,7 @@ async def test_palette_in_compare_from_the_chat_goes_back_to_the_chat() -> None:
         await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen), timeout=15)
         await run_from_palette(pilot, app, "continue pane b", "Continue pane B in the chat")
         await wait_until(pilot, lambda: not isinstance(app.screen, CompareScreen))
-        assert "second" in app.session.spec
+        assert "second" in app.chat.session.spec
 
 
 def shown(screen: Any) -> str:

@@ -58,11 +58,15 @@ def live_state(prompt: str, n_chunks: int):
         await pilot.press("enter")
         await wait_until(
             pilot,
-            lambda: app.live is not None and len(app.live.recorder.chunks) == n_chunks and app.live.recorder.attempts,
+            lambda: (
+                app.chat.live is not None
+                and len(app.chat.live.recorder.chunks) == n_chunks
+                and app.chat.live.recorder.attempts
+            ),
         )
-        app._tick(force=True)
+        app.chat.frame(force=True)
         await pilot.pause(0.1)
-        app._tick(force=True)  # the pane now shows the render lag of the first paint
+        app.chat.frame(force=True)  # the pane now shows the render lag of the first paint
         await pilot.pause(0.1)
 
     return run_before
@@ -116,7 +120,7 @@ def test_done_with_timeline(snap_compare, size) -> None:
         for i, prompt in enumerate(["Say hi", "Think about primes", "Tell a long story"]):
             app.query_one("#prompt").value = prompt
             await pilot.press("enter")
-            await wait_until(pilot, lambda n=i: len(app.session.records) == n + 1 and not app.busy)
+            await wait_until(pilot, lambda n=i: len(app.chat.session.records) == n + 1 and not app.chat.busy)
         await pilot.pause(0.2)
 
     assert snap_compare(done_app(), terminal_size=size, run_before=run_before)
@@ -149,7 +153,7 @@ def test_error(snap_compare, size) -> None:
         for i, prompt in enumerate(["Write a haiku", "And another"]):
             app.query_one("#prompt").value = prompt
             await pilot.press("enter")
-            await wait_until(pilot, lambda n=i: len(app.session.records) == n + 1 and not app.busy)
+            await wait_until(pilot, lambda n=i: len(app.chat.session.records) == n + 1 and not app.chat.busy)
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)

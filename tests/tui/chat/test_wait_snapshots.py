@@ -70,7 +70,9 @@ def test_done_with_the_wait_split(snap_compare, size) -> None:
         for i, prompt in enumerate(["Say hi", "Summarise this long report"]):
             pilot.app.query_one("#prompt").value = prompt
             await pilot.press("enter")
-            await wait_until(pilot, lambda n=i: len(pilot.app.session.records) == n + 1 and not pilot.app.busy)
+            await wait_until(
+                pilot, lambda n=i: len(pilot.app.chat.session.records) == n + 1 and not pilot.app.chat.busy
+            )
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)

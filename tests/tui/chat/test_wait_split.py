@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from telemetry import events as ev
-from telemetry.record import TurnRecord
 from telemetry.timeline import live_timeline, turn_timeline
 from tests.fakes import Schedule
 from tests.fakes.tls_server import TLSFakeServer
@@ -39,25 +38,25 @@ async def test_the_chat_names_the_wire_phase_live_and_splits_the_timeline(tls: T
     async with app.run_test(size=(140, 44)) as pilot:
         shown = spy_pane(app)
         await send(pilot, app, "hi")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=20)
-        rec = app.session.records[0]
-        assert rec["status"] == "ok", rec["error"]
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, timeout=20)
+        rec = app.chat.session.records[0]
+        assert rec.status == "ok", rec.error
         assert any("sent, server working" in s for s in shown), shown[:8]
         assert any("headers in, waiting for the first token" in s for s in shown), shown[:8]
         i = next(i for i, s in enumerate(shown) if "sent, server working" in s)
         j = next(i for i, s in enumerate(shown) if "headers in" in s)
         assert i < j  # in the order they happen
-        pane = str(app.pane.query_one("#live").content)
+        pane = str(app.chat.pane.query_one("#live").content)
         assert "request id     req_pilot_1" in pane
         held = re.search(r"server (\d+) ms · first token (\d+) ms", pane)
         assert held is not None, pane
         # 600 ms held, then 400 ms (wide, for loaded CI: a late server thread moves time from one to the other)
         assert 450 <= int(held[1]) <= 1800 and 200 <= int(held[2]) <= 1200, pane
         assert "new · HTTP/1.1" in pane
-        tl = app.pane.query_one("#timeline").render().plain
+        tl = app.chat.pane.query_one("#timeline").render().plain
         assert "network" in tl and "server" in tl  # the legend names both parts
-        segs = {s.phase: s for s in turn_timeline(TurnRecord.from_dict(rec)).segments}
-        assert segs["server"].end_ms == pytest.approx(rec["metrics"]["ttft_ms"])
+        segs = {s.phase: s for s in turn_timeline(rec).segments}
+        assert segs["server"].end_ms == pytest.approx(rec.metrics.ttft_ms)
         assert segs["server"].end_ms - segs["server"].start_ms >= 800  # held headers + first token (1 s)
         assert segs["network"].start_ms < segs["server"].start_ms
 

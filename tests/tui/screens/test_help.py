@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from telemetry.record import TurnRecord
 from tui.screens.help import METRICS
 from tui.widgets.telemetry_pane import LABEL_W, record_text
 
@@ -34,7 +35,9 @@ def test_help_names_every_wait_row_of_the_pane() -> None:
     # F1's "one line per metric" covers the wait's rows (wait, network, connection, server part)
     # and ttft's own delay, not only the headline metrics.
     explained = {name.strip() for name, _ in METRICS}
-    labels = [line[:LABEL_W].strip() for line in record_text(_hosted_turn()).plain.splitlines()[1:]]
+    labels = [
+        line[:LABEL_W].strip() for line in record_text(TurnRecord.from_dict(_hosted_turn())).plain.splitlines()[1:]
+    ]
     for label in ("wait", "network", "connection", "server part", "ttft's own"):
         assert label in labels, labels  # the pane draws it ...
         assert label in explained, label  # ... and the help says what it is

@@ -30,7 +30,7 @@ def dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def greeting(app: ChatApp) -> Greeting | None:
-    return app.transcript.greeting
+    return app.chat.transcript.greeting
 
 
 async def send(pilot, app: ChatApp, text: str) -> None:
@@ -50,7 +50,7 @@ async def test_the_empty_chat_says_which_model_and_how_to_switch() -> None:
         assert "F2 settings" in text and "ttft -m openai:" in text and "--base-url" in text
         assert "F1" in str(g.border_subtitle)
         # and nothing else in the transcript yet
-        assert list(app.transcript.children) == [g]
+        assert list(app.chat.transcript.children) == [g]
 
 
 async def test_it_goes_when_the_first_turn_starts_and_is_back_on_new_chat() -> None:
@@ -60,14 +60,14 @@ async def test_it_goes_when_the_first_turn_starts_and_is_back_on_new_chat() -> N
         assert greeting(app) is not None
         await send(pilot, app, "hello")
         await wait_until(pilot, lambda: len(app.query(UserMessage)) == 1)
-        assert greeting(app) is None and not app.session.records  # gone as the turn starts, not when it ends
-        await wait_until(pilot, lambda: not app.busy and len(app.session.records) == 1)
+        assert greeting(app) is None and not app.chat.session.records  # gone as the turn starts, not when it ends
+        await wait_until(pilot, lambda: not app.chat.busy and len(app.chat.session.records) == 1)
         assert greeting(app) is None
         await pilot.press("ctrl+n")
         await wait_until(pilot, lambda: not app.query(UserMessage))
         g = greeting(app)
         assert g is not None and "Example-Chat-1B" in g.plain
-        assert list(app.transcript.children) == [g]
+        assert list(app.chat.transcript.children) == [g]
 
 
 async def test_a_model_switch_before_the_first_prompt_updates_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,8 +113,8 @@ async def test_a_resumed_session_with_turns_has_no_greeting() -> None:
     app = ChatApp(LOCAL_SPEC, factory=factory_for(local_backend(first_ms=5, token_ms=1, visible=3)))
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, app, "first")
-        await wait_until(pilot, lambda: not app.busy and len(app.session.records) == 1)
-        path = app.session.log.path
+        await wait_until(pilot, lambda: not app.chat.busy and len(app.chat.session.records) == 1)
+        path = app.chat.session.log.path
     app2 = ChatApp(LOCAL_SPEC, factory=factory_for(TimedBackend()), resume=path)
     async with app2.run_test(size=(100, 30)) as pilot:
         await wait_until(pilot, lambda: len(app2.query(UserMessage)) == 1)

@@ -105,7 +105,7 @@ async def test_final_render_replaces_the_stream_with_full_markdown() -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         app.query_one("#prompt").value = "code please"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy)
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy)
         msg = app.query_one(AssistantMessage)
         assert not msg.query(StreamingMarkdown)  # the streamed view is gone
         assert msg.answer.display and msg.answer.source == answer
@@ -177,7 +177,7 @@ async def test_long_chat_keeps_a_bounded_number_of_widgets() -> None:
         for i in range(12):
             app.query_one("#prompt").value = f"q{i}"
             await pilot.press("enter")
-            await wait_until(pilot, lambda n=i: len(app.session.records) == n + 1 and not app.busy)
+            await wait_until(pilot, lambda n=i: len(app.chat.session.records) == n + 1 and not app.chat.busy)
             counts.append(len(list(app.query_one(Transcript).walk_children())))
         compact = app.query(CompactTurn)
         # every turn but the last KEEP_FULL_TURNS (+ the one just sent) is one widget

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from telemetry.record import TurnRecord
 from tui.widgets.telemetry_pane import LABEL_W, record_text
 
 
@@ -31,7 +32,7 @@ def _record() -> dict:
 
 def test_every_label_is_apart_from_its_value() -> None:
     # "reasoning delay" is as long as the label column: a space still parts it from its value
-    text = record_text(_record()).plain
+    text = record_text(TurnRecord.from_dict(_record())).plain
     assert "reasoning delay 602 ms" in text
     for line in text.splitlines()[1:]:
         label = line[:LABEL_W]

@@ -1,5 +1,5 @@
-"""The transcript draws typed records: a logged dict is read with ``TurnRecord.from_dict`` first, and one
-that does not read is said so in a note, never a traceback or a half-drawn turn."""
+"""The transcript draws typed records: a logged turn read back with ``TurnRecord.from_dict`` is drawn as the
+turn was, its error card and compact line included, with no control character reaching the screen."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ async def test_a_logged_turn_is_drawn_from_its_typed_record() -> None:
     app = _Host()
     async with app.run_test(size=(80, 24)) as pilot:
         t = app.query_one(Transcript)
-        await t.add_logged(rec, lambda: 0)
+        await t.add_record(TurnRecord.from_dict(rec), lambda: 0)
         await pilot.pause()
         assert [u.prompt for u in app.query(UserMessage)] == [rec["prompt"]]
         msg = app.query_one(AssistantMessage)
@@ -30,27 +30,13 @@ async def test_a_logged_turn_is_drawn_from_its_typed_record() -> None:
         assert not app.query(NoteMessage)
 
 
-async def test_a_logged_turn_that_does_not_read_is_a_note() -> None:
-    good = play(stream(visible=3))
-    bad = {**good, "settings": "not an object"}
-    app = _Host()
-    async with app.run_test(size=(80, 24)) as pilot:
-        t = app.query_one(Transcript)
-        await t.add_logged(bad, lambda: 0)
-        await t.add_logged(good, lambda: 0)
-        await pilot.pause()
-        notes = [str(n.content) for n in app.query(NoteMessage)]
-        assert len(notes) == 1 and "could not be shown" in notes[0] and "settings" in notes[0]
-        assert len(app.query(AssistantMessage)) == 1  # the readable turn after it is drawn
-
-
 async def test_an_error_turn_gets_its_card_and_a_compact_line() -> None:
     rec = play(stream(visible=2))
     rec = {**rec, "status": "error", "error": {"type": "rate_limit", "message": "slow\x1b[2Jdown", "status_code": 429}}
     app = _Host()
     async with app.run_test(size=(80, 24)) as pilot:
         t = app.query_one(Transcript)
-        await t.add_logged(rec, lambda: 0)
+        await t.add_record(TurnRecord.from_dict(rec), lambda: 0)
         await pilot.pause()
         card = str(app.query_one(ErrorCard).content)
         assert "rate_limit · HTTP 429" in card and "\x1b" not in card and "Rate limited" in card
