@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
+from telemetry.attachments import AttachmentInfo
+from telemetry.cost import Cost
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
 from telemetry.settings import TurnSettings
 from telemetry.speculative import speculative_summary
@@ -106,6 +108,8 @@ class TurnRecord:
     notices: dict[str, Any] = field(default_factory=dict)
     http: HttpInfo | None = None  # the final attempt's connection and response headers (telemetry.wire)
     wall_offset_ns: int | None = None  # a monotonic stamp plus this is the wall clock (ns since the epoch)
+    attachments: tuple[AttachmentInfo, ...] = ()  # the files sent with the prompt: never their contents
+    cost: Cost | None = None  # telemetry.cost: None when not priced (unknown model, estimated counts)
 
     def sent_at(self) -> str | None:
         """The wall clock of the first send (the origin of ``events_ms``), to the microsecond, UTC."""
@@ -144,6 +148,7 @@ class TurnRecord:
                 for a in self.attempts
             ],
             "prompt": self.prompt,
+            "attachments": [a.to_dict() for a in self.attachments],
             "answer": self.answer,
             "reasoning": self.reasoning,
             "tool_calls": list(self.tool_calls),
@@ -151,6 +156,7 @@ class TurnRecord:
             "events_ms": self.timestamps.relative_ms(),
             "metrics": self.metrics.to_dict(),
             "tokens": self.tokens.to_dict(),
+            "cost": self.cost.to_dict() if self.cost is not None else None,
             "server": self.server,
             "http": self.http.to_dict() if self.http is not None else None,
             "notices": dict(self.notices),

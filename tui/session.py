@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backends.attachments import Attachment
 from backends.base import Backend, ChatRequest, Message, build_request
 from backends.turn import new_recorder, warm_up
 from telemetry import events as ev
@@ -71,6 +72,7 @@ class ChatSession:
         self.records: list[dict[str, Any]] = []
         self.turn_index = 0
         self.live: LiveTurn | None = None
+        self._sent: Message | None = None  # the live turn's user message: its attachments stay in the context
         # The backend being created (on the stream loop): the start-up warm-up and the first turn share it.
         self._creating: concurrent.futures.Future[Backend] | None = None
         self._warming: asyncio.Future[None] | None = None  # the warm-up of the current backend
@@ -161,16 +163,22 @@ class ChatSession:
         return self.spec
 
     # --- turns ---------------------------------------------------------------------
-    def build_request(self, prompt: str) -> ChatRequest:
-        return build_request(prompt, system=self.system_prompt, history=self.messages, settings=self.settings)
+    def build_request(self, prompt: str, attachments: tuple[Attachment, ...] = ()) -> ChatRequest:
+        return build_request(
+            prompt, system=self.system_prompt, history=self.messages, settings=self.settings, attachments=attachments
+        )
 
-    async def start(self, prompt: str, *, submitted_ns: int | None = None) -> LiveTurn:
+    async def start(
+        self, prompt: str, *, submitted_ns: int | None = None, attachments: tuple[Attachment, ...] = ()
+    ) -> LiveTurn:
         """Start a turn. ``submitted_ns``: when the user asked (Enter), on the events' clock; ttft's own
-        delay (``own_delay_ms``) runs from there to the first send."""
+        delay (``own_delay_ms``) runs from there to the first send. ``attachments``: files read and
+        checked by ``backends.attachments`` (``check_attachments`` against this backend first)."""
         submitted_ns = ev.now_ns() if submitted_ns is None else submitted_ns
         backend = await self.ensure_backend()
         await self._take_earlier()
-        request = self.build_request(prompt)
+        request = self.build_request(prompt, attachments)
+        self._sent = request.messages[-1]
         recorder = new_recorder(
             backend, request, session_id=self.log.session_id, turn_index=self.turn_index, extra=self.extra
         )
@@ -194,8 +202,12 @@ class ChatSession:
         index = record.get("turn_index")
         if isinstance(index, int):  # the log may have moved it past another writer's turn
             self.turn_index = max(self.turn_index, index + 1)
+        sent, self._sent = self._sent, None
         if record.get("answer"):
-            self.messages += [Message("user", record.get("prompt") or ""), Message("assistant", record["answer"])]
+            # The live turn's own message (its files with it: the next turn's model still sees them); a
+            # logged one holds its prompt only, since a log never keeps an attachment's contents.
+            user = sent if sent is not None else Message("user", record.get("prompt") or "")
+            self.messages += [user, Message("assistant", record["answer"])]
 
     def pop_last_exchange(self) -> str | None:
         """For regenerate: the last prompt, with its answer removed from the context."""
@@ -208,6 +220,7 @@ class ChatSession:
 
     def new_chat(self) -> None:
         self.messages, self.records, self.turn_index, self.live = [], [], 0, None
+        self._sent = None
         self._earlier = None
         self.log = SessionLog()
 
@@ -221,7 +234,7 @@ class ChatSession:
         """
         records, start = tail_records_from(path, turns, skipped)
         self.log = SessionLog(path.stem, directory=path.parent)
-        self.messages, self.records, self.live = [], [], None
+        self.messages, self.records, self.live, self._sent = [], [], None, None
         for rec in records:
             self.complete(rec)
         self.turn_index = max((r.get("turn_index", -1) for r in records), default=-1) + 1

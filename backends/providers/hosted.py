@@ -33,6 +33,7 @@ from backends.base import ChatRequest
 from backends.providers.errors import ErrorContext, failed_from_exception, header_secrets
 from backends.transport.http import DEFAULT_TIMEOUT_S, NO_KEY, InstrumentedHTTP, Probe, needs_ca_bundle
 from telemetry import events as ev
+from telemetry.cost import PriceRef
 from telemetry.log.urls import redact_url, split_query, url_secrets
 
 
@@ -109,6 +110,7 @@ class HostedBackend:
     api: str
     model: str
     base_url: str | None
+    price: PriceRef | None = None  # where its turns' cost comes from (set by the registry; telemetry.cost)
 
     def __init__(
         self,
