@@ -12,7 +12,7 @@ What is sent: images (png, jpeg, gif, webp, told by their bytes, not their names
 own image part (:mod:`backends.providers.parts`); text (UTF-8, or UTF-16 with a byte-order mark)
 inline, as a fenced block under the file's name (:meth:`Attachment.fenced`), before the prompt.
 An attachment's contents never reach the turn's record: it lists name, size and media type
-(``telemetry.attachments``), and the dataclass's repr leaves the contents out too.
+(``telemetry.record.AttachmentInfo``), and the dataclass's repr leaves the contents out too.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from telemetry.attachments import AttachmentInfo, fmt_size, image_tokens, text_tokens
 from telemetry.log.surrogates import scrub
+from telemetry.record import AttachmentInfo
+from telemetry.tokens import image_tokens, tokens_for_chars
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 TEXT_LIMIT_BYTES = 4 * 1_000_000  # about a million tokens, past any context (stdin takes 4 MiB)
@@ -60,6 +61,13 @@ SENDS = "png, jpeg, gif or webp images, and UTF-8 text"
 _PNG = b"\x89PNG\r\n\x1a\n"
 _IMAGE_EXTENSIONS = {".png": "png", ".jpg": "jpeg", ".jpeg": "jpeg", ".gif": "gif", ".webp": "webp"}
 _TEXTLIKE = ("json", "xml", "javascript", "yaml", "toml", "x-sh", "x-python", "sql", "csv")
+
+
+def fmt_size(n: int) -> str:
+    """A file's size for people, in decimal units as vendors state their limits: 149 bytes, 3 KB, 1.2 MB."""
+    if n >= MB:
+        return f"{n / MB:.1f} MB"
+    return f"{n / 1000:.0f} KB" if n >= 1000 else f"{n} bytes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +104,7 @@ class Attachment:
 
     def info(self, api: str) -> AttachmentInfo:
         """What the record lists for this file on ``api``: name, size, type and the input it adds."""
-        tokens = image_tokens(api, self.width, self.height) if self.is_image else text_tokens(len(self.fenced()))
+        tokens = image_tokens(api, self.width, self.height) if self.is_image else tokens_for_chars(len(self.fenced()))
         return AttachmentInfo(self.name, self.size, self.media_type, tokens)
 
 

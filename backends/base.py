@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from backends.attachments import Attachment
 from telemetry.events import Event
 from telemetry.settings import TurnSettings
+
+if TYPE_CHECKING:  # a request without files never loads the module that reads them
+    from backends.attachments import Attachment
 
 Role = Literal["system", "user", "assistant"]
 

@@ -168,6 +168,18 @@ def table_source() -> str:
     return _source
 
 
+def warm(ref: PriceRef | None) -> None:
+    """Import the price table now, if ``ref``'s turns will need it: before a load or a comparison sends
+    (where a first turn's end would otherwise hold the others' streams for the import), or while the
+    chat's first prompt is typed. Never raises: the turn's own pricing meets any problem again."""
+    if ref is None or ref.config is not None:
+        return
+    try:
+        price_turn(ref, TokenCounts(1, 0, 1, 0, "usage"))
+    except Exception:
+        return
+
+
 def _table_cost(ref: PriceRef, inp: int, cached: int, out: int, when: datetime) -> Cost | None:
     from genai_prices import Usage
     from genai_prices.data_snapshot import get_snapshot

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
-from telemetry.attachments import AttachmentInfo
 from telemetry.cost import Cost
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, TurnMetrics
 from telemetry.settings import TurnSettings
@@ -69,6 +68,19 @@ class ErrorInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "message": self.message, "status_code": self.status_code, "hint": self.hint}
+
+
+@dataclass(frozen=True, slots=True)
+class AttachmentInfo:
+    """One file sent with the prompt, as the record lists it: what it was, never what it held."""
+
+    name: str  # the file's base name
+    bytes: int  # its size on disk
+    media_type: str  # "image/png", "text/plain", ...
+    est_tokens: int | None = None  # the input it adds by its API's rule (telemetry.tokens); None if unknown
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "bytes": self.bytes, "media_type": self.media_type, "est_tokens": self.est_tokens}
 
 
 @dataclass(frozen=True, slots=True)

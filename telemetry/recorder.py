@@ -14,11 +14,10 @@ from itertools import pairwise
 from typing import Any
 
 from telemetry import events as ev
-from telemetry.attachments import AttachmentInfo
 from telemetry.cost import PriceRef, price_turn
 from telemetry.diagnosis import diagnose_turn
 from telemetry.metrics import NS_PER_MS, Chunk, Timestamps, TokenCounts, compute, own_delay_ms
-from telemetry.record import Attempt, ErrorInfo, TurnRecord
+from telemetry.record import AttachmentInfo, Attempt, ErrorInfo, TurnRecord
 from telemetry.settings import TurnSettings
 from telemetry.speculative import draft_stats, speculative_summary
 from telemetry.tokens import estimate_tokens, tokens_for_chars

@@ -19,6 +19,7 @@ from backends.attachments import Attachment
 from backends.base import Backend, ChatRequest, Message, build_request
 from backends.turn import new_recorder, warm_up
 from telemetry import events as ev
+from telemetry.cost import warm as warm_prices
 from telemetry.log.turns import SessionLog, Skipped, parse_line, tail_records_from
 from telemetry.settings import TurnSettings
 from tui.runner import LiveTurn, LoopThread, start_turn
@@ -122,6 +123,9 @@ class ChatSession:
 
         async def warm() -> None:
             await warm_up(backend)
+            # The price table's import (0.2-0.3 s, once), in a thread while the user types: at the first
+            # turn's end it would hold the stream loop just as the answer's last paint is due.
+            await asyncio.get_running_loop().run_in_executor(None, warm_prices, getattr(backend, "price", None))
 
         self._warming = warming = asyncio.wrap_future(self.runner.submit(warm()))
         with contextlib.suppress(Exception):

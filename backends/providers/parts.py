@@ -18,10 +18,12 @@ the order both vendors advise.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from backends.attachments import Attachment
 from backends.base import Message
+
+if TYPE_CHECKING:
+    from backends.attachments import Attachment
 
 Content = str | list[dict[str, Any]]
 

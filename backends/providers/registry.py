@@ -161,8 +161,8 @@ def price_ref(r: ResolvedSpec) -> PriceRef | None:
         return PriceRef(r.model, config=own)
     url = redact_url(r.base_url)  # only matched against the table's patterns; never kept with a secret in it
     provider_id = PRICE_PROVIDER.get(r.kind)
-    if provider_id is None and url is None:
-        return None
+    if provider_id is None and (url is None or _on_this_network(url)):
+        return None  # no hosted provider answers there: not even the table's import is paid
     return PriceRef(r.model, provider_id=provider_id, api_url=url)
 
 
@@ -184,6 +184,19 @@ def target_api(spec: str, base_url: str | None = None) -> tuple[str, str]:
         return API_BY_KIND["local"], rest or "local"
     r = resolve(spec, base_url=base_url)
     return API_BY_KIND[r.kind], r.model or ""
+
+
+def _on_this_network(url: str) -> bool:
+    """A loopback or private address (a self-hosted server), or a name without a dot (``localhost``)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host
+    return ip.is_loopback or ip.is_private or ip.is_link_local
 
 
 def is_local_spec(spec: str) -> bool:

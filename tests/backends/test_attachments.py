@@ -19,7 +19,7 @@ from backends.attachments import (
     read_attachment,
 )
 from backends.base import Message, build_request
-from telemetry.attachments import image_tokens
+from telemetry.tokens import image_tokens
 from tests.support import files
 
 

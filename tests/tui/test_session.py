@@ -48,3 +48,30 @@ def test_the_chat_and_compare_build_the_same_request(system: str | None) -> None
     runner = CompareRunner([pane], system=system)
     expected = build_request("second", system=system, history=HISTORY, settings=SETTINGS)
     assert session.build_request("second") == runner._request(pane, "second") == expected
+
+
+async def test_a_turns_files_stay_in_the_context_of_the_next_turn_and_never_in_its_record(tmp_path: Path) -> None:
+    from backends.attachments import Attachment, read_attachment
+    from tests.support import files
+    from tui.runner import LoopThread
+
+    (tmp_path / "pic.png").write_bytes(files.png(8, 8))
+    pic = read_attachment(tmp_path / "pic.png")
+    assert isinstance(pic, Attachment)
+    backend = ScheduledBackend("ok", ttft_s=0.001, gap_s=0.001, tokens=2)
+    runner = LoopThread()
+    try:
+        session = ChatSession(runner=runner, spec="x:y", factory=lambda spec, url: backend, log=SessionLog("s"))
+        live = await session.start("what is this?", attachments=(pic,))
+        record = (await live.wait()).to_dict()
+        assert [a["name"] for a in record["attachments"]] == ["pic.png"] and record["prompt"] == "what is this?"
+        session.complete(record)
+        second = session.build_request("and its colour?")
+        assert second.messages[0] == Message("user", "what is this?", (pic,))  # the model still sees the image
+        assert second.attachments == ()  # the new turn sends no new file
+        session.new_chat()
+        resumed = [{**record, "turn_index": 0}]  # a logged turn holds no file: its prompt alone is context
+        session.complete(resumed[0])
+        assert session.build_request("again").messages[0] == Message("user", "what is this?")
+    finally:
+        runner.close()

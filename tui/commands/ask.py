@@ -15,8 +15,8 @@ import argparse
 import os
 import sys
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
-from backends.attachments import Attachment, Refused, check_attachments, read_attachment
 from backends.base import Backend, ChatRequest, build_request
 from backends.finish import finish_turn
 from backends.providers.registry import (
@@ -29,7 +29,6 @@ from backends.providers.registry import (
 )
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
-from telemetry.attachments import attachment_cost
 from telemetry.cost import fmt_usd
 from telemetry.duration import fmt_ms
 from telemetry.log.surrogates import scrub
@@ -37,7 +36,6 @@ from telemetry.log.turns import SessionLog, check_session_id
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import ErrorInfo, TurnRecord
 from telemetry.recorder import TurnRecorder
-from telemetry.server.timings import server_timings
 from telemetry.wire import WaitSplit
 from tui import signals
 from tui.commands.args import model_spec
@@ -47,6 +45,9 @@ from tui.commands.help import examples
 from tui.commands.output import add_output_flags, json_text, note
 from tui.commands.prompt import PromptTooLarge, read_prompt
 from tui.format import visible_controls
+
+if TYPE_CHECKING:
+    from backends.attachments import Attachment, Refused
 
 LOG_FAILED = int(Exit.NOT_SAVED)  # the turn ran, but its record could not be written to the session log
 
@@ -147,6 +148,9 @@ def summary_line(rec: TurnRecord) -> str:
         r = f", {t.reasoning} reasoning" if t.reasoning else ""
         parts.append(f"{out} tokens out{r} ({t.source})")
     if rec.attachments:
+        from telemetry.server.prompt_share import attachment_cost  # only a turn with files needs them
+        from telemetry.server.timings import server_timings
+
         n = len(rec.attachments)
         files = attachment_cost(rec.attachments, t.input, server_timings(rec.server))
         added = f", ~{files.tokens:,} tokens in" if files is not None and files.tokens is not None else ""
@@ -232,6 +236,8 @@ def read_attachments(paths: list[str], spec: str, base_url: str | None) -> tuple
 
     A spec that does not resolve is not this check's to report: the turn then fails with its own error.
     """
+    from backends.attachments import Refused, check_attachments, read_attachment
+
     files: list[Attachment] = []
     for path in paths:
         got = read_attachment(path)
@@ -263,8 +269,8 @@ def run(args: argparse.Namespace) -> int:
         )
         return Exit.USAGE
     spec = args.model or default_spec()
-    files = read_attachments(paths, spec, args.base_url)
-    if isinstance(files, Refused):  # nothing was sent: a file that cannot go is the command line's problem
+    files = read_attachments(paths, spec, args.base_url) if paths else ()
+    if not isinstance(files, tuple):  # nothing was sent: a file that cannot go is the command line's problem
         print(f"ttft ask: -a {visible_controls(files.sentence)}", file=sys.stderr)
         return Exit.USAGE
     settings = settings_from_args(args)

@@ -14,12 +14,13 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
-from telemetry.attachments import attachment_cost, fmt_size
+from backends.attachments import fmt_size
 from telemetry.cost import fmt_usd
 from telemetry.duration import DASH, fmt_ms
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
+from telemetry.server.prompt_share import attachment_cost
 from telemetry.server.timings import ServerTimings, server_timings
 from telemetry.timeline import Timeline
 from telemetry.typed_read import RecordError
@@ -159,7 +160,7 @@ def _wait_rows(t: Text, wait: WaitSplit | None, http: HttpInfo | None) -> None:
 
 
 def _attachment_rows(t: Text, rec: TurnRecord, timings: Sequence[ServerTimings]) -> None:
-    """The files sent with the prompt and what they cost the turn (``telemetry.attachments``): the
+    """The files sent with the prompt and what they cost the turn (``telemetry.server.prompt_share``): the
     input tokens they added and, where the server or engine reported its prefill, that part of it."""
     if not rec.attachments:
         return

@@ -243,3 +243,26 @@ def test_a_record_no_bench_sent_has_no_level() -> None:
     (turn,) = typed([plain])
     assert turn.bench.level is None and not turn.bench.warmup
     assert group_levels([turn]) == []
+
+
+def test_a_levels_cost_is_the_sum_of_its_priced_requests() -> None:
+    cost = {"input_usd": 0.001, "output_usd": 0.002, "total_usd": 0.003, "priced_as": "openai:m", "source": "config"}
+    records = [
+        {**rec(sent_at=0, ttft=10, tokens=3, tpot=1), "cost": cost},
+        {**rec(sent_at=1, ttft=10, tokens=3, tpot=1, status="error"), "cost": cost},  # billed even though it failed
+        rec(sent_at=2, ttft=10, tokens=3, tpot=1),  # not priced
+        {**rec(sent_at=0, ttft=10, tokens=3, tpot=1, warmup=True), "cost": cost},  # a warm-up is not measured
+    ]
+    level = aggregate_level(typed(records), level=1)
+    assert level["cost_usd"] == {
+        "total_usd": pytest.approx(0.006),
+        "input_usd": pytest.approx(0.002),
+        "output_usd": pytest.approx(0.004),
+        "priced": 2,
+        "unpriced": 1,
+    }
+    out = summary([level])
+    assert out["levels"][0]["total_cost_usd"] == pytest.approx(0.006)
+    assert bench_summary.csv_row(level)["total_cost_usd"] == pytest.approx(0.006)
+    unpriced = aggregate_level(typed([rec(sent_at=0, ttft=10, tokens=3, tpot=1)]), level=1)
+    assert summary([unpriced])["levels"][0]["total_cost_usd"] is None  # not $0: nothing was priced
