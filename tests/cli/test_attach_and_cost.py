@@ -210,3 +210,26 @@ def test_the_price_table_is_imported_after_the_first_send(srv: FakeServer, env: 
         cwd=ROOT,
     )
     assert "AT-SEND [False] AFTER True EXIT 0" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_bench_sums_what_its_requests_cost(srv: FakeServer, tmp_path: Path, monkeypatch, capsys) -> None:
+    from tui.cli import main
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path / "conf"))
+    out = tmp_path / "run"
+    rc = main(
+        ["bench", "-m", "openai:gpt-4o-mini", "--base-url", srv.openai_base_url, "--concurrency", "2",
+         "--requests", "4", "--warmup", "1", "--out", str(out), "--quiet"]
+    )  # fmt: skip
+    assert rc == 0
+    turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
+    measured = [t for t in turns if not t["extra"]["bench"]["warmup"]]
+    assert len(measured) == 4 and all(t["cost"]["priced_as"] == "openai:gpt-4o-mini" for t in turns)
+    total = sum(t["cost"]["total_usd"] for t in measured)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["levels"][0]["total_cost_usd"] == pytest.approx(total)
+    assert summary["details"][0]["cost_usd"]["priced"] == 4
+    printed = capsys.readouterr().out
+    assert "cost: $" in printed and "for 4 requests" in printed
