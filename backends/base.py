@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from telemetry.events import Event
 from telemetry.settings import TurnSettings
+
+if TYPE_CHECKING:  # a request without files never loads the module that reads them
+    from backends.attachments import Attachment
 
 Role = Literal["system", "user", "assistant"]
 
@@ -21,12 +24,31 @@ Role = Literal["system", "user", "assistant"]
 class Message:
     role: Role
     content: str
+    # Files sent with a user message (backends.attachments), each as its API's own part
+    # (backends.providers.parts); ``content`` stays the typed text alone.
+    attachments: tuple[Attachment, ...] = ()
+
+    def text(self) -> str:
+        """The content with the text attachments inlined before it (images left out): what a text-only
+        consumer (the local engine) sends, and a message's content on any API when it has no image."""
+        blocks = [a.fenced() for a in self.attachments if not a.is_image]
+        if not blocks:
+            return self.content
+        return "\n\n".join([*blocks, self.content] if self.content else blocks)
 
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
     messages: tuple[Message, ...]
     settings: TurnSettings = field(default_factory=TurnSettings)
+
+    @property
+    def attachments(self) -> tuple[Attachment, ...]:
+        """The last user message's attachments: this turn's files (earlier ones are history)."""
+        for m in reversed(self.messages):
+            if m.role == "user":
+                return m.attachments
+        return ()
 
     @property
     def prompt(self) -> str:
@@ -38,12 +60,19 @@ class ChatRequest:
 
 
 def build_request(
-    prompt: str, *, system: str | None = None, history: Sequence[Message] = (), settings: TurnSettings | None = None
+    prompt: str,
+    *,
+    system: str | None = None,
+    history: Sequence[Message] = (),
+    settings: TurnSettings | None = None,
+    attachments: Sequence[Attachment] = (),
 ) -> ChatRequest:
     """The one way a turn's request is put together: the system prompt (when there is one), the
-    conversation so far, then the new user prompt. The chat, ``ask`` and compare all call this."""
+    conversation so far, then the new user prompt with its attachments. The chat, ``ask`` and
+    compare all call this."""
     head = (Message("system", system),) if system else ()
-    return ChatRequest((*head, *history, Message("user", prompt)), settings or TurnSettings())
+    user = Message("user", prompt, tuple(attachments))
+    return ChatRequest((*head, *history, user), settings or TurnSettings())
 
 
 class Backend(Protocol):

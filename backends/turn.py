@@ -49,9 +49,11 @@ def new_recorder(
         base_url=redact_url(backend.base_url),  # never a URL's credentials or query values, whoever built it
         settings=request.settings,
         prompt=scrub(request.prompt),  # argv's undecodable bytes arrive as lone surrogates
-        input_chars=sum(len(m.content) for m in request.messages),
+        input_chars=sum(len(m.text()) for m in request.messages),
         extra=dict(extra or {}),
         probe=probe,
+        attachments=tuple(a.info(backend.api) for a in request.attachments),
+        price=getattr(backend, "price", None),  # telemetry.cost.PriceRef, set by the registry; None: not priced
     )
 
 

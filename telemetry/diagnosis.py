@@ -13,6 +13,7 @@ import statistics
 from collections.abc import Sequence
 from datetime import datetime
 
+from telemetry.cost import fmt_usd, sum_costs
 from telemetry.duration import fmt_ms as _s  # the one duration formatter, short in these sentences
 from telemetry.record import TurnRecord
 from telemetry.wire import HttpInfo, WaitSplit
@@ -186,7 +187,22 @@ def _median(values: Sequence[float | None]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+def session_cost(records: Sequence[TurnRecord]) -> str:
+    """`` Cost $0.0042 over 3 turns.`` (with how many more were not priced); empty when none was."""
+    total = sum_costs(r.cost for r in records)
+    if not total.priced:
+        return ""
+    turns = f"{total.priced} turn" + ("" if total.priced == 1 else "s")
+    unpriced = f"; {total.unpriced} more not priced" if total.unpriced else ""
+    return f" Cost {fmt_usd(total.total_usd, 3)} over {turns}{unpriced}."
+
+
 def diagnose_session(records: Sequence[TurnRecord]) -> str:
+    """The session summary: where the time went across its turns, and what they cost."""
+    return _session_time(records) + session_cost(records)
+
+
+def _session_time(records: Sequence[TurnRecord]) -> str:
     if not records:
         return "No turns yet."
     ok = [r for r in records if r.status == "ok"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypedDict
 
+from telemetry.cost import Cost
 from telemetry.errors import ErrorKind
 from telemetry.errors import kind_of as error_kind
 from telemetry.metrics import NS_PER_MS, Chunk, ChunkKind, Timestamps, TokenCounts, TurnMetrics
@@ -78,6 +79,19 @@ class ErrorInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class AttachmentInfo:
+    """One file sent with the prompt, as the record lists it: what it was, never what it held."""
+
+    name: str  # the file's base name
+    bytes: int  # its size on disk
+    media_type: str  # "image/png", "text/plain", ...
+    est_tokens: int | None = None  # the input it adds by its API's rule (telemetry.tokens); None if unknown
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "bytes": self.bytes, "media_type": self.media_type, "est_tokens": self.est_tokens}
+
+
+@dataclass(frozen=True, slots=True)
 class Attempt:
     attempt: int
     sent_ns: int
@@ -114,6 +128,8 @@ class TurnRecord:
     notices: dict[str, Any] = field(default_factory=dict)
     http: HttpInfo | None = None  # the final attempt's connection and response headers (telemetry.wire)
     wall_offset_ns: int | None = None  # a monotonic stamp plus this is the wall clock (ns since the epoch)
+    attachments: tuple[AttachmentInfo, ...] = ()  # the files sent with the prompt: never their contents
+    cost: Cost | None = None  # telemetry.cost: None when not priced (unknown model, estimated counts)
 
     def sent_at(self) -> str | None:
         """The wall clock of the first send (the origin of ``events_ms``), to the microsecond, UTC."""
@@ -152,6 +168,7 @@ class TurnRecord:
                 for a in self.attempts
             ],
             "prompt": self.prompt,
+            "attachments": [a.to_dict() for a in self.attachments],
             "answer": self.answer,
             "reasoning": self.reasoning,
             "tool_calls": list(self.tool_calls),
@@ -159,6 +176,7 @@ class TurnRecord:
             "events_ms": self.timestamps.relative_ms(),
             "metrics": self.metrics.to_dict(),
             "tokens": self.tokens.to_dict(),
+            "cost": self.cost.to_dict() if self.cost is not None else None,
             "server": self.server,
             "http": self.http.to_dict() if self.http is not None else None,
             "notices": dict(self.notices),

@@ -14,9 +14,10 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from telemetry import events as ev
+from telemetry.cost import PriceRef, price_turn
 from telemetry.diagnosis import diagnose_turn
 from telemetry.metrics import NS_PER_MS, Chunk, Percentiles, Timestamps, TokenCounts, compute, own_delay_ms
-from telemetry.record import Attempt, ErrorInfo, Status, TurnRecord
+from telemetry.record import AttachmentInfo, Attempt, ErrorInfo, Status, TurnRecord
 from telemetry.settings import TurnSettings
 from telemetry.speculative import draft_stats, speculative_summary
 from telemetry.tokens import estimate_tokens, tokens_for_chars
@@ -73,6 +74,8 @@ class TurnRecorder:
     input_chars: int = 0  # for an input estimate when the server reports no usage
     extra: dict[str, Any] = field(default_factory=dict)
     probe: WaitModel | None = None  # this target's saved probe: splits the server's wait (telemetry.wire)
+    attachments: tuple[AttachmentInfo, ...] = ()  # the files sent with the prompt, as the record lists them
+    price: PriceRef | None = None  # where this turn's cost comes from (telemetry.cost); None: not priced
 
     def __post_init__(self) -> None:
         wall_ns = time.time_ns()
@@ -379,6 +382,8 @@ class TurnRecorder:
             http=self.http,
             extra=extra,
             notices=dict(self.notices),
+            attachments=self.attachments,
+            cost=price_turn(self.price, tokens, self.started_at),
         )
         # The diagnosis reads the record it goes in. Set on this new record, seen by no one yet,
         # rather than through replace(), which copies every field again (~15 us per request).

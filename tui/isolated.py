@@ -30,6 +30,7 @@ from typing import Any
 
 from backends.base import ChatRequest
 from telemetry import events as ev
+from telemetry.cost import PriceRef
 from telemetry.errors import ErrorKind, TtftError, describe
 from telemetry.log.secrets import mask, masked
 
@@ -107,7 +108,9 @@ async def _child_main(
     except Exception as exc:
         conn.send(("error", *start_error(exc)))
         return
-    conn.send(("ready", backend.provider, backend.api, backend.model, backend.base_url))
+    conn.send(
+        ("ready", backend.provider, backend.api, backend.model, backend.base_url, getattr(backend, "price", None))
+    )
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[Any] = asyncio.Queue()
 
@@ -189,6 +192,8 @@ def _real_stdio() -> Iterator[None]:
 class ProcessBackend:
     """The Backend protocol, served by a child process running ``create_backend(spec)``."""
 
+    price: PriceRef | None = None  # the child's backend's (telemetry.cost): its turns are priced here
+
     def __init__(self, spec: str, base_url: str | None = None, *, timeout_s: float | None = None) -> None:
         self._spec, self._base_url, self._timeout_s = spec, base_url, timeout_s
         self._start()
@@ -217,7 +222,7 @@ class ProcessBackend:
         if msg[0] == "error":
             self._kill()
             raise BackendStartError(msg[1], kind=msg[2], hint=msg[3])
-        _, self.provider, self.api, self.model, self.base_url = msg
+        _, self.provider, self.api, self.model, self.base_url, self.price = msg
 
     @property
     def pid(self) -> int | None:

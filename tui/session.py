@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backends.attachments import Attachment
 from backends.base import Backend, ChatRequest, Message, build_request
 from backends.turn import new_recorder, warm_up
 from telemetry import events as ev
+from telemetry.cost import warm as warm_prices
 from telemetry.log.turns import SessionLog, Skipped, count_bad, parse_line, tail_records_from
 from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
@@ -75,6 +77,7 @@ class ChatSession:
         self.records: list[TurnRecord] = []
         self.turn_index = 0
         self.live: LiveTurn | None = None
+        self._sent: Message | None = None  # the live turn's user message: its attachments stay in the context
         # The backend being created (on the stream loop): the start-up warm-up and the first turn share it.
         self._creating: concurrent.futures.Future[Backend] | None = None
         self._warming: asyncio.Future[None] | None = None  # the warm-up of the current backend
@@ -124,6 +127,9 @@ class ChatSession:
 
         async def warm() -> None:
             await warm_up(backend)
+            # The price table's import (0.2-0.3 s, once), in a thread while the user types: at the first
+            # turn's end it would hold the stream loop just as the answer's last paint is due.
+            await asyncio.get_running_loop().run_in_executor(None, warm_prices, getattr(backend, "price", None))
 
         self._warming = warming = asyncio.wrap_future(self.runner.submit(warm()))
         with contextlib.suppress(Exception):
@@ -165,16 +171,22 @@ class ChatSession:
         return self.spec
 
     # --- turns ---------------------------------------------------------------------
-    def build_request(self, prompt: str) -> ChatRequest:
-        return build_request(prompt, system=self.system_prompt, history=self.messages, settings=self.settings)
+    def build_request(self, prompt: str, attachments: tuple[Attachment, ...] = ()) -> ChatRequest:
+        return build_request(
+            prompt, system=self.system_prompt, history=self.messages, settings=self.settings, attachments=attachments
+        )
 
-    async def start(self, prompt: str, *, submitted_ns: int | None = None) -> LiveTurn:
+    async def start(
+        self, prompt: str, *, submitted_ns: int | None = None, attachments: tuple[Attachment, ...] = ()
+    ) -> LiveTurn:
         """Start a turn. ``submitted_ns``: when the user asked (Enter), on the events' clock; ttft's own
-        delay (``own_delay_ms``) runs from there to the first send."""
+        delay (``own_delay_ms``) runs from there to the first send. ``attachments``: files read and
+        checked by ``backends.attachments`` (``check_attachments`` against this backend first)."""
         submitted_ns = ev.now_ns() if submitted_ns is None else submitted_ns
         backend = await self.ensure_backend()
         await self._take_earlier()
-        request = self.build_request(prompt)
+        request = self.build_request(prompt, attachments)
+        self._sent = request.messages[-1]
         recorder = new_recorder(
             backend, request, session_id=self.log.session_id, turn_index=self.turn_index, extra=self.extra
         )
@@ -197,8 +209,12 @@ class ChatSession:
         self.live = None
         # the log may have moved its index past another writer's turn
         self.turn_index = max(self.turn_index, record.turn_index + 1)
+        sent, self._sent = self._sent, None
         if record.answer:
-            self.messages += [Message("user", record.prompt), Message("assistant", record.answer)]
+            # The live turn's own message (its files with it: the next turn's model still sees them); a
+            # logged one holds its prompt only, since a log never keeps an attachment's contents.
+            user = sent if sent is not None else Message("user", record.prompt)
+            self.messages += [user, Message("assistant", record.answer)]
 
     def pop_last_exchange(self) -> str | None:
         """For regenerate: the last prompt, with its answer removed from the context."""
@@ -211,6 +227,7 @@ class ChatSession:
 
     def new_chat(self) -> None:
         self.messages, self.records, self.turn_index, self.live = [], [], 0, None
+        self._sent = None
         self._earlier = None
         self.log = SessionLog()
 
@@ -226,7 +243,7 @@ class ChatSession:
         """
         logged, start = tail_records_from(path, turns, skipped)
         self.log = SessionLog(path.stem, directory=path.parent)
-        self.records, self.live = _typed(path, logged, skipped), None
+        self.records, self.live, self._sent = _typed(path, logged, skipped), None, None
         self.messages = [m for rec in logged for m in _exchange(rec)]
         self.turn_index = max((r.get("turn_index", -1) for r in logged), default=-1) + 1
         self._earlier = _read_context_in_thread(path, start) if start > 0 else None

@@ -25,6 +25,7 @@ from backends.base import Backend, ChatRequest, Message, build_request
 from backends.finish import finish_turn
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
+from telemetry.cost import warm as warm_prices
 from telemetry.log.turns import SessionLog
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
@@ -265,6 +266,9 @@ class CompareRunner:
             if warm is not None:
                 with contextlib.suppress(Exception):  # met again, and recorded, by the turn itself
                     await warm()
+            # The price table's import (0.2-0.3 s, once): paid at the first pane's end, it held the other
+            # panes' streams, and so their stamps, back.
+            warm_prices(getattr(pane.backend, "price", None))
         release = asyncio.Event()
         parked = 0
         recorders = [self._recorder(i, r, prompt_index, trial, 0) for i, r in enumerate(requests)]

@@ -41,6 +41,7 @@ from backends.turn import new_recorder, stream_turn, target_probe
 from telemetry import events as ev
 from telemetry.bench.arrivals import poisson_schedule
 from telemetry.bench.requests import Mode
+from telemetry.cost import warm as warm_prices
 from telemetry.metrics import percentiles
 from telemetry.probe.saved import SavedProbe
 from telemetry.record import TurnRecord
@@ -240,6 +241,9 @@ async def run_level(
 ) -> LevelResult:
     """Run one level in this process and return its records and the client's health."""
     total = cfg.requests if requests is None else requests
+    # The price table's import (0.2-0.3 s, once a process), before the level's clock: paid at the first
+    # request's end, it stalled every stream in flight.
+    warm_prices(getattr(backend, "price", None))
     if start_at_ns is not None:
         wait = (start_at_ns - ev.now_ns()) / 1e9
         if wait > 0:

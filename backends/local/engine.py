@@ -34,6 +34,7 @@ from backends.local.speculative import SpecSettings, check_verify_batch
 from backends.local.state import Cancelled, LoadedModel
 from backends.local.template import ChatTemplate
 from telemetry import events as ev
+from telemetry.cost import PriceRef
 from telemetry.errors import ErrorKind
 from telemetry.server.kvcache import kv_cache_size
 
@@ -67,6 +68,7 @@ def warm_up(llm: llama.LlamaHandle) -> None:
 class LocalLlamaBackend:
     provider = "local"
     api = "llama.cpp"
+    price: PriceRef | None = None  # the config's prices for a local model, if it sets any (telemetry.cost)
 
     def __init__(
         self,
@@ -302,6 +304,13 @@ class LocalLlamaBackend:
         s = request.settings
         if cancel.is_set():
             raise Cancelled
+        images = [a.name for m in request.messages for a in m.attachments if a.is_image]
+        if images:  # refused before the send by backends.attachments; here too, for any other caller
+            raise LocalModelError(
+                "unsupported_attachment",
+                f"the local engine takes text only, and {', '.join(images)} is an image.",
+                "Attach text files only, or pick a model that reads images with -m.",
+            )
         spec = SpecSettings.parse(s.speculative)
         layers = self._wanted_layers(s.extra)
         bufts = self._wanted_bufts(s.extra)

@@ -54,7 +54,7 @@ class ChatTemplate:
             self.name = name
 
     def format(self, messages: tuple[Message, ...]) -> FormattedPrompt:
-        msgs = [{"role": m.role, "content": m.content} for m in messages]
+        msgs = [{"role": m.role, "content": m.text()} for m in messages]  # text files inline; images never get here
         if self.name == "gemma":
             msgs = _fold_system_into_first_user(msgs)  # Gemma has no system role
         assert self._fn is not None

@@ -27,6 +27,7 @@ import httpx2
 from backends.base import ChatRequest
 from backends.providers.errors import check_stream, count, shape_checked
 from backends.providers.hosted import HostedBackend, TurnState
+from backends.providers.parts import messages_content
 from backends.transport.http import Probe
 from telemetry import events as ev
 from telemetry.errors import ErrorKind
@@ -69,7 +70,9 @@ class AnthropicMessagesBackend(HostedBackend):
         p: dict[str, Any] = {
             "model": self.model,
             "max_tokens": max_tokens,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages if m.role != "system"],
+            "messages": [
+                {"role": m.role, "content": messages_content(m)} for m in request.messages if m.role != "system"
+            ],
             "stream": True,
         }
         if system:

@@ -13,6 +13,7 @@ from typing import Any
 from backends.base import ChatRequest
 from backends.providers.errors import count, shape_checked
 from backends.providers.hosted import TurnState
+from backends.providers.parts import chat_content
 from backends.think import ThinkSplitter
 from backends.transport.http import Probe
 from telemetry import events as ev
@@ -79,7 +80,7 @@ class ChatWire:
         s = request.settings
         p: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [{"role": m.role, "content": chat_content(m)} for m in request.messages],
             "stream": s.stream,
         }
         if s.max_output_tokens is not None:

@@ -13,6 +13,7 @@ from typing import Any
 import platformdirs
 
 from backends.providers.checks import url_problem, value_problem
+from telemetry.cost import Price
 from telemetry.errors import ErrorKind, TtftError
 from telemetry.log.urls import redact_url
 
@@ -52,10 +53,13 @@ def config_path() -> Path:
 # The config's schema: key -> what a value must be, said in the words of the error message.
 # Checked by hand rather than with pydantic: importing and building pydantic models costs
 # ~140 ms, on every `ttft ask` with a config file, whose own delay is 0.2-0.4 s in all.
-TOP_KEYS = ("default", "providers")
+TOP_KEYS = ("default", "providers", "prices")
 PROVIDER_KEYS = ("kind", "base_url", "api_key_env", "default_model", "headers", "timeout")
+# [prices."PROVIDER:MODEL"] (or [prices.PROVIDER], every model of it): USD per million tokens.
+PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok")
 
-_cache: tuple[tuple[str, int, int], dict[str, Any], dict[str, ProviderConfig]] | None = None
+_Validated = tuple[dict[str, Any], dict[str, ProviderConfig], dict[str, Price]]
+_cache: tuple[tuple[str, int, int], _Validated] | None = None
 
 
 def _config_error(path: Path, key: str, what: str, hint: str | None = None) -> ProviderError:
@@ -141,7 +145,50 @@ def _provider(path: Path, name: str, raw: Any) -> ProviderConfig:
     )
 
 
-def _validated() -> tuple[dict[str, Any], dict[str, ProviderConfig]]:
+def _price_number(path: Path, key: str, value: Any) -> float:
+    # bool is an int in Python, and nan/inf are floats: none of them is a price
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+        raise _config_error(path, key, f"expected a price in USD per million tokens (0 or more), got {_shown(value)}")
+    return float(value)
+
+
+def _prices(path: Path, raw: Any, providers: dict[str, ProviderConfig]) -> dict[str, Price]:
+    """``[prices."PROVIDER:MODEL"]`` tables: a self-hosted model's (or a negotiated) prices, which
+    win over the price table's (telemetry.cost)."""
+    if not isinstance(raw, dict):
+        raise _config_error(
+            path, "prices", f'expected a table of prices ([prices."PROVIDER:MODEL"]), got {_shown(raw)}'
+        )
+    out: dict[str, Price] = {}
+    for key, entry in raw.items():
+        at = f"prices.{key}" if key.isidentifier() else f'prices."{key}"'
+        try:
+            name, model = parse_spec(key)
+        except ProviderError as exc:
+            raise _config_error(path, at, f"{exc} {exc.hint or ''}".strip()) from None
+        if name not in BUILTIN and name not in providers:
+            known = ", ".join([*BUILTIN, *providers])
+            raise _config_error(path, at, f"unknown provider {name!r}; expected one of {known}")
+        if not isinstance(entry, dict):
+            raise _config_error(path, at, f"expected a table of prices ([{at}]), got {_shown(entry)}")
+        _unknown(path, at + ".", entry, PRICE_KEYS)
+        for needed in PRICE_KEYS[:2]:
+            if needed not in entry:
+                raise _config_error(path, f"{at}.{needed}", "missing: give the price in USD per million tokens")
+        spec = f"{name}:{model}" if model else name
+        cached = entry.get("cached_input_per_mtok")
+        out[spec] = Price(
+            key=spec,
+            input_per_mtok=_price_number(path, f"{at}.input_per_mtok", entry["input_per_mtok"]),
+            output_per_mtok=_price_number(path, f"{at}.output_per_mtok", entry["output_per_mtok"]),
+            cached_input_per_mtok=None
+            if cached is None
+            else _price_number(path, f"{at}.cached_input_per_mtok", cached),
+        )
+    return out
+
+
+def _validated() -> _Validated:
     """The config file read and checked once (again only when the file changes): a bad one is a
     ProviderError (kind ``config_error``) naming the file, the key and what was expected."""
     global _cache
@@ -149,12 +196,12 @@ def _validated() -> tuple[dict[str, Any], dict[str, ProviderConfig]]:
     try:
         st = path.stat()
     except FileNotFoundError:
-        return {}, {}
+        return {}, {}, {}
     except OSError as exc:
         raise _config_error(path, "", f"could not be read ({exc.strerror or exc})") from None
     stamp = (str(path), st.st_mtime_ns, st.st_size)
     if _cache is not None and _cache[0] == stamp:
-        return _cache[1], _cache[2]
+        return _cache[1]
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -185,8 +232,9 @@ def _validated() -> tuple[dict[str, Any], dict[str, ProviderConfig]]:
         if name not in BUILTIN and name not in providers:
             known = ", ".join([*BUILTIN, *providers])
             raise _config_error(path, "default", f"unknown provider {name!r}; expected one of {known}")
-    _cache = (stamp, raw, providers)
-    return raw, providers
+    prices = _prices(path, raw.get("prices", {}), providers)
+    _cache = (stamp, (raw, providers, prices))
+    return raw, providers, prices
 
 
 def load_config() -> dict[str, Any]:
@@ -201,6 +249,13 @@ def check_config() -> None:
 
 def configured_providers() -> dict[str, ProviderConfig]:
     return dict(_validated()[1])
+
+
+def configured_price(provider: str, model: str | None) -> Price | None:
+    """The config file's prices for ``provider:model``, else for every model of ``provider``; None
+    when it sets none (the price table, telemetry.cost, then prices the turn)."""
+    prices = _validated()[2]
+    return (prices.get(f"{provider}:{model}") if model else None) or prices.get(provider)
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:

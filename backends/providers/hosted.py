@@ -35,6 +35,7 @@ from backends.base import ChatRequest
 from backends.providers.errors import ErrorAnswer, ErrorContext, error_answer, failed_from_exception
 from backends.transport.http import DEFAULT_TIMEOUT_S, NO_KEY, InstrumentedHTTP, Probe, needs_ca_bundle
 from telemetry import events as ev
+from telemetry.cost import PriceRef
 from telemetry.errors import ErrorKind
 from telemetry.log.secrets import Secrets, header_secrets, remember
 from telemetry.log.urls import redact_url, split_query, url_secrets
@@ -133,6 +134,7 @@ class HostedBackend:
     api: str
     model: str
     base_url: str | None
+    price: PriceRef | None = None  # where its turns' cost comes from (set by the registry; telemetry.cost)
 
     def __init__(
         self,

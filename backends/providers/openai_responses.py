@@ -17,6 +17,7 @@ import openai
 from backends.base import ChatRequest
 from backends.providers.errors import check_stream, count, shape_checked
 from backends.providers.hosted import HostedBackend, TurnState
+from backends.providers.parts import responses_content
 from backends.transport.http import Probe
 from telemetry import events as ev
 from telemetry.errors import ErrorKind
@@ -36,7 +37,9 @@ class OpenAIResponsesBackend(HostedBackend):
         system = [m.content for m in request.messages if m.role == "system"]
         p: dict[str, Any] = {
             "model": self.model,
-            "input": [{"role": m.role, "content": m.content} for m in request.messages if m.role != "system"],
+            "input": [
+                {"role": m.role, "content": responses_content(m)} for m in request.messages if m.role != "system"
+            ],
             "stream": s.stream,
         }
         if system:

@@ -35,7 +35,7 @@ import importlib.util
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends.base import Backend
 from backends.providers.checks import url_problem, value_problem
@@ -47,14 +47,20 @@ from backends.providers.config import (
     check_config,
     config_dir,
     config_path,
+    configured_price,
     configured_providers,
     load_config,
     parse_spec,
 )
 from backends.transport.http import DEFAULT_TIMEOUT_S
+from telemetry.cost import PriceRef
 from telemetry.errors import ErrorKind
 from telemetry.log.secrets import remember
 from telemetry.log.urls import redact_url
+
+if TYPE_CHECKING:
+    from backends.local.engine import LocalLlamaBackend
+    from backends.providers.hosted import HostedBackend
 
 # Everything `-m PROVIDER:MODEL` needs, from one module: the config file's names come with this one's.
 __all__ = [
@@ -75,7 +81,9 @@ __all__ = [
     "list_models",
     "load_config",
     "parse_spec",
+    "price_ref",
     "resolve",
+    "target_api",
 ]
 
 DEFAULT_MODELS = {
@@ -200,6 +208,59 @@ def _key(r: ResolvedSpec, api_key: str | None) -> str | None:
     return None  # compat servers often need none
 
 
+# The price table's provider for each kind that names one; a compat server is priced only when the
+# table knows its address (a loopback or self-hosted one is not a hosted provider, whatever its model's name).
+PRICE_PROVIDER = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic"}
+
+
+def price_ref(r: ResolvedSpec) -> PriceRef | None:
+    """Where this spec's turns get their cost (telemetry.cost): the config's own prices for it, else
+    the price table under the provider its address or its kind names; None when nothing would."""
+    if not r.model:
+        return None
+    own = configured_price(r.provider, r.model)
+    if own is not None:
+        return PriceRef(r.model, config=own)
+    url = redact_url(r.base_url)  # only matched against the table's patterns; never kept with a secret in it
+    provider_id = PRICE_PROVIDER.get(r.kind)
+    if provider_id is None and (url is None or _on_this_network(url)):
+        return None  # no hosted provider answers there: not even the table's import is paid
+    return PriceRef(r.model, provider_id=provider_id, api_url=url)
+
+
+# The wire API each kind of provider speaks (Backend.api), known before any backend exists.
+API_BY_KIND = {
+    "openai": "chat.completions",
+    "compat": "chat.completions",
+    "openai-responses": "responses",
+    "anthropic": "messages",
+    "local": "llama.cpp",
+}
+
+
+def target_api(spec: str, base_url: str | None = None) -> tuple[str, str]:
+    """(api, model) that ``-m spec`` will talk to, without creating its backend (what a check of the
+    turn's attachments needs before a child process starts or a key is read). Raises ProviderError."""
+    if is_local_spec(spec):
+        _, rest = parse_spec(spec)
+        return API_BY_KIND["local"], rest or "local"
+    r = resolve(spec, base_url=base_url)
+    return API_BY_KIND[r.kind], r.model or ""
+
+
+def _on_this_network(url: str) -> bool:
+    """A loopback or private address (a self-hosted server), or a name without a dot (``localhost``)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host
+    return ip.is_loopback or ip.is_private or ip.is_link_local
+
+
 def is_local_spec(spec: str) -> bool:
     """Whether ``-m spec`` means the in-process llama.cpp engine (not a configured provider named local)."""
     try:
@@ -226,7 +287,23 @@ def create_backend(
     """
     provider, rest = parse_spec(spec)
     if provider == "local" and provider not in configured_providers():
-        return _create_local(rest, **local_opts)
+        local = _create_local(rest, **local_opts)
+        own = configured_price("local", local.model)
+        local.price = PriceRef(local.model, config=own) if own is not None else None
+        return local
+    backend = _create_hosted(spec, base_url, api_key, timeout_s, max_connections, lean)
+    backend.price = price_ref(resolve(spec, base_url=base_url))
+    return backend
+
+
+def _create_hosted(
+    spec: str,
+    base_url: str | None,
+    api_key: str | None,
+    timeout_s: float | None,
+    max_connections: int | None,
+    lean: bool,
+) -> HostedBackend:
     r = resolve(spec, base_url=base_url)
     if not r.model:
         raise ProviderError(
@@ -268,7 +345,7 @@ def create_backend(
     return AnthropicMessagesBackend(r.model, **common)
 
 
-def _create_local(rest: str | None, **opts: Any) -> Backend:
+def _create_local(rest: str | None, **opts: Any) -> LocalLlamaBackend:
     if importlib.util.find_spec("backends.local.engine") is None:
         raise ProviderError("Local models are not available in this build of ttft.", kind=ErrorKind.LOCAL_UNAVAILABLE)
     from backends.local import engine, llama_adapter

@@ -21,6 +21,7 @@ import numpy as np
 
 from telemetry.bench.requests import BenchTurn, measured, span_ms
 from telemetry.bench.slo import SLO
+from telemetry.cost import sum_costs
 from telemetry.metrics import NS_PER_MS, percentiles
 from telemetry.record import TurnRecord
 from telemetry.server.timings import server_timings
@@ -130,6 +131,9 @@ def aggregate_level(
         "goodput_fraction": (good / len(recs)) if good is not None and recs else None,
         "client": client,
         "client_bottleneck": client_bottleneck(client),
+        # What the level's requests cost (failed ones' billed tokens too; telemetry.cost): a sum of the
+        # priced ones, with how many were not priced.
+        "cost_usd": sum_costs(r.cost for r in recs).to_dict(),
         "server": _server_summary(ok),
         "wait_ms": split_summary(ok),  # telemetry.wire: the wait's parts per request, summarised
     }

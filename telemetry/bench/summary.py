@@ -19,13 +19,22 @@ def _wait_keys(lv: dict[str, Any]) -> dict[str, float | None]:
     }  # fmt: skip
 
 
+def _cost(lv: dict[str, Any]) -> float | None:
+    """The level's summed cost (USD), None when none of its requests was priced (telemetry.cost)."""
+    c = lv.get("cost_usd")
+    return c["total_usd"] if isinstance(c, dict) and c.get("priced") else None
+
+
 def summary(levels: Sequence[dict[str, Any]], *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run's summary JSON: metadata, one vLLM-keyed entry per level, and the conclusion.
 
     With a single level its vLLM keys are also at the top, as ``vllm bench serve`` writes them.
     """
     out: dict[str, Any] = {"schema": "ttft.bench/1", **(meta or {})}
-    out["levels"] = [{**lv["vllm"], "mode": lv["mode"], "level": lv["level"], **_wait_keys(lv)} for lv in levels]
+    out["levels"] = [
+        {**lv["vllm"], "mode": lv["mode"], "level": lv["level"], **_wait_keys(lv), "total_cost_usd": _cost(lv)}
+        for lv in levels
+    ]
     out["details"] = [{k: v for k, v in lv.items() if k != "vllm"} for lv in levels]
     out["conclusion"] = conclusion(levels)
     if len(levels) == 1:
@@ -58,6 +67,7 @@ CSV_COLUMNS = (
     "client_loop_lag_p99_ms",
     "client_cpu_percent",
     "client_bottleneck",
+    "total_cost_usd",
 )
 
 
@@ -90,4 +100,5 @@ def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
         "client_loop_lag_p99_ms": (client.get("loop_lag_ms") or {}).get("p99"),
         "client_cpu_percent": client.get("cpu_percent"),
         "client_bottleneck": agg.get("client_bottleneck") or "",
+        "total_cost_usd": _cost(agg),
     }

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from telemetry.cost import CostSum, sum_costs
 from telemetry.duration import fmt_ms, unit_for
 from telemetry.export.formats import write_csv, write_jsonl
 from telemetry.metrics import percentiles
@@ -86,6 +87,8 @@ class PaneStats:
     cancelled: int
     errors: tuple[str, ...]  # one line per failed turn
     metrics: dict[str, MetricStats]
+    # What the pane's turns cost, all of them (a failed turn's tokens are billed too; telemetry.cost).
+    cost: CostSum = field(default_factory=lambda: sum_costs(()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,11 @@ class Comparison:
         none is one failure line, not one "nothing to compare" per metric and pair), clear ones only if asked."""
         return [v for v in self.verdicts if self.stats[v.a].ok and self.stats[v.b].ok and (v.clear or not only_clear)]
 
+    @property
+    def priced(self) -> bool:
+        """Whether any pane's turn was priced (a front end shows a cost column then)."""
+        return any(s.cost.priced for s in self.stats.values())
+
     def wins(self, pane: str) -> tuple[str, ...]:
         """The metric keys ``pane`` ranks first in (ties included), in ``METRICS`` order; none for a
         pane compared with nobody, where every column would be a trivial win."""
@@ -148,6 +156,9 @@ class Comparison:
                 "ok": s.ok,
                 "failed": s.failed,
                 "cancelled": s.cancelled,
+                "cost_usd": s.cost.total_usd if s.cost.priced else None,
+                "cost_priced_turns": s.cost.priced,
+                "cost_unpriced_turns": s.cost.unpriced,
             }
             for m in METRICS:
                 ms = s.metrics[m.key]
@@ -181,6 +192,7 @@ def pane_stats(pane: str, records: Sequence[TurnRecord]) -> PaneStats:
         cancelled=sum(1 for r in records if r.status == "cancelled"),
         errors=errors,
         metrics=metrics,
+        cost=sum_costs(r.cost for r in records),
     )
 
 

@@ -112,6 +112,9 @@ def redact(rec: dict[str, Any]) -> dict[str, Any]:
     except RecordError:  # not the list of calls a record holds: nothing of it is kept
         calls = ()
     out["tool_calls"] = [{"name": t.get("name"), "arguments": None} for t in calls]
+    files = rec.get("attachments")
+    if isinstance(files, list):  # a file's name can say what it holds: its size and type are the numbers
+        out["attachments"] = [{**a, "name": None} if isinstance(a, dict) else None for a in files]
     return out
 
 

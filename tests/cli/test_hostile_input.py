@@ -67,6 +67,30 @@ BAD_CONFIGS: dict[str, tuple[bytes, str]] = {
     ),
     "typo at the top": (b'defualt = "openai:x"\n', "defualt: unknown key; did you mean 'default'?"),
     "kind unknown": (b'[providers.groq]\nkind = "grpc"\n', "providers.groq.kind: expected one of"),
+    # [prices."PROVIDER:MODEL"]: a self-hosted model's prices (telemetry.cost)
+    "prices not a table": (b"prices = 5\n", "prices: expected a table of prices"),
+    "price not a number": (
+        b'[prices."compat:x"]\ninput_per_mtok = "cheap"\noutput_per_mtok = 1\n',
+        'prices."compat:x".input_per_mtok: expected a price in USD per million tokens',
+    ),
+    "price negative": (
+        b'[prices."compat:x"]\ninput_per_mtok = 1\noutput_per_mtok = -2\n',
+        'prices."compat:x".output_per_mtok: expected a price',
+    ),
+    "price infinite": (
+        b"[prices.local]\ninput_per_mtok = inf\noutput_per_mtok = 0\n",
+        "prices.local.input_per_mtok: expected a price",
+    ),
+    "price missing": (b'[prices."compat:x"]\ninput_per_mtok = 1\n', 'prices."compat:x".output_per_mtok: missing'),
+    "price key typo": (
+        b"[prices.local]\ninput_per_mtk = 1\noutput_per_mtok = 1\n",
+        "prices.local.input_per_mtk: unknown key; did you mean 'input_per_mtok'?",
+    ),
+    "price of an unknown provider": (
+        b'[prices."nosuch:m"]\ninput_per_mtok = 1\noutput_per_mtok = 1\n',
+        "prices.\"nosuch:m\": unknown provider 'nosuch'",
+    ),
+    "price entry not a table": (b"[prices]\nlocal = 3\n", "prices.local: expected a table of prices"),
 }
 COMMANDS = {
     "bare ttft": [],
@@ -145,6 +169,29 @@ def test_a_valid_config_still_resolves(env: Path) -> None:
     assert default_spec() == "groq"
     r = resolve("groq")
     assert (r.kind, r.model, r.timeout, r.headers) == ("compat", "m", 7.0, {"X-Title": "ttft"})
+
+
+def test_config_prices_resolve_most_specific_first(env: Path) -> None:
+    (env / "config.toml").write_text(
+        GOOD_PROVIDER
+        + "[prices.groq]\ninput_per_mtok = 1\noutput_per_mtok = 2\n"
+        + '[prices."groq:big"]\ninput_per_mtok = 3\noutput_per_mtok = 4\ncached_input_per_mtok = 0.5\n'
+        + "[prices.local]\ninput_per_mtok = 0\noutput_per_mtok = 0\n"
+    )
+    from backends.providers.registry import price_ref, resolve
+    from telemetry.cost import Price
+
+    big, other = price_ref(resolve("groq:big")), price_ref(resolve("groq:small"))
+    assert big is not None and big.config == Price("groq:big", 3.0, 4.0, 0.5)
+    assert other is not None and other.config == Price("groq", 1.0, 2.0)
+    hosted = price_ref(resolve("openai:gpt-4o-mini"))
+    assert hosted is not None and (hosted.config, hosted.provider_id) == (None, "openai")  # the table prices it
+    # a loopback server is no hosted provider: not priced, and the table is not even imported for it
+    assert price_ref(resolve("compat:x", base_url="http://127.0.0.1:9/v1")) is None
+    groq = price_ref(resolve("groq:m", base_url="https://api.groq.com/openai/v1"))
+    assert groq is not None and groq.config is not None  # its own config price wins over the table
+    routed = price_ref(resolve("compat:m", base_url="https://openrouter.ai/api/v1"))
+    assert routed is not None and (routed.provider_id, routed.api_url) == (None, "https://openrouter.ai/api/v1")
 
 
 # --- item 12: option values --------------------------------------------------------------------

@@ -104,3 +104,63 @@ def test_a_finished_turn_is_folded_in_typed_and_regenerate_takes_it_back() -> No
     empty = TurnRecord.from_dict({**play(stream(visible=0), recorder("nothing")), "turn_index": 5})
     session.complete(empty)  # no answer text: the context is unchanged
     assert session.messages == [] and session.turn_index == 6
+
+
+async def test_a_turns_files_stay_in_the_context_of_the_next_turn_and_never_in_its_record(tmp_path: Path) -> None:
+    from backends.attachments import Attachment, read_attachment
+    from tests.support import files
+    from tui.runner import LoopThread
+
+    (tmp_path / "pic.png").write_bytes(files.png(8, 8))
+    pic = read_attachment(tmp_path / "pic.png")
+    assert isinstance(pic, Attachment)
+    backend = ScheduledBackend("ok", ttft_s=0.001, gap_s=0.001, tokens=2)
+    runner = LoopThread()
+    try:
+        session = ChatSession(runner=runner, spec="x:y", factory=lambda spec, url: backend, log=SessionLog("s"))
+        live = await session.start("what is this?", attachments=(pic,))
+        record = await live.wait()
+        assert [a.name for a in record.attachments] == ["pic.png"] and record.prompt == "what is this?"
+        session.complete(record)
+        second = session.build_request("and its colour?")
+        assert second.messages[0] == Message("user", "what is this?", (pic,))  # the model still sees the image
+        assert second.attachments == ()  # the new turn sends no new file
+        session.new_chat()
+        logged = TurnRecord.from_dict({**record.to_dict(), "turn_index": 0})  # a logged turn holds no file:
+        session.complete(logged)  # its prompt alone is context
+        assert session.build_request("again").messages[0] == Message("user", "what is this?")
+    finally:
+        runner.close()
+
+
+async def test_through_the_chats_backend_process_files_go_out_and_the_turn_is_priced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chat's backend runs in its own process: the files cross the pipe to it, and its price back."""
+    from backends.attachments import Attachment, read_attachment
+    from tests.fakes import FakeServer, Schedule
+    from tests.support import files
+    from tui.runner import LoopThread
+
+    monkeypatch.delenv("TTFT_IN_PROCESS", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path / "conf"))
+    (tmp_path / "pic.png").write_bytes(files.png(16, 16))
+    pic = read_attachment(tmp_path / "pic.png")
+    assert isinstance(pic, Attachment)
+    runner = LoopThread()
+    with FakeServer(Schedule(visible_tokens=3, input_tokens=900)) as srv:
+        session = ChatSession(
+            runner=runner, spec="openai:gpt-4o-mini", base_url=srv.openai_base_url, log=SessionLog("s")
+        )
+        try:
+            live = await session.start("what is it?", attachments=(pic,))
+            kind = type(session.backend).__name__
+            record = await live.wait()
+        finally:
+            await session.close_backend()
+            runner.close()
+        part = srv.requests[-1].body["messages"][-1]["content"][0]
+    assert kind == "ProcessBackend" and record.status == "ok", record.error
+    assert part == {"type": "image_url", "image_url": {"url": pic.data_url()}}
+    assert record.cost is not None and record.cost.priced_as == "openai:gpt-4o-mini"

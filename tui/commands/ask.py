@@ -15,12 +15,21 @@ import argparse
 import os
 import sys
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from backends.base import Backend, ChatRequest, build_request
 from backends.finish import finish_turn
-from backends.providers.registry import create_backend, default_spec, is_local_spec, parse_spec
+from backends.providers.registry import (
+    ProviderError,
+    create_backend,
+    default_spec,
+    is_local_spec,
+    parse_spec,
+    target_api,
+)
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
+from telemetry.cost import fmt_usd
 from telemetry.duration import fmt_ms
 from telemetry.errors import TtftError
 from telemetry.log.surrogates import scrub
@@ -37,6 +46,9 @@ from tui.commands.help import examples
 from tui.commands.output import add_output_flags, json_text, note
 from tui.commands.prompt import PromptTooLarge, read_prompt
 from tui.format import visible_controls
+
+if TYPE_CHECKING:
+    from backends.attachments import Attachment, Refused
 
 LOG_FAILED = int(Exit.NOT_SAVED)  # the turn ran, but its record could not be written to the session log
 
@@ -72,6 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             'ttft ask -m compat:qwen3 --base-url http://127.0.0.1:8080/v1 --json "hi" > turn.json',
             'ttft ask -m anthropic:claude-sonnet-4-5 --thinking-budget adaptive "hi"',
             'git diff | ttft ask -q "write the commit message"   # stdin, a blank line, then the prompt',
+            'ttft ask -m openai:gpt-4o-mini -a chart.png -a notes.txt "what does the chart show?"',
         ),
     )
     add_model_options(p)
@@ -85,6 +98,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="read Chat Completions (openai, compat) with the OpenAI SDK, not ttft's own reader (same record;"
         " the SDK's import adds 0.5-1 s)",
+    )
+    p.add_argument(
+        "-a",
+        "--attach",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="send a file with the prompt (repeat for more): a png, jpeg, gif or webp image as the API's image"
+        " part, or a text file inline under its name; checked before the send (exit 2 when it cannot go)",
     )
     p.add_argument("prompt", nargs="*", help="the question; piped stdin comes before it (or is the whole of it)")
     p.set_defaults(func=run)
@@ -129,6 +151,14 @@ def summary_line(rec: TurnRecord) -> str:
     if out is not None:
         r = f", {t.reasoning} reasoning" if t.reasoning else ""
         parts.append(f"{out} tokens out{r} ({t.source})")
+    if rec.attachments:
+        from telemetry.server.prompt_share import attachment_cost  # only a turn with files needs them
+        from telemetry.server.timings import server_timings
+
+        n = len(rec.attachments)
+        files = attachment_cost(rec.attachments, t.input, server_timings(rec.server))
+        added = f", ~{files.tokens:,} tokens in" if files is not None and files.tokens is not None else ""
+        parts.append(f"{n} file{'s' if n > 1 else ''} attached{added}")
     if m.e2e_ms is not None:
         parts.append(f"E2E {f(m.e2e_ms)}")
     else:  # no token came: an "E2E" would time an answer that does not exist
@@ -142,6 +172,8 @@ def summary_line(rec: TurnRecord) -> str:
         parts.append(f"{len(rec.attempts)} attempts (+{f(m.retry_ms)} retrying)")
     if not rec.settings.stream:
         parts.append("not streamed")
+    if rec.cost is not None:
+        parts.append(f"cost {fmt_usd(rec.cost.total_usd, 3)}")
     line = " · ".join(parts) + f" · {who}"
     if http is not None and http.request_id:
         line += f" · request id {http.request_id}"
@@ -200,6 +232,30 @@ def _make_backend(spec: str, base_url: str | None, timeout: float | None, *, sdk
     return create_backend(spec, base_url=base_url, timeout_s=timeout, lean=not sdk)
 
 
+def read_attachments(paths: list[str], spec: str, base_url: str | None) -> tuple[Attachment, ...] | Refused:
+    """``-a`` files, read and checked against the API and model ``spec`` names, before anything is sent.
+
+    A spec that does not resolve is not this check's to report: the turn then fails with its own error.
+    """
+    from backends.attachments import Refused, check_attachments, read_attachment
+
+    files: list[Attachment] = []
+    for path in paths:
+        got = read_attachment(path)
+        if isinstance(got, Refused):
+            return got
+        files.append(got)
+    if files:
+        try:
+            api, model = target_api(spec, base_url)
+        except ProviderError:
+            return tuple(files)
+        refused = check_attachments(files, api=api, model=model)
+        if refused is not None:
+            return refused
+    return tuple(files)
+
+
 def run(args: argparse.Namespace) -> int:
     started = getattr(args, "started_ns", None) or ev.now_ns()  # tui.cli stamps the process start
     try:
@@ -207,15 +263,21 @@ def run(args: argparse.Namespace) -> int:
     except PromptTooLarge as exc:
         print(f"ttft ask: {exc}", file=sys.stderr)
         return Exit.USAGE
-    if not prompt:
+    paths = list(getattr(args, "attach", None) or [])
+    if not prompt and not paths:
         print(
             'ttft ask: give a question, e.g. ttft ask -m openai:gpt-4o-mini "hi" (or pipe it on stdin)', file=sys.stderr
         )
         return Exit.USAGE
-    settings = settings_from_args(args)
-    request = build_request(prompt, system=scrub(args.system) if args.system else None, settings=settings)
-    log = SessionLog(args.session)
     spec = args.model or default_spec()
+    files = read_attachments(paths, spec, args.base_url) if paths else ()
+    if not isinstance(files, tuple):  # nothing was sent: a file that cannot go is the command line's problem
+        print(f"ttft ask: -a {visible_controls(files.sentence)}", file=sys.stderr)
+        return Exit.USAGE
+    settings = settings_from_args(args)
+    system = scrub(args.system) if args.system else None
+    request = build_request(prompt, system=system, settings=settings, attachments=files)
+    log = SessionLog(args.session)
     recorder: TurnRecorder | None = None
     try:
         try:

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from telemetry.compare.stats import METRICS, RESAMPLES, Comparison, fmt_amount
+from telemetry.cost import fmt_usd
 from telemetry.duration import fmt_ms
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
@@ -84,6 +85,8 @@ def summary_table(
         head = "out tok" if m.key == "output_tokens" else m.label
         table.add_column(head + (" med" if multi else ""), justify="right", no_wrap=True)
     table.add_column("ok", justify="right", no_wrap=True)
+    if c.priced:  # telemetry.cost: what each pane's turns cost, summed
+        table.add_column("cost", justify="right", no_wrap=True)
     for p in c.panes:
         s = c.stats[p]
         cells: list[Text | str] = [
@@ -98,6 +101,11 @@ def summary_table(
         if s.failed or s.cancelled:
             ok.stylize("bold red")
         cells.append(ok)
+        if c.priced:
+            cost = fmt_usd(s.cost.total_usd) if s.cost.priced else "—"
+            if s.cost.priced and s.cost.unpriced:  # a partial sum says so
+                cost += f" ({s.cost.priced} of {s.cost.priced + s.cost.unpriced} priced)"
+            cells.append(cost)
         table.add_row(*cells)
     return table
 
@@ -187,6 +195,8 @@ def pane_done_text(rec: TurnRecord, wins: Sequence[str] = ()) -> Text:
     t.append(f" · TPOT {_ms(m.tpot_ms)} · E2E {_ms(m.e2e_ms)}")
     out = rec.tokens.output
     t.append(f" · {out if out is not None else '—'} tok")
+    if rec.cost is not None:
+        t.append(f" · {fmt_usd(rec.cost.total_usd)}")
     if wins:
         t.append(f"  {WIN} " + " ".join(wins), style="bold green")
     return t

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
+from telemetry.cost import fmt_usd
 from telemetry.diagnosis import diagnose_session
 from telemetry.duration import DASH, fmt_ms
 from telemetry.record import TurnRecord
@@ -18,6 +19,9 @@ from tui.format import short_model, turn_label, visible_controls
 STATUS_STYLE = {"ok": "green", "error": "bold red", "cancelled": "yellow"}
 # "tok": output tokens ("~" when estimated); short, so the 64-column pane keeps room for the model
 COLUMNS = ("#", "model", "status", "TTFT", "TTFVT", "TPOT", "E2E", "tok")
+# The turn's cost (telemetry.cost), once any turn shown has one: a session of unpriced models (a
+# self-hosted server) keeps the room for the model's name rather than a column of dashes.
+COST_COLUMN = "cost"
 MODEL_W = 16  # the model column when the table's width is not known yet
 MODEL_MIN_W = 8
 CELL_PAD = 2  # DataTable's cell padding, one column either side
@@ -25,10 +29,16 @@ SCROLLBAR_W = 1  # the table's own, once it scrolls (set in DEFAULT_CSS)
 MAX_HEIGHT = 14  # the table's, header included: more rows than this scroll
 
 
-def _cells(r: TurnRecord) -> list[str | Text]:
-    """One turn's cells; the model's name in full (it is shortened to the room left)."""
+def columns(priced: bool) -> tuple[str, ...]:
+    return (*COLUMNS, COST_COLUMN) if priced else COLUMNS
+
+
+def _cells(r: TurnRecord, priced: bool = False) -> list[str | Text]:
+    """One turn's cells; the model's name in full (it is shortened to the room left). ``priced``: with
+    the cost column (a dash for a turn that was not priced)."""
     m, tok = r.metrics, r.tokens
     out = tok.output
+    cost = [fmt_usd(r.cost.total_usd if r.cost is not None else None)] if priced else []
     return [
         turn_label(r.turn_index, ""),  # under the "#" heading
         visible_controls(r.model),  # a log file's or a server's name: shown, never run
@@ -38,16 +48,17 @@ def _cells(r: TurnRecord) -> list[str | Text]:
         fmt_ms(m.tpot_ms, digits=1) if m.tpot_ms is not None else DASH,
         fmt_ms(m.e2e_ms),  # no token, no E2E: a turn's total time is not its E2E (the pane says it apart)
         DASH if out is None else f"{out}{'~' if tok.source == 'estimated' else ''}",
+        *cost,
     ]
 
 
-def model_width(rows: Sequence[Sequence[str | Text]], width: int) -> int:
-    """The model column's width: what the other columns leave of ``width``, so the last one
+def model_width(rows: Sequence[Sequence[str | Text]], width: int, heads: Sequence[str] = COLUMNS) -> int:
+    """The model column's width: what the other columns (``heads``) leave of ``width``, so the last one
     is never cut off the pane's edge; MODEL_W while the width is unknown."""
     if width <= 0:
         return MODEL_W
     others = sum(
-        max([len(COLUMNS[i]), *(len(str(row[i])) for row in rows)]) + CELL_PAD for i in range(len(COLUMNS)) if i != 1
+        max([len(heads[i]), *(len(str(row[i])) for row in rows)]) + CELL_PAD for i in range(len(heads)) if i != 1
     )
     longest = max((len(str(row[1])) for row in rows), default=MODEL_MIN_W)
     scrollbar = SCROLLBAR_W if len(rows) >= MAX_HEIGHT else 0
@@ -63,6 +74,7 @@ class HistoryPanel(Vertical):
     def compose(self) -> ComposeResult:
         self._records: list[TurnRecord] = []
         self._drawn_w = -1
+        self._priced = False  # whether the cost column is up
         table: DataTable[Any] = DataTable(cursor_type="row", zebra_stripes=True, id="history-table")
         table.add_columns(*COLUMNS)
         yield table
@@ -76,9 +88,15 @@ class HistoryPanel(Vertical):
         self._records = list(records)
         self._drawn_w = self.size.width
         table = self.query_one(DataTable)
-        table.clear()
-        rows = [_cells(r) for r in records]
-        w = model_width(rows, self.size.width)
+        priced = any(r.cost is not None for r in records)
+        if priced != self._priced:
+            table.clear(columns=True)
+            table.add_columns(*columns(priced))
+            self._priced = priced
+        else:
+            table.clear()
+        rows = [_cells(r, priced) for r in records]
+        w = model_width(rows, self.size.width, columns(priced))
         for row in rows:
             row[1] = short_model(str(row[1]), w)
             table.add_row(*row)

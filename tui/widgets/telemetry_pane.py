@@ -14,20 +14,24 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
+from backends.attachments import fmt_size
+from telemetry.cost import fmt_usd
 from telemetry.duration import DASH, fmt_ms
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
+from telemetry.server.prompt_share import attachment_cost
 from telemetry.server.timings import ServerTimings, server_timings
 from telemetry.timeline import Timeline
 from telemetry.wire import LIVE_LABEL, HttpInfo, WaitSplit
-from tui.format import PHASE_COLOR, fmt_num, short_spec, turn_label
+from tui.format import PHASE_COLOR, fmt_num, short_model, short_spec, turn_label
 from tui.terminal import visible_text
 from tui.widgets.history import HistoryPanel
 from tui.widgets.timeline import TimelineView
 
 LABEL_W = 15
 HEADER_MODEL_W = 40  # the turn header's provider · model: one line of the 64-column pane
+ATTACHMENT_NAME_W = 24  # one attachment's name in the "attached" row
 
 
 def _row(t: Text, label: str, value: str | Text, style: str = "") -> None:
@@ -154,6 +158,36 @@ def _wait_rows(t: Text, wait: WaitSplit | None, http: HttpInfo | None) -> None:
             _row(t, "rate limit", " · ".join(left) + " left")
 
 
+def _attachment_rows(t: Text, rec: TurnRecord, timings: Sequence[ServerTimings]) -> None:
+    """The files sent with the prompt and what they cost the turn (``telemetry.server.prompt_share``): the
+    input tokens they added and, where the server or engine reported its prefill, that part of it."""
+    if not rec.attachments:
+        return
+    _row(
+        t,
+        "attached",
+        " · ".join(f"{short_model(a.name, ATTACHMENT_NAME_W)} {fmt_size(a.bytes)}" for a in rec.attachments),
+    )
+    cost = attachment_cost(rec.attachments, rec.tokens.input, timings)
+    if cost is None or cost.tokens is None:
+        return
+    added = f"~{fmt_num(cost.tokens)} input tokens"
+    if cost.share is not None:
+        added += f" ({cost.share:.0%} of the input)"
+    if cost.prefill_ms is not None:
+        added += f" · ~{fmt_ms(cost.prefill_ms)} of the {cost.prefill_source} prefill"
+    _row(t, "  they added", added)
+
+
+def _cost_rows(t: Text, rec: TurnRecord) -> None:
+    """The turn's price (``telemetry.cost``), when it has one: a turn not priced shows no figure."""
+    c = rec.cost
+    if c is None:
+        return
+    _row(t, "cost", f"{fmt_usd(c.total_usd, 3)} · in {fmt_usd(c.input_usd, 3)} · out {fmt_usd(c.output_usd, 3)}")
+    _row(t, "  priced as", f"{c.priced_as} ({c.source})", "dim")
+
+
 def record_text(rec: TurnRecord, lag: dict[str, Any] | None = None) -> Text:
     """A finished turn's figures, in the order the reference defines them."""
     m, tok, status = rec.metrics, rec.tokens, rec.status
@@ -191,7 +225,10 @@ def record_text(rec: TurnRecord, lag: dict[str, Any] | None = None) -> Text:
         f"in {fmt_num(tok.input)}{cached} · reasoning {fmt_num(tok.reasoning)}"
         f" · out {fmt_num(tok.output)} [{tok.source or '?'}]",
     )
-    _server_lines(t, server_timings(rec.server))
+    timings = server_timings(rec.server)
+    _attachment_rows(t, rec, timings)
+    _cost_rows(t, rec)
+    _server_lines(t, timings)
     _draft_row(t, m.speculative)  # an old record's: recovered from its server data by from_dict
     if lag and lag.get("paints"):
         _row(t, "render lag", f"p50 {fmt_ms(lag['p50_ms'])} · p95 {fmt_ms(lag['p95_ms'])}")

@@ -270,3 +270,26 @@ def test_conclusion_calls_an_unchanged_per_user_speed_no_price() -> None:
 def test_conclusion_names_a_real_slowdown_as_its_price() -> None:
     text = conclusion([_level_p50s(1, 150.0, 200.0, 5.0, 25.0), _level_p50s(4, 270.0, 160.0, 6.2, 130.0)])
     assert "Each user pays for it" in text and "1.2x slower" in text
+
+
+def test_a_levels_cost_is_the_sum_of_its_priced_requests() -> None:
+    cost = {"input_usd": 0.001, "output_usd": 0.002, "total_usd": 0.003, "priced_as": "openai:m", "source": "config"}
+    records = [
+        {**rec(sent_at=0, ttft=10, tokens=3, tpot=1), "cost": cost},
+        {**rec(sent_at=1, ttft=10, tokens=3, tpot=1, status="error"), "cost": cost},  # billed even though it failed
+        rec(sent_at=2, ttft=10, tokens=3, tpot=1),  # not priced
+        {**rec(sent_at=0, ttft=10, tokens=3, tpot=1, warmup=True), "cost": cost},  # a warm-up is not measured
+    ]
+    level = aggregate_level(typed(records), level=1)
+    assert level["cost_usd"] == {
+        "total_usd": pytest.approx(0.006),
+        "input_usd": pytest.approx(0.002),
+        "output_usd": pytest.approx(0.004),
+        "priced": 2,
+        "unpriced": 1,
+    }
+    out = summary([level])
+    assert out["levels"][0]["total_cost_usd"] == pytest.approx(0.006)
+    assert bench_summary.csv_row(level)["total_cost_usd"] == pytest.approx(0.006)
+    unpriced = aggregate_level(typed([rec(sent_at=0, ttft=10, tokens=3, tpot=1)]), level=1)
+    assert summary([unpriced])["levels"][0]["total_cost_usd"] is None  # not $0: nothing was priced

@@ -181,3 +181,25 @@ def test_shown_verdicts_leave_out_panes_without_a_good_turn() -> None:
     assert len(shown) == len(METRICS)  # one per metric for the one pair that has turns to compare
     # same decode speed and length: only the waits (and so E2E) differ
     assert [v.metric for v in c.shown_verdicts(only_clear=True)] == ["ttft", "ttfvt", "e2e"]
+
+
+def test_each_panes_cost_is_summed_with_its_failed_turns_and_what_was_not_priced() -> None:
+    def priced(r: TurnRecord, usd: float | None) -> TurnRecord:
+        from dataclasses import replace
+
+        from telemetry.cost import Cost
+
+        return replace(r, cost=None if usd is None else Cost(usd / 2, usd / 2, usd, "openai:m", "genai-prices 0.2.3"))
+
+    c = compare(
+        {
+            "A": [priced(rec(100, 10), 0.002), priced(rec(status="error"), 0.001)],  # a failed turn is billed too
+            "B": [priced(rec(200, 10), 0.004), priced(rec(210, 10), None)],
+            "C": [rec(300, 10)],
+        }
+    )
+    rows = {r["pane"]: r for r in c.rows()}
+    assert rows["A"]["cost_usd"] == pytest.approx(0.003) and rows["A"]["cost_priced_turns"] == 2
+    assert (rows["B"]["cost_usd"], rows["B"]["cost_unpriced_turns"]) == (0.004, 1)
+    assert rows["C"]["cost_usd"] is None and c.priced
+    assert not compare({"C": [rec(300, 10)]}).priced

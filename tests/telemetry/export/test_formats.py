@@ -75,6 +75,31 @@ def test_every_field_of_a_record_has_a_column(records: list[dict]) -> None:
     ]
 
 
+def test_cost_and_attachments_have_columns_and_redact_drops_the_names(records: list[dict], tmp_path: Path) -> None:
+    ok = records[0] | {
+        "attachments": [{"name": "divorce-papers.txt", "bytes": 900, "media_type": "text/plain", "est_tokens": 230}],
+        "cost": {
+            "input_usd": 1e-4,
+            "output_usd": 2e-4,
+            "total_usd": 3e-4,
+            "priced_as": "openai:o3",
+            "source": "config",
+        },
+    }
+    assert table.unlisted(ok) == []
+    out = tmp_path / "c.csv"
+    export([ok, records[1]], "csv", out)
+    rows = list(csv.DictReader(out.open()))
+    assert float(rows[0]["cost.total_usd"]) == 3e-4 and rows[0]["cost.priced_as"] == "openai:o3"
+    assert json.loads(rows[0]["attachments"])[0]["bytes"] == 900
+    assert rows[1]["cost.total_usd"] == "" and json.loads(rows[1]["attachments"]) == []  # not priced: empty
+    export([ok], "jsonl", out, redact_text=True)
+    assert "divorce" not in out.read_text()  # a file's name can say what it holds
+    assert json.loads(out.read_text())["attachments"] == [
+        {"name": None, "bytes": 900, "media_type": "text/plain", "est_tokens": 230}
+    ]
+
+
 def test_dash_writes_data_to_stdout_and_the_message_to_stderr(
     records: list[dict], tmp_path: Path, monkeypatch, capsys
 ) -> None:

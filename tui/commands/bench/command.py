@@ -34,7 +34,15 @@ from telemetry.log.urls import redact_url
 from tui import signals
 from tui.commands.bench import args as bench_args
 from tui.commands.bench import capacity as bench_capacity
-from tui.commands.bench.output import HEADER, ProgressLine, bench_charts, level_row, server_line, wait_line
+from tui.commands.bench.output import (
+    HEADER,
+    ProgressLine,
+    bench_charts,
+    cost_line,
+    level_row,
+    server_line,
+    wait_line,
+)
 from tui.commands.exits import Exit, for_error_kind
 from tui.commands.flags import settings_from_args
 from tui.commands.output import note, print_json
@@ -311,6 +319,8 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
                     if (line := server_line(a)) is not None:
                         print(line, flush=True)
                     if (line := wait_line(a)) is not None:
+                        print(line, flush=True)
+                    if (line := cost_line(a)) is not None:
                         print(line, flush=True)
         except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
             progress.end()

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from backends.load.driver import Progress
+from telemetry.cost import fmt_usd
 from tui.report import charts
 from tui.report import figures as chart_builders
 
@@ -128,3 +129,13 @@ class ProgressLine:
     def end(self) -> None:
         if self.tty and not self.quiet:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
+
+
+def cost_line(a: dict[str, Any]) -> str | None:
+    """What the level's requests cost (``telemetry.cost``, summed by the aggregate), or None when none was priced."""
+    c = a.get("cost_usd")
+    if not isinstance(c, dict) or not c.get("priced"):
+        return None
+    each = c["total_usd"] / c["priced"]
+    unpriced = f"; {c['unpriced']} more not priced" if c.get("unpriced") else ""
+    return f"          cost: {fmt_usd(c['total_usd'], 3)} for {c['priced']} requests ({fmt_usd(each)} each){unpriced}"
