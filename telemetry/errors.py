@@ -59,6 +59,7 @@ class ErrorKind(StrEnum):
     CONTEXT_OVERFLOW = "context_overflow"
     BAD_SETTING = "bad_setting"
     BAD_CHAT_FORMAT = "bad_chat_format"
+    UNSUPPORTED_ATTACHMENT = "unsupported_attachment"  # a file this engine cannot take (an image, locally)
 
 
 # Kinds that mean the command line or the config file was wrong, not a server: exit code 2.

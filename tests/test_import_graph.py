@@ -133,6 +133,7 @@ TYPED_GRAPH = import_graph(MODULES, type_checking=True)
 SUB_ALLOWED: dict[str, set[str]] = {
     "telemetry.log": set(),
     "telemetry.server": set(),
+    "telemetry.view": set(),
     "telemetry.probe": {"telemetry.log"},
     "telemetry.export": {"telemetry.log"},
     "telemetry.bench": {"telemetry.log", "telemetry.server"},

@@ -307,7 +307,7 @@ class LocalLlamaBackend:
         images = [a.name for m in request.messages for a in m.attachments if a.is_image]
         if images:  # refused before the send by backends.attachments; here too, for any other caller
             raise LocalModelError(
-                "unsupported_attachment",
+                ErrorKind.UNSUPPORTED_ATTACHMENT,
                 f"the local engine takes text only, and {', '.join(images)} is an image.",
                 "Attach text files only, or pick a model that reads images with -m.",
             )

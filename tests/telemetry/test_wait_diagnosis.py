@@ -5,7 +5,7 @@ from __future__ import annotations
 from telemetry import events as ev
 from telemetry.diagnosis import diagnose_session, diagnose_turn
 from telemetry.record import TurnRecord, typed_records
-from telemetry.timeline import turn_timeline
+from telemetry.view.timeline import turn_timeline
 from telemetry.wire import HttpInfo
 from tests.support.turns import at, play, stream
 

@@ -29,9 +29,9 @@ from textual.timer import Timer
 from textual.widget import MountError
 from textual.widgets import Footer, Static
 
-from telemetry.render import RenderLag
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
-from telemetry.timeline import Timeline, live_timeline, turn_timeline
+from telemetry.view.render import RenderLag
+from telemetry.view.timeline import Timeline, live_timeline, turn_timeline
 from tui.chat import commands as chat_commands
 from tui.chat.compare import CompareSpecScreen, CouldNotStart, compare_screen, compare_specs, take_over
 from tui.chat.prompt import ChatPrompt

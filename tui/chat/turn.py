@@ -19,7 +19,7 @@ from textual.message import Message
 from backends.finish import finish_turn
 from telemetry.log.turns import SessionLog
 from telemetry.record import ErrorInfo, TurnRecord
-from telemetry.render import RenderLag
+from telemetry.view.render import RenderLag
 from tui.runner import LiveTurn
 from tui.session import ChatSession
 

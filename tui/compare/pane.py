@@ -15,8 +15,8 @@ from textual.widgets import Static
 
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
-from telemetry.render import RenderLag
-from telemetry.timeline import Timeline, live_timeline, turn_timeline
+from telemetry.view.render import RenderLag
+from telemetry.view.timeline import Timeline, live_timeline, turn_timeline
 from tui.compare.view import pane_done_text, pane_live_text
 from tui.format import short_spec_str
 from tui.widgets.error_card import ErrorCard

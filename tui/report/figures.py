@@ -10,8 +10,8 @@ from typing import Any
 from telemetry.bench.capacity import Objective
 from telemetry.probe.result import ProbeFit, ProbePoint
 from telemetry.record import TurnRecord
-from telemetry.timeline import phase_spans
 from telemetry.typed_read import RecordError, build
+from telemetry.view.timeline import phase_spans
 from tui.format import short_spec, turn_label
 from tui.report.charts import BAR_NAME_W, Bar, Chart, Series
 
@@ -108,7 +108,7 @@ def hist_chart(values: Sequence[float], title: str, xlabel: str, bins: int = 20)
 
 
 def timeline_chart(records: Sequence[TurnRecord], title: str = "Timeline") -> Chart:
-    """One bar per turn: waiting, reasoning, streaming, from its own send (``telemetry.timeline.phase_spans``);
+    """One bar per turn: waiting, reasoning, streaming, from its own send (``telemetry.view.timeline.phase_spans``);
     a failed or cancelled turn is marked where it stopped."""
     bars = []
     for r in records:

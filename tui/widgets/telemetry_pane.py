@@ -22,7 +22,7 @@ from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
 from telemetry.server.prompt_share import attachment_cost
 from telemetry.server.timings import ServerTimings, server_timings
-from telemetry.timeline import Timeline
+from telemetry.view.timeline import Timeline
 from telemetry.wire import LIVE_LABEL, HttpInfo, WaitSplit
 from tui.format import PHASE_COLOR, fmt_num, short_model, short_spec, turn_label
 from tui.terminal import visible_text

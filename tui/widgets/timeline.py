@@ -1,6 +1,6 @@
 """Every turn as one bar, all drawn to one time scale, so turns compare at a glance.
 
-The phases and marks come from ``telemetry.timeline``; this widget only maps ms to columns.
+The phases and marks come from ``telemetry.view.timeline``; this widget only maps ms to columns.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from textual.geometry import Size
 from textual.widget import Widget
 
 from telemetry.duration import fmt_ms
-from telemetry.timeline import Timeline
+from telemetry.view.timeline import Timeline
 
 PHASE_STYLE = {
     "client": ("━", "cyan"),  # ttft's own delay: the user's submit -> the send

@@ -21,7 +21,7 @@ from textual.widgets import Collapsible, Markdown, Static
 from telemetry.duration import fmt_ms
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot, TurnRecorder
-from telemetry.render import RenderLag
+from telemetry.view.render import RenderLag
 from tui.format import visible_controls
 from tui.target import Target
 from tui.widgets.error_card import ErrorCard

@@ -10,7 +10,7 @@ from pathlib import Path
 from telemetry.bench.aggregate import chunk_gaps_ms
 from telemetry.log.turns import Skipped, read_records, tail_records
 from telemetry.record import SCHEMA, TurnRecord, chunk_rows, upgrade
-from telemetry.timeline import turn_timeline
+from telemetry.view.timeline import turn_timeline
 from tests.support.paths import FIXTURES
 from tests.support.turns import play, stream
 from tui.cli import main

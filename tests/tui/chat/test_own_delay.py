@@ -23,7 +23,7 @@ from backends.turn import new_recorder
 from telemetry import events as ev
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
-from telemetry.timeline import live_timeline, turn_timeline
+from telemetry.view.timeline import live_timeline, turn_timeline
 from tests.fakes import FakeServer, Schedule
 from tests.support.paths import ROOT
 from tests.support.tui_support import MS, T0, TimedBackend, factory_for, script, wait_until

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from telemetry import events as ev
-from telemetry.timeline import live_timeline, turn_timeline
+from telemetry.view.timeline import live_timeline, turn_timeline
 from tests.fakes import Schedule
 from tests.fakes.tls_server import TLSFakeServer
 from tests.support.tui_support import wait_until

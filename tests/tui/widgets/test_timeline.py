@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from textual.app import App, ComposeResult
 
-from telemetry.timeline import Segment, Timeline
+from telemetry.view.timeline import Segment, Timeline
 from tui.widgets.timeline import TimelineView
 
 

@@ -1,12 +1,12 @@
-"""telemetry.timeline (phases and marks for drawing) and telemetry.render (render lag)."""
+"""telemetry.view.timeline (phases and marks for drawing) and telemetry.view.render (render lag)."""
 
 from __future__ import annotations
 
 from telemetry import events as ev
 from telemetry.recorder import TurnRecorder
-from telemetry.render import RenderLag
 from telemetry.settings import TurnSettings
-from telemetry.timeline import live_timeline, stalls, turn_timeline
+from telemetry.view.render import RenderLag
+from telemetry.view.timeline import live_timeline, stalls, turn_timeline
 
 MS = 1_000_000
 T0 = 10_000 * MS
@@ -90,7 +90,7 @@ def test_render_lag_summary_and_growth() -> None:
 
 def test_phase_spans_lay_the_phases_end_to_end_from_the_send() -> None:
     from telemetry.metrics import TurnMetrics
-    from telemetry.timeline import phase_spans
+    from telemetry.view.timeline import phase_spans
 
     spans = phase_spans(TurnMetrics(phases_ms={"streaming": 30.0, "waiting": 100.0, "reasoning": 0.0}))
     assert [(s.phase, s.start_ms, s.end_ms) for s in spans] == [("waiting", 0.0, 100.0), ("streaming", 100.0, 130.0)]

@@ -1,0 +1,1 @@
+"""What the screen shows of turns, prepared without drawing: timelines on one scale, and render lag."""
