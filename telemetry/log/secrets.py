@@ -27,6 +27,10 @@ from telemetry import events as ev
 
 MASK = "***"
 MIN_ANYWHERE = 8  # shorter values are masked as whole words only
+# A whole word: not inside a name, and not one part of a dotted number or address, so a short value
+# ("1", a query's "v2") never eats a piece of "127.0.0.1" or "1.5"; a sentence's final dot still ends it.
+_WORD_START = r"(?<![A-Za-z0-9_\-.])"
+_WORD_END = r"(?![A-Za-z0-9_\-]|\.[A-Za-z0-9])"
 
 
 def _forms(value: str) -> set[str]:
@@ -59,7 +63,7 @@ class Secrets:
             # Longest first, so "Bearer tok" is masked whole rather than leaving "Bearer " before a mask.
             words = sorted(self._values, key=len, reverse=True)
             alternatives = [
-                re.escape(w) if len(w) >= MIN_ANYWHERE else rf"(?<![A-Za-z0-9_\-]){re.escape(w)}(?![A-Za-z0-9_\-])"
+                re.escape(w) if len(w) >= MIN_ANYWHERE else rf"{_WORD_START}{re.escape(w)}{_WORD_END}"
                 for w in words
             ]
             self._pattern = re.compile("|".join(alternatives))

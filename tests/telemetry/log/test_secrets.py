@@ -14,6 +14,14 @@ def test_a_short_unusual_key_that_no_pattern_knows_is_masked_where_it_stands() -
     assert s.mask("k3yboard k3y-ring xk3y") == "k3yboard k3y-ring xk3y"
 
 
+def test_a_short_value_never_eats_a_piece_of_an_address_or_a_number() -> None:
+    # a header or query value of "1" is sent, so it is known; the server's address in a message is not it
+    s = Secrets(["1", "v2"])
+    text = "The connection to http://127.0.0.1:8080/v1 closed after 1.5 s"
+    assert s.mask(text) == text
+    assert s.mask("version v2, flag 1.") == f"version {MASK}, flag {MASK}."
+
+
 def test_a_long_value_is_masked_anywhere() -> None:
     s = Secrets(["Zq9-unusual-token"])
     assert s.mask("tokenZq9-unusual-token!") == f"token{MASK}!"
