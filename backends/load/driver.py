@@ -43,6 +43,7 @@ from telemetry.bench.arrivals import poisson_schedule
 from telemetry.metrics import percentiles
 from telemetry.probe.saved import SavedProbe
 from telemetry.record import TurnRecord
+from telemetry.server.gauges import LevelScrapes
 from telemetry.settings import TurnSettings
 
 Mode = Literal["concurrency", "rate"]
@@ -117,6 +118,8 @@ class LevelResult:
     records: list[dict[str, Any]]
     client: dict[str, Any]
     wall_s: float
+    # The server's own /metrics read beside the level (backends.load.scrape), when the runner had a scraper.
+    gauges: LevelScrapes | None = None
 
 
 @dataclass
