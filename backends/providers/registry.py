@@ -154,12 +154,15 @@ def create_backend(
     timeout_s: float | None = None,
     max_connections: int | None = None,
     lean: bool = False,
+    server_gauges: bool = False,
     **local_opts: Any,
 ) -> Backend:
     """The backend for ``-m spec``. Raises ProviderError with a printable message.
 
     ``lean``: Chat Completions (openai, compat) without the OpenAI SDK (backends.providers.lean.chat):
     the same record, without the SDK's 0.5-1.2 s import.
+    ``server_gauges``: a compat server's turns also record its own queue and KV use as each request
+    leaves, read from its ``/metrics`` (backends.providers.gauged; the chat's, never a load test's).
     """
     provider, rest = parse_spec(spec)
     if provider == "local" and provider not in configured_providers():
@@ -188,14 +191,22 @@ def create_backend(
         "timeout_s": timeout,
         "max_connections": max_connections,
     }
-    if r.kind in ("openai", "compat") and lean:
-        from backends.providers.lean.chat import LeanChatBackend
-
-        return LeanChatBackend(r.model, compat=r.kind == "compat", **common)
     if r.kind in ("openai", "compat"):
-        from backends.providers.openai_chat import OpenAIChatBackend
+        backend: Backend
+        if lean:
+            from backends.providers.lean.chat import LeanChatBackend
 
-        return OpenAIChatBackend(r.model, compat=r.kind == "compat", **common)
+            backend = LeanChatBackend(r.model, compat=r.kind == "compat", **common)
+        else:
+            from backends.providers.openai_chat import OpenAIChatBackend
+
+            backend = OpenAIChatBackend(r.model, compat=r.kind == "compat", **common)
+        if server_gauges and r.kind == "compat" and r.base_url:
+            from backends.providers.gauged import GaugedBackend
+            from backends.transport.prometheus import MetricsEndpoint, metrics_url
+
+            return GaugedBackend(backend, MetricsEndpoint(metrics_url(r.base_url)))
+        return backend
     if r.kind == "openai-responses":
         from backends.providers.openai_responses import OpenAIResponsesBackend
 

@@ -28,10 +28,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client.parser import text_string_to_metric_families
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
 
 GAUGES_SOURCE = "gauges"  # the key of a turn's reading under its record's ``server``
 GAUGE_NAMES = ("running", "waiting", "kv_cache_usage")
@@ -115,6 +115,14 @@ _LINES = re.compile(
 
 
 # --- one scrape ---------------------------------------------------------------------------------
+def _families(text: str) -> Iterable[Metric]:
+    # Imported here: prometheus_client's package imports its HTTP exposition too, ~100 ms, which only
+    # a scrape should pay (a chat's backend pays it in its warm-up, the bench before it times anything).
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return text_string_to_metric_families(text)
+
+
 def parse(text: str) -> Samples:
     """The samples of the names this module reads (every ``llamacpp:`` one too), by ``prometheus-client``'s
     parser. Raises :class:`NotPrometheus` when the kept lines do not parse."""
@@ -123,7 +131,7 @@ def parse(text: str) -> Samples:
     if not kept:
         return out
     try:
-        for family in text_string_to_metric_families(kept[1:] + "\n"):
+        for family in _families(kept[1:] + "\n"):
             for s in family.samples:
                 out.setdefault(s.name, []).append((s.labels, float(s.value)))
     except (ValueError, IndexError, KeyError) as exc:  # its errors for malformed lines
@@ -139,7 +147,7 @@ def check_text(text: str) -> None:
     if not head.strip():
         raise NotPrometheus("an empty page")
     try:
-        for family in text_string_to_metric_families(head):
+        for family in _families(head):
             for _ in family.samples:
                 pass
     except (ValueError, IndexError, KeyError) as exc:
@@ -249,6 +257,12 @@ def counter_deltas(before: Mapping[str, float], after: Mapping[str, float]) -> d
     return out
 
 
+def _median(values: list[int]) -> float:
+    v = sorted(values)
+    mid = len(v) // 2
+    return float(v[mid]) if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
 def _stat(values: Iterable[float | None]) -> dict[str, float] | None:
     vals = [v for v in values if v is not None]
     return {"mean": math.fsum(vals) / len(vals), "max": max(vals)} if vals else None
@@ -293,7 +307,7 @@ def level_summary(level: LevelScrapes) -> dict[str, Any]:
     out: dict[str, Any] = {
         "server": d.name,
         "samples": len(readings),
-        "interval_ms": median(b - a for a, b in pairwise(times)) / 1e6 if len(times) > 1 else None,
+        "interval_ms": _median([b - a for a, b in pairwise(times)]) / 1e6 if len(times) > 1 else None,
     }
     for name in GAUGE_NAMES:
         out[name] = _stat(getattr(r, name) for r in readings)

@@ -1,7 +1,8 @@
 """The live telemetry pane: what is happening now, the last turn's figures, timelines, history.
 
-Everything shown comes from a recorder ``Snapshot``, a ``ttft.turn`` dict, the render-lag
-summary or ``telemetry.diagnosis``: the pane formats, it never computes a metric.
+Everything shown comes from a recorder ``Snapshot``, a ``ttft.turn`` dict (a compat server's own queue
+and KV use as the request left among its server figures), the render-lag summary or
+``telemetry.diagnosis``: the pane formats, it never computes a metric.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from telemetry.duration import DASH, fmt_ms
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
+from telemetry.server.gauges import turn_gauges
 from telemetry.server.timings import ServerTimings, server_timings
 from telemetry.timeline import Timeline
 from telemetry.typed_read import RecordError
@@ -173,6 +175,8 @@ def record_text(record: TurnRecord | dict[str, Any], lag: dict[str, Any] | None 
         _row(
             t, "  server part", f"prefill {fmt_ms(m.expected_prefill_ms)} expected · queue {fmt_ms(m.server_queue_ms)}"
         )
+    if (g := turn_gauges(rec.server)) is not None:  # the server's own /metrics as the request left
+        _row(t, "  server queue", g.describe() + (f" ({g.server})" if g.server else ""))
     _row(t, "TTFVT", fmt_ms(m.ttfvt_ms))
     if m.reasoning_delay_ms is not None:
         est = " (estimated)" if m.reasoning_delay_estimated else ""
