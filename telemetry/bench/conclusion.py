@@ -17,6 +17,8 @@ from telemetry.server.gauges import read_level
 PLATEAU_GAIN = 0.10
 SAME_SPEED = 0.05  # per-user speed within 5% of the lightest level's: no price paid for the throughput
 QUEUED = 0.5  # requests waiting on average past which a level had a queue (its /metrics, --server-metrics)
+MIN_READS = 4  # reads during a level (a second at 250 ms) before its gauges decide anything: one read may
+# land in the level's last moments, when its queue has drained
 
 
 def _lbl(agg: dict[str, Any]) -> str:
@@ -47,7 +49,7 @@ def _prefill_ms(lv: dict[str, Any]) -> float | None:
 def queue_or_prefill(levels: Sequence[dict[str, Any]]) -> str | None:
     """Where the time to the first token went at the heaviest level whose TTFT grew, by the server's own
     gauges: its queue (requests waited for a slot and the wait outgrew the prefill) or the prefill (TTFT
-    grew with nothing waiting). None without gauges, or when no level's TTFT grew.
+    grew with nothing waiting). None without gauges (or too few reads of them), or when no level's TTFT grew.
 
     The prefill is the server's own figure where it reports one, else TTFT at the lightest level
     (where nothing waited)."""
@@ -58,7 +60,7 @@ def queue_or_prefill(levels: Sequence[dict[str, Any]]) -> str | None:
     for lv in reversed(levels):
         g = read_level(lv)
         ttft = lv["ttft_ms"]["p50"]
-        if g is None or g.waiting is None or not ttft:
+        if g is None or g.waiting is None or g.samples < MIN_READS or not ttft:
             continue
         server_prefill = _prefill_ms(lv)
         prefill = server_prefill if server_prefill is not None else (base if lv is not levels[0] else None)

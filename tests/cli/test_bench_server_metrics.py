@@ -31,7 +31,8 @@ def _bench(url: str, out: Path, *extra: str) -> int:
 
 def test_server_metrics_fill_each_level_the_table_and_the_conclusion(tmp_path: Path, capsys) -> None:
     out = tmp_path / "run"
-    with GaugedServer(slots=2, token_ms=15, prefill_ms=10, alpha=0.0) as srv:
+    # 25 ms tokens: the level of six users lasts about 1.5 s, enough reads for the conclusion to judge
+    with GaugedServer(slots=2, token_ms=25, prefill_ms=10, alpha=0.0) as srv:
         assert _bench(srv.base_url, out, "--server-metrics") == Exit.OK
         truth = srv.max_waiting
     printed = capsys.readouterr()
@@ -45,7 +46,7 @@ def test_server_metrics_fill_each_level_the_table_and_the_conclusion(tmp_path: P
     assert one["waiting"]["mean"] < 0.3  # one user never waits for a slot (but while being admitted)
     assert six["running"]["max"] == 2.0  # two slots
     assert 2.0 <= six["waiting"]["max"] <= truth  # six users, two slots: about four wait, never more than there were
-    assert six["waiting"]["mean"] > 1.0 and six["samples"] >= 2
+    assert six["waiting"]["mean"] > 1.0 and six["samples"] >= 4
     assert 0 < six["kv_cache_usage"]["max"] <= 0.4  # two running, 0.2 each
     assert six["prefix_cache_hit_rate"] == pytest.approx(0.5, abs=0.1)
     assert summary["levels"][1]["server_metrics"] == six  # beside the vLLM keys too

@@ -54,6 +54,9 @@ def test_nothing_to_say_without_gauges_or_without_growth_or_with_an_ambiguous_qu
     assert queue_or_prefill([_gauged(1, 40, (0, 0)), _gauged(8, 60, (2, 3))]) is None  # TTFT hardly grew
     assert queue_or_prefill([_gauged(1, 40, (0, 0)), _gauged(8, 900, (0.2, 1))]) is None  # a queue now and then
     assert queue_or_prefill([]) is None
+    short = _gauged(8, 900, (0, 0))
+    short["server_metrics"]["samples"] = 1  # one read, maybe as the level drained: no verdict
+    assert queue_or_prefill([_gauged(1, 40, (0, 0)), short]) is None
     assert "queue, not the prefill" not in conclusion([_gauged(1, 40, None), _gauged(8, 900, None)])
 
 
