@@ -235,7 +235,7 @@ class LoadRunner:
             )
         except BaseException:
             if scraper is not None:
-                scraper.stop()  # cut short: the thread ends with the level (one brief read, off no stream's path)
+                scraper.abandon()  # cut short: no last read, the thread ends on its own
             raise
         if scraper is not None:
             res.gauges = await asyncio.to_thread(scraper.stop)

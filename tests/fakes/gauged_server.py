@@ -14,6 +14,8 @@ The truth the tests compare with is kept too: ``max_waiting`` and every ``(runni
 ``/metrics`` read answered (``reads``). ``histograms=N`` pads the text with N vLLM-shaped histograms
 of 30 buckets each, the bulk of a real vLLM endpoint (for the scraper's cost). ``metrics_status``
 other than 200 answers that status instead (a server without the endpoint: 404).
+
+As a process: ``python -m tests.fakes.gauged_server --port 8124 --slots 4 --histograms 30``.
 """
 
 from __future__ import annotations
@@ -145,3 +147,29 @@ class GaugedServer(BatchingServer):
             lines += [f'{name}_bucket{{le="{le}",{label}}} {i * 3}.0' for i, le in enumerate(BUCKETS)]
             lines += [f"{name}_sum{m} 12.5", f"{name}_count{m} 90.0", f"{name}_created{m} 1.7e9"]
         return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    import argparse
+    import asyncio
+    import contextlib
+
+    p = argparse.ArgumentParser(description="TEST FIXTURE: the batching fake with a Prometheus /metrics")
+    p.add_argument("--port", type=int, default=8124)
+    p.add_argument("--slots", type=int, default=8)
+    p.add_argument("--token-ms", type=float, default=10.0)
+    p.add_argument("--alpha", type=float, default=0.0)
+    p.add_argument("--prefill-ms", type=float, default=20.0)
+    p.add_argument("--dialect", default="vllm")
+    p.add_argument("--histograms", type=int, default=0, help="vLLM-shaped histograms padding the text")
+    a = p.parse_args()
+    srv = GaugedServer(
+        slots=a.slots, token_ms=a.token_ms, alpha=a.alpha, prefill_ms=a.prefill_ms, port=a.port,
+        dialect=a.dialect, histograms=a.histograms,
+    )  # fmt: skip
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(srv.serve_forever(lambda: print(f"gauged fake on {srv.base_url}", flush=True)))
+
+
+if __name__ == "__main__":
+    main()

@@ -149,3 +149,31 @@ async def test_the_runner_scrapes_each_level_and_no_warm_up() -> None:
     # server counts it until scheduled); four users on two slots keep about two waiting
     assert s1["waiting"]["mean"] < 0.3
     assert s4["running"]["max"] == 2.0 and s4["waiting"]["mean"] > 1.0
+
+
+async def test_a_level_cut_short_leaves_the_scraper_ready_for_the_next() -> None:
+    from backends.load.driver import LevelCancelled
+
+    with GaugedServer(slots=1, token_ms=30, prefill_ms=5, default_tokens=20) as srv:
+        e = MetricsEndpoint(srv.url + "/metrics")
+        await asyncio.to_thread(e.probe)
+        scraper = LevelScraper(e, interval_s=0.02)
+        backend = create_backend("compat:gauged-fake", base_url=srv.base_url, lean=True)
+        cfg = LoadConfig(levels=(2, 1), requests=4, warmup=0, max_output_tokens=20, input_tokens=8)
+        try:
+            async with LoadRunner(cfg, backend=backend, scraper=scraper) as runner:
+                task = asyncio.create_task(runner.level(0))
+                await asyncio.sleep(0.3)
+                task.cancel()
+                with pytest.raises(LevelCancelled):
+                    await task
+                assert scraper.stop() is None  # abandoned: nothing left running
+                reads = len(srv.reads)
+                await asyncio.sleep(0.1)
+                assert len(srv.reads) <= reads + 1  # the abandoned thread stopped (one read may have been in flight)
+                cfg2 = LoadConfig(levels=(1,), requests=1, warmup=0, max_output_tokens=4, input_tokens=8)
+                runner.cfg = cfg2
+                again = await runner.level(0)
+        finally:
+            await backend.aclose()
+    assert again.gauges is not None and again.gauges.before is not None and again.gauges.after is not None
