@@ -134,7 +134,12 @@ def parse(text: str) -> Samples:
     try:
         for family in _families(kept[1:] + "\n"):
             for s in family.samples:
-                out.setdefault(s.name, []).append((s.labels, float(s.value)))
+                name = s.name
+                if family.type == "counter" and name.endswith("_total") and name not in kept:
+                    # the parser names every counter sample *_total; llama-server types its largest sequence
+                    # length (n_tokens_max) a counter without the suffix: it keeps the name it was given
+                    name = name.removesuffix("_total")
+                out.setdefault(name, []).append((s.labels, float(s.value)))
     except (ValueError, IndexError, KeyError) as exc:  # its errors for malformed lines
         raise NotPrometheus(f"not Prometheus text ({str(exc)[:80]})") from None
     return out

@@ -108,3 +108,17 @@ def test_the_report_reads_the_gauges_back(tmp_path: Path, capsys) -> None:
     page = (tmp_path / "r.html").read_text()
     assert "<th>queue</th>" in page and "id='chart-queue'" in page
     assert (tmp_path / "svg" / "queue.svg").exists()
+
+
+async def test_a_capacity_search_says_it_reads_no_gauges() -> None:
+    import argparse
+
+    from tui.commands.bench.command import _scraper
+
+    meta: dict = {}
+    args = argparse.Namespace(server_metrics="", find_capacity=True, quiet=True)
+    assert await _scraper(args, "compat:m", "http://127.0.0.1:9/v1", None, meta) is None
+    assert meta["server_metrics"]["note"] == "not read during a capacity search"
+    meta = {}
+    args = argparse.Namespace(server_metrics=None, find_capacity=False, quiet=True)
+    assert await _scraper(args, "compat:m", "http://127.0.0.1:9/v1", None, meta) is None and meta == {}  # not asked

@@ -52,6 +52,9 @@ llamacpp:requests_processing 2
 llamacpp:requests_deferred 1
 # TYPE llamacpp:n_busy_slots_per_decode gauge
 llamacpp:n_busy_slots_per_decode 1
+# HELP llamacpp:n_tokens_max Largest observed sequence length (prompt + generation)
+# TYPE llamacpp:n_tokens_max counter
+llamacpp:n_tokens_max 56
 """
 
 SGLANG = """# TYPE sglang:num_running_reqs gauge
@@ -195,6 +198,7 @@ def test_llama_server_keeps_its_counters_over_the_level() -> None:
     assert s["tokens_predicted_total"] == 200  # a counter: the level's share
     assert s["server_decode_tokens_per_s"] == pytest.approx(50.0)
     assert s["n_busy_slots_per_decode"] == 1  # a gauge: as last read
+    assert s["n_tokens_max"] == 56 and "n_tokens_max_total" not in s  # typed a counter, named as a gauge
     assert s["waiting"] == {"mean": 1.0, "max": 1.0} and s["kv_cache_usage"] is None
     assert s["prefix_cache_hit_rate"] is None  # no prompt in between: 0 of 0 is no rate
 

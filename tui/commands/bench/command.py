@@ -160,6 +160,11 @@ async def _scraper(
 
     if args.server_metrics is None and local_url is None:
         return None
+    if args.find_capacity:  # its probes are batches of an open-ended search, not levels with a frame
+        if args.server_metrics is not None:
+            meta["server_metrics"] = {"url": None, "note": "not read during a capacity search"}
+            note(args, "ttft bench: --server-metrics is not read during --find-capacity's probes")
+        return None
     url = args.server_metrics or local_url or _beside_api(spec, base_url)
     if not url:
         why = "no address to find /metrics beside: give it, --server-metrics URL"
