@@ -104,7 +104,8 @@ async def _child_main(
     from backends.providers.registry import create_backend
 
     try:
-        backend = create_backend(spec, base_url=base_url, timeout_s=timeout_s)
+        # server_gauges: a compat server's queue and KV use, recorded with each turn for the pane
+        backend = create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True)
     except Exception as exc:
         conn.send(("error", *start_error(exc)))
         return

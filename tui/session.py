@@ -34,12 +34,13 @@ RESUME_TURNS = 200  # the last turns a resume reads up front (history, timelines
 
 def default_backend_factory(spec: str, base_url: str | None, *, timeout_s: float | None = None) -> Backend:
     """The backend in its own process (timestamps independent of painting); TTFT_IN_PROCESS=1 keeps it here.
+    Either way a compat server's turns record its own queue and KV use (``server_gauges``) for the pane.
 
     ``timeout_s``: the token idle timeout (``--timeout``); None is the provider's own."""
     if os.environ.get("TTFT_IN_PROCESS") == "1":
         from backends.providers.registry import create_backend  # imported late: the SDKs are slow to import
 
-        return create_backend(spec, base_url=base_url, timeout_s=timeout_s)
+        return create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True)
     from tui.isolated import BackendStartError, ProcessBackend
 
     try:
@@ -49,7 +50,7 @@ def default_backend_factory(spec: str, base_url: str | None, *, timeout_s: float
     except (OSError, RuntimeError):  # no child process here (sandbox, frozen build): stamp in this process
         from backends.providers.registry import create_backend
 
-        return create_backend(spec, base_url=base_url, timeout_s=timeout_s)
+        return create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True)
 
 
 def default_model_spec() -> str:

@@ -45,6 +45,7 @@ from telemetry.cost import warm as warm_prices
 from telemetry.metrics import percentiles
 from telemetry.probe.saved import SavedProbe
 from telemetry.record import TurnRecord
+from telemetry.server.gauges import LevelScrapes
 from telemetry.settings import TurnSettings
 
 LAG_INTERVAL_S = 0.010
@@ -118,6 +119,8 @@ class LevelResult:
     records: list[dict[str, Any]]
     client: dict[str, Any]
     wall_s: float
+    # The server's own /metrics read beside the level (backends.load.scrape), when the runner had a scraper.
+    gauges: LevelScrapes | None = None
 
 
 @dataclass

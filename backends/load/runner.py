@@ -20,6 +20,7 @@ from typing import Any
 from backends.base import Backend
 from backends.load import event_loop
 from backends.load.driver import LevelResult, LoadConfig, Progress, run_level
+from backends.load.scrape import LevelScraper
 from telemetry import events as ev
 
 
@@ -161,7 +162,10 @@ class LoadRunner:
         spec: BackendSpec | None = None,
         run_id: str = "bench",
         on_progress: Callable[[Progress], None] | None = None,
+        scraper: LevelScraper | None = None,
     ) -> None:
+        """``scraper``: the server's ``/metrics``, read beside each configured level (``LevelResult.gauges``);
+        the warm-up and the capacity search's probes are not scraped."""
         if backend is None and spec is None:
             raise ValueError("need a backend or a backend spec")
         if cfg.workers > 1 and spec is None:
@@ -171,6 +175,7 @@ class LoadRunner:
         self.spec = spec
         self.run_id = run_id
         self.on_progress = on_progress
+        self.scraper = scraper
         self._pool: ProcessPoolExecutor | None = None
         self._manager: Any = None
 
@@ -218,12 +223,23 @@ class LoadRunner:
         )
 
     async def level(self, level_index: int) -> LevelResult:
-        return await self.probe(
-            self.cfg.levels[level_index],
-            requests=self.cfg.requests,
-            level_index=level_index,
-            start_index=level_index * self.cfg.requests,
-        )
+        scraper = self.scraper
+        if scraper is not None:
+            await asyncio.to_thread(scraper.start)  # its first read frames the level: before any request
+        try:
+            res = await self.probe(
+                self.cfg.levels[level_index],
+                requests=self.cfg.requests,
+                level_index=level_index,
+                start_index=level_index * self.cfg.requests,
+            )
+        except BaseException:
+            if scraper is not None:
+                scraper.abandon()  # cut short: no last read, the thread ends on its own
+            raise
+        if scraper is not None:
+            res.gauges = await asyncio.to_thread(scraper.stop)
+        return res
 
     async def probe(self, level: float, *, requests: int, level_index: int, start_index: int) -> LevelResult:
         """``requests`` requests at any ``level`` (the capacity search's probes; ``level`` runs the configured ones).

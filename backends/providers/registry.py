@@ -278,12 +278,15 @@ def create_backend(
     timeout_s: float | None = None,
     max_connections: int | None = None,
     lean: bool = False,
+    server_gauges: bool = False,
     **local_opts: Any,
 ) -> Backend:
     """The backend for ``-m spec``. Raises ProviderError with a printable message.
 
     ``lean``: Chat Completions (openai, compat) without the OpenAI SDK (backends.providers.lean.chat):
     the same record, without the SDK's 0.5-1.2 s import.
+    ``server_gauges``: a compat server's turns also record its own queue and KV use as each request
+    leaves, read from its ``/metrics`` (backends.providers.gauged; the chat's, never a load test's).
     """
     provider, rest = parse_spec(spec)
     if provider == "local" and provider not in configured_providers():
@@ -292,7 +295,13 @@ def create_backend(
         local.price = PriceRef(local.model, config=own) if own is not None else None
         return local
     backend = _create_hosted(spec, base_url, api_key, timeout_s, max_connections, lean)
-    backend.price = price_ref(resolve(spec, base_url=base_url))
+    r = resolve(spec, base_url=base_url)
+    backend.price = price_ref(r)
+    if server_gauges and r.kind == "compat" and r.base_url:
+        from backends.providers.gauged import GaugedBackend
+        from backends.transport.prometheus import MetricsEndpoint, metrics_url
+
+        return GaugedBackend(backend, MetricsEndpoint(metrics_url(r.base_url)))
     return backend
 
 
@@ -328,14 +337,17 @@ def _create_hosted(
         "timeout_s": timeout,
         "max_connections": max_connections,
     }
-    if r.kind in ("openai", "compat") and lean:
-        from backends.providers.lean.chat import LeanChatBackend
-
-        return LeanChatBackend(r.model, compat=r.kind == "compat", **common)
     if r.kind in ("openai", "compat"):
-        from backends.providers.openai_chat import OpenAIChatBackend
+        backend: Backend
+        if lean:
+            from backends.providers.lean.chat import LeanChatBackend
 
-        return OpenAIChatBackend(r.model, compat=r.kind == "compat", **common)
+            backend = LeanChatBackend(r.model, compat=r.kind == "compat", **common)
+        else:
+            from backends.providers.openai_chat import OpenAIChatBackend
+
+            backend = OpenAIChatBackend(r.model, compat=r.kind == "compat", **common)
+        return backend
     if r.kind == "openai-responses":
         from backends.providers.openai_responses import OpenAIResponsesBackend
 

@@ -1,5 +1,6 @@
 """The plain-words conclusion of a load run across its levels: where throughput stops growing
-(the knee), what each user pays for it, queueing past it, failures, goodput, a bound client.
+(the knee), what each user pays for it, queueing past it (and, with the server's own gauges, whether
+its queue or the prefill took the time to the first token), failures, goodput, a bound client.
 
 It reads the per-level figures of ``telemetry.bench.aggregate.aggregate_level`` (or a summary's, read
 back from disk by ``ttft report``).
@@ -10,9 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from telemetry.server.gauges import read_level
+
 # "Throughput stops growing" when the next level adds less than this.
 PLATEAU_GAIN = 0.10
 SAME_SPEED = 0.05  # per-user speed within 5% of the lightest level's: no price paid for the throughput
+QUEUED = 0.5  # requests waiting on average past which a level had a queue (its /metrics, --server-metrics)
+MIN_READS = 4  # reads during a level (a second at 250 ms) before its gauges decide anything: one read may
+# land in the level's last moments, when its queue has drained
 
 
 def _lbl(agg: dict[str, Any]) -> str:
@@ -35,17 +41,60 @@ def plateau(levels: Sequence[dict[str, Any]]) -> int | None:
     return None
 
 
+def _prefill_ms(lv: dict[str, Any]) -> float | None:
+    """The level's prefill as the server timed it (llama-server's ``timings``), p50."""
+    return ((lv.get("server") or {}).get("prompt_ms") or {}).get("p50")
+
+
+def queue_or_prefill(levels: Sequence[dict[str, Any]]) -> str | None:
+    """Where the time to the first token went at the heaviest level whose TTFT grew, by the server's own
+    gauges: its queue (requests waited for a slot and the wait outgrew the prefill) or the prefill (TTFT
+    grew with nothing waiting). None without gauges (or too few reads of them), or when no level's TTFT grew.
+
+    The prefill is the server's own figure where it reports one, else TTFT at the lightest level
+    (where nothing waited)."""
+    levels = [lv for lv in levels if lv.get("completed")]
+    if not levels:
+        return None
+    base = levels[0]["ttft_ms"]["p50"]
+    for lv in reversed(levels):
+        g = read_level(lv)
+        ttft = lv["ttft_ms"]["p50"]
+        if g is None or g.waiting is None or g.samples < MIN_READS or not ttft:
+            continue
+        server_prefill = _prefill_ms(lv)
+        prefill = server_prefill if server_prefill is not None else (base if lv is not levels[0] else None)
+        if prefill is None or ttft < 2 * prefill:
+            continue  # the first token came about as fast as a prefill alone: nothing to explain
+        how = "as the server timed it" if server_prefill is not None else f"TTFT p50 at {_lbl(levels[0])}"
+        if g.waiting.mean >= QUEUED:
+            return (
+                f"At {_lbl(lv)} the server's queue, not the prefill, took the time to the first token: "
+                f"{g.waiting.mean:.1f} requests waited for a slot on average (up to {g.waiting.max:.0f}, by its "
+                f"own /metrics), and TTFT p50 was {ttft:.0f} ms against a prefill of {prefill:.0f} ms ({how})."
+            )
+        if g.waiting.max == 0:
+            return (
+                f"At {_lbl(lv)} no request waited in the server's queue (its own /metrics), yet TTFT p50 was "
+                f"{ttft:.0f} ms against a prefill of {prefill:.0f} ms ({how}): the prefill itself took longer, "
+                "sharing the server with the other requests' decoding."
+            )
+        return None
+    return None
+
+
 def conclusion(levels: Sequence[dict[str, Any]]) -> str:
     """Where throughput stops growing and what each user pays for it, in plain words."""
     levels = [lv for lv in levels if lv.get("completed")]
     if not levels:
         return "No request completed: nothing to conclude."
     first = levels[0]
+    queue = queue_or_prefill(levels)
     if len(levels) == 1:
         return (
             f"At {_lbl(first)}: {_f(first['output_throughput'], ' tokens/s', 1)} in total, "
             f"{_f(first['per_user_tokens_per_s']['p50'], ' tokens/s', 1)} per user, "
-            f"TTFT p50 {_f(first['ttft_ms']['p50'], ' ms')}."
+            f"TTFT p50 {_f(first['ttft_ms']['p50'], ' ms')}." + (f" {queue}" if queue else "")
         )
     best = max(levels, key=lambda lv: lv.get("output_throughput") or 0.0)
     lines: list[str] = []
@@ -86,6 +135,8 @@ def conclusion(levels: Sequence[dict[str, Any]]) -> str:
             f"Past that the extra load waits in a queue: TTFT p50 reaches {_f(last['ttft_ms']['p50'], ' ms')} at "
             f"{_lbl(last)} while throughput stays near {_f(last['output_throughput'], '', 1)} tokens/s."
         )
+    if queue:
+        lines.append(queue)
     failed = [f"{lv['failed']} at {_lbl(lv)}" for lv in levels if lv.get("failed")]
     if failed:
         lines.append("Failed requests: " + ", ".join(failed) + ".")

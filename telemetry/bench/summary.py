@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from telemetry.bench.conclusion import conclusion
+from telemetry.server.gauges import read_level
 
 
 def _wait_keys(lv: dict[str, Any]) -> dict[str, float | None]:
@@ -25,6 +26,12 @@ def _cost(lv: dict[str, Any]) -> float | None:
     return c["total_usd"] if isinstance(c, dict) and c.get("priced") else None
 
 
+def _gauges(lv: dict[str, Any]) -> dict[str, Any]:
+    """The server's own gauges over the level (``--server-metrics``), beside the vLLM keys too."""
+    m = lv.get("server_metrics")
+    return {"server_metrics": m} if read_level(lv) is not None else {}
+
+
 def summary(levels: Sequence[dict[str, Any]], *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """The run's summary JSON: metadata, one vLLM-keyed entry per level, and the conclusion.
 
@@ -32,7 +39,14 @@ def summary(levels: Sequence[dict[str, Any]], *, meta: dict[str, Any] | None = N
     """
     out: dict[str, Any] = {"schema": "ttft.bench/1", **(meta or {})}
     out["levels"] = [
-        {**lv["vllm"], "mode": lv["mode"], "level": lv["level"], **_wait_keys(lv), "total_cost_usd": _cost(lv)}
+        {
+            **lv["vllm"],
+            "mode": lv["mode"],
+            "level": lv["level"],
+            **_wait_keys(lv),
+            "total_cost_usd": _cost(lv),
+            **_gauges(lv),
+        }
         for lv in levels
     ]
     out["details"] = [{k: v for k, v in lv.items() if k != "vllm"} for lv in levels]
@@ -68,12 +82,18 @@ CSV_COLUMNS = (
     "client_cpu_percent",
     "client_bottleneck",
     "total_cost_usd",
+    "server_running_mean",
+    "server_waiting_mean",
+    "server_waiting_max",
+    "server_kv_cache_usage_mean",
+    "server_prefix_cache_hit_rate",
 )
 
 
 def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
     """One flat row per level for the CSV."""
     client = agg.get("client") or {}
+    g = read_level(agg)
     return {
         "mode": agg["mode"],
         # concurrency is a whole number of users (written 4, not 4.0); a rate may be fractional
@@ -101,4 +121,9 @@ def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
         "client_cpu_percent": client.get("cpu_percent"),
         "client_bottleneck": agg.get("client_bottleneck") or "",
         "total_cost_usd": _cost(agg),
+        "server_running_mean": g.running.mean if g and g.running else None,
+        "server_waiting_mean": g.waiting.mean if g and g.waiting else None,
+        "server_waiting_max": g.waiting.max if g and g.waiting else None,
+        "server_kv_cache_usage_mean": g.kv_cache_usage.mean if g and g.kv_cache_usage else None,
+        "server_prefix_cache_hit_rate": g.prefix_cache_hit_rate if g else None,
     }

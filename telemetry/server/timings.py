@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from telemetry.server.gauges import GAUGES_SOURCE
+
 NS_PER_MS = 1_000_000
 OTHER_SHOWN = 8  # fields of an unknown source that are shown
 MAX_TEXT = 80  # characters of one server-given name or value that are shown
@@ -133,7 +135,7 @@ def server_timings(server: object) -> list[ServerTimings]:
             out.append(_ollama(name, data))
         elif "prompt_eval_ms" in data or "decode_ms" in data:
             out.append(_engine(name, data))
-        elif name != "model":  # what the engine's load reported: its figures are in the engine entry
+        elif name not in ("model", GAUGES_SOURCE):  # the engine's load (in its entry), the server's gauges (no timings)
             shown = [(_text(k), _text(v)) for k, v in data.items() if not isinstance(v, dict | list)]
             if shown:
                 out.append(ServerTimings(name, name, other=tuple(shown[:OTHER_SHOWN])))

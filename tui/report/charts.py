@@ -12,8 +12,9 @@ import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from tui.format import visible_controls
 
@@ -79,6 +80,7 @@ class Chart:
             f.draw(f.hist(self.values, bins=self.bins))
             ticks = whole_ticks(max(hist_counts(self.values, self.bins)))  # requests: never 0.5 of one
             f.ruler("y").ticks(ticks, [f"{t:g}" for t in ticks])
+            _terminal_ticks(f, "x", min(self.values), max(self.values), width)
         else:
             xs_all = [x for s in self.series for x in s.xs]
             span = (max(xs_all) - min(xs_all)) or 1.0
@@ -105,12 +107,7 @@ class Chart:
             else:
                 axes.insert(0, ("x", xs_all))
             for axis, vals in axes:
-                lo, hi = min(vals), max(vals)
-                if hi - lo <= 1e-9 * max(1.0, abs(hi)):  # one value: plotext would tick noise (161.2182 161.2207)
-                    f.ruler(axis).ticks([lo], [f"{lo:,.1f}".rstrip("0").rstrip(".")])
-                elif max(abs(lo), abs(hi)) >= 1000:  # plotext would write 1.4e3: plain numbers read better
-                    ticks = [t for t in _nice_ticks(min(0.0, lo), hi) if lo <= t <= hi or t == 0]
-                    f.ruler(axis).ticks(ticks, [_fmt_tick(t) for t in ticks])
+                _terminal_ticks(f, axis, min(vals), max(vals), width if axis == "x" else height * 8)
         f.title(self.title)
         f.label(self.xlabel, "x")
         f.label(self.ylabel, "y")
@@ -157,6 +154,20 @@ class Chart:
         return True
 
 
+def _terminal_ticks(f: Any, axis: str, lo: float, hi: float, cells: float) -> None:
+    """Ticks of our choosing on a plotext axis: nice values inside the data's range, labelled with the
+    decimals their step needs (plotext writes 19.698 19.714, 1.4e3, or noise for a single value)."""
+    if hi - lo <= 1e-9 * max(1.0, abs(hi)):  # one value
+        f.ruler(axis).ticks([lo], [f"{lo:,.1f}".rstrip("0").rstrip(".")])
+        return
+    for n in (5, 4, 3):
+        ticks = [t for t in _nice_ticks(lo, hi, n) if lo - 1e-9 <= t <= hi + 1e-9]
+        labels = tick_labels(ticks)
+        if len(ticks) >= 2 and (max(map(len, labels)) + 2) * len(ticks) <= cells * 0.8:
+            f.ruler(axis).ticks(ticks, labels)
+            return
+
+
 # --- terminal timeline (hand drawn: plotext has no gantt) ----------------------------------
 def _timeline_text(chart: Chart, width: int) -> str:
     if not chart.bars:
@@ -185,11 +196,13 @@ def _timeline_text(chart: Chart, width: int) -> str:
 
 # --- SVG ----------------------------------------------------------------------------
 def _nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About ``n`` steps over [lo, hi] (the first tick at or below lo, the last at or past hi), each step
+    1, 2 or 5 times a power of ten: a label then needs no more decimals than its step (2.5 would add one)."""
     if hi <= lo:
         hi = lo + 1.0
     raw = (hi - lo) / n
     mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw * (1 - 1e-9))  # 0.1 / 5 is 0.020000000000000004
     start = math.floor(lo / step) * step
     n = max(1, math.ceil((hi - start) / step - 1e-9))
     return [round(start + i * step, 10) for i in range(n + 1)]  # the last tick is at or past hi
@@ -228,8 +241,38 @@ def _tip(text: str) -> str:
     return f' data-tip="{_esc(text)}"><title>{_esc(text)}</title'
 
 
-def _fmt_tick(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 10 or v == int(v) else f"{v:.2g}"
+def tick_decimals(ticks: Sequence[float]) -> int:
+    """The fewest decimals that write every tick exactly (to a millionth of their step): 19.7, 19.72,
+    19.74 need two, 0, 2.5, 5 one, 0, 500, 1000 none. So neighbours never share a label."""
+    if len(ticks) < 2:
+        return 0 if not ticks or float(ticks[0]).is_integer() else 2
+    step = min(b - a for a, b in pairwise(ticks)) or 1.0
+    for d in range(10):
+        if all(abs(round(t, d) - t) <= abs(step) * 1e-6 for t in ticks):
+            return d
+    return 10
+
+
+def tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Each tick with the same decimals, the fewest that tell them apart (:func:`tick_decimals`)."""
+    d = tick_decimals(ticks)
+    return [f"{0.0 if round(t, d) == 0 else t:,.{d}f}" for t in ticks]  # never "-0.0"
+
+
+def axis_ticks(lo: float, hi: float, px: float, chars_px: float = 7.0) -> list[float]:
+    """Nice ticks over [lo, hi] for an axis ``px`` long: as many as 5, fewer when their labels would
+    not fit side by side (a phone's chart, long numbers)."""
+    for n in (5, 4, 3, 2):
+        ticks = _nice_ticks(lo, hi, n)
+        widest = max(len(x) for x in tick_labels(ticks)) * chars_px + 12
+        if widest * len(ticks) <= px:
+            return ticks
+    return ticks
+
+
+def timeline_row_px(bars: int) -> float:
+    """One timeline row's height: 24 px, 18 past a dozen turns."""
+    return 24.0 if bars <= 12 else 18.0
 
 
 def _svg(chart: Chart, width: int, height: int) -> str:
@@ -237,6 +280,8 @@ def _svg(chart: Chart, width: int, height: int) -> str:
     if chart.kind == "timeline":
         left = 20 + 6 * max((len(b.name) for b in chart.bars), default=10)
         top = 60
+        # as tall as its rows, whatever it was offered: two turns are not drawn in a card for twenty
+        height = round(top + bottom + max(1, len(chart.bars)) * timeline_row_px(len(chart.bars)))
     pw, ph = width - left - right, height - top - bottom
     esc = _esc
     out = [
@@ -257,13 +302,13 @@ def _svg(chart: Chart, width: int, height: int) -> str:
                 hi = lo + 1
             w = (hi - lo) / chart.bins
             counts = hist_counts(vals, chart.bins)
-            xt, yt = _nice_ticks(lo, hi), whole_ticks(max(counts))  # counts of requests: whole ticks
+            xt, yt = axis_ticks(lo, hi, pw), whole_ticks(max(counts))  # counts of requests: whole ticks
         else:
             xs = [x for s in chart.series for x in s.xs] or [0.0]
             ys = [y for s in chart.series for y in s.ys] or [0.0]
             # room for the point labels; users counted in whole numbers
-            xt = whole_ticks(max(xs) * 1.08) if chart.x_whole else _nice_ticks(min(0.0, min(xs)), max(xs) * 1.08)
-            yt = _nice_ticks(min(0.0, min(ys)), max(ys) * 1.08)
+            xt = whole_ticks(max(xs) * 1.08) if chart.x_whole else axis_ticks(min(0.0, min(xs)), max(xs) * 1.08, pw)
+            yt = axis_ticks(min(0.0, min(ys)), max(ys) * 1.08, ph * 2.5)  # stacked: a label's height, not width
         x0, x1, y0, y1 = xt[0], xt[-1], yt[0], yt[-1]
 
         def sx(v: float) -> float:
@@ -272,12 +317,12 @@ def _svg(chart: Chart, width: int, height: int) -> str:
         def sy(v: float) -> float:
             return top + ph - (v - y0) / ((y1 - y0) or 1) * ph
 
-        for t in xt:
+        for t, label in zip(xt, tick_labels(xt), strict=True):
             out.append(f'<line x1="{sx(t):.1f}" y1="{top}" x2="{sx(t):.1f}" y2="{top + ph}" stroke="#eee"/>')
-            out.append(f'<text x="{sx(t):.1f}" y="{top + ph + 16}" text-anchor="middle">{_fmt_tick(t)}</text>')
-        for t in yt:
+            out.append(f'<text class="tick x" x="{sx(t):.1f}" y="{top + ph + 16}" text-anchor="middle">{label}</text>')
+        for t, label in zip(yt, tick_labels(yt), strict=True):
             out.append(f'<line x1="{left}" y1="{sy(t):.1f}" x2="{left + pw}" y2="{sy(t):.1f}" stroke="#eee"/>')
-            out.append(f'<text x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{_fmt_tick(t)}</text>')
+            out.append(f'<text class="tick y" x="{left - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{label}</text>')
         out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
         if chart.kind == "hist":
             for i, c in enumerate(counts):
@@ -327,13 +372,13 @@ def _svg_timeline(chart: Chart, left: int, top: int, pw: int, ph: int) -> list[s
     out: list[str] = []
     esc = _esc
     end = max((b.stop_ms for b in chart.bars), default=0.0) or 1.0
-    ticks = _nice_ticks(0, end)
+    ticks = axis_ticks(0, end, pw)
     scale = pw / (ticks[-1] or 1)
-    row_h = min(24.0, ph / max(1, len(chart.bars)))
-    for t in ticks:
+    row_h = timeline_row_px(len(chart.bars))
+    for t, label in zip(ticks, tick_labels(ticks), strict=True):
         x = left + t * scale
         out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke="#eee"/>')
-        out.append(f'<text x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{_fmt_tick(t)}</text>')
+        out.append(f'<text class="tick x" x="{x:.1f}" y="{top + ph + 16}" text-anchor="middle">{label}</text>')
     for i, b in enumerate(chart.bars):
         y = top + i * row_h
         mark = STOP_MARKS.get(b.status)

@@ -10,6 +10,7 @@ from typing import Any
 from telemetry.bench.capacity import Objective
 from telemetry.probe.result import ProbeFit, ProbePoint
 from telemetry.record import TurnRecord
+from telemetry.server.gauges import LevelGauges, read_level
 from telemetry.typed_read import RecordError, build
 from telemetry.view.timeline import phase_spans
 from tui.format import short_spec, turn_label
@@ -63,15 +64,56 @@ def _objectives(capacity: dict[str, Any]) -> list[Objective]:
     return [o for o in out if o.metric in ("ttft", "tpot", "e2e")]
 
 
-def ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
-    """TTFT p50 and p99 against the level (concurrency or rate)."""
+def _xlabel(levels: Sequence[dict[str, Any]]) -> tuple[str, bool]:
     rate = any(lv.get("mode") == "rate" for lv in levels)
+    return ("requests/s offered" if rate else "concurrent users"), rate
+
+
+def ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
+    """TTFT p50 and p99 against the level (concurrency or rate). With the server's gauges
+    (``--server-metrics``) each p50 point is labelled with the requests waiting in its queue."""
+    xlabel, rate = _xlabel(levels)
     series = []
     for key in ("p50", "p99"):
-        pts = [(float(lv["level"]), lv["ttft_ms"][key]) for lv in levels if lv["ttft_ms"].get(key) is not None]
-        series.append(Series(f"TTFT {key}", [p[0] for p in pts], [p[1] for p in pts]))
-    xlabel = "requests/s offered" if rate else "concurrent users"
-    return Chart("xy", "TTFT by load", xlabel, "TTFT ms", series, x_whole=not rate)
+        pts = [(float(lv["level"]), lv["ttft_ms"][key], lv) for lv in levels if lv["ttft_ms"].get(key) is not None]
+        labels = [_queue_label(lv) for _, _, lv in pts] if key == "p50" else []
+        series.append(Series(f"TTFT {key}", [p[0] for p in pts], [p[1] for p in pts], labels if any(labels) else []))
+    caption = ""
+    if any(read_level(lv) is not None for lv in levels):
+        caption = "Labels: requests waiting in the server's queue (mean, by its /metrics); none where none waited."
+    return Chart("xy", "TTFT by load", xlabel, "TTFT ms", series, x_whole=not rate, caption=caption)
+
+
+def _queue_label(lv: dict[str, Any]) -> str:
+    g = read_level(lv)
+    if g is None or g.waiting is None or g.waiting.mean < 0.05:
+        return ""  # an empty queue: a label at each light level would only crowd the chart
+    return f"{g.waiting.mean:.1f} waiting"
+
+
+def queue_chart(levels: Sequence[dict[str, Any]]) -> Chart:
+    """The server's own queue and batch against the level (``--server-metrics``): requests waiting (mean
+    and most) and running (mean); the caption gives the KV cache's mean use at each level."""
+    xlabel, rate = _xlabel(levels)
+    read = [(float(lv["level"]), g) for lv in levels if (g := read_level(lv)) is not None]
+    picks: list[tuple[str, Callable[[LevelGauges], float | None]]] = [
+        ("waiting (mean)", lambda g: g.waiting.mean if g.waiting else None),
+        ("waiting (most)", lambda g: g.waiting.max if g.waiting else None),
+        ("running (mean)", lambda g: g.running.mean if g.running else None),
+    ]
+    series = []
+    for name, pick in picks:
+        pts = [(x, v) for x, g in read if (v := pick(g)) is not None]
+        series.append(Series(name, [p[0] for p in pts], [p[1] for p in pts]))
+    server = next((g.server for _, g in read if g.server), "server")
+    caption = "Requests the server held waiting for a slot, and in its running batch, read every 250 ms."
+    kv = [f"{_label(lv)} {g.kv_cache_usage.mean:.0%}" for lv in levels if (g := read_level(lv)) and g.kv_cache_usage]
+    if kv:
+        caption += " KV cache in use (mean): " + ", ".join(kv) + "."
+    return Chart(
+        "xy", f"The server's queue by load ({server} /metrics)", xlabel, "requests", series, x_whole=not rate,
+        caption=caption,
+    )  # fmt: skip
 
 
 def probe_chart(fit: ProbeFit, title: str = "TTFT by input tokens") -> Chart:

@@ -88,7 +88,8 @@ table{border-collapse:collapse;margin:.4rem 0;font-size:.9rem;font-variant-numer
 td,th{border:1px solid var(--line);padding:3px 8px;text-align:right;white-space:nowrap}
 th{background:var(--head)}td:first-child,th:first-child{text-align:left}
 p.conclusion{max-width:60em}
-.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,540px),1fr));gap:1rem}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,540px),1fr));gap:1rem;
+align-items:start}
 figure.chart{margin:0;border:1px solid var(--line);border-radius:6px;padding:.4rem;min-width:0}
 figure.chart svg{display:block;width:100%;height:auto}
 figure.chart svg.narrow{display:none}

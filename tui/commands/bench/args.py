@@ -96,6 +96,7 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
             "# vLLM's names work too: --num-prompts, --request-rate, --max-concurrency, --random-input-len, --goodput",
             "ttft bench -m compat:m --base-url URL --max-concurrency 8 --num-prompts 64 --goodput ttft:500 tpot:50",
             "ttft bench -m compat:m --base-url URL --json -q > summary.json",
+            "ttft bench -m compat:m --base-url http://127.0.0.1:8000/v1 --server-metrics   # vLLM's queue and KV use",
         ),
     )
     p.add_argument("-m", "--model", type=model_spec, required=True, help="PROVIDER:MODEL, or local-server[:PATH.gguf]")
@@ -174,6 +175,15 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         help="Chat Completions: the SDK's HTTP call, its stream read as JSON without typed chunks",
     )
     client.add_argument("--lean", action="store_true", help=argparse.SUPPRESS)  # the default; scripts may still pass it
+    p.add_argument(
+        "--server-metrics",
+        nargs="?",
+        const="",
+        metavar="URL",
+        help="read the server's own gauges (requests waiting and running, KV cache use, prefix-cache hits) from "
+        "its Prometheus endpoint every 250 ms during each level: vLLM, SGLang, llama-server, TGI (URL: default "
+        "/metrics beside the API); always on with -m local-server",
+    )
     p.add_argument("--charts", choices=("svg", "png"), default="svg", help="chart files (png needs matplotlib)")
     p.add_argument("--slots", type=int, default=4, help="local-server: parallel slots (-np)")
     p.add_argument("--ctx", type=int, default=4096, help="local-server: context shared by the slots (-c)")

@@ -24,6 +24,7 @@ from typing import Any
 from backends.load import event_loop
 from backends.load.driver import LevelCancelled, LoadConfig
 from backends.load.runner import BackendSpec, LoadRunner, default_transport, through_proxy
+from backends.load.scrape import INTERVAL_S, LevelScraper
 from telemetry.bench import aggregate as agg
 from telemetry.bench import summary as bench_summary
 from telemetry.bench.requests import read_bench
@@ -31,6 +32,7 @@ from telemetry.bench.slo import SLO
 from telemetry.log.json_line import encode_line
 from telemetry.log.turns import write_all
 from telemetry.log.urls import redact_url
+from telemetry.server.gauges import level_summary
 from tui import signals
 from tui.commands.bench import args as bench_args
 from tui.commands.bench import capacity as bench_capacity
@@ -39,6 +41,7 @@ from tui.commands.bench.output import (
     ProgressLine,
     bench_charts,
     cost_line,
+    gauges_line,
     level_row,
     server_line,
     wait_line,
@@ -134,6 +137,52 @@ async def _wait_for_start(args: argparse.Namespace, meta: dict[str, Any]) -> Non
         "(ttft report --merge says how much the runs overlapped)",
         file=sys.stderr,
     )
+
+
+def _beside_api(spec: str, base_url: str | None) -> str | None:
+    """The ``/metrics`` beside the API the bench loads, or None when no address is known."""
+    from backends.providers.registry import ProviderError, resolve
+    from backends.transport.prometheus import metrics_url
+
+    try:
+        url = resolve(spec, base_url=base_url).base_url
+    except ProviderError:
+        return None  # the bench says what is wrong with the spec when it builds the backend
+    return metrics_url(url) if url else None
+
+
+async def _scraper(
+    args: argparse.Namespace, spec: str, base_url: str | None, local_url: str | None, meta: dict[str, Any]
+) -> LevelScraper | None:
+    """``--server-metrics`` (always, for the llama-server started here): the endpoint read once now, to know
+    which server it is. One that does not answer, or has no gauge ttft reads, is a note and the run goes
+    on without (said in ``summary.json``'s ``server_metrics``), never an error."""
+    from backends.transport.prometheus import MetricsEndpoint, MetricsUnavailable
+
+    if args.server_metrics is None and local_url is None:
+        return None
+    if args.find_capacity:  # its probes are batches of an open-ended search, not levels with a frame
+        if args.server_metrics is not None:
+            meta["server_metrics"] = {"url": None, "note": "not read during a capacity search"}
+            note(args, "ttft bench: --server-metrics is not read during --find-capacity's probes")
+        return None
+    url = args.server_metrics or local_url or _beside_api(spec, base_url)
+    if not url:
+        why = "no address to find /metrics beside: give it, --server-metrics URL"
+        meta["server_metrics"] = {"url": None, "note": why}
+        note(args, f"ttft bench: not reading the server's gauges: {why}")
+        return None
+    endpoint = MetricsEndpoint(url)
+    try:
+        await asyncio.to_thread(endpoint.probe)
+    except MetricsUnavailable as exc:
+        meta["server_metrics"] = {"url": endpoint.shown_url, "note": str(exc)}
+        note(args, f"ttft bench: not reading the server's gauges: {exc}; the run goes on without them")
+        return None
+    assert endpoint.dialect is not None  # probe() found it
+    meta["server_metrics"] = {"url": endpoint.shown_url, "server": endpoint.dialect.name, "interval_s": INTERVAL_S}
+    note(args, f"reading {endpoint.dialect.name}'s gauges from {endpoint.shown_url} every {INTERVAL_S * 1000:.0f} ms")
+    return LevelScraper(endpoint)
 
 
 async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
@@ -242,6 +291,8 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         }
     try:
         try:
+            local_metrics = server.metrics_url if server is not None else None
+            scraper = await _scraper(args, spec, base_url, local_metrics, meta)
             runner = LoadRunner(
                 cfg,
                 spec=BackendSpec(
@@ -258,6 +309,7 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
                 ),
                 run_id=run_id,
                 on_progress=progress,
+                scraper=scraper,
             )
             async with runner:
                 if runner.backend is not None:
@@ -298,7 +350,6 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
                     levels.extend(search.levels())
                     meta["capacity"] = search.summary()
                 for i in range(0 if args.find_capacity else len(cfg.levels)):
-                    before = await asyncio.to_thread(server.metrics) if server else None
                     try:
                         res = await runner.level(i)
                     except LevelCancelled as exc:
@@ -309,15 +360,14 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
                     if (problem := read.message()) is not None:  # a worker's record that does not read
                         print(visible_controls(f"ttft bench: {problem}"), file=sys.stderr)
                     a = agg.aggregate_level(read.turns, level=res.level, mode=res.mode, slo=slo, client=res.client)
-                    if server is not None and before is not None:
-                        from backends.local.llama_server import metrics_delta
-
-                        a["server_metrics"] = metrics_delta(before, await asyncio.to_thread(server.metrics))
+                    if res.gauges is not None:
+                        a["server_metrics"] = level_summary(res.gauges)
                     levels.append(a)
                     progress.end()
                     print(level_row(a), flush=True)
-                    if (line := server_line(a)) is not None:
-                        print(line, flush=True)
+                    for line in (server_line(a), gauges_line(a)):
+                        if line is not None:
+                            print(visible_controls(line), flush=True)
                     if (line := wait_line(a)) is not None:
                         print(line, flush=True)
                     if (line := cost_line(a)) is not None:
@@ -347,7 +397,8 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
     width = 78
     if args.charts == "png" and not charts.png_available():
         print("ttft bench: PNG charts need matplotlib (pip install matplotlib); writing SVG", file=sys.stderr)
-    for name, chart in bench_charts(levels, str(title), meta.get("capacity")):
+    drawn = bench_charts(levels, str(title), meta.get("capacity"))
+    for name, chart in drawn:
         print()
         print(chart.terminal(width, 18))
         try:
@@ -365,5 +416,6 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         for what in unsaved:
             print(f"ttft bench: could not write {what}", file=sys.stderr)
         return Exit.NOT_SAVED
-    print(f"\nresults in {out}/ (turns.jsonl, summary.json, levels.csv, tradeoff + ttft charts)")
+    names = " + ".join(name for name, _ in drawn)
+    print(f"\nresults in {out}/ (turns.jsonl, summary.json, levels.csv, {names} charts)")
     return Exit.OK if levels and all(lv["completed"] for lv in levels) else Exit.FAILED

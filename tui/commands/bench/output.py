@@ -1,5 +1,6 @@
-"""What ``ttft bench`` shows: the per-level table (also the report's), its server-reported and
-wait-split lines, the live progress line on stderr, and the charts of a run's levels."""
+"""What ``ttft bench`` shows: the per-level table (also the report's; its ``queue`` column is the server's
+own count of waiting requests, ``--server-metrics``), its server-reported, server-gauge and wait-split
+lines, the live progress line on stderr, and the charts of a run's levels."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 from backends.load.driver import Progress
 from telemetry.cost import fmt_usd
+from telemetry.server.gauges import read_level
 from tui.report import charts
 from tui.report import figures as chart_builders
 
@@ -18,7 +20,7 @@ def _n(v: float | None, digits: int = 0) -> str:
 
 COLUMNS = (
     ("level", 9), ("req/s", 6), ("tok/s", 7), ("user t/s", 8), ("TTFT p50", 8), ("p90", 6), ("p99", 6),
-    ("TTFVT50", 7), ("TPOT p50", 8), ("p90", 6), ("p99", 6), ("ITL p99", 7), ("E2E p50", 7), ("p99", 6),
+    ("queue", 5), ("TTFVT50", 7), ("TPOT p50", 8), ("p90", 6), ("p99", 6), ("ITL p99", 7), ("E2E p50", 7), ("p99", 6),
     ("err", 4), ("goodput", 7),
 )  # fmt: skip
 HEADER = " ".join(f"{name:>{w}}" for name, w in COLUMNS) + "  client"
@@ -35,9 +37,11 @@ def level_cells(a: dict[str, Any]) -> list[str]:
         health += " CLIENT-BOUND" if flag.startswith("client") else " HOST-BUSY"
     t, p, e = a["ttft_ms"], a["tpot_ms"], a["e2e_ms"]
     gp = "-" if a.get("goodput") is None else f"{a['goodput']:.2f}"
+    g = read_level(a)
+    queue = _n(g.waiting.mean if g is not None and g.waiting is not None else None, 1)  # the server's own count
     return [
         label, _n(a["request_throughput"], 2), _n(a["output_throughput"], 1), _n(a["per_user_tokens_per_s"]["p50"], 1),
-        _n(t["p50"]), _n(t["p90"]), _n(t["p99"]), _n(a["ttfvt_ms"]["p50"]), _n(p["p50"], 1), _n(p["p90"], 1),
+        _n(t["p50"]), _n(t["p90"]), _n(t["p99"]), queue, _n(a["ttfvt_ms"]["p50"]), _n(p["p50"], 1), _n(p["p90"], 1),
         _n(p["p99"], 1), _n(a["itl_ms"]["p99"], 1), _n(e["p50"]), _n(e["p99"]), str(a["failed"]), gp, health,
     ]  # fmt: skip
 
@@ -67,6 +71,25 @@ def server_line(a: dict[str, Any]) -> str | None:
     return ("          server-reported: " + ", ".join(parts)) if parts else None
 
 
+def gauges_line(a: dict[str, Any]) -> str | None:
+    """The server's own gauges over a level (``--server-metrics``: its /metrics every 250 ms), or None."""
+    g = read_level(a)
+    if g is None:
+        return None
+    parts = []
+    for name, st in (("waiting", g.waiting), ("running", g.running)):
+        if st is not None:
+            parts.append(f"{name} mean {st.mean:.1f} max {st.max:.0f}")
+    if g.kv_cache_usage is not None:
+        parts.append(f"KV cache mean {g.kv_cache_usage.mean:.0%} max {g.kv_cache_usage.max:.0%}")
+    if g.prefix_cache_hit_rate is not None:
+        parts.append(f"prefix cache {g.prefix_cache_hit_rate:.0%} of prompt tokens")
+    if not parts:
+        parts.append("no read during the level (shorter than one interval)")
+    reads = f"{g.samples} read{'' if g.samples == 1 else 's'}"
+    return f"          server gauges ({g.server or 'server'} /metrics, {reads}): " + ", ".join(parts)
+
+
 def wait_line(a: dict[str, Any]) -> str | None:
     """The level's wait split (``telemetry.wire.split_summary``): a growing server part is the server's queue."""
     w = a.get("wait_ms")
@@ -83,10 +106,13 @@ def wait_line(a: dict[str, Any]) -> str | None:
 def bench_charts(
     levels: list[dict[str, Any]], title: str, capacity: dict[str, Any] | None = None
 ) -> list[tuple[str, charts.Chart]]:
-    return [
+    out = [
         ("tradeoff", chart_builders.tradeoff_chart(levels, f"Batching trade-off: {title}", capacity)),
         ("ttft", chart_builders.ttft_chart(levels)),
     ]
+    if any(read_level(lv) is not None for lv in levels):  # --server-metrics: the queue beside TTFT
+        out.append(("queue", chart_builders.queue_chart(levels)))
+    return out
 
 
 class ProgressLine:
