@@ -63,8 +63,7 @@ class Secrets:
             # Longest first, so "Bearer tok" is masked whole rather than leaving "Bearer " before a mask.
             words = sorted(self._values, key=len, reverse=True)
             alternatives = [
-                re.escape(w) if len(w) >= MIN_ANYWHERE else rf"{_WORD_START}{re.escape(w)}{_WORD_END}"
-                for w in words
+                re.escape(w) if len(w) >= MIN_ANYWHERE else rf"{_WORD_START}{re.escape(w)}{_WORD_END}" for w in words
             ]
             self._pattern = re.compile("|".join(alternatives))
 
