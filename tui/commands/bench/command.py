@@ -17,9 +17,11 @@ import os
 import secrets
 import sys
 import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends.load import event_loop
 from backends.load.driver import LevelCancelled, LoadConfig
@@ -40,6 +42,9 @@ from tui.commands.flags import settings_from_args
 from tui.commands.output import note, print_json
 from tui.format import visible_controls
 from tui.report import charts
+
+if TYPE_CHECKING:
+    from backends.local.llama_server import LlamaServer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -128,7 +133,60 @@ async def _wait_for_start(args: argparse.Namespace, meta: dict[str, Any]) -> Non
     )
 
 
-async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
+class Abort(Exception):
+    """A step that cannot go on: its sentence for stderr (None when already said) and the exit code."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def report(self) -> int:
+        if self.message is not None:  # a server's words, maybe: shown, never run
+            print(visible_controls(f"ttft bench: {self.message}"), file=sys.stderr)
+        return self.code
+
+
+@dataclass
+class Plan:
+    """What :func:`configure` settles before anything runs: the load, the run's id, its folder and log."""
+
+    cfg: LoadConfig
+    mode: str
+    run_id: str
+    out: Path
+    turns: TurnsFile
+    slo: SLO | None
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the load goes: the ``-m`` spec and base URL given, or the llama-server started for the run."""
+
+    spec: str
+    base_url: str | None
+    server: LlamaServer | None = None
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How the client reads the streams: the lean reader on which transport, or the SDK."""
+
+    lean: bool
+    transport: str
+    via_proxy: bool
+
+    def describe(self, raw_stream: bool) -> str:
+        if self.via_proxy:
+            return "lean (orjson, httpx2 through the proxy)"
+        if self.lean:
+            return f"lean (orjson, {'httptools' if self.transport == 'proto' else 'aiohttp'})"
+        return "sdk (raw stream)" if raw_stream else "sdk"
+
+
+# --- step 1: configure -----------------------------------------------------------------
+def configure(args: argparse.Namespace, slo: SLO | None) -> Plan:
+    """The load from the flags, the run's id and its results folder (created, ``turns.jsonl`` opened)."""
     mode = "rate" if args.rate else "concurrency"
     levels_in = args.rate or args.concurrency or (1.0, 2.0, 4.0, 8.0)
     if args.find_capacity:  # the levels are the search's; the HTTP pool is sized for its limit
@@ -149,8 +207,7 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         system=args.system,
     )
     if (why := bench_args.check_start(args.start_at, time.time())) is not None:
-        print(f"ttft bench: {why}", file=sys.stderr)
-        return Exit.USAGE
+        raise Abort(Exit.USAGE, why)
     # A random tail as session ids have: two runs started in the same second must not share an id
     # (their turns would collide in a merged report or a trace store) nor a default folder.
     run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
@@ -159,50 +216,66 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         turns = TurnsFile(out / "turns.jsonl")
     except OSError as exc:
-        print(f"ttft bench: cannot write the results to {out}/: {exc.strerror or exc}", file=sys.stderr)
-        return Exit.NOT_SAVED
+        raise Abort(Exit.NOT_SAVED, f"cannot write the results to {out}/: {exc.strerror or exc}") from None
+    return Plan(cfg, mode, run_id, out, turns, slo)
 
-    server = None
-    spec, base_url = args.model, args.base_url
-    if spec == bench_args.LOCAL_SERVER or spec.startswith(bench_args.LOCAL_SERVER + ":"):
-        from backends.local.llama_server import LlamaServer, LlamaServerError, LlamaServerFailed, default_model
 
-        try:
-            path = spec.partition(":")[2]
-            model = Path(path).expanduser() if path else default_model()
-            server = LlamaServer(
-                model,
-                slots=args.slots,
-                ctx=args.ctx,
-                threads=args.threads,
-                extra_args=["--ignore-eos"] if args.ignore_eos else [],
-            )
-            server.log_path = out / "llama-server.log"
-            note(args, f"starting llama-server ({model.name}, {args.slots} slots) ...")
-            await asyncio.to_thread(server.start)
-        except LlamaServerError as exc:
-            # Launched but never healthy is a failed run (1); no binary or no model file is the set-up's (2).
-            print(visible_controls(f"ttft bench: {exc}"), file=sys.stderr)
-            return Exit.FAILED if isinstance(exc, LlamaServerFailed) else Exit.USAGE
-        note(args, f"llama-server healthy on {server.url}")
-        spec, base_url = f"compat:{server.model_name}", server.base_url
+# --- step 2: the server's lifetime -------------------------------------------------------
+@contextlib.asynccontextmanager
+async def target_server(args: argparse.Namespace, out: Path) -> AsyncIterator[Target]:
+    """The run's target for as long as the run lasts: ``-m local-server`` starts llama.cpp's llama-server
+    (its log in ``out``) and stops it on the way out, whatever ended the run; any other spec is as given."""
+    spec = args.model
+    if not (spec == bench_args.LOCAL_SERVER or spec.startswith(bench_args.LOCAL_SERVER + ":")):
+        yield Target(spec, args.base_url)
+        return
+    from backends.local.llama_server import LlamaServer, LlamaServerError, LlamaServerFailed, default_model
 
-    progress = ProgressLine(args.quiet, search=bool(args.find_capacity))
+    try:
+        path = spec.partition(":")[2]
+        model = Path(path).expanduser() if path else default_model()
+        server = LlamaServer(
+            model,
+            slots=args.slots,
+            ctx=args.ctx,
+            threads=args.threads,
+            extra_args=["--ignore-eos"] if args.ignore_eos else [],
+        )
+        server.log_path = out / "llama-server.log"
+        note(args, f"starting llama-server ({model.name}, {args.slots} slots) ...")
+        await asyncio.to_thread(server.start)
+    except LlamaServerError as exc:
+        # Launched but never healthy is a failed run (1); no binary or no model file is the set-up's (2).
+        raise Abort(Exit.FAILED if isinstance(exc, LlamaServerFailed) else Exit.USAGE, str(exc)) from None
+    note(args, f"llama-server healthy on {server.url}")
+    try:
+        yield Target(f"compat:{server.model_name}", server.base_url, server)
+    finally:
+        server.stop()
+
+
+def choose_reader(args: argparse.Namespace, target: Target) -> Reader:
+    """The stream reader for this target (said when a proxy in the environment makes it the slower one)."""
     lean = not (args.sdk or args.raw_stream)  # Chat Completions only; other APIs always use their SDK
     transport = "aiohttp" if args.aiohttp else default_transport()
-    via_proxy = lean and through_proxy(spec, base_url)
+    via_proxy = lean and through_proxy(target.spec, target.base_url)
     if via_proxy and not args.quiet:
         print(
             "ttft bench: a proxy is set for this server (HTTPS_PROXY/HTTP_PROXY/ALL_PROXY): the lean reader "
             "goes through it over httpx2, at more client CPU per chunk",
             file=sys.stderr,
         )
-    levels: list[dict[str, Any]] = []
+    return Reader(lean, transport, via_proxy)
+
+
+def describe(args: argparse.Namespace, plan: Plan, target: Target, reader: Reader) -> dict[str, Any]:
+    """The run's facts for ``summary.json``: what was loaded, how, and how it was read."""
+    cfg = plan.cfg
     meta: dict[str, Any] = {
-        "run_id": run_id,
+        "run_id": plan.run_id,
         "model_spec": args.model,
-        "base_url": redact_url(base_url),  # never its credentials or query values
-        "mode": mode,
+        "base_url": redact_url(target.base_url),  # never its credentials or query values
+        "mode": plan.mode,
         "requests_per_level": cfg.requests,
         "warmup": cfg.warmup,
         "input_tokens": cfg.input_tokens,
@@ -210,19 +283,13 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         "seed": cfg.seed,
         "workers": cfg.workers,
         "raw_stream": args.raw_stream,
-        "lean": lean,
-        "reader": "lean (orjson, httpx2 through the proxy)"
-        if via_proxy
-        else f"lean (orjson, {'httptools' if transport == 'proto' else 'aiohttp'})"
-        if lean
-        else "sdk (raw stream)"
-        if args.raw_stream
-        else "sdk",
+        "lean": reader.lean,
+        "reader": reader.describe(args.raw_stream),
         "event_loop": event_loop.running(),  # "uvloop X.Y.Z" or "asyncio" (every worker runs the same)
-        "slo": slo.to_dict() if slo else None,
+        "slo": plan.slo.to_dict() if plan.slo else None,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    if server is not None:
+    if (server := target.server) is not None:
         bufts = server.bufts()
         meta["server"] = {
             "kind": "llama-server",
@@ -232,99 +299,141 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
             "extra_bufts": bufts.use,  # off (--no-repack) on AMX CPUs: see backends.local.amx
             "extra_bufts_reason": bufts.reason,
         }
+    return meta
+
+
+# --- step 3: run -------------------------------------------------------------------------
+def make_runner(
+    args: argparse.Namespace, plan: Plan, target: Target, reader: Reader, progress: ProgressLine
+) -> LoadRunner:
+    """The runner of the levels: in this process, or over ``--workers`` processes."""
+    spec = BackendSpec(
+        target.spec,
+        target.base_url,
+        raw_stream=args.raw_stream,
+        options={
+            **({"lean": True} if reader.lean else {}),
+            **({"timeout_s": args.timeout} if args.timeout else {}),
+        },
+        aiohttp=reader.lean and not reader.via_proxy,
+        transport=reader.transport,
+        fast_loop=event_loop.running() != "asyncio",
+    )
+    return LoadRunner(plan.cfg, spec=spec, run_id=plan.run_id, on_progress=progress)
+
+
+async def measure(
+    args: argparse.Namespace, plan: Plan, target: Target, reader: Reader, meta: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The warm-up, then the levels (or the capacity search's probes), each level's row printed as it
+    ends; every record goes to ``turns.jsonl``. A failure after some levels keeps those levels."""
+    progress = ProgressLine(args.quiet, search=bool(args.find_capacity))
+    levels: list[dict[str, Any]] = []
     try:
-        try:
-            runner = LoadRunner(
-                cfg,
-                spec=BackendSpec(
-                    spec,
-                    base_url,
-                    raw_stream=args.raw_stream,
-                    options={
-                        **({"lean": True} if lean else {}),
-                        **({"timeout_s": args.timeout} if args.timeout else {}),
-                    },
-                    aiohttp=lean and not via_proxy,
-                    transport=transport,
-                    fast_loop=event_loop.running() != "asyncio",
-                ),
-                run_id=run_id,
-                on_progress=progress,
-            )
-            async with runner:
-                if runner.backend is not None:
-                    meta.update(provider=runner.backend.provider, api=runner.backend.api, model=runner.backend.model)
+        runner = make_runner(args, plan, target, reader, progress)
+        async with runner:
+            if runner.backend is not None:
+                meta.update(provider=runner.backend.provider, api=runner.backend.api, model=runner.backend.model)
 
-                def keep(records: list[dict[str, Any]]) -> None:
-                    turns.write(records)
-                    if meta.get("model") is None and records:  # --workers: the backends are the workers'
-                        meta.update({k: records[0].get(k) for k in ("provider", "api", "model")})
+            def keep(records: list[dict[str, Any]]) -> None:
+                plan.turns.write(records)
+                if meta.get("model") is None and records:  # --workers: the backends are the workers'
+                    meta.update({k: records[0].get(k) for k in ("provider", "api", "model")})
 
-                try:
-                    warm = await runner.warmup()
-                except LevelCancelled as exc:  # the turns in flight are kept, as cancelled
-                    keep(exc.records)
-                    raise
-                keep(warm.records if warm else [])
-                warmed = read_bench(warm.records).turns if warm else []
-                if warmed and all(t.record.status != "ok" for t in warmed):
-                    progress.end()
-                    err = warmed[0].record.error
-                    msg = visible_controls(f"ttft bench: every warm-up request failed: {err.message if err else None}")
-                    print(msg, file=sys.stderr)  # the server's words: shown, never run
-                    return Exit.FAILED
-                await _wait_for_start(args, meta)
-                print(HEADER)
-                if args.find_capacity:
+            await warm_up(runner, keep, progress)
+            await _wait_for_start(args, meta)
+            print(HEADER)
+            if args.find_capacity:
+                await search_capacity(args, runner, keep, progress, levels, meta)
+            for i in range(0 if args.find_capacity else len(plan.cfg.levels)):
+                levels.append(await run_one_level(runner, i, target, plan.slo, keep, progress))
+    except Abort:
+        raise
+    except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
+        progress.end()
+        hint = getattr(exc, "hint", None)
+        print(visible_controls(f"ttft bench: {exc}" + (f" {hint}" if hint else "")), file=sys.stderr)
+        if not levels:
+            raise Abort(for_error_kind(getattr(exc, "kind", "bad_spec"))) from None
+    return levels
 
-                    def probed(p: Any) -> None:
-                        progress.end()
-                        if p.unreadable:  # a worker's record that does not read: left out of the verdict
-                            print(f"ttft bench: left out {p.unreadable} unreadable record(s)", file=sys.stderr)
-                        for line in bench_capacity.probe_lines(p, level_row):
-                            print(line, flush=True)
 
-                    search = await bench_capacity.run_search(
-                        runner, args, args.objectives, on_records=keep, on_probe=probed
-                    )
-                    levels.extend(search.levels())
-                    meta["capacity"] = search.summary()
-                for i in range(0 if args.find_capacity else len(cfg.levels)):
-                    before = await asyncio.to_thread(server.metrics) if server else None
-                    try:
-                        res = await runner.level(i)
-                    except LevelCancelled as exc:
-                        keep(exc.records)
-                        raise
-                    keep(res.records)
-                    read = read_bench(res.records)
-                    if (problem := read.message()) is not None:  # a worker's record that does not read
-                        print(visible_controls(f"ttft bench: {problem}"), file=sys.stderr)
-                    a = agg.aggregate_level(read.turns, level=res.level, mode=res.mode, slo=slo, client=res.client)
-                    if server is not None and before is not None:
-                        from backends.local.llama_server import metrics_delta
+Keep = Callable[[list[dict[str, Any]]], None]
 
-                        a["server_metrics"] = metrics_delta(before, await asyncio.to_thread(server.metrics))
-                    levels.append(a)
-                    progress.end()
-                    print(level_row(a), flush=True)
-                    if (line := server_line(a)) is not None:
-                        print(line, flush=True)
-                    if (line := wait_line(a)) is not None:
-                        print(line, flush=True)
-        except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
-            progress.end()
-            hint = getattr(exc, "hint", None)
-            print(visible_controls(f"ttft bench: {exc}" + (f" {hint}" if hint else "")), file=sys.stderr)
-            if not levels:
-                return for_error_kind(getattr(exc, "kind", "bad_spec"))
-    finally:
-        turns.close()
-        if server is not None:
-            server.stop()
 
+async def warm_up(runner: LoadRunner, keep: Keep, progress: ProgressLine) -> None:
+    """The unmeasured requests first; a run whose every warm-up request failed stops here (exit 1)."""
+    try:
+        warm = await runner.warmup()
+    except LevelCancelled as exc:  # the turns in flight are kept, as cancelled
+        keep(exc.records)
+        raise
+    keep(warm.records if warm else [])
+    warmed = read_bench(warm.records).turns if warm else []
+    if warmed and all(t.record.status != "ok" for t in warmed):
+        progress.end()
+        err = warmed[0].record.error
+        raise Abort(Exit.FAILED, f"every warm-up request failed: {err.message if err else None}")
+
+
+async def search_capacity(
+    args: argparse.Namespace,
+    runner: LoadRunner,
+    keep: Keep,
+    progress: ProgressLine,
+    levels: list[dict[str, Any]],
+    meta: dict[str, Any],
+) -> None:
+    """``--find-capacity``: the probes, each printed as it ends; their levels and the search's verdict kept."""
+
+    def probed(p: Any) -> None:
+        progress.end()
+        if p.unreadable:  # a worker's record that does not read: left out of the verdict
+            print(f"ttft bench: left out {p.unreadable} unreadable record(s)", file=sys.stderr)
+        for line in bench_capacity.probe_lines(p, level_row):
+            print(line, flush=True)
+
+    search = await bench_capacity.run_search(runner, args, args.objectives, on_records=keep, on_probe=probed)
+    levels.extend(search.levels())
+    meta["capacity"] = search.summary()
+
+
+async def run_one_level(
+    runner: LoadRunner, i: int, target: Target, slo: SLO | None, keep: Keep, progress: ProgressLine
+) -> dict[str, Any]:
+    """Level ``i``: its records kept, its figures (with llama-server's ``/metrics`` over it) printed as a row."""
+    server = target.server
+    before = await asyncio.to_thread(server.metrics) if server else None
+    try:
+        res = await runner.level(i)
+    except LevelCancelled as exc:
+        keep(exc.records)
+        raise
+    keep(res.records)
+    read = read_bench(res.records)
+    if (problem := read.message()) is not None:  # a worker's record that does not read
+        print(visible_controls(f"ttft bench: {problem}"), file=sys.stderr)
+    a = agg.aggregate_level(read.turns, level=res.level, mode=res.mode, slo=slo, client=res.client)
+    if server is not None and before is not None:
+        from backends.local.llama_server import metrics_delta
+
+        a["server_metrics"] = metrics_delta(before, await asyncio.to_thread(server.metrics))
+    progress.end()
+    print(level_row(a), flush=True)
+    if (line := server_line(a)) is not None:
+        print(line, flush=True)
+    if (line := wait_line(a)) is not None:
+        print(line, flush=True)
+    return a
+
+
+# --- step 4: write -----------------------------------------------------------------------
+def write(args: argparse.Namespace, plan: Plan, levels: list[dict[str, Any]], meta: dict[str, Any]) -> int:
+    """``summary.json``, ``levels.csv`` and the charts, then the conclusion; the exit code says how it went
+    (an output that could not be written is said, exit 3)."""
+    out, turns, slo = plan.out, plan.turns, plan.slo
     meta["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    unsaved: list[str] = []  # what could not be written (disk full, a folder gone read-only): said, exit 1
+    unsaved: list[str] = []  # what could not be written (disk full, a folder gone read-only): said, exit 3
     if turns.error is not None:
         unsaved.append(f"{turns.path}: {turns.error.strerror or turns.error}")
     try:
@@ -357,3 +466,21 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         return Exit.NOT_SAVED
     print(f"\nresults in {out}/ (turns.jsonl, summary.json, levels.csv, tradeoff + ttft charts)")
     return Exit.OK if levels and all(lv["completed"] for lv in levels) else Exit.FAILED
+
+
+async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
+    """The run in its four steps: configure, the target server's lifetime, run, write."""
+    try:
+        plan = configure(args, slo)
+    except Abort as exc:
+        return exc.report()
+    try:
+        async with target_server(args, plan.out) as target:
+            reader = choose_reader(args, target)
+            meta = describe(args, plan, target, reader)
+            levels = await measure(args, plan, target, reader, meta)
+    except Abort as exc:
+        return exc.report()
+    finally:
+        plan.turns.close()
+    return write(args, plan, levels, meta)
