@@ -1,9 +1,14 @@
 """``ttft bench``: the batching trade-off, measured (aggregate tokens/s against each user's speed).
 
 Runs closed-loop concurrency levels or open-loop Poisson rates against any provider, or
-against llama.cpp's ``llama-server`` started here (``-m local-server[:PATH.gguf] --slots 4``).
+against llama.cpp's ``llama-server`` started here (``-m local-server[:PATH.gguf] --slots 4``),
+from this process, ``--workers`` processes, or the drivers of a Ray cluster (``--cluster``).
 Every request is a ``ttft.turn`` record; the run leaves ``turns.jsonl``, ``summary.json``
 (vLLM bench key names), ``levels.csv`` and the charts in ``--out``.
+
+The command is four steps: :func:`configure` (the load, the run's id and folder), :func:`target_server`
+(the server's lifetime: llama-server started and stopped here, or the one given), :func:`measure`
+(the warm-up and the levels through a :class:`backends.load.runner.Runner`) and :func:`write`.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from backends.load import event_loop
 from backends.load.driver import LevelCancelled, LoadConfig
-from backends.load.runner import BackendSpec, LoadRunner, default_transport, through_proxy
-from telemetry.bench import aggregate as agg
+from backends.load.runner import BackendSpec, LoadRunner, Runner, default_transport, through_proxy
 from telemetry.bench import summary as bench_summary
+from telemetry.bench.cluster import partial_line
 from telemetry.bench.requests import read_bench
 from telemetry.bench.slo import SLO
 from telemetry.log.json_line import encode_line
@@ -199,14 +204,14 @@ def configure(args: argparse.Namespace, slo: SLO | None) -> Plan:
         input_tokens=args.input_tokens,
         max_output_tokens=args.max_output_tokens,
         seed=args.seed,
-        workers=max(1, args.workers),
+        workers=1 if args.cluster else max(1, args.workers or 1),  # a cluster's drivers are its own
         max_in_flight=args.max_in_flight,
         max_retries=args.max_retries,
         temperature=args.temperature,
         turn=settings_from_args(args),
         system=args.system,
     )
-    if (why := bench_args.check_start(args.start_at, time.time())) is not None:
+    if (why := bench_args.check_start(args.start_at, time.time()) or bench_args.check_cluster(args)) is not None:
         raise Abort(Exit.USAGE, why)
     # A random tail as session ids have: two runs started in the same second must not share an id
     # (their turns would collide in a merged report or a trace store) nor a default folder.
@@ -303,10 +308,14 @@ def describe(args: argparse.Namespace, plan: Plan, target: Target, reader: Reade
 
 
 # --- step 3: run -------------------------------------------------------------------------
+Keep = Callable[[list[dict[str, Any]]], None]
+
+
 def make_runner(
-    args: argparse.Namespace, plan: Plan, target: Target, reader: Reader, progress: ProgressLine
-) -> LoadRunner:
-    """The runner of the levels: in this process, or over ``--workers`` processes."""
+    args: argparse.Namespace, plan: Plan, target: Target, reader: Reader, progress: ProgressLine, keep: Keep
+) -> Runner:
+    """The runner of the levels: in this process, over ``--workers`` processes, or on a cluster's drivers
+    (whose records reach ``keep`` as they arrive; Ray is imported only then)."""
     spec = BackendSpec(
         target.spec,
         target.base_url,
@@ -319,7 +328,36 @@ def make_runner(
         transport=reader.transport,
         fast_loop=event_loop.running() != "asyncio",
     )
-    return LoadRunner(plan.cfg, spec=spec, run_id=plan.run_id, on_progress=progress)
+    if args.cluster is None:
+        return LoadRunner(plan.cfg, spec=spec, run_id=plan.run_id, on_progress=progress)
+    try:
+        from backends.load.cluster.runner import ClusterRunner, loopback_warning
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "ray":
+            raise
+        raise Abort(Exit.USAGE, "--cluster needs Ray: pip install 'ttft[cluster]'") from None
+
+    def say(text: str) -> None:
+        progress.end()
+        note(args, f"ttft bench: {text}")
+
+    def fault(text: str) -> None:  # said even with -q: the run is not what was asked
+        progress.end()
+        print(visible_controls(f"ttft bench: {text}"), file=sys.stderr, flush=True)
+
+    if (warning := loopback_warning(args.cluster, target.base_url)) is not None:
+        say(warning)
+    return ClusterRunner(
+        plan.cfg,
+        spec=spec,
+        address=args.cluster,
+        workers=args.workers,
+        run_id=plan.run_id,
+        on_progress=progress,
+        on_records=keep,
+        on_note=say,
+        on_fault=fault,
+    )
 
 
 async def measure(
@@ -329,24 +367,26 @@ async def measure(
     ends; every record goes to ``turns.jsonl``. A failure after some levels keeps those levels."""
     progress = ProgressLine(args.quiet, search=bool(args.find_capacity))
     levels: list[dict[str, Any]] = []
+
+    def keep(records: list[dict[str, Any]]) -> None:
+        plan.turns.write(records)
+        if meta.get("model") is None and records:  # --workers, --cluster: the backends are the workers'
+            meta.update({k: records[0].get(k) for k in ("provider", "api", "model")})
+
+    runner: Runner | None = None
     try:
-        runner = make_runner(args, plan, target, reader, progress)
+        runner = make_runner(args, plan, target, reader, progress, keep)
         async with runner:
             if runner.backend is not None:
                 meta.update(provider=runner.backend.provider, api=runner.backend.api, model=runner.backend.model)
-
-            def keep(records: list[dict[str, Any]]) -> None:
-                plan.turns.write(records)
-                if meta.get("model") is None and records:  # --workers: the backends are the workers'
-                    meta.update({k: records[0].get(k) for k in ("provider", "api", "model")})
-
-            await warm_up(runner, keep, progress)
+            kept = (lambda _records: None) if runner.streams_records else keep  # a streaming runner kept them
+            await warm_up(runner, kept, progress)
             await _wait_for_start(args, meta)
             print(HEADER)
             if args.find_capacity:
-                await search_capacity(args, runner, keep, progress, levels, meta)
+                await search_capacity(args, runner, kept, progress, levels, meta)
             for i in range(0 if args.find_capacity else len(plan.cfg.levels)):
-                levels.append(await run_one_level(runner, i, target, plan.slo, keep, progress))
+                levels.append(await run_one_level(runner, i, target, plan.slo, kept, progress))
     except Abort:
         raise
     except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
@@ -355,13 +395,13 @@ async def measure(
         print(visible_controls(f"ttft bench: {exc}" + (f" {hint}" if hint else "")), file=sys.stderr)
         if not levels:
             raise Abort(for_error_kind(getattr(exc, "kind", "bad_spec"))) from None
+    finally:
+        if runner is not None:
+            meta.update(runner.describe())  # a cluster's nodes and drivers (nothing for this machine alone)
     return levels
 
 
-Keep = Callable[[list[dict[str, Any]]], None]
-
-
-async def warm_up(runner: LoadRunner, keep: Keep, progress: ProgressLine) -> None:
+async def warm_up(runner: Runner, keep: Keep, progress: ProgressLine) -> None:
     """The unmeasured requests first; a run whose every warm-up request failed stops here (exit 1)."""
     try:
         warm = await runner.warmup()
@@ -378,7 +418,7 @@ async def warm_up(runner: LoadRunner, keep: Keep, progress: ProgressLine) -> Non
 
 async def search_capacity(
     args: argparse.Namespace,
-    runner: LoadRunner,
+    runner: Runner,
     keep: Keep,
     progress: ProgressLine,
     levels: list[dict[str, Any]],
@@ -399,7 +439,7 @@ async def search_capacity(
 
 
 async def run_one_level(
-    runner: LoadRunner, i: int, target: Target, slo: SLO | None, keep: Keep, progress: ProgressLine
+    runner: Runner, i: int, target: Target, slo: SLO | None, keep: Keep, progress: ProgressLine
 ) -> dict[str, Any]:
     """Level ``i``: its records kept, its figures (with llama-server's ``/metrics`` over it) printed as a row."""
     server = target.server
@@ -410,10 +450,9 @@ async def run_one_level(
         keep(exc.records)
         raise
     keep(res.records)
-    read = read_bench(res.records)
-    if (problem := read.message()) is not None:  # a worker's record that does not read
+    a, problems = runner.figures(res, slo)
+    for problem in problems:  # a worker's record that does not read: left out, said
         print(visible_controls(f"ttft bench: {problem}"), file=sys.stderr)
-    a = agg.aggregate_level(read.turns, level=res.level, mode=res.mode, slo=slo, client=res.client)
     if server is not None and before is not None:
         from backends.local.llama_server import metrics_delta
 
@@ -424,6 +463,8 @@ async def run_one_level(
         print(line, flush=True)
     if (line := wait_line(a)) is not None:
         print(line, flush=True)
+    if (line := partial_line(a)) is not None:
+        print("          " + line, flush=True)
     return a
 
 
@@ -465,7 +506,10 @@ def write(args: argparse.Namespace, plan: Plan, levels: list[dict[str, Any]], me
             print(f"ttft bench: could not write {what}", file=sys.stderr)
         return Exit.NOT_SAVED
     print(f"\nresults in {out}/ (turns.jsonl, summary.json, levels.csv, tradeoff + ttft charts)")
-    return Exit.OK if levels and all(lv["completed"] for lv in levels) else Exit.FAILED
+    if not levels or not all(lv["completed"] for lv in levels):
+        return Exit.FAILED
+    lost = (meta.get("cluster") or {}).get("lost")
+    return Exit.PARTIAL if lost or any(lv.get("partial") for lv in levels) else Exit.OK
 
 
 async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
