@@ -9,6 +9,7 @@ the test that kills one of its nodes comes last.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -34,9 +35,15 @@ from tui.commands.exits import Exit
 TOKEN_MS, ALPHA, PREFILL_MS, TOKENS, PORT = 10.0, 0.05, 20.0, 32, 8123
 SCHEDULE = BatchingServer(slots=16, token_ms=TOKEN_MS, alpha=ALPHA, prefill_ms=PREFILL_MS)
 URL = f"http://127.0.0.1:{PORT}/v1"
+SCHEDULE_FLAGS = ["--token-ms", str(TOKEN_MS), "--alpha", str(ALPHA), "--prefill-ms", str(PREFILL_MS)]
 
-WHY_NOT = why_not()
-needs_namespace = pytest.mark.skipif(WHY_NOT is not None, reason=f"no loopback-only network namespace: {WHY_NOT}")
+HAS_RAY = importlib.util.find_spec("ray") is not None
+WHY_NOT = why_not() if HAS_RAY else None
+needs_ray = pytest.mark.skipif(not HAS_RAY, reason="Ray is not installed (pip install 'ttft[cluster]')")
+needs_namespace = pytest.mark.skipif(
+    not HAS_RAY or WHY_NOT is not None,
+    reason="Ray is not installed" if not HAS_RAY else f"no loopback-only network namespace: {WHY_NOT}",
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +52,16 @@ def ns() -> Iterator[LoopbackNamespace]:
     with LoopbackNamespace() as space:
         assert space.interfaces() == ["lo"], "the namespace holds loopback alone"
         fake = space.popen(
-            [sys.executable, "-m", "tests.fakes.batching_server", "--port", str(PORT), "--slots", "16"]
-            + ["--token-ms", str(TOKEN_MS), "--alpha", str(ALPHA), "--prefill-ms", str(PREFILL_MS)],
+            [
+                sys.executable,
+                "-m",
+                "tests.fakes.batching_server",
+                "--port",
+                str(PORT),
+                "--slots",
+                "16",
+                *SCHEDULE_FLAGS,
+            ],
             stdout=subprocess.PIPE,
         )
         assert fake.stdout is not None and "batching fake on" in fake.stdout.readline()
@@ -56,7 +71,9 @@ def ns() -> Iterator[LoopbackNamespace]:
 @pytest.fixture(scope="module")
 def cluster(ns: LoopbackNamespace) -> Iterator[dict[str, Any]]:
     """Two Ray nodes held for the module's runs: ``address`` and each node's process ``sessions``."""
-    holder = ns.popen([sys.executable, "-m", "backends.load.cluster.local", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    holder = ns.popen(
+        [sys.executable, "-m", "backends.load.cluster.local", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
     assert holder.stdout is not None
     line = holder.stdout.readline()
     assert line, "the local cluster did not start"
@@ -234,6 +251,7 @@ def test_a_node_killed_mid_level_leaves_the_level_partial_and_the_other_node_who
     assert len(nodes[whole[0]["node_id"]]) == 120 and len(nodes[lost[0]["node_id"]]) == lost[0]["received"]
 
 
+@needs_ray
 def test_an_unreachable_cluster_is_one_sentence_and_exit_1(tmp_path: Path) -> None:
     with BatchingServer() as srv:
         from backends.load.cluster.local import free_port
@@ -256,10 +274,43 @@ def test_plain_bench_never_imports_ray(tmp_path: Path) -> None:
         "from tests.fakes.batching_server import BatchingServer\n"
         "from tui.cli import main\n"
         "with BatchingServer(token_ms=1, prefill_ms=1) as srv:\n"
-        f"    rc = main(['bench', '-m', 'compat:f', '--base-url', srv.base_url, '--concurrency', '2', '--requests', '2',"
-        f" '--max-output-tokens', '2', '--quiet', '--out', {str(tmp_path / 'o')!r}])\n"
+        "    rc = main(['bench', '-m', 'compat:f', '--base-url', srv.base_url, '--concurrency', '2',"
+        f" '--requests', '2', '--max-output-tokens', '2', '--quiet', '--out', {str(tmp_path / 'o')!r}])\n"
         "print(rc, sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))\n"
     )
     env = {**os.environ, "TTFT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert done.stdout.strip().splitlines()[-1] == "0 []", done.stderr
+
+
+@pytest.mark.parametrize("value", ["local:0", "local:x", "nowhere"])
+def test_a_cluster_address_that_does_not_read_is_a_usage_error(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from tui.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "-m", "compat:f", "--base-url", "http://127.0.0.1:9/v1", "--cluster", value])
+    assert exc.value.code == Exit.USAGE
+    assert "--cluster" in capsys.readouterr().err
+
+
+def test_cluster_and_start_at_do_not_go_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tui.cli import main
+
+    argv = ["bench", "-m", "compat:f", "--base-url", "http://127.0.0.1:9/v1", "--cluster", "local:2"]
+    rc = main([*argv, "--start-at", str(int(time.time()) + 60), "--out", str(tmp_path / "o")])
+    assert rc == Exit.USAGE and "leave out --start-at" in capsys.readouterr().err
+    assert "ray" not in sys.modules  # refused before anything reached for Ray
+
+
+def test_the_table_names_the_busiest_node_and_the_progress_line_the_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    from backends.load.driver import Progress
+    from telemetry.bench.cluster import Node, Share, level_figures
+    from tui.commands.bench.output import ProgressLine, level_row
+
+    health = {"cpu_percent": 41.0, "loop_lag_ms": {"p99": 2.5}}
+    figures, _ = level_figures("concurrency", [Share(Node("c" * 56, "gpu-7\x1b[2J"), 1, 4, 4, [], health)])
+    row = level_row(figures)
+    assert row.endswith("lag 2.5ms cpu 41% busiest gpu-7\u241b[2J (cccccccc)")  # a node's name is shown, never run
+    assert "\x1b" not in row
+    ProgressLine(quiet=False)(Progress("concurrency", 8, 0, 1, 8, 8, 0, 0, 1.0, nodes=2))
+    assert "0 in flight on 2 nodes" in capsys.readouterr().err

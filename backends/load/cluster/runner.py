@@ -25,6 +25,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -96,6 +97,25 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
+def _route_ray_messages(path: Path | None) -> None:
+    """Ray's driver prints the cluster's own messages (a node marked dead, say) straight to stdout, colour
+    codes and all, in the middle of the table; they go to ``path`` instead (the run's ``ray.log``), and
+    the bench says what matters in its own words. Ray offers no switch for it: this replaces the one
+    function its listener calls, where that function exists."""
+    from ray._private import worker
+
+    if not hasattr(worker, "print_to_stdstream"):
+        return
+
+    def to_log(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+        if path is None:
+            return
+        with contextlib.suppress(OSError), path.open("a", encoding="utf-8") as f:
+            f.writelines(f"({data.get('pid')}) {line}\n" for line in data.get("lines") or ())
+
+    setattr(worker, "print_to_stdstream", to_log)  # noqa: B010 (a module's attribute, not a typo'd access)
+
+
 def _round_robin(handles: Sequence[_Handle]) -> list[_Handle]:
     """The drivers ordered one per node in turn: a level with fewer users than drivers still spans the nodes."""
     by_node: dict[str, list[_Handle]] = {}
@@ -130,6 +150,7 @@ class ClusterRunner:
         on_records: Callable[[list[dict[str, Any]]], None] | None = None,
         on_note: Callable[[str], None] | None = None,
         on_fault: Callable[[str], None] | None = None,
+        ray_log: Path | None = None,
     ) -> None:
         self.cfg = cfg
         self.spec = spec
@@ -141,6 +162,7 @@ class ClusterRunner:
         self.on_records = on_records or (lambda _records: None)
         self.on_note = on_note or (lambda _text: None)  # what it is doing (left out with -q)
         self.on_fault = on_fault or self.on_note  # a node lost: always said
+        self.ray_log = ray_log
         self._local: LocalCluster | None = None
         self._connected = False
         self._pg: PlacementGroup | None = None
@@ -216,6 +238,7 @@ class ClusterRunner:
         except ValueError as exc:  # ray://... without Ray Client installed, and the like: Ray's own sentence
             raise ClusterError(f"cannot connect to {self._shown()}: {_first_line(exc)}", kind="config_error") from None
         self._connected = True
+        _route_ray_messages(self.ray_log)
 
     async def _place(self) -> None:
         nodes = [

@@ -357,6 +357,7 @@ def make_runner(
         on_records=keep,
         on_note=say,
         on_fault=fault,
+        ray_log=plan.out / "ray.log",
     )
 
 
