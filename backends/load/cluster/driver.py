@@ -34,7 +34,10 @@ from backends.load import event_loop
 from backends.load.driver import Finished, LoadConfig, Mode, Progress, run_level
 from backends.load.runner import BackendSpec, build_backend
 
-BATCH_S = 0.25  # how often a driver hands its finished records on while a level runs
+# How often a driver hands its finished records on while a level runs: each batch is work on the driver's
+# process (converting, pickling, Ray's reply) while streams are being stamped; twice a second keeps the
+# progress line live at a cost measured within noise (tests/benchmarks/cluster_fidelity.py).
+BATCH_S = 0.5
 CONVERT_PER_PASS = 16  # records turned into dicts per loop pass (~80 us each on a 2-core machine)
 
 
