@@ -248,11 +248,17 @@ class ClusterRunner:
             raise ClusterError("the Ray cluster has no live node with a CPU for a driver")
         count = self.workers or len(nodes)
         strategy = "SPREAD" if self.workers else "STRICT_SPREAD"
+        cpus = sum(int((n.get("Resources") or {}).get("CPU", 0)) for n in nodes)
+        if count > cpus:  # would wait for room that never comes
+            raise ClusterError(
+                f"{count} drivers of one CPU each do not fit in the cluster's {cpus} CPU(s)",
+                hint=f"give --workers at most {cpus}",
+                kind="bad_spec",
+            )
         self._pg = placement_group([{"CPU": 1}] * count, strategy=strategy)
         try:
             await asyncio.wait_for(_awaitable(self._pg.ready()), PLACE_TIMEOUT_S)
         except TimeoutError:
-            cpus = sum(int((n.get("Resources") or {}).get("CPU", 0)) for n in nodes)
             raise ClusterError(
                 f"the cluster found no room for {count} driver(s) of one CPU each within {PLACE_TIMEOUT_S:g} s "
                 f"({len(nodes)} node(s), {cpus} CPU(s) in all, some perhaps in use)",
