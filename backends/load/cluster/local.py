@@ -6,7 +6,8 @@ the drivers hold, and not the nodes. Stopping ends every process of those sessio
 (never ``ray stop``, which ends every Ray on the machine, another user's included). The nodes' files go
 to a temporary folder, removed after. A node that dies is declared dead within about 3 s (a GCS health
 check each second, three missed) rather than Ray's default of about 15 s, since on one machine a dead
-node is one whose processes are gone.
+node is one whose processes are gone. A small reaper process, in a session of its own too, ends the
+nodes if the bench dies without stopping them (``kill -9``), so no throwaway cluster outlives its run.
 
 Ray binds every interface, and with ``--node-ip-address 127.0.0.1`` still connects through the
 machine's other address: on a machine with a network, this cluster's traffic is not loopback-only.
@@ -24,6 +25,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -68,6 +71,12 @@ class LocalCluster:
         self.port = 0
         self.sessions: list[int] = []  # one per node, the head's first: every process a node runs is in it
         self._temp: Path | None = None
+        self._cancelled = threading.Event()
+        self._reaper: subprocess.Popen[bytes] | None = None
+
+    def cancel(self) -> None:
+        """Stop a :meth:`start` under way (from another thread): the node starting is ended, none follows."""
+        self._cancelled.set()
 
     @property
     def address(self) -> str:
@@ -104,11 +113,22 @@ class LocalCluster:
             env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"},
         )
         self.sessions.append(proc.pid)
-        try:
-            out, err = proc.communicate(timeout=self.timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise LocalClusterError(f"the local cluster's {what} did not start within {self.timeout_s:g} s") from None
+        assert self._temp is not None
+        (self._temp / "sessions").write_text(" ".join(map(str, self.sessions)))  # for the reaper
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                out, err = proc.communicate(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if self._cancelled.is_set() or time.monotonic() > deadline:
+                    proc.kill()
+                    proc.communicate()
+                    if self._cancelled.is_set():
+                        raise LocalClusterError(f"stopped while the local cluster's {what} was starting") from None
+                    raise LocalClusterError(
+                        f"the local cluster's {what} did not start within {self.timeout_s:g} s"
+                    ) from None
         if proc.returncode != 0:
             said = _tail(err or out) or f"exit status {proc.returncode}"
             raise LocalClusterError(f"the local cluster's {what} did not start: ray start said: {said}")
@@ -116,6 +136,13 @@ class LocalCluster:
     def start(self) -> LocalCluster:
         self._temp = Path(tempfile.mkdtemp(prefix="ttft-ray-", dir="/tmp"))  # short: Ray's socket paths sit in it
         self.port = free_port()
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-m", "backends.load.cluster.local", "--reap", str(os.getpid()), str(self._temp)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C at the terminal does not end it before the bench is done
+        )
         try:
             self._start_node(
                 ["--head", "--port", str(self.port), "--include-dashboard", "false", *self._config()],
@@ -149,6 +176,10 @@ class LocalCluster:
         if self._temp is not None:
             shutil.rmtree(self._temp, ignore_errors=True)
             self._temp = None
+        if self._reaper is not None:
+            self._reaper.terminate()
+            self._reaper.wait(timeout=STOP_GRACE_S)
+            self._reaper = None
 
     def __enter__(self) -> LocalCluster:
         return self.start()
@@ -166,9 +197,32 @@ def _in_session(sid: int) -> list[psutil.Process]:
     return found
 
 
+def _end_sessions(sessions: list[int]) -> None:
+    procs = [p for sid in sessions for p in _in_session(sid)]
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    psutil.wait_procs(procs, timeout=STOP_GRACE_S)
+
+
+def reap(parent: int, temp: Path) -> None:
+    """Wait for the bench ``parent`` to end; if it left its cluster running (its folder still there), end the
+    nodes' sessions and remove the folder."""
+    while psutil.pid_exists(parent) and temp.exists():
+        time.sleep(1)
+    if not temp.exists():
+        return  # stopped as it should be
+    with contextlib.suppress(OSError, ValueError):
+        _end_sessions([int(x) for x in (temp / "sessions").read_text().split()])
+    shutil.rmtree(temp, ignore_errors=True)
+
+
 def main() -> None:
     """``python -m backends.load.cluster.local N``: start N nodes, print the address, stop them at end of input
     (how a test holds one cluster for several runs inside its network namespace)."""
+    if sys.argv[1:2] == ["--reap"]:
+        reap(int(sys.argv[2]), Path(sys.argv[3]))
+        return
     with LocalCluster(int(sys.argv[1]) if len(sys.argv) > 1 else 2) as cluster:
         print(json.dumps({"address": cluster.address, "sessions": cluster.sessions}), flush=True)
         with contextlib.suppress(KeyboardInterrupt):

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ TAKE_WAIT_S = 0.5  # a long poll's wait for the next batch
 LOST_AFTER_S = 10.0  # a driver unreachable this long is lost (Ray says so sooner when its node is declared dead)
 STOP_WAIT_S = 15.0  # after Ctrl-C, how long the head waits for the drivers' last records
 WARMUP_INDEX = 10**6  # warm-up prompts are numbered apart from the measured ones, as in one process
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # the ones tui.signals and asyncio handle
 HINT = "every node needs ttft installed (the same version as here), with Ray: pip install 'ttft[cluster]'"
 
 
@@ -182,8 +184,16 @@ class ClusterRunner:
                 per_node = math.ceil((self.workers or self.address.local_nodes) / self.address.local_nodes)
                 self.on_note(f"starting a local Ray cluster of {self.address.local_nodes} node(s) ...")
                 self._local = LocalCluster(self.address.local_nodes, cpus=per_node)
-                await _in_thread(self._local.start)
-            await _in_thread(self._connect)
+                await _in_thread(self._local.start, on_cancel=self._local.cancel)
+            # Ray's core worker puts its own handler on SIGTERM (a stack dump, then abort): the bench's own
+            # handlers (tui.signals: stop like Ctrl-C, keep what arrived) are put back once it is connected.
+            handlers = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+            try:
+                await _in_thread(self._connect)
+            finally:
+                for s, handler in handlers.items():
+                    if handler is not None:
+                        signal.signal(s, handler)
             await self._place()
         except BaseException:
             await self.__aexit__()
@@ -499,12 +509,15 @@ async def _awaitable(ref: Any) -> Any:
     return await ref
 
 
-async def _in_thread(fn: Callable[[], T]) -> T:
-    """``fn`` in a thread; cancelled, it still waits for ``fn`` to end, so what it started can be stopped."""
+async def _in_thread(fn: Callable[[], T], on_cancel: Callable[[], None] | None = None) -> T:
+    """``fn`` in a thread; cancelled, it tells ``fn`` (``on_cancel``) and still waits for it to end, so what
+    it started can be stopped."""
     task = asyncio.ensure_future(asyncio.to_thread(fn))
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
+        if on_cancel is not None:
+            on_cancel()
         with contextlib.suppress(BaseException):
             await task
         raise
