@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
 from backends.load.cluster.local import reap
 
 
@@ -21,7 +23,8 @@ def test_the_nodes_of_a_bench_that_died_are_ended_and_their_files_removed(tmp_pa
     node = subprocess.Popen(["sleep", "600"], start_new_session=True)  # a node: a session of its own
     (temp / "sessions").write_text(str(node.pid))
     reap(_gone_pid(), temp)
-    assert node.wait(timeout=10) == -9
+    node.wait(timeout=10)  # it ended (the reaper may have collected its status first: no -9 to read here)
+    assert not psutil.pid_exists(node.pid)
     assert not temp.exists()
 
 
