@@ -199,17 +199,19 @@ def test_merged_figures_are_the_union_of_the_nodes_records(
 
 
 @needs_namespace
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, Exit.INTERRUPTED), (signal.SIGTERM, Exit.TERMINATED)])
 def test_ctrl_c_stops_every_driver_and_keeps_what_arrived(
-    ns: LoopbackNamespace, cluster: dict[str, Any], tmp_path: Path
+    ns: LoopbackNamespace, cluster: dict[str, Any], tmp_path: Path, signum: int, code: int
 ) -> None:
+    """Ctrl-C, and SIGTERM as tui.signals makes it (Ray's core worker puts its own handler there: put back)."""
     out = tmp_path / "run"
     proc = bench(ns, out, "--cluster", cluster["address"], "--concurrency", "8", "--requests", "400")
     # turns.jsonl grows while the level runs: batches from both nodes before the level is half done
     wait_for(lambda: len(by_node(records(out))) == 2 and len(records(out)) >= 24, 180, proc)
     before = len(records(out))
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     rc, _, stderr = finish(proc, timeout=60)
-    assert rc == Exit.INTERRUPTED, stderr
+    assert rc == code, stderr
     assert "Traceback" not in stderr
     kept = records(out)
     assert len(kept) >= before and len(by_node(kept)) == 2
