@@ -59,6 +59,7 @@ class ErrorKind(StrEnum):
     CONTEXT_OVERFLOW = "context_overflow"
     BAD_SETTING = "bad_setting"
     BAD_CHAT_FORMAT = "bad_chat_format"
+    CLUSTER = "cluster"  # the distributed engine cannot run the bench: unreachable, no room, a driver that fails
     UNSUPPORTED_ATTACHMENT = "unsupported_attachment"  # a file this engine cannot take (an image, locally)
 
 

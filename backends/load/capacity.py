@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.load.driver import LevelResult
-from backends.load.runner import LoadRunner
+from backends.load.runner import Runner
 from telemetry.bench import aggregate as agg
 from telemetry.bench import capacity as cap
 from telemetry.bench.requests import BenchTurn, Mode, read_bench
@@ -92,7 +92,7 @@ def _worst_client(results: list[LevelResult]) -> dict[str, Any]:
 
 
 async def find_capacity(
-    runner: LoadRunner,
+    runner: Runner,
     objectives: cap.Objectives,
     *,
     start: float,

@@ -45,7 +45,6 @@ from telemetry.cost import warm as warm_prices
 from telemetry.metrics import percentiles
 from telemetry.probe.saved import SavedProbe
 from telemetry.record import TurnRecord
-from telemetry.server.gauges import LevelScrapes
 from telemetry.settings import TurnSettings
 
 LAG_INTERVAL_S = 0.010
@@ -101,6 +100,7 @@ class Progress:
     warmup: bool = False
     last_ttft_ms: float | None = None
     output_tokens: int = 0
+    nodes: int = 0  # a cluster run: the nodes whose drivers run the level (0: this machine alone)
 
 
 class LevelCancelled(asyncio.CancelledError):
@@ -120,7 +120,6 @@ class LevelResult:
     client: dict[str, Any]
     wall_s: float
     # The server's own /metrics read beside the level (backends.load.scrape), when the runner had a scraper.
-    gauges: LevelScrapes | None = None
 
 
 @dataclass
@@ -215,10 +214,15 @@ class Finished:
     called_ns: int
     origin_ns: int
 
+    @property
+    def sent_at_ms(self) -> float:
+        """The send in ms since the level started (when the stream was called, for one never sent)."""
+        sent = self.record.timestamps.sent if self.record.timestamps.sent is not None else self.called_ns
+        return (sent - self.origin_ns) / 1e6
+
     def to_dict(self) -> dict[str, Any]:
         d = self.record.to_dict()
-        sent = self.record.timestamps.sent if self.record.timestamps.sent is not None else self.called_ns
-        d["extra"]["bench"]["sent_at_ms"] = (sent - self.origin_ns) / 1e6
+        d["extra"]["bench"]["sent_at_ms"] = self.sent_at_ms
         return d
 
 
@@ -241,8 +245,13 @@ async def run_level(
     start_at_ns: int | None = None,
     worker: int = 0,
     on_progress: Callable[[Progress], None] | None = None,
+    on_record: Callable[[Finished], None] | None = None,
 ) -> LevelResult:
-    """Run one level in this process and return its records and the client's health."""
+    """Run one level in this process and return its records and the client's health.
+
+    With ``on_record``, each finished request (and, cancelled, each one in flight) goes to it as it ends
+    instead of into the result, whose ``records`` are then empty: a caller that streams them on (a
+    cluster's driver) converts them itself, in batches, and none is converted twice."""
     total = cfg.requests if requests is None else requests
     # The price table's import (0.2-0.3 s, once a process), before the level's clock: paid at the first
     # request's end, it stalled every stream in flight.
@@ -258,7 +267,18 @@ async def run_level(
     gc.disable()
     try:
         return await _run_level(
-            backend, cfg, level, run_id, level_index, start_index, total, warmup, start_at_ns, worker, on_progress
+            backend,
+            cfg,
+            level,
+            run_id,
+            level_index,
+            start_index,
+            total,
+            warmup,
+            start_at_ns,
+            worker,
+            on_progress,
+            on_record,
         )
     finally:
         if gc_was_on:
@@ -277,17 +297,23 @@ async def _run_level(
     start_at_ns: int | None,
     worker: int,
     on_progress: Callable[[Progress], None] | None,
+    on_record: Callable[[Finished], None] | None,
 ) -> LevelResult:
     mode = cfg.mode
     watch = _ClientWatch()
     watch.start()
     origin = start_at_ns if start_at_ns is not None else ev.now_ns()
     records: list[Finished] = []
-    state = {"in_flight": 0, "errors": 0, "tokens": 0}
+    hand_on = records.append if on_record is None else on_record
+    late: list[float] = []  # open loop: how late each request left against its schedule
+    state = {"in_flight": 0, "errors": 0, "tokens": 0, "done": 0}
     spreader = PassSpreader() if cfg.spread else PassSpreader(1 << 30, 1 << 30, 0, 0.0)
 
     def finished(f: Finished) -> None:
-        records.append(f)
+        hand_on(f)
+        state["done"] += 1
+        if (scheduled := f.record.extra["bench"].get("scheduled_at_ms")) is not None:
+            late.append(f.sent_at_ms - scheduled)
         if f.record.status != "ok":
             state["errors"] += 1
         state["tokens"] += int(f.record.tokens.output or 0)
@@ -298,7 +324,7 @@ async def _run_level(
                     level=level,
                     level_index=level_index,
                     levels=len(cfg.levels),
-                    done=len(records),
+                    done=state["done"],
                     total=total,
                     errors=state["errors"],
                     in_flight=state["in_flight"],
@@ -316,7 +342,7 @@ async def _run_level(
         "origin_ns": origin,
         "warmup": warmup,
         "worker": worker,
-        "on_cancel": records.append,
+        "on_cancel": hand_on,
         "on_finished": finished,
         "spreader": spreader,
         # the same for every request of the level: built and looked up once, not per request
@@ -382,11 +408,6 @@ async def _run_level(
         pacing.ACTIVE.reset(active)
     client = await watch.stop()
     dicts = _as_dicts(records)
-    late = [
-        r["extra"]["bench"]["sent_at_ms"] - r["extra"]["bench"]["scheduled_at_ms"]
-        for r in dicts
-        if "scheduled_at_ms" in r["extra"]["bench"]
-    ]
     if late:
         client["send_late_ms"] = percentiles(late).to_dict()
     client["workers"] = 1

@@ -15,13 +15,15 @@ import multiprocessing as mp
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol, Self
 
 from backends.base import Backend
 from backends.load import event_loop
 from backends.load.driver import LevelResult, LoadConfig, Progress, run_level
-from backends.load.scrape import LevelScraper
 from telemetry import events as ev
+from telemetry.bench.aggregate import aggregate_level
+from telemetry.bench.requests import read_bench
+from telemetry.bench.slo import SLO
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def _worker_level(
     queue: Any,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     async def main() -> LevelResult:
-        backend = build_backend(spec, _pool_size(cfg))
+        backend = build_backend(spec, pool_size(cfg))
         try:
             sub = replace(cfg)  # a copy (asdict would flatten the turn settings to a dict)
 
@@ -126,14 +128,16 @@ def _worker_level(
     return res.records, res.client
 
 
-def _split(total: float, parts: int, integer: bool) -> list[float]:
+def split(total: float, parts: int, integer: bool) -> list[float]:
+    """``total`` users (whole, the first parts one more) or requests/s (equal) over ``parts`` drivers."""
     if integer:
         base, extra = divmod(int(total), parts)
         return [base + (1 if i < extra else 0) for i in range(parts)]
     return [total / parts] * parts
 
 
-def _pool_size(cfg: LoadConfig) -> int:
+def pool_size(cfg: LoadConfig) -> int:
+    """The HTTP pool for one driver: room for the top level's streams and the warm-up."""
     top = max(cfg.levels) if cfg.mode == "concurrency" else cfg.max_in_flight
     return max(128, int(top) + cfg.warmup + 8)
 
@@ -151,8 +155,33 @@ def _otel_in_worker() -> None:
     install(eager=True)
 
 
+class Runner(Protocol):
+    """What ``ttft bench`` asks of whatever runs its load: this machine (:class:`LoadRunner`) or a
+    cluster (``backends.load.cluster.runner.ClusterRunner``)."""
+
+    cfg: LoadConfig
+    backend: Backend | None  # the one backend in this process, when there is one
+    streams_records: bool  # records go to a callback as they arrive, rather than with each result
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    async def warmup(self) -> LevelResult | None: ...
+
+    async def level(self, level_index: int) -> LevelResult: ...
+
+    async def probe(self, level: float, *, requests: int, level_index: int, start_index: int) -> LevelResult: ...
+
+    def figures(self, res: LevelResult, slo: SLO | None) -> tuple[dict[str, Any], list[str]]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
 class LoadRunner:
     """Runs the levels of a bench in this process, or split over ``cfg.workers`` processes."""
+
+    streams_records = False
 
     def __init__(
         self,
@@ -162,10 +191,7 @@ class LoadRunner:
         spec: BackendSpec | None = None,
         run_id: str = "bench",
         on_progress: Callable[[Progress], None] | None = None,
-        scraper: LevelScraper | None = None,
     ) -> None:
-        """``scraper``: the server's ``/metrics``, read beside each configured level (``LevelResult.gauges``);
-        the warm-up and the capacity search's probes are not scraped."""
         if backend is None and spec is None:
             raise ValueError("need a backend or a backend spec")
         if cfg.workers > 1 and spec is None:
@@ -175,7 +201,6 @@ class LoadRunner:
         self.spec = spec
         self.run_id = run_id
         self.on_progress = on_progress
-        self.scraper = scraper
         self._pool: ProcessPoolExecutor | None = None
         self._manager: Any = None
 
@@ -189,7 +214,7 @@ class LoadRunner:
             await asyncio.gather(*(loop.run_in_executor(self._pool, _noop) for _ in range(self.cfg.workers)))
         elif self.backend is None:
             assert self.spec is not None
-            self.backend = build_backend(self.spec, _pool_size(self.cfg))
+            self.backend = build_backend(self.spec, pool_size(self.cfg))
         # A backend passed in ready-made keeps the pool its maker gave it (create_backend's max_connections).
         return self
 
@@ -223,23 +248,12 @@ class LoadRunner:
         )
 
     async def level(self, level_index: int) -> LevelResult:
-        scraper = self.scraper
-        if scraper is not None:
-            await asyncio.to_thread(scraper.start)  # its first read frames the level: before any request
-        try:
-            res = await self.probe(
-                self.cfg.levels[level_index],
-                requests=self.cfg.requests,
-                level_index=level_index,
-                start_index=level_index * self.cfg.requests,
-            )
-        except BaseException:
-            if scraper is not None:
-                scraper.abandon()  # cut short: no last read, the thread ends on its own
-            raise
-        if scraper is not None:
-            res.gauges = await asyncio.to_thread(scraper.stop)
-        return res
+        return await self.probe(
+            self.cfg.levels[level_index],
+            requests=self.cfg.requests,
+            level_index=level_index,
+            start_index=level_index * self.cfg.requests,
+        )
 
     async def probe(self, level: float, *, requests: int, level_index: int, start_index: int) -> LevelResult:
         """``requests`` requests at any ``level`` (the capacity search's probes; ``level`` runs the configured ones).
@@ -260,6 +274,17 @@ class LoadRunner:
             on_progress=self.on_progress,
         )
 
+    def figures(self, res: LevelResult, slo: SLO | None) -> tuple[dict[str, Any], list[str]]:
+        """The level's figures (``telemetry.bench.aggregate``), and a sentence for records that did not read."""
+        read = read_bench(res.records)
+        problem = read.message()  # a worker's record that does not read: left out, said
+        figures = aggregate_level(read.turns, level=res.level, mode=res.mode, slo=slo, client=res.client)
+        return figures, [problem] if problem is not None else []
+
+    def describe(self) -> dict[str, Any]:
+        """What this runner adds to the summary: nothing (the workers are the summary's own ``workers``)."""
+        return {}
+
     async def _run_split(
         self,
         cfg: LoadConfig,
@@ -275,8 +300,8 @@ class LoadRunner:
         workers = self.cfg.workers
         if cfg.mode == "concurrency":
             workers = max(1, min(workers, int(level), n))
-        shares = _split(level, workers, cfg.mode == "concurrency")
-        counts = [int(x) for x in _split(n, workers, True)]
+        shares = split(level, workers, cfg.mode == "concurrency")
+        counts = [int(x) for x in split(n, workers, True)]
         queue = self._manager.Queue()
         start_at = ev.now_ns() + 300_000_000  # every worker starts on the same monotonic deadline
         loop = asyncio.get_running_loop()

@@ -12,12 +12,17 @@ lines) runs off the loop's path. A read that fails is counted and left out; the 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from backends.transport.prometheus import MetricsEndpoint, MetricsUnavailable
 from telemetry.server.gauges import LevelScrapes, Scrape
+
+T = TypeVar("T")
 
 INTERVAL_S = 0.25
 
@@ -94,3 +99,18 @@ class LevelScraper:
         if dialect is None:
             return None
         return LevelScrapes(dialect, run.before, tuple(run.during), after, run.failed)
+
+
+async def scraped(scraper: LevelScraper | None, level: Awaitable[T]) -> tuple[T, LevelScrapes | None]:
+    """Run ``level`` with ``scraper`` reading beside it: its first read before any request, its last after
+    the level ends. Any runner's level (this process, workers, a cluster's drivers) is scraped the same
+    way, from here. A level cut short abandons the scraper (no last read, nothing waited for)."""
+    if scraper is None:
+        return await level, None
+    await asyncio.to_thread(scraper.start)
+    try:
+        res = await level
+    except BaseException:
+        scraper.abandon()
+        raise
+    return res, await asyncio.to_thread(scraper.stop)

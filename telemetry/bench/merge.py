@@ -239,6 +239,30 @@ def _overlap(spans: Sequence[tuple[float, float] | None]) -> float | None:
     return max(0.0, min(1.0, common / shortest))
 
 
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One machine's requests of one level, before the union: who ran them, at what load, and its client."""
+
+    name: str  # a run id, or a cluster node
+    level: float
+    turns: Sequence[BenchTurn]
+    client: Mapping[str, Any] | None = None
+
+
+def union_level(mode: str, parts: Sequence[Part]) -> MergedLevel:
+    """Several machines' share of one level as one level: its load the sum of theirs, every request put
+    back on the wall clock (so throughput is taken over the union's span), and the worst machine's client."""
+    total = sum(p.level for p in parts)
+    turns: list[BenchTurn] = []
+    runs = []
+    for p in parts:
+        walled = [_on_wall_clock(t, total) for t in p.turns]
+        turns += walled
+        runs.append(RunLevel(p.name, p.level, len(walled), span_ms(walled)))
+    overlap = _overlap([r.span_ms for r in runs])
+    return MergedLevel(mode, total, turns, tuple(runs), overlap, worst_client([p.client for p in parts]))
+
+
 def merge(runs: Sequence[Run], *, min_overlap: float = MIN_OVERLAP) -> Merged:
     """Level k of every run as one level; ``MergeRefused`` when the runs cannot be one load."""
     notes: list[str] = []
@@ -264,18 +288,14 @@ def merge(runs: Sequence[Run], *, min_overlap: float = MIN_OVERLAP) -> Merged:
     apart: list[str] = []
     for k in range(common):
         mode = per_run[0][k][0]
-        total = sum(levels[k][1] for levels in per_run)
-        turns: list[BenchTurn] = []
-        parts = []
-        for r, levels in zip(runs, per_run, strict=True):
-            walled = [_on_wall_clock(t, total) for t in levels[k][2]]
-            turns += walled
-            parts.append(RunLevel(r.run_id, levels[k][1], len(walled), span_ms(walled)))
-        overlap = _overlap([p.span_ms for p in parts])
-        if overlap is not None and overlap < min_overlap:
-            apart.append(f"{k + 1} ({level_label(mode, total)}: {overlap:.0%} in common)")
-        client = worst_client([r.clients[k] if k < len(r.clients) else None for r in runs])
-        merged.append(MergedLevel(mode, total, turns, tuple(parts), overlap, client))
+        parts = [
+            Part(r.run_id, levels[k][1], levels[k][2], r.clients[k] if k < len(r.clients) else None)
+            for r, levels in zip(runs, per_run, strict=True)
+        ]
+        lv = union_level(mode, parts)
+        if lv.overlap is not None and lv.overlap < min_overlap:
+            apart.append(f"{k + 1} ({level_label(mode, lv.level)}: {lv.overlap:.0%} in common)")
+        merged.append(lv)
     warnings = []
     if apart:
         warnings.append(

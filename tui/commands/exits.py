@@ -31,7 +31,7 @@ MEANING: dict[Exit, str] = {
     Exit.USAGE: "bad arguments, a bad config file, an incomplete -m/--base-url, a base URL that is not http(s),"
     " or no prompt",
     Exit.NOT_SAVED: "it ran, but the session log or an output file could not be written (said on stderr)",
-    Exit.PARTIAL: "some turns failed and others succeeded (a compare pane failed)",
+    Exit.PARTIAL: "some turns failed and others succeeded (a compare pane failed), or a bench lost a cluster node",
     Exit.HANGUP: "stopped by SIGHUP (a closed terminal); the turn in flight is logged as cancelled",
     Exit.INTERRUPTED: "stopped by Ctrl-C; the turn in flight is logged as cancelled",
     Exit.PIPE_CLOSED: "stdout's reader went away (`ttft sessions | head -1`): stopped quietly, as on SIGPIPE",

@@ -7,6 +7,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from backends.load.cluster.address import ClusterAddress
+from backends.load.cluster.address import parse as parse_cluster_address
 from telemetry.bench.slo import SLO
 from tui.commands.args import model_spec
 from tui.commands.bench import capacity as bench_capacity
@@ -62,6 +64,25 @@ def check_start(start_at: float | None, now: float) -> str | None:
     return None
 
 
+def cluster_address(text: str) -> ClusterAddress:
+    """``--cluster``'s address (``backends.load.cluster.address``; read without importing Ray)."""
+    try:
+        return parse_cluster_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def check_cluster(args: argparse.Namespace) -> str | None:
+    """Why ``--cluster`` cannot go with the other flags given, or None."""
+    if args.cluster is None:
+        return None
+    if args.start_at is not None:
+        return "--cluster starts the drivers together at the cluster's barrier: leave out --start-at"
+    if args.workers is not None and args.workers < 1:
+        return "--workers with --cluster takes a number of drivers from 1 up"
+    return None
+
+
 def _goodput(text: str) -> str:
     """vLLM's ``--goodput ttft:500`` (milliseconds) as ttft's ``--slo ttft=500``."""
     key, sep, value = text.partition(":")
@@ -97,6 +118,8 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
             "ttft bench -m compat:m --base-url URL --max-concurrency 8 --num-prompts 64 --goodput ttft:500 tpot:50",
             "ttft bench -m compat:m --base-url URL --json -q > summary.json",
             "ttft bench -m compat:m --base-url http://127.0.0.1:8000/v1 --server-metrics   # vLLM's queue and KV use",
+            "ttft bench -m compat:m --base-url URL --cluster local:2 --concurrency 8 --requests 40",
+            "ttft bench -m compat:m --base-url http://vllm.svc:8000/v1 --cluster auto --concurrency 64,256",
         ),
     )
     p.add_argument("-m", "--model", type=model_spec, required=True, help="PROVIDER:MODEL, or local-server[:PATH.gguf]")
@@ -147,7 +170,22 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         help="vLLM's spelling of --slo: ttft:500 tpot:50 e2el:10000 (milliseconds)",
     )
     p.add_argument("--out", type=Path, help="results folder (default ./ttft-bench-<time>)")
-    p.add_argument("--workers", type=int, default=1, help="split the load across this many client processes")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="split the load across this many client processes (with --cluster: drivers spread over the nodes; "
+        "default one per node)",
+    )
+    p.add_argument(
+        "--cluster",
+        type=cluster_address,
+        nargs="?",
+        const="auto",
+        metavar="ADDRESS",
+        help="run the load drivers on a Ray cluster: auto (RAY_ADDRESS, or the one started here), HOST:PORT, "
+        "ray://HOST:PORT, or local:N for a throwaway cluster of N nodes on this machine (needs ttft[cluster])",
+    )
     p.add_argument(
         "--start-at",
         type=start_time,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from backends.load.capacity import CapacityRun, Probe, find_capacity
-from backends.load.runner import LoadRunner
+from backends.load.runner import Runner
 from telemetry.bench import capacity as cap
 from tui.commands.args import positive_int
 
@@ -90,7 +90,7 @@ def probe_lines(p: Probe, row: Callable[[dict[str, Any]], str]) -> list[str]:
 
 
 async def run_search(
-    runner: LoadRunner,
+    runner: Runner,
     args: argparse.Namespace,
     objectives: cap.Objectives,
     *,

@@ -1,9 +1,14 @@
 """``ttft bench``: the batching trade-off, measured (aggregate tokens/s against each user's speed).
 
 Runs closed-loop concurrency levels or open-loop Poisson rates against any provider, or
-against llama.cpp's ``llama-server`` started here (``-m local-server[:PATH.gguf] --slots 4``).
+against llama.cpp's ``llama-server`` started here (``-m local-server[:PATH.gguf] --slots 4``),
+from this process, ``--workers`` processes, or the drivers of a Ray cluster (``--cluster``).
 Every request is a ``ttft.turn`` record; the run leaves ``turns.jsonl``, ``summary.json``
 (vLLM bench key names), ``levels.csv`` and the charts in ``--out``.
+
+The command is four steps: :func:`configure` (the load, the run's id and folder), :func:`target_server`
+(the server's lifetime: llama-server started and stopped here, or the one given), :func:`measure`
+(the warm-up and the levels through a :class:`backends.load.runner.Runner`) and :func:`write`.
 """
 
 from __future__ import annotations
@@ -17,16 +22,18 @@ import os
 import secrets
 import sys
 import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends.load import event_loop
 from backends.load.driver import LevelCancelled, LoadConfig
-from backends.load.runner import BackendSpec, LoadRunner, default_transport, through_proxy
-from backends.load.scrape import INTERVAL_S, LevelScraper
-from telemetry.bench import aggregate as agg
+from backends.load.runner import BackendSpec, LoadRunner, Runner, default_transport, through_proxy
+from backends.load.scrape import INTERVAL_S, LevelScraper, scraped
 from telemetry.bench import summary as bench_summary
+from telemetry.bench.cluster import partial_line
 from telemetry.bench.requests import read_bench
 from telemetry.bench.slo import SLO
 from telemetry.log.json_line import encode_line
@@ -51,6 +58,9 @@ from tui.commands.flags import settings_from_args
 from tui.commands.output import note, print_json
 from tui.format import visible_controls
 from tui.report import charts
+
+if TYPE_CHECKING:
+    from backends.local.llama_server import LlamaServer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -139,6 +149,229 @@ async def _wait_for_start(args: argparse.Namespace, meta: dict[str, Any]) -> Non
     )
 
 
+class Abort(Exception):
+    """A step that cannot go on: its sentence for stderr (None when already said) and the exit code."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def report(self) -> int:
+        if self.message is not None:  # a server's words, maybe: shown, never run
+            print(visible_controls(f"ttft bench: {self.message}"), file=sys.stderr)
+        return self.code
+
+
+@dataclass
+class Plan:
+    """What :func:`configure` settles before anything runs: the load, the run's id, its folder and log."""
+
+    cfg: LoadConfig
+    mode: str
+    run_id: str
+    out: Path
+    turns: TurnsFile
+    slo: SLO | None
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the load goes: the ``-m`` spec and base URL given, or the llama-server started for the run."""
+
+    spec: str
+    base_url: str | None
+    server: LlamaServer | None = None
+
+
+@dataclass(frozen=True)
+class Reader:
+    """How the client reads the streams: the lean reader on which transport, or the SDK."""
+
+    lean: bool
+    transport: str
+    via_proxy: bool
+
+    def describe(self, raw_stream: bool) -> str:
+        if self.via_proxy:
+            return "lean (orjson, httpx2 through the proxy)"
+        if self.lean:
+            return f"lean (orjson, {'httptools' if self.transport == 'proto' else 'aiohttp'})"
+        return "sdk (raw stream)" if raw_stream else "sdk"
+
+
+# --- step 1: configure -----------------------------------------------------------------
+def configure(args: argparse.Namespace, slo: SLO | None) -> Plan:
+    """The load from the flags, the run's id and its results folder (created, ``turns.jsonl`` opened)."""
+    mode = "rate" if args.rate else "concurrency"
+    levels_in = args.rate or args.concurrency or (1.0, 2.0, 4.0, 8.0)
+    if args.find_capacity:  # the levels are the search's; the HTTP pool is sized for its limit
+        levels_in = (args.capacity_limit,)
+    cfg = LoadConfig(
+        mode=mode,  # type: ignore[arg-type]
+        levels=tuple(levels_in),
+        requests=args.requests,
+        warmup=args.warmup,
+        input_tokens=args.input_tokens,
+        max_output_tokens=args.max_output_tokens,
+        seed=args.seed,
+        workers=1 if args.cluster else max(1, args.workers or 1),  # a cluster's drivers are its own
+        max_in_flight=args.max_in_flight,
+        max_retries=args.max_retries,
+        temperature=args.temperature,
+        turn=settings_from_args(args),
+        system=args.system,
+    )
+    if (why := bench_args.check_start(args.start_at, time.time()) or bench_args.check_cluster(args)) is not None:
+        raise Abort(Exit.USAGE, why)
+    # A random tail as session ids have: two runs started in the same second must not share an id
+    # (their turns would collide in a merged report or a trace store) nor a default folder.
+    run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
+    out: Path = args.out or Path(f"ttft-{run_id}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        turns = TurnsFile(out / "turns.jsonl")
+    except OSError as exc:
+        raise Abort(Exit.NOT_SAVED, f"cannot write the results to {out}/: {exc.strerror or exc}") from None
+    return Plan(cfg, mode, run_id, out, turns, slo)
+
+
+# --- step 2: the server's lifetime -------------------------------------------------------
+@contextlib.asynccontextmanager
+async def target_server(args: argparse.Namespace, out: Path) -> AsyncIterator[Target]:
+    """The run's target for as long as the run lasts: ``-m local-server`` starts llama.cpp's llama-server
+    (its log in ``out``) and stops it on the way out, whatever ended the run; any other spec is as given."""
+    spec = args.model
+    if not (spec == bench_args.LOCAL_SERVER or spec.startswith(bench_args.LOCAL_SERVER + ":")):
+        yield Target(spec, args.base_url)
+        return
+    from backends.local.llama_server import LlamaServer, LlamaServerError, LlamaServerFailed, default_model
+
+    try:
+        path = spec.partition(":")[2]
+        model = Path(path).expanduser() if path else default_model()
+        server = LlamaServer(
+            model,
+            slots=args.slots,
+            ctx=args.ctx,
+            threads=args.threads,
+            extra_args=["--ignore-eos"] if args.ignore_eos else [],
+        )
+        server.log_path = out / "llama-server.log"
+        note(args, f"starting llama-server ({model.name}, {args.slots} slots) ...")
+        await asyncio.to_thread(server.start)
+    except LlamaServerError as exc:
+        # Launched but never healthy is a failed run (1); no binary or no model file is the set-up's (2).
+        raise Abort(Exit.FAILED if isinstance(exc, LlamaServerFailed) else Exit.USAGE, str(exc)) from None
+    note(args, f"llama-server healthy on {server.url}")
+    try:
+        yield Target(f"compat:{server.model_name}", server.base_url, server)
+    finally:
+        server.stop()
+
+
+def choose_reader(args: argparse.Namespace, target: Target) -> Reader:
+    """The stream reader for this target (said when a proxy in the environment makes it the slower one)."""
+    lean = not (args.sdk or args.raw_stream)  # Chat Completions only; other APIs always use their SDK
+    transport = "aiohttp" if args.aiohttp else default_transport()
+    via_proxy = lean and through_proxy(target.spec, target.base_url)
+    if via_proxy and not args.quiet:
+        print(
+            "ttft bench: a proxy is set for this server (HTTPS_PROXY/HTTP_PROXY/ALL_PROXY): the lean reader "
+            "goes through it over httpx2, at more client CPU per chunk",
+            file=sys.stderr,
+        )
+    return Reader(lean, transport, via_proxy)
+
+
+def describe(args: argparse.Namespace, plan: Plan, target: Target, reader: Reader) -> dict[str, Any]:
+    """The run's facts for ``summary.json``: what was loaded, how, and how it was read."""
+    cfg = plan.cfg
+    meta: dict[str, Any] = {
+        "run_id": plan.run_id,
+        "model_spec": args.model,
+        "base_url": redact_url(target.base_url),  # never its credentials or query values
+        "mode": plan.mode,
+        "requests_per_level": cfg.requests,
+        "warmup": cfg.warmup,
+        "input_tokens": cfg.input_tokens,
+        "max_output_tokens": cfg.max_output_tokens,
+        "seed": cfg.seed,
+        "workers": cfg.workers,
+        "raw_stream": args.raw_stream,
+        "lean": reader.lean,
+        "reader": reader.describe(args.raw_stream),
+        "event_loop": event_loop.running(),  # "uvloop X.Y.Z" or "asyncio" (every worker runs the same)
+        "slo": plan.slo.to_dict() if plan.slo else None,
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    if (server := target.server) is not None:
+        bufts = server.bufts()
+        meta["server"] = {
+            "kind": "llama-server",
+            "model": str(server.model),
+            "slots": args.slots,
+            "ctx": args.ctx,
+            "extra_bufts": bufts.use,  # off (--no-repack) on AMX CPUs: see backends.local.amx
+            "extra_bufts_reason": bufts.reason,
+        }
+    return meta
+
+
+# --- step 3: run -------------------------------------------------------------------------
+Keep = Callable[[list[dict[str, Any]]], None]
+
+
+def make_runner(
+    args: argparse.Namespace, plan: Plan, target: Target, reader: Reader, progress: ProgressLine, keep: Keep
+) -> Runner:
+    """The runner of the levels: in this process, over ``--workers`` processes, or on a cluster's drivers
+    (whose records reach ``keep`` as they arrive; Ray is imported only then)."""
+    spec = BackendSpec(
+        target.spec,
+        target.base_url,
+        raw_stream=args.raw_stream,
+        options={
+            **({"lean": True} if reader.lean else {}),
+            **({"timeout_s": args.timeout} if args.timeout else {}),
+        },
+        aiohttp=reader.lean and not reader.via_proxy,
+        transport=reader.transport,
+        fast_loop=event_loop.running() != "asyncio",
+    )
+    if args.cluster is None:
+        return LoadRunner(plan.cfg, spec=spec, run_id=plan.run_id, on_progress=progress)
+    try:
+        from backends.load.cluster.runner import ClusterRunner, loopback_warning
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "ray":
+            raise
+        raise Abort(Exit.USAGE, "--cluster needs Ray: pip install 'ttft[cluster]'") from None
+
+    def say(text: str) -> None:
+        progress.end()
+        note(args, f"ttft bench: {text}")
+
+    def fault(text: str) -> None:  # said even with -q: the run is not what was asked
+        progress.end()
+        print(visible_controls(f"ttft bench: {text}"), file=sys.stderr, flush=True)
+
+    if (warning := loopback_warning(args.cluster, target.base_url)) is not None:
+        say(warning)
+    return ClusterRunner(
+        plan.cfg,
+        spec=spec,
+        address=args.cluster,
+        workers=args.workers,
+        run_id=plan.run_id,
+        on_progress=progress,
+        on_records=keep,
+        on_note=say,
+        on_fault=fault,
+        ray_log=plan.out / "ray.log",
+    )
+
+
 def _beside_api(spec: str, base_url: str | None) -> str | None:
     """The ``/metrics`` beside the API the bench loads, or None when no address is known."""
     from backends.providers.registry import ProviderError, resolve
@@ -185,206 +418,123 @@ async def _scraper(
     return LevelScraper(endpoint)
 
 
-async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
-    mode = "rate" if args.rate else "concurrency"
-    levels_in = args.rate or args.concurrency or (1.0, 2.0, 4.0, 8.0)
-    if args.find_capacity:  # the levels are the search's; the HTTP pool is sized for its limit
-        levels_in = (args.capacity_limit,)
-    cfg = LoadConfig(
-        mode=mode,  # type: ignore[arg-type]
-        levels=tuple(levels_in),
-        requests=args.requests,
-        warmup=args.warmup,
-        input_tokens=args.input_tokens,
-        max_output_tokens=args.max_output_tokens,
-        seed=args.seed,
-        workers=max(1, args.workers),
-        max_in_flight=args.max_in_flight,
-        max_retries=args.max_retries,
-        temperature=args.temperature,
-        turn=settings_from_args(args),
-        system=args.system,
-    )
-    if (why := bench_args.check_start(args.start_at, time.time())) is not None:
-        print(f"ttft bench: {why}", file=sys.stderr)
-        return Exit.USAGE
-    # A random tail as session ids have: two runs started in the same second must not share an id
-    # (their turns would collide in a merged report or a trace store) nor a default folder.
-    run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
-    out: Path = args.out or Path(f"ttft-{run_id}")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        turns = TurnsFile(out / "turns.jsonl")
-    except OSError as exc:
-        print(f"ttft bench: cannot write the results to {out}/: {exc.strerror or exc}", file=sys.stderr)
-        return Exit.NOT_SAVED
-
-    server = None
-    spec, base_url = args.model, args.base_url
-    if spec == bench_args.LOCAL_SERVER or spec.startswith(bench_args.LOCAL_SERVER + ":"):
-        from backends.local.llama_server import LlamaServer, LlamaServerError, LlamaServerFailed, default_model
-
-        try:
-            path = spec.partition(":")[2]
-            model = Path(path).expanduser() if path else default_model()
-            server = LlamaServer(
-                model,
-                slots=args.slots,
-                ctx=args.ctx,
-                threads=args.threads,
-                extra_args=["--ignore-eos"] if args.ignore_eos else [],
-            )
-            server.log_path = out / "llama-server.log"
-            note(args, f"starting llama-server ({model.name}, {args.slots} slots) ...")
-            await asyncio.to_thread(server.start)
-        except LlamaServerError as exc:
-            # Launched but never healthy is a failed run (1); no binary or no model file is the set-up's (2).
-            print(visible_controls(f"ttft bench: {exc}"), file=sys.stderr)
-            return Exit.FAILED if isinstance(exc, LlamaServerFailed) else Exit.USAGE
-        note(args, f"llama-server healthy on {server.url}")
-        spec, base_url = f"compat:{server.model_name}", server.base_url
-
+async def measure(
+    args: argparse.Namespace, plan: Plan, target: Target, reader: Reader, meta: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The warm-up, then the levels (or the capacity search's probes), each level's row printed as it
+    ends; every record goes to ``turns.jsonl``. A failure after some levels keeps those levels."""
     progress = ProgressLine(args.quiet, search=bool(args.find_capacity))
-    lean = not (args.sdk or args.raw_stream)  # Chat Completions only; other APIs always use their SDK
-    transport = "aiohttp" if args.aiohttp else default_transport()
-    via_proxy = lean and through_proxy(spec, base_url)
-    if via_proxy and not args.quiet:
-        print(
-            "ttft bench: a proxy is set for this server (HTTPS_PROXY/HTTP_PROXY/ALL_PROXY): the lean reader "
-            "goes through it over httpx2, at more client CPU per chunk",
-            file=sys.stderr,
-        )
     levels: list[dict[str, Any]] = []
-    meta: dict[str, Any] = {
-        "run_id": run_id,
-        "model_spec": args.model,
-        "base_url": redact_url(base_url),  # never its credentials or query values
-        "mode": mode,
-        "requests_per_level": cfg.requests,
-        "warmup": cfg.warmup,
-        "input_tokens": cfg.input_tokens,
-        "max_output_tokens": cfg.max_output_tokens,
-        "seed": cfg.seed,
-        "workers": cfg.workers,
-        "raw_stream": args.raw_stream,
-        "lean": lean,
-        "reader": "lean (orjson, httpx2 through the proxy)"
-        if via_proxy
-        else f"lean (orjson, {'httptools' if transport == 'proto' else 'aiohttp'})"
-        if lean
-        else "sdk (raw stream)"
-        if args.raw_stream
-        else "sdk",
-        "event_loop": event_loop.running(),  # "uvloop X.Y.Z" or "asyncio" (every worker runs the same)
-        "slo": slo.to_dict() if slo else None,
-        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    if server is not None:
-        bufts = server.bufts()
-        meta["server"] = {
-            "kind": "llama-server",
-            "model": str(server.model),
-            "slots": args.slots,
-            "ctx": args.ctx,
-            "extra_bufts": bufts.use,  # off (--no-repack) on AMX CPUs: see backends.local.amx
-            "extra_bufts_reason": bufts.reason,
-        }
+
+    def keep(records: list[dict[str, Any]]) -> None:
+        plan.turns.write(records)
+        if meta.get("model") is None and records:  # --workers, --cluster: the backends are the workers'
+            meta.update({k: records[0].get(k) for k in ("provider", "api", "model")})
+
+    runner: Runner | None = None
     try:
-        try:
-            local_metrics = server.metrics_url if server is not None else None
-            scraper = await _scraper(args, spec, base_url, local_metrics, meta)
-            runner = LoadRunner(
-                cfg,
-                spec=BackendSpec(
-                    spec,
-                    base_url,
-                    raw_stream=args.raw_stream,
-                    options={
-                        **({"lean": True} if lean else {}),
-                        **({"timeout_s": args.timeout} if args.timeout else {}),
-                    },
-                    aiohttp=lean and not via_proxy,
-                    transport=transport,
-                    fast_loop=event_loop.running() != "asyncio",
-                ),
-                run_id=run_id,
-                on_progress=progress,
-                scraper=scraper,
-            )
-            async with runner:
-                if runner.backend is not None:
-                    meta.update(provider=runner.backend.provider, api=runner.backend.api, model=runner.backend.model)
-
-                def keep(records: list[dict[str, Any]]) -> None:
-                    turns.write(records)
-                    if meta.get("model") is None and records:  # --workers: the backends are the workers'
-                        meta.update({k: records[0].get(k) for k in ("provider", "api", "model")})
-
-                try:
-                    warm = await runner.warmup()
-                except LevelCancelled as exc:  # the turns in flight are kept, as cancelled
-                    keep(exc.records)
-                    raise
-                keep(warm.records if warm else [])
-                warmed = read_bench(warm.records).turns if warm else []
-                if warmed and all(t.record.status != "ok" for t in warmed):
-                    progress.end()
-                    err = warmed[0].record.error
-                    msg = visible_controls(f"ttft bench: every warm-up request failed: {err.message if err else None}")
-                    print(msg, file=sys.stderr)  # the server's words: shown, never run
-                    return Exit.FAILED
-                await _wait_for_start(args, meta)
-                print(HEADER)
-                if args.find_capacity:
-
-                    def probed(p: Any) -> None:
-                        progress.end()
-                        if p.unreadable:  # a worker's record that does not read: left out of the verdict
-                            print(f"ttft bench: left out {p.unreadable} unreadable record(s)", file=sys.stderr)
-                        for line in bench_capacity.probe_lines(p, level_row):
-                            print(line, flush=True)
-
-                    search = await bench_capacity.run_search(
-                        runner, args, args.objectives, on_records=keep, on_probe=probed
-                    )
-                    levels.extend(search.levels())
-                    meta["capacity"] = search.summary()
-                for i in range(0 if args.find_capacity else len(cfg.levels)):
-                    try:
-                        res = await runner.level(i)
-                    except LevelCancelled as exc:
-                        keep(exc.records)
-                        raise
-                    keep(res.records)
-                    read = read_bench(res.records)
-                    if (problem := read.message()) is not None:  # a worker's record that does not read
-                        print(visible_controls(f"ttft bench: {problem}"), file=sys.stderr)
-                    a = agg.aggregate_level(read.turns, level=res.level, mode=res.mode, slo=slo, client=res.client)
-                    if res.gauges is not None:
-                        a["server_metrics"] = level_summary(res.gauges)
-                    levels.append(a)
-                    progress.end()
-                    print(level_row(a), flush=True)
-                    for line in (server_line(a), gauges_line(a)):
-                        if line is not None:
-                            print(visible_controls(line), flush=True)
-                    if (line := wait_line(a)) is not None:
-                        print(line, flush=True)
-                    if (line := cost_line(a)) is not None:
-                        print(line, flush=True)
-        except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
-            progress.end()
-            hint = getattr(exc, "hint", None)
-            print(visible_controls(f"ttft bench: {exc}" + (f" {hint}" if hint else "")), file=sys.stderr)
-            if not levels:
-                return for_error_kind(getattr(exc, "kind", "bad_spec"))
+        local_metrics = target.server.metrics_url if target.server is not None else None
+        scraper = await _scraper(args, target.spec, target.base_url, local_metrics, meta)
+        runner = make_runner(args, plan, target, reader, progress, keep)
+        async with runner:
+            if runner.backend is not None:
+                meta.update(provider=runner.backend.provider, api=runner.backend.api, model=runner.backend.model)
+            kept = (lambda _records: None) if runner.streams_records else keep  # a streaming runner kept them
+            await warm_up(runner, kept, progress)
+            await _wait_for_start(args, meta)
+            print(HEADER)
+            if args.find_capacity:
+                await search_capacity(args, runner, kept, progress, levels, meta)
+            for i in range(0 if args.find_capacity else len(plan.cfg.levels)):
+                levels.append(await run_one_level(runner, i, scraper, plan.slo, kept, progress))
+    except Abort:
+        raise
+    except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
+        progress.end()
+        hint = getattr(exc, "hint", None)
+        print(visible_controls(f"ttft bench: {exc}" + (f" {hint}" if hint else "")), file=sys.stderr)
+        if not levels:
+            raise Abort(for_error_kind(getattr(exc, "kind", "bad_spec"))) from None
     finally:
-        turns.close()
-        if server is not None:
-            server.stop()
+        if runner is not None:
+            meta.update(runner.describe())  # a cluster's nodes and drivers (nothing for this machine alone)
+    return levels
 
+
+async def warm_up(runner: Runner, keep: Keep, progress: ProgressLine) -> None:
+    """The unmeasured requests first; a run whose every warm-up request failed stops here (exit 1)."""
+    try:
+        warm = await runner.warmup()
+    except LevelCancelled as exc:  # the turns in flight are kept, as cancelled
+        keep(exc.records)
+        raise
+    keep(warm.records if warm else [])
+    warmed = read_bench(warm.records).turns if warm else []
+    if warmed and all(t.record.status != "ok" for t in warmed):
+        progress.end()
+        err = warmed[0].record.error
+        raise Abort(Exit.FAILED, f"every warm-up request failed: {err.message if err else None}")
+
+
+async def search_capacity(
+    args: argparse.Namespace,
+    runner: Runner,
+    keep: Keep,
+    progress: ProgressLine,
+    levels: list[dict[str, Any]],
+    meta: dict[str, Any],
+) -> None:
+    """``--find-capacity``: the probes, each printed as it ends; their levels and the search's verdict kept."""
+
+    def probed(p: Any) -> None:
+        progress.end()
+        if p.unreadable:  # a worker's record that does not read: left out of the verdict
+            print(f"ttft bench: left out {p.unreadable} unreadable record(s)", file=sys.stderr)
+        for line in bench_capacity.probe_lines(p, level_row):
+            print(line, flush=True)
+
+    search = await bench_capacity.run_search(runner, args, args.objectives, on_records=keep, on_probe=probed)
+    levels.extend(search.levels())
+    meta["capacity"] = search.summary()
+
+
+async def run_one_level(
+    runner: Runner, i: int, scraper: LevelScraper | None, slo: SLO | None, keep: Keep, progress: ProgressLine
+) -> dict[str, Any]:
+    """Level ``i``: its records kept, its figures (with the server's own gauges over it, when read) printed
+    as a row and the lines under it."""
+    try:
+        res, gauges = await scraped(scraper, runner.level(i))
+    except LevelCancelled as exc:
+        keep(exc.records)
+        raise
+    keep(res.records)
+    a, problems = runner.figures(res, slo)
+    for problem in problems:  # a worker's record that does not read: left out, said
+        print(visible_controls(f"ttft bench: {problem}"), file=sys.stderr)
+    if gauges is not None:
+        a["server_metrics"] = level_summary(gauges)
+    progress.end()
+    print(level_row(a), flush=True)
+    for line in (server_line(a), gauges_line(a)):
+        if line is not None:
+            print(visible_controls(line), flush=True)
+    if (line := wait_line(a)) is not None:
+        print(line, flush=True)
+    if (line := cost_line(a)) is not None:
+        print(line, flush=True)
+    if (line := partial_line(a)) is not None:
+        print("          " + line, flush=True)
+    return a
+
+
+# --- step 4: write -----------------------------------------------------------------------
+def write(args: argparse.Namespace, plan: Plan, levels: list[dict[str, Any]], meta: dict[str, Any]) -> int:
+    """``summary.json``, ``levels.csv`` and the charts, then the conclusion; the exit code says how it went
+    (an output that could not be written is said, exit 3)."""
+    out, turns, slo = plan.out, plan.turns, plan.slo
     meta["finished_at"] = datetime.now(UTC).isoformat(timespec="seconds")
-    unsaved: list[str] = []  # what could not be written (disk full, a folder gone read-only): said, exit 1
+    unsaved: list[str] = []  # what could not be written (disk full, a folder gone read-only): said, exit 3
     if turns.error is not None:
         unsaved.append(f"{turns.path}: {turns.error.strerror or turns.error}")
     try:
@@ -418,4 +568,25 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         return Exit.NOT_SAVED
     names = " + ".join(name for name, _ in drawn)
     print(f"\nresults in {out}/ (turns.jsonl, summary.json, levels.csv, {names} charts)")
-    return Exit.OK if levels and all(lv["completed"] for lv in levels) else Exit.FAILED
+    if not levels or not all(lv["completed"] for lv in levels):
+        return Exit.FAILED
+    lost = (meta.get("cluster") or {}).get("lost")
+    return Exit.PARTIAL if lost or any(lv.get("partial") for lv in levels) else Exit.OK
+
+
+async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
+    """The run in its four steps: configure, the target server's lifetime, run, write."""
+    try:
+        plan = configure(args, slo)
+    except Abort as exc:
+        return exc.report()
+    try:
+        async with target_server(args, plan.out) as target:
+            reader = choose_reader(args, target)
+            meta = describe(args, plan, target, reader)
+            levels = await measure(args, plan, target, reader, meta)
+    except Abort as exc:
+        return exc.report()
+    finally:
+        plan.turns.close()
+    return write(args, plan, levels, meta)

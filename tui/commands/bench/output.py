@@ -10,6 +10,7 @@ from typing import Any
 from backends.load.driver import Progress
 from telemetry.cost import fmt_usd
 from telemetry.server.gauges import read_level
+from tui.format import visible_controls
 from tui.report import charts
 from tui.report import figures as chart_builders
 
@@ -27,11 +28,16 @@ HEADER = " ".join(f"{name:>{w}}" for name, w in COLUMNS) + "  client"
 
 
 def level_cells(a: dict[str, Any]) -> list[str]:
-    """One level as table cells (the columns of COLUMNS, then the client's health)."""
+    """One level as table cells (the columns of COLUMNS, then the client's health: on a cluster, the
+    busiest node's, named)."""
     label = f"{a['level']:g}/s" if a["mode"] == "rate" else f"c={int(a['level'])}"
     client = a.get("client") or {}
-    lag = (client.get("loop_lag_ms") or {}).get("p99")
-    health = "-" if not client else f"lag {_n(lag, 1)}ms cpu {_n(client.get('cpu_percent'))}%"
+    busiest = client.get("busiest") if isinstance(client.get("busiest"), dict) else None
+    shown = busiest or client
+    lag = (shown.get("loop_lag_ms") or {}).get("p99")
+    health = "-" if not client else f"lag {_n(lag, 1)}ms cpu {_n(shown.get('cpu_percent'))}%"
+    if busiest is not None:
+        health += " busiest " + visible_controls(str(busiest.get("label") or busiest.get("host")))  # a node's name
     flag = a.get("client_bottleneck") or ""
     if flag:
         health += " CLIENT-BOUND" if flag.startswith("client") else " HOST-BUSY"
@@ -142,6 +148,8 @@ class ProgressLine:
             pos = f" level {p.level_index + 1}/{p.levels}"
         tps = p.output_tokens / p.elapsed_s if p.elapsed_s > 0 else 0.0
         flight = "" if p.in_flight < 0 else f", {p.in_flight} in flight"
+        if p.nodes:
+            flight += f" on {p.nodes} node{'s' if p.nodes != 1 else ''}"
         ttft = "" if p.last_ttft_ms is None else f", last TTFT {p.last_ttft_ms:.0f} ms"
         line = (
             f"[{what}{pos}] {p.done}/{p.total} done{flight}, {p.errors} errors, "
