@@ -21,6 +21,8 @@ from backends.base import Backend
 from backends.load import event_loop
 from backends.load.driver import LevelResult, LoadConfig, Progress, run_level
 from telemetry import events as ev
+from telemetry.bench.workload.lengths import Lengths
+from telemetry.bench.workload.plan import Workload
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ def _worker_level(
     start_at_ns: int,
     worker: int,
     queue: Any,
+    first_user: int = 0,
+    part: tuple[int, int] = (0, 1),
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     async def main() -> LevelResult:
         backend = build_backend(spec, _pool_size(cfg))
@@ -110,6 +114,8 @@ def _worker_level(
                 start_at_ns=start_at_ns,
                 worker=worker,
                 on_progress=progress,
+                first_user=first_user,
+                part=part,
             )
         finally:
             await backend.aclose()
@@ -130,6 +136,17 @@ def _split(total: float, parts: int, integer: bool) -> list[float]:
         base, extra = divmod(int(total), parts)
         return [base + (1 if i < extra else 0) for i in range(parts)]
     return [total / parts] * parts
+
+
+def warmup_workload(cfg: LoadConfig) -> Workload | None:
+    """What the warm-up sends: the run's prompts, one turn each (a trace's: plain prompts of the
+    configured length, since a trace's clock and blocks belong to its levels)."""
+    w = cfg.workload
+    if w is None:
+        return None
+    if w.trace:
+        return Workload(input=Lengths.fixed(cfg.input_tokens), output=w.output)
+    return replace(w, turns=1, think_time_s=0.0)
 
 
 def _pool_size(cfg: LoadConfig) -> int:
@@ -201,7 +218,7 @@ class LoadRunner:
             return None
         first = self.cfg.levels[0] if self.cfg.mode == "concurrency" else 1
         c = max(1, min(self.cfg.warmup, int(max(self.cfg.levels)) if self.cfg.mode == "concurrency" else 4, first))
-        cfg = replace(self.cfg, mode="concurrency", workers=1)
+        cfg = replace(self.cfg, mode="concurrency", workers=1, workload=warmup_workload(self.cfg))
         if self.cfg.workers > 1:
             return await self._run_split(cfg, c, -1, requests=self.cfg.warmup, warmup=True, start_index=10**6)
         assert self.backend is not None
@@ -257,10 +274,15 @@ class LoadRunner:
         assert self._pool is not None and self.spec is not None
         n = cfg.requests if requests is None else requests
         workers = self.cfg.workers
+        turns = cfg.plan().turns if cfg.mode != "trace" else 1
+        conversations = -(-n // turns)
         if cfg.mode == "concurrency":
-            workers = max(1, min(workers, int(level), n))
-        shares = _split(level, workers, cfg.mode == "concurrency")
-        counts = [int(x) for x in _split(n, workers, True)]
+            workers = max(1, min(workers, int(level), conversations))
+        if cfg.mode == "trace":  # every process replays the whole trace's clock, each its share of the requests
+            shares, counts = [level] * workers, [n] * workers
+        else:  # whole conversations each, so a process never sends a conversation's later turns alone
+            shares = _split(level, workers, cfg.mode == "concurrency")
+            counts = [int(x) * turns for x in _split(conversations, workers, True)]
         queue = self._manager.Queue()
         start_at = ev.now_ns() + 300_000_000  # every worker starts on the same monotonic deadline
         loop = asyncio.get_running_loop()
@@ -283,9 +305,12 @@ class LoadRunner:
                     start_at,
                     w,
                     queue,
+                    int(sum(shares[:w])) if cfg.mode == "concurrency" else 0,
+                    (w, workers),
                 )
             )
-            first += counts[w]
+            if cfg.mode != "trace":
+                first += counts[w]
         done: dict[int, tuple[int, int, int]] = {}
         gathered = asyncio.gather(*futures)
         while not gathered.done():

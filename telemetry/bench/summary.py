@@ -67,7 +67,7 @@ def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
     return {
         "mode": agg["mode"],
         # concurrency is a whole number of users (written 4, not 4.0); a rate may be fractional
-        "level": agg["level"] if agg["mode"] == "rate" else int(agg["level"]),
+        "level": int(agg["level"]) if agg["mode"] == "concurrency" else agg["level"],
         "requests": agg["requests"],
         "completed": agg["completed"],
         "failed": agg["failed"],

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from telemetry.bench.capacity import Objective
+from telemetry.bench.requests import level_label
 from telemetry.probe.result import ProbeFit, ProbePoint
 from telemetry.record import TurnRecord
 from telemetry.timeline import phase_spans
@@ -17,7 +18,7 @@ from tui.report.charts import BAR_NAME_W, Bar, Chart, Series
 
 
 def _label(lv: dict[str, Any]) -> str:
-    return f"{lv['level']:g}/s" if lv.get("mode") == "rate" else f"c={int(lv['level'])}"
+    return level_label(str(lv.get("mode") or "concurrency"), float(lv["level"]))
 
 
 def tradeoff_chart(

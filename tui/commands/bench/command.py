@@ -34,7 +34,16 @@ from telemetry.log.urls import redact_url
 from tui import signals
 from tui.commands.bench import args as bench_args
 from tui.commands.bench import capacity as bench_capacity
-from tui.commands.bench.output import HEADER, ProgressLine, bench_charts, level_row, server_line, wait_line
+from tui.commands.bench import workload as bench_workload
+from tui.commands.bench.output import (
+    HEADER,
+    ProgressLine,
+    bench_charts,
+    level_row,
+    server_line,
+    wait_line,
+    workload_lines,
+)
 from tui.commands.exits import Exit, for_error_kind
 from tui.commands.flags import settings_from_args
 from tui.commands.output import note, print_json
@@ -129,16 +138,26 @@ async def _wait_for_start(args: argparse.Namespace, meta: dict[str, Any]) -> Non
 
 
 async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
-    mode = "rate" if args.rate else "concurrency"
-    levels_in = args.rate or args.concurrency or (1.0, 2.0, 4.0, 8.0)
+    try:
+        chosen = bench_workload.choose(args)
+    except bench_workload.WorkloadError as exc:
+        print(visible_controls(f"ttft bench: {exc}"), file=sys.stderr)  # a file's name or bytes: shown, never run
+        return Exit.USAGE
+    for said in chosen.notes:
+        print(visible_controls(f"ttft bench: {said}"), file=sys.stderr)
+    mode = "trace" if chosen.trace else "rate" if args.rate else "concurrency"
+    # a trace's levels are its speedups
+    levels_in = (args.speedup or (1.0,)) if chosen.trace else (args.rate or args.concurrency or (1.0, 2.0, 4.0, 8.0))
+    plain_length = chosen.workload.kind == "synthetic" and not chosen.workload.input.spread
     if args.find_capacity:  # the levels are the search's; the HTTP pool is sized for its limit
         levels_in = (args.capacity_limit,)
     cfg = LoadConfig(
         mode=mode,  # type: ignore[arg-type]
         levels=tuple(levels_in),
-        requests=args.requests,
+        requests=chosen.requests,
         warmup=args.warmup,
-        input_tokens=args.input_tokens,
+        input_tokens=chosen.input_tokens,
+        workload=chosen.workload,
         max_output_tokens=args.max_output_tokens,
         seed=args.seed,
         workers=max(1, args.workers),
@@ -205,8 +224,10 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         "mode": mode,
         "requests_per_level": cfg.requests,
         "warmup": cfg.warmup,
-        "input_tokens": cfg.input_tokens,
+        # the plain bench's keys (ttft report --merge checks them): None where a workload has no one length
+        "input_tokens": cfg.input_tokens if plain_length else None,
         "max_output_tokens": cfg.max_output_tokens,
+        "workload": {**chosen.workload.describe(cfg.max_output_tokens), "notes": chosen.notes},
         "seed": cfg.seed,
         "workers": cfg.workers,
         "raw_stream": args.raw_stream,
@@ -312,6 +333,8 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
                         print(line, flush=True)
                     if (line := wait_line(a)) is not None:
                         print(line, flush=True)
+                    for text in workload_lines(a):
+                        print(text, flush=True)
         except Exception as exc:  # a bad spec or a missing key: one sentence, no traceback
             progress.end()
             hint = getattr(exc, "hint", None)
