@@ -96,7 +96,7 @@ def workload_lines(a: dict[str, Any]) -> list[str]:
         out.append(pad + "lengths drawn: " + ", ".join(drawn) + f"; output received mean {_n(got.get('mean'))}")
     cache = a.get("prefix_cache")
     if cache and cache.get("with_prefix") and not cache.get("cached_input_tokens"):
-        out.append(pad + "prefix cache: the server reported no cached input tokens (no prefix cache, or it does not say)")
+        out.append(pad + "prefix cache: the server reported no cached input tokens (none, or it does not say)")
     elif cache and cache.get("cached_input_tokens"):
         hit, miss = cache["ttft_hit_ms"], cache["ttft_miss_ms"]
         out.append(
