@@ -65,14 +65,15 @@ def _objectives(capacity: dict[str, Any]) -> list[Objective]:
 
 
 def ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
-    """TTFT p50 and p99 against the level (concurrency or rate)."""
+    """TTFT p50 and p99 against the level (concurrency, rate or a trace's speedup)."""
     rate = any(lv.get("mode") == "rate" for lv in levels)
+    trace = any(lv.get("mode") == "trace" for lv in levels)
     series = []
     for key in ("p50", "p99"):
         pts = [(float(lv["level"]), lv["ttft_ms"][key]) for lv in levels if lv["ttft_ms"].get(key) is not None]
         series.append(Series(f"TTFT {key}", [p[0] for p in pts], [p[1] for p in pts]))
-    xlabel = "requests/s offered" if rate else "concurrent users"
-    return Chart("xy", "TTFT by load", xlabel, "TTFT ms", series, x_whole=not rate)
+    xlabel = "requests/s offered" if rate else "trace speedup" if trace else "concurrent users"
+    return Chart("xy", "TTFT by load", xlabel, "TTFT ms", series, x_whole=not (rate or trace))
 
 
 def probe_chart(fit: ProbeFit, title: str = "TTFT by input tokens") -> Chart:
