@@ -189,7 +189,7 @@ def test_a_ttft_session_log_is_a_trace(server: BatchingServer, tmp_path: Path) -
     gap_ms = (server.log[1]["arrived"] - server.log[0]["arrived"]) * 1000  # as the server saw the chat's two turns
     server.log.clear()
     out = tmp_path / "replay"
-    assert bench(url, out, "--trace", str(session), "--warmup", "0") == Exit.OK
+    assert bench(url, out, "--trace", "s1", "--warmup", "0") == Exit.OK  # a session's id names its log
     assert [e["max_tokens"] for e in server.log] == [r["tokens"]["output"] for r in logged] == [5, 9]
     replay_gap = (server.log[1]["arrived"] - server.log[0]["arrived"]) * 1000
     assert replay_gap == pytest.approx(gap_ms, abs=15)
@@ -253,6 +253,9 @@ def test_conversations_and_traces_split_over_worker_processes(server: BatchingSe
         (["--dataset", "D", "--input-tokens", "5"], "a --dataset brings its own"),
         (["--input-tokens", "100:x"], "MEAN:STDDEV"),
         (["--turns", "0"], "1 or more"),
+        (["--trace", "/nowhere/trace.jsonl"], "--trace: no file named"),
+        (["--trace", "no-such-session"], "no session or file named"),
+        (["--dataset", "/nowhere/d.json"], "cannot read the dataset"),
     ],
 )
 def test_flags_that_make_no_workload_are_one_sentence(

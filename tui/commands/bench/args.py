@@ -225,7 +225,7 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         type=Path,
         metavar="FILE",
         help="replay a trace: Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids of 512-token "
-        "blocks) or a ttft session log (its turns' sizes, answers and gaps); requests go at the trace's times",
+        "blocks) or a ttft session log or id (its turns' sizes, answers and gaps); requests go at the trace's times",
     )
     work.add_argument(
         "--speedup",

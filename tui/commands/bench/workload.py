@@ -15,6 +15,7 @@ from telemetry.bench.workload.dataset import DatasetError, read_dataset
 from telemetry.bench.workload.lengths import Lengths
 from telemetry.bench.workload.plan import Workload
 from telemetry.bench.workload.trace import TraceError, read_trace
+from telemetry.log.sessions import resolve
 
 DEFAULT_INPUT_TOKENS = 128
 DEFAULT_REQUESTS = 32
@@ -85,7 +86,9 @@ def choose(args: argparse.Namespace) -> Chosen:
         w = replace(w, dataset=tuple(data.conversations), dataset_source=data.source)
     if trace:
         try:
-            tr = read_trace(args.trace.expanduser())
+            tr = read_trace(resolve(str(args.trace.expanduser())))  # a file, or a session's id
+        except FileNotFoundError as exc:
+            raise WorkloadError(f"--trace: {exc}") from None
         except TraceError as exc:
             raise WorkloadError(str(exc)) from None
         notes += tr.notes()
