@@ -11,6 +11,7 @@ level has nothing to say about it, so a plain bench's summary keeps its shape:
   missed: a hit is :data:`CACHE_HIT_SHARE` of the prompt or more from cache;
 - ``by_turn``: per turn of a conversation, TTFT, the server's own prefill time where it reports
   one, and the input tokens sent: what a growing context costs;
+- ``conversations``: how many the level held, and how many a failed turn cut short;
 - ``arrivals``: for requests sent on a schedule (open loop, a trace), how late each left against
   it: a late client delays the load it was asked to offer.
 """
@@ -127,6 +128,23 @@ def by_turn(reqs: Sequence[BenchTurn]) -> list[dict[str, Any]] | None:
     return out
 
 
+def conversations(reqs: Sequence[BenchTurn]) -> dict[str, Any] | None:
+    """How many conversations the level held, and how many a failed turn cut short (their later
+    turns were never sent)."""
+    convs: dict[int, list[BenchTurn]] = {}
+    for t in reqs:
+        if t.bench.conversation is not None:
+            convs.setdefault(t.bench.conversation, []).append(t)
+    if not convs:
+        return None
+    cut = sum(
+        1
+        for group in convs.values()
+        if any(t.record.status != "ok" for t in group) or len(group) < max(t.bench.turns or 0 for t in group)
+    )
+    return {"conversations": len(convs), "cut_short": cut, "requests": sum(len(g) for g in convs.values())}
+
+
 def arrivals(reqs: Sequence[BenchTurn]) -> dict[str, Any] | None:
     late = [
         t.bench.sent_at_ms - t.bench.scheduled_at_ms
@@ -150,6 +168,7 @@ def workload_figures(reqs: Sequence[BenchTurn], ok: Sequence[TurnRecord]) -> dic
         ("lengths", lengths(reqs)),
         ("prefix_cache", prefix_cache(ok, sum(t.bench.prefix is not None for t in reqs))),
         ("by_turn", by_turn(reqs)),
+        ("conversations", conversations(reqs)),
         ("arrivals", arrivals(reqs)),
     ):
         if value is not None:

@@ -115,6 +115,12 @@ def workload_lines(a: dict[str, Any]) -> list[str]:
                 + f", {_n(t['input_tokens']['p50'])} in"
             )
         out.append(pad + "by turn (p50): " + "; ".join(cells))
+    convs = a.get("conversations")
+    if convs and convs.get("cut_short"):
+        out.append(
+            pad + f"conversations: {convs['cut_short']} of {convs['conversations']} cut short by a failed turn "
+            "(their later turns were not sent)"
+        )
     arr = a.get("arrivals")
     if arr:
         late = arr["late_ms"]

@@ -79,6 +79,15 @@ def test_by_turn_shows_what_a_growing_context_costs() -> None:
     assert [t["input_tokens"]["p50"] for t in turns] == [100, 250, 400]
 
 
+def test_a_failed_turn_cuts_its_conversation_short() -> None:
+    rows = [
+        rec(ttft=10, n_in=10, bench={"conversation": 0, "turn": 1, "turns": 2}),
+        rec(ttft=10, n_in=20, bench={"conversation": 0, "turn": 2, "turns": 2}),
+        rec(ttft=10, n_in=10, status="error", bench={"conversation": 2, "turn": 1, "turns": 2}),
+    ]
+    assert aggregate_level(typed(rows))["conversations"] == {"conversations": 2, "cut_short": 1, "requests": 3}
+
+
 def test_lengths_drawn_against_lengths_received() -> None:
     rows = [rec(ttft=10, n_in=90 + i, bench={"input_tokens": 80 + 10 * i, "output_tokens": 8}) for i in range(5)]
     lengths = aggregate_level(typed(rows))["lengths"]
