@@ -58,6 +58,11 @@ CSV_COLUMNS = (
     "client_loop_lag_p99_ms",
     "client_cpu_percent",
     "client_bottleneck",
+    # the workload's (telemetry.bench.workload.figures): empty where the level has none
+    "cache_hit_fraction",
+    "ttft_cache_hit_p50_ms",
+    "ttft_cache_miss_p50_ms",
+    "send_late_p99_ms",
 )
 
 
@@ -90,4 +95,8 @@ def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
         "client_loop_lag_p99_ms": (client.get("loop_lag_ms") or {}).get("p99"),
         "client_cpu_percent": client.get("cpu_percent"),
         "client_bottleneck": agg.get("client_bottleneck") or "",
+        "cache_hit_fraction": (agg.get("prefix_cache") or {}).get("hit_fraction"),
+        "ttft_cache_hit_p50_ms": ((agg.get("prefix_cache") or {}).get("ttft_hit_ms") or {}).get("p50"),
+        "ttft_cache_miss_p50_ms": ((agg.get("prefix_cache") or {}).get("ttft_miss_ms") or {}).get("p50"),
+        "send_late_p99_ms": (((agg.get("arrivals") or {}).get("late_ms")) or {}).get("p99"),
     }

@@ -5,6 +5,7 @@ session logs replayed on their schedule."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import itertools
 import json
 import statistics
@@ -128,6 +129,8 @@ def test_shared_prefixes_are_served_from_a_prefix_cache(tmp_path: Path) -> None:
     assert cache["cached_input_tokens_mean"] >= 0.8 * 256
     # a miss prefills ~320 more tokens at 0.5 ms each: far slower whatever the machine does
     assert cache["ttft_miss_ms"]["p50"] > cache["ttft_hit_ms"]["p50"] + 50
+    (row,) = csv.DictReader((out / "levels.csv").open())
+    assert float(row["cache_hit_fraction"]) == cache["hit_fraction"] and float(row["ttft_cache_miss_p50_ms"]) > 0
 
 
 MOONCAKE = [
