@@ -22,6 +22,7 @@ from typing import Any
 from telemetry.bench.workload.dataset import DatasetTurn
 from telemetry.bench.workload.lengths import Lengths
 from telemetry.bench.workload.trace import TraceRequest
+from telemetry.tokens import tokens_for_chars
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +30,7 @@ class PlannedTurn:
     """One request of a conversation, before its text is made."""
 
     index: int  # the request's place in the run: names its synthetic text, unique across the run
-    input_tokens: int  # tokens of the new user text (a trace: of the whole prompt)
+    input_tokens: int  # tokens of the new user text (a trace: of the whole prompt; a dataset's: estimated)
     output_tokens: int  # asked for through max_tokens
     text: str | None = None  # a dataset's user text; None: synthetic words
     hash_ids: tuple[int, ...] = ()  # a trace's prompt blocks (equal ids, equal text)
@@ -101,7 +102,8 @@ class Workload:
         for k in range(len(source) if source is not None else t):
             index = first_index + k
             text = source[k].text if source is not None else None
-            n_in = self.input.draw_for(seed, index, "input") if text is None else 0
+            # a dataset's text: its length estimated, as the dataset's answers are
+            n_in = self.input.draw_for(seed, index, "input") if text is None else tokens_for_chars(len(text))
             if self.output is not None:
                 n_out = self.output.draw_for(seed, index, "output")
             elif source is not None and source[k].answer_tokens is not None:
