@@ -8,7 +8,11 @@ garbage collector, or ``select``/``epoll`` (the loop was idle and the operating 
 the process: another program's CPU, not ours).
 
 A sample taken while the loop thread holds the GIL in a long C call waits for the GIL to be
-released, so it lands just after that call; the stall's length is still measured from the beat.
+released, so it lands just after that call; the stall's length is still measured from the beat. A
+stall inside the event loop's own C code (uvloop) shows only ``run`` frames: for those, the loop
+thread's scheduler counters (``/proc/self/task/TID/schedstat``: time on a CPU, time runnable but
+waiting for one) say whether it was working, waiting for a CPU that other programs held, or asleep
+(in ``epoll_wait`` past its timer) across each stall.
 Used by ``client_capacity.py --stalls MS``; usable alone::
 
     sampler = StallSampler(threshold_ms=3)
@@ -37,6 +41,9 @@ class Stall:
     began: float  # perf_counter of the last beat before it
     length_ms: float = 0.0
     sites: list[str] = field(default_factory=list)  # one per sample
+    base: tuple[int, int] | None = None  # the loop thread's (on-CPU ns, run-queue wait ns) at the beat
+    on_cpu_ms: float = 0.0
+    waiting_ms: float = 0.0  # runnable, but another program held the CPU
 
 
 def _site(frame: object, depth: int) -> str:
@@ -65,6 +72,17 @@ class StallSampler:
         self._loop_thread = threading.get_ident()
         self._handle: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._schedstat: Path | None = None
+        self._readings: collections.deque[tuple[float, tuple[int, int]]] = collections.deque(maxlen=64)
+
+    def _sched(self) -> tuple[int, int] | None:
+        if self._schedstat is None:
+            return None
+        try:
+            cpu, wait, _ = self._schedstat.read_text().split()
+        except (OSError, ValueError):
+            return None
+        return int(cpu), int(wait)
 
     def _beat(self) -> None:
         self._last = time.perf_counter()
@@ -74,6 +92,8 @@ class StallSampler:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._loop_thread = threading.get_ident()
+        stat = Path(f"/proc/self/task/{threading.get_native_id()}/schedstat")
+        self._schedstat = stat if stat.exists() else None
         self._beat()
         self._thread = threading.Thread(target=self._watch, name="stall-sampler", daemon=True)
         self._thread.start()
@@ -91,17 +111,20 @@ class StallSampler:
         while not self._stop.is_set():
             time.sleep(0.0005)
             now = time.perf_counter()
+            sched = self._sched()
+            if sched is not None:
+                self._readings.append((now, sched))
             last = self._last
             late = now - last - self.beat_s
             if late < self.threshold_s:
                 if current is not None:
-                    self.stalls.append(current)
+                    self._close(current, sched)
                     current = None
                 continue
             if current is None or current.began != last:
                 if current is not None:
-                    self.stalls.append(current)
-                current = Stall(last)
+                    self._close(current, sched)
+                current = Stall(last, base=self._reading_at(last))
                 next_sample = 0.0
             current.length_ms = late * 1000
             if now >= next_sample:
@@ -110,6 +133,21 @@ class StallSampler:
                     current.sites.append(_site(frame, self.depth))
                 next_sample = now + 0.001
 
+    def _reading_at(self, t: float) -> tuple[int, int] | None:
+        """The loop thread's counters as last read at or before ``t`` (the stall's last beat)."""
+        best = None
+        for at, reading in self._readings:
+            if at > t:
+                break
+            best = reading
+        return best
+
+    def _close(self, stall: Stall, now: tuple[int, int] | None) -> None:
+        if stall.base is not None and now is not None:
+            stall.on_cpu_ms = (now[0] - stall.base[0]) / 1e6
+            stall.waiting_ms = (now[1] - stall.base[1]) / 1e6
+        self.stalls.append(stall)
+
     def report(self, top: int = 12) -> str:
         """The stalls' count, their total and longest, and the sites most samples fell in."""
         if not self.stalls:
@@ -117,8 +155,18 @@ class StallSampler:
         total = sum(s.length_ms for s in self.stalls)
         lines = [
             f"{len(self.stalls)} stalls over {self.threshold_s * 1000:g} ms, {total:.0f} ms in all, longest "
-            f"{max(s.length_ms for s in self.stalls):.1f} ms; where the loop thread was (samples, 1 per ms):"
+            f"{max(s.length_ms for s in self.stalls):.1f} ms"
         ]
+        timed = [s for s in self.stalls if s.base is not None]
+        if timed:
+            span = sum(s.length_ms + self.beat_s * 1000 for s in timed)  # from the beat to the end
+            cpu = sum(s.on_cpu_ms for s in timed)
+            wait = sum(s.waiting_ms for s in timed)
+            lines.append(
+                f"  the loop thread across them: {cpu:.0f} ms on a CPU (working), {wait:.0f} ms waiting for a CPU "
+                f"(other programs), {max(0.0, span - cpu - wait):.0f} ms neither (asleep)"
+            )
+        lines.append("  where it was (samples, one per ms of stall):")
         counts = collections.Counter(site for s in self.stalls for site in s.sites)
         n = sum(counts.values()) or 1
         for site, k in counts.most_common(top):
