@@ -113,11 +113,11 @@ def run_aiperf(
         "--prompt-input-tokens-stddev", "0", "--prompt-output-tokens-mean", str(a.output_tokens),
         "--prompt-output-tokens-stddev", "0", "--extra-inputs", f"max_tokens:{a.output_tokens}",
         "--use-server-token-count", "--artifact-dir", str(out), "--ui-type", "simple", "--random-seed", str(seed),
-        # one conversation per request (per turns' worth of requests), drawn without replacement: with fewer,
-        # AIPerf repeats prompts and llama-server answers the repeats from its prompt cache (a TTFT ttft's
-        # unique prompts never get)
-        "--conversation-num", str(-(-(a.requests + a.warmup) // turns_of(a))), "--dataset-sampling-strategy",
-        "shuffle", *workload_flags(a, "aiperf"),
+        # one conversation per request, drawn without replacement: with fewer, AIPerf repeats prompts (and
+        # restarts the warm-up's conversations) and llama-server answers the repeats from its prompt cache (a
+        # TTFT ttft's unique prompts never get); a multi-turn run uses a third of them
+        "--conversation-num", str(a.requests + a.warmup), "--dataset-sampling-strategy", "shuffle",
+        *workload_flags(a, "aiperf"),
     ]  # fmt: skip
     log = out.with_suffix(".log")
     out.mkdir(parents=True, exist_ok=True)
@@ -128,10 +128,6 @@ def run_aiperf(
         print(f"  AIPerf c={c}: no results (see {log})", flush=True)
         return None
     return json.loads(found[-1].read_text())
-
-
-def turns_of(a: argparse.Namespace) -> int:
-    return a.turns if a.workload == "turns" else 1
 
 
 def workload_flags(a: argparse.Namespace, tool: str) -> list[str]:
