@@ -297,3 +297,16 @@ def test_a_trace_with_some_bad_lines_runs_and_says_what_it_left_out(
     assert "skipped 1 line" in capsys.readouterr().err
     assert len(turns_of(out)) == 2
     assert summary_of(out)["workload"]["notes"]
+
+
+def test_a_capacity_search_of_conversations_numbers_every_probe_s_requests_apart(
+    server: BatchingServer, tmp_path: Path
+) -> None:
+    out = tmp_path / "cap"
+    rc = bench(server.base_url, out, "--find-capacity", "--slo", "ttft_p90=5000ms", "--capacity-limit", "4",
+               "--turns", "3", "--requests", "4", "--warmup", "0", "--max-output-tokens", "2")  # fmt: skip
+    assert rc == Exit.OK
+    tags = [r["extra"]["bench"] for r in turns_of(out)]
+    indices = [t["index"] for t in tags]
+    assert len(indices) == len(set(indices))  # no two probes share a request's number, so nor its prompt
+    assert all(t["turns"] == 3 for t in tags) and len(tags) % 3 == 0
