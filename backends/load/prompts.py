@@ -73,6 +73,7 @@ def synthetic_prompt(index: int, input_tokens: int, seed: int) -> str:
 TEMPLATE_TOKENS = 10  # about what a chat template adds around a message: left out of the words drawn
 
 
+@functools.lru_cache(maxsize=256)  # K prefixes a level, each drawn once rather than per request
 def prefix_text(k: int, tokens: int, seed: int, salt: int = 0) -> str:
     """Shared prefix ``k``: ``tokens`` words, the same text for every request that starts with it.
 
