@@ -272,10 +272,10 @@ async def _conversation(
     user: int | None,
     scheduled_ms: float | None = None,
     first: tuple[Message, ...] | None = None,
-) -> None:
+) -> int:
     """Every turn of one conversation, in order: turn k sends the history (the earlier turns and the
     model's real answers to them) and its new user text. A turn that fails ends the conversation
-    (its later turns would resend a history the user never got)."""
+    (its later turns would resend a history the user never got). Returns how many turns were not sent."""
     history: tuple[Message, ...] = lv.system
     many = len(conv.turns) > 1 or lv.workload.conversational
     for k, turn in enumerate(conv.turns):
@@ -305,9 +305,10 @@ async def _conversation(
         else:
             messages = functools.partial(lv.messages, history, conv, turn, prefix)
         recorder, sent = await _one(lv, messages, turn, bench)
-        if k == len(conv.turns) - 1 or recorder.status != "ok":
-            return
+        if recorder.status != "ok":
+            return len(conv.turns) - k - 1
         history = (*sent, Message("assistant", recorder.answer))
+    return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,7 +411,7 @@ async def _run_level(
     watch.start()
     origin = start_at_ns if start_at_ns is not None else ev.now_ns()
     records: list[Finished] = []
-    state = {"in_flight": 0, "errors": 0, "tokens": 0}
+    state = {"in_flight": 0, "errors": 0, "tokens": 0, "unsent": 0}  # unsent: turns of conversations cut short
     spreader = PassSpreader() if cfg.spread else PassSpreader(1 << 30, 1 << 30, 0, 0.0)
     turns = 1 if mode == "trace" else max(1, workload.turns)
 
@@ -427,7 +428,7 @@ async def _run_level(
                     level_index=level_index,
                     levels=len(cfg.levels),
                     done=len(records),
-                    total=total,
+                    total=total - state["unsent"],
                     errors=state["errors"],
                     in_flight=state["in_flight"],
                     elapsed_s=(ev.now_ns() - origin) / 1e9,
@@ -479,7 +480,7 @@ async def _run_level(
                 for c in numbers:
                     state["in_flight"] += 1
                     try:
-                        await _conversation(lv, plan(c), prefix, first_user + k)
+                        state["unsent"] += await _conversation(lv, plan(c), prefix, first_user + k)
                     finally:
                         state["in_flight"] -= 1
 
@@ -493,7 +494,7 @@ async def _run_level(
             async with gate:
                 state["in_flight"] += 1
                 try:
-                    await _conversation(lv, conv, prefix, None, at_s * 1000, first)
+                    state["unsent"] += await _conversation(lv, conv, prefix, None, at_s * 1000, first)
                 finally:
                     state["in_flight"] -= 1
 

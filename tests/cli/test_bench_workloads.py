@@ -8,6 +8,7 @@ import contextlib
 import csv
 import itertools
 import json
+import socket
 import statistics
 from pathlib import Path
 from typing import Any
@@ -310,3 +311,17 @@ def test_a_capacity_search_of_conversations_numbers_every_probe_s_requests_apart
     indices = [t["index"] for t in tags]
     assert len(indices) == len(set(indices))  # no two probes share a request's number, so nor its prompt
     assert all(t["turns"] == 3 for t in tags) and len(tags) % 3 == 0
+
+
+def test_a_failed_turn_ends_its_conversation_and_the_summary_says_so(tmp_path: Path, capsys) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    out = tmp_path / "run"
+    rc = main(["bench", "-m", "compat:x", "--base-url", f"http://127.0.0.1:{port}/v1", "--concurrency", "2",
+               "--requests", "6", "--warmup", "0", "--turns", "3", "--out", str(out)])  # fmt: skip
+    assert rc == Exit.FAILED
+    records = turns_of(out)
+    assert len(records) == 2 and all(r["extra"]["bench"]["turn"] == 1 for r in records)  # no turn 2 sent
+    assert summary_of(out)["details"][0]["conversations"] == {"conversations": 2, "cut_short": 2, "requests": 2}
+    assert "2 of 2 cut short by a failed turn" in capsys.readouterr().out
