@@ -166,6 +166,7 @@ def test_a_mooncake_trace_arrives_on_its_offsets_with_its_lengths(server: Batchi
     s = summary_of(out)
     assert s["mode"] == "trace" and s["levels"][0]["level"] == 1.0
     assert s["workload"]["trace"]["requests"] == 6
+    assert s["workload"]["file"]["blocks_seen_before"] == 4  # block 7 in three later prompts, block 8 in one
     arrivals = s["details"][0]["arrivals"]
     assert arrivals["scheduled"] == 6 and arrivals["late_ms"]["max"] < 15
 

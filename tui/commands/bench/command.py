@@ -227,7 +227,11 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         # the plain bench's keys (ttft report --merge checks them): None where a workload has no one length
         "input_tokens": cfg.input_tokens if plain_length else None,
         "max_output_tokens": cfg.max_output_tokens,
-        "workload": {**chosen.workload.describe(cfg.max_output_tokens), "notes": chosen.notes},
+        "workload": {
+            **chosen.workload.describe(cfg.max_output_tokens),
+            **({"file": chosen.source} if chosen.source else {}),
+            "notes": chosen.notes,
+        },
         "seed": cfg.seed,
         "workers": cfg.workers,
         "raw_stream": args.raw_stream,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from telemetry.bench.workload.dataset import DatasetError, read_dataset
 from telemetry.bench.workload.lengths import Lengths
@@ -34,6 +35,7 @@ class Chosen:
     requests: int
     trace: bool = False
     notes: list[str] = field(default_factory=list)
+    source: dict[str, Any] = field(default_factory=dict)  # what the dataset or trace held, for summary.json
 
 
 def choose(args: argparse.Namespace) -> Chosen:
@@ -69,6 +71,7 @@ def choose(args: argparse.Namespace) -> Chosen:
         raise WorkloadError("--input-tokens draws synthetic prompts: a --dataset brings its own")
     inputs = inputs or Lengths.fixed(DEFAULT_INPUT_TOKENS)
     notes: list[str] = []
+    source: dict[str, Any] = {}
     w = Workload(
         input=inputs,
         output=args.output_tokens,
@@ -83,6 +86,7 @@ def choose(args: argparse.Namespace) -> Chosen:
         except DatasetError as exc:
             raise WorkloadError(str(exc)) from None
         notes += data.notes()
+        source = data.summary()
         w = replace(w, dataset=tuple(data.conversations), dataset_source=data.source)
     if trace:
         try:
@@ -92,8 +96,9 @@ def choose(args: argparse.Namespace) -> Chosen:
         except TraceError as exc:
             raise WorkloadError(str(exc)) from None
         notes += tr.notes()
+        source = tr.summary()
         w = replace(w, trace=tuple(tr.requests), trace_source=tr.source, trace_kind=tr.kind)
         requests = min(args.requests or len(tr.requests), len(tr.requests))
     else:
         requests = w.requests_for(args.requests or DEFAULT_REQUESTS)
-    return Chosen(w, max(1, round(inputs.mean)), requests, trace, notes)
+    return Chosen(w, max(1, round(inputs.mean)), requests, trace, notes, source)
