@@ -32,8 +32,12 @@ CACHE_HIT_SHARE = 0.25  # a request served this share of its prompt from cache o
 ON_TIME_MS = 5.0  # a scheduled send this late or less is on time
 
 
-def _pct(values: Sequence[float]) -> dict[str, float | None]:
-    return {**percentiles(values), "std": float(np.std(values)) if values else None}
+def _pct(values: Sequence[float], std: bool = True) -> dict[str, float | None]:
+    """The sample's percentiles as summary.json writes them, with its standard deviation."""
+    out = dict(percentiles(values))
+    if std:
+        out["std"] = float(np.std(values)) if values else None
+    return out
 
 
 def cached_tokens(rec: TurnRecord) -> int | None:
@@ -94,7 +98,7 @@ def prefix_cache(ok: Sequence[TurnRecord], with_prefix: int = 0) -> dict[str, An
         "hit_fraction": hits / len(rows),
         "cached_input_tokens": total,
         "cached_input_tokens_mean": total / len(rows),
-        "cached_share": percentiles(shares),  # cached / input tokens, per request
+        "cached_share": _pct(shares, std=False),  # cached / input tokens, per request
         "ttft_hit_ms": _pct(hit_ttft),
         "ttft_miss_ms": _pct(miss_ttft),
         "hit_share": CACHE_HIT_SHARE,
@@ -155,7 +159,7 @@ def arrivals(reqs: Sequence[BenchTurn]) -> dict[str, Any] | None:
         return None
     return {
         "scheduled": len(late),
-        "late_ms": percentiles(late),  # sent minus scheduled: how late the client ran
+        "late_ms": _pct(late, std=False),  # sent minus scheduled: how late the client ran
         "on_time_ms": ON_TIME_MS,
         "on_time_fraction": sum(x <= ON_TIME_MS for x in late) / len(late),
     }
