@@ -7,8 +7,12 @@ samples say where the loop spent the time it owed its timers: a function of ours
 garbage collector, or ``select``/``epoll`` (the loop was idle and the operating system did not run
 the process: another program's CPU, not ours).
 
-A sample taken while the loop thread holds the GIL in a long C call waits for the GIL to be
-released, so it lands just after that call; the stall's length is still measured from the beat. A
+The watchdog needs the GIL to take a sample, so while it runs the interpreter's switch interval is
+lowered to 0.5 ms (``sys.setswitchinterval``; restored after): a loop thread running Python hands
+the GIL over within that, and the sample shows the Python it was running. A loop thread in a C call
+that holds the GIL is sampled just after the call; one waiting in ``epoll_wait``, or in C code that
+released the GIL (a socket read, ``poll``), is sampled at once, in the frame that made the call.
+The stall's length is measured from the beat either way. A
 stall inside the event loop's own C code (uvloop) shows only ``run`` frames: for those, the loop
 thread's scheduler counters (``/proc/self/task/TID/schedstat``: time on a CPU, time runnable but
 waiting for one) say whether it was working, waiting for a CPU that other programs held, or asleep
@@ -73,6 +77,7 @@ class StallSampler:
         self._handle: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._schedstat: Path | None = None
+        self._switch = sys.getswitchinterval()
         self._readings: collections.deque[tuple[float, tuple[int, int]]] = collections.deque(maxlen=64)
 
     def _sched(self) -> tuple[int, int] | None:
@@ -90,6 +95,8 @@ class StallSampler:
         self._handle = self._loop.call_later(self.beat_s, self._beat)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(0.0005)
         self._loop = loop
         self._loop_thread = threading.get_ident()
         stat = Path(f"/proc/self/task/{threading.get_native_id()}/schedstat")
@@ -100,6 +107,7 @@ class StallSampler:
 
     def stop(self) -> None:
         self._stop.set()
+        sys.setswitchinterval(self._switch)
         if self._handle is not None:
             self._handle.cancel()
         if self._thread is not None:
