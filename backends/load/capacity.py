@@ -119,6 +119,7 @@ async def find_capacity(
         results: list[LevelResult] = []
         offset_ms = 0.0
         while True:
+            n = runner.cfg.plan().requests_for(n)  # whole conversations: their requests are numbered apart
             res = await runner.probe(level, requests=n, level_index=runs, start_index=next_index)
             runs += 1
             next_index += n

@@ -11,7 +11,14 @@ of the event loop rather than stalling the streams still running. Two kinds of l
 - closed loop (``mode="concurrency"``): ``c`` users, each sending its next request as soon
   as the previous one ends, until ``requests`` are done;
 - open loop (``mode="rate"``): ``requests`` sent on a seeded Poisson schedule at ``rate``/s,
-  whatever the server does (``max_in_flight`` caps the streams in flight).
+  whatever the server does (``max_in_flight`` caps the streams in flight);
+- a trace (``mode="trace"``): the trace's requests sent at its own offsets, divided by the level
+  (the ``--speedup``), with its lengths and its shared blocks.
+
+What each request is comes from the config's :class:`telemetry.bench.workload.plan.Workload`: drawn
+lengths, a shared prefix, a dataset's prompt, a trace's blocks; with ``turns`` > 1 every user (or
+every open-loop arrival) holds a conversation, each turn resending the whole history with the
+model's real answers in it (the answer's text is in the recorder as soon as its stream ends).
 
 The client watches itself: an event-loop lag monitor (a 10 ms ticker measuring how late it
 wakes) and the process CPU (psutil) over each level, plus, in open loop, how late each
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import time
 from collections.abc import Callable
@@ -34,17 +42,20 @@ import psutil
 
 from backends.base import Backend, ChatRequest, Message
 from backends.finish import finish_turn
-from backends.load.prompts import synthetic_prompt
+from backends.load.prompts import prefix_text, synthetic_prompt, trace_prompt
 from backends.load.spread import PassSpreader
 from backends.transport import pacing
 from backends.turn import new_recorder, stream_turn, target_probe
 from telemetry import events as ev
 from telemetry.bench.arrivals import poisson_schedule
 from telemetry.bench.requests import Mode
+from telemetry.bench.workload.lengths import Lengths
+from telemetry.bench.workload.plan import PlannedConversation, PlannedTurn, Workload
 from telemetry.cost import warm as warm_prices
 from telemetry.metrics import percentiles
 from telemetry.probe.saved import SavedProbe
 from telemetry.record import TurnRecord
+from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
 
 LAG_INTERVAL_S = 0.010
@@ -72,9 +83,16 @@ class LoadConfig:
     # (and so its throughput) includes the ramp.
     ramp_s: float = 0.0
     # Spread the level's openings and endings over loop passes (backends.load.spread). False: each
-    # request opens at once and all ended records are ended in one pass (for benchmarks that measure
-    # what spreading buys).
+    # request opens at once and all ended records are ended in one pass, as before it existed (for
+    # benchmarks that measure what spreading buys).
     spread: bool = True
+    # What the requests are (lengths, prefixes, turns, a dataset or a trace); None: fixed-length unique
+    # prompts of ``input_tokens`` and answers of ``max_output_tokens``, one turn each.
+    workload: Workload | None = None
+
+    def plan(self) -> Workload:
+        """The workload these requests follow (the plain one when none was given)."""
+        return self.workload if self.workload is not None else _plain(self.input_tokens)
 
     def settings(self) -> TurnSettings:
         return (self.turn or TurnSettings()).with_(
@@ -119,7 +137,6 @@ class LevelResult:
     records: list[dict[str, Any]]
     client: dict[str, Any]
     wall_s: float
-    # The server's own /metrics read beside the level (backends.load.scrape), when the runner had a scraper.
 
 
 @dataclass
@@ -162,43 +179,138 @@ class _ClientWatch:
         }
 
 
+@functools.cache
+def _plain(input_tokens: int) -> Workload:
+    return Workload(input=Lengths.fixed(input_tokens))
+
+
+@dataclass
+class _Level:
+    """What every request of one level shares: built once, not per request."""
+
+    backend: Backend
+    cfg: LoadConfig
+    workload: Workload
+    run_id: str
+    mode: Mode
+    level: float
+    level_index: int
+    origin_ns: int
+    warmup: bool
+    worker: int
+    on_cancel: Callable[[Finished], None] | None
+    on_finished: Callable[[Finished], None]
+    spreader: PassSpreader
+    settings: TurnSettings
+    probe: SavedProbe | None
+    system: tuple[Message, ...] = ()
+    by_length: dict[int, TurnSettings] = field(default_factory=dict)  # the settings per max_tokens asked
+
+    def settings_for(self, output_tokens: int) -> TurnSettings:
+        s = self.by_length.get(output_tokens)
+        if s is None:
+            s = self.by_length[output_tokens] = self.settings.with_(max_output_tokens=output_tokens)
+        return s
+
+    def messages(
+        self, history: tuple[Message, ...], conv: PlannedConversation, turn: PlannedTurn, prefix: int | None
+    ) -> tuple[Message, ...]:
+        """What a turn sends: the history so far, then its new user text."""
+        return (*history, Message("user", self.user_text(conv, turn, prefix, turn is conv.turns[0])))
+
+    def user_text(self, conv: PlannedConversation, turn: PlannedTurn, prefix: int | None, first: bool) -> str:
+        """A turn's new user text: the prefix (first turn only), then a dataset's, a trace's or synthetic text."""
+        seed, w = self.cfg.seed, self.workload
+        if turn.text is not None:
+            body = turn.text
+        elif w.trace:
+            body = trace_prompt(turn.hash_ids, turn.input_tokens, seed, self.level_index, turn.index)
+        else:
+            body = synthetic_prompt(turn.index, turn.input_tokens, seed)
+        if prefix is not None and first:
+            return prefix_text(prefix, w.prefix_tokens, seed, self.level_index) + body
+        return body
+
+
 async def _one(
-    backend: Backend,
-    cfg: LoadConfig,
-    *,
-    index: int,
-    run_id: str,
-    mode: Mode,
-    level: float,
-    origin_ns: int,
-    warmup: bool,
-    scheduled_ms: float | None = None,
-    worker: int = 0,
-    on_cancel: Callable[[Finished], None] | None = None,
-    on_finished: Callable[[Finished], None],
-    spreader: PassSpreader,
-    settings: TurnSettings,
-    probe: SavedProbe | None,
-) -> None:
+    lv: _Level,
+    messages: tuple[Message, ...] | Callable[[], tuple[Message, ...]],
+    turn: PlannedTurn,
+    bench: dict[str, Any],
+) -> tuple[TurnRecorder, tuple[Message, ...]]:
     """One request: started when the spreader has room, its record ended by the spreader later
-    (then ``on_finished``). Returns once its stream is over."""
-    await spreader.admit()
-    user = Message("user", synthetic_prompt(index, cfg.input_tokens, cfg.seed))
-    request = ChatRequest(((Message("system", cfg.system),) if cfg.system else ()) + (user,), settings)
-    bench = {"run_id": run_id, "mode": mode, "level": level, "index": index, "warmup": warmup, "worker": worker}
-    if scheduled_ms is not None:
-        bench["scheduled_at_ms"] = scheduled_ms
+    (then ``on_finished``). Returns once its stream is over, with its recorder (the answer, the
+    status) and the messages it sent. ``messages``: ready, or made once the spreader lets it start
+    (building a prompt is part of the pass's budget)."""
+    await lv.spreader.admit()
+    sent = messages() if callable(messages) else messages
+    request = ChatRequest(sent, lv.settings_for(turn.output_tokens))
     recorder = new_recorder(
-        backend, request, session_id=run_id, turn_index=index, extra={"bench": bench}, saved_probe=False, probe=probe
+        lv.backend,
+        request,
+        session_id=lv.run_id,
+        turn_index=turn.index,
+        extra={"bench": bench},
+        saved_probe=False,
+        probe=lv.probe,
     )
     called = ev.now_ns()
+    origin = lv.origin_ns
     try:
-        await stream_turn(backend, request, recorder)
+        await stream_turn(lv.backend, request, recorder)
     except asyncio.CancelledError:
-        if on_cancel is not None:  # stream_turn recorded it as cancelled, with what had arrived
-            on_cancel(Finished(finish_turn(recorder), called, origin_ns))
+        if lv.on_cancel is not None:  # stream_turn recorded it as cancelled, with what had arrived
+            lv.on_cancel(Finished(finish_turn(recorder), called, origin))
         raise
-    spreader.end_later(recorder, lambda record: on_finished(Finished(record, called, origin_ns)))
+    done = lv.on_finished
+    lv.spreader.end_later(recorder, lambda record: done(Finished(record, called, origin)))
+    return recorder, sent
+
+
+async def _conversation(
+    lv: _Level,
+    conv: PlannedConversation,
+    prefix: int | None,
+    user: int | None,
+    scheduled_ms: float | None = None,
+    first: tuple[Message, ...] | None = None,
+) -> int:
+    """Every turn of one conversation, in order: turn k sends the history (the earlier turns and the
+    model's real answers to them) and its new user text. A turn that fails ends the conversation
+    (its later turns would resend a history the user never got). Returns how many turns were not sent."""
+    history: tuple[Message, ...] = lv.system
+    many = len(conv.turns) > 1 or lv.workload.conversational
+    for k, turn in enumerate(conv.turns):
+        if k and lv.workload.think_time_s > 0:
+            await asyncio.sleep(lv.workload.think_time_s)
+        bench: dict[str, Any] = {
+            "run_id": lv.run_id,
+            "mode": lv.mode,
+            "level": lv.level,
+            "index": turn.index,
+            "warmup": lv.warmup,
+            "worker": lv.worker,
+            "input_tokens": turn.input_tokens,  # the length drawn (a trace's: its whole prompt)
+            "output_tokens": turn.output_tokens,  # the max_tokens asked
+        }
+        if many:
+            bench.update(conversation=conv.number, turn=k + 1, turns=len(conv.turns))
+        if prefix is not None:
+            bench["prefix"] = prefix
+        if user is not None:
+            bench["user"] = user
+        if scheduled_ms is not None and k == 0:
+            bench["scheduled_at_ms"] = scheduled_ms
+        messages: tuple[Message, ...] | Callable[[], tuple[Message, ...]]
+        if k == 0 and first is not None:
+            messages = first
+        else:
+            messages = functools.partial(lv.messages, history, conv, turn, prefix)
+        recorder, sent = await _one(lv, messages, turn, bench)
+        if recorder.status != "ok":
+            return len(conv.turns) - k - 1
+        history = (*sent, Message("assistant", recorder.answer))
+    return 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,13 +357,18 @@ async def run_level(
     start_at_ns: int | None = None,
     worker: int = 0,
     on_progress: Callable[[Progress], None] | None = None,
+    first_user: int = 0,
+    part: tuple[int, int] = (0, 1),
     on_record: Callable[[Finished], None] | None = None,
 ) -> LevelResult:
     """Run one level in this process and return its records and the client's health.
 
-    With ``on_record``, each finished request (and, cancelled, each one in flight) goes to it as it ends
-    instead of into the result, whose ``records`` are then empty: a caller that streams them on (a
-    cluster's driver) converts them itself, in batches, and none is converted twice."""
+    ``first_user``: the number of this process's first closed-loop user (with several worker
+    processes, users are numbered across them: they pick the shared prefixes). ``part``: a trace is
+    split over ``part[1]`` processes, this one sending every request whose place is ``part[0]``
+    modulo that. With ``on_record``, each finished request (and, cancelled, each one in flight) goes to
+    it as it ends instead of into the result, whose ``records`` are then empty: a caller that streams
+    them on (a cluster's driver) converts them itself, in batches, and none is converted twice."""
     total = cfg.requests if requests is None else requests
     # The price table's import (0.2-0.3 s, once a process), before the level's clock: paid at the first
     # request's end, it stalled every stream in flight.
@@ -278,6 +395,8 @@ async def run_level(
             start_at_ns,
             worker,
             on_progress,
+            first_user,
+            part,
             on_record,
         )
     finally:
@@ -297,17 +416,22 @@ async def _run_level(
     start_at_ns: int | None,
     worker: int,
     on_progress: Callable[[Progress], None] | None,
+    first_user: int,
+    part: tuple[int, int],
     on_record: Callable[[Finished], None] | None,
 ) -> LevelResult:
     mode = cfg.mode
+    workload = cfg.plan()
     watch = _ClientWatch()
     watch.start()
     origin = start_at_ns if start_at_ns is not None else ev.now_ns()
     records: list[Finished] = []
     hand_on = records.append if on_record is None else on_record
-    late: list[float] = []  # open loop: how late each request left against its schedule
-    state = {"in_flight": 0, "errors": 0, "tokens": 0, "done": 0}
+    late: list[float] = []  # open loop and traces: how late each request left against its schedule
+    # unsent: turns of conversations cut short
+    state = {"in_flight": 0, "errors": 0, "tokens": 0, "done": 0, "unsent": 0}
     spreader = PassSpreader() if cfg.spread else PassSpreader(1 << 30, 1 << 30, 0, 0.0)
+    turns = 1 if mode == "trace" else max(1, workload.turns)
 
     def finished(f: Finished) -> None:
         hand_on(f)
@@ -325,7 +449,7 @@ async def _run_level(
                     level_index=level_index,
                     levels=len(cfg.levels),
                     done=state["done"],
-                    total=total,
+                    total=total - state["unsent"],
                     errors=state["errors"],
                     in_flight=state["in_flight"],
                     elapsed_s=(ev.now_ns() - origin) / 1e9,
@@ -335,59 +459,83 @@ async def _run_level(
                 )
             )
 
-    common = {
-        "run_id": run_id,
-        "mode": mode,
-        "level": level,
-        "origin_ns": origin,
-        "warmup": warmup,
-        "worker": worker,
-        "on_cancel": hand_on,
-        "on_finished": finished,
-        "spreader": spreader,
+    lv = _Level(
+        backend=backend,
+        cfg=cfg,
+        workload=workload,
+        run_id=run_id,
+        mode=mode,
+        level=level,
+        level_index=level_index,
+        origin_ns=origin,
+        warmup=warmup,
+        worker=worker,
+        on_cancel=hand_on,
+        on_finished=finished,
+        spreader=spreader,
         # the same for every request of the level: built and looked up once, not per request
-        "settings": cfg.settings(),
-        "probe": target_probe(backend),
-    }
+        settings=cfg.settings(),
+        probe=target_probe(backend),
+        system=(Message("system", cfg.system),) if cfg.system else (),
+    )
+    default_out = cfg.max_output_tokens
+
+    def plan(c: int, position: int | None = None) -> PlannedConversation:
+        return workload.conversation(
+            start_index + c * turns, seed=cfg.seed, default_output=default_out, position=position
+        )
+
     t0 = time.monotonic()
     tasks: list[asyncio.Task[None]] = []
 
     async def drive() -> None:
+        conversations = -(-total // turns)
         if mode == "concurrency":
-            indices = iter(range(start_index, start_index + total))
-
-            users = max(1, min(int(level), total))
+            numbers = iter(range(conversations))
+            users = max(1, min(int(level), conversations))
 
             async def user(k: int) -> None:
                 if cfg.ramp_s > 0 and k:
                     await asyncio.sleep(cfg.ramp_s * k / users)
-                for i in indices:
+                prefix = workload.prefix_of(first_user + k)
+                for c in numbers:
                     state["in_flight"] += 1
                     try:
-                        await _one(backend, cfg, index=i, **common)  # type: ignore[arg-type]
+                        state["unsent"] += await _conversation(lv, plan(c), prefix, first_user + k)
                     finally:
                         state["in_flight"] -= 1
 
             await asyncio.gather(*(user(k) for k in range(users)))
             return
-        schedule = poisson_schedule(level, total, cfg.seed + level_index * 1000 + worker)
         gate = asyncio.Semaphore(cfg.max_in_flight)
         loop = asyncio.get_running_loop()
         base = loop.time() - (ev.now_ns() - origin) / 1e9
 
-        async def send(i: int, at_s: float) -> None:
+        async def send(conv: PlannedConversation, at_s: float, first: tuple[Message, ...], prefix: int | None) -> None:
             async with gate:
                 state["in_flight"] += 1
                 try:
-                    await _one(backend, cfg, index=i, scheduled_ms=at_s * 1000, **common)  # type: ignore[arg-type]
+                    state["unsent"] += await _conversation(lv, conv, prefix, None, at_s * 1000, first)
                 finally:
                     state["in_flight"] -= 1
 
-        for k, at in enumerate(schedule):
+        arrivals: list[tuple[PlannedConversation, int | None]]
+        if mode == "trace":
+            speedup = level if level > 0 else 1.0
+            mine = [c for c in range(min(total, len(workload.trace))) if c % part[1] == part[0]]
+            arrivals = [(plan(c, position=c), None) for c in mine]
+            schedule = [(conv.at_s or 0.0) / speedup for conv, _ in arrivals]
+        else:
+            schedule = poisson_schedule(level, conversations, cfg.seed + level_index * 1000 + worker)
+            arrivals = [(plan(c), workload.prefix_of(start_index // turns + c)) for c in range(conversations)]
+        for (conv, prefix), at in zip(arrivals, schedule, strict=True):
+            # The request is made before its moment comes (a trace's long prompts take milliseconds to
+            # draw), so at its moment only the send is left.
+            first = lv.messages(lv.system, conv, conv.turns[0], prefix)
             delay = base + at - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(send(start_index + k, at)))
+            tasks.append(asyncio.create_task(send(conv, at, first, prefix)))
         await asyncio.gather(*tasks)
 
     active = pacing.ACTIVE.set(spreader)  # the transport's responses share the openings' budget

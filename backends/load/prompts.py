@@ -1,4 +1,4 @@
-"""The bench's synthetic prompts: unique per request, the same for the same seed, cheap to draw.
+"""The bench's synthetic text: unique prompts, shared prefixes and a trace's blocks, the same for the same seed.
 
 Every bench request builds one, so drawing its ~120 words is per-request CPU inside the figures
 being measured. The words are drawn exactly as ``random.Random.choice`` draws them (the same
@@ -8,8 +8,11 @@ one ``getrandbits`` call rather than one call per word: a fifth of the CPU.
 
 from __future__ import annotations
 
+import functools
 import random
 from operator import itemgetter
+
+from telemetry.bench.workload.trace import BLOCK_TOKENS
 
 # Short, common English words: about one token each in the usual BPE vocabularies.
 _WORD_TEXT = """
@@ -65,3 +68,41 @@ def synthetic_prompt(index: int, input_tokens: int, seed: int) -> str:
     tail = "Continue this list of words with more words."
     n = max(1, input_tokens - 10)
     return " ".join(draw_words(rng, n)) + ". " + tail
+
+
+TEMPLATE_TOKENS = 10  # about what a chat template adds around a message: left out of the words drawn
+
+
+@functools.lru_cache(maxsize=256)  # K prefixes a level, each drawn once rather than per request
+def prefix_text(k: int, tokens: int, seed: int, salt: int = 0) -> str:
+    """Shared prefix ``k``: ``tokens`` words, the same text for every request that starts with it.
+
+    ``salt`` (the level) gives each level prefixes of its own, so a level's first requests find a
+    cold cache whatever the level before it sent."""
+    return " ".join(draw_words(random.Random(f"ttft-prefix-{seed}-{salt}-{k}"), max(1, tokens))) + "\n\n"
+
+
+@functools.lru_cache(maxsize=8192)  # a trace's blocks recur (that is its prefix sharing): drawn once each
+def block_text(hash_id: int, seed: int, salt: int = 0) -> str:
+    """A trace's block ``hash_id``: BLOCK_TOKENS words, equal for equal ids (and the same salt)."""
+    return " ".join(draw_words(random.Random(f"ttft-block-{seed}-{salt}-{hash_id}"), BLOCK_TOKENS)) + " "
+
+
+def trace_prompt(hash_ids: tuple[int, ...], input_tokens: int, seed: int, salt: int = 0, index: int = 0) -> str:
+    """A trace request's prompt: its blocks' text in order, cut to about ``input_tokens`` tokens.
+
+    A request whose ids do not cover its length (fewer ids than blocks) gets blocks of its own for
+    the rest, named by its ``index``: unique text, as a trace without ids means.
+    """
+    words = max(1, input_tokens - TEMPLATE_TOKENS)
+    parts = []
+    for b in range(-(-words // BLOCK_TOKENS)):
+        if b < len(hash_ids):
+            parts.append(block_text(hash_ids[b], seed, salt))
+        else:  # no id for this block: one no other request shares
+            parts.append(" ".join(draw_words(random.Random(f"ttft-own-{seed}-{salt}-{index}-{b}"), BLOCK_TOKENS)) + " ")
+    whole = words // BLOCK_TOKENS
+    rest = words - whole * BLOCK_TOKENS
+    if rest:  # the last block is cut after `rest` words: the same words as the whole block starts with
+        parts[whole] = " ".join(parts[whole].split(" ", rest)[:rest])
+    return "".join(parts).rstrip()

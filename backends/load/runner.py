@@ -24,6 +24,8 @@ from telemetry import events as ev
 from telemetry.bench.aggregate import aggregate_level
 from telemetry.bench.requests import read_bench
 from telemetry.bench.slo import SLO
+from telemetry.bench.workload.lengths import Lengths
+from telemetry.bench.workload.plan import Workload
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,8 @@ def _worker_level(
     start_at_ns: int,
     worker: int,
     queue: Any,
+    first_user: int = 0,
+    part: tuple[int, int] = (0, 1),
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     async def main() -> LevelResult:
         backend = build_backend(spec, pool_size(cfg))
@@ -113,6 +117,8 @@ def _worker_level(
                 start_at_ns=start_at_ns,
                 worker=worker,
                 on_progress=progress,
+                first_user=first_user,
+                part=part,
             )
         finally:
             await backend.aclose()
@@ -134,6 +140,50 @@ def split(total: float, parts: int, integer: bool) -> list[float]:
         base, extra = divmod(int(total), parts)
         return [base + (1 if i < extra else 0) for i in range(parts)]
     return [total / parts] * parts
+
+
+def warmup_workload(cfg: LoadConfig) -> Workload | None:
+    """What the warm-up sends: the run's prompts, one turn each (a trace's: plain prompts of the
+    configured length, since a trace's clock and blocks belong to its levels)."""
+    w = cfg.workload
+    if w is None:
+        return None
+    if w.trace:
+        return Workload(input=Lengths.fixed(cfg.input_tokens), output=w.output)
+    return replace(w, turns=1, think_time_s=0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One process's (or one cluster driver's) part of a level."""
+
+    share: float  # its users, or requests/s (a trace: the whole speedup)
+    requests: int
+    start_index: int  # its prompts' numbers: unique across the run
+    first_user: int  # its first closed-loop user's number across the level (users pick shared prefixes)
+    part: tuple[int, int]  # a trace's split: this part sends every request whose place is part[0] mod part[1]
+
+
+def parts(cfg: LoadConfig, mode: str, level: float, requests: int, start_index: int, most: int) -> list[Part]:
+    """A level split over at most ``most`` processes: whole conversations each (a process never sends
+    a conversation's later turns alone), or, for a trace, the whole clock each with its share of the
+    requests. Closed loop never uses more processes than users or conversations."""
+    turns = cfg.plan().turns if mode != "trace" else 1
+    conversations = -(-requests // turns)
+    k = max(1, most)
+    if mode == "concurrency":
+        k = max(1, min(k, int(level), conversations))
+    if mode == "trace":
+        return [Part(level, requests, start_index, 0, (w, k)) for w in range(k)]
+    k = max(1, min(k, conversations))
+    shares = split(level, k, mode == "concurrency")
+    counts = [int(x) * turns for x in split(conversations, k, True)]
+    out, first = [], start_index
+    for w in range(k):
+        first_user = int(sum(shares[:w])) if mode == "concurrency" else 0
+        out.append(Part(shares[w], counts[w], first, first_user, (w, k)))
+        first += counts[w]
+    return out
 
 
 def pool_size(cfg: LoadConfig) -> int:
@@ -231,7 +281,7 @@ class LoadRunner:
             return None
         first = self.cfg.levels[0] if self.cfg.mode == "concurrency" else 1
         c = max(1, min(self.cfg.warmup, int(max(self.cfg.levels)) if self.cfg.mode == "concurrency" else 4, first))
-        cfg = replace(self.cfg, mode="concurrency", workers=1)
+        cfg = replace(self.cfg, mode="concurrency", workers=1, workload=warmup_workload(self.cfg))
         if self.cfg.workers > 1:
             return await self._run_split(cfg, c, -1, requests=self.cfg.warmup, warmup=True, start_index=10**6)
         assert self.backend is not None
@@ -297,36 +347,31 @@ class LoadRunner:
     ) -> LevelResult:
         assert self._pool is not None and self.spec is not None
         n = cfg.requests if requests is None else requests
-        workers = self.cfg.workers
-        if cfg.mode == "concurrency":
-            workers = max(1, min(workers, int(level), n))
-        shares = split(level, workers, cfg.mode == "concurrency")
-        counts = [int(x) for x in split(n, workers, True)]
+        split_up = parts(cfg, cfg.mode, level, n, start_index, self.cfg.workers)
         queue = self._manager.Queue()
         start_at = ev.now_ns() + 300_000_000  # every worker starts on the same monotonic deadline
         loop = asyncio.get_running_loop()
-        futures = []
-        first = start_index
-        for w in range(workers):
-            futures.append(
-                loop.run_in_executor(
-                    self._pool,
-                    _worker_level,
-                    self.spec,
-                    cfg,
-                    level,
-                    shares[w],
-                    counts[w],
-                    first,
-                    level_index,
-                    self.run_id,
-                    warmup,
-                    start_at,
-                    w,
-                    queue,
-                )
+        futures = [
+            loop.run_in_executor(
+                self._pool,
+                _worker_level,
+                self.spec,
+                cfg,
+                level,
+                p.share,
+                p.requests,
+                p.start_index,
+                level_index,
+                self.run_id,
+                warmup,
+                start_at,
+                w,
+                queue,
+                p.first_user,
+                p.part,
             )
-            first += counts[w]
+            for w, p in enumerate(split_up)
+        ]
         done: dict[int, tuple[int, int, int]] = {}
         gathered = asyncio.gather(*futures)
         while not gathered.done():

@@ -19,6 +19,7 @@ import urllib.request
 from urllib.parse import urlsplit, urlunsplit
 
 from telemetry import events as ev
+from telemetry.errors import TtftError
 from telemetry.log.urls import redact_url
 from telemetry.server import gauges
 
@@ -26,7 +27,7 @@ TIMEOUT_S = 2.0
 MAX_BYTES = 8 << 20  # a vLLM endpoint with many models and histograms is a few hundred KB
 
 
-class MetricsUnavailable(Exception):
+class MetricsUnavailable(TtftError):
     """No gauges from this endpoint: the message says why, in words fit to print (the URL redacted)."""
 
 

@@ -1,11 +1,13 @@
 """Per-level figures of a load run, from its typed requests (pure: no I/O, no drawing).
 
-A bench run sends N requests at each level (a closed-loop concurrency or an open-loop Poisson
-rate). This module turns the requests of one level (``telemetry.bench.requests.BenchTurn``) into
-the numbers the metrics reference names (throughput, TTFT/TTFVT/TPOT/ITL/E2E percentiles,
-per-user speed, goodput under SLOs, the wait's parts, the server's own timings) and the vLLM
-bench summary keys. ``telemetry.bench.conclusion`` says what they mean across levels;
-``telemetry.bench.summary`` writes them.
+A bench run sends N requests at each level (a closed-loop concurrency, an open-loop Poisson
+rate, or a trace at a speedup). This module turns the requests of one level
+(``telemetry.bench.requests.BenchTurn``) into the numbers the metrics reference names (throughput,
+TTFT/TTFVT/TPOT/ITL/E2E percentiles, per-user speed, goodput under SLOs, the wait's parts, the
+server's own timings, and what the workload shapes: lengths, the prefix cache, cost by turn,
+arrivals: ``telemetry.bench.workload.figures``) and the vLLM bench summary keys.
+``telemetry.bench.conclusion`` says what they mean across levels; ``telemetry.bench.summary``
+writes them.
 
 Timing across requests uses ``BenchInfo.sent_at_ms`` (see ``telemetry.bench.requests``), so
 throughput = output tokens / (last response - first send).
@@ -21,6 +23,7 @@ import numpy as np
 
 from telemetry.bench.requests import BenchTurn, measured, span_ms
 from telemetry.bench.slo import SLO
+from telemetry.bench.workload.figures import workload_figures
 from telemetry.cost import sum_costs
 from telemetry.metrics import NS_PER_MS, percentiles
 from telemetry.record import TurnRecord
@@ -137,6 +140,7 @@ def aggregate_level(
         "server": _server_summary(ok),
         "wait_ms": split_summary(ok),  # telemetry.wire: the wait's parts per request, summarised
     }
+    out.update(workload_figures(reqs, ok))  # lengths, prefix cache, by turn, arrivals: where the level has them
     out["vllm"] = vllm_summary(out, mode=mode, level=level)
     return out
 
@@ -213,7 +217,8 @@ def vllm_summary(agg: dict[str, Any], *, mode: str, level: float | None) -> dict
         "output_throughput": agg["output_throughput"],
         "total_token_throughput": ((agg["total_input_tokens"] + agg["total_output_tokens"]) / dur if dur > 0 else None),
         "max_concurrency": int(level) if mode == "concurrency" and level is not None else None,
-        "request_rate": level if mode == "rate" else "inf",  # as vLLM writes an unbounded rate
+        # as vLLM writes an unbounded rate; a trace's rate is its own (none is offered by the bench)
+        "request_rate": level if mode == "rate" else None if mode == "trace" else "inf",
     }
     if agg.get("goodput") is not None:
         s["request_goodput"] = agg["goodput"]

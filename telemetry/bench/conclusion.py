@@ -25,6 +25,8 @@ def _lbl(agg: dict[str, Any]) -> str:
     lv = agg.get("level")
     if agg.get("mode") == "rate":
         return f"{lv:g} req/s"
+    if agg.get("mode") == "trace":
+        return f"the trace at {lv:g}x speed"
     return f"{int(lv)} concurrent" if lv is not None else "?"
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from telemetry.bench.aggregate import aggregate_level
-from telemetry.bench.requests import BenchTurn, group_levels, measured, span_ms
+from telemetry.bench.requests import BenchTurn, group_levels, level_label, measured, span_ms
 from telemetry.errors import TtftError
 from telemetry.log.urls import redact_url
 from telemetry.metrics import NS_PER_MS
@@ -174,10 +174,6 @@ class Merged:
     merged_from: list[str]  # the run ids, in the order given
     notes: list[str] = field(default_factory=list)  # what was left out or counted once
     warnings: list[str] = field(default_factory=list)  # why the union may not be one load
-
-
-def level_label(mode: str, level: float) -> str:
-    return f"{level:g}/s" if mode == "rate" else f"c={level:g}"
 
 
 def _on_wall_clock(t: BenchTurn, level: float) -> BenchTurn:

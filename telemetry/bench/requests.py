@@ -2,7 +2,8 @@
 
 The load driver tags every request it sends (``extra.bench``): its level and mode, its index in
 the run, whether it was a warm-up, and ``sent_at_ms``, its send time in ms since the level
-started, stamped from the same monotonic clock as the record's own events. Those tags are read
+started, stamped from the same monotonic clock as the record's own events; and what its workload
+asked of it (the lengths drawn, its conversation and turn, its shared prefix). Those tags are read
 once, here, into :class:`BenchInfo`; aggregation reads fields, never string paths. Records come
 back from disk (``ttft report``) or from worker processes, so a record that does not read is
 counted and named, never a traceback.
@@ -21,7 +22,7 @@ from telemetry.typed_read import RecordError, build, bulk_read, kind_of
 
 # How a load run paces its requests: closed loop (``concurrency`` users, each sending on as its last
 # answer ends) or open loop (Poisson arrivals at a ``rate`` per second).
-Mode = Literal["concurrency", "rate"]
+Mode = Literal["concurrency", "rate", "trace"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,15 @@ class BenchInfo:
     scheduled_at_ms: float | None = None  # when an open-loop schedule wanted it sent
     run_id: str | None = None
     worker: int | None = None
+    # What the workload asked of it (telemetry.bench.workload): the lengths drawn, its place in a
+    # conversation, the shared prefix it began with, the closed-loop user who sent it.
+    input_tokens: int | None = None  # tokens of its new user text (a trace's: the whole prompt)
+    output_tokens: int | None = None  # the max_tokens asked
+    conversation: int | None = None  # the index of its conversation's first request
+    turn: int | None = None  # 1 for a conversation's first turn
+    turns: int | None = None
+    prefix: int | None = None
+    user: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +92,15 @@ def read_bench(dicts: Iterable[object]) -> BenchRead:
                 out.unreadable += 1
                 out.first_problem = out.first_problem or str(exc)
     return out
+
+
+def level_label(mode: str, level: float) -> str:
+    """A level as tables and charts name it: ``c=4`` users, ``2/s`` offered, ``trace x2`` (a trace's speedup)."""
+    if mode == "rate":
+        return f"{level:g}/s"
+    if mode == "trace":
+        return f"trace x{level:g}"
+    return f"c={level:g}"
 
 
 def measured(turns: Iterable[BenchTurn]) -> list[BenchTurn]:

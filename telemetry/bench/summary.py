@@ -87,6 +87,11 @@ CSV_COLUMNS = (
     "server_waiting_max",
     "server_kv_cache_usage_mean",
     "server_prefix_cache_hit_rate",
+    # the workload's (telemetry.bench.workload.figures): empty where the level has none
+    "cache_hit_fraction",
+    "ttft_cache_hit_p50_ms",
+    "ttft_cache_miss_p50_ms",
+    "send_late_p99_ms",
 )
 
 
@@ -97,7 +102,7 @@ def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
     return {
         "mode": agg["mode"],
         # concurrency is a whole number of users (written 4, not 4.0); a rate may be fractional
-        "level": agg["level"] if agg["mode"] == "rate" else int(agg["level"]),
+        "level": int(agg["level"]) if agg["mode"] == "concurrency" else agg["level"],
         "requests": agg["requests"],
         "completed": agg["completed"],
         "failed": agg["failed"],
@@ -126,4 +131,8 @@ def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
         "server_waiting_max": g.waiting.max if g and g.waiting else None,
         "server_kv_cache_usage_mean": g.kv_cache_usage.mean if g and g.kv_cache_usage else None,
         "server_prefix_cache_hit_rate": g.prefix_cache_hit_rate if g else None,
+        "cache_hit_fraction": (agg.get("prefix_cache") or {}).get("hit_fraction"),
+        "ttft_cache_hit_p50_ms": ((agg.get("prefix_cache") or {}).get("ttft_hit_ms") or {}).get("p50"),
+        "ttft_cache_miss_p50_ms": ((agg.get("prefix_cache") or {}).get("ttft_miss_ms") or {}).get("p50"),
+        "send_late_p99_ms": (((agg.get("arrivals") or {}).get("late_ms")) or {}).get("p99"),
     }

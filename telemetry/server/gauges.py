@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
+from telemetry.errors import TtftError
+
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
@@ -43,7 +45,7 @@ Labels = Mapping[str, str]
 Samples = dict[str, list[tuple[Labels, float]]]  # sample name -> (labels, value) of each series
 
 
-class NotPrometheus(ValueError):
+class NotPrometheus(TtftError, ValueError):
     """The text is not Prometheus exposition (an HTML error page, JSON, a truncated body)."""
 
 

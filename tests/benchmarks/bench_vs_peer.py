@@ -1,6 +1,7 @@
 """ttft bench against AIPerf on the same loopback servers, in one run; prints both side by side.
 
     python tests/benchmarks/bench_vs_peer.py [--aiperf /tmp/aiperf-venv/bin/aiperf] [--rounds 3] [--skip-llama]
+        [--workload plain|turns|prefix] [--turns 3] [--prefix-tokens 256 --prefixes 2]
 
 1. The simulated batching server (tests/fakes/batching_server.py, a separate process) and, when
    llama-server is installed (extra ``server``), the real llama-server with the default local
@@ -22,6 +23,15 @@
    to share them), so a tool's own CPU use cannot slow the server it measures.
 4. The most concurrent streams one ttft process holds with event-loop lag p99 under 5 ms
    (a fake server with unlimited slots, 20 ms per token).
+
+``--workload`` sends the same kind of load from both tools: ``turns`` (conversations of ``--turns``
+turns, each resending the history with the live answers: ``ttft bench --turns T`` against AIPerf's
+``--conversation-turn-mean T --conversation-turn-stddev 0``, whose synthetic multi-turn threads the
+live responses into the history too) or ``prefix`` (``ttft bench --prefix-tokens N --prefixes K``
+against AIPerf's ``--prefix-prompt-length N --prefix-prompt-pool-size K``). What differs: ttft gives
+closed-loop user u the prefix u mod K, AIPerf draws one from its pool per request; ttft counts
+``--input-tokens`` after the prefix, AIPerf's prompt length also comes after it. Both draw
+prefixes of their own per run (seeded), so neither run reads the other's from llama-server's cache.
 
 AIPerf runs offline here with a word-level tokenizer built from its own corpus with the
 ``tokenizers`` package (in AIPerf's venv); ``HF_HUB_OFFLINE`` must stay unset for it.
@@ -85,7 +95,7 @@ def run_ttft(
         sys.executable, "-m", "tui.cli", "bench", "-m", f"compat:{model}", "--base-url", base_url,
         "--concurrency", ",".join(map(str, levels)), "--requests", str(a.requests), "--warmup", str(a.warmup),
         "--input-tokens", str(a.input_tokens), "--max-output-tokens", str(a.output_tokens), "--out", str(out),
-        "--quiet", "--seed", str(seed),
+        "--quiet", "--seed", str(seed), *workload_flags(a, "ttft"),
     ]  # fmt: skip
     subprocess.run(cmd, check=False, cwd=ROOT, stdout=subprocess.DEVNULL)
     summary = json.loads((out / "summary.json").read_text())
@@ -103,9 +113,11 @@ def run_aiperf(
         "--prompt-input-tokens-stddev", "0", "--prompt-output-tokens-mean", str(a.output_tokens),
         "--prompt-output-tokens-stddev", "0", "--extra-inputs", f"max_tokens:{a.output_tokens}",
         "--use-server-token-count", "--artifact-dir", str(out), "--ui-type", "simple", "--random-seed", str(seed),
-        # one conversation per request, drawn without replacement: with fewer, AIPerf repeats prompts and
-        # llama-server answers the repeats from its prompt cache (a TTFT ttft's unique prompts never get)
+        # one conversation per request, drawn without replacement: with fewer, AIPerf repeats prompts (and
+        # restarts the warm-up's conversations) and llama-server answers the repeats from its prompt cache (a
+        # TTFT ttft's unique prompts never get); a multi-turn run uses a third of them
         "--conversation-num", str(a.requests + a.warmup), "--dataset-sampling-strategy", "shuffle",
+        *workload_flags(a, "aiperf"),
     ]  # fmt: skip
     log = out.with_suffix(".log")
     out.mkdir(parents=True, exist_ok=True)
@@ -116,6 +128,19 @@ def run_aiperf(
         print(f"  AIPerf c={c}: no results (see {log})", flush=True)
         return None
     return json.loads(found[-1].read_text())
+
+
+def workload_flags(a: argparse.Namespace, tool: str) -> list[str]:
+    """The same workload in each tool's words (see the module doc for what still differs)."""
+    if a.workload == "turns":
+        if tool == "ttft":
+            return ["--turns", str(a.turns)]
+        return ["--conversation-turn-mean", str(a.turns), "--conversation-turn-stddev", "0"]
+    if a.workload == "prefix":
+        if tool == "ttft":
+            return ["--prefix-tokens", str(a.prefix_tokens), "--prefixes", str(a.prefixes)]
+        return ["--prefix-prompt-length", str(a.prefix_tokens), "--prefix-prompt-pool-size", str(a.prefixes)]
+    return []
 
 
 Run = dict[str, Any]  # one tool run's figures: ttft, tpot, tput, cpu, lag, and the server's own (srv_*)
@@ -427,6 +452,10 @@ def main() -> int:
     p.add_argument("--stream-levels", default="8,16,32,64,128,256,512")
     p.add_argument("--stream-tokens", type=int, default=32)
     p.add_argument("--aiperf-timeout", type=float, default=300)
+    p.add_argument("--workload", choices=("plain", "turns", "prefix"), default="plain")
+    p.add_argument("--turns", type=int, default=3, help="--workload turns: turns per conversation")
+    p.add_argument("--prefix-tokens", type=int, default=256, help="--workload prefix: tokens per shared prefix")
+    p.add_argument("--prefixes", type=int, default=2, help="--workload prefix: shared prefixes")
     a = p.parse_args()
     levels = [int(x) for x in a.levels.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="ttft-vs-peer-"))

@@ -2,13 +2,19 @@
 
     python tests/benchmarks/client_capacity.py [--rates 20] [--levels 8,16,32,64,128,256] [--tokens 32]
         [--sdk | --raw | --httpx] [--transport aiohttp|proto] [--ramp S] [--loop auto|asyncio]
-        [--spread on|off] [--versus transport=aiohttp,proto | ramp=0,2 | spread=off,on [--runs 3]]
+        [--spread on|off] [--turns T] [--versus transport=aiohttp,proto | ramp=0,2 | spread=off,on | turns=1,3
+        [--runs 3]]
 
 The default path is ``ttft bench``'s: the lean reader (orjson) on the asyncio Protocol + httptools
 transport (backends.transport.protocol; on aiohttp without httptools, or with ``--transport aiohttp``, as
 ``ttft bench --aiohttp``). ``--ramp S`` starts each level's streams spread over S seconds.
 ``--spread off`` turns off what ``ttft bench`` does at every level (backends.load.spread): at most 8
-requests start per loop pass and records are ended in batches between passes. ``--httpx`` is the lean
+requests start per loop pass and records are ended in batches between passes. ``--stalls MS``
+prints, per level, where the loop thread was while the loop ran more than MS late
+(tests/benchmarks/loop_stalls.py). ``--turns T`` makes every stream a user holding conversations of T
+turns (``ttft bench --turns``): each turn resends the history with the answers so far, so the client
+builds and encodes bigger requests; each user holds at least one whole conversation per level.
+``--httpx`` is the lean
 reader on httpx2 (as ``ttft ask``), ``--raw`` the SDK's call read as JSON, ``--sdk`` the SDK's typed
 chunks. ``--loop asyncio`` runs asyncio's own event loop rather than uvloop (``ttft bench``'s
 default when uvloop is installed, backends.load.event_loop). Besides lag and CPU per chunk it prints how
@@ -49,7 +55,10 @@ from backends.load import event_loop  # noqa: E402
 from backends.load.driver import LoadConfig, run_level  # noqa: E402
 from backends.load.runner import BackendSpec, build_backend, default_transport  # noqa: E402
 from telemetry import events as ev  # noqa: E402
+from telemetry.bench.workload.lengths import Lengths  # noqa: E402
+from telemetry.bench.workload.plan import Workload  # noqa: E402
 from telemetry.metrics import percentiles  # noqa: E402
+from tests.benchmarks.loop_stalls import StallSampler  # noqa: E402
 from tests.fakes.batching_server import free_port, wait_http  # noqa: E402
 
 
@@ -130,21 +139,28 @@ async def ramp(base_url: str, rate: float, a: argparse.Namespace, figures: dict[
         warm = LoadConfig(levels=(4,), requests=4, input_tokens=16, max_output_tokens=4, warmup=0)
         await run_level(backend, warm, 4, run_id="warm", warmup=True)
         for c in a.levels:
+            turns = int(a.turns)
             cfg = LoadConfig(
                 levels=(c,),
-                requests=a.rounds * c,
+                requests=c * turns * -(-a.rounds // turns),  # whole conversations, at least one per user
                 input_tokens=16,
                 max_output_tokens=a.tokens,
                 warmup=0,
                 ramp_s=a.ramp,
                 spread=a.spread == "on",
+                workload=Workload(input=Lengths.fixed(16), turns=turns) if turns > 1 else None,
             )
             c0 = cpu_s()
             trace = LagTrace()
             trace.start()
+            sampler = StallSampler(a.stalls) if a.stalls else None
+            if sampler is not None:
+                sampler.start(asyncio.get_running_loop())
             origin = ev.now_ns() + 20_000_000  # the level starts on this stamp: the records' origin
             res = await run_level(backend, cfg, c, run_id=f"cap-{rate}-{c}", start_at_ns=origin)
             await trace.stop()
+            if sampler is not None:
+                sampler.stop()
             used = cpu_s() - c0
             steady_samples = steady_lags(trace.samples, res.records, origin)
             steady = percentiles(steady_samples)
@@ -171,6 +187,8 @@ async def ramp(base_url: str, rate: float, a: argparse.Namespace, figures: dict[
                 f"over {n_steady} of {len(trace.samples)} ticks; whole run {whole.get('p99') or 0:7.2f} ms",
                 flush=True,
             )
+            if sampler is not None:
+                print("         " + sampler.report().replace("\n", "\n         "), flush=True)
             if lag < 5.0 and failed == 0:
                 best = c
                 misses = 0
@@ -188,7 +206,7 @@ def versus(base_url: str, rate: float, a: argparse.Namespace, factory: object) -
     times in alternation (the order flipped each round, so a drift in the machine's load falls on both),
     then the medians per level. Every run's own line is printed as it ends."""
     name, _, values = a.versus.partition("=")
-    cast = float if name == "ramp" else str  # transport and spread take words
+    cast = float if name == "ramp" else int if name == "turns" else str  # transport and spread take words
     options = [cast(v) for v in values.split(",")]
     runs: dict[tuple[object, int], list[dict]] = {}
     loads: list[float] = []
@@ -238,7 +256,9 @@ def main() -> int:
         default=default_transport(),
         help="the lean reader's load client: aiohttp, or an asyncio Protocol + httptools (backends.transport.protocol)",
     )
-    p.add_argument("--versus", help="compare one option's values: transport=aiohttp,proto, ramp=0,2 or spread=off,on")
+    p.add_argument(
+        "--versus", help="compare one option's values: transport=aiohttp,proto, ramp=0,2, spread=off,on or turns=1,3"
+    )
     p.add_argument(
         "--spread",
         choices=("on", "off"),
@@ -247,6 +267,13 @@ def main() -> int:
     )
     p.add_argument("--runs", type=int, default=3, help="with --versus: runs of each value, alternated")
     p.add_argument("--ramp", type=float, default=0.0, help="seconds over which each level's streams start")
+    p.add_argument("--turns", type=int, default=1, help="turns per conversation (ttft bench --turns)")
+    p.add_argument(
+        "--stalls",
+        type=float,
+        metavar="MS",
+        help="sample the loop thread's stack whenever the loop is MS late (tests/benchmarks/loop_stalls.py)",
+    )
     p.add_argument("--loop", choices=("auto", "asyncio"), default="auto", help="auto: uvloop when installed")
     a = p.parse_args()
     a.levels = [int(x) for x in a.levels.split(",")]

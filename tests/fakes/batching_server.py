@@ -17,7 +17,10 @@ So with ``c <= slots`` steady concurrent users the simulated truth is
 aggregate output throughput ``c * N / (prefill + (N - 1) * TPOT)`` tokens/s for N-token answers;
 ``expected(c, n)`` computes it. Each token is one word (``"w12 "``), so word counts equal token
 counts; usage reports prompt words as ``prompt_tokens``. With ``timings=True`` the last chunk
-carries llama-server style ``timings``.
+carries llama-server style ``timings``. With ``unique_answers=True`` every answer's words name
+their request (``a7.00 a7.01 ...`` for the 8th request), so a test can tell which answer a later
+turn carries. ``log`` keeps, per request, when it arrived (``time.monotonic()``), its messages,
+its ``max_tokens`` and the answer sent.
 
 Use in-process (``with BatchingServer(...) as srv: srv.base_url``) or as a separate process:
 ``python -m tests.fakes.batching_server --port 8123 --slots 4 --token-ms 10 --alpha 0.3``.
@@ -64,6 +67,7 @@ class BatchingServer(LoopThreadServer):
         prefill_ms_per_token: float = 0.0,
         default_tokens: int = 32,
         timings: bool = False,
+        unique_answers: bool = False,
         host: str = "127.0.0.1",
         port: int = 0,
     ) -> None:
@@ -75,6 +79,8 @@ class BatchingServer(LoopThreadServer):
         self.prefill_ms_per_token = prefill_ms_per_token
         self.default_tokens = default_tokens
         self.timings = timings
+        self.unique_answers = unique_answers
+        self.log: list[dict[str, Any]] = []
         self.active = 0
         self.max_active = 0
         self.served = 0
@@ -120,6 +126,16 @@ class BatchingServer(LoopThreadServer):
         model = body.get("model", "batching-fake")
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         cid = "chatcmpl-" + uuid.uuid4().hex[:12]
+        serial = len(self.log)
+        words = [f"a{serial}.{i:02d} " if self.unique_answers else f"w{i:02d} " for i in range(n)]
+        self.log.append(
+            {
+                "arrived": arrived,
+                "messages": body.get("messages", []),
+                "max_tokens": body.get("max_tokens"),
+                "answer": "".join(words),
+            }
+        )
 
         def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> bytes:
             obj: dict[str, Any] = {
@@ -150,7 +166,7 @@ class BatchingServer(LoopThreadServer):
                     delay = target - loop.time()
                     if delay > 0:
                         await asyncio.sleep(delay)
-                    await resp.write(chunk({"content": f"w{i:02d} "}))
+                    await resp.write(chunk({"content": words[i]}))
                     if first is None:
                         first = loop.time()
                 end = loop.time()

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from telemetry.bench.capacity import Objective
+from telemetry.bench.requests import level_label
 from telemetry.probe.result import ProbeFit, ProbePoint
 from telemetry.record import TurnRecord
 from telemetry.server.gauges import LevelGauges, read_level
@@ -18,7 +19,7 @@ from tui.report.charts import BAR_NAME_W, Bar, Chart, Series
 
 
 def _label(lv: dict[str, Any]) -> str:
-    return f"{lv['level']:g}/s" if lv.get("mode") == "rate" else f"c={int(lv['level'])}"
+    return level_label(str(lv.get("mode") or "concurrency"), float(lv["level"]))
 
 
 def tradeoff_chart(
@@ -65,12 +66,14 @@ def _objectives(capacity: dict[str, Any]) -> list[Objective]:
 
 
 def _xlabel(levels: Sequence[dict[str, Any]]) -> tuple[str, bool]:
+    """The level axis's name, and whether its values are continuous (a rate or a trace's speedup)."""
     rate = any(lv.get("mode") == "rate" for lv in levels)
-    return ("requests/s offered" if rate else "concurrent users"), rate
+    trace = any(lv.get("mode") == "trace" for lv in levels)
+    return ("requests/s offered" if rate else "trace speedup" if trace else "concurrent users"), rate or trace
 
 
 def ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
-    """TTFT p50 and p99 against the level (concurrency or rate). With the server's gauges
+    """TTFT p50 and p99 against the level (concurrency, rate or a trace's speedup). With the server's gauges
     (``--server-metrics``) each p50 point is labelled with the requests waiting in its queue."""
     xlabel, rate = _xlabel(levels)
     series = []

@@ -32,7 +32,7 @@ import ray
 
 from backends.load import event_loop
 from backends.load.driver import Finished, LoadConfig, Progress, run_level
-from backends.load.runner import BackendSpec, build_backend
+from backends.load.runner import BackendSpec, build_backend, warmup_workload
 from telemetry.bench.requests import Mode
 
 # How often a driver hands its finished records on while a level runs: each batch is work on the driver's
@@ -55,6 +55,8 @@ class Job:
     level_index: int
     warmup: bool
     worker: int  # the driver's number in the run
+    first_user: int = 0  # its first closed-loop user's number across the level (users pick shared prefixes)
+    part: tuple[int, int] = (0, 1)  # a trace's split: this driver sends every request at part[0] mod part[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +170,11 @@ class Driver:
             try:
                 res = await run_level(
                     self._backend,
-                    replace(self._cfg, mode=job.mode),
+                    replace(
+                        self._cfg,
+                        mode=job.mode,
+                        workload=warmup_workload(self._cfg) if job.warmup else self._cfg.workload,
+                    ),
                     job.share,
                     run_id=self._run_id,
                     level_index=job.level_index,
@@ -178,6 +184,8 @@ class Driver:
                     worker=job.worker,
                     on_progress=progress,
                     on_record=pending.append,
+                    first_user=job.first_user,
+                    part=job.part,
                 )
                 client = res.client
             finally:

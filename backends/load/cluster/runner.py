@@ -25,7 +25,7 @@ import math
 import signal
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -40,10 +40,10 @@ from backends.load.cluster.address import ClusterAddress, endpoint, is_loopback,
 from backends.load.cluster.driver import Barrier, Batch, Driver, Job, ttft_version
 from backends.load.cluster.local import LocalCluster
 from backends.load.driver import LevelCancelled, LevelResult, LoadConfig, Progress
-from backends.load.runner import BackendSpec, merge_clients, pool_size, split
+from backends.load.runner import BackendSpec, merge_clients, parts, pool_size, warmup_workload
 from telemetry.bench.cluster import Node, Share, cluster_block, level_figures
 from telemetry.bench.merge import worst_client
-from telemetry.bench.requests import Mode
+from telemetry.bench.requests import Mode, level_label
 from telemetry.bench.slo import SLO
 from telemetry.errors import ErrorKind, TtftError
 from telemetry.log.urls import redact_url
@@ -363,23 +363,24 @@ class ClusterRunner:
         alive = self._alive()
         if not alive:
             raise ClusterError("every driver was lost: no node is left to run the load")
-        k = max(1, min(len(alive), requests, int(level) if mode == "concurrency" else requests))
-        used = alive[:k]
-        shares = split(level, k, mode == "concurrency")
-        counts = [int(x) for x in split(requests, k, True)]
+        cfg = replace(self.cfg, mode=mode, workload=warmup_workload(self.cfg) if warmup else self.cfg.workload)
+        split_up = parts(cfg, mode, level, requests, start_index, min(len(alive), max(1, requests)))
+        used = alive[: len(split_up)]
         key = f"{self.run_id}-{self._round}"
         self._round += 1
-        jobs, first = [], start_index
-        for d, share, count in zip(used, shares, counts, strict=True):
-            jobs.append(Job(key, mode, level, share, count, first, level_index, warmup, d.index))
-            first += count
+        jobs = [
+            Job(
+                key, mode, level, p.share, p.requests, p.start_index, level_index, warmup, d.index, p.first_user, p.part
+            )
+            for d, p in zip(used, split_up, strict=True)
+        ]
         self._counts = {}
         self._level_total = requests
         await _awaitable(self._barrier.expect.remote(key, [d.name for d in used]))
         for d, job in zip(used, jobs, strict=True):
             d.actor.start.remote(job)  # a driver already gone shows up in its first take
         t0 = time.monotonic()
-        label = "warm-up" if warmup else (f"{level:g}/s" if mode == "rate" else f"c={int(level)}")
+        label = "warm-up" if warmup else level_label(mode, level)
         nodes = len({d.node.node_id for d in used})
         loop = asyncio.get_running_loop()
         collectors = [

@@ -10,6 +10,7 @@ from typing import Any
 from backends.load.cluster.address import ClusterAddress
 from backends.load.cluster.address import parse as parse_cluster_address
 from telemetry.bench.slo import SLO
+from telemetry.bench.workload.lengths import Lengths
 from tui.commands.args import model_spec
 from tui.commands.bench import capacity as bench_capacity
 from tui.commands.flags import add_turn_flags
@@ -72,6 +73,13 @@ def cluster_address(text: str) -> ClusterAddress:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _lengths(text: str) -> Lengths:
+    try:
+        return Lengths.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def check_cluster(args: argparse.Namespace) -> str | None:
     """Why ``--cluster`` cannot go with the other flags given, or None."""
     if args.cluster is None:
@@ -81,6 +89,29 @@ def check_cluster(args: argparse.Namespace) -> str | None:
     if args.workers is not None and args.workers < 1:
         return "--workers with --cluster takes a number of drivers from 1 up"
     return None
+
+
+def _count(least: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if n < least:
+            raise argparse.ArgumentTypeError(f"expected {least} or more, got {n}")
+        return n
+
+    return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        s = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 <= s <= 3600:
+        raise argparse.ArgumentTypeError(f"expected 0 to 3600 seconds, got {text}")
+    return s
 
 
 def _goodput(text: str) -> str:
@@ -120,6 +151,12 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
             "ttft bench -m compat:m --base-url http://127.0.0.1:8000/v1 --server-metrics   # vLLM's queue and KV use",
             "ttft bench -m compat:m --base-url URL --cluster local:2 --concurrency 8 --requests 40",
             "ttft bench -m compat:m --base-url http://vllm.svc:8000/v1 --cluster auto --concurrency 64,256",
+            "# workloads: spread lengths, shared prefixes, conversations, datasets, traces (docs/bench/workloads.md)",
+            "ttft bench -m local-server --input-tokens 100:30 --output-tokens 32-96 --ignore-eos",
+            "ttft bench -m local-server --prefix-tokens 256 --prefixes 2 --concurrency 4",
+            "ttft bench -m compat:m --base-url URL --turns 3 --think-time 1",
+            "ttft bench -m compat:m --base-url URL --trace mooncake.jsonl --speedup 1,2",
+            "ttft bench -m compat:m --base-url URL --trace ~/.local/share/ttft/sessions/SESSION.jsonl --speedup 10",
         ),
     )
     p.add_argument("-m", "--model", type=model_spec, required=True, help="PROVIDER:MODEL, or local-server[:PATH.gguf]")
@@ -145,18 +182,80 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         "--requests",
         "--num-prompts",
         dest="requests",
-        type=int,
-        default=32,
-        help="measured requests per level (default 32)",
+        type=_count(1),
+        help="measured requests per level (default 32; a trace: all of its requests; with --turns, rounded "
+        "up to whole conversations)",
     )
     p.add_argument("--warmup", type=int, default=2, help="unmeasured requests before the first level (default 2)")
-    p.add_argument(
+    work = p.add_argument_group(
+        "workload (what each request is; docs/bench/workloads.md)",
+    )
+    work.add_argument(
         "--input-tokens",
         "--random-input-len",
         dest="input_tokens",
-        type=int,
-        default=128,
-        help="synthetic prompt length (default 128)",
+        type=_lengths,
+        metavar="N|MEAN:STDDEV|A-B",
+        help="synthetic prompt length: fixed, a normal clipped at 1, or uniform from A to B (default 128)",
+    )
+    work.add_argument(
+        "--output-tokens",
+        "--random-output-len",
+        dest="output_tokens",
+        type=_lengths,
+        metavar="N|MEAN:STDDEV|A-B",
+        help="answer length asked for through max_tokens, drawn per request (default --max-output-tokens; "
+        "with --dataset, the dataset's answer lengths); a server stops sooner at its end-of-sequence token "
+        "unless it ignores it (local-server --ignore-eos)",
+    )
+    work.add_argument(
+        "--prefix-tokens",
+        "--random-prefix-len",
+        dest="prefix_tokens",
+        type=_count(1),
+        metavar="N",
+        help="every conversation starts with one of --prefixes shared texts of N tokens (the prefix-cache experiment)",
+    )
+    work.add_argument(
+        "--prefixes",
+        type=_count(1),
+        metavar="K",
+        help="how many shared prefixes; closed-loop users are spread over them, user u on prefix u mod K (default 1)",
+    )
+    work.add_argument(
+        "--turns",
+        type=_count(1),
+        default=1,
+        metavar="T",
+        help="each user holds conversations of T turns; turn k resends the whole history with the model's "
+        "real answers (with --dataset: up to T of each conversation's human turns)",
+    )
+    work.add_argument(
+        "--think-time",
+        type=_seconds,
+        default=0.0,
+        metavar="S",
+        help="with --turns: seconds between an answer and the user's next turn (default 0)",
+    )
+    work.add_argument(
+        "--dataset",
+        type=Path,
+        metavar="FILE",
+        help="prompts from a file: ShareGPT JSON or JSONL (the first human turn; the whole conversation with "
+        "--turns), chat messages, or JSONL with a prompt field",
+    )
+    work.add_argument(
+        "--trace",
+        type=Path,
+        metavar="FILE",
+        help="replay a trace: Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids of 512-token "
+        "blocks) or a ttft session log or id (its turns' sizes, answers and gaps); requests go at the trace's times",
+    )
+    work.add_argument(
+        "--speedup",
+        type=_floats,
+        metavar="X[,Y...]",
+        help="with --trace: replay it X times faster; several values are levels (default 1)",
     )
     p.add_argument("--seed", type=int, default=0, help="prompts and arrival times repeat with the same seed")
     p.add_argument("--slo", help="goodput objectives, e.g. ttft=500ms,tpot=50ms,e2e=10s (errors count as misses)")
@@ -226,7 +325,11 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
     p.add_argument("--slots", type=int, default=4, help="local-server: parallel slots (-np)")
     p.add_argument("--ctx", type=int, default=4096, help="local-server: context shared by the slots (-c)")
     p.add_argument("--threads", type=int, help="local-server: CPU threads (-t)")
-    p.add_argument("--ignore-eos", action="store_true", help="local-server: every answer runs to --max-output-tokens")
+    p.add_argument(
+        "--ignore-eos",
+        action="store_true",
+        help="local-server: every answer runs to the max_tokens asked (--max-output-tokens or --output-tokens)",
+    )
     add_turn_flags(p, max_output_tokens=64, max_retries=0)  # a retry would hide an error a load test counts
     add_output_flags(p, "print the ttft.bench/1 summary (summary.json, with the results folder) instead of the tables")
     bench_capacity.add_arguments(p)

@@ -36,6 +36,7 @@ from telemetry.bench import summary as bench_summary
 from telemetry.bench.cluster import partial_line
 from telemetry.bench.requests import read_bench
 from telemetry.bench.slo import SLO
+from telemetry.errors import TtftError
 from telemetry.log.json_line import encode_line
 from telemetry.log.turns import write_all
 from telemetry.log.urls import redact_url
@@ -43,6 +44,7 @@ from telemetry.server.gauges import level_summary
 from tui import signals
 from tui.commands.bench import args as bench_args
 from tui.commands.bench import capacity as bench_capacity
+from tui.commands.bench import workload as bench_workload
 from tui.commands.bench.output import (
     HEADER,
     ProgressLine,
@@ -52,6 +54,7 @@ from tui.commands.bench.output import (
     level_row,
     server_line,
     wait_line,
+    workload_lines,
 )
 from tui.commands.exits import Exit, for_error_kind
 from tui.commands.flags import settings_from_args
@@ -149,17 +152,17 @@ async def _wait_for_start(args: argparse.Namespace, meta: dict[str, Any]) -> Non
     )
 
 
-class Abort(Exception):
+class Abort(TtftError):
     """A step that cannot go on: its sentence for stderr (None when already said) and the exit code."""
 
-    def __init__(self, code: int, message: str | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, code: int, sentence: str | None = None) -> None:
+        super().__init__(sentence or "")
         self.code = code
-        self.message = message
+        self.sentence = sentence
 
     def report(self) -> int:
-        if self.message is not None:  # a server's words, maybe: shown, never run
-            print(visible_controls(f"ttft bench: {self.message}"), file=sys.stderr)
+        if self.sentence is not None:  # a server's words, maybe: shown, never run
+            print(visible_controls(f"ttft bench: {self.sentence}"), file=sys.stderr)
         return self.code
 
 
@@ -173,6 +176,7 @@ class Plan:
     out: Path
     turns: TurnsFile
     slo: SLO | None
+    chosen: bench_workload.Chosen
 
 
 @dataclass(frozen=True)
@@ -203,16 +207,24 @@ class Reader:
 # --- step 1: configure -----------------------------------------------------------------
 def configure(args: argparse.Namespace, slo: SLO | None) -> Plan:
     """The load from the flags, the run's id and its results folder (created, ``turns.jsonl`` opened)."""
-    mode = "rate" if args.rate else "concurrency"
-    levels_in = args.rate or args.concurrency or (1.0, 2.0, 4.0, 8.0)
+    try:
+        chosen = bench_workload.choose(args)
+    except bench_workload.WorkloadError as exc:
+        raise Abort(Exit.USAGE, str(exc)) from None  # a file's name or bytes: shown, never run
+    for said in chosen.notes:
+        print(visible_controls(f"ttft bench: {said}"), file=sys.stderr)
+    mode = "trace" if chosen.trace else "rate" if args.rate else "concurrency"
+    # a trace's levels are its speedups
+    levels_in = (args.speedup or (1.0,)) if chosen.trace else (args.rate or args.concurrency or (1.0, 2.0, 4.0, 8.0))
     if args.find_capacity:  # the levels are the search's; the HTTP pool is sized for its limit
         levels_in = (args.capacity_limit,)
     cfg = LoadConfig(
         mode=mode,  # type: ignore[arg-type]
         levels=tuple(levels_in),
-        requests=args.requests,
+        requests=chosen.requests,
         warmup=args.warmup,
-        input_tokens=args.input_tokens,
+        input_tokens=chosen.input_tokens,
+        workload=chosen.workload,
         max_output_tokens=args.max_output_tokens,
         seed=args.seed,
         workers=1 if args.cluster else max(1, args.workers or 1),  # a cluster's drivers are its own
@@ -233,7 +245,7 @@ def configure(args: argparse.Namespace, slo: SLO | None) -> Plan:
         turns = TurnsFile(out / "turns.jsonl")
     except OSError as exc:
         raise Abort(Exit.NOT_SAVED, f"cannot write the results to {out}/: {exc.strerror or exc}") from None
-    return Plan(cfg, mode, run_id, out, turns, slo)
+    return Plan(cfg, mode, run_id, out, turns, slo, chosen)
 
 
 # --- step 2: the server's lifetime -------------------------------------------------------
@@ -286,7 +298,8 @@ def choose_reader(args: argparse.Namespace, target: Target) -> Reader:
 
 def describe(args: argparse.Namespace, plan: Plan, target: Target, reader: Reader) -> dict[str, Any]:
     """The run's facts for ``summary.json``: what was loaded, how, and how it was read."""
-    cfg = plan.cfg
+    cfg, chosen = plan.cfg, plan.chosen
+    plain_length = chosen.workload.kind == "synthetic" and not chosen.workload.input.spread
     meta: dict[str, Any] = {
         "run_id": plan.run_id,
         "model_spec": args.model,
@@ -294,8 +307,14 @@ def describe(args: argparse.Namespace, plan: Plan, target: Target, reader: Reade
         "mode": plan.mode,
         "requests_per_level": cfg.requests,
         "warmup": cfg.warmup,
-        "input_tokens": cfg.input_tokens,
+        # the plain bench's keys (ttft report --merge checks them): None where a workload has no one length
+        "input_tokens": cfg.input_tokens if plain_length else None,
         "max_output_tokens": cfg.max_output_tokens,
+        "workload": {
+            **chosen.workload.describe(cfg.max_output_tokens),
+            **({"file": chosen.source} if chosen.source else {}),
+            "notes": chosen.notes,
+        },
         "seed": cfg.seed,
         "workers": cfg.workers,
         "raw_stream": args.raw_stream,
@@ -523,6 +542,8 @@ async def run_one_level(
         print(line, flush=True)
     if (line := cost_line(a)) is not None:
         print(line, flush=True)
+    for text in workload_lines(a):
+        print(text, flush=True)
     if (line := partial_line(a)) is not None:
         print("          " + line, flush=True)
     return a

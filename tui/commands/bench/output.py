@@ -1,6 +1,6 @@
 """What ``ttft bench`` shows: the per-level table (also the report's; its ``queue`` column is the server's
-own count of waiting requests, ``--server-metrics``), its server-reported, server-gauge and wait-split
-lines, the live progress line on stderr, and the charts of a run's levels."""
+own count of waiting requests, ``--server-metrics``), its server-reported, server-gauge, wait-split and
+workload lines, the live progress line on stderr, and the charts of a run's levels."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from backends.load.driver import Progress
+from telemetry.bench.requests import level_label
 from telemetry.cost import fmt_usd
 from telemetry.server.gauges import read_level
 from tui.format import visible_controls
@@ -30,7 +31,7 @@ HEADER = " ".join(f"{name:>{w}}" for name, w in COLUMNS) + "  client"
 def level_cells(a: dict[str, Any]) -> list[str]:
     """One level as table cells (the columns of COLUMNS, then the client's health: on a cluster, the
     busiest node's, named)."""
-    label = f"{a['level']:g}/s" if a["mode"] == "rate" else f"c={int(a['level'])}"
+    label = level_label(a["mode"], a["level"])
     client = a.get("client") or {}
     busiest = client.get("busiest") if isinstance(client.get("busiest"), dict) else None
     shown = busiest or client
@@ -109,6 +110,62 @@ def wait_line(a: dict[str, Any]) -> str | None:
     return "          wait split: " + ", ".join(parts)
 
 
+def workload_lines(a: dict[str, Any]) -> list[str]:
+    """What the level's workload shows (``telemetry.bench.workload.figures``): lengths with spread, the
+    prefix cache's hits against its misses, the cost of each turn, how late scheduled sends left."""
+    out = []
+    pad = "          "
+    lengths = a.get("lengths") or {}
+    drawn = [
+        f"{label} {_n(d.get('mean'))} +- {_n(d.get('std'))} ({_n(d.get('min'))}-{_n(d.get('max'))})"
+        for key, label in (("input_tokens", "input"), ("output_tokens", "max_tokens"))
+        if isinstance(d := lengths.get(key), dict) and d.get("std")
+    ]
+    if drawn:
+        got = lengths.get("output_tokens_received") or {}
+        out.append(pad + "lengths drawn: " + ", ".join(drawn) + f"; output received mean {_n(got.get('mean'))}")
+    cache = a.get("prefix_cache")
+    if cache and cache.get("with_prefix") and not cache.get("cached_input_tokens"):
+        out.append(pad + "prefix cache: the server reported no cached input tokens (none, or it does not say)")
+    elif cache and cache.get("cached_input_tokens"):
+        hit, miss = cache["ttft_hit_ms"], cache["ttft_miss_ms"]
+        out.append(
+            pad + f"prefix cache: {cache['hits']}/{cache['requests']} hits, {_n(cache['cached_input_tokens_mean'])} "
+            f"cached tokens per request; TTFT p50 hit {_n(hit['p50'])} ms ({hit_n(cache, 'hit')}) vs miss "
+            f"{_n(miss['p50'])} ms ({hit_n(cache, 'miss')})"
+        )
+    turns = a.get("by_turn") or []
+    if turns:
+        cells = []
+        for t in turns:
+            prefill = t["server_prefill_ms"]["p50"]
+            cells.append(
+                f"{t['turn']}: TTFT {_n(t['ttft_ms']['p50'])} ms"
+                + (f", prefill {_n(prefill)} ms" if prefill is not None else "")
+                + f", {_n(t['input_tokens']['p50'])} in"
+            )
+        out.append(pad + "by turn (p50): " + "; ".join(cells))
+    convs = a.get("conversations")
+    if convs and convs.get("cut_short"):
+        out.append(
+            pad + f"conversations: {convs['cut_short']} of {convs['conversations']} cut short by a failed turn "
+            "(their later turns were not sent)"
+        )
+    arr = a.get("arrivals")
+    if arr:
+        late = arr["late_ms"]
+        out.append(
+            pad + f"arrivals: sent late p50 {_n(late['p50'], 1)} ms, p99 {_n(late['p99'], 1)} ms, max "
+            f"{_n(late['max'], 1)} ms; {arr['on_time_fraction']:.0%} within {arr['on_time_ms']:g} ms of the schedule"
+        )
+    return out
+
+
+def hit_n(cache: dict[str, Any], kind: str) -> str:
+    n = cache["hits"] if kind == "hit" else cache["requests"] - cache["hits"]
+    return f"{n} request{'s' if n != 1 else ''}"
+
+
 def bench_charts(
     levels: list[dict[str, Any]], title: str, capacity: dict[str, Any] | None = None
 ) -> list[tuple[str, charts.Chart]]:
@@ -139,7 +196,7 @@ class ProgressLine:
             return
         if p.done == p.total:
             self._finished = key
-        what = "warm-up" if p.warmup else (f"{p.level:g}/s" if p.mode == "rate" else f"c={int(p.level)}")
+        what = "warm-up" if p.warmup else level_label(p.mode, p.level)
         if p.warmup:
             pos = ""
         elif self.search:

@@ -97,7 +97,7 @@ def _level(lv: Any) -> dict[str, Any] | None:
         distribution = isinstance(blank, dict) and all(b is None for b in blank.values())
         if distribution and not (isinstance(v, dict) and all(x is None or _is_number(x) for x in v.values())):
             return None
-    if (lv.get("mode") or "concurrency") not in ("concurrency", "rate") or not _is_number(lv.get("level")):
+    if (lv.get("mode") or "concurrency") not in ("concurrency", "rate", "trace") or not _is_number(lv.get("level")):
         return None
     out = {**empty, **{k: v for k, v in lv.items() if v is not None or k not in empty}}
     for key, blank in empty.items():  # a distribution missing a percentile has no figure for it
