@@ -12,7 +12,7 @@ import pytest
 
 from backends.load.driver import LoadConfig
 from backends.load.runner import LoadRunner
-from backends.load.scrape import LevelScraper
+from backends.load.scrape import LevelScraper, scraped
 from backends.providers.registry import create_backend
 from backends.transport.prometheus import MetricsEndpoint, MetricsUnavailable, metrics_url
 from telemetry.server.gauges import level_summary
@@ -129,22 +129,23 @@ def test_the_scraper_reads_during_the_level_and_frames_it() -> None:
     assert s["prefix_cache_hit_rate"] == pytest.approx(0.5, abs=0.2)
 
 
-async def test_the_runner_scrapes_each_level_and_no_warm_up() -> None:
+async def test_each_level_is_scraped_beside_it_and_the_warm_up_is_not() -> None:
     with GaugedServer(slots=2, token_ms=10, prefill_ms=5, default_tokens=8) as srv:
         e = MetricsEndpoint(srv.url + "/metrics")
         await asyncio.to_thread(e.probe)
+        scraper = LevelScraper(e, interval_s=0.02)
         backend = create_backend("compat:gauged-fake", base_url=srv.base_url, lean=True)
         cfg = LoadConfig(levels=(1, 4), requests=8, warmup=1, max_output_tokens=8, input_tokens=16)
         try:
-            async with LoadRunner(cfg, backend=backend, scraper=LevelScraper(e, interval_s=0.02)) as runner:
+            async with LoadRunner(cfg, backend=backend) as runner:
                 reads_before_warmup = len(srv.reads)
                 warm = await runner.warmup()
-                assert warm is not None and warm.gauges is None and len(srv.reads) == reads_before_warmup
-                one, four = await runner.level(0), await runner.level(1)
+                assert warm is not None and len(srv.reads) == reads_before_warmup
+                (_, one), (_, four) = await scraped(scraper, runner.level(0)), await scraped(scraper, runner.level(1))
         finally:
             await backend.aclose()
-    assert one.gauges is not None and four.gauges is not None
-    s1, s4 = level_summary(one.gauges), level_summary(four.gauges)
+    assert one is not None and four is not None
+    s1, s4 = level_summary(one), level_summary(four)
     # one user never queues (a read can land while its request is being admitted: counted waiting, as a real
     # server counts it until scheduled); four users on two slots keep about two waiting
     assert s1["waiting"]["mean"] < 0.3
@@ -161,8 +162,8 @@ async def test_a_level_cut_short_leaves_the_scraper_ready_for_the_next() -> None
         backend = create_backend("compat:gauged-fake", base_url=srv.base_url, lean=True)
         cfg = LoadConfig(levels=(2, 1), requests=4, warmup=0, max_output_tokens=20, input_tokens=8)
         try:
-            async with LoadRunner(cfg, backend=backend, scraper=scraper) as runner:
-                task = asyncio.create_task(runner.level(0))
+            async with LoadRunner(cfg, backend=backend) as runner:
+                task = asyncio.create_task(scraped(scraper, runner.level(0)))
                 await asyncio.sleep(0.3)
                 task.cancel()
                 with pytest.raises(LevelCancelled):
@@ -173,7 +174,7 @@ async def test_a_level_cut_short_leaves_the_scraper_ready_for_the_next() -> None
                 assert len(srv.reads) <= reads + 1  # the abandoned thread stopped (one read may have been in flight)
                 cfg2 = LoadConfig(levels=(1,), requests=1, warmup=0, max_output_tokens=4, input_tokens=8)
                 runner.cfg = cfg2
-                again = await runner.level(0)
+                _, again = await scraped(scraper, runner.level(0))
         finally:
             await backend.aclose()
-    assert again.gauges is not None and again.gauges.before is not None and again.gauges.after is not None
+    assert again is not None and again.before is not None and again.after is not None
