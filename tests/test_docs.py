@@ -235,6 +235,7 @@ def test_every_key_the_chat_page_lists_is_bound_and_in_the_help() -> None:
 OTHER_TOOLS_FLAGS = {"--strict", "--check", "--force-reinstall", "--no-cache-dir", "--data-binary", "--no-repack"}
 OTHER_TOOLS_FLAGS |= {"--concurrency-ramp-duration"}
 OTHER_TOOLS_FLAGS |= {"--metrics", "--enable-metrics"}  # llama-server's and SGLang's Prometheus switches
+OTHER_TOOLS_FLAGS |= {"--cache-prompt", "--cache-ram"}  # llama-server's prompt cache
 OTHER_TOOLS_FLAGS |= {"--head", "--address", "--node-ip-address", "--distributed-executor-backend"}  # ray, vllm
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from telemetry.bench.slo import SLO
+from telemetry.bench.workload.lengths import Lengths
 from telemetry.record import SCHEMA
 from tests.fakes import FakeServer, Schedule
 from tests.support.paths import ROOT
@@ -320,7 +321,7 @@ def test_vllm_bench_flag_names_map_onto_the_bench_options() -> None:
     parse = build_parser("bench").parse_args
     args = parse(["bench", "-m", "a:b", "--num-prompts", "5", "--request-rate", "2", "--random-input-len", "16",
                   "--goodput", "ttft:500", "tpot:50"])  # fmt: skip
-    assert (args.requests, args.rate, args.input_tokens) == (5, (2.0,), 16)
+    assert (args.requests, args.rate, args.input_tokens) == (5, (2.0,), Lengths.fixed(16))
     assert SLO.parse(args.slo) == SLO(ttft_ms=500.0, tpot_ms=50.0)
     assert parse(["bench", "-m", "a:b", "--max-concurrency", "1,4"]).concurrency == (1.0, 4.0)
     assert SLO.parse(parse(["bench", "-m", "a:b", "--goodput", "e2el:1000"]).slo) == SLO(e2e_ms=1000.0)

@@ -102,7 +102,7 @@ async def run_search(
         objectives,
         start=start_level(args),
         limit=args.capacity_limit,
-        requests=args.requests,
+        requests=runner.cfg.requests,  # the workload's (a conversation is never cut), from the flags
         max_requests=args.probe_max_requests,
         on_records=on_records,
         on_probe=on_probe,
