@@ -158,8 +158,8 @@ def create_backend(
 ) -> Backend:
     """The backend for ``-m spec``. Raises ProviderError with a printable message.
 
-    ``lean``: Chat Completions (openai, compat) without the OpenAI SDK (backends.providers.lean.chat):
-    the same record, without the SDK's 0.5-1.2 s import.
+    ``lean``: every hosted API without its SDK (backends.providers.lean: Chat Completions, Responses,
+    Messages): the same record, without the SDK's 0.5-2 s import.
     """
     provider, rest = parse_spec(spec)
     if provider == "local" and provider not in configured_providers():
@@ -188,10 +188,8 @@ def create_backend(
         "timeout_s": timeout,
         "max_connections": max_connections,
     }
-    if r.kind in ("openai", "compat") and lean:
-        from backends.providers.lean.chat import LeanChatBackend
-
-        return LeanChatBackend(r.model, compat=r.kind == "compat", **common)
+    if lean:
+        return _create_lean(r.kind, r.model, common)
     if r.kind in ("openai", "compat"):
         from backends.providers.openai_chat import OpenAIChatBackend
 
@@ -203,6 +201,21 @@ def create_backend(
     from backends.providers.anthropic_messages import AnthropicMessagesBackend
 
     return AnthropicMessagesBackend(r.model, **common)
+
+
+def _create_lean(kind: str, model: str, common: dict[str, Any]) -> Backend:
+    """The lean reader of API ``kind`` (each imported alone: none imports an SDK)."""
+    if kind in ("openai", "compat"):
+        from backends.providers.lean.chat import LeanChatBackend
+
+        return LeanChatBackend(model, compat=kind == "compat", **common)
+    if kind == "openai-responses":
+        from backends.providers.lean.responses import LeanResponsesBackend
+
+        return LeanResponsesBackend(model, **common)
+    from backends.providers.lean.messages import LeanMessagesBackend
+
+    return LeanMessagesBackend(model, **common)
 
 
 def _create_local(rest: str | None, **opts: Any) -> Backend:

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from backends.base import Backend
 from backends.providers.anthropic_messages import AnthropicMessagesBackend
 from backends.providers.lean.chat import LeanChatBackend
+from backends.providers.lean.messages import LeanMessagesBackend
+from backends.providers.lean.responses import LeanResponsesBackend
 from backends.providers.openai_chat import OpenAIChatBackend
 from backends.providers.openai_responses import OpenAIResponsesBackend
 from tests.fakes import FakeServer, Schedule
@@ -265,6 +267,9 @@ def raw() -> Iterator[RawServer]:
     s.close()
 
 
+ALL_APIS = ["sdk", "lean", "responses", "messages", "lean-responses", "lean-messages"]
+
+
 def _backend(api: str, url: str) -> Backend:
     if api == "sdk":
         return OpenAIChatBackend("m", provider="compat", base_url=url + "/v1", compat=True)
@@ -272,6 +277,10 @@ def _backend(api: str, url: str) -> Backend:
         return LeanChatBackend("m", provider="compat", base_url=url + "/v1", compat=True)
     if api == "responses":
         return OpenAIResponsesBackend("m", base_url=url + "/v1", api_key="k")
+    if api == "lean-responses":
+        return LeanResponsesBackend("m", base_url=url + "/v1", api_key="k")
+    if api == "lean-messages":
+        return LeanMessagesBackend("m", base_url=url, api_key="k")
     return AnthropicMessagesBackend("m", base_url=url, api_key="k")
 
 
@@ -302,7 +311,7 @@ def test_ask_sdk_reports_a_wrong_shaped_chunk_as_malformed(env: Path, capsys: py
     assert "bug in ttft" not in (record["error"]["hint"] or "")
 
 
-@pytest.mark.parametrize("api", ["sdk", "lean", "responses", "messages"])
+@pytest.mark.parametrize("api", ALL_APIS)
 async def test_invalid_utf8_in_a_stream_is_a_malformed_stream(api: str, raw: RawServer) -> None:
     raw.content_type = "text/event-stream"
     raw.pieces = [HI_CHUNK, b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"}}]}\n\n']
@@ -316,7 +325,7 @@ async def test_invalid_utf8_in_a_stream_is_a_malformed_stream(api: str, raw: Raw
         assert rec["answer"] == "Hi"
 
 
-@pytest.mark.parametrize("api", ["sdk", "lean", "responses", "messages"])
+@pytest.mark.parametrize("api", ALL_APIS)
 async def test_an_html_page_with_200_says_so(api: str, raw: RawServer) -> None:
     raw.content_type = "text/html; charset=utf-8"
     raw.pieces = [b"<!doctype html><html><body>Welcome to nginx!</body></html>\n"]
@@ -339,6 +348,7 @@ BAD_USAGE: dict[str, bytes] = {  # token counts that are not ints: a crash in th
     b'event: message_stop\ndata: {"type":"message_stop"}\n\n',
 }
 BAD_USAGE["lean"] = BAD_USAGE["sdk"]
+BAD_USAGE["lean-responses"], BAD_USAGE["lean-messages"] = BAD_USAGE["responses"], BAD_USAGE["messages"]
 
 
 @pytest.mark.parametrize("api", list(BAD_USAGE))
@@ -455,6 +465,9 @@ TEMPLATES: dict[str, list[dict[str, Any]]] = {  # well-formed events of each API
     ],
 }  # fmt: skip
 TEMPLATES["sdk"] = TEMPLATES["lean"] = TEMPLATES.pop("chat")
+for _api in ("responses", "messages"):  # each lean reader meets what its SDK path meets
+    FIRST[f"lean-{_api}"], EVENT_TYPES[f"lean-{_api}"] = FIRST[_api], EVENT_TYPES[_api]
+    TEMPLATES[f"lean-{_api}"] = TEMPLATES[_api]
 
 
 def _paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -510,7 +523,7 @@ def fuzz_loop() -> Iterator[asyncio.AbstractEventLoop]:
     loop.close()
 
 
-@pytest.mark.parametrize("api", ["sdk", "lean", "responses", "messages"])
+@pytest.mark.parametrize("api", ALL_APIS)
 def test_fuzz_every_stream_reader_ends_in_a_clean_record(
     api: str, raw: RawServer, fuzz_loop: asyncio.AbstractEventLoop
 ) -> None:
