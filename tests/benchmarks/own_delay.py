@@ -16,12 +16,13 @@ process, logging each request's arrival on the shared CLOCK_MONOTONIC) and print
   anthropic; default all three), each against the same fake server; the processes of all APIs
   (and of ``--sdk``) are interleaved, one of each in turn, so a ratio between them shares the
   machine's load. ``--root DIR`` runs the ask
-  from another checkout of the code (e.g. ``git archive HEAD``) for a before/after on one machine.
+  from another checkout of the code (e.g. ``git archive HEAD``); ``--before DIR`` runs every mode from
+  both this checkout and DIR, interleaved: a before/after in one run on one machine.
   ``--user-install`` also runs it as a user's install would import it: without aiohttp, a test-only
   dependency here that the OpenAI SDK imports whenever it is installed (50-80 ms of its import).
 
     python tests/benchmarks/own_delay.py [--turns 3] [--asks 7] [--apis chat,responses,messages]
-        [--root DIR] [--user-install] [--sdk] [--skip-chat]
+        [--root DIR] [--before DIR] [--user-install] [--sdk] [--skip-chat]
 
 Targets: the chat's first-turn own delay <= 50 ms once the warm-up has finished; ``ttft ask``
 process start -> request arrival <= 400 ms (median).
@@ -154,17 +155,20 @@ def ask_command(url: str, api: str, user_install: bool, flags: tuple[str, ...]) 
     return [sys.executable, *entry, "ask", "-m", spec, "--base-url", base, "--json", *flags, "hi"]
 
 
-def ask_runs(
-    url: str, server: Server, n: int, root: Path, modes: list[tuple[str, bool, tuple[str, ...]]]
-) -> dict[tuple[str, bool, tuple[str, ...]], list[dict[str, float]]]:
-    """``n`` fresh ``ttft ask`` processes per mode (api, user install, flags), the modes interleaved."""
-    env = {**os.environ, "PYTHONPATH": str(root), "TTFT_DATA_DIR": tempfile.mkdtemp(prefix="ttft-own-")}
-    env.pop("TTFT_IN_PROCESS", None)
-    env.update(OPENAI_API_KEY="sk-own-delay", ANTHROPIC_API_KEY="sk-own-delay")  # the fake accepts any key
-    out: dict[tuple[str, bool, tuple[str, ...]], list[dict[str, float]]] = {m: [] for m in modes}
+Mode = tuple[Path, str, bool, tuple[str, ...]]  # checkout, api, as a user's install, flags
+
+
+def ask_runs(url: str, server: Server, n: int, modes: list[Mode]) -> dict[Mode, list[dict[str, float]]]:
+    """``n`` fresh ``ttft ask`` processes per mode, the modes interleaved (one of each in turn)."""
+    data = tempfile.mkdtemp(prefix="ttft-own-")
+    out: dict[Mode, list[dict[str, float]]] = {m: [] for m in modes}
     for _ in range(n):
         for mode in modes:
-            cmd = ask_command(url, *mode)
+            root, api, user, flags = mode
+            env = {**os.environ, "PYTHONPATH": str(root), "TTFT_DATA_DIR": data}
+            env.pop("TTFT_IN_PROCESS", None)
+            env.update(OPENAI_API_KEY="sk-own-delay", ANTHROPIC_API_KEY="sk-own-delay")  # the fake takes any key
+            cmd = ask_command(url, api, user, flags)
             before = len(server.arrivals())
             start = time.monotonic_ns()  # the process start, as the parent sees it
             proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=60)
@@ -192,6 +196,7 @@ def main() -> int:
     p.add_argument("--chat-runs", type=int, default=3, help="fresh chat apps per mode (the first turn's medians)")
     p.add_argument("--asks", type=int, default=7, help="ttft ask processes")
     p.add_argument("--root", type=Path, default=ROOT, help="run `ttft ask` from this checkout")
+    p.add_argument("--before", type=Path, help="also run every ask from this checkout, interleaved")
     p.add_argument("--skip-chat", action="store_true")
     p.add_argument("--user-install", action="store_true", help="also run ask without aiohttp, as a user's install")
     p.add_argument("--sdk", action="store_true", help="also run ask with --sdk (each API's SDK)")
@@ -231,20 +236,24 @@ def main() -> int:
                 f" Enter->arrival {med(first[False], 'enter_to_arrival_ms'):.0f} ms]"
             )
         apis = [a.strip() for a in args.apis.split(",") if a.strip()]
-        modes = [
-            (api, user, flags)
+        roots = [args.root.resolve(), *([args.before.resolve()] if args.before else [])]
+        modes: list[Mode] = [
+            (root, api, user, flags)
             for api in apis
+            for root in roots
             for user, flags in [(False, ())]
             + ([(True, ())] if args.user_install else [])
             + ([(False, ("--sdk",))] if args.sdk else [])
         ]
         print(f"\nload average {os.getloadavg()[0]:.1f} before the asks")
-        all_runs = ask_runs(server.url, server, args.asks, args.root.resolve(), modes)
-        for (api, user, flags), runs in all_runs.items():
+        all_runs = ask_runs(server.url, server, args.asks, modes)
+        for (root, api, user, flags), runs in all_runs.items():
             how = ("as a user's install (no aiohttp)" if user else "in this environment") + (
                 ", with --sdk" if flags else ""
             )
-            print(f"\nttft ask -m {ASK_APIS[api][0]} (from {args.root}, {how}), {len(runs)} processes:")
+            if len(roots) > 1:
+                how += ", before" if root == roots[1] else ", after"
+            print(f"\nttft ask -m {ASK_APIS[api][0]} (from {root}, {how}), {len(runs)} processes:")
             print("  run   start->arrival   own_delay_ms   TTFT")
             for i, r in enumerate(runs):
                 arrival, own, ttft = fmt(r["start_to_arrival_ms"]), fmt(r["own_delay_ms"]), fmt(r["ttft_ms"])
