@@ -239,6 +239,11 @@ class TurnRecorder:
         self._tool_index = e.index
 
     @property
+    def tool_call_count(self) -> int:
+        """How many tool calls have begun (without joining their arguments)."""
+        return len(self._tool_names)
+
+    @property
     def tool_calls(self) -> list[dict[str, str]]:
         """The tool calls so far, one ``{name, arguments}`` each, the arguments as streamed (JSON text)."""
         return [{"name": n, "arguments": "".join(a)} for n, a in zip(self._tool_names, self._tool_args, strict=True)]
