@@ -82,8 +82,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--sdk",
         action="store_true",
-        help="read Chat Completions (openai, compat) with the OpenAI SDK, not ttft's own reader (same record;"
-        " the SDK's import adds 0.5-1 s)",
+        help="read with the API's SDK (openai, or anthropic for Messages), not ttft's own reader (same record;"
+        " the SDK's import adds 0.5-2 s before the send)",
     )
     p.add_argument("prompt", nargs="*", help="the question; piped stdin comes before it (or is the whole of it)")
     p.set_defaults(func=run)

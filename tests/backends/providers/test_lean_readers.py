@@ -27,7 +27,7 @@ from tests.support.backend_util import backend_for, one_turn
 from tests.support.paths import ROOT
 
 APIS = ("responses", "messages")
-CLIENTS = ("httpx2", "aiohttp")
+CLIENTS = ("httpx2", "aiohttp", "proto")  # ttft ask's client, and the bench's two
 TOOLS = (("get_weather", '{"city": "Paris", "unit": "c"}'), ("get_time", '{"tz": "Europe/Paris"}'))
 
 
@@ -46,8 +46,8 @@ def lean_for(api: str, srv: Any, client: str = "httpx2", **kw: Any) -> Backend:
         b = LeanResponsesBackend("fake-model", base_url=srv.openai_base_url, api_key=key, **kw)
     else:
         b = LeanMessagesBackend("fake-model", base_url=srv.url, api_key=key, **kw)
-    if client == "aiohttp":
-        b.use_aiohttp()
+    if client != "httpx2":
+        b.use_aiohttp(client)
     return b
 
 
@@ -176,8 +176,8 @@ async def test_lean_reader_on_a_refused_connection_retries_and_fails_as_the_sdk_
     recs = []
     for cls in classes:
         b = cls("m", base_url=url, api_key="k")
-        if cls in (LeanResponsesBackend, LeanMessagesBackend) and client == "aiohttp":
-            b.use_aiohttp()
+        if cls in (LeanResponsesBackend, LeanMessagesBackend) and client != "httpx2":
+            b.use_aiohttp(client)
         try:
             recs.append(await one_turn(b, stream=True, max_retries=1))
         finally:

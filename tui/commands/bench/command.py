@@ -188,7 +188,7 @@ async def bench(args: argparse.Namespace, slo: SLO | None) -> int:
         spec, base_url = f"compat:{server.model_name}", server.base_url
 
     progress = ProgressLine(args.quiet, search=bool(args.find_capacity))
-    lean = not (args.sdk or args.raw_stream)  # Chat Completions only; other APIs always use their SDK
+    lean = not (args.sdk or args.raw_stream)  # every hosted API has a lean reader; --sdk reads with the SDK
     transport = "aiohttp" if args.aiohttp else default_transport()
     via_proxy = lean and through_proxy(spec, base_url)
     if via_proxy and not args.quiet:
