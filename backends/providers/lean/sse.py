@@ -36,11 +36,12 @@ def loads(data: bytes) -> Any:
 
 
 class SSESplitter:
-    """Incremental Server-Sent Events: feed raw bytes, get each complete event's ``data``.
+    """Incremental Server-Sent Events: feed raw bytes, get each complete event's ``data`` (:meth:`feed`),
+    or its ``event:`` name and ``data`` (:meth:`feed_named`, for an API whose events are named).
 
     Events end at a blank line (``\\n\\n``, ``\\r\\n\\r\\n`` or ``\\r\\r``); ``:`` lines are comments
     (``: ping``); several ``data:`` lines of one event are joined by ``\\n``. An event with no
-    data but another field (``event:``, ``id:``, ``retry:``) gives ``b""``, as the SDK's decoder does.
+    data but another field (``event:``, ``id:``, ``retry:``) gives ``b""``, as the SDKs' decoder does.
     """
 
     __slots__ = ("_buf", "_cr")

@@ -362,3 +362,36 @@ def test_ask_on_responses_and_messages_imports_no_sdk(
     assert out == {"rc": 0, "loaded": loaded}
     record = json.loads(proc.stdout[proc.stdout.index("{") : proc.stdout.rindex("}\n{") + 1])
     assert record["status"] == "ok" and record["answer"] == "w00 w01 "
+
+
+def test_named_sse_events_on_any_byte_boundary() -> None:
+    import random
+
+    from backends.providers.lean.sse import SSESplitter
+
+    wire = (
+        b'event: message_start\ndata: {"a":1}\n\n'
+        b": keepalive\n\n"
+        b"event: ping\r\ndata: {}\r\n\r\n"
+        b'data: {"no":"name"}\n\n'
+        b"event: content_block_delta\ndata: [1,\ndata: 2]\n\n"
+        b"event:message_stop\n\n"
+        b"id: 7\n\n"
+        b'event: error\ndata: {"e":1}\r\r'
+        b"event: tail-without-blank-line"
+    )
+    want = [
+        (b"message_start", b'{"a":1}'),
+        (b"ping", b"{}"),
+        (None, b'{"no":"name"}'),
+        (b"content_block_delta", b"[1,\n2]"),
+        (b"message_stop", b""),
+        (None, b""),
+        (b"error", b'{"e":1}'),
+    ]
+    for seed in range(300):
+        r = random.Random(seed)
+        cuts = sorted(r.sample(range(1, len(wire)), r.randint(0, 12)))
+        split = SSESplitter()
+        got = [e for a, b in zip([0, *cuts], [*cuts, len(wire)], strict=True) for e in split.feed_named(wire[a:b])]
+        assert got == want, cuts
