@@ -15,7 +15,7 @@ import httpx2
 
 from backends.base import ChatRequest
 from backends.providers.errors import check_stream, count, shape_checked
-from backends.providers.fields import field
+from backends.providers.fields import field, require_object
 from backends.providers.hosted import HostedBackend, TurnState
 from backends.providers.messages_wire import MessagesWire, read_usage
 from backends.transport.http import Probe
@@ -44,6 +44,7 @@ class AnthropicMessagesBackend(MessagesWire, HostedBackend):
 
     @shape_checked("Anthropic Messages")
     def _translate(self, item: Any, t: int, state: TurnState) -> Iterable[ev.Event]:
+        require_object(item)
         u: dict[str, Any] = state.extra["usage"]
         kind = getattr(item, "type", None)
         if kind == "message":  # non-streamed: the whole message at once

@@ -20,3 +20,11 @@ def field(obj: Any, name: str) -> Any:
     if v is None:
         v = (getattr(obj, "model_extra", None) or {}).get(name)
     return v
+
+
+def require_object(item: Any) -> None:
+    """Raise TypeError for a streamed event that is not a JSON object: the SDKs hand ``null``, a list, a
+    number or a string over as they are, where the lean readers' dict lookups fail; either way
+    :func:`backends.providers.errors.shape_checked` then reports the chunk as not this API's event."""
+    if item is None or isinstance(item, list | str | int | float):
+        raise TypeError(f"not an event: {type(item).__name__}")

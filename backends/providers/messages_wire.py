@@ -126,7 +126,7 @@ class MessagesWire:
                             yield ev.ToolCallDelta(t, "", d["partial_json"], index=count(item.get("index")))
                     # signature_delta / citations: not tokens
             case "message_delta":
-                state.stop_reason = (item.get("delta") or {}).get("stop_reason") or state.stop_reason
+                state.stop_reason = field(item.get("delta"), "stop_reason") or state.stop_reason
                 read_usage(item.get("usage"), u)
             case "message_stop":
                 state.finished = True

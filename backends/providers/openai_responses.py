@@ -16,6 +16,7 @@ import openai
 
 from backends.base import ChatRequest
 from backends.providers.errors import check_stream, count, shape_checked
+from backends.providers.fields import require_object
 from backends.providers.hosted import HostedBackend, TurnState
 from backends.providers.responses_wire import REASONING_DELTAS, TEXT_DELTAS, ResponsesWire
 from backends.transport.http import Probe
@@ -37,6 +38,7 @@ class OpenAIResponsesBackend(ResponsesWire, HostedBackend):
 
     @shape_checked("Responses")
     def _translate(self, item: Any, t: int, state: TurnState) -> Iterable[ev.Event]:
+        require_object(item)
         kind = getattr(item, "type", None)
         if kind is None or getattr(item, "object", None) == "response":
             yield from self._complete(item, t, state)

@@ -83,7 +83,7 @@ class ResponsesWire:
             if item.get("delta"):
                 yield ev.ToolCallDelta(t, "", item["delta"], index=count(item.get("output_index")))
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
-            self._lifecycle(kind, item["response"], None, None, t, state)
+            self._lifecycle(kind, item.get("response"), None, None, t, state)
         elif kind == "error":
             self._lifecycle(kind, None, item.get("message"), item.get("code"), t, state)
 

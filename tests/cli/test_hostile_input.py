@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import json
+import re
 import socketserver
 import threading
 from collections.abc import Iterator
@@ -546,3 +547,46 @@ def test_fuzz_every_stream_reader_ends_in_a_clean_record(
         check()
     finally:
         fuzz_loop.run_until_complete(backend.aclose())
+
+
+def _outcome(rec: dict[str, Any]) -> dict[str, Any]:
+    """What must not depend on the reader: the record less its times, and the error's words less the
+    chunk it quotes (the SDK paths quote their typed model, the lean readers the JSON)."""
+    err = rec.get("error") or {}
+    message = re.sub(r"127\.0\.0\.1:\d+", "HOST", err.get("message") or "")
+    # cut after "not a Chat Completions event: " or "... (Anthropic Messages): " (Responses, Chat Completions)
+    quoted = re.split(r"(?<=event|ages\)|nses\)|ions\)): ", message)[0]
+    return {
+        "status": rec["status"],
+        "answer": rec["answer"],
+        "reasoning": rec["reasoning"],
+        "stop_reason": rec["stop_reason"],
+        "tokens": rec["tokens"],
+        "tool_calls": rec["tool_calls"],
+        "chunks": [{k: v for k, v in c.items() if k != "t_ms"} for c in rec["chunks"]],
+        "error": (err.get("type"), quoted, err.get("hint")),
+    }
+
+
+@pytest.mark.parametrize(
+    ("sdk", "lean"), [("sdk", "lean"), ("responses", "lean-responses"), ("messages", "lean-messages")]
+)
+def test_fuzz_each_lean_reader_records_what_its_sdk_path_records(
+    sdk: str, lean: str, raw: RawServer, fuzz_loop: asyncio.AbstractEventLoop
+) -> None:
+    """The same hostile bytes, through the SDK and through the lean reader: the same record."""
+    backends = _backend(sdk, raw.url), _backend(lean, raw.url)
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(pieces=hostile_body(sdk))
+    def check(pieces: list[bytes]) -> None:
+        raw.content_type = "text/event-stream"
+        raw.pieces = pieces
+        a, b = (fuzz_loop.run_until_complete(one_turn(backend, max_retries=0)) for backend in backends)
+        assert _outcome(b) == _outcome(a)
+
+    try:
+        check()
+    finally:
+        for backend in backends:
+            fuzz_loop.run_until_complete(backend.aclose())

@@ -69,28 +69,53 @@ class SSESplitter:
         self._buf = buf[start:]
         return out
 
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """The ``data`` of every event completed by ``chunk`` (the event's name is not read)."""
-        out = []
+    def feed(self, chunk: bytes) -> list[bytes | UnicodeDecodeError]:
+        """The ``data`` of every event completed by ``chunk`` (the event's name is not read).
+
+        A line that is not UTF-8 ends the list with its ``UnicodeDecodeError``, for the reader to raise
+        where that event would be: the events before it are handed over first, as by the SDKs.
+        """
+        out: list[bytes | UnicodeDecodeError] = []
         for block in self._blocks(chunk):
             if block.startswith(b"data: ") and b"\n" not in block and b"\r" not in block:
                 out.append(block[6:])  # the usual event: one data line
-            elif (data := self._event(block)) is not None:
-                out.append(data)
+                continue
+            try:
+                named = self._usual_named(block) or self._named(block)  # Responses' events are named
+            except UnicodeDecodeError as exc:
+                out.append(exc)
+                break
+            if named is not None:
+                out.append(named[1])
         return out
 
-    def feed_named(self, chunk: bytes) -> list[tuple[bytes | None, bytes]]:
-        """``(event name or None, data)`` of every event completed by ``chunk``."""
-        out: list[tuple[bytes | None, bytes]] = []
+    def feed_named(self, chunk: bytes) -> list[tuple[bytes | None, bytes] | UnicodeDecodeError]:
+        """``(event name or None, data)`` of every event completed by ``chunk`` (a bad line: as in :meth:`feed`)."""
+        out: list[tuple[bytes | None, bytes] | UnicodeDecodeError] = []
         for block in self._blocks(chunk):
-            if block.startswith(b"event: ") and b"\r" not in block:
-                name, sep, rest = block.partition(b"\n")
-                if sep and rest.startswith(b"data: ") and b"\n" not in rest:
-                    out.append((name[7:], rest[6:]))  # the usual event: its name, then one data line
-                    continue
-            if (named := self._named(block)) is not None:
+            try:
+                named = self._usual_named(block) or self._named(block)
+            except UnicodeDecodeError as exc:
+                out.append(exc)
+                break
+            if named is not None:
                 out.append(named)
         return out
+
+    def finish(self) -> None:
+        """The body has ended: what is left (a last line with no blank line after it) is no event,
+        but it is read as UTF-8 as the SDKs' decoder reads it, so bad bytes fail as they do there."""
+        self._buf.decode()
+
+    @staticmethod
+    def _usual_named(block: bytes) -> tuple[bytes, bytes] | None:
+        """An ``event: NAME`` line then one ``data:`` line (the usual named event), else None."""
+        if block.startswith(b"event: ") and b"\r" not in block:
+            name, sep, rest = block.partition(b"\n")
+            if sep and rest.startswith(b"data: ") and b"\n" not in rest:
+                name.decode()  # as the SDKs' decoder reads every line: bad bytes fail here too
+                return name[7:], rest[6:]
+        return None
 
     def _boundary(self, buf: bytes, start: int) -> tuple[int, int]:
         if not self._cr:
@@ -102,11 +127,6 @@ class SSESplitter:
                 best, size = i, len(sep)
         return best, size
 
-    @classmethod
-    def _event(cls, block: bytes) -> bytes | None:
-        named = cls._named(block)
-        return None if named is None else named[1]
-
     @staticmethod
     def _named(block: bytes) -> tuple[bytes | None, bytes] | None:
         """One event's name (its last ``event:`` line) and data, or None for a block of comments only."""
@@ -114,6 +134,7 @@ class SSESplitter:
         event: bytes | None = None
         other = False
         for line in block.splitlines():
+            line.decode()  # every line is UTF-8 to the SDKs' decoder (comments too): bad bytes fail alike
             if not line or line.startswith(b":"):
                 continue
             name, _, value = line.partition(b":")
@@ -165,6 +186,8 @@ class LeanChunks:
             read = self._reader()
             while raw := await read():
                 for data in feed(raw):
+                    if isinstance(data, UnicodeDecodeError):
+                        raise data
                     if data.startswith(b"[DONE]"):
                         while await read():  # read the rest: the connection stays reusable
                             pass
@@ -177,6 +200,7 @@ class LeanChunks:
                             message = "An error occurred during streaming"
                         raise APIError(message, response.request, body=error)
                     yield obj
+            split.finish()
         except httpx2.TimeoutException as err:
             raise APITimeoutError(response.request) from err
         except httpx2.RequestError as err:
@@ -196,7 +220,10 @@ class LeanMessageEvents(LeanChunks):
         try:
             read = self._reader()
             while raw := await read():
-                for name, data in feed(raw):
+                for event in feed(raw):
+                    if isinstance(event, UnicodeDecodeError):
+                        raise event
+                    name, data = event
                     if name is None or name == b"ping":
                         # skipped, but decoded first: the SDK's decoder reads every line as UTF-8
                         data.decode()
@@ -205,6 +232,7 @@ class LeanMessageEvents(LeanChunks):
                         raise anthropic_stream_error(response, data)
                     if data:
                         yield loads(data)
+            split.finish()
         except httpx2.TimeoutException as err:
             raise APITimeoutError(response.request) from err
         except httpx2.RequestError as err:
