@@ -76,31 +76,49 @@ class SSESplitter:
         where that event would be: the events before it are handed over first, as by the SDKs.
         """
         out: list[bytes | UnicodeDecodeError] = []
+        if not self._cr and b"\r" not in chunk:  # the usual stream: one C-level split, one data line each
+            buf = self._buf + chunk if self._buf else chunk
+            *blocks, self._buf = buf.split(b"\n\n")
+            for block in blocks:
+                if block.startswith(b"data: ") and b"\n" not in block:
+                    out.append(block[6:])
+                elif (data := self._data_of(block)) is not None:
+                    out.append(data)
+                    if type(data) is UnicodeDecodeError:
+                        break
+            return out
         for block in self._blocks(chunk):
-            if block.startswith(b"data: ") and b"\n" not in block and b"\r" not in block:
-                out.append(block[6:])  # the usual event: one data line
-                continue
-            try:
-                named = self._usual_named(block) or self._named(block)  # Responses' events are named
-            except UnicodeDecodeError as exc:
-                out.append(exc)
-                break
-            if named is not None:
-                out.append(named[1])
+            if (data := self._data_of(block)) is not None:
+                out.append(data)
+                if type(data) is UnicodeDecodeError:
+                    break
         return out
+
+    def _data_of(self, block: bytes) -> bytes | UnicodeDecodeError | None:
+        """One event's data by the general rules (named, several lines, CR line ends), its decoding error,
+        or None for a block of comments only. Kept apart from :meth:`feed`'s loop: a ``try`` there
+        costs every usual event a tenth of its split."""
+        try:
+            named = self._usual_named(block) or self._named(block)  # Responses' events are named
+        except UnicodeDecodeError as exc:
+            return exc
+        return None if named is None else named[1]
 
     def feed_named(self, chunk: bytes) -> list[tuple[bytes | None, bytes] | UnicodeDecodeError]:
         """``(event name or None, data)`` of every event completed by ``chunk`` (a bad line: as in :meth:`feed`)."""
         out: list[tuple[bytes | None, bytes] | UnicodeDecodeError] = []
         for block in self._blocks(chunk):
-            try:
-                named = self._usual_named(block) or self._named(block)
-            except UnicodeDecodeError as exc:
-                out.append(exc)
-                break
-            if named is not None:
+            if (named := self._named_of(block)) is not None:
                 out.append(named)
+                if type(named) is UnicodeDecodeError:
+                    break
         return out
+
+    def _named_of(self, block: bytes) -> tuple[bytes | None, bytes] | UnicodeDecodeError | None:
+        try:
+            return self._usual_named(block) or self._named(block)
+        except UnicodeDecodeError as exc:
+            return exc
 
     def finish(self) -> None:
         """The body has ended: what is left (a last line with no blank line after it) is no event,
