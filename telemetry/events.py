@@ -106,9 +106,16 @@ class TextDelta(Event):
 
 @dataclass(frozen=True, slots=True)
 class ToolCallDelta(Event):
+    """A piece of a tool call the model asks for: its name (on the call's first piece) and/or a piece
+    of its arguments (JSON text, streamed in fragments). ``index`` is the call's place in the answer
+    as the API numbers it (Chat Completions ``tool_calls[].index``, Responses ``output_index``,
+    Anthropic's block ``index``), None where the API gives none: the recorder joins the pieces of
+    one call by it (``TurnRecorder.tool_calls``)."""
+
     name: str = ""
     arguments: str = ""
     tokens: int | None = None
+    index: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,7 +121,7 @@ class TurnRecord:
     tokens: TokenCounts
     chunks: tuple[Chunk, ...]
     stop_reason: str | None = None
-    tool_calls: tuple[dict[str, str], ...] = ()
+    tool_calls: tuple[dict[str, str], ...] = ()  # one {name, arguments} per call, its arguments as streamed
     server: dict[str, Any] | None = None
     diagnosis: str = ""
     extra: dict[str, Any] = field(default_factory=dict)

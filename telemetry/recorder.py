@@ -99,7 +99,11 @@ class TurnRecorder:
         self._first_visible_ns: int | None = None
         self._text: list[str] = []
         self._reasoning: list[str] = []
-        self._tools: list[dict[str, str]] = []
+        # Each tool call's name and the pieces of its arguments (joined on reading: no copy per piece)
+        self._tool_names: list[str] = []
+        self._tool_args: list[list[str]] = []
+        self._tool_index: int | None = None  # the latest call's index, as the API numbers it
+        self.tool_pieces = 0  # tool-call deltas fed so far: a UI redraws the calls when this moves
         self.usage: ev.Usage | None = None
         self.server: dict[str, Any] = {}
         self.draft: dict[str, Any] | None = None  # the latest speculative figures, live
@@ -146,7 +150,7 @@ class TurnRecorder:
                 self._add_chunk(Chunk(e.t_ns, "text", n))
             case ev.ToolCallDelta():
                 n = e.tokens if e.tokens is not None else estimate_tokens(e.name + e.arguments)
-                self._tools.append({"name": e.name, "arguments": e.arguments})
+                self._add_tool(e)
                 self._visible_tokens += n
                 self._add_chunk(Chunk(e.t_ns, "tool", n))
             case ev.AttemptSent():
@@ -214,6 +218,41 @@ class TurnRecorder:
 
     def reasoning_parts(self, start: int = 0) -> list[str]:
         return self._reasoning[start:]
+
+    def _add_tool(self, e: ev.ToolCallDelta) -> None:
+        """One piece of a tool call: a new call, or more of the latest one.
+
+        The APIs stream a call as its name first, then its arguments in pieces, one call after the
+        other. A piece continues the latest call when it carries that call's index; without an
+        index (a non-streamed answer, a server that sends none), when it carries no name. A new
+        name under the same index is a new call (some servers number every call 0).
+        """
+        self.tool_pieces += 1
+        names = self._tool_names
+        if names:
+            last = names[-1]
+            same = e.index == self._tool_index if e.index is not None else not e.name
+            if same and e.name and last and e.name != last:
+                same = False
+            if same:
+                if e.name and not last:
+                    names[-1] = e.name
+                if e.arguments:
+                    self._tool_args[-1].append(e.arguments)
+                return
+        names.append(e.name)
+        self._tool_args.append([e.arguments] if e.arguments else [])
+        self._tool_index = e.index
+
+    @property
+    def tool_call_count(self) -> int:
+        """How many tool calls have begun (without joining their arguments)."""
+        return len(self._tool_names)
+
+    @property
+    def tool_calls(self) -> list[dict[str, str]]:
+        """The tool calls so far, one ``{name, arguments}`` each, the arguments as streamed (JSON text)."""
+        return [{"name": n, "arguments": "".join(a)} for n, a in zip(self._tool_names, self._tool_args, strict=True)]
 
     # --- reading -----------------------------------------------------------------
     def timestamps(self) -> Timestamps:
@@ -377,7 +416,7 @@ class TurnRecorder:
             tokens=tokens,
             chunks=tuple(self.chunks),
             stop_reason=self.stop_reason,
-            tool_calls=tuple(self._tools),
+            tool_calls=tuple(self.tool_calls),
             server=self.server or None,
             http=self.http,
             extra=extra,

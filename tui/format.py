@@ -25,14 +25,27 @@ PHASE_COLOR = {
 # links, and the C1 byte 0x9b is a CSI by itself). So every control character but newline and tab
 # is shown instead of sent: C0 as its Unicode control picture (ESC as "␛", BEL as "␇", CR as "␍"),
 # DEL as "␡", C1 (0x80-0x9f, which have no pictures) as "<0x9b>".
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+#
+# Nor may it reorder what the reader sees. The bidirectional embeddings, overrides and isolates
+# (U+202A-U+202E LRE RLE PDF LRO RLO, U+2066-U+2069 LRI RLI FSI PDI) open a span that a terminal
+# with bidi support lays out right to left, or in any order, until its terminator or the end of the
+# line: "Trojan Source" (CVE-2021-42574) hides code or a command that way. They are shown as
+# "<U+202E>". The marks (U+200E LRM, U+200F RLM, U+061C ALM) stay as they are: each is one
+# invisible strong character with no span, so it can move only the neutral characters (spaces,
+# punctuation) beside it, and Hebrew, Arabic or Persian text uses them all the time; showing them
+# would clutter every such answer. The same nine, and no marks, are what rustc's
+# text_direction_codepoint_in_literal lint and GCC's -Wbidi-chars flag.
+BIDI_CONTROLS = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _VISIBLE = {c: chr(0x2400 + c) for c in range(0x20) if c not in (0x09, 0x0A)}
 _VISIBLE[0x7F] = "\u2421"
 _VISIBLE.update({c: f"<0x{c:02x}>" for c in range(0x80, 0xA0)})
+_VISIBLE.update({ord(c): f"<U+{ord(c):04X}>" for c in BIDI_CONTROLS})
 
 
 def visible_controls(text: str) -> str:
-    """``text`` with every control character but newline and tab made visible (see above), never executed.
+    """``text`` with every control character but newline and tab, and every bidi embedding, override
+    and isolate, made visible (see above): never executed, never reordering the line.
 
     Cheap on clean text (one regex scan), so it runs on each streamed delta, not on each repaint.
     """

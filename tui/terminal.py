@@ -5,10 +5,11 @@ Two layers (see :func:`tui.format.visible_controls` for why and what is shown):
 - every widget that shows outside text (answers, reasoning, prompts, error cards, the
   greeting, the pane, the history) makes its control characters visible as it builds its
   content, so they take their room in the layout like any other character;
-- :class:`DropControls`, a line filter on the whole app, drops any control character still
-  in a line as it is painted: a place that was missed (a notification, a list of model names
-  from a server, a Textual widget's own text) may show less, but never drives the terminal.
-  Control characters take no cells, so dropping them leaves every line's layout as it was.
+- :class:`DropControls`, a line filter on the whole app, drops any control character (and any
+  bidi embedding, override or isolate) still in a line as it is painted: a place that was missed
+  (a notification, a list of model names from a server, a Textual widget's own text) may show
+  less, but never drives the terminal. Control characters take no cells, so dropping them
+  leaves every line's layout as it was.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from textual.filter import LineFilter
 
 from tui.format import visible_controls
 
-_ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # newline and tab too: in a painted line they move the cursor
+# newline and tab too (in a painted line they move the cursor), and the bidi controls (they take no cell)
+_ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def visible_text(text: Text) -> Text:

@@ -35,7 +35,7 @@ class BackendSpec:
     spec: str
     base_url: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
-    # Chat Completions only: read streams as JSON dicts, not the SDK's typed chunks (less CPU per chunk).
+    # The SDK path of Chat Completions only: read streams as JSON dicts, not the SDK's typed chunks.
     raw_stream: bool = False
     # With options["lean"] (no SDK): send through aiohttp rather than httpx2 (backends.transport.aiohttp_client),
     # the cheapest client per chunk under many streams.
@@ -54,10 +54,12 @@ def default_transport() -> str:
 
 
 def through_proxy(spec: str, base_url: str | None) -> bool:
-    """Whether a Chat Completions load on ``spec`` would go through a proxy set in the environment.
-    The load clients (aiohttp, the Protocol transport) speak no proxy; such a run reads over httpx2,
-    as every other ttft command reaches that server."""
+    """Whether a load on ``spec`` (any hosted API: each has a lean reader) would go through a proxy set
+    in the environment. The load clients (aiohttp, the Protocol transport) speak no proxy; such a run
+    reads over httpx2, as every other ttft command reaches that server."""
     from backends.providers.lean.chat import chat_url
+    from backends.providers.lean.messages import messages_url
+    from backends.providers.lean.responses import responses_url
     from backends.providers.registry import ProviderError, resolve
     from backends.transport.http import proxied
 
@@ -65,7 +67,10 @@ def through_proxy(spec: str, base_url: str | None) -> bool:
         resolved = resolve(spec, base_url=base_url)
     except ProviderError:
         return False  # the bench says what is wrong with the spec when it builds the backend
-    return resolved.kind in ("openai", "compat") and proxied(chat_url(resolved.base_url))
+    url = {"openai": chat_url, "compat": chat_url, "openai-responses": responses_url, "anthropic": messages_url}.get(
+        resolved.kind
+    )
+    return url is not None and proxied(url(resolved.base_url))
 
 
 def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:

@@ -12,6 +12,7 @@ from typing import Any
 
 from backends.base import ChatRequest
 from backends.providers.errors import count, shape_checked
+from backends.providers.fields import field
 from backends.providers.hosted import TurnState
 from backends.providers.parts import chat_content
 from backends.think import ThinkSplitter
@@ -40,15 +41,17 @@ STREAM_OPTIONS_NOT_SENT = (
 )
 
 
-def usage_event_raw(t: int, usage: dict[str, Any]) -> ev.Usage:
-    details_in = usage.get("prompt_tokens_details") or {}
-    details_out = usage.get("completion_tokens_details") or {}
+def usage_event_raw(t: int, usage: Any) -> ev.Usage:
+    """The counts of a ``usage`` object; one of the wrong shape (or its details) reads as no counts,
+    as the SDK's model reads it."""
+    details_in = field(usage, "prompt_tokens_details")
+    details_out = field(usage, "completion_tokens_details")
     return ev.Usage(
         t,
-        input=count(usage.get("prompt_tokens")),
-        cached_input=count(details_in.get("cached_tokens")),
-        output=count(usage.get("completion_tokens")),
-        reasoning=count(details_out.get("reasoning_tokens")),
+        input=count(field(usage, "prompt_tokens")),
+        cached_input=count(field(details_in, "cached_tokens")),
+        output=count(field(usage, "completion_tokens")),
+        reasoning=count(field(details_out, "reasoning_tokens")),
     )
 
 
@@ -108,11 +111,11 @@ class ChatWire:
         """One streamed chunk as its JSON dict: the same events as from the SDK's typed chunk."""
         yield from server_events_raw(item, t)
         usage = item.get("usage")
-        if isinstance(usage, dict):
+        if usage is not None:
             state.usage["event"] = usage_event_raw(t, usage)
         for choice in item.get("choices") or ():
             delta = choice.get("delta")
-            if delta:
+            if delta is not None:  # a delta that is no object (0, []) is malformed, as through the SDK
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                 if isinstance(reasoning, str) and reasoning:
                     yield ev.ReasoningDelta(t, reasoning)

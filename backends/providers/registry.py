@@ -283,8 +283,8 @@ def create_backend(
 ) -> Backend:
     """The backend for ``-m spec``. Raises ProviderError with a printable message.
 
-    ``lean``: Chat Completions (openai, compat) without the OpenAI SDK (backends.providers.lean.chat):
-    the same record, without the SDK's 0.5-1.2 s import.
+    ``lean``: every hosted API without its SDK (backends.providers.lean: Chat Completions, Responses,
+    Messages): the same record, without the SDK's 0.5-2 s import.
     ``server_gauges``: a compat server's turns also record its own queue and KV use as each request
     leaves, read from its ``/metrics`` (backends.providers.gauged; the chat's, never a load test's).
     """
@@ -337,17 +337,12 @@ def _create_hosted(
         "timeout_s": timeout,
         "max_connections": max_connections,
     }
+    if lean:
+        return _create_lean(r.kind, r.model, common)
     if r.kind in ("openai", "compat"):
-        backend: Backend
-        if lean:
-            from backends.providers.lean.chat import LeanChatBackend
+        from backends.providers.openai_chat import OpenAIChatBackend
 
-            backend = LeanChatBackend(r.model, compat=r.kind == "compat", **common)
-        else:
-            from backends.providers.openai_chat import OpenAIChatBackend
-
-            backend = OpenAIChatBackend(r.model, compat=r.kind == "compat", **common)
-        return backend
+        return OpenAIChatBackend(r.model, compat=r.kind == "compat", **common)
     if r.kind == "openai-responses":
         from backends.providers.openai_responses import OpenAIResponsesBackend
 
@@ -355,6 +350,21 @@ def _create_hosted(
     from backends.providers.anthropic_messages import AnthropicMessagesBackend
 
     return AnthropicMessagesBackend(r.model, **common)
+
+
+def _create_lean(kind: str, model: str, common: dict[str, Any]) -> HostedBackend:
+    """The lean reader of API ``kind`` (each imported alone: none imports an SDK)."""
+    if kind in ("openai", "compat"):
+        from backends.providers.lean.chat import LeanChatBackend
+
+        return LeanChatBackend(model, compat=kind == "compat", **common)
+    if kind == "openai-responses":
+        from backends.providers.lean.responses import LeanResponsesBackend
+
+        return LeanResponsesBackend(model, **common)
+    from backends.providers.lean.messages import LeanMessagesBackend
+
+    return LeanMessagesBackend(model, **common)
 
 
 def _create_local(rest: str | None, **opts: Any) -> LocalLlamaBackend:

@@ -32,13 +32,20 @@ STDOUT = Path("-")  # an output path that means standard output
 
 # On a terminal, the records' text (model output, server errors) must not drive it: every control
 # character but newline and tab is written as its escape (a CSV cell is not escaped, nor is a C1
-# byte such as the CSI 0x9b in JSON written with ensure_ascii=False). A pipe gets the exact data.
-_TTY_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# byte such as the CSI 0x9b in JSON written with ensure_ascii=False), and so is every bidi
+# embedding, override and isolate (U+202A-U+202E, U+2066-U+2069: they reorder what the reader sees).
+# A pipe gets the exact data.
+_TTY_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
 def _tty_safe(s: str) -> str:
     s = s.replace("\r\n", "\n")  # the CSV row end
-    return _TTY_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", s) if _TTY_CONTROLS.search(s) else s
+    return _TTY_CONTROLS.sub(_escape, s) if _TTY_CONTROLS.search(s) else s
 
 
 class _Stdout(io.TextIOBase):

@@ -11,12 +11,18 @@ process, logging each request's arrival on the shared CLOCK_MONOTONIC) and print
   turn starts the backend process itself, as before the warm-up existed).
 - ask: ``python -m tui.cli ask -m compat:x --base-url URL "hi"`` in a fresh process, several times:
   process start (stamped by this script just before spawning it) -> arrival at the server, and the
-  record's ``own_delay_ms`` (from ``tui.cli``'s first line to the send). ``--root DIR`` runs the ask
-  from another checkout of the code (e.g. ``git archive HEAD``) for a before/after on one machine.
+  record's ``own_delay_ms`` (from ``tui.cli``'s first line to the send). ``--apis`` picks the hosted
+  APIs asked (``chat`` = compat Chat Completions, ``responses`` = openai-responses, ``messages`` =
+  anthropic; default all three), each against the same fake server; the processes of all APIs
+  (and of ``--sdk``) are interleaved, one of each in turn, so a ratio between them shares the
+  machine's load. ``--root DIR`` runs the ask
+  from another checkout of the code (e.g. ``git archive HEAD``); ``--before DIR`` runs every mode from
+  both this checkout and DIR, interleaved: a before/after in one run on one machine.
   ``--user-install`` also runs it as a user's install would import it: without aiohttp, a test-only
   dependency here that the OpenAI SDK imports whenever it is installed (50-80 ms of its import).
 
-    python tests/benchmarks/own_delay.py [--turns 3] [--asks 7] [--root DIR] [--user-install]
+    python tests/benchmarks/own_delay.py [--turns 3] [--asks 7] [--apis chat,responses,messages]
+        [--root DIR] [--before DIR] [--user-install] [--sdk] [--skip-chat]
 
 Targets: the chat's first-turn own delay <= 50 ms once the warm-up has finished; ``ttft ask``
 process start -> request arrival <= 400 ms (median).
@@ -43,6 +49,13 @@ sys.path.insert(0, str(ROOT))
 CHAT_TARGET_MS = 50.0
 ASK_TARGET_MS = 400.0
 SCHEDULE = {"first_token_ms": 100.0, "token_ms": 10.0, "visible_tokens": 10}
+GENERATION_PATHS = ("/chat/completions", "/responses", "/messages")
+# -m and --base-url per API (the fake server's OpenAI base is URL + /v1; Anthropic's SDK adds /v1 itself)
+ASK_APIS = {
+    "chat": ("compat:x", "/v1"),
+    "responses": ("openai-responses:x", "/v1"),
+    "messages": ("anthropic:x", ""),
+}
 
 
 def _serve(conn: Any) -> None:
@@ -54,7 +67,7 @@ def _serve(conn: Any) -> None:
     while True:
         cmd = conn.recv()
         if cmd == "arrivals":  # when each completion request arrived (body read), on CLOCK_MONOTONIC
-            conn.send([r.received_ns for r in srv.requests if r.path.endswith("completions")])
+            conn.send([r.received_ns for r in srv.requests if r.path.endswith(GENERATION_PATHS)])
         elif cmd == "stop":
             srv.stop()
             conn.send("ok")
@@ -136,29 +149,42 @@ async def chat_turns(url: str, server: Server, turns: int, warm: bool) -> list[d
 WITHOUT_AIOHTTP = "import sys; sys.modules['aiohttp'] = None; from tui.cli import main; sys.exit(main())"
 
 
-def ask_runs(
-    url: str, server: Server, n: int, root: Path, user_install: bool = False, flags: tuple[str, ...] = ()
-) -> list[dict[str, float]]:
-    env = {**os.environ, "PYTHONPATH": str(root), "TTFT_DATA_DIR": tempfile.mkdtemp(prefix="ttft-own-")}
-    env.pop("TTFT_IN_PROCESS", None)
+def ask_command(url: str, api: str, user_install: bool, flags: tuple[str, ...]) -> list[str]:
+    """``ttft ask`` on ``api`` against the fake server at ``url`` (its OpenAI base, ending in /v1)."""
+    spec, suffix = ASK_APIS[api]
+    base = url.removesuffix("/v1") + suffix
     entry = ["-c", WITHOUT_AIOHTTP] if user_install else ["-m", "tui.cli"]
-    cmd = [sys.executable, *entry, "ask", "-m", "compat:x", "--base-url", url, "--json", *flags, "hi"]
-    out: list[dict[str, float]] = []
+    return [sys.executable, *entry, "ask", "-m", spec, "--base-url", base, "--json", *flags, "hi"]
+
+
+Mode = tuple[Path, str, bool, tuple[str, ...]]  # checkout, api, as a user's install, flags
+
+
+def ask_runs(url: str, server: Server, n: int, modes: list[Mode]) -> dict[Mode, list[dict[str, float]]]:
+    """``n`` fresh ``ttft ask`` processes per mode, the modes interleaved (one of each in turn)."""
+    data = tempfile.mkdtemp(prefix="ttft-own-")
+    out: dict[Mode, list[dict[str, float]]] = {m: [] for m in modes}
     for _ in range(n):
-        before = len(server.arrivals())
-        start = time.monotonic_ns()  # the process start, as the parent sees it
-        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=60)
-        if proc.returncode != 0:
-            raise SystemExit(f"ttft ask failed ({proc.returncode}): {proc.stderr[-2000:]}")
-        arrived = server.wait_arrivals(before + 1)[before]
-        m = json.loads(proc.stdout)["metrics"]
-        out.append(
-            {
-                "start_to_arrival_ms": (arrived - start) / 1e6,
-                "own_delay_ms": m.get("own_delay_ms") or float("nan"),  # absent in code from before the field
-                "ttft_ms": m["ttft_ms"],
-            }
-        )
+        for mode in modes:
+            root, api, user, flags = mode
+            env = {**os.environ, "PYTHONPATH": str(root), "TTFT_DATA_DIR": data}
+            env.pop("TTFT_IN_PROCESS", None)
+            env.update(OPENAI_API_KEY="sk-own-delay", ANTHROPIC_API_KEY="sk-own-delay")  # the fake takes any key
+            cmd = ask_command(url, api, user, flags)
+            before = len(server.arrivals())
+            start = time.monotonic_ns()  # the process start, as the parent sees it
+            proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=60)
+            if proc.returncode != 0:
+                raise SystemExit(f"ttft ask failed ({proc.returncode}): {proc.stderr[-2000:]}")
+            arrived = server.wait_arrivals(before + 1)[before]
+            m = json.loads(proc.stdout)["metrics"]
+            out[mode].append(
+                {
+                    "start_to_arrival_ms": (arrived - start) / 1e6,
+                    "own_delay_ms": m.get("own_delay_ms") or float("nan"),  # absent in code from before the field
+                    "ttft_ms": m["ttft_ms"],
+                }
+            )
     return out
 
 
@@ -172,9 +198,11 @@ def main() -> int:
     p.add_argument("--chat-runs", type=int, default=3, help="fresh chat apps per mode (the first turn's medians)")
     p.add_argument("--asks", type=int, default=7, help="ttft ask processes")
     p.add_argument("--root", type=Path, default=ROOT, help="run `ttft ask` from this checkout")
+    p.add_argument("--before", type=Path, help="also run every ask from this checkout, interleaved")
     p.add_argument("--skip-chat", action="store_true")
     p.add_argument("--user-install", action="store_true", help="also run ask without aiohttp, as a user's install")
-    p.add_argument("--sdk", action="store_true", help="also run ask with --sdk (the OpenAI SDK's stream reader)")
+    p.add_argument("--sdk", action="store_true", help="also run ask with --sdk (each API's SDK)")
+    p.add_argument("--apis", default="chat,responses,messages", help="the hosted APIs to ask, comma-separated")
     args = p.parse_args()
     os.environ.setdefault("TTFT_DATA_DIR", tempfile.mkdtemp(prefix="ttft-own-"))
     server = Server()
@@ -209,15 +237,25 @@ def main() -> int:
                 + f"  [without warm-up: own delay {med(first[False], 'own_delay_ms'):.0f} ms,"
                 f" Enter->arrival {med(first[False], 'enter_to_arrival_ms'):.0f} ms]"
             )
-        modes: list[tuple[bool, tuple[str, ...]]] = (
-            [(False, ())] + ([(True, ())] if args.user_install else []) + ([(False, ("--sdk",))] if args.sdk else [])
-        )
-        for user, flags in modes:
-            runs = ask_runs(server.url, server, args.asks, args.root.resolve(), user, flags)
+        apis = [a.strip() for a in args.apis.split(",") if a.strip()]
+        roots = [args.root.resolve(), *([args.before.resolve()] if args.before else [])]
+        modes: list[Mode] = [
+            (root, api, user, flags)
+            for api in apis
+            for root in roots
+            for user, flags in [(False, ())]
+            + ([(True, ())] if args.user_install else [])
+            + ([(False, ("--sdk",))] if args.sdk else [])
+        ]
+        print(f"\nload average {os.getloadavg()[0]:.1f} before the asks")
+        all_runs = ask_runs(server.url, server, args.asks, modes)
+        for (root, api, user, flags), runs in all_runs.items():
             how = ("as a user's install (no aiohttp)" if user else "in this environment") + (
                 ", with --sdk" if flags else ""
             )
-            print(f"\nttft ask (from {args.root}, {how}), {len(runs)} processes:")
+            if len(roots) > 1:
+                how += ", before" if root == roots[1] else ", after"
+            print(f"\nttft ask -m {ASK_APIS[api][0]} (from {root}, {how}), {len(runs)} processes:")
             print("  run   start->arrival   own_delay_ms   TTFT")
             for i, r in enumerate(runs):
                 arrival, own, ttft = fmt(r["start_to_arrival_ms"]), fmt(r["own_delay_ms"]), fmt(r["ttft_ms"])
@@ -225,8 +263,8 @@ def main() -> int:
             arrival_med = statistics.median(r["start_to_arrival_ms"] for r in runs)
             own_med = statistics.median(r["own_delay_ms"] for r in runs)
             verdicts.append(
-                f"ttft ask ({how}) process start -> arrival: median {arrival_med:.0f} ms, own_delay_ms median"
-                f" {fmt(own_med).strip()} ms (target <= {ASK_TARGET_MS:.0f} ms): "
+                f"ttft ask {api} ({how}) process start -> arrival: median {arrival_med:.0f} ms, own_delay_ms"
+                f" median {fmt(own_med).strip()} ms (target <= {ASK_TARGET_MS:.0f} ms): "
                 + ("MET" if arrival_med <= ASK_TARGET_MS else "MISSED")
             )
         print(f"\nload average {os.getloadavg()[0]:.1f}")

@@ -211,3 +211,37 @@ def test_the_error_line_keeps_message_and_hint_apart() -> None:
     said = ErrorInfo("auth", "No API key for openai.", hint="export OPENAI_API_KEY=...")
     assert error_line(said) == "error: No API key for openai. export OPENAI_API_KEY=..."  # as written
     assert error_line(ErrorInfo("x", "boom", hint=None)) == "error: boom"
+
+
+# --- tool calls (issue 23, item 7) -----------------------------------------------------------------
+TOOL_CALLS = (("get_weather", '{"city": "Paris"}'), ("get_time", '{"tz": "UTC"}'))
+TOOL_APIS = {  # -m, base URL of the fake server, the answer's finish reason
+    "compat": ("compat:fake-model", "/v1", "tool_calls"),
+    "openai-responses": ("openai-responses:fake-model", "/v1", "completed"),
+    "anthropic": ("anthropic:fake-model", "", "tool_use"),
+}
+
+
+@pytest.mark.parametrize("api", list(TOOL_APIS))
+@pytest.mark.parametrize("sdk", [False, True], ids=["lean", "sdk"])
+def test_ask_prints_each_tool_call_on_its_own_line(env: dict, api: str, sdk: bool) -> None:
+    spec, suffix, stop = TOOL_APIS[api]
+    keyed = {**env, "OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-test"}
+    with FakeServer(Schedule(first_token_ms=5, token_ms=1, visible_tokens=2, tool_calls=TOOL_CALLS)) as s:
+        p = _ttft(keyed, "ask", "-m", spec, "--base-url", s.url + suffix, *(["--sdk"] if sdk else []), "weather?")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ('w00 w01 \ntool call: get_weather({"city": "Paris"})\ntool call: get_time({"tz": "UTC"})\n')
+    assert f"2 tool calls (finish_reason {stop})" in p.stderr.splitlines()[-1]
+    (rec,) = _log_lines(env)
+    assert rec["tool_calls"] == [{"name": n, "arguments": a} for n, a in TOOL_CALLS] and rec["stop_reason"] == stop
+
+
+def test_ask_on_a_tool_only_answer_prints_the_call_and_json_keeps_it(env: dict) -> None:
+    with FakeServer(Schedule(first_token_ms=5, token_ms=1, visible_tokens=0, tool_calls=TOOL_CALLS[:1])) as s:
+        p = _ttft(env, "ask", "-m", "compat:fake-model", "--base-url", s.openai_base_url, "weather?")
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == 'tool call: get_weather({"city": "Paris"})\n'  # not an empty answer
+        p = _ttft(env, "ask", "-m", "compat:fake-model", "--base-url", s.openai_base_url, "--json", "weather?")
+    d = json.loads(p.stdout)
+    assert d["answer"] == "" and d["stop_reason"] == "tool_calls" and d["status"] == "ok"
+    assert d["tool_calls"] == [{"name": "get_weather", "arguments": '{"city": "Paris"}'}]

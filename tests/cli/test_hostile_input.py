@@ -8,6 +8,7 @@ import asyncio
 import http.server
 import json
 import os
+import re
 import socketserver
 import subprocess
 import sys
@@ -23,6 +24,8 @@ from hypothesis import strategies as st
 from backends.base import Backend
 from backends.providers.anthropic_messages import AnthropicMessagesBackend
 from backends.providers.lean.chat import LeanChatBackend
+from backends.providers.lean.messages import LeanMessagesBackend
+from backends.providers.lean.responses import LeanResponsesBackend
 from backends.providers.openai_chat import OpenAIChatBackend
 from backends.providers.openai_responses import OpenAIResponsesBackend
 from tests.fakes import FakeServer, Schedule
@@ -316,6 +319,9 @@ def raw() -> Iterator[RawServer]:
     s.close()
 
 
+ALL_APIS = ["sdk", "lean", "responses", "messages", "lean-responses", "lean-messages"]
+
+
 def _backend(api: str, url: str) -> Backend:
     if api == "sdk":
         return OpenAIChatBackend("m", provider="compat", base_url=url + "/v1", compat=True)
@@ -323,6 +329,10 @@ def _backend(api: str, url: str) -> Backend:
         return LeanChatBackend("m", provider="compat", base_url=url + "/v1", compat=True)
     if api == "responses":
         return OpenAIResponsesBackend("m", base_url=url + "/v1", api_key="k")
+    if api == "lean-responses":
+        return LeanResponsesBackend("m", base_url=url + "/v1", api_key="k")
+    if api == "lean-messages":
+        return LeanMessagesBackend("m", base_url=url, api_key="k")
     return AnthropicMessagesBackend("m", base_url=url, api_key="k")
 
 
@@ -353,7 +363,7 @@ def test_ask_sdk_reports_a_wrong_shaped_chunk_as_malformed(env: Path, capsys: py
     assert "bug in ttft" not in (record["error"]["hint"] or "")
 
 
-@pytest.mark.parametrize("api", ["sdk", "lean", "responses", "messages"])
+@pytest.mark.parametrize("api", ALL_APIS)
 async def test_invalid_utf8_in_a_stream_is_a_malformed_stream(api: str, raw: RawServer) -> None:
     raw.content_type = "text/event-stream"
     raw.pieces = [HI_CHUNK, b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"}}]}\n\n']
@@ -367,7 +377,7 @@ async def test_invalid_utf8_in_a_stream_is_a_malformed_stream(api: str, raw: Raw
         assert rec["answer"] == "Hi"
 
 
-@pytest.mark.parametrize("api", ["sdk", "lean", "responses", "messages"])
+@pytest.mark.parametrize("api", ALL_APIS)
 async def test_an_html_page_with_200_says_so(api: str, raw: RawServer) -> None:
     raw.content_type = "text/html; charset=utf-8"
     raw.pieces = [b"<!doctype html><html><body>Welcome to nginx!</body></html>\n"]
@@ -390,6 +400,7 @@ BAD_USAGE: dict[str, bytes] = {  # token counts that are not ints: the readers d
     b'event: message_stop\ndata: {"type":"message_stop"}\n\n',
 }
 BAD_USAGE["lean"] = BAD_USAGE["sdk"]
+BAD_USAGE["lean-responses"], BAD_USAGE["lean-messages"] = BAD_USAGE["responses"], BAD_USAGE["messages"]
 
 
 @pytest.mark.parametrize("api", list(BAD_USAGE))
@@ -506,6 +517,9 @@ TEMPLATES: dict[str, list[dict[str, Any]]] = {  # well-formed events of each API
     ],
 }  # fmt: skip
 TEMPLATES["sdk"] = TEMPLATES["lean"] = TEMPLATES.pop("chat")
+for _api in ("responses", "messages"):  # each lean reader meets what its SDK path meets
+    FIRST[f"lean-{_api}"], EVENT_TYPES[f"lean-{_api}"] = FIRST[_api], EVENT_TYPES[_api]
+    TEMPLATES[f"lean-{_api}"] = TEMPLATES[_api]
 
 
 def _paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -561,7 +575,7 @@ def fuzz_loop() -> Iterator[asyncio.AbstractEventLoop]:
     loop.close()
 
 
-@pytest.mark.parametrize("api", ["sdk", "lean", "responses", "messages"])
+@pytest.mark.parametrize("api", ALL_APIS)
 def test_fuzz_every_stream_reader_ends_in_a_clean_record(
     api: str, raw: RawServer, fuzz_loop: asyncio.AbstractEventLoop
 ) -> None:
@@ -611,3 +625,46 @@ def test_a_numeric_finish_reason_is_a_logged_malformed_stream(reader: list[str],
     assert "stop reason is not a string" in rec["error"]["message"] and rec["answer"] == "Hix"  # what came is kept
     logged = [json.loads(line) for f in (tmp_path / "sessions").glob("*.jsonl") for line in f.read_text().splitlines()]
     assert [r["status"] for r in logged] == ["error"]
+
+
+def _outcome(rec: dict[str, Any]) -> dict[str, Any]:
+    """What must not depend on the reader: the record less its times, and the error's words less the
+    chunk it quotes (the SDK paths quote their typed model, the lean readers the JSON)."""
+    err = rec.get("error") or {}
+    message = re.sub(r"127\.0\.0\.1:\d+", "HOST", err.get("message") or "")
+    # cut after "not a Chat Completions event: " or "... (Anthropic Messages): " (Responses, Chat Completions)
+    quoted = re.split(r"(?<=event|ages\)|nses\)|ions\)): ", message)[0]
+    return {
+        "status": rec["status"],
+        "answer": rec["answer"],
+        "reasoning": rec["reasoning"],
+        "stop_reason": rec["stop_reason"],
+        "tokens": rec["tokens"],
+        "tool_calls": rec["tool_calls"],
+        "chunks": [{k: v for k, v in c.items() if k != "t_ms"} for c in rec["chunks"]],
+        "error": (err.get("type"), quoted, err.get("hint")),
+    }
+
+
+@pytest.mark.parametrize(
+    ("sdk", "lean"), [("sdk", "lean"), ("responses", "lean-responses"), ("messages", "lean-messages")]
+)
+def test_fuzz_each_lean_reader_records_what_its_sdk_path_records(
+    sdk: str, lean: str, raw: RawServer, fuzz_loop: asyncio.AbstractEventLoop
+) -> None:
+    """The same hostile bytes, through the SDK and through the lean reader: the same record."""
+    backends = _backend(sdk, raw.url), _backend(lean, raw.url)
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(pieces=hostile_body(sdk))
+    def check(pieces: list[bytes]) -> None:
+        raw.content_type = "text/event-stream"
+        raw.pieces = pieces
+        a, b = (fuzz_loop.run_until_complete(one_turn(backend, max_retries=0)) for backend in backends)
+        assert _outcome(b) == _outcome(a)
+
+    try:
+        check()
+    finally:
+        for backend in backends:
+            fuzz_loop.run_until_complete(backend.aclose())

@@ -249,3 +249,119 @@ def test_sessions_and_report_show_control_characters(env: dict, capsys: pytest.C
     assert main(["report", str(path)]) == 0
     out = capsys.readouterr().out
     assert "== turns ==" in out and not _has_raw_controls(out)
+
+
+# --- 2. bidi controls never reorder what the reader sees (issue 23, item 8a) ------------------
+# "Trojan Source": an override (RLO ... PDF) and an isolate (RLI ... PDI) make a terminal with bidi
+# support show the text in another order than it is; an RLM mark is ordinary Hebrew punctuation.
+BIDI = (
+    "Run ",
+    "\u202eexe.txt",
+    "\u202c then ",
+    "\u2067admin\u2069",
+    " and \u202a\u202b\u202d\u2066\u2068 end",
+    " ok \u05e9\u05dc\u05d5\u05dd\u200f.",
+)
+BIDI_ANSWER = "".join(BIDI)
+BIDI_SHOWN = ("<U+202E>exe.txt<U+202C>", "<U+2067>admin<U+2069>", "<U+202A><U+202B><U+202D><U+2066><U+2068> end")
+RAW_BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+
+
+def _has_raw_bidi(text: str) -> bool:
+    return any(c in text for c in RAW_BIDI)
+
+
+def _bidi_schedule(**kw: Any) -> Schedule:
+    return Schedule(first_token_ms=10, token_ms=2, texts=BIDI, visible_tokens=len(BIDI), **kw)
+
+
+def test_visible_controls_shows_the_bidi_controls_and_keeps_the_marks() -> None:
+    for c in RAW_BIDI:
+        assert visible_controls(f"a{c}b") == f"a<U+{ord(c):04X}>b"
+    marks = "\u05e9\u200f \u200e1 \u061c"  # RLM, LRM, ALM: no span, everyday RTL punctuation
+    assert visible_controls(marks) is marks
+    shown = visible_controls(BIDI_ANSWER)
+    assert not _has_raw_bidi(shown) and all(s in shown for s in BIDI_SHOWN) and "\u200f" in shown
+    styled = visible_text(Text.assemble(("\u202eX", "red"), (" ok", "")))
+    assert styled.plain == "<U+202E>X ok" and styled.spans[0].end == len("<U+202E>X")
+
+
+def test_ask_on_a_terminal_shows_bidi_controls_and_the_log_keeps_them(srv: FakeServer, env: dict) -> None:
+    srv.schedule = _bidi_schedule()
+    rc, out, err = _on_a_terminal(env, "ask", "-m", "compat:fake-model", "--base-url", srv.openai_base_url, "hi")
+    assert rc == 0, err
+    text = out.decode("utf-8")
+    assert not _has_raw_bidi(text), repr(text)
+    for shown in BIDI_SHOWN:
+        assert shown in text
+    assert "\u200f" in text  # the mark reaches the terminal as it is
+    (rec,) = log_lines(env)
+    assert rec["answer"] == BIDI_ANSWER
+
+
+@pytest.mark.parametrize("api", ["compat", "responses", "messages"])
+def test_ask_piped_keeps_bidi_exact_and_json_escapes_them(srv: FakeServer, env: dict, api: str) -> None:
+    srv.schedule = _bidi_schedule()
+    spec, url = {
+        "compat": ("compat:fake-model", srv.openai_base_url),
+        "responses": ("openai-responses:fake-model", srv.openai_base_url),
+        "messages": ("anthropic:fake-model", srv.url),
+    }[api]
+    keyed = {**env, "OPENAI_API_KEY": "sk-test-bidi", "ANTHROPIC_API_KEY": "sk-test-bidi"}
+    p = run_ttft(keyed, "ask", "-m", spec, "--base-url", url, "hi")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == BIDI_ANSWER.encode() + b"\n"  # a pipe: byte-exact
+    p = run_ttft(keyed, "ask", "-m", spec, "--base-url", url, "--json", "hi")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout.decode()
+    assert not _has_raw_bidi(out) and "\\u202e" in out  # escaped: safe on a terminal ...
+    assert json.loads(out)["answer"] == BIDI_ANSWER  # ... and the same value
+
+
+def test_a_servers_bidi_controls_on_stderr_are_shown(srv: FakeServer, env: dict) -> None:
+    srv.schedule = Schedule(fail_status=400, fail_message="model \u202eevil\u202c not found")
+    p = run_ttft(env, "ask", "-m", "compat:fake-model", "--base-url", srv.openai_base_url, "--max-retries", "0", "hi")
+    err = p.stderr.decode()
+    assert p.returncode == 1 and "<U+202E>evil<U+202C>" in err and not _has_raw_bidi(err)
+    (rec,) = log_lines(env)
+    assert "\u202eevil\u202c" in rec["error"]["message"]  # exact in the log
+
+
+async def test_chat_shows_bidi_controls_while_streaming_and_after(srv: FakeServer, env: dict) -> None:
+    srv.schedule = _bidi_schedule(stall_after=len(BIDI), stall_s=30)
+    app = ChatApp("compat:fake-model", base_url=srv.openai_base_url)
+    async with app.run_test(size=(160, 40)) as pilot:
+        app.query_one("#prompt").value = "hi"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.message is not None and "\u200f." in app.message.stream.tail.text, 20)
+        await pilot.pause(0.1)
+        live = _painted(app)
+        assert not _has_raw_bidi(live)
+        for shown in BIDI_SHOWN:
+            assert shown in live, live
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, 20)
+        await pilot.pause(0.1)
+        final = _painted(app)
+        assert not _has_raw_bidi(final)
+        for shown in BIDI_SHOWN:
+            assert shown in final, final
+        assert app.session.records[0]["answer"] == BIDI_ANSWER
+    (rec,) = log_lines(env)
+    assert rec["answer"] == BIDI_ANSWER
+
+
+async def test_a_bidi_control_no_widget_handled_is_dropped_as_it_is_painted() -> None:
+    from tui.screens.settings import SettingsScreen
+
+    app = ChatApp("compat:m", base_url="http://127.0.0.1:9/v1", warm_up=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.action_settings("model")
+        await wait_until(
+            pilot, lambda: isinstance(app.screen, SettingsScreen) and bool(app.screen.query("#model-list"))
+        )
+        await pilot.pause(0.1)
+        app.screen._show_models(["compat:safe\u202elave-model\u202c"], None)  # type: ignore[attr-defined]
+        await pilot.pause(0.2)
+        screen = _painted(app)
+        assert "compat:safelave-model" in screen and not _has_raw_bidi(screen)

@@ -3,6 +3,7 @@ events with usage in ``message_start`` and ``message_delta``, or the whole ``mes
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -35,6 +36,8 @@ async def anthropic_json(st: Stream, body: dict[str, Any], s: Schedule) -> web.R
             content.append({"type": "thinking", "thinking": text, "signature": "EqQBCkYIBRgCKkAfakesig=="})
     if s.visible_tokens:
         content.append({"type": "text", "text": s.visible_text()})
+    for i, (name, args) in enumerate(s.tool_calls):
+        content.append({"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": json.loads(args or "{}")})
     usage: dict[str, Any] = {
         "input_tokens": s.input_tokens,
         "cache_creation_input_tokens": 0,
@@ -49,7 +52,7 @@ async def anthropic_json(st: Stream, body: dict[str, Any], s: Schedule) -> web.R
         "role": "assistant",
         "model": body.get("model", "fake-model"),
         "content": content,
-        "stop_reason": s.stop_reason or "end_turn",
+        "stop_reason": s.stop_reason or ("tool_use" if s.tool_calls else "end_turn"),
         "stop_sequence": None,
         "usage": usage,
     }
@@ -139,13 +142,31 @@ async def anthropic_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
         return
     if current is not None:
         await emit({"type": "content_block_stop", "index": block})
+    call = -1
+    for at, i, name, piece in s.tool_chunks():
+        await st.until(at)
+        if name:
+            if call >= 0:
+                await emit({"type": "content_block_stop", "index": block})
+            block, call = block + 1, i
+            start = {"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": {}}
+            await emit({"type": "content_block_start", "index": block, "content_block": start})
+        else:
+            delta = {"type": "input_json_delta", "partial_json": piece}
+            await emit({"type": "content_block_delta", "index": block, "delta": delta})
+        st.rec.chunks_sent += 1
+    if call >= 0:
+        await emit({"type": "content_block_stop", "index": block})
     usage: dict[str, Any] = {"output_tokens": s.output_tokens if s.usage else 0}
     if s.usage and s.reasoning_tokens:
         usage["output_tokens_details"] = {"thinking_tokens": s.reasoning_tokens}
     await emit(
         {
             "type": "message_delta",
-            "delta": {"stop_reason": s.stop_reason or "end_turn", "stop_sequence": None},
+            "delta": {
+                "stop_reason": s.stop_reason or ("tool_use" if s.tool_calls else "end_turn"),
+                "stop_sequence": None,
+            },
             "usage": usage,
         }
     )

@@ -115,10 +115,17 @@ async def chat_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
         st.rec.chunks_sent += 1
     if await failures(st, s, len(chunks), error):
         return
+    for at, i, name, piece in s.tool_chunks():
+        await st.until(at)
+        call: dict[str, Any] = {"index": i, "function": {"arguments": piece}}
+        if name:
+            call = {"index": i, "id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": ""}}
+        await st.data(chunk({"tool_calls": [call]}))
+        st.rec.chunks_sent += 1
     if s.no_done:  # cut off cleanly: no finish chunk, no usage, no [DONE]
         await st.end()
         return
-    await st.data(chunk({}, s.stop_reason or "stop", **server_timings(s)))
+    await st.data(chunk({}, s.stop_reason or ("tool_calls" if s.tool_calls else "stop"), **server_timings(s)))
     if include_usage and s.usage:
         usage_chunk = {**base, "choices": [], "usage": usage_chat(s)}
         await st.data(usage_chunk)
@@ -133,10 +140,17 @@ async def chat_json(st: Stream, body: dict[str, Any], s: Schedule) -> web.Respon
         message[s.reasoning] = s.reasoning_text()
     elif s.reasoning == "think" and s.reasoning_tokens:
         message["content"] = f"<think>{s.reasoning_text()}</think>{s.visible_text()}"
+    if s.tool_calls:
+        message["content"] = message["content"] or None
+        message["tool_calls"] = [
+            {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": args}}
+            for i, (name, args) in enumerate(s.tool_calls)
+        ]
+    finish = s.stop_reason or ("tool_calls" if s.tool_calls else "stop")
     out = {
         **chat_base(body, f"chatcmpl-{uuid.uuid4().hex[:12]}"),
         "object": "chat.completion",
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": s.stop_reason or "stop"}],
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
         **server_timings(s),
     }
     if s.usage:

@@ -73,6 +73,7 @@ async def responses_json(st: Stream, body: dict[str, Any], s: Schedule) -> web.R
                 "content": [part],
             }
         )
+    output += [function_call(i, name, args, "completed") for i, (name, args) in enumerate(s.tool_calls)]
     status = s.stop_reason or "completed"
     out = response_obj(body, f"resp_{uuid.uuid4().hex[:12]}", status, output, usage_responses(s) if s.usage else None)
     if status == "incomplete":
@@ -208,6 +209,29 @@ async def responses_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
         item = {"id": msg_id, "type": "message", "status": "completed", "role": "assistant", "content": [part]}
         await emit({"type": "response.output_item.done", "output_index": idx, "item": item})
         output.append(item)
+        idx += 1
+    calls: dict[int, dict[str, Any]] = {}
+    for at, i, name, piece in s.tool_chunks():
+        await st.until(at)
+        if name:
+            if i - 1 in calls:
+                await close_call(emit, calls[i - 1], idx + i - 1, output)
+            calls[i] = function_call(i, name, "", "in_progress")
+            await emit({"type": "response.output_item.added", "output_index": idx + i, "item": calls[i]})
+        else:
+            calls[i]["arguments"] += piece
+            await emit(
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "item_id": calls[i]["id"],
+                    "output_index": idx + i,
+                    "delta": piece,
+                }
+            )
+        st.rec.chunks_sent += 1
+    if calls:
+        last = max(calls)
+        await close_call(emit, calls[last], idx + last, output)
     if s.no_done:
         await st.end()
         return
@@ -216,6 +240,25 @@ async def responses_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
     kind = "response.completed" if status == "completed" else f"response.{status}"
     await emit({"type": kind, "response": response(status, output, usage if s.usage else None)})
     await st.end()
+
+
+def function_call(i: int, name: str, arguments: str, status: str) -> dict[str, Any]:
+    return {
+        "id": f"fc_{i}",
+        "type": "function_call",
+        "status": status,
+        "arguments": arguments,
+        "call_id": f"call_{i}",
+        "name": name,
+    }
+
+
+async def close_call(emit: Callable[[dict[str, Any]], Any], item: dict[str, Any], idx: int, output: list[Any]) -> None:
+    common = {"item_id": item["id"], "output_index": idx}
+    await emit({"type": "response.function_call_arguments.done", **common, "arguments": item["arguments"]})
+    done = {**item, "status": "completed"}
+    await emit({"type": "response.output_item.done", "output_index": idx, "item": done})
+    output.append(done)
 
 
 async def close_reasoning(

@@ -56,6 +56,10 @@ class Schedule:
     # the end), as a proxy or a server's heartbeat sends them; they carry no event.
     keepalive_s: float | None = None
     keepalive: str = ": ping\n\n"
+    # Tool calls, (name, arguments JSON) each, streamed after the text in the API's own shape: the name
+    # first, then the arguments in pieces of ``tool_piece_chars``, one token slot each.
+    tool_calls: tuple[tuple[str, str], ...] = ()
+    tool_piece_chars: int = 8
 
     def chunks(self, reasoning_visible: bool = True) -> list[tuple[float, str, str]]:
         """``(at_ms, kind, text)`` for every token-bearing chunk, reasoning first.
@@ -75,18 +79,35 @@ class Schedule:
                 j += 1
         return out
 
+    def tool_chunks(self) -> list[tuple[float, int, str, str]]:
+        """``(at_ms, call, name, arguments piece)`` for every tool-call chunk: a call's first chunk has
+        its name and no arguments, the others a piece of its arguments and no name."""
+        c = max(1, self.tokens_per_chunk)
+        j = math.ceil(self.reasoning_tokens / c) + math.ceil(self.visible_tokens / c)
+        out: list[tuple[float, int, str, str]] = []
+        for i, (name, args) in enumerate(self.tool_calls):
+            pieces = [args[k : k + self.tool_piece_chars] for k in range(0, len(args), self.tool_piece_chars)]
+            for name_part, piece in [(name, ""), *(("", p) for p in pieces)]:
+                out.append((self.first_token_ms + j * c * self.token_ms, i, name_part, piece))
+                j += 1
+        return out
+
+    @property
+    def tool_tokens(self) -> int:
+        return len(self.tool_chunks())
+
     def expected_ttfvt_ms(self) -> float:
         c = max(1, self.tokens_per_chunk)
         return self.first_token_ms + math.ceil(self.reasoning_tokens / c) * c * self.token_ms
 
     def end_ms(self) -> float:
         c = max(1, self.tokens_per_chunk)
-        n = math.ceil(self.reasoning_tokens / c) + math.ceil(self.visible_tokens / c)
+        n = math.ceil(self.reasoning_tokens / c) + math.ceil(self.visible_tokens / c) + self.tool_tokens
         return self.first_token_ms + max(0, n - 1) * c * self.token_ms
 
     @property
     def output_tokens(self) -> int:
-        return self.reasoning_tokens + self.visible_tokens
+        return self.reasoning_tokens + self.visible_tokens + self.tool_tokens
 
     def reasoning_text(self) -> str:
         if self.texts is not None:

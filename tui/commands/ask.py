@@ -96,8 +96,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--sdk",
         action="store_true",
-        help="read Chat Completions (openai, compat) with the OpenAI SDK, not ttft's own reader (same record;"
-        " the SDK's import adds 0.5-1 s)",
+        help="read with the API's SDK (openai, or anthropic for Messages), not ttft's own reader (same record;"
+        " the SDK's import adds 0.5-2 s before the send)",
     )
     p.add_argument(
         "-a",
@@ -159,6 +159,9 @@ def summary_line(rec: TurnRecord) -> str:
         files = attachment_cost(rec.attachments, t.input, server_timings(rec.server))
         added = f", ~{files.tokens:,} tokens in" if files is not None and files.tokens is not None else ""
         parts.append(f"{n} file{'s' if n > 1 else ''} attached{added}")
+    if rec.tool_calls:
+        n = len(rec.tool_calls)
+        parts.append(f"{n} tool call{'s' if n > 1 else ''} (finish_reason {rec.stop_reason or '-'})")
     if m.e2e_ms is not None:
         parts.append(f"E2E {f(m.e2e_ms)}")
     else:  # no token came: an "E2E" would time an answer that does not exist
@@ -196,28 +199,74 @@ def _failed_record(
     return finish_turn(rec, log)  # a failed write is kept in log.write_errors, reported by run()
 
 
+class AnswerEcho:
+    """The answer on stdout as it streams: its text, and each tool call the model asks for on a line of
+    its own, ``tool call: NAME(ARGUMENTS)``, its arguments as they arrive (the record keeps them too).
+
+    On a terminal outside text is shown, never run (:func:`tui.format.visible_controls`); piped, the
+    text is byte-exact.
+    """
+
+    def __init__(self, recorder: TurnRecorder) -> None:
+        self.recorder = recorder
+        self.shown = visible_controls if sys.stdout.isatty() else str
+        self.wrote = False
+        self.at_line_start = True
+        self.calls = 0  # tool calls begun on stdout
+        self.in_call = False
+
+    def _write(self, text: str) -> None:
+        if text:
+            sys.stdout.write(text)
+            self.wrote = True
+            self.at_line_start = text.endswith("\n")
+
+    def _end_call(self) -> None:
+        if self.in_call:
+            self._write(")\n")
+            self.in_call = False
+
+    def feed(self, e: ev.Event) -> None:
+        if isinstance(e, ev.TextDelta) and e.text:
+            self._end_call()
+            self._write(self.shown(e.text))
+        elif isinstance(e, ev.ToolCallDelta):
+            count = self.recorder.tool_call_count  # the recorder has it already: it says when a call begins
+            if count != self.calls:
+                self._end_call()
+                if not self.at_line_start:
+                    self._write("\n")
+                self._write(f"tool call: {self.shown(e.name) or '?'}(")
+                self.calls, self.in_call = count, True
+            self._write(self.shown(e.arguments))
+        else:
+            return
+        sys.stdout.flush()
+
+    def close(self) -> None:
+        """The answer's last line ended: a call's, or one newline after the text (as ``echo`` would)."""
+        if self.in_call:
+            self._end_call()
+        elif self.wrote:
+            self._write("\n")
+        sys.stdout.flush()
+
+
 async def _ask(
     backend: Backend, request: ChatRequest, recorder: TurnRecorder, log: SessionLog, echo: bool, quiet: bool = False
 ) -> TurnRecord:
-    wrote = False
-    # On a terminal the answer's control characters are shown, not run; piped, it stays byte-exact.
-    shown = visible_controls if sys.stdout.isatty() else str
+    answer = AnswerEcho(recorder)
 
     def on_event(e: ev.Event) -> None:
-        nonlocal wrote
         if isinstance(e, ev.ModelLoadStarted) and e.what and not quiet:
             print(f"ttft: {visible_controls(e.what)}", file=sys.stderr, flush=True)  # e.g. assembling the model
-        if echo and isinstance(e, ev.TextDelta) and e.text:
-            sys.stdout.write(shown(e.text))
-            sys.stdout.flush()
-            wrote = True
+        if echo:
+            answer.feed(e)
 
     try:
         return await run_turn(backend, request, recorder, log=log, on_event=on_event)
     finally:
-        if wrote:
-            sys.stdout.write("\n")
-            sys.stdout.flush()
+        answer.close()
         await backend.aclose()
 
 

@@ -48,7 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_output_flags(p, "print the fit and its points as a ttft.probe/1 JSON object")
     p.add_argument("--out", type=Path, metavar="DIR", help="write every turn (JSONL), the chart (SVG) and the JSON")
     p.add_argument("--no-save", action="store_true", help="do not save the fit for the chat and ask")
-    p.add_argument("--sdk", action="store_true", help="read Chat Completions with the OpenAI SDK (as ttft ask --sdk)")
+    p.add_argument(
+        "--sdk", action="store_true", help="read with the API's SDK, not ttft's own reader (as ttft ask --sdk)"
+    )
     p.set_defaults(func=run)
 
 

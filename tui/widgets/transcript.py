@@ -1,4 +1,5 @@
-"""The conversation: user messages, streamed Markdown answers with a reasoning block, notes, error cards.
+"""The conversation: user messages, streamed Markdown answers with a reasoning block and tool calls, notes,
+error cards.
 
 A finished turn is drawn from its typed ``TurnRecord``, whether it just ended or was read back from a
 session log (typed where the log is read, ``tui.session``).
@@ -6,12 +7,15 @@ session log (typed where the log is read, ``tui.session``).
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Group
 from rich.markdown import Markdown as RichMarkdown
+from rich.panel import Panel
+from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -64,6 +68,62 @@ class NoteMessage(Static):
         self.outcome = outcome  # says how a turn ended (part of that turn when it is compacted)
 
 
+def tool_arguments(arguments: str, *, pretty: bool = True) -> str:
+    """A call's arguments as a person reads them: JSON indented when it is JSON (``pretty``),
+    else exactly as streamed (a call still arriving, or a model's broken JSON)."""
+    if pretty and arguments.strip():
+        try:
+            return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
+        except ValueError:
+            pass
+    return arguments
+
+
+def tool_calls_view(calls: Sequence[Mapping[str, str]], stop_reason: str | None, *, final: bool) -> Group:
+    """Each tool call the model asked for as a block of the answer (its name, then its arguments),
+    and, once the turn has ended, why the answer stopped (``finish_reason: tool_calls``, Anthropic's
+    ``tool_use``): the answer to a tool-only turn is these calls, not an empty message.
+
+    While the turn streams (``final`` False) the arguments show as they arrive; at the end, as
+    indented JSON. The record keeps them exact; everything shown here is made visible first.
+    """
+    parts: list[Any] = []
+    for i, call in enumerate(calls, 1):
+        name = visible_controls(call.get("name") or "") or "(no name)"
+        args = visible_controls(tool_arguments(call.get("arguments") or "", pretty=final))
+        title = Text.assemble(
+            ("⚙ tool call", "bold"), (f" {i}" if len(calls) > 1 else "", "bold"), ": ", (name, "bold cyan")
+        )
+        body: Any = Text(args or "(no arguments)", style="" if args else "dim italic")
+        if final and args:
+            body = Syntax(args, "json", theme=CODE_THEME, background_color="default", word_wrap=True)
+        parts.append(Panel(body, title=title, title_align="left", border_style="cyan", padding=(0, 1)))
+    if final and stop_reason:
+        parts.append(Text(f"finish_reason: {visible_controls(stop_reason)}", style="dim"))
+    return Group(*parts)
+
+
+class ToolCalls(Static):
+    """The tool calls of one answer (:func:`tool_calls_view`), drawn below its text."""
+
+    DEFAULT_CSS = """
+    ToolCalls {
+        height: auto;
+        padding: 0 1;
+        margin: 0 0 1 0;
+    }
+    """
+
+    def __init__(self) -> None:
+        super().__init__("", classes="tool-calls")
+        self.display = False
+
+    def show(self, calls: Sequence[Mapping[str, str]], stop_reason: str | None = None, *, final: bool) -> None:
+        self.display = bool(calls)
+        if calls:
+            self.update(tool_calls_view(calls, stop_reason, final=final))
+
+
 class ReasoningBlock(Collapsible):
     def __init__(self) -> None:
         self.body = Static("", classes="reasoning-text")
@@ -96,6 +156,8 @@ class AssistantMessage(Vertical):
         self.stream = StreamingMarkdown(classes="answer-stream", settle=settle)
         self.answer = Markdown("", classes="answer")
         self.answer.display = False
+        self.tools = ToolCalls()
+        self._tool_pieces = 0
         self._reasoning_text = ""
         self._r_idx = self._t_idx = 0
         self._seen_chunks = 0
@@ -110,6 +172,7 @@ class AssistantMessage(Vertical):
         yield self.reasoning
         yield self.stream
         yield self.answer
+        yield self.tools
 
     # --- live ----------------------------------------------------------------------
     def pump(self, recorder: TurnRecorder, snap: Snapshot) -> None:
@@ -139,6 +202,11 @@ class AssistantMessage(Vertical):
             self._t_idx += len(t_parts)
             self._pending.append("".join(t_parts))
             if snap.phase == "streaming" and not self.reasoning.collapsed and self.reasoning.display:
+                self.reasoning.collapsed = True
+        if recorder.tool_pieces != self._tool_pieces:  # a tool call began or grew
+            self._tool_pieces = recorder.tool_pieces
+            self.tools.show(recorder.tool_calls, final=False)
+            if not self.reasoning.collapsed and self.reasoning.display:
                 self.reasoning.collapsed = True
         self._pending_batches.append((oldest_ns, n))
 
@@ -179,6 +247,7 @@ class AssistantMessage(Vertical):
         with self.app.batch_update():  # the full render replaces the streamed one in a single frame
             self.answer.display = bool(answer)
             self.stream.display = False
+            self.tools.show(record.tool_calls, record.stop_reason, final=True)
         await self.stream.remove()
         if unpainted:  # text that arrived while painting was paced: on screen with the full render
 
@@ -218,6 +287,8 @@ class CompactTurn(Static):
             parts.append(Text(f"▶ {reasoning}", style="dim"))
         if rec.answer:
             parts.append(RichMarkdown(visible_controls(rec.answer), code_theme=CODE_THEME))
+        if rec.tool_calls:
+            parts.append(tool_calls_view(rec.tool_calls, rec.stop_reason, final=True))
         if rec.status == "error":
             err = rec.error
             code = f" · HTTP {err.status_code}" if err is not None and err.status_code else ""

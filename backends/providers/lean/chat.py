@@ -3,8 +3,8 @@
 Why: importing ``openai`` costs 0.5-1.2 s of a process start (it builds ~650 pydantic models),
 which is most of ``ttft ask``'s own delay on a hosted call, and its typed chunks cost a third
 of the client's CPU per chunk under load. This backend sends the request through the same
-:class:`backends.transport.http.InstrumentedHTTP` client (so AttemptSent / HeadersReceived and byte
-arrival come from the same hooks as on the SDK path), splits SSE ``data:`` events from the
+:class:`backends.transport.http.InstrumentedHTTP` client as the SDK path (:mod:`backends.providers.lean.base`:
+AttemptSent / HeadersReceived and byte arrival come from the same hooks), splits SSE ``data:`` events from the
 bytes as they arrive, and translates each chunk's JSON dict with the one translation both
 paths share (:class:`backends.providers.chat_wire.ChatWire`).
 
@@ -23,12 +23,8 @@ What it keeps of the SDK's behaviour, so a record does not depend on the path:
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-from typing import TYPE_CHECKING, Any
-
-import httpx2
+from typing import Any
 
 from backends.base import ChatRequest
 from backends.providers.chat_wire import (
@@ -38,26 +34,37 @@ from backends.providers.chat_wire import (
     STREAM_OPTIONS_REJECTED,
     ChatWire,
 )
-from backends.providers.errors import MalformedStream, check_content_type
-from backends.providers.hosted import HostedBackend, TurnState
-from backends.providers.lean.retry import retry_delay_s, should_retry
-from backends.providers.lean.sdk_errors import APIConnectionError, APITimeoutError, BadRequestError, status_error
-from backends.providers.lean.sse import LeanChunks, loads
+from backends.providers.hosted import TurnState
+from backends.providers.lean.base import LeanHosted, join_url
+from backends.providers.lean.sdk_errors import BadRequestError
 from backends.think import ThinkSplitter
-from backends.transport.http import Probe, needs_ca_bundle
+from backends.transport.http import Probe
 from telemetry import events as ev
-
-if TYPE_CHECKING:
-    from backends.transport.aiohttp_client import AiohttpClient
-    from backends.transport.protocol import ProtoClient
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
+def openai_base(base_url: str | None) -> str:
+    """The OpenAI SDK's base URL: the given one, else ``OPENAI_BASE_URL``, else the OpenAI API."""
+    return base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+
+
+def openai_headers(api_key: str | None, compat: bool) -> dict[str, str]:
+    """What the OpenAI SDK sends besides the body: ``Authorization: Bearer KEY`` only with a key, and
+    (not to a third-party server) the organization and project from the environment."""
+    headers: dict[str, str] = {}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    if not compat:
+        for env, name in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
+            if os.environ.get(env):
+                headers[name] = os.environ[env]
+    return headers
+
+
 def chat_url(base_url: str | None) -> str:
     """``{base_url}/chat/completions``, joined as the SDK joins it (one slash between)."""
-    base = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-    return base.rstrip("/") + "/chat/completions"
+    return join_url(openai_base(base_url), "chat/completions")
 
 
 # A chunk with any of these keys (or a delta with any key but these) takes the general translation.
@@ -65,31 +72,15 @@ _NOT_PLAIN = frozenset({"usage", "timings", "error", *OLLAMA_KEYS})
 _PLAIN_DELTA = frozenset({"content", "role"})
 
 
-class LeanChatBackend(ChatWire, HostedBackend):
+class LeanChatBackend(ChatWire, LeanHosted):
     """``openai`` / ``compat`` Chat Completions with no SDK (see the module doc)."""
 
     api = "chat.completions"
-    raw_stream = True  # chunks are JSON dicts by construction
 
     def __init__(self, model: str, *, compat: bool = False, **opts: Any) -> None:
         super().__init__(model, compat=compat, **opts)
         # the address without its query (the query goes as parameters), as the SDK path gets it
-        base = getattr(self, "_sdk_base_url", self.base_url)
-        self._url = chat_url(base)
-        self._params_query: dict[str, str] = dict(getattr(self, "_query", None) or {})
-        headers = {"Accept": "application/json", "Content-Type": "application/json", "User-Agent": "ttft"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        if not compat:  # the SDK's organization/project headers; never sent to a third-party server
-            for env, name in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
-                if os.environ.get(env):
-                    headers[name] = os.environ[env]
-        headers.update(self.headers)
-        self._headers = headers
-        self._aio: AiohttpClient | ProtoClient | None = None
-
-    async def _warm_up(self) -> None:
-        """No SDK models to build: nothing to pay ahead of the first send."""
+        self._lean_setup(chat_url(self._sdk_base_url), openai_headers(self.api_key, compat))
 
     async def _open(self, request: ChatRequest, probe: Probe, state: TurnState) -> Any:
         params = self._params(request)
@@ -108,88 +99,6 @@ class LeanChatBackend(ChatWire, HostedBackend):
             del params["stream_options"]
             state.notices.append(ev.Notice(ev.now_ns(), STREAM_OPTIONS_NOTICE, STREAM_OPTIONS_REJECTED))
             return await self._create(params, probe, retries)
-
-    def use_aiohttp(self, transport: str = "aiohttp") -> None:
-        """Send through aiohttp (:mod:`backends.transport.aiohttp_client`), or with ``transport="proto"`` through
-        the asyncio Protocol + httptools transport (:mod:`backends.transport.protocol`), rather than httpx2:
-        the load driver's clients, the cheaper per chunk under many streams. The same stamps,
-        events and errors."""
-        from backends.transport.http import CONNECT_TIMEOUT_S
-
-        if transport == "proto":
-            from backends.transport.protocol import ProtoClient as client_class
-        else:
-            from backends.transport.aiohttp_client import AiohttpClient as client_class  # type: ignore[assignment]
-
-        self._aio = client_class(
-            timeout_s=self.timeout_s,
-            connect_timeout_s=min(CONNECT_TIMEOUT_S, self.timeout_s or CONNECT_TIMEOUT_S),
-            max_connections=self.http.limits.max_connections,
-            tls=needs_ca_bundle(self._url),
-        )
-
-    async def _send(self, body: bytes, headers: dict[str, str], probe: Probe) -> Any:
-        """One attempt, returned once its headers are in (an ``httpx2.Response`` or its aiohttp twin)."""
-        if self._aio is not None:
-            return await self._aio.send(self._url, body=body, headers=headers, params=self._params_query, probe=probe)
-        client = self.http.client
-        req = client.build_request("POST", self._url, content=body, headers=headers, params=self._params_query)
-        try:
-            return await client.send(req, stream=True)
-        except httpx2.RequestError as err:
-            err.request = req
-            raise
-
-    async def _create(self, params: dict[str, Any], probe: Probe, max_retries: int) -> Any:
-        """One call with the SDK's retry loop; each attempt goes through the instrumented hooks."""
-        body = json.dumps(params, separators=(",", ":")).encode()
-        headers = {**self._headers, **probe.headers} if self._aio is None else self._headers
-        for taken in range(max_retries + 1):
-            remaining = max_retries - taken
-            try:
-                response = await self._send(body, headers, probe)
-            except httpx2.TimeoutException as err:
-                if remaining > 0:
-                    await asyncio.sleep(retry_delay_s(taken, None))
-                    continue
-                raise APITimeoutError(err.request) from err
-            except httpx2.RequestError as err:
-                if remaining > 0:
-                    await asyncio.sleep(retry_delay_s(taken, None))
-                    continue
-                raise APIConnectionError(request=err.request) from err
-            if response.is_success:
-                break
-            if remaining > 0 and should_retry(response):
-                await response.aclose()
-                await asyncio.sleep(retry_delay_s(taken, response.headers))
-                continue
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-            raise status_error(response)
-        if params.get("stream"):
-            try:
-                check_content_type(response)
-            except MalformedStream:
-                await response.aclose()
-                raise
-            return LeanChunks(response)
-        try:
-            await response.aread()  # through the stamped stream: the body's arrival is the stamp
-        except httpx2.TimeoutException as err:
-            raise APITimeoutError(response.request) from err
-        except httpx2.RequestError as err:
-            raise APIConnectionError(request=response.request) from err
-        finally:
-            await response.aclose()
-        return loads(response.content)
-
-    async def aclose(self) -> None:
-        if self._aio is not None:
-            await self._aio.aclose()
-        await super().aclose()
 
     def _translate(self, item: Any, t: int, state: TurnState) -> Any:
         if state.extra.get("complete"):

@@ -1,9 +1,13 @@
-"""The OpenAI SDK's exception classes, rebuilt for the lean Chat Completions reader.
+"""The SDKs' exception classes, rebuilt for the lean readers.
 
 :mod:`backends.providers.errors` classifies a failure by its class name and attributes (``status_code``,
 ``body``, ``message``, ``response``), read from each SDK module this process has imported; these
-carry the SDK's names, hierarchy and attributes, so a lean turn's Failed event (type, message,
-hint) is the one the SDK path records, without importing ``openai``.
+carry the SDKs' names, hierarchy and attributes, so a lean turn's Failed event (type, message,
+hint) is the one the SDK path records, without importing ``openai`` or ``anthropic``.
+
+Both SDKs share the class names; they differ in what a status error holds, so each has its own
+constructor here: :func:`status_error` (OpenAI: the ``error`` object as ``body``, only its message
+in the text) and :func:`anthropic_status_error` (Anthropic: the whole body, and the body in the text).
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ class APIStatusError(APIError):
         super().__init__(message, response.request, body=body)
         self.response = response
         self.status_code = response.status_code
-        self.request_id = response.headers.get("x-request-id")
+        # OpenAI's header, then Anthropic's
+        self.request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
 
 
 class APIConnectionError(APIError):
@@ -79,6 +84,10 @@ class InternalServerError(APIStatusError):
     pass
 
 
+class OverloadedError(InternalServerError):
+    """Anthropic's 529."""
+
+
 # HTTP status -> the class the SDK raises for it (>= 500: InternalServerError; others: APIStatusError).
 STATUS_ERRORS: dict[int, type[APIStatusError]] = {
     400: BadRequestError,
@@ -110,3 +119,38 @@ def status_error(response: httpx2.Response) -> APIStatusError:
     status = response.status_code
     cls = STATUS_ERRORS.get(status) or (InternalServerError if status >= 500 else APIStatusError)
     return cls(msg, response=response, body=data)
+
+
+def _anthropic_class(status: int) -> type[APIStatusError]:
+    return STATUS_ERRORS.get(status) or (
+        OverloadedError if status == 529 else InternalServerError if status >= 500 else APIStatusError
+    )
+
+
+def anthropic_status_error(response: httpx2.Response) -> APIStatusError:
+    """The Anthropic SDK's error for a non-2xx response whose body has been read (its
+    ``_make_status_error_from_response``): the whole parsed body as ``body``, and as the text
+    ``Error code: N - {body}`` (the raw text when it is not JSON)."""
+    text = response.text.strip()
+    body: object = text
+    try:
+        body = json.loads(text)
+    except ValueError:
+        msg = text or f"Error code: {response.status_code}"
+    else:
+        msg = f"Error code: {response.status_code} - {body}"
+    return _anthropic_class(response.status_code)(msg, response=response, body=body)
+
+
+def anthropic_stream_error(response: httpx2.Response, data: bytes) -> APIStatusError:
+    """An ``event: error`` in an Anthropic stream, raised as the SDK raises it: a status error of the
+    stream's own status (200), its body the event's JSON (or its text), its message that body."""
+    text = data.decode("utf-8")  # strict, as the SDK's decoder reads every line
+    body: object = text
+    try:
+        body = json.loads(text)
+    except ValueError:
+        msg = text or f"Error code: {response.status_code}"
+    else:
+        msg = f"{body}"
+    return _anthropic_class(response.status_code)(msg, response=response, body=body)

@@ -1,9 +1,16 @@
-"""Server-Sent Events on bytes for the lean Chat Completions reader: the stream as JSON dicts.
+"""Server-Sent Events on bytes for the lean readers: the stream as JSON dicts.
 
 The body's raw reads (each stamped on arrival by the HTTP client) are split into SSE events as
-they arrive, each event's JSON read with orjson, and a mid-stream ``{"error": ...}`` object,
-malformed JSON, a dropped connection and a missing ``[DONE]`` end the turn as they do through
-the SDK's stream (with the SDK's exception classes, :mod:`backends.providers.lean.sdk_errors`).
+they arrive and each event's JSON read with orjson. What ends a turn is what ends it through
+each SDK's stream, raised with the SDKs' exception classes (:mod:`backends.providers.lean.sdk_errors`):
+
+- OpenAI (Chat Completions, Responses; :class:`LeanChunks`): ``data:`` only, the event name is not
+  read; ``[DONE]`` ends the stream, an object with a truthy ``error`` raises ``APIError``;
+- Anthropic (Messages; :class:`LeanMessageEvents`): an event without an ``event:`` line and ``ping``
+  are skipped, ``event: error`` raises a status error of the stream's status (200), an event with
+  no data is skipped;
+- both: malformed JSON fails with the stdlib's error, a dropped connection or a read timeout with
+  the SDKs' connection and timeout errors.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from typing import Any
 import httpx2
 import orjson
 
-from backends.providers.lean.sdk_errors import APIConnectionError, APIError, APITimeoutError
+from backends.providers.lean.sdk_errors import APIConnectionError, APIError, APITimeoutError, anthropic_stream_error
 
 
 def loads(data: bytes) -> Any:
@@ -29,11 +36,12 @@ def loads(data: bytes) -> Any:
 
 
 class SSESplitter:
-    """Incremental Server-Sent Events: feed raw bytes, get each complete event's ``data``.
+    """Incremental Server-Sent Events: feed raw bytes, get each complete event's ``data`` (:meth:`feed`),
+    or its ``event:`` name and ``data`` (:meth:`feed_named`, for an API whose events are named).
 
     Events end at a blank line (``\\n\\n``, ``\\r\\n\\r\\n`` or ``\\r\\r``); ``:`` lines are comments
     (``: ping``); several ``data:`` lines of one event are joined by ``\\n``. An event with no
-    data but another field (``event:``, ``id:``, ``retry:``) gives ``b""``, as the SDK's decoder does.
+    data but another field (``event:``, ``id:``, ``retry:``) gives ``b""``, as the SDKs' decoder does.
     """
 
     __slots__ = ("_buf", "_cr")
@@ -42,31 +50,90 @@ class SSESplitter:
         self._buf = b""
         self._cr = False  # a \r has been seen: the slower, general boundary search from now on
 
-    def feed(self, chunk: bytes) -> list[bytes]:
+    def _blocks(self, chunk: bytes) -> list[bytes]:
+        """Every event completed by ``chunk``, as its raw lines (the blank line that ends it left off)."""
         buf = self._buf + chunk if self._buf else chunk
         if not self._cr and b"\r" in chunk:
             self._cr = True
-        if not self._cr:  # the usual stream: one C-level split, then each event's one data line
+        if not self._cr:  # the usual stream: one C-level split
             *blocks, self._buf = buf.split(b"\n\n")
-            out = []
-            for block in blocks:
-                if block.startswith(b"data: ") and b"\n" not in block:
-                    out.append(block[6:])
-                elif (data := self._event(block)) is not None:
-                    out.append(data)
-            return out
+            return blocks
         out = []
         start = 0
         while True:
             end, sep = self._boundary(buf, start)
             if end < 0:
                 break
-            data = self._event(buf[start:end])
-            if data is not None:
-                out.append(data)
+            out.append(buf[start:end])
             start = end + sep
         self._buf = buf[start:]
         return out
+
+    def feed(self, chunk: bytes) -> list[bytes | UnicodeDecodeError]:
+        """The ``data`` of every event completed by ``chunk`` (the event's name is not read).
+
+        A line that is not UTF-8 ends the list with its ``UnicodeDecodeError``, for the reader to raise
+        where that event would be: the events before it are handed over first, as by the SDKs.
+        """
+        out: list[bytes | UnicodeDecodeError] = []
+        if not self._cr and b"\r" not in chunk:  # the usual stream: one C-level split, one data line each
+            buf = self._buf + chunk if self._buf else chunk
+            *blocks, self._buf = buf.split(b"\n\n")
+            for block in blocks:
+                if block.startswith(b"data: ") and b"\n" not in block:
+                    out.append(block[6:])
+                elif (data := self._data_of(block)) is not None:
+                    out.append(data)
+                    if type(data) is UnicodeDecodeError:
+                        break
+            return out
+        for block in self._blocks(chunk):
+            if (data := self._data_of(block)) is not None:
+                out.append(data)
+                if type(data) is UnicodeDecodeError:
+                    break
+        return out
+
+    def _data_of(self, block: bytes) -> bytes | UnicodeDecodeError | None:
+        """One event's data by the general rules (named, several lines, CR line ends), its decoding error,
+        or None for a block of comments only. Kept apart from :meth:`feed`'s loop: a ``try`` there
+        costs every usual event a tenth of its split."""
+        try:
+            named = self._usual_named(block) or self._named(block)  # Responses' events are named
+        except UnicodeDecodeError as exc:
+            return exc
+        return None if named is None else named[1]
+
+    def feed_named(self, chunk: bytes) -> list[tuple[bytes | None, bytes] | UnicodeDecodeError]:
+        """``(event name or None, data)`` of every event completed by ``chunk`` (a bad line: as in :meth:`feed`)."""
+        out: list[tuple[bytes | None, bytes] | UnicodeDecodeError] = []
+        for block in self._blocks(chunk):
+            if (named := self._named_of(block)) is not None:
+                out.append(named)
+                if type(named) is UnicodeDecodeError:
+                    break
+        return out
+
+    def _named_of(self, block: bytes) -> tuple[bytes | None, bytes] | UnicodeDecodeError | None:
+        try:
+            return self._usual_named(block) or self._named(block)
+        except UnicodeDecodeError as exc:
+            return exc
+
+    def finish(self) -> None:
+        """The body has ended: what is left (a last line with no blank line after it) is no event,
+        but it is read as UTF-8 as the SDKs' decoder reads it, so bad bytes fail as they do there."""
+        self._buf.decode()
+
+    @staticmethod
+    def _usual_named(block: bytes) -> tuple[bytes, bytes] | None:
+        """An ``event: NAME`` line then one ``data:`` line (the usual named event), else None."""
+        if block.startswith(b"event: ") and b"\r" not in block:
+            name, sep, rest = block.partition(b"\n")
+            if sep and rest.startswith(b"data: ") and b"\n" not in rest:
+                name.decode()  # as the SDKs' decoder reads every line: bad bytes fail here too
+                return name[7:], rest[6:]
+        return None
 
     def _boundary(self, buf: bytes, start: int) -> tuple[int, int]:
         if not self._cr:
@@ -79,12 +146,13 @@ class SSESplitter:
         return best, size
 
     @staticmethod
-    def _event(block: bytes) -> bytes | None:
-        if block.startswith(b"data: ") and b"\n" not in block and b"\r" not in block:
-            return block[6:]  # the usual event: one data line
+    def _named(block: bytes) -> tuple[bytes | None, bytes] | None:
+        """One event's name (its last ``event:`` line) and data, or None for a block of comments only."""
         data: list[bytes] = []
+        event: bytes | None = None
         other = False
         for line in block.splitlines():
+            line.decode()  # every line is UTF-8 to the SDKs' decoder (comments too): bad bytes fail alike
             if not line or line.startswith(b":"):
                 continue
             name, _, value = line.partition(b":")
@@ -92,15 +160,18 @@ class SSESplitter:
                 value = value[1:]
             if name == b"data":
                 data.append(value)
-            elif name in (b"event", b"id", b"retry"):
+            elif name == b"event":
+                event = value
+            elif name in (b"id", b"retry"):
                 other = True
         if data:
-            return b"\n".join(data)
-        return b"" if other else None
+            return event, b"\n".join(data)
+        return (event, b"") if other or event is not None else None
 
 
 class LeanChunks:
-    """A streamed answer as JSON dicts, read from the (stamped) byte stream as it arrives."""
+    """An OpenAI streamed answer (Chat Completions, Responses) as JSON dicts, read from the (stamped)
+    byte stream as it arrives."""
 
     def __init__(self, response: httpx2.Response) -> None:
         self.response = response
@@ -133,6 +204,8 @@ class LeanChunks:
             read = self._reader()
             while raw := await read():
                 for data in feed(raw):
+                    if isinstance(data, UnicodeDecodeError):
+                        raise data
                     if data.startswith(b"[DONE]"):
                         while await read():  # read the rest: the connection stays reusable
                             pass
@@ -145,6 +218,7 @@ class LeanChunks:
                             message = "An error occurred during streaming"
                         raise APIError(message, response.request, body=error)
                     yield obj
+            split.finish()
         except httpx2.TimeoutException as err:
             raise APITimeoutError(response.request) from err
         except httpx2.RequestError as err:
@@ -152,3 +226,32 @@ class LeanChunks:
 
     async def close(self) -> None:
         await self.response.aclose()
+
+
+class LeanMessageEvents(LeanChunks):
+    """An Anthropic Messages stream as JSON dicts (see the module doc for what ends it)."""
+
+    async def _events(self) -> AsyncIterator[dict[str, Any]]:
+        response = self.response
+        split = SSESplitter()
+        feed = split.feed_named
+        try:
+            read = self._reader()
+            while raw := await read():
+                for event in feed(raw):
+                    if isinstance(event, UnicodeDecodeError):
+                        raise event
+                    name, data = event
+                    if name is None or name == b"ping":
+                        # skipped, but decoded first: the SDK's decoder reads every line as UTF-8
+                        data.decode()
+                        continue
+                    if name == b"error":
+                        raise anthropic_stream_error(response, data)
+                    if data:
+                        yield loads(data)
+            split.finish()
+        except httpx2.TimeoutException as err:
+            raise APITimeoutError(response.request) from err
+        except httpx2.RequestError as err:
+            raise APIConnectionError(request=response.request) from err

@@ -24,7 +24,7 @@ from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import backend_for, make_request, one_turn
 from tests.support.paths import ROOT
 
-APIS = ("chat", "lean", "responses", "messages")
+APIS = ("chat", "lean", "responses", "messages", "lean-responses", "lean-messages")
 PINGS_ONLY = Schedule(first_token_ms=10, token_ms=5, visible_tokens=6, stall_after=0, stall_s=30, keepalive_s=0.2)
 THREE_THEN_PINGS = Schedule(first_token_ms=10, token_ms=5, visible_tokens=6, stall_after=3, stall_s=30, keepalive_s=0.2)
 SLOW_STEADY = Schedule(first_token_ms=10, token_ms=150, visible_tokens=60, keepalive_s=0.05)

@@ -50,6 +50,8 @@ SCHEDULES = {
     "no_done": Schedule(visible_tokens=3, no_done=True),
     "no_stream_options": Schedule(visible_tokens=3, reject_stream_options=True),
     "http_500": Schedule(fail_status=500),
+    "tool_calls": Schedule(visible_tokens=2, tool_calls=(("get_weather", '{"city": "Paris"}'), ("now", "{}"))),
+    "tool_call_only": Schedule(visible_tokens=0, tool_calls=(("get_weather", '{"city": "Paris", "days": 3}'),)),
 }
 
 
@@ -194,6 +196,7 @@ LEAN_EXTRA = {
     "http_404": (Schedule(fail_status=404), {"max_retries": 0}),
     "not_streamed": (Schedule(visible_tokens=4), {"stream": False}),
     "not_streamed_think": (Schedule(reasoning_tokens=2, visible_tokens=3, reasoning="think"), {"stream": False}),
+    "not_streamed_tools": (Schedule(visible_tokens=0, tool_calls=(("f", '{"a": 1}'), ("g", "{}"))), {"stream": False}),
 }
 
 
@@ -211,6 +214,16 @@ async def test_lean_path_records_what_the_sdk_path_records(name: str, client: st
         # the server's retry-after (50 ms) is honoured; without one, the SDK's backoff (0.5 s less <= 25 %)
         waited = [d["metrics"]["retry_ms"] for d in (sdk, lean)]
         assert all(w < 300 for w in waited) if name == "http_429_then_ok" else all(w >= 370 for w in waited)
+
+
+async def test_chat_tool_calls_are_one_record_entry_per_call_with_their_finish_reason() -> None:
+    calls = (("get_weather", '{"city": "Paris", "unit": "c"}'), ("now", "{}"))
+    sdk, lean = await _both(Schedule(visible_tokens=0, tool_calls=calls), stream=True, max_retries=0)
+    for d in (sdk, lean):
+        assert d["status"] == "ok" and d["answer"] == ""
+        assert d["tool_calls"] == [{"name": n, "arguments": a} for n, a in calls]
+        assert d["stop_reason"] == "tool_calls"
+        assert d["metrics"]["ttft_ms"] is not None  # a tool-call delta is a token (metrics.md)
 
 
 @pytest.mark.parametrize("client", CLIENTS)

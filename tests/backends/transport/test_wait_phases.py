@@ -32,7 +32,7 @@ HEADERS = {
     "x-ratelimit-reset-requests": "120ms",
     "x-ratelimit-reset-tokens": "2ms",
 }
-APIS = ["chat", "lean", "responses", "anthropic"]
+APIS = ["chat", "lean", "responses", "anthropic", "lean-responses", "lean-messages"]
 
 
 @pytest.fixture(autouse=True)

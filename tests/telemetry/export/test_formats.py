@@ -206,19 +206,20 @@ def test_dash_on_a_terminal_shows_control_characters_instead_of_sending_them(
     records: list[dict], tmp_path: Path, monkeypatch
 ) -> None:
     # model text reaches a CSV cell as it is, and JSON leaves C1 (0x9b: a CSI by itself) unescaped
-    hostile = records[0] | {"answer": "hi\x1b]0;owned\x07\x1b[2J\x9b31m\ttab\nline"}
+    hostile = records[0] | {"answer": "hi\x1b]0;owned\x07\x1b[2J\x9b31m\ttab\nline \u202eevil\u2066"}
     for fmt in ("csv", "jsonl"):
         term = _Terminal()
         monkeypatch.setattr(sys, "stdout", term)
         assert export([hostile], fmt, Path("-")) == 1
         out = term.getvalue()
-        assert not any(ch in out for ch in "\x1b\x07\x9b\r"), repr(out)
+        assert not any(ch in out for ch in "\x1b\x07\x9b\r\u202e\u2066"), repr(out)
         assert "\\x9b31m" in out  # shown, JSON or CSV
+        assert "\\u202eevil\\u2066" in out  # a bidi override and isolate: escaped, never reordering the line
         assert "\\x1b]0;owned" in out or (fmt == "jsonl" and "\\u001b]0;owned" in out)
     pipe = io.StringIO()
     monkeypatch.setattr(sys, "stdout", pipe)
     export([hostile], "csv", Path("-"))
-    assert "\x1b]0;owned\x07" in pipe.getvalue()  # a pipe gets the exact data
+    assert "\x1b]0;owned\x07" in pipe.getvalue() and "\u202eevil\u2066" in pipe.getvalue()  # a pipe: exact
 
 
 def test_parquet_is_refused_on_a_terminal(records: list[dict], monkeypatch) -> None:

@@ -297,14 +297,14 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
     client.add_argument(
         "--sdk",
         action="store_true",
-        help="Chat Completions: read through the OpenAI SDK (typed chunks, httpx2) instead of ttft's lean "
-        "reader (orjson, httptools); the same records at several times the client CPU per chunk",
+        help="read through the API's SDK (typed events, httpx2) instead of ttft's lean reader (orjson, "
+        "httptools); the same records at several times the client CPU per chunk",
     )
     client.add_argument(
         "--aiohttp",
         action="store_true",
-        help="Chat Completions: the lean reader on aiohttp rather than on its own asyncio Protocol + httptools "
-        "transport (the default when httptools is installed); the same records at more client CPU per chunk",
+        help="the lean reader on aiohttp rather than on its own asyncio Protocol + httptools transport (the "
+        "default when httptools is installed); the same records at more client CPU per chunk",
     )
     client.add_argument(
         "--raw-stream",

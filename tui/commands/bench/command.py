@@ -284,7 +284,7 @@ async def target_server(args: argparse.Namespace, out: Path) -> AsyncIterator[Ta
 
 def choose_reader(args: argparse.Namespace, target: Target) -> Reader:
     """The stream reader for this target (said when a proxy in the environment makes it the slower one)."""
-    lean = not (args.sdk or args.raw_stream)  # Chat Completions only; other APIs always use their SDK
+    lean = not (args.sdk or args.raw_stream)  # every hosted API has a lean reader; --sdk reads with the SDK
     transport = "aiohttp" if args.aiohttp else default_transport()
     via_proxy = lean and through_proxy(target.spec, target.base_url)
     if via_proxy and not args.quiet:
