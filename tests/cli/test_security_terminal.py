@@ -333,20 +333,22 @@ async def test_chat_shows_bidi_controls_while_streaming_and_after(srv: FakeServe
     async with app.run_test(size=(160, 40)) as pilot:
         app.query_one("#prompt").value = "hi"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.message is not None and "\u200f." in app.message.stream.tail.text, 20)
+        await wait_until(
+            pilot, lambda: app.chat.answer is not None and "\u200f." in app.chat.answer.stream.tail.text, 20
+        )
         await pilot.pause(0.1)
         live = _painted(app)
         assert not _has_raw_bidi(live)
         for shown in BIDI_SHOWN:
             assert shown in live, live
         await pilot.press("escape")
-        await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, 20)
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, 20)
         await pilot.pause(0.1)
         final = _painted(app)
         assert not _has_raw_bidi(final)
         for shown in BIDI_SHOWN:
             assert shown in final, final
-        assert app.session.records[0]["answer"] == BIDI_ANSWER
+        assert app.chat.session.records[0].answer == BIDI_ANSWER
     (rec,) = log_lines(env)
     assert rec["answer"] == BIDI_ANSWER
 
@@ -356,7 +358,7 @@ async def test_a_bidi_control_no_widget_handled_is_dropped_as_it_is_painted() ->
 
     app = ChatApp("compat:m", base_url="http://127.0.0.1:9/v1", warm_up=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        app.action_settings("model")
+        app.chat.action_settings("model")
         await wait_until(
             pilot, lambda: isinstance(app.screen, SettingsScreen) and bool(app.screen.query("#model-list"))
         )

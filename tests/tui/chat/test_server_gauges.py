@@ -32,16 +32,16 @@ async def test_the_pane_shows_the_queue_the_turn_met() -> None:
     with GaugedServer(slots=1, token_ms=20, prefill_ms=5, default_tokens=8, kv_per_slot=0.71) as srv:
         app = ChatApp("compat:gauged-fake", base_url=srv.base_url)
         async with app.run_test(size=(140, 44)) as pilot:
-            await wait_until(pilot, lambda: app.session.backend is not None, timeout=30)
+            await wait_until(pilot, lambda: app.chat.session.backend is not None, timeout=30)
             others = [threading.Thread(target=_occupy, args=(srv.base_url, 40), daemon=True) for _ in range(3)]
             for t in others:
                 t.start()
             await wait_until(pilot, lambda: srv.in_flight >= 3, timeout=10)  # one on the slot, two queued
             app.query_one("#prompt").value = "hi"
             await pilot.press("enter")
-            await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, timeout=30)
-            rec = app.session.records[0]
-            pane = str(app.pane.query_one("#live").content)
+            await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, timeout=30)
+            rec = app.chat.session.records[0].to_dict()
+            pane = str(app.chat.pane.query_one("#live").content)
             for t in others:
                 t.join(10)
     assert rec["status"] == "ok", rec["error"]

@@ -6,15 +6,16 @@ from __future__ import annotations
 from textual.app import App, ComposeResult
 
 from telemetry import events as ev
+from telemetry.record import TurnRecord
 from tests.support.turns import at, play, stream
 from tui.widgets.telemetry_pane import TelemetryPane, record_text
 
 
-def _record(gauges: dict | None) -> dict:
+def _record(gauges: dict | None) -> TurnRecord:
     events = stream(first_ms=1840, gap_ms=12, visible=24)
     if gauges is not None:
         events.insert(2, ev.ServerTimings(at(3), "gauges", gauges))  # read 3 ms after the send
-    return play(events)
+    return TurnRecord.from_dict(play(events))
 
 
 QUEUED = {"server": "vllm", "running": 8.0, "waiting": 3.0, "kv_cache_usage": 0.713, "read_ms": 2.9}
@@ -41,7 +42,7 @@ def test_a_server_without_kv_gauge_says_what_it_has() -> None:
 
 
 class _PaneApp(App[None]):
-    def __init__(self, record: dict) -> None:
+    def __init__(self, record: TurnRecord) -> None:
         super().__init__()
         self.record = record
 

@@ -168,10 +168,10 @@ async def test_the_chat_shows_a_compat_servers_tool_calls(tmp_path: Path) -> Non
         async with app.run_test(size=(120, 40)) as pilot:
             app.query_one("#prompt").value = "weather in Paris?"  # type: ignore[attr-defined]
             await pilot.press("enter")
-            await wait_until(pilot, lambda: len(app.session.records) == 1 and not app.busy, 20)
+            await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy, 20)
             await pilot.pause(0.2)
             shown = _painted(app)
-            record = app.session.records[0]
+            record = app.chat.session.records[0].to_dict()
     assert record["status"] == "ok" and record["answer"] == "" and record["stop_reason"] == "tool_calls"
     assert record["tool_calls"] == [{"name": n, "arguments": a} for n, a in CALLS]
     assert "tool call 1: get_weather" in shown and '"city": "Paris"' in shown
