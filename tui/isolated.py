@@ -40,7 +40,7 @@ EXIT_WAIT_S = 2.0  # the pipe closes a moment before the dead child can be reape
 
 # What each way of dying means, in words, and what to try. Native faults point at the engine.
 _NATIVE_HINT = (
-    "What arrived is kept. Send it again (ctrl+r); if it crashes again, try another model "
+    "What arrived is kept. Send it again (F5); if it crashes again, try another model "
     "(-m local:gemma3-270m), TTFT_LLAMA_EXTRA_BUFTS=off, or a newer llama-cpp-python."
 )
 CRASH_WORDS: dict[int, tuple[str, str]] = {
@@ -63,12 +63,12 @@ def crash_event(exitcode: int | None, what: str) -> ev.Failed:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
-        words, hint = CRASH_WORDS.get(-exitcode, ("a signal", "What arrived is kept. Send it again (ctrl+r)."))
+        words, hint = CRASH_WORDS.get(-exitcode, ("a signal", "What arrived is kept. Send it again (F5)."))
         message = f"The {what} process was killed by {name} ({words}) mid-turn."
     else:
         status = "an unknown status" if exitcode is None else f"status {exitcode}"
         message = f"The {what} process exited with {status} mid-turn."
-        hint = "What arrived is kept. Send it again (ctrl+r)."
+        hint = "What arrived is kept. Send it again (F5)."
     return ev.Failed(ev.now_ns(), ErrorKind.ENGINE_CRASHED, message, None, hint)
 
 

@@ -39,6 +39,7 @@ from textual.widget import Widget
 from textual.widgets import Markdown
 
 from tui.format import visible_controls
+from tui.widgets.code_blocks import CodeMarkdown
 
 RESERVE_PAINTS = 4  # room for this many more paints at the current pace ...
 RESERVE_MAX_LINES = 40  # ... but never more blank lines than this, nor than half the view, under the text
@@ -379,7 +380,7 @@ class StreamingMarkdown(Vertical):
         try:
             while self.splitter.settled > self._rendered and self.is_attached:
                 start, end = self._rendered, self.splitter.settled
-                md = Markdown(self.splitter.text[start:end], classes="answer-segment")
+                md = CodeMarkdown(self.splitter.text[start:end], classes="answer-segment")
                 await self.mount(md, before=self.tail)  # parsed and rendered by the time this returns
                 with self.app.batch_update():  # the block leaves the tail in the frame it shows as Markdown
                     self.tail.drop_prefix(end - start)

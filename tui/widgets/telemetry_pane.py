@@ -26,6 +26,7 @@ from telemetry.view.timeline import Timeline
 from telemetry.wire import LIVE_LABEL, HttpInfo, WaitSplit
 from tui.format import PHASE_COLOR, fmt_num, short_model, short_spec, turn_label
 from tui.terminal import visible_text
+from tui.widgets.branches import BranchView
 from tui.widgets.history import HistoryPanel
 from tui.widgets.timeline import TimelineView
 
@@ -243,6 +244,7 @@ class TelemetryPane(VerticalScroll):
     DEFAULT_CSS = """
     TelemetryPane #live-gaps { height: 2; margin: 0 0 1 0; }
     TelemetryPane .pane-title { text-style: bold; color: $text-muted; margin: 1 0 0 0; }
+    TelemetryPane .pane-title.-empty { display: none; }
     """
 
     def compose(self) -> ComposeResult:
@@ -250,6 +252,8 @@ class TelemetryPane(VerticalScroll):
         yield Sparkline([], id="live-gaps")
         yield Static("Timeline", classes="pane-title")
         yield TimelineView(id="timeline")
+        yield Static("Branches", classes="pane-title -empty", id="branches-title")
+        yield BranchView(id="branches")
         yield Static("History", classes="pane-title")
         yield HistoryPanel(id="history")
 
@@ -283,6 +287,11 @@ class TelemetryPane(VerticalScroll):
 
     def set_timelines(self, rows: Sequence[tuple[str, Timeline]]) -> None:
         self.query_one(TimelineView).set_rows(rows)
+
+    def set_branches(self, old: Sequence[TurnRecord], new: Sequence[TurnRecord]) -> None:
+        """The two branches at an edited prompt side by side (none: the section is hidden)."""
+        self.query_one(BranchView).show(old, new)
+        self.query_one("#branches-title").set_class(not old or not new, "-empty")
 
     def set_history(self, records: Sequence[TurnRecord]) -> None:
         self.query_one(HistoryPanel).set_records(records)

@@ -199,7 +199,7 @@ async def test_export_writes_jsonl_and_csv_and_shows_paths(data_dir: Path) -> No
     async with app.run_test(size=(120, 40)) as pilot:
         await run_turn_and_wait(pilot, app, "one", 1)
         await run_turn_and_wait(pilot, app, "two", 2)
-        await pilot.press("ctrl+e")
+        await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: bool(app.chat.last_export))
         jsonl, csv_path = app.chat.last_export
         assert jsonl.parent == data_dir / "exports"
@@ -255,7 +255,7 @@ async def test_regenerate_copy_help_and_pane_toggle() -> None:
     async with app.run_test(size=(80, 24)) as pilot:
         app.copy_to_clipboard = copied.append  # type: ignore[method-assign]
         await run_turn_and_wait(pilot, app, "q", 1)
-        await pilot.press("ctrl+r")
+        await pilot.press("f5")
         await wait_until(pilot, lambda: not app.chat.busy and len(app.chat.session.records) == 2)
         assert [r.prompt for r in app.chat.session.records] == ["q", "q"]
         assert len(backend.requests[-1].messages) == 1  # the first answer is not in the context

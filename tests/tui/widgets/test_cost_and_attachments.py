@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
 
+from telemetry.record import TurnRecord
 from tests.support.turns import play, stream
 from tui.widgets.history import COLUMNS, COST_COLUMN, HistoryPanel
 from tui.widgets.telemetry_pane import record_text
@@ -20,8 +22,8 @@ FILES = [
 ]
 
 
-def _turn(**extra: Any) -> dict[str, Any]:
-    return {**play(stream(visible=4)), **extra}
+def _turn(**extra: Any) -> TurnRecord:
+    return TurnRecord.from_dict({**play(stream(visible=4)), **extra})
 
 
 def test_the_pane_shows_the_files_and_what_they_added_to_the_input_and_the_prefill() -> None:
@@ -32,7 +34,7 @@ def test_the_pane_shows_the_files_and_what_they_added_to_the_input_and_the_prefi
     shown = record_text(rec).plain
     assert "attached       chart.png 1.2 MB · notes" in shown and ".txt 3 KB" in shown
     assert "~1,000 input tokens (80% of the input) · ~250 ms of the llama-server prefill" in shown
-    hosted = record_text({**rec, "server": None}).plain
+    hosted = record_text(dataclasses.replace(rec, server=None)).plain
     assert "~1,000 input tokens (80% of the input)" in hosted and "prefill" not in hosted.split("they added")[1]
 
 
