@@ -109,7 +109,9 @@ def tmux(tmp_path: Path) -> Iterator[Tmux]:
 
 
 def prompts_sent(srv: FakeServer) -> list[str]:
-    return [r.body["messages"][-1]["content"] for r in srv.generation_requests() if r.path.endswith("/chat/completions")]
+    return [
+        r.body["messages"][-1]["content"] for r in srv.generation_requests() if r.path.endswith("/chat/completions")
+    ]
 
 
 def wait_sent(srv: FakeServer, n: int) -> list[str]:

@@ -292,6 +292,7 @@ class ChatScreen(Screen[None]):
             await transcript.compact()  # a paint must not cost more the longer the chat
             await transcript.add_user(event.prompt, event.turn_index, event.files)
             self.answer = await transcript.add_assistant(self.clock, event.lag)
+            self.answer.first_block = self._next_block()
             self.update_header()
 
     async def on_turn_finished(self, event: TurnFinished) -> None:
@@ -300,10 +301,10 @@ class ChatScreen(Screen[None]):
             return  # the chat moved on (a new chat, another session): the turn is logged, not drawn
         self._stop_frames()
         with self._drawing():
-            self.frame(force=True)  # the last frame: every chunk painted before the full render
+            self.frame(force=True, pane=False)  # every chunk painted before the full render; the pane's figures follow
             record, transcript = event.record, self.transcript
             if self.answer is not None:
-                await self.answer.finalize(record, self._next_block())
+                await self.answer.finalize(record)
             self._blocks.append((record.turn_index, code_blocks(record.answer)))
             await transcript.add_outcome(record)
             if event.log_error:
@@ -333,8 +334,9 @@ class ChatScreen(Screen[None]):
         if self._frames is not None:
             self._frames.pause()
 
-    def frame(self, force: bool = False) -> None:
-        """One frame: new text into the answer every frame; the pane at PANE_FPS or on a phase change."""
+    def frame(self, force: bool = False, pane: bool = True) -> None:
+        """One frame: new text into the answer every frame; the pane at PANE_FPS or on a phase change
+        (``force``: now; not at all without ``pane``)."""
         live, answer = self._on_screen, self.answer
         # Shutting down: Textual removes the widgets before it stops the timers, so a frame may still
         # fire with the pane gone (a turn in flight at exit is cancelled and logged elsewhere).
@@ -345,7 +347,9 @@ class ChatScreen(Screen[None]):
         snap = rec.snapshot(now)
         if answer is not None:  # None for the first frames: the answer's widget is mounted after the send
             answer.pump(rec, snap)
-        if force or snap.phase != self._pane_phase or now - self._pane_ns >= 1e9 / PANE_FPS:
+            if snap.phase == "ok":  # the stream is over and its text whole: the full render need not wait
+                answer.finish_early(rec, snap)
+        if pane and (force or snap.phase != self._pane_phase or now - self._pane_ns >= 1e9 / PANE_FPS):
             self._pane_phase, self._pane_ns = snap.phase, now
             self.pane.show_live(snap, rec.attempts, self.lag.summary())
             self.pane.set_timelines([*self.timelines, ("now", live_timeline(snap, rec.attempts))])

@@ -70,5 +70,7 @@ class BranchView(Static):
 
     def show(self, old: Sequence[TurnRecord], new: Sequence[TurnRecord]) -> None:
         empty = not old or not new
+        if empty and self.has_class("-empty"):
+            return  # nothing shown, nothing to show: no update (each is a layout pass of the screen)
         self.set_class(empty, "-empty")
         self.update("" if empty else branch_table(old, new))

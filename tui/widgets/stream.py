@@ -8,7 +8,8 @@ While an answer streams, its text is split in two:
 - the *open tail*: the block still growing. It is drawn as plain text by ``TailText``,
   which wraps incrementally: appending text re-wraps only its last line, and a repaint
   redraws only the lines that changed. It reserves a few paints' worth of blank lines
-  below the text (growing costs a layout pass of the whole screen), and it is never
+  below the text (growing costs a layout pass of the whole screen; a stream that adds
+  several lines a paint gets the whole reserve at once), and it is never
   taller than the view: past that, it shows a window on the open block that moves up by
   half a view when the newest line reaches the bottom (like a pager), so the transcript
   does not scroll at every paint and most paints redraw only the lines that changed.
@@ -210,7 +211,11 @@ class TailText(Widget):
             return
         if n > self._reserved:
             grown = n - before
-            extra = min(self._reserve_cap(), grown * RESERVE_PAINTS) if self._growing and grown > 0 else 0
+            extra = 0
+            if grown > 1:  # a fast stream (lines a paint): room for the rest of the reserve at once
+                extra = self._reserve_cap()
+            elif grown > 0 and self._growing:
+                extra = min(self._reserve_cap(), grown * RESERVE_PAINTS)
             self._growing = grown > 0
             self._reserved = n + extra
         if self._height() != self.size.height:

@@ -33,6 +33,7 @@ from tui.widgets.timeline import TimelineView
 LABEL_W = 15
 HEADER_MODEL_W = 40  # the turn header's provider · model: one line of the 64-column pane
 ATTACHMENT_NAME_W = 24  # one attachment's name in the "attached" row
+LIVE_ROOM = 9  # the lines of a streaming turn's live block (phase, elapsed, TTFT, TTFVT, TPOT, speed, lag, ...)
 
 
 def _row(t: Text, label: str, value: str | Text, style: str = "") -> None:
@@ -259,16 +260,23 @@ class TelemetryPane(VerticalScroll):
 
     def on_mount(self) -> None:
         self._live_lines = -1
+        self._live_room = 0  # lines the live block keeps while a turn is in flight (it never shrinks then)
         self.query_one("#live-gaps").display = False
 
     def show_live(self, snap: Snapshot, attempts: Sequence[Any] = (), lag: dict[str, Any] | None = None) -> None:
-        self._set_live(live_text(snap, attempts, lag))
+        """A turn in flight. Its block only grows, and starts with the room a streaming turn takes, and the
+        gaps' sparkline keeps its place from the first frame: a layout pass of the whole screen each time a
+        row appeared cost more than all the repaints of the turn's figures."""
+        text = live_text(snap, attempts, lag)
+        lines = text.plain.count("\n")
+        self._live_room = max(self._live_room, lines, LIVE_ROOM)
+        text.append("\n" * (self._live_room - lines))
+        self._set_live(text)
         spark = self.query_one("#live-gaps", Sparkline)
-        if snap.recent_gaps_ms:
-            spark.display = True
-            spark.data = list(snap.recent_gaps_ms)
-        else:
-            spark.display = False
+        spark.display = True
+        data = list(snap.recent_gaps_ms)
+        if data != spark.data:
+            spark.data = data
 
     def _set_live(self, text: Text) -> None:
         text = visible_text(text)  # model names, server figures, quoted errors: shown, never run
@@ -278,10 +286,12 @@ class TelemetryPane(VerticalScroll):
         self._live_lines = lines
 
     def show_record(self, rec: TurnRecord, lag: dict[str, Any] | None = None) -> None:
+        self._live_room = 0
         self._set_live(record_text(rec, lag))
         self.query_one("#live-gaps", Sparkline).display = False
 
     def show_message(self, text: str) -> None:
+        self._live_room = 0
         self._set_live(Text(text, style="dim"))
         self.query_one("#live-gaps", Sparkline).display = False
 

@@ -6,6 +6,8 @@ session log (typed where the log is read, ``tui.session``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -135,6 +137,8 @@ class AssistantMessage(Vertical):
         self._next_paint_ns = 0
         self.final = False
         self.record: TurnRecord | None = None
+        self._early: asyncio.Future[None] | None = None  # the full render begun when the stream ended
+        self._drawn: str | None = None  # the text the full render shows
 
     def compose(self) -> ComposeResult:
         yield self.reasoning
@@ -143,7 +147,7 @@ class AssistantMessage(Vertical):
 
     # --- live ----------------------------------------------------------------------
     def pump(self, recorder: TurnRecorder, snap: Snapshot) -> None:
-        if self.final:
+        if self.final or self._early is not None:
             return
         n = snap.chunk_count
         if n > self._seen_chunks:
@@ -197,30 +201,55 @@ class AssistantMessage(Vertical):
         self.call_after_refresh(painted)
 
     # --- the end -------------------------------------------------------------------
-    async def finalize(self, record: TurnRecord, first_block: int | None = None) -> None:
-        """Full render of the answer, reasoning folded to one line, an error card if it failed.
-        ``first_block``: the number of its first code block in the transcript (default: as set)."""
-        self.final = True
-        if first_block is not None:
-            self.first_block = first_block
-        self.record = record
+    def finish_early(self, recorder: TurnRecorder, snap: Snapshot) -> None:
+        """The stream has ended well, its text whole: the full render starts now, while the stream thread
+        makes and logs the turn's record (tens of ms), and ``finalize`` then only checks that it drew the
+        record's text. Once only; an answer that failed or was cancelled waits for its record."""
+        if self.final or self._early is not None:
+            return
+        if snap.chunk_count > self._seen_chunks:
+            self._collect(recorder, snap, snap.chunk_count)  # every chunk counted for the render lag
+        self._early = asyncio.ensure_future(self._render_full(recorder.answer))
+
+    async def _render_full(self, answer: str) -> None:
+        """The whole answer as Markdown in place of the streamed one, in one frame."""
         self.remove_class("-live")
         await self.stream.stop()
         unpainted, self._pending_batches = self._pending_batches, []
-        answer = record.answer
         await self.answer.update(visible_controls(answer))  # the record keeps the exact text
         self.answer.number_blocks(self.first_block)
         with self.app.batch_update():  # the full render replaces the streamed one in a single frame
             self.answer.display = bool(answer)
             self.stream.display = False
-        await self.stream.remove()
+        self._drawn = answer
+        # The streamed widgets go after that frame: removing them now is one more layout pass before it.
+        self.call_after_refresh(self._drop_stream)
         if unpainted:  # text that arrived while painting was paced: on screen with the full render
 
             def painted() -> None:
                 self.lag.add(unpainted[0][0], self.clock(), 0)
 
             self.call_after_refresh(painted)
+
+    async def finalize(self, record: TurnRecord, first_block: int | None = None) -> None:
+        """Full render of the answer (unless it is drawn already), reasoning folded to one line.
+        ``first_block``: the number of its first code block in the transcript (default: as set)."""
+        self.final = True
+        self.record = record
+        early, self._early = self._early, None
+        if early is not None:
+            with contextlib.suppress(Exception):  # drawn again below if it did not finish
+                await early
+        if first_block is not None and first_block != self.first_block:
+            self.first_block = first_block
+            self.answer.number_blocks(first_block)
+        if self._drawn != record.answer:
+            await self._render_full(record.answer)
         self.show_reasoning_summary(record)
+
+    def _drop_stream(self) -> None:
+        if self.stream.is_attached:
+            self.stream.remove()
 
     def show_reasoning_summary(self, record: TurnRecord) -> None:
         reasoning = record.reasoning

@@ -219,7 +219,9 @@ async def test_attach_lists_files_until_sent_and_says_refusals_first(data_dir: P
     notes = data_dir / "notes.md"
     notes.write_text("# notes\n")
     pic = data_dir / "pic.png"
-    pic.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + (2).to_bytes(4, "big") * 2 + b"\x08\x02" + b"\0" * 40)
+    pic.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + (2).to_bytes(4, "big") * 2 + b"\x08\x02" + b"\0" * 40
+    )
     backend = TimedBackend(first_ms=5, token_ms=1, visible=3)
     app = ChatApp("fake:timed", factory=factory_for(backend))
     async with app.run_test(size=SIZE) as pilot:
@@ -243,7 +245,9 @@ async def test_attach_lists_files_until_sent_and_says_refusals_first(data_dir: P
 
 async def test_an_image_for_the_local_engine_is_refused_before_sending(data_dir: Path) -> None:
     pic = data_dir / "pic.png"
-    pic.write_bytes(b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + (2).to_bytes(4, "big") * 2 + b"\x08\x02" + b"\0" * 40)
+    pic.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + (2).to_bytes(4, "big") * 2 + b"\x08\x02" + b"\0" * 40
+    )
 
     class LocalLike(TimedBackend):
         provider, api = "local", "llama.cpp"
@@ -284,3 +288,37 @@ async def test_the_palette_lists_attached_files_to_remove(data_dir: Path) -> Non
         await wait_until(pilot, lambda: app.chat.pending == [])
         await pilot.press("ctrl+p")
         await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette))
+
+
+async def test_the_full_render_starts_when_the_stream_ends_before_the_record_and_is_drawn_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from telemetry import events as ev
+    from tests.support.tui_support import ScriptedBackend, script
+    from tui.widgets.code_blocks import CodeMarkdown
+
+    updates: list[str] = []
+    update = CodeMarkdown.update
+
+    def counting(self: CodeMarkdown, markdown: str):  # type: ignore[no-untyped-def]
+        if self.has_class("answer") and markdown:
+            updates.append(markdown)
+        return update(self, markdown)
+
+    monkeypatch.setattr(CodeMarkdown, "update", counting)
+    events = script(visible=30, first_ms=5, token_ms=1)
+    events.append(ev.Finished(events[-1].t_ns + 1, "stop"))  # the stream's end event, then the stream hangs
+    app = ChatApp("fake:scripted", factory=factory_for(ScriptedBackend(events, block=True)), fps=1e-4)
+    async with app.run_test(size=SIZE) as pilot:
+        box(app).value = "q"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.chat.answer is not None and app.chat.live is not None)
+        await wait_until(pilot, lambda: app.chat.live.recorder.snapshot().phase == "ok")
+        app.chat.frame()
+        msg = app.chat.answer
+        await wait_until(pilot, lambda: msg.answer.display and not msg.stream.display)
+        assert app.chat.session.records == []  # drawn whole while the record is not even made
+        assert updates == ["".join(f"word{i} " for i in range(30))]
+        app.chat.turns.cancel()  # the stream never closes by itself
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy)
+        assert len(updates) == 1  # the record's text is the one drawn: not drawn again

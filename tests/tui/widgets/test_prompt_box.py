@@ -4,10 +4,12 @@ long, sent whole), the box grows to a third of the screen, and Up/Down walk the 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from textual import events
 from textual.app import App, ComposeResult
+from textual.binding import BindingType
 from textual.widgets import Static
 
 from telemetry.log.prompt_history import PromptHistory
@@ -162,7 +164,7 @@ async def test_the_box_leaves_f6_and_f7_to_the_screen(key: str) -> None:
     pressed: list[str] = []
 
     class Host(BoxApp):
-        BINDINGS = [(key, "hit", "hit")]
+        BINDINGS: ClassVar[list[BindingType]] = [(key, "hit", "hit")]
 
         def action_hit(self) -> None:
             pressed.append(key)
