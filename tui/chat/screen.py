@@ -434,9 +434,16 @@ class ChatScreen(Screen[None]):
         sent_edit = self.editing is not None
         if self.session.branch_at(turn_index) is None:
             return
-        await self.transcript.remove_from(turn_index)
-        cut = next((k for k, (i, _) in enumerate(self._blocks) if i == turn_index), len(self._blocks))
-        del self._blocks[cut:]
+        if await self.transcript.remove_from(turn_index):
+            cut = next((k for k, (i, _) in enumerate(self._blocks) if i == turn_index), len(self._blocks))
+            del self._blocks[cut:]
+        else:  # older than the turns drawn: none of them stays on screen
+            await self.transcript.remove_children()
+            self._blocks = []
+            label = turn_label(turn_index, "turn ")
+            await self.transcript.add_note(
+                f"a new branch from before {label}: the turns before it are in the log", "ok"
+            )
         self.timelines = [(label, t) for label, t in self.timelines if not _is_after(label, turn_index)]
         if sent_edit:
             self.editing = None
@@ -451,7 +458,8 @@ class ChatScreen(Screen[None]):
 
     def show_branches(self) -> None:
         """The newest edit's two branches side by side in the pane (hidden while there is none)."""
-        pair = branch_pair(links(r.to_dict() for r in self.session.records), self._branch) if self._branch else None
+        nodes = links({"turn_index": r.turn_index, "branch_of": r.branch_of} for r in self.session.records)
+        pair = branch_pair(nodes, self._branch) if self._branch is not None else None
         if pair is None:
             self.pane.set_branches([], [])
             return
