@@ -130,6 +130,9 @@ class TurnRecord:
     wall_offset_ns: int | None = None  # a monotonic stamp plus this is the wall clock (ns since the epoch)
     attachments: tuple[AttachmentInfo, ...] = ()  # the files sent with the prompt: never their contents
     cost: Cost | None = None  # telemetry.cost: None when not priced (unknown model, estimated counts)
+    # An edited prompt's turn: the turn_index of the turn whose prompt it replaces. It starts a new branch
+    # of the conversation from the turn before that one (telemetry.log.branches); None on the usual path.
+    branch_of: int | None = None
 
     def sent_at(self) -> str | None:
         """The wall clock of the first send (the origin of ``events_ms``), to the microsecond, UTC."""
@@ -168,6 +171,7 @@ class TurnRecord:
                 for a in self.attempts
             ],
             "prompt": self.prompt,
+            "branch_of": self.branch_of,
             "attachments": [a.to_dict() for a in self.attachments],
             "answer": self.answer,
             "reasoning": self.reasoning,

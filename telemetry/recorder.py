@@ -76,6 +76,7 @@ class TurnRecorder:
     probe: WaitModel | None = None  # this target's saved probe: splits the server's wait (telemetry.wire)
     attachments: tuple[AttachmentInfo, ...] = ()  # the files sent with the prompt, as the record lists them
     price: PriceRef | None = None  # where this turn's cost comes from (telemetry.cost); None: not priced
+    branch_of: int | None = None  # the turn whose prompt this one edits (TurnRecord.branch_of)
 
     def __post_init__(self) -> None:
         wall_ns = time.time_ns()
@@ -423,6 +424,7 @@ class TurnRecorder:
             notices=dict(self.notices),
             attachments=self.attachments,
             cost=price_turn(self.price, tokens, self.started_at),
+            branch_of=self.branch_of,
         )
         # The diagnosis reads the record it goes in. Set on this new record, seen by no one yet,
         # rather than through replace(), which copies every field again (~15 us per request).

@@ -25,6 +25,7 @@ from tests.support.paths import ROOT
 from tui.chat.commands import BINDINGS
 from tui.cli import _subparsers, build_parser
 from tui.screens.help import KEYS
+from tui.widgets.prompt_box import PromptBox
 
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
@@ -222,8 +223,8 @@ KEY = r"ctrl\+[a-z]|F\d{1,2}|Enter|Esc"
 
 
 def test_every_key_the_chat_page_lists_is_bound_and_in_the_help() -> None:
-    bound = {k.strip() for b in BINDINGS if isinstance(b, Binding) for k in b.key.split(",")}
-    bound |= {"enter", "ctrl+p", "ctrl+q"}  # the prompt's submit; Textual's palette and quit
+    bound = {k.strip() for b in [*BINDINGS, *PromptBox.BINDINGS] if isinstance(b, Binding) for k in b.key.split(",")}
+    bound |= {"ctrl+p", "ctrl+q"}  # Textual's palette and quit (the prompt box binds Enter, ctrl+j, ctrl+e)
     documented = _documented_chat_keys()
     assert {"Enter", "Esc", "ctrl+r", "F2", "ctrl+l", "F9", "ctrl+q"} <= documented, documented
     assert sorted(k for k in documented if k.lower().replace("esc", "escape") not in bound) == []

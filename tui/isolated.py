@@ -8,8 +8,14 @@ unpickles events and feeds the recorder. Stamps come from ``time.monotonic_ns`` 
 system-wide CLOCK_MONOTONIC), so the two processes share one clock.
 
 ``ProcessBackend`` implements the Backend protocol, so ``run_turn`` and the recorder
-do not know the difference. Cancelling a turn tells the child to close its stream, and
-waits (briefly) until it has, so the server sees the disconnect at once.
+do not know the difference. The child sends the events that are ready together: one pipe
+message for all those one read of the socket gave (each keeps its own stamp), not a pickle, a
+write and a wakeup of the parent per token. Chat Completions are read by the lean reader by
+default (``lean``; ``ttft chat --sdk`` for the OpenAI SDK): the SDK's parsing of each chunk
+into its types was the larger part of this process's CPU per token.
+
+Cancelling a turn tells the child to close its stream, and waits (briefly) until it has, so
+the server sees the disconnect at once.
 
 A child that dies mid-turn (a native crash in llama.cpp, the OOM killer's SIGKILL) ends
 the turn with ``Failed("engine_crashed")``, naming the signal and what to try; what had
@@ -40,7 +46,7 @@ EXIT_WAIT_S = 2.0  # the pipe closes a moment before the dead child can be reape
 
 # What each way of dying means, in words, and what to try. Native faults point at the engine.
 _NATIVE_HINT = (
-    "What arrived is kept. Send it again (ctrl+r); if it crashes again, try another model "
+    "What arrived is kept. Send it again (F5); if it crashes again, try another model "
     "(-m local:gemma3-270m), TTFT_LLAMA_EXTRA_BUFTS=off, or a newer llama-cpp-python."
 )
 CRASH_WORDS: dict[int, tuple[str, str]] = {
@@ -63,12 +69,12 @@ def crash_event(exitcode: int | None, what: str) -> ev.Failed:
             name = signal.Signals(-exitcode).name
         except ValueError:
             name = f"signal {-exitcode}"
-        words, hint = CRASH_WORDS.get(-exitcode, ("a signal", "What arrived is kept. Send it again (ctrl+r)."))
+        words, hint = CRASH_WORDS.get(-exitcode, ("a signal", "What arrived is kept. Send it again (F5)."))
         message = f"The {what} process was killed by {name} ({words}) mid-turn."
     else:
         status = "an unknown status" if exitcode is None else f"status {exitcode}"
         message = f"The {what} process exited with {status} mid-turn."
-        hint = "What arrived is kept. Send it again (ctrl+r)."
+        hint = "What arrived is kept. Send it again (F5)."
     return ev.Failed(ev.now_ns(), ErrorKind.ENGINE_CRASHED, message, None, hint)
 
 
@@ -93,19 +99,19 @@ def start_error(exc: BaseException) -> tuple[str, ErrorKind, str | None]:
 
 # --- the child ---------------------------------------------------------------------------
 def _child(
-    conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None
+    conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None, lean: bool = True
 ) -> None:  # pragma: no cover - runs in the child
-    asyncio.run(_child_main(conn, spec, base_url, timeout_s))
+    asyncio.run(_child_main(conn, spec, base_url, timeout_s, lean))
 
 
 async def _child_main(
-    conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None
+    conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None, lean: bool = True
 ) -> None:  # pragma: no cover
     from backends.providers.registry import create_backend
 
     try:
         # server_gauges: a compat server's queue and KV use, recorded with each turn for the pane
-        backend = create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True)
+        backend = create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True, lean=lean)
     except Exception as exc:
         conn.send(("error", *start_error(exc)))
         return
@@ -124,20 +130,34 @@ async def _child_main(
 
     loop.add_reader(conn.fileno(), readable)
 
+    ready: list[ev.Event] = []
+
+    def flush() -> None:
+        # Called once the loop has run everything that was ready: the stream is waiting on the socket.
+        if ready:
+            conn.send(("events", ready[:]))
+            ready.clear()
+
+    def send(e: ev.Event) -> None:
+        if not ready:
+            loop.call_soon(flush)
+        ready.append(e)
+
     async def run(request: ChatRequest) -> None:
         stream = backend.stream(request)
         try:
             async for e in stream:
                 if type(e) is ev.Failed:  # this process's secrets are masked here: the parent does not know them
                     e = masked(e)
-                conn.send(("event", e))
+                send(e)
         except asyncio.CancelledError:
-            conn.send(("event", ev.Cancelled(ev.now_ns())))
+            send(ev.Cancelled(ev.now_ns()))
         except Exception as exc:  # a backend bug still ends the turn with a record
-            conn.send(("event", masked(ev.Failed.of(exc))))
+            send(masked(ev.Failed.of(exc)))
         finally:
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]
+            flush()
             conn.send(("end",))
 
     async def warm() -> None:
@@ -195,8 +215,11 @@ class ProcessBackend:
 
     price: PriceRef | None = None  # the child's backend's (telemetry.cost): its turns are priced here
 
-    def __init__(self, spec: str, base_url: str | None = None, *, timeout_s: float | None = None) -> None:
-        self._spec, self._base_url, self._timeout_s = spec, base_url, timeout_s
+    def __init__(
+        self, spec: str, base_url: str | None = None, *, timeout_s: float | None = None, lean: bool = True
+    ) -> None:
+        """``lean``: Chat Completions without the OpenAI SDK (``create_backend``'s ``lean``)."""
+        self._spec, self._base_url, self._timeout_s, self._lean = spec, base_url, timeout_s, lean
         self._start()
         self._lock = asyncio.Lock()
 
@@ -205,7 +228,10 @@ class ProcessBackend:
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(
-            target=_child, args=(child, spec, self._base_url, self._timeout_s), daemon=True, name="ttft-backend"
+            target=_child,
+            args=(child, spec, self._base_url, self._timeout_s, self._lean),
+            daemon=True,
+            name="ttft-backend",
         )
         with _real_stdio():
             self._proc.start()
@@ -256,8 +282,9 @@ class ProcessBackend:
                 conn.send(("turn", request))
                 while True:
                     msg = await inbox.get()
-                    if msg[0] == "event":
-                        yield msg[1]
+                    if msg[0] == "events":
+                        for e in msg[1]:
+                            yield e
                     elif msg[0] == "end":
                         ended = True
                         return

@@ -22,6 +22,7 @@ from backends.base import Backend, ChatRequest, Message, build_request
 from backends.turn import new_recorder, warm_up
 from telemetry import events as ev
 from telemetry.cost import warm as warm_prices
+from telemetry.log.branches import lineage, links, on_branch
 from telemetry.log.turns import SessionLog, Skipped, count_bad, parse_line, tail_records_from
 from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
@@ -32,25 +33,28 @@ BackendFactory = Callable[[str, str | None], Backend]
 RESUME_TURNS = 200  # the last turns a resume reads up front (history, timelines); the rest is read lazily
 
 
-def default_backend_factory(spec: str, base_url: str | None, *, timeout_s: float | None = None) -> Backend:
+def default_backend_factory(
+    spec: str, base_url: str | None, *, timeout_s: float | None = None, lean: bool = True
+) -> Backend:
     """The backend in its own process (timestamps independent of painting); TTFT_IN_PROCESS=1 keeps it here.
     Either way a compat server's turns record its own queue and KV use (``server_gauges``) for the pane.
 
-    ``timeout_s``: the token idle timeout (``--timeout``); None is the provider's own."""
+    ``timeout_s``: the token idle timeout (``--timeout``); None is the provider's own. ``lean``: the hosted
+    APIs without their SDKs (the same record; a third of the backend's CPU per token)."""
     if os.environ.get("TTFT_IN_PROCESS") == "1":
         from backends.providers.registry import create_backend  # imported late: the SDKs are slow to import
 
-        return create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True)
+        return create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True, lean=lean)
     from tui.isolated import BackendStartError, ProcessBackend
 
     try:
-        return ProcessBackend(spec, base_url, timeout_s=timeout_s)
+        return ProcessBackend(spec, base_url, timeout_s=timeout_s, lean=lean)
     except BackendStartError:
         raise  # the spec, key or config is wrong: say so
     except (OSError, RuntimeError):  # no child process here (sandbox, frozen build): stamp in this process
         from backends.providers.registry import create_backend
 
-        return create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True)
+        return create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True, lean=lean)
 
 
 def default_model_spec() -> str:
@@ -75,7 +79,11 @@ class ChatSession:
     def __post_init__(self) -> None:
         self.backend: Backend | None = None
         self.messages: list[Message] = []
-        self.records: list[TurnRecord] = []
+        self.records: list[TurnRecord] = []  # every turn of the session this chat holds, branches included
+        # The turns of the branch the chat is on, oldest first, whose exchanges end ``messages`` (the
+        # context before them, a resumed log's earlier turns or a compare pane's, is not theirs to cut).
+        self.path: list[TurnRecord] = []
+        self._branch_of: int | None = None  # the turn the next one's prompt replaces (branch_at)
         self.turn_index = 0
         self.live: LiveTurn | None = None
         self._sent: Message | None = None  # the live turn's user message: its attachments stay in the context
@@ -191,6 +199,7 @@ class ChatSession:
         recorder = new_recorder(
             backend, request, session_id=self.log.session_id, turn_index=self.turn_index, extra=self.extra
         )
+        recorder.branch_of, self._branch_of = self._branch_of, None
         recorder.feed(ev.Submitted(submitted_ns))  # before the runner sees the recorder: no other feeder yet
         warming = self._warming
         if warming is not None and not warming.done() and backend.provider == "local":
@@ -207,6 +216,7 @@ class ChatSession:
     def complete(self, record: TurnRecord) -> None:
         """Fold a finished turn into the conversation. A turn with no answer text leaves the context unchanged."""
         self.records.append(record)
+        self.path.append(record)
         self.live = None
         # the log may have moved its index past another writer's turn
         self.turn_index = max(self.turn_index, record.turn_index + 1)
@@ -218,16 +228,38 @@ class ChatSession:
             self.messages += [user, Message("assistant", record.answer)]
 
     def pop_last_exchange(self) -> str | None:
-        """For regenerate: the last prompt, with its answer removed from the context."""
-        if not self.records:
+        """For regenerate: the last prompt, with its answer removed from the context; the next turn is
+        a new branch in its place (``branch_at``)."""
+        if not self.path:
             return None
-        last = self.records[-1]
-        if last.answer and len(self.messages) >= 2 and self.messages[-1].role == "assistant":
-            self.messages = self.messages[:-2]
+        last = self.path[-1]
+        self.branch_at(last.turn_index)
         return last.prompt
+
+    def branch_at(self, turn_index: int) -> TurnRecord | None:
+        """The next turn replaces turn ``turn_index`` of this branch (an edited prompt): the context goes
+        back to what that turn was sent with, and the next record says ``branch_of``. The turns from
+        there on stay in the log and in ``records``; the branch's turns are the record returned
+        (None when the turn is not on this branch: nothing changes)."""
+        at = next((k for k, r in enumerate(self.path) if r.turn_index == turn_index), None)
+        if at is None:
+            return None
+        dropped = sum(1 for r in self.path[at:] if r.answer)
+        if dropped:
+            self.messages = self.messages[: max(0, len(self.messages) - 2 * dropped)]
+        edited = self.path[at]
+        del self.path[at:]
+        self._branch_of = turn_index
+        return edited
+
+    def continue_with(self, messages: list[Message]) -> None:
+        """Go on from another conversation's context (a compare pane's): none of this log's turns is
+        in it, so none is on the branch."""
+        self.messages, self.path, self._branch_of = list(messages), [], None
 
     def new_chat(self) -> None:
         self.messages, self.records, self.turn_index, self.live = [], [], 0, None
+        self.path, self._branch_of = [], None
         self._sent = None
         self._earlier = None
         self.log = SessionLog()
@@ -245,9 +277,16 @@ class ChatSession:
         logged, start = tail_records_from(path, turns, skipped)
         self.log = SessionLog(path.stem, directory=path.parent)
         self.records, self.live, self._sent = _typed(path, logged, skipped), None, None
-        self.messages = [m for rec in logged for m in _exchange(rec)]
+        # The context is the branch the log ended on, not every turn ever logged (telemetry.log.branches).
+        nodes = links(logged)
+        branch = on_branch(logged, nodes)
+        self.messages = [m for rec in branch for m in _exchange(rec)]
+        on_path = {r.get("turn_index") for r in branch}
+        self.path = [r for r in on_branch(self.records) if r.turn_index in on_path]
+        self._branch_of = None
         self.turn_index = max((r.get("turn_index", -1) for r in logged), default=-1) + 1
-        self._earlier = _read_context_in_thread(path, start) if start > 0 else None
+        first = branch[0].get("turn_index") if branch else None
+        self._earlier = _read_context_in_thread(path, start, nodes, first) if start > 0 else None
         return self.records
 
     async def _take_earlier(self) -> None:
@@ -283,9 +322,10 @@ def _exchange(rec: dict[str, Any]) -> list[Message]:
     return [Message("user", rec.get("prompt") or ""), Message("assistant", answer)] if answer else []
 
 
-def _context(path: Path, end: int) -> list[Message]:
-    """The prompt/answer pairs of the records in the first ``end`` bytes, read line by line."""
-    out: list[Message] = []
+def _context(path: Path, end: int, later: dict[int, int | None], first: int | None) -> list[Message]:
+    """The prompt/answer pairs, in the first ``end`` bytes, of the branch that leads to turn ``first``
+    (the oldest of the later turns read already, whose links are ``later``), read line by line."""
+    exchanges: dict[int, dict[str, Any]] = {}
     pos = 0
     with path.open("rb") as f:
         for raw in f:
@@ -293,17 +333,22 @@ def _context(path: Path, end: int) -> list[Message]:
             if pos > end:
                 break
             rec = parse_line(raw)
-            if rec:
-                out += _exchange(rec)
-    return out
+            if rec and isinstance(rec.get("turn_index"), int):
+                exchanges[rec["turn_index"]] = {k: rec.get(k) for k in ("turn_index", "branch_of", "prompt", "answer")}
+    if first is None:
+        return [m for rec in exchanges.values() for m in _exchange(rec)]
+    nodes = {**links(exchanges.values()), **later}
+    return [m for i in lineage(nodes, first) if i in exchanges and i not in later for m in _exchange(exchanges[i])]
 
 
-def _read_context_in_thread(path: Path, end: int) -> concurrent.futures.Future[list[Message]]:
+def _read_context_in_thread(
+    path: Path, end: int, later: dict[int, int | None], first: int | None
+) -> concurrent.futures.Future[list[Message]]:
     fut: concurrent.futures.Future[list[Message]] = concurrent.futures.Future()
 
     def work() -> None:
         try:
-            fut.set_result(_context(path, end))
+            fut.set_result(_context(path, end, later, first))
         except BaseException as exc:  # the future carries it to the turn that waits
             fut.set_exception(exc)
 

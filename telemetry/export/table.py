@@ -59,6 +59,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("attempts", "int"),
     Column("attempt_log", "json", "[{attempt, sent_ms, headers_ms, status, retry_after_s}]"),
     *_cols("", "str", "prompt answer reasoning", "null with --redact"),
+    Column("branch_of", "int", "an edited prompt's turn: the turn_index whose prompt it replaces (a new branch)"),
     Column("attachments", "json", "[{name, bytes, media_type, est_tokens}] of the files sent: never their contents"),
     Column("tool_calls", "json", "[{name, arguments}]"),
     Column("stop_reason", "str"),

@@ -257,6 +257,7 @@ _FIELDS: dict[str, type | tuple[type, ...]] = {
     "attempts": int,
     "attempt_log": list,
     "prompt": _OPT_STR,
+    "branch_of": (int, _NONE),
     "answer": _OPT_STR,
     "reasoning": _OPT_STR,
     "tool_calls": list,

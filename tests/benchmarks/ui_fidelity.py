@@ -17,8 +17,19 @@ We print, over all turns:
 
 A headless baseline (the same turns with run_turn and no UI) shows what the UI adds.
 
+``--versus DIR`` measures the paint before and after in one interleaved run: this checkout's chat and
+the one in DIR (an older checkout, e.g. ``git archive main | tar -x -C /tmp/base``), each a fresh
+process per round, in alternating order, against one fake server. Per turn it prints
+
+- the render lag after the stream ended: the last token's arrival stamp -> the screen refresh that
+  first shows the answer's full render (and, apart, when the pane showed the turn's figures);
+- the CPU of the chat's process tree (the UI process and its backend process, the fake server not
+  included) over the turn's stream and end: first token -> full render on screen, in % of one core,
+  sampled from outside the tree, and per 1,000 tokens (what a busy machine stretches least).
+
     python tests/benchmarks/ui_fidelity.py [--tokens-per-s 2000] [--tokens 2000] [--turns 5] [--history 50]
     python tests/benchmarks/ui_fidelity.py --panes 4      # the compare screen: 4 panes at 500 tokens/s each
+    python tests/benchmarks/ui_fidelity.py --tokens-per-s 4000 --versus /tmp/base --rounds 3
 """
 
 from __future__ import annotations
@@ -26,23 +37,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import json
 import multiprocessing as mp
 import os
+import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+# --code DIR (the --versus child): that checkout's modules, not this one's
+sys.path.insert(0, sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(Path(__file__).parents[2]))
 
 
 from backends.base import ChatRequest, Message
 from backends.turn import new_recorder, run_turn
 from telemetry.metrics import percentiles
 
+HERE = Path(__file__).resolve().parents[2]
 TARGETS = "targets: TTFT and gap error median <= 1 ms, p99 <= 5 ms; render lag p95 <= 100 ms"
 
 
@@ -217,6 +234,188 @@ async def run_headless(base_url: str, turns: int) -> list[dict[str, Any]]:
     return out
 
 
+# --- before and after in one interleaved run (--versus) -------------------------------------------
+async def one_run(base_url: str, turns: int, size: tuple[int, int]) -> list[dict[str, Any]]:
+    """One fresh chat (the code on sys.path), ``turns`` turns: per turn, the stamps that bound it."""
+    from textual.screen import Screen
+
+    from tui.chat.app import ChatApp
+    from tui.chat.screen import ChatScreen
+    from tui.isolated import ProcessBackend
+
+    rendered: dict[int, int] = {}  # id(the turn's answer widget) -> when its full render was first on screen
+    figures: dict[int, int] = {}  # turn index -> when the pane showed its figures
+    answers: dict[int, int] = {}  # turn index -> id(its answer widget)
+
+    def after_refresh(screen: Any) -> None:
+        msg = getattr(screen, "answer", None)  # the chat's answer being drawn (either checkout has it)
+        if msg is not None and id(msg) not in rendered and msg.answer.display and not msg.stream.display:
+            rendered[id(msg)] = time.monotonic_ns()
+
+    for name in ("_refresh_layout", "_compositor_refresh"):
+        method = getattr(Screen, name)
+
+        def wrapped(self: Any, *a: Any, _method: Any = method, **k: Any) -> Any:
+            out = _method(self, *a, **k)
+            after_refresh(self)
+            return out
+
+        setattr(Screen, name, wrapped)
+    original = ChatScreen._show_figures
+
+    def show_figures(self: Any, event: Any) -> None:
+        figures.setdefault(event.record.turn_index, time.monotonic_ns())
+        if self.answer is not None:
+            answers[event.record.turn_index] = id(self.answer)
+        original(self, event)
+
+    ChatScreen._show_figures = show_figures  # type: ignore[method-assign]
+    app = ChatApp(
+        "fake:fake-model",
+        factory=lambda spec, url: ProcessBackend("compat:fake-model", base_url),
+        session_id="bench",
+        warm_up=True,  # as `ttft chat` does
+    )
+    out: list[dict[str, Any]] = []
+
+    async def until(cond: Any) -> None:
+        # a plain sleep, not the pilot's pause: that waits on the screen's queue, and at every 20 ms its
+        # own work was a quarter of the UI thread's CPU while a turn streamed (not the chat's)
+        deadline = time.monotonic() + 60
+        while not cond():
+            assert time.monotonic() < deadline, "condition not reached in time"
+            await asyncio.sleep(0.1)
+
+    async with app.run_test(size=size) as pilot:
+        await until(lambda: app.chat.session.backend is not None)
+        await asyncio.sleep(1.0)  # the warm-up's first stream is done
+        for i in range(turns):
+            app.query_one("#prompt").value = f"turn {i}: write a long answer"  # type: ignore[attr-defined]
+            await pilot.press("enter")
+            await until(lambda n=i: len(app.chat.session.records) == n + 1 and not app.chat.busy)
+            rec = app.chat.session.records[-1]
+            ts = rec.timestamps
+            lag = app.chat.lag_by_turn.get(rec.turn_index, {})
+            done_ns = rendered.get(answers.get(rec.turn_index, -1), figures[rec.turn_index])
+            out.append(
+                {
+                    "first_token_ns": ts.first_token,
+                    "last_token_ns": ts.last_token,
+                    "shown_ns": done_ns,
+                    "end_lag_ms": (done_ns - (ts.last_token or 0)) / 1e6,
+                    "figures_ms": (figures[rec.turn_index] - (ts.last_token or 0)) / 1e6,
+                    "lag_p50_ms": lag.get("p50_ms"),
+                    "lag_p95_ms": lag.get("p95_ms"),
+                    "paints": lag.get("paints"),
+                    "tokens": rec.tokens.output,
+                }
+            )
+            await asyncio.sleep(0.5)  # between turns, as a reader would: the collection after a turn is not timed
+    return out
+
+
+class TreeSampler:
+    """CPU seconds of a process and of its descendants, sampled every ``every_s`` from outside the tree."""
+
+    def __init__(self, pid: int, every_s: float = 0.01) -> None:
+        self.proc = psutil.Process(pid)
+        self.every_s = every_s
+        # (monotonic ns, own CPU s, descendants' CPU s, own main thread's CPU s)
+        self.samples: list[tuple[int, float, float, float]] = []
+        self._stop = threading.Event()
+        self._kids: dict[int, psutil.Process] = {}
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _cpu(self, p: psutil.Process) -> float:
+        t = p.cpu_times()
+        return t.user + t.system
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                own = self._cpu(self.proc)
+                for k in self.proc.children(recursive=True):
+                    self._kids.setdefault(k.pid, k)
+                kids = 0.0
+                for k in list(self._kids.values()):
+                    try:
+                        kids += self._cpu(k)
+                    except psutil.Error:
+                        self._kids.pop(k.pid, None)
+                main = next((t.user_time + t.system_time for t in self.proc.threads() if t.id == self.proc.pid), 0.0)
+                self.samples.append((time.monotonic_ns(), own, kids, main))
+            except psutil.Error:
+                return
+            self._stop.wait(self.every_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def at(self, t_ns: int) -> tuple[float, float, float]:
+        """(own, descendants, own main thread) CPU seconds at ``t_ns``, from the nearest sample at or before it."""
+        best = self.samples[0]
+        for s in self.samples:
+            if s[0] > t_ns:
+                break
+            best = s
+        return best[1], best[2], best[3]
+
+
+def run_versus(args: argparse.Namespace, base_url: str) -> None:
+    """Both checkouts, ``--rounds`` fresh processes each, in alternating order; per-turn figures, medians."""
+    codes = {"this checkout": str(HERE), f"--versus {args.versus}": str(Path(args.versus).resolve())}
+    results: dict[str, list[list[dict[str, Any]]]] = {k: [] for k in codes}
+    for r in range(args.rounds):
+        order = list(codes) if r % 2 == 0 else list(reversed(codes))
+        for name in order:
+            cmd = [sys.executable, __file__, "--one-run", "--code", codes[name], "--base-url", base_url]
+            cmd += ["--turns", str(args.turns), "--size", args.size]
+            env = {**os.environ, "TTFT_DATA_DIR": tempfile.mkdtemp(prefix="ttft-bench-"), "PYTHONPATH": codes[name]}
+            child = subprocess.Popen(cmd, cwd=codes[name], env=env, stdout=subprocess.PIPE, text=True)
+            sampler = TreeSampler(child.pid)
+            stdout, _ = child.communicate(timeout=600)
+            sampler.stop()
+            turns = json.loads(stdout.strip().splitlines()[-1])
+            for t in turns:
+                (u0, k0, m0), (u1, k1, m1) = sampler.at(t["first_token_ns"]), sampler.at(t["shown_ns"])
+                wall = (t["shown_ns"] - t["first_token_ns"]) / 1e9
+                t["cpu_ui_pct"], t["cpu_backend_pct"] = 100 * (u1 - u0) / wall, 100 * (k1 - k0) / wall
+                t["cpu_main_pct"] = 100 * (m1 - m0) / wall
+                # CPU per token: what a busy machine stretches least (a starved process's % of a core falls
+                # as its turn's wall time grows; its CPU seconds per token stay)
+                per_k = 1000 / max(1, t["tokens"] or 0)
+                t["tree_ms_per_k"] = 1000 * ((u1 - u0) + (k1 - k0)) * per_k
+                t["main_ms_per_k"] = 1000 * (m1 - m0) * per_k
+                t["backend_ms_per_k"] = 1000 * (k1 - k0) * per_k
+                t["cpu_tree_pct"] = t["cpu_ui_pct"] + t["cpu_backend_pct"]
+            results[name].append(turns)
+            print(f"  round {r + 1} {name}: " + "  ".join(versus_cells(turns)), flush=True)
+    print(f"\nmedians over {args.rounds} rounds x {args.turns} turns (each round a fresh chat process):")
+    for name, runs in results.items():
+        flat = [t for run in runs for t in run]
+        per_run = [statistics.median(t["end_lag_ms"] for t in run) for run in runs]
+        print(f"  {name:<28} " + "  ".join(versus_cells(flat)))
+        print(f"  {'':<28} end lag per round (median of its turns): {', '.join(f'{x:.0f}' for x in per_run)} ms")
+    print(f"load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
+def versus_cells(turns: list[dict[str, Any]]) -> list[str]:
+    def med(key: str) -> float:
+        return statistics.median(t[key] for t in turns if t.get(key) is not None)
+
+    return [
+        f"end lag {med('end_lag_ms'):6.1f} ms (figures at {med('figures_ms'):4.0f})",
+        f"tree CPU {med('cpu_tree_pct'):5.1f}% (UI {med('cpu_ui_pct'):5.1f}%, of it the main thread"
+        f" {med('cpu_main_pct'):5.1f}%; backend {med('cpu_backend_pct'):5.1f}%)",
+        f"CPU per 1,000 tokens {med('tree_ms_per_k'):4.0f} ms (UI main thread {med('main_ms_per_k'):3.0f},"
+        f" backend {med('backend_ms_per_k'):3.0f})",
+        f"render lag p50 {med('lag_p50_ms'):5.1f} ms p95 {med('lag_p95_ms'):5.1f} ms",
+        f"paints {med('paints'):.0f}",
+    ]
+
+
 def where(isolated: bool) -> str:
     return "backend in its own process (the default)" if isolated else "backend in the UI process (TTFT_IN_PROCESS=1)"
 
@@ -233,7 +432,16 @@ def main() -> int:
     ap.add_argument(
         "--panes", type=int, default=1, help="2-4: the compare screen instead, with this many panes (compare_fidelity)"
     )
+    ap.add_argument("--versus", metavar="DIR", help="also run the chat of the checkout in DIR, interleaved (see above)")
+    ap.add_argument("--rounds", type=int, default=3, help="with --versus: fresh processes per checkout")
+    ap.add_argument("--one-run", action="store_true", help=argparse.SUPPRESS)  # a --versus child
+    ap.add_argument("--code", help=argparse.SUPPRESS)  # the checkout a --versus child imports
+    ap.add_argument("--base-url", help=argparse.SUPPRESS)  # the fake server a --versus child talks to
     args = ap.parse_args()
+    w, h = (int(x) for x in args.size.split("x"))
+    if args.one_run:
+        print(json.dumps(asyncio.run(one_run(args.base_url, args.turns, (w, h)))))
+        return 0
     if args.panes > 1:  # the same figures for the compare screen, each pane at its own (default) rate
         import compare_fidelity
 
@@ -254,7 +462,6 @@ def main() -> int:
     server = mp.get_context("spawn").Process(target=_serve, args=(child, schedule_kw), daemon=True)
     server.start()
     base_url = parent.recv()
-    w, h = (int(x) for x in args.size.split("x"))
 
     def served(n_before: int, n: int) -> list[tuple[int, list[int]]]:
         parent.send("requests")
@@ -265,6 +472,12 @@ def main() -> int:
         f"(first token at {args.first_token_ms:.0f} ms), app at {w}x{h}; {os.cpu_count()} CPUs; "
         f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}"
     )
+
+    if args.versus:
+        run_versus(args, base_url)
+        parent.send("stop")
+        parent.recv()
+        return 0
 
     # The app records the send stamp only as ms offsets; keep the absolute one for stamp errors.
     import telemetry.record as record_mod

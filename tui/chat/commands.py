@@ -1,9 +1,16 @@
 """The chat screen's commands: its key bindings, and its entries in the command palette, each a row
-of one table. Both are the screen's own: they apply while the chat is on top, not under another screen."""
+of one table. Both are the screen's own: they apply while the chat is on top, not under another screen.
+
+Keys a terminal user knows keep their shell meaning: ctrl+r searches the prompt history, so
+regenerate is F5 (reload); in the prompt box ctrl+e is the end of the line (or unfolds a folded
+paste), so export is ctrl+s (save). The prompt box's own keys (Enter, ctrl+j, Up/Down, Tab) are its
+bindings (:mod:`tui.widgets.prompt_box`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+import functools
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Protocol
 
 from textual.app import SystemCommand
@@ -13,10 +20,11 @@ from telemetry.settings import TurnSettings
 
 BINDINGS: list[BindingType] = [
     Binding("escape", "cancel_turn", "Cancel"),
-    Binding("ctrl+r", "regenerate", "Regenerate", priority=True),
+    Binding("ctrl+r", "search_history", "Search prompts", priority=True),
+    Binding("f5", "regenerate", "Regenerate"),
     Binding("ctrl+n", "new_chat", "New chat", priority=True),
     Binding("ctrl+y", "copy_answer", "Copy answer", priority=True),
-    Binding("ctrl+e", "export", "Export", priority=True),
+    Binding("ctrl+s", "export", "Export", priority=True),
     Binding("f2", "settings", "Settings"),
     Binding("ctrl+t", "toggle_stream", "Stream on/off", show=False, priority=True),
     Binding("ctrl+o", "cycle_effort", "Reasoning effort", show=False, priority=True),
@@ -59,16 +67,42 @@ class Chat(Protocol):
 
     def action_help(self) -> None: ...
 
+    def action_search_history(self) -> None: ...
+
+    async def action_edit_prompt(self, turn_index: int) -> None: ...
+
+    def action_copy_code(self, number: int) -> None: ...
+
+    def action_attach_file(self) -> None: ...
+
+    async def action_detach(self, index: int) -> None: ...
+
+    def editable_prompts(self) -> Sequence[tuple[int, str]]: ...
+
+    def code_block_titles(self) -> Sequence[tuple[int, str]]: ...
+
+    def attached_names(self) -> Sequence[str]: ...
+
 
 def palette(chat: Chat, s: TurnSettings) -> Iterator[SystemCommand]:
     """The chat's palette entries, (title, help, action) each; the toggles' titles say what they would
     do with the next turn's settings ``s``."""
     rows: list[tuple[str, str, Action]] = [
-        ("Cancel the turn in flight", "Esc: stop now and keep what arrived", chat.action_cancel_turn),
-        ("Regenerate the last answer", "ctrl+r", chat.action_regenerate),
+        (
+            "Cancel the turn in flight",
+            "Esc: stop now and keep what arrived (the prompt box keeps its text)",
+            chat.action_cancel_turn,
+        ),
+        ("Regenerate the last answer", "F5: a new branch in its place", chat.action_regenerate),
+        ("Search earlier prompts", "ctrl+r: as you type; Up/Down in the box walk them too", chat.action_search_history),
+        (
+            "Attach a file…",
+            "/attach PATH (Tab completes), listed above the prompt until it is sent",
+            chat.action_attach_file,
+        ),
         ("New chat", "ctrl+n: a fresh conversation and session log", chat.action_new_chat),
         ("Copy the last answer", "ctrl+y", chat.action_copy_answer),
-        ("Export the session (JSONL + CSV)", "ctrl+e", chat.action_export),
+        ("Export the session (JSONL + CSV)", "ctrl+s", chat.action_export),
         ("Settings", "F2: model, reasoning, tokens, temperature, streaming", chat.action_settings),
         ("Change the model", "ctrl+l", lambda: chat.action_settings("model")),
         (
@@ -87,5 +121,20 @@ def palette(chat: Chat, s: TurnSettings) -> Iterator[SystemCommand]:
         ("Toggle the telemetry pane", "F4", chat.action_toggle_pane),
         ("Help: keys and metrics", "F1", chat.action_help),
     ]
+    for turn_index, prompt in chat.editable_prompts():
+        rows.append(
+            (
+                f"Edit prompt {turn_index + 1}: {prompt}",
+                "or click the prompt: change it, Enter sends it as a new branch (the old one stays in the log)",
+                functools.partial(chat.action_edit_prompt, turn_index),
+            )
+        )
+    for number, what in chat.code_block_titles():
+        rows.append((f"Copy code block {number} ({what})", "or click its header: to the clipboard (OSC 52)",
+                     functools.partial(chat.action_copy_code, number)))  # fmt: skip
+    for k, name in enumerate(chat.attached_names()):
+        rows.append(
+            (f"Remove attached file {k + 1}: {name}", f"/detach {k + 1}", functools.partial(chat.action_detach, k))
+        )
     for title, help_text, action in rows:
         yield SystemCommand(title, help_text, action)

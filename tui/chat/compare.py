@@ -19,6 +19,7 @@ from textual.widgets import Input, Static
 
 from backends.base import Backend
 from backends.compare.panes import parse_model
+from telemetry.log.prompt_history import PromptHistory
 from tui.session import ChatSession
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ class CouldNotStart:
 
 
 async def compare_screen(
-    session: ChatSession, specs: Sequence[Spec], clock: Callable[[], int]
+    session: ChatSession, specs: Sequence[Spec], clock: Callable[[], int], prompts: PromptHistory | None = None
 ) -> CompareScreen | CouldNotStart:
     """The compare screen for ``specs``, with the chat's settings and conversation as every pane's
     context, each backend started on the chat's stream thread; or the first that could not start
@@ -104,6 +105,7 @@ async def compare_screen(
         from_chat=True,
         factory=factory,
         clock=clock,
+        prompts=prompts,
     )
 
 
@@ -111,6 +113,6 @@ def take_over(session: ChatSession, handoff: ChatHandoff) -> str:
     """The chat goes on with a compare pane: its model, and its conversation as the context; the note
     that says so (the pane's turns are the handoff's records, for the transcript)."""
     session.switch_model(handoff.spec, handoff.base_url)
-    session.messages = list(handoff.messages)
+    session.continue_with(list(handoff.messages))
     n = len(handoff.records)
     return f"continuing pane {handoff.label} ({handoff.spec}) from the comparison: {n} turn{'s' if n != 1 else ''}"

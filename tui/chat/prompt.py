@@ -1,45 +1,37 @@
-"""The chat's prompt: where the user types, and the one message it sends up, ``ChatPrompt.Sent``.
+"""The chat's prompt: the multi-line prompt box (:mod:`tui.widgets.prompt_box`) with the chat's words
+and its Tab completion of ``/attach`` paths.
 
-The screen reacts to a prompt sent, never to the keys that typed it: how the prompt is edited (one
-line today; several lines, a history of past prompts, attachments listed above it) stays inside this
-widget, and what is sent and when reaches the screen the same way.
+The screen reacts to a prompt sent (``PromptBox.Submitted``), never to the keys that typed it: how
+the prompt is edited (several lines, folded pastes, the history) stays inside the box.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from textual.message import Message
-from textual.widgets import Input
+from telemetry.log.prompt_history import PromptHistory
+from tui.chat.attach import MAX_SHOWN, complete
+from tui.format import visible_controls
+from tui.widgets.prompt_box import PromptBox
 
-PLACEHOLDER = "Ask anything · Enter sends · Esc cancels · F1 help"
+PLACEHOLDER = "Ask anything · Enter sends · ctrl+j new line · ↑ earlier prompts · ctrl+r search · F1 help"
 
 
-class ChatPrompt(Input):
-    """The one-line prompt. Enter sends its text (stripped; an empty one sends nothing), stamped on the
-    events' clock as it is handled: what the user waits for starts there, not at the request's send."""
+class ChatPrompt(PromptBox):
+    """The chat's prompt box."""
 
-    class Sent(Message):
-        """A prompt sent with Enter. The text stays in the prompt until the screen takes it (``clear``):
-        one the chat cannot send now (a turn in flight) is not lost."""
+    def __init__(
+        self, clock: Callable[[], int], *, prompts: PromptHistory | None = None, id: str | None = None
+    ) -> None:
+        super().__init__(clock, placeholder=PLACEHOLDER, prompts=prompts, id=id)
+        self.completer = self._complete
 
-        def __init__(self, prompt: ChatPrompt, text: str, submitted_ns: int) -> None:
-            super().__init__()
-            self.prompt = prompt
-            self.text = text
-            self.submitted_ns = submitted_ns  # Enter, on the events' clock: ttft's own delay runs from here
-
-        @property
-        def control(self) -> ChatPrompt:
-            return self.prompt
-
-    def __init__(self, clock: Callable[[], int], *, id: str | None = None) -> None:
-        super().__init__(placeholder=PLACEHOLDER, id=id)
-        self.clock = clock
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        submitted = self.clock()  # first: the stamp is the Enter, not what handling it cost
-        event.stop()  # the screen hears Sent, not the Input's own message
-        text = event.value.strip()
-        if text:
-            self.post_message(self.Sent(self, text, submitted))
+    def _complete(self, text: str) -> str | None:
+        done = complete(text)
+        if done is None:
+            return None
+        completed, candidates = done
+        if candidates:
+            more = f" and {len(candidates) - MAX_SHOWN} more" if len(candidates) > MAX_SHOWN else ""
+            self.notify(visible_controls("  ".join(candidates[:MAX_SHOWN]) + more), title="Tab", markup=False)
+        return completed

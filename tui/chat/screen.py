@@ -2,11 +2,18 @@
 
 One idea, the chat on screen: its layout (header, transcript, prompt, telemetry pane, footer), its
 keys and palette entries, and its state (the ``ChatSession``, the turn in flight, the finished turns'
-timelines and render lag). Attributes down, messages up: the prompt says ``ChatPrompt.Sent``
-(:mod:`tui.chat.prompt`), the turn driver says ``TurnStarted``, ``TurnFinished`` or ``TurnFailed``
-(:mod:`tui.chat.turn`), and the handlers here call the widgets' methods. What the handlers route to,
-one idea each: the key bindings and palette table (:mod:`tui.chat.commands`), export and reopening a
-session (:mod:`tui.chat.sessions`), and the compare screen over the chat (:mod:`tui.chat.compare`).
+timelines and render lag, the files attached to the next prompt, the prompt being edited).
+Attributes down, messages up: the prompt box says ``PromptBox.Submitted`` (:mod:`tui.chat.prompt`),
+a prompt in the transcript ``Picked`` (edit it and send it again: a new branch), a code block's
+header ``CodeFence.CopyAsked``, the turn driver ``TurnStarted``, ``TurnFinished`` or ``TurnFailed``
+(:mod:`tui.chat.turn`), and the handlers here call the widgets' methods. What the handlers route
+to, one idea each: the key bindings and palette table (:mod:`tui.chat.commands`), export and
+reopening a session (:mod:`tui.chat.sessions`), ``/attach`` (:mod:`tui.chat.attach`), and the
+compare screen over the chat (:mod:`tui.chat.compare`).
+
+What is typed is never lost: it stays in the box until a turn takes it, Esc cancels a turn and
+never the draft, an edit sets the draft aside and gives it back, and the draft is kept on disk
+(:mod:`telemetry.log.drafts`) for ``--resume``.
 
 A turn in flight is painted by the screen's frames (:meth:`ChatScreen.frame`): new text into the answer
 every frame, the telemetry pane at ``PANE_FPS`` or on a phase change, both from the recorder's snapshot.
@@ -15,6 +22,7 @@ every frame, the telemetry pane at ``PANE_FPS`` or on a phase change, both from 
 from __future__ import annotations
 
 import contextlib
+import shlex
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -27,30 +35,42 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import MountError
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Static, TextArea
 
+from backends.attachments import Attachment
+from telemetry.log import drafts
+from telemetry.log.branches import branch_pair, links
+from telemetry.log.prompt_history import PromptHistory
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from telemetry.view.render import RenderLag
 from telemetry.view.timeline import Timeline, live_timeline, turn_timeline
+from tui.chat import attach as chat_attach
 from tui.chat import commands as chat_commands
+from tui.chat.attach import Pending
 from tui.chat.compare import CompareSpecScreen, CouldNotStart, compare_screen, compare_specs, take_over
 from tui.chat.prompt import ChatPrompt
-from tui.chat.sessions import Reopened, export_session, reopen
+from tui.chat.sessions import RESUME_DRAWN, Reopened, export_session, reopen
 from tui.chat.turn import ChatTurns, TurnFailed, TurnFinished, TurnStarted
 from tui.format import fmt_settings, short_spec, turn_label, visible_controls
 from tui.runner import LiveTurn, collect_between_turns
 from tui.session import ChatSession
 from tui.target import Target, describe_target
 from tui.terminal import visible_text
+from tui.widgets.attachments import AttachmentTray
+from tui.widgets.code_blocks import CodeBlock, CodeFence, code_blocks
 from tui.widgets.error_card import ErrorCard
+from tui.widgets.pastes import Folds
+from tui.widgets.prompt_box import PromptBox
 from tui.widgets.telemetry_pane import TelemetryPane
-from tui.widgets.transcript import AssistantMessage, Transcript
+from tui.widgets.transcript import AssistantMessage, Picked, Transcript
 
 if TYPE_CHECKING:
     from tui.compare.output import ChatHandoff
 
 EFFORTS = (None, "minimal", "low", "medium", "high")
 PANE_FPS = 10  # the figures change slower than the text; a layout-free repaint at 10 fps reads as live
+DRAFT_SAVE_S = 1.0  # a draft is written this long after the last keystroke (and when the chat closes)
+EDIT_TITLE_W = 60
 
 
 class ChatScreen(Screen[None]):
@@ -69,10 +89,23 @@ class ChatScreen(Screen[None]):
         fps: float = 30.0,
         resume: Path | None = None,
         warm_up: bool = True,
+        prompts: PromptHistory | None = None,
     ) -> None:
         """``warm_up``: start the backend and pay its first-use costs once the chat is shown, while the
-        user types; ``resume``: a session log to reopen instead of the greeting."""
+        user types; ``resume``: a session log to reopen instead of the greeting; ``prompts``: the prompt
+        history Up/Down and ctrl+r recall (default: the one beside the logs)."""
         super().__init__()
+        self.prompts = prompts if prompts is not None else PromptHistory().load()
+        # Held here, not only queried: the draft is read from it as the screen closes, its widgets gone.
+        self._box = ChatPrompt(clock, prompts=self.prompts, id="prompt")
+        self.pending: list[Pending] = []  # files for the next prompt (/attach)
+        self.editing: int | None = None  # the turn whose prompt the box holds to send again (a new branch)
+        self._stash: tuple[str, dict[str, str]] | None = None  # the draft set aside while editing
+        self._draft_timer: Timer | None = None
+        self._branch: int | None = None  # the first turn of the newest branch, for the pane's side by side
+        # Each drawn answer's turn (None: not this log's) and code blocks, in transcript order: they number them.
+        self._blocks: list[tuple[int | None, tuple[CodeBlock, ...]]] = []
+        self._sending: list[Pending] = []  # the files of the turn being started
         self.session = session
         self.clock = clock
         self.fps = fps
@@ -95,7 +128,9 @@ class ChatScreen(Screen[None]):
         with Container(id="main"):
             with Vertical(id="chat"):
                 yield Transcript(id="transcript")
-                yield ChatPrompt(self.clock, id="prompt")
+                yield Static(id="edit-bar", classes="-empty")
+                yield AttachmentTray(id="attachments")
+                yield self._box
             yield TelemetryPane(id="pane")
         yield Footer()
 
@@ -109,20 +144,24 @@ class ChatScreen(Screen[None]):
 
     @property
     def prompt(self) -> ChatPrompt:
-        return self.query_one("#prompt", ChatPrompt)
+        return self._box
 
     async def on_mount(self) -> None:
         self._frames = self.set_interval(1 / self.fps, self.frame, pause=True)
         self.update_header()
         self.prompt.focus()
+        if self.prompts.error:
+            self.notify(visible_controls(self.prompts.error), severity="warning", markup=False)
         if self.resume_path is not None:
             await self.load_session(self.resume_path)
+            await self.restore_draft()
         else:
             await self.transcript.show_greeting(self.target())
         self.warm_up()
 
     async def on_unmount(self) -> None:
         self.turns.cancel()  # logged with what arrived, as cancelled
+        self.save_draft()
         await self.session.close_backend()
 
     def warm_up(self) -> None:
@@ -165,21 +204,59 @@ class ChatScreen(Screen[None]):
         """From Enter until the finished turn's figures are shown: a new prompt waits."""
         return self.turns.busy or self._on_screen is not None
 
-    async def on_chat_prompt_sent(self, event: ChatPrompt.Sent) -> None:
-        if self.busy:
-            self.notify("A turn is in flight: Esc cancels it.", severity="warning")
-            return  # the text stays in the prompt
-        self.prompt.clear()
-        if event.text.startswith("/compare"):
-            await self.action_compare(event.text.removeprefix("/compare").strip() or None)
-            return
-        await self.send(event.text, event.submitted_ns)
+    async def on_prompt_box_submitted(self, event: PromptBox.Submitted) -> None:
+        """Enter in the prompt box: a slash command, or the prompt (with any attached files) sent.
 
-    async def send(self, prompt: str, submitted_ns: int | None = None) -> None:
+        The text leaves the box only when it goes: one that cannot go now (a turn in flight, a file
+        the model cannot take) stays, and the user is told why."""
+        event.stop()
+        text = event.text
+        word, _, args = text.strip().partition(" ")
+        if word == chat_attach.ATTACH:
+            self.prompt.take()
+            await self.attach(args)
+            return
+        if word == chat_attach.DETACH:
+            self.prompt.take()
+            self.notify(chat_attach.detach(args, self.pending))
+            await self.show_pending()
+            return
+        if self.busy:
+            self.notify("A turn is in flight: Esc cancels it (your prompt stays here).", severity="warning")
+            return  # the text stays in the prompt
+        if word == "/compare":
+            self.prompt.take()
+            await self.action_compare(args.strip() or None)
+            return
+        refused = chat_attach.recheck(self.pending, self.attach_target())
+        if refused is not None:
+            self.notify(visible_controls(f"Not sent: {refused}. /detach N removes it."), severity="error", markup=False)
+            return
+        text = self.prompt.take()
+        self._sending, self.pending = self.pending, []
+        files = tuple(p.file for p in self._sending)
+        await self.show_pending()
+        if self.editing is not None:
+            await self.branch_from(self.editing)
+        await self.send(text, event.submitted_ns, files)
+
+    async def send(
+        self, prompt: str, submitted_ns: int | None = None, attachments: tuple[Attachment, ...] = ()
+    ) -> None:
         """Start a turn; returns once its request is on its way (``TurnStarted`` draws it, ``TurnFinished``
         its end). ``submitted_ns``: the user's Enter (default: now); ttft's own delay runs from it."""
         self.pane.show_message(f"starting {self.session.spec}…")
-        await self.turns.start(prompt, self.clock() if submitted_ns is None else submitted_ns)
+        await self.turns.start(prompt, self.clock() if submitted_ns is None else submitted_ns, attachments)
+
+    def _put_back(self, prompt: str) -> None:
+        """A turn that could not start: its prompt and files back where they were typed, unless the
+        user has typed on meanwhile (the transcript shows the prompt with the error either way)."""
+        files, self._sending = self._sending, []
+        if not self.prompt.value.strip():
+            self.prompt.load(prompt)
+        if files and not self.pending:
+            self.pending = files
+            self.run_worker(self.show_pending(), group="attach")
 
     @contextlib.contextmanager
     def _drawing(self) -> Iterator[None]:
@@ -198,12 +275,14 @@ class ChatScreen(Screen[None]):
             await transcript.compact()
             await transcript.add_user(event.prompt)
             await transcript.add_error(ErrorCard(event.error, event.spec, ""))
+            self._put_back(event.prompt)
             self.pane.show_message(f"could not start {event.spec}: {event.error.message}")
 
     async def on_turn_started(self, event: TurnStarted) -> None:
         """The request is on its way: the pane goes live at once, and the prompt and the answer's widgets
         are mounted while it travels (10-30 ms), not before it leaves, where they were ttft's own delay."""
         self._on_screen, self.lag = event.live, event.lag
+        self._sending = []
         if self._frames is not None:
             self._frames.resume()
         with self._drawing():
@@ -211,8 +290,9 @@ class ChatScreen(Screen[None]):
             transcript = self.transcript
             await transcript.hide_greeting()
             await transcript.compact()  # a paint must not cost more the longer the chat
-            await transcript.add_user(event.prompt)
+            await transcript.add_user(event.prompt, event.turn_index, event.files)
             self.answer = await transcript.add_assistant(self.clock, event.lag)
+            self.answer.first_block = self._next_block()
             self.update_header()
 
     async def on_turn_finished(self, event: TurnFinished) -> None:
@@ -221,10 +301,11 @@ class ChatScreen(Screen[None]):
             return  # the chat moved on (a new chat, another session): the turn is logged, not drawn
         self._stop_frames()
         with self._drawing():
-            self.frame(force=True)  # the last frame: every chunk painted before the full render
+            self.frame(force=True, pane=False)  # every chunk painted before the full render; the pane's figures follow
             record, transcript = event.record, self.transcript
             if self.answer is not None:
                 await self.answer.finalize(record)
+            self._blocks.append((record.turn_index, code_blocks(record.answer)))
             await transcript.add_outcome(record)
             if event.log_error:
                 await transcript.add_note(event.log_error, "error")
@@ -243,6 +324,9 @@ class ChatScreen(Screen[None]):
             self.timelines.append((turn_label(record.turn_index), turn_timeline(record)))
             self.pane.set_timelines(self.timelines)
             self.pane.set_history(self.session.records)
+            if record.branch_of is not None:
+                self._branch = record.turn_index
+            self.show_branches()
         self._on_screen = self.answer = None
         self.call_after_refresh(collect_between_turns)
 
@@ -250,8 +334,9 @@ class ChatScreen(Screen[None]):
         if self._frames is not None:
             self._frames.pause()
 
-    def frame(self, force: bool = False) -> None:
-        """One frame: new text into the answer every frame; the pane at PANE_FPS or on a phase change."""
+    def frame(self, force: bool = False, pane: bool = True) -> None:
+        """One frame: new text into the answer every frame; the pane at PANE_FPS or on a phase change
+        (``force``: now; not at all without ``pane``)."""
         live, answer = self._on_screen, self.answer
         # Shutting down: Textual removes the widgets before it stops the timers, so a frame may still
         # fire with the pane gone (a turn in flight at exit is cancelled and logged elsewhere).
@@ -262,30 +347,249 @@ class ChatScreen(Screen[None]):
         snap = rec.snapshot(now)
         if answer is not None:  # None for the first frames: the answer's widget is mounted after the send
             answer.pump(rec, snap)
-        if force or snap.phase != self._pane_phase or now - self._pane_ns >= 1e9 / PANE_FPS:
+            if snap.phase == "ok":  # the stream is over and its text whole: the full render need not wait
+                answer.finish_early(rec, snap)
+        if pane and (force or snap.phase != self._pane_phase or now - self._pane_ns >= 1e9 / PANE_FPS):
             self._pane_phase, self._pane_ns = snap.phase, now
             self.pane.show_live(snap, rec.attempts, self.lag.summary())
             self.pane.set_timelines([*self.timelines, ("now", live_timeline(snap, rec.attempts))])
 
     # --- actions -------------------------------------------------------------------
     def action_cancel_turn(self) -> None:
-        self.turns.cancel()
+        """Esc: the turn in flight stops (what arrived is kept); else an edit in progress ends, the draft
+        it set aside back in the box. Never the box's text."""
+        if self.turns.cancel():
+            return
+        if self.editing is not None:
+            self.stop_editing()
 
     async def action_regenerate(self) -> None:
         submitted = self.clock()
         if self.busy:
             self.notify("A turn is in flight: Esc cancels it first.", severity="warning")
             return
-        prompt = self.session.pop_last_exchange()
-        if prompt is None:
+        last = self.session.path[-1] if self.session.path else None
+        if last is None:
             self.notify("Nothing to regenerate yet.")
             return
-        await self.send(prompt, submitted)
+        await self.branch_from(last.turn_index)
+        await self.send(last.prompt, submitted)
+
+    # --- edit and resend: a new branch ----------------------------------------------------
+    def editable_prompts(self) -> list[tuple[int, str]]:
+        """(turn_index, first line) of each prompt on the chat's branch that can be edited and sent again."""
+        out = []
+        for r in self.session.path:
+            first = next((ln for ln in r.prompt.split("\n") if ln.strip()), "")
+            out.append((r.turn_index, visible_controls(first[:EDIT_TITLE_W])))
+        return out
+
+    def on_picked(self, event: Picked) -> None:
+        event.stop()
+        self.run_worker(self.action_edit_prompt(event.turn_index), group="edit")
+
+    async def action_edit_prompt(self, turn_index: int) -> None:
+        """Put prompt ``turn_index`` in the box to change and send again: the conversation from there
+        becomes a new branch. What the box held is set aside, and back once the edit is sent or dropped."""
+        rec = next((r for r in self.session.path if r.turn_index == turn_index), None)
+        if rec is None:
+            self.notify("That prompt is not on this branch of the chat any more.", severity="warning")
+            return
+        if self.editing is None:
+            box = self.prompt
+            self._stash = (box.value, dict(box.folds.texts))
+        self.editing = turn_index
+        self.prompt.load(rec.prompt)
+        self.prompt.focus()
+        bar = self.query_one("#edit-bar", Static)
+        label = turn_label(turn_index, "prompt ")
+        bar.update(
+            Text.assemble(
+                (f"✎ editing {label}", "bold"),
+                " · Enter sends it as a new branch from there (the old one stays in the log) · Esc stops editing",
+            )
+        )
+        bar.remove_class("-empty")
+
+    def stop_editing(self) -> None:
+        """The edit dropped: the draft set aside comes back. An edit already changed stays in the box
+        (never lost), and the draft goes to the prompt history (Up brings it back), as the user is told."""
+        turn, self.editing = self.editing, None
+        self.query_one("#edit-bar", Static).add_class("-empty")
+        stash, self._stash = self._stash, None
+        if stash is None or not (stash[0] or stash[1]):
+            return
+        box = self.prompt
+        before = next((r.prompt for r in self.session.path if r.turn_index == turn), None)
+        if box.text_to_send.strip() and box.text_to_send != before:
+            self.prompts.add(Folds(dict(stash[1])).expand(stash[0]))
+            self.notify("Your edit stays in the box; the draft you had is in the history (↑).")
+            return
+        box.folds.texts.update(stash[1])
+        box.value = stash[0]
+
+    async def branch_from(self, turn_index: int) -> None:
+        """The next turn replaces ``turn_index``: its context goes back to before it, and the transcript
+        from there on makes room for the new branch (the old one stays in the log and the history)."""
+        sent_edit = self.editing is not None
+        if self.session.branch_at(turn_index) is None:
+            return
+        if await self.transcript.remove_from(turn_index):
+            cut = next((k for k, (i, _) in enumerate(self._blocks) if i == turn_index), len(self._blocks))
+            del self._blocks[cut:]
+        else:  # older than the turns drawn: none of them stays on screen
+            await self.transcript.remove_children()
+            self._blocks = []
+            label = turn_label(turn_index, "turn ")
+            await self.transcript.add_note(
+                f"a new branch from before {label}: the turns before it are in the log", "ok"
+            )
+        self.timelines = [(label, t) for label, t in self.timelines if not _is_after(label, turn_index)]
+        if sent_edit:
+            self.editing = None
+            self.query_one("#edit-bar", Static).add_class("-empty")
+            self.call_after_refresh(self._restore_stash)
+
+    def _restore_stash(self) -> None:
+        stash, self._stash = self._stash, None
+        if stash is not None and (stash[0] or stash[1]) and not self.prompt.value:
+            self.prompt.folds.texts.update(stash[1])
+            self.prompt.value = stash[0]
+
+    def show_branches(self) -> None:
+        """The newest edit's two branches side by side in the pane (hidden while there is none)."""
+        nodes = links({"turn_index": r.turn_index, "branch_of": r.branch_of} for r in self.session.records)
+        pair = branch_pair(nodes, self._branch) if self._branch is not None else None
+        if pair is None:
+            self.pane.set_branches([], [])
+            return
+        by_index = {r.turn_index: r for r in self.session.records}
+        old, new = ([by_index[i] for i in side if i in by_index] for side in pair)
+        self.pane.set_branches(old, new)
+
+    # --- code blocks --------------------------------------------------------------------
+    def _next_block(self) -> int:
+        """The number the next drawn answer's first code block gets."""
+        return 1 + sum(len(b) for _, b in self._blocks)
+
+    def numbered_blocks(self) -> list[tuple[int, CodeBlock]]:
+        """Every code block of the answers in the transcript, numbered from 1 in the order drawn."""
+        return list(enumerate((b for _, blocks in self._blocks for b in blocks), start=1))
+
+    def code_block_titles(self) -> list[tuple[int, str]]:
+        return [(n, b.describe()) for n, b in self.numbered_blocks()]
+
+    def action_copy_code(self, number: int) -> None:
+        blocks = dict(self.numbered_blocks())
+        block = blocks.get(number)
+        if block is None:
+            self.notify(f"No code block {number}.", severity="warning")
+            return
+        self.copy_block(number, block)
+
+    def copy_block(self, number: int | None, block: CodeBlock) -> None:
+        self.app.copy_to_clipboard(block.code)  # OSC 52: the terminal's clipboard, over SSH too
+        which = f"code block {number}" if number is not None else "the code block"
+        self.notify(f"Copied {which} ({block.describe()}, {len(block.code)} characters).")
+
+    def on_code_fence_copy_asked(self, event: CodeFence.CopyAsked) -> None:
+        event.stop()
+        self.prompt.focus()  # the click focused the block: typing goes on in the prompt
+        exact = dict(self.numbered_blocks()).get(event.number) if event.number is not None else None
+        self.copy_block(event.number, exact or event.block)  # the record's text, not the shown one
+
+    # --- /attach ------------------------------------------------------------------------
+    def attach_target(self) -> tuple[str, str] | None:
+        return chat_attach.target_of(self.session.spec, self.session.base_url, self.session.backend)
+
+    async def attach(self, args: str) -> None:
+        done = chat_attach.attach(args, self.pending, self.attach_target())
+        self.pending += done.added
+        for sentence in done.refused:
+            self.notify(visible_controls(f"/attach {sentence}"), severity="error", markup=False, timeout=10)
+        if done.added:
+            names = ", ".join(p.file.name for p in done.added)
+            self.notify(visible_controls(f"Attached {names}: it goes with the next prompt."), markup=False)
+        await self.show_pending()
+
+    async def show_pending(self) -> None:
+        await self.query_one(AttachmentTray).show([(p.file.name, p.file.size, p.file.media_type) for p in self.pending])
+        self._schedule_draft()
+
+    async def on_attachment_tray_removed(self, event: AttachmentTray.Removed) -> None:
+        event.stop()
+        await self.action_detach(event.index)
+
+    async def action_detach(self, index: int) -> None:
+        self.notify(chat_attach.detach(str(index + 1), self.pending))
+        await self.show_pending()
+
+    def attached_names(self) -> list[str]:
+        return [p.file.name for p in self.pending]
+
+    def action_attach_file(self) -> None:
+        box = self.prompt
+        if not box.value.strip():
+            box.value = chat_attach.ATTACH + " "
+        box.focus()
+        self.notify("Type the file's path after /attach (Tab completes it), then Enter.")
+
+    # --- history and drafts ----------------------------------------------------------------
+    def action_search_history(self) -> None:
+        from tui.screens.history_search import HistorySearch
+
+        def picked(text: str | None) -> None:
+            if text is not None:
+                self.prompt.recall(text)
+            self.prompt.focus()
+
+        self.app.push_screen(HistorySearch(self.prompts), picked)
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        if event.text_area is self.prompt:
+            self._schedule_draft()
+
+    def _schedule_draft(self) -> None:
+        if self._draft_timer is not None:
+            self._draft_timer.stop()
+        self._draft_timer = self.set_timer(DRAFT_SAVE_S, self.save_draft)
+
+    def save_draft(self) -> None:
+        """What the box holds (folded pastes whole) and the attached files' paths, kept for ``--resume``."""
+        draft = drafts.Draft(self.prompt.text_to_send, tuple(p.path for p in self.pending))
+        with contextlib.suppress(OSError, ValueError):  # the chat goes on; the box still holds it
+            drafts.save(self.session.log.session_id, draft)
+
+    async def restore_draft(self) -> None:
+        """The draft left in this session (or, newest, in a chat quit before its first turn) back in the box."""
+        sid = self.session.log.session_id
+        draft = drafts.load(sid)
+        if draft is None:
+            try:
+                since = self.session.log.path.stat().st_mtime
+            except OSError:
+                since = 0.0
+            found = drafts.orphan(since)
+            if found is None:
+                return
+            old_sid, draft = found
+            drafts.drop(old_sid)
+        if draft.text and not self.prompt.value:
+            self.prompt.load(draft.text)
+        if draft.attachments:
+            await self.attach(" ".join(shlex.quote(p) for p in draft.attachments))
+        self.notify("Your unsent prompt is back in the box.")
 
     async def action_new_chat(self) -> None:
         await self._leave_turn()
+        drafts.drop(self.session.log.session_id)  # the box's text goes with the new chat
         self.session.new_chat()
         self.timelines, self.lag_by_turn = [], {}
+        self._blocks, self._branch = [], None
+        if self.editing is not None:
+            self.stop_editing()
+        self.pane.set_branches([], [])
+        self._schedule_draft()
         await self.transcript.remove_children()
         await self.transcript.show_greeting(self.target())
         self.pane.show_message("New chat. Send a prompt: its latency appears here.")
@@ -389,8 +693,15 @@ class ChatScreen(Screen[None]):
     async def show_reopened(self, reopened: Reopened) -> None:
         transcript = self.transcript
         await transcript.remove_children()
-        for rec in reopened.drawn:
-            await transcript.add_record(rec, self.clock)
+        if self.editing is not None:
+            self.stop_editing()
+        path = self.session.path  # the branch the log ended on
+        drawn = path[-RESUME_DRAWN:]
+        self._branch = None
+        self._blocks = [(r.turn_index, code_blocks(r.answer)) for r in path[: len(path) - len(drawn)]]
+        for rec in drawn:
+            await transcript.add_record(rec, self.clock, first_block=self._next_block())
+            self._blocks.append((rec.turn_index, code_blocks(rec.answer)))
         await transcript.compact()
         self.timelines = [(turn_label(r.turn_index), turn_timeline(r)) for r in reopened.records]
         self.pane.set_timelines(self.timelines)
@@ -424,7 +735,7 @@ class ChatScreen(Screen[None]):
     async def open_compare(self, spec: str) -> None:
         specs = compare_specs(self.session, spec)
         self.notify(visible_controls(f"starting {specs[1][0]}…"), markup=False)  # typed text, not markup
-        opened = await compare_screen(self.session, specs, self.clock)
+        opened = await compare_screen(self.session, specs, self.clock, self.prompts)
         if isinstance(opened, CouldNotStart):
             # the spec and the error's words (a server's, maybe) are shown as written, never as markup or run
             said = visible_controls(f"could not start {opened.spec}: {opened.error}")
@@ -444,11 +755,18 @@ class ChatScreen(Screen[None]):
         self.warm_up()
         await self.transcript.hide_greeting()
         await self.transcript.add_note(note, "ok")
-        for rec in handoff.records:
-            await self.transcript.add_record(rec, self.clock)
+        for rec in handoff.records:  # the pane's turns: another log's, so not this chat's to edit
+            await self.transcript.add_record(rec, self.clock, editable=False, first_block=self._next_block())
+            self._blocks.append((None, code_blocks(rec.answer)))
         self.update_header()
 
     # --- command palette -----------------------------------------------------------
     def system_commands(self) -> Iterable[SystemCommand]:
         """The chat's entries in the command palette (``tui.palette``)."""
         return chat_commands.palette(self, self.session.settings)
+
+
+def _is_after(label: str, turn_index: int) -> bool:
+    """Whether a timeline row's label (``turn_label``) names turn ``turn_index`` or a later one."""
+    digits = label.lstrip("#").strip()
+    return digits.isdigit() and int(digits) - 1 >= turn_index

@@ -16,6 +16,7 @@ import contextlib
 from textual.dom import DOMNode
 from textual.message import Message
 
+from backends.attachments import Attachment
 from backends.finish import finish_turn
 from telemetry.log.turns import SessionLog
 from telemetry.record import ErrorInfo, TurnRecord
@@ -26,13 +27,18 @@ from tui.session import ChatSession
 
 class TurnStarted(Message):
     """The request is on its way. ``live``: the turn in flight, whose recorder the frames paint;
-    ``lag``: its render lag, which the answer's paints stamp."""
+    ``lag``: its render lag, which the answer's paints stamp; ``files``: the attachments' names."""
 
-    def __init__(self, live: LiveTurn, prompt: str, lag: RenderLag) -> None:
+    def __init__(self, live: LiveTurn, prompt: str, lag: RenderLag, files: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.live = live
         self.prompt = prompt
         self.lag = lag
+        self.files = files
+
+    @property
+    def turn_index(self) -> int:
+        return self.live.recorder.turn_index
 
 
 class TurnFailed(Message):
@@ -75,13 +81,14 @@ class ChatTurns:
     def busy(self) -> bool:
         return self.starting or self.live is not None
 
-    async def start(self, prompt: str, submitted_ns: int) -> bool:
+    async def start(self, prompt: str, submitted_ns: int, attachments: tuple[Attachment, ...] = ()) -> bool:
         """Start a turn; returns once its request is on its way (True) or the user was told why it could
-        not start (False). ``submitted_ns``: the user's Enter; the record's ``own_delay_ms`` runs from it."""
+        not start (False). ``submitted_ns``: the user's Enter; the record's ``own_delay_ms`` runs from it.
+        ``attachments``: files read and checked (``backends.attachments``), sent with the prompt."""
         session = self.session
         self.starting = True
         try:
-            live = await session.start(prompt, submitted_ns=submitted_ns)
+            live = await session.start(prompt, submitted_ns=submitted_ns, attachments=attachments)
         except Exception as exc:  # the backend could not even be created (unknown model, missing key, ...)
             error = ErrorInfo(
                 type=getattr(exc, "kind", None) or type(exc).__name__,
@@ -95,7 +102,7 @@ class ChatTurns:
         self.live = live
         self._handed_off = asyncio.Event()
         lag = RenderLag()
-        self.host.post_message(TurnStarted(live, prompt, lag))
+        self.host.post_message(TurnStarted(live, prompt, lag, tuple(a.name for a in attachments)))
         self.host.run_worker(self._follow(live, lag, session.log), group="turn", exclusive=False)
         return True
 

@@ -40,6 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="reopen a session (default: the most recent) and continue it",
     )
     p.add_argument("--speculative", action="store_true", help="speculative decoding (local models)")
+    p.add_argument(
+        "--sdk",
+        action="store_true",
+        help="read with the API's SDK (openai, or anthropic for Messages), not ttft's lean readers (same record)",
+    )
     add_turn_flags(p)
     p.set_defaults(func=run)
 
@@ -81,8 +86,12 @@ def run(args: argparse.Namespace) -> int:
         if records and spec is None:
             spec = spec_from_record(records[-1])
             base_url = base_url or without_masked(records[-1].get("base_url"))  # logged with "***" in it
-    factory = functools.partial(default_backend_factory, timeout_s=args.timeout) if args.timeout else None
-    app = ChatApp(spec, settings=settings, base_url=base_url, resume=resume, factory=factory)
+    factory = (
+        functools.partial(default_backend_factory, timeout_s=args.timeout, lean=not args.sdk)
+        if args.timeout or args.sdk
+        else None
+    )
+    app = ChatApp(spec, settings=settings, base_url=base_url, resume=resume, factory=factory, warm_up=True)
     app.chat.session.system_prompt = args.system
     app.run()
     return app.return_code or 0  # 143 / 129 after SIGTERM / SIGHUP

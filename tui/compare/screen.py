@@ -26,13 +26,14 @@ from textual.app import ComposeResult, CSSPathType, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Container, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Footer, Static
 
 from backends.base import Backend, Message
 from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, build_panes, pane_order
 from backends.compare.runner import CompareMode, CompareRunner, PromptResult, new_comparison_id
 from telemetry import events as ev
 from telemetry.compare.stats import Comparison, compare
+from telemetry.log.prompt_history import PromptHistory
 from telemetry.log.turns import SessionLog, data_dir
 from telemetry.settings import TurnSettings
 from tui.compare.commands import DEFAULT_TRIALS, palette, run_command
@@ -43,6 +44,7 @@ from tui.compare.roster import PaneRoster
 from tui.compare.view import header_text, summary
 from tui.format import fmt_settings, visible_controls
 from tui.runner import LoopThread, collect_between_turns, full_collections_between_turns
+from tui.widgets.prompt_box import PromptBox
 from tui.widgets.timeline import TimelineView
 
 FIGURES_FPS = 10  # status lines and the race view: the figures change slower than the text
@@ -58,7 +60,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
     HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [(0, "-narrow"), (120, "-wide")]  # noqa: RUF012
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
-        Binding("ctrl+e", "export", "Export", priority=True),
+        Binding("ctrl+s", "export", "Export", priority=True),
         Binding("f5", "reveal", "Reveal"),
         Binding("f6", "toggle_mode", "Parallel/sequential"),
         Binding("f7", "trials", "Trials"),
@@ -86,6 +88,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         specs: Sequence[tuple[str, str | None]] | None = None,
         history: Sequence[Message] = (),
         from_chat: bool = False,
+        prompts: PromptHistory | None = None,
     ) -> None:
         super().__init__()
         self._gc_policy = contextlib.ExitStack()
@@ -116,6 +119,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
             clock=self.clock,
             specs={LABELS[k]: specs[j] for k, j in enumerate(order)} if specs is not None else {},
         )
+        self.prompts = prompts if prompts is not None else PromptHistory().load()
         self.results: list[tuple[PromptResult, Comparison]] = []
         self.last_prompt: str | None = None
         self.in_flight = False
@@ -148,8 +152,11 @@ class CompareScreen(Screen["ChatHandoff | None"]):
             yield Static("Race · current prompt, every pane on one time axis", classes="section-title")
             yield TimelineView(id="race")
             yield Static(Text("Send a prompt: every pane gets it at the same instant.", style="dim"), id="summary")
-        yield Input(
-            placeholder="Prompt for every pane · /keep A · /repeat N · /again · /add SPEC · /remove B · F1-F8",
+        yield PromptBox(
+            self.clock,
+            placeholder="Prompt for every pane · Enter sends · ctrl+j new line · ↑ earlier · /keep A · /repeat N"
+            " · /again · /add SPEC · /remove B · F1-F8",
+            prompts=self.prompts,
             id="prompt",
         )
         yield Footer()
@@ -161,7 +168,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         self.query_one(TimelineView).max_rows = MAX_PANES
         self._draw_race()
         self.update_header()
-        self.query_one("#prompt", Input).focus()
+        self.query_one("#prompt", PromptBox).focus()
         for p in self.runner.panes:
             self.panes.warm(p.backend)
         if self.initial_prompt:
@@ -185,20 +192,17 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         self.query_one("#header", Static).update(t)
 
     # --- sending -------------------------------------------------------------------
-    async def on_input_submitted(self, event: Input.Submitted) -> None:
+    async def on_prompt_box_submitted(self, event: PromptBox.Submitted) -> None:
         event.stop()  # opened from the chat: the chat's own handler must not see it
-        submitted = self.clock()  # Enter: each pane's own delay (-> its send) starts here
-        text = event.value.strip()
-        if not text:
-            return
-        event.input.value = ""
-        if text.startswith("/"):
-            await self.command(text)
+        submitted = event.submitted_ns  # Enter: each pane's own delay (-> its send) starts here
+        box = event.box
+        if event.text.strip().startswith("/"):
+            await self.command(box.take().strip())
             return
         if self.in_flight:
-            self.notify("A prompt is in flight: Esc cancels it.", severity="warning")
-            return
-        await self.send(text, submitted_ns=submitted)
+            self.notify("A prompt is in flight: Esc cancels it (your prompt stays here).", severity="warning")
+            return  # the text stays in the box
+        await self.send(box.take(), submitted_ns=submitted)
 
     async def send(self, prompt: str, repeat: int | None = None, submitted_ns: int | None = None) -> None:
         """Start the prompt on every pane; returns once it is running. ``submitted_ns``: the user's Enter."""

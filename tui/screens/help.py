@@ -12,13 +12,31 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+NEWLINE_HELP = (
+    "a new line in the prompt; shift+enter too where the terminal reports it apart from Enter (the kitty"
+    " keyboard protocol: kitty, WezTerm, foot, Ghostty, iTerm2 with CSI u; not tmux, nor xterm by default)"
+)
 KEYS = (
     ("Enter", "send the prompt"),
-    ("Esc", "cancel the turn in flight (what arrived is kept); close a dialog"),
-    ("ctrl+r", "regenerate the last answer"),
+    ("ctrl+j, alt+enter", NEWLINE_HELP),
+    (
+        "paste",
+        "kept whole (tabs, blank lines, any script; CRLF becomes LF); a long paste shows folded and is sent whole",
+    ),
+    ("ctrl+e", "in the prompt: unfold a folded paste; else the end of the line"),
+    ("↑ / ↓", "earlier / later prompts, on the prompt's first / last line (kept across chats)"),
+    ("ctrl+r", "search earlier prompts as you type (Enter puts one in the prompt)"),
+    ("click a prompt", "edit it and send it again: a new branch from there (also palette: Edit prompt N)"),
+    ("click a code header", "copy that code block (OSC 52; palette: Copy code block N)"),
+    ("/attach PATH", "attach a file to the next prompt (Tab completes); /detach N, or a click, removes it"),
+    (
+        "Esc",
+        "cancel the turn in flight (what arrived is kept; the prompt keeps your text); stop editing; close a dialog",
+    ),
+    ("F5", "regenerate the last answer (a new branch in its place)"),
     ("ctrl+n", "new chat (a new session log)"),
     ("ctrl+y", "copy the last answer"),
-    ("ctrl+e", "export the session as JSONL and CSV"),
+    ("ctrl+s", "export the session as JSONL and CSV"),
     ("F2 / ctrl+l", "settings / change the model"),
     ("ctrl+t", "streaming on/off for the next turn"),
     ("ctrl+o", "next reasoning effort (default, minimal, low, medium, high)"),

@@ -16,9 +16,9 @@ GENERIC_HINTS = {
     408: "The server timed out; try again or shorten the prompt.",
     413: "The prompt is too large for this model; start a new chat (ctrl+n).",
     429: "Rate limited: wait a moment, lower the request rate, or raise the limit.",
-    500: "The provider had an internal error; try again (ctrl+r).",
-    502: "The provider's gateway failed; try again (ctrl+r).",
-    503: "The provider is overloaded; try again shortly (ctrl+r).",
+    500: "The provider had an internal error; try again (F5).",
+    502: "The provider's gateway failed; try again (F5).",
+    503: "The provider is overloaded; try again shortly (F5).",
 }
 
 

@@ -8,7 +8,8 @@ While an answer streams, its text is split in two:
 - the *open tail*: the block still growing. It is drawn as plain text by ``TailText``,
   which wraps incrementally: appending text re-wraps only its last line, and a repaint
   redraws only the lines that changed. It reserves a few paints' worth of blank lines
-  below the text (growing costs a layout pass of the whole screen), and it is never
+  below the text (growing costs a layout pass of the whole screen; a stream that adds
+  several lines a paint gets the whole reserve at once), and it is never
   taller than the view: past that, it shows a window on the open block that moves up by
   half a view when the newest line reaches the bottom (like a pager), so the transcript
   does not scroll at every paint and most paints redraw only the lines that changed.
@@ -39,6 +40,7 @@ from textual.widget import Widget
 from textual.widgets import Markdown
 
 from tui.format import visible_controls
+from tui.widgets.code_blocks import CodeMarkdown
 
 RESERVE_PAINTS = 4  # room for this many more paints at the current pace ...
 RESERVE_MAX_LINES = 40  # ... but never more blank lines than this, nor than half the view, under the text
@@ -209,7 +211,11 @@ class TailText(Widget):
             return
         if n > self._reserved:
             grown = n - before
-            extra = min(self._reserve_cap(), grown * RESERVE_PAINTS) if self._growing and grown > 0 else 0
+            extra = 0
+            if grown > 1:  # a fast stream (lines a paint): room for the rest of the reserve at once
+                extra = self._reserve_cap()
+            elif grown > 0 and self._growing:
+                extra = min(self._reserve_cap(), grown * RESERVE_PAINTS)
             self._growing = grown > 0
             self._reserved = n + extra
         if self._height() != self.size.height:
@@ -379,7 +385,7 @@ class StreamingMarkdown(Vertical):
         try:
             while self.splitter.settled > self._rendered and self.is_attached:
                 start, end = self._rendered, self.splitter.settled
-                md = Markdown(self.splitter.text[start:end], classes="answer-segment")
+                md = CodeMarkdown(self.splitter.text[start:end], classes="answer-segment")
                 await self.mount(md, before=self.tail)  # parsed and rendered by the time this returns
                 with self.app.batch_update():  # the block leaves the tail in the frame it shows as Markdown
                     self.tail.drop_prefix(end - start)

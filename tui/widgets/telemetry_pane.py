@@ -28,12 +28,14 @@ from telemetry.view.timeline import Timeline
 from telemetry.wire import LIVE_LABEL, HttpInfo, WaitSplit
 from tui.format import PHASE_COLOR, fmt_num, short_model, short_spec, turn_label
 from tui.terminal import visible_text
+from tui.widgets.branches import BranchView
 from tui.widgets.history import HistoryPanel
 from tui.widgets.timeline import TimelineView
 
 LABEL_W = 15
 HEADER_MODEL_W = 40  # the turn header's provider · model: one line of the 64-column pane
 ATTACHMENT_NAME_W = 24  # one attachment's name in the "attached" row
+LIVE_ROOM = 9  # the lines of a streaming turn's live block (phase, elapsed, TTFT, TTFVT, TPOT, speed, lag, ...)
 
 
 def _row(t: Text, label: str, value: str | Text, style: str = "") -> None:
@@ -247,6 +249,7 @@ class TelemetryPane(VerticalScroll):
     DEFAULT_CSS = """
     TelemetryPane #live-gaps { height: 2; margin: 0 0 1 0; }
     TelemetryPane .pane-title { text-style: bold; color: $text-muted; margin: 1 0 0 0; }
+    TelemetryPane .pane-title.-empty { display: none; }
     """
 
     def compose(self) -> ComposeResult:
@@ -254,21 +257,30 @@ class TelemetryPane(VerticalScroll):
         yield Sparkline([], id="live-gaps")
         yield Static("Timeline", classes="pane-title")
         yield TimelineView(id="timeline")
+        yield Static("Branches", classes="pane-title -empty", id="branches-title")
+        yield BranchView(id="branches")
         yield Static("History", classes="pane-title")
         yield HistoryPanel(id="history")
 
     def on_mount(self) -> None:
         self._live_lines = -1
+        self._live_room = 0  # lines the live block keeps while a turn is in flight (it never shrinks then)
         self.query_one("#live-gaps").display = False
 
     def show_live(self, snap: Snapshot, attempts: Sequence[Any] = (), lag: dict[str, Any] | None = None) -> None:
-        self._set_live(live_text(snap, attempts, lag))
+        """A turn in flight. Its block only grows, and starts with the room a streaming turn takes, and the
+        gaps' sparkline keeps its place from the first frame: a layout pass of the whole screen each time a
+        row appeared cost more than all the repaints of the turn's figures."""
+        text = live_text(snap, attempts, lag)
+        lines = text.plain.count("\n")
+        self._live_room = max(self._live_room, lines, LIVE_ROOM)
+        text.append("\n" * (self._live_room - lines))
+        self._set_live(text)
         spark = self.query_one("#live-gaps", Sparkline)
-        if snap.recent_gaps_ms:
-            spark.display = True
-            spark.data = list(snap.recent_gaps_ms)
-        else:
-            spark.display = False
+        spark.display = True
+        data = list(snap.recent_gaps_ms)
+        if data != spark.data:
+            spark.data = data
 
     def _set_live(self, text: Text) -> None:
         text = visible_text(text)  # model names, server figures, quoted errors: shown, never run
@@ -278,15 +290,22 @@ class TelemetryPane(VerticalScroll):
         self._live_lines = lines
 
     def show_record(self, rec: TurnRecord, lag: dict[str, Any] | None = None) -> None:
+        self._live_room = 0
         self._set_live(record_text(rec, lag))
         self.query_one("#live-gaps", Sparkline).display = False
 
     def show_message(self, text: str) -> None:
+        self._live_room = 0
         self._set_live(Text(text, style="dim"))
         self.query_one("#live-gaps", Sparkline).display = False
 
     def set_timelines(self, rows: Sequence[tuple[str, Timeline]]) -> None:
         self.query_one(TimelineView).set_rows(rows)
+
+    def set_branches(self, old: Sequence[TurnRecord], new: Sequence[TurnRecord]) -> None:
+        """The two branches at an edited prompt side by side (none: the section is hidden)."""
+        self.query_one(BranchView).show(old, new)
+        self.query_one("#branches-title").set_class(not old or not new, "-empty")
 
     def set_history(self, records: Sequence[TurnRecord]) -> None:
         self.query_one(HistoryPanel).set_records(records)

@@ -7,6 +7,8 @@ session log (typed where the log is read, ``tui.session``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,8 +21,10 @@ from rich.syntax import Syntax
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
+from textual.events import Click
+from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Collapsible, Markdown, Static
+from textual.widgets import Collapsible, Static
 
 from telemetry.duration import fmt_ms
 from telemetry.record import TurnRecord
@@ -28,6 +32,7 @@ from telemetry.recorder import Snapshot, TurnRecorder
 from telemetry.view.render import RenderLag
 from tui.format import visible_controls
 from tui.target import Target
+from tui.widgets.code_blocks import CodeMarkdown
 from tui.widgets.error_card import ErrorCard
 from tui.widgets.greeting import Greeting
 from tui.widgets.stream import StreamingMarkdown
@@ -54,10 +59,36 @@ def reasoning_title(record: TurnRecord) -> str | None:
     return title
 
 
+class Picked(Message):
+    """A click on a prompt: the chat offers to edit it and send it again (a new branch)."""
+
+    def __init__(self, turn_index: int, prompt: str) -> None:
+        super().__init__()
+        self.turn_index = turn_index
+        self.prompt = prompt
+
+
+def _prompt_text(text: str, files: tuple[str, ...]) -> Text:
+    shown = Text(visible_controls(text))
+    if files:
+        shown.append("\n" + " · ".join(f"▣ {visible_controls(f)}" for f in files), style="dim")
+    return shown
+
+
 class UserMessage(Static):
-    def __init__(self, text: str) -> None:
-        super().__init__(Text(visible_controls(text)), classes="user-message")
+    """A prompt as sent. ``turn_index``: its turn in the session's log (None: not this log's, e.g. a
+    compare pane's); a click on such a prompt asks to edit it (``Picked``)."""
+
+    def __init__(self, text: str, turn_index: int | None = None, files: tuple[str, ...] = ()) -> None:
+        super().__init__(_prompt_text(text, files), classes="user-message")
         self.prompt = text  # as typed: it is sent again on regenerate
+        self.turn_index = turn_index
+        self.files = files
+
+    def on_click(self, event: Click) -> None:
+        if self.turn_index is not None:
+            event.stop()
+            self.post_message(Picked(self.turn_index, self.prompt))
 
 
 class NoteMessage(Static):
@@ -154,7 +185,8 @@ class AssistantMessage(Vertical):
         self.reasoning = ReasoningBlock()
         self.reasoning.display = False
         self.stream = StreamingMarkdown(classes="answer-stream", settle=settle)
-        self.answer = Markdown("", classes="answer")
+        self.answer = CodeMarkdown("", classes="answer")
+        self.first_block = 1  # the number of this answer's first code block in the transcript
         self.answer.display = False
         self.tools = ToolCalls()
         self._tool_pieces = 0
@@ -167,6 +199,8 @@ class AssistantMessage(Vertical):
         self._next_paint_ns = 0
         self.final = False
         self.record: TurnRecord | None = None
+        self._early: asyncio.Future[None] | None = None  # the full render begun when the stream ended
+        self._drawn: str | None = None  # the text the full render shows
 
     def compose(self) -> ComposeResult:
         yield self.reasoning
@@ -176,7 +210,7 @@ class AssistantMessage(Vertical):
 
     # --- live ----------------------------------------------------------------------
     def pump(self, recorder: TurnRecorder, snap: Snapshot) -> None:
-        if self.final:
+        if self.final or self._early is not None:
             return
         n = snap.chunk_count
         if n > self._seen_chunks:
@@ -235,27 +269,56 @@ class AssistantMessage(Vertical):
         self.call_after_refresh(painted)
 
     # --- the end -------------------------------------------------------------------
-    async def finalize(self, record: TurnRecord) -> None:
-        """Full render of the answer, reasoning folded to one line, an error card if it failed."""
-        self.final = True
-        self.record = record
+    def finish_early(self, recorder: TurnRecorder, snap: Snapshot) -> None:
+        """The stream has ended well, its text whole: the full render starts now, while the stream thread
+        makes and logs the turn's record (tens of ms), and ``finalize`` then only checks that it drew the
+        record's text. Once only; an answer that failed or was cancelled waits for its record."""
+        if self.final or self._early is not None:
+            return
+        if snap.chunk_count > self._seen_chunks:
+            self._collect(recorder, snap, snap.chunk_count)  # every chunk counted for the render lag
+        self._early = asyncio.ensure_future(self._render_full(recorder.answer))
+
+    async def _render_full(self, answer: str) -> None:
+        """The whole answer as Markdown in place of the streamed one, in one frame."""
         self.remove_class("-live")
         await self.stream.stop()
         unpainted, self._pending_batches = self._pending_batches, []
-        answer = record.answer
         await self.answer.update(visible_controls(answer))  # the record keeps the exact text
+        self.answer.number_blocks(self.first_block)
         with self.app.batch_update():  # the full render replaces the streamed one in a single frame
             self.answer.display = bool(answer)
             self.stream.display = False
-            self.tools.show(record.tool_calls, record.stop_reason, final=True)
-        await self.stream.remove()
+        self._drawn = answer
+        # The streamed widgets go after that frame: removing them now is one more layout pass before it.
+        self.call_after_refresh(self._drop_stream)
         if unpainted:  # text that arrived while painting was paced: on screen with the full render
 
             def painted() -> None:
                 self.lag.add(unpainted[0][0], self.clock(), 0)
 
             self.call_after_refresh(painted)
+
+    async def finalize(self, record: TurnRecord, first_block: int | None = None) -> None:
+        """Full render of the answer (unless it is drawn already), reasoning folded to one line.
+        ``first_block``: the number of its first code block in the transcript (default: as set)."""
+        self.final = True
+        self.record = record
+        early, self._early = self._early, None
+        if early is not None:
+            with contextlib.suppress(Exception):  # drawn again below if it did not finish
+                await early
+        if first_block is not None and first_block != self.first_block:
+            self.first_block = first_block
+            self.answer.number_blocks(first_block)
+        if self._drawn != record.answer:
+            await self._render_full(record.answer)
+        self.tools.show(record.tool_calls, record.stop_reason, final=True)
         self.show_reasoning_summary(record)
+
+    def _drop_stream(self) -> None:
+        if self.stream.is_attached:
+            self.stream.remove()
 
     def show_reasoning_summary(self, record: TurnRecord) -> None:
         reasoning = record.reasoning
@@ -274,9 +337,11 @@ class CompactTurn(Static):
     """A finished turn in one widget: the prompt, the reasoning summary, the answer (Rich Markdown,
     code highlighted) and how it ended. Clicking it shows the turn in full again."""
 
-    def __init__(self, prompt: str, record: TurnRecord) -> None:
+    def __init__(self, prompt: str, record: TurnRecord, first_block: int = 1, *, editable: bool = True) -> None:
         self.prompt = prompt
         self.record = record
+        self.first_block = first_block
+        self.editable = editable
         super().__init__(self._content(prompt, record), classes="compact-turn")
 
     @staticmethod
@@ -305,11 +370,12 @@ class CompactTurn(Static):
         if not isinstance(transcript, Transcript):
             return
         with self.app.batch_update():
-            user = UserMessage(self.prompt)
+            index = self.record.turn_index if self.editable else None
+            user = UserMessage(self.prompt, index, tuple(a.name for a in self.record.attachments))
             await transcript.mount(user, before=self)
             msg = AssistantMessage(lambda: 0)
             await transcript.mount(msg, before=self)
-            await msg.finalize(self.record)
+            await msg.finalize(self.record, self.first_block)
             if self.record.status == "error":
                 await transcript.mount(ErrorCard.of(self.record), before=self)
             await self.remove()
@@ -345,8 +411,8 @@ class Transcript(VerticalScroll):
             await g.remove()
         self._greeting = None
 
-    async def add_user(self, text: str) -> UserMessage:
-        w = UserMessage(text)
+    async def add_user(self, text: str, turn_index: int | None = None, files: tuple[str, ...] = ()) -> UserMessage:
+        w = UserMessage(text, turn_index, files)
         await self.mount(w)
         return w
 
@@ -364,12 +430,34 @@ class Transcript(VerticalScroll):
         await self.mount(card)
         return card
 
-    async def add_record(self, record: TurnRecord, clock: Callable[[], int]) -> None:
-        """A finished turn (a resumed session's, a compare pane's handed over), drawn as if it had just ended."""
-        await self.add_user(record.prompt)
+    async def add_record(
+        self, record: TurnRecord, clock: Callable[[], int], *, editable: bool = True, first_block: int = 1
+    ) -> None:
+        """A finished turn (a resumed session's, a compare pane's handed over), drawn as if it had just
+        ended. ``editable``: a turn of this chat's log, whose prompt a click may edit."""
+        files = tuple(a.name for a in record.attachments)
+        await self.add_user(record.prompt, record.turn_index if editable else None, files)
         msg = await self.add_assistant(clock)
-        await msg.finalize(record)
+        await msg.finalize(record, first_block)
         await self.add_outcome(record)
+
+    async def remove_from(self, turn_index: int) -> bool:
+        """Take turn ``turn_index`` and everything drawn after it off the transcript (an edited prompt's
+        new branch follows); False when that turn is not drawn."""
+        children = list(self.children)
+        start = next(
+            (
+                k
+                for k, w in enumerate(children)
+                if (isinstance(w, UserMessage) and w.turn_index == turn_index)
+                or (isinstance(w, CompactTurn) and w.editable and w.record.turn_index == turn_index)
+            ),
+            None,
+        )
+        if start is None:
+            return False
+        await self.remove_children(children[start:])
+        return True
 
     async def add_outcome(self, record: TurnRecord) -> None:
         if record.status == "error":
@@ -415,8 +503,11 @@ class Transcript(VerticalScroll):
                 continue
             user = group[0]
             assert isinstance(user, UserMessage)
+            msg = messages[0]
+            assert msg.record is not None  # checked above
+            compact = CompactTurn(user.prompt, msg.record, msg.first_block, editable=user.turn_index is not None)
             with self.app.batch_update():
-                await self.mount(CompactTurn(user.prompt, messages[0].record), before=user)
+                await self.mount(compact, before=user)
                 await self.remove_children(group)
             done += 1
         return done

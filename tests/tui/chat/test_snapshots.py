@@ -135,7 +135,7 @@ def test_error(snap_compare, size) -> None:
             "APIError",
             "The server had an error while processing your request.",
             None,
-            "The provider failed mid-answer; regenerate (ctrl+r) to try again.",
+            "The provider failed mid-answer; regenerate (F5) to try again.",
         ),
     ]
     failing = [ev.AttemptSent(T0, 1), ev.HeadersReceived(T0 + 90 * MS, 1, 429, 1.0)]

@@ -191,7 +191,7 @@ async def test_export_writes_jsonl_and_csv_summary(tmp_path: Path) -> None:
         await finish(pilot, app)
         await send(pilot, app, "two")
         await finish(pilot, app)
-        await pilot.press("ctrl+e")
+        await pilot.press("ctrl+s")
         await wait_until(pilot, lambda: bool(app.last_export))
         assert [p.name for p in app.last_export] == ["cmp-x.jsonl", "cmp-x-summary.csv", "cmp-x-verdicts.csv"]
     assert len((out / "cmp-x.jsonl").read_text().splitlines()) == 4

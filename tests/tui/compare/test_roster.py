@@ -62,7 +62,7 @@ async def test_an_export_the_disk_refuses_is_told_and_the_screen_goes_on(tmp_pat
             if app.results and not app.in_flight:
                 break
         assert app.results
-        await pilot.press("ctrl+e")
+        await pilot.press("ctrl+s")
         await pilot.pause(0.1)
         assert app.is_running and app.last_export == []
         said = [str(n.message) for n in app._notifications]

@@ -1,0 +1,74 @@
+"""The chat's backend process sends the events ready together, in order and with their own stamps, and
+reads Chat Completions with the lean reader unless asked for the SDK: the same record either way."""
+
+from __future__ import annotations
+
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import pytest
+
+from backends.base import ChatRequest, Message
+from backends.turn import new_recorder, run_turn
+from telemetry import events as ev
+from tests.fakes import FakeServer, Schedule
+from tui.isolated import ProcessBackend
+
+
+@pytest.fixture
+def srv():
+    with FakeServer(Schedule(first_token_ms=5, token_ms=0.2, visible_tokens=600, input_tokens=7)) as s:
+        yield s
+
+
+async def _turn(backend: ProcessBackend) -> list[ev.Event]:
+    request = ChatRequest((Message("user", "go"),))
+    return [e async for e in backend.stream(request)]
+
+
+async def test_events_cross_in_batches_in_order_with_their_own_stamps(
+    srv: FakeServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path))
+    messages: list[int] = []
+    recv = Connection.recv
+
+    def counting(self: Connection) -> object:
+        msg = recv(self)
+        if isinstance(msg, tuple) and msg and msg[0] == "events":
+            messages.append(len(msg[1]))
+        return msg
+
+    monkeypatch.setattr(Connection, "recv", counting)
+    backend = ProcessBackend("compat:fake-model", srv.openai_base_url)
+    try:
+        events = await _turn(backend)
+    finally:
+        await backend.aclose()
+    texts = [e for e in events if isinstance(e, ev.TextDelta)]
+    assert "".join(e.text for e in texts) == Schedule(visible_tokens=600).visible_text()  # all, in order
+    # The server's gauges, read on a thread beside the stream, carry the time that read was answered and are
+    # handed on with the stream's next event: the stream's own events keep their order of stamps.
+    stamps = [e.t_ns for e in events if not isinstance(e, ev.ServerTimings)]
+    assert stamps == sorted(stamps) and len(set(t.t_ns for t in texts)) > 1  # each keeps the stamp of its read
+    assert sum(messages) == len(events)
+    assert len(messages) < len(events) / 2, messages  # several events a message at 5,000 tokens/s
+
+
+async def test_the_lean_reader_and_the_sdk_give_the_same_record(
+    srv: FakeServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path))
+    records = []
+    for lean in (True, False):
+        backend = ProcessBackend("compat:fake-model", srv.openai_base_url, lean=lean)
+        request = ChatRequest((Message("user", "go"),))
+        try:
+            rec = new_recorder(backend, request, session_id="s", turn_index=0)
+            records.append(await run_turn(backend, request, rec))
+        finally:
+            await backend.aclose()
+    lean_rec, sdk_rec = records
+    assert lean_rec.status == sdk_rec.status == "ok"
+    assert lean_rec.answer == sdk_rec.answer and lean_rec.tokens == sdk_rec.tokens
+    assert len(lean_rec.chunks) == len(sdk_rec.chunks) == 600
