@@ -244,13 +244,24 @@ class ChatSession:
         at = next((k for k, r in enumerate(self.path) if r.turn_index == turn_index), None)
         if at is None:
             return None
-        dropped = sum(1 for r in self.path[at:] if r.answer)
-        if dropped:
-            self.messages = self.messages[: max(0, len(self.messages) - 2 * dropped)]
         edited = self.path[at]
+        self.messages = self.messages[: self._context_before(at)]
         del self.path[at:]
         self._branch_of = turn_index
         return edited
+
+    def _context_before(self, at: int) -> int:
+        """How many of ``messages`` come before ``path[at]``'s exchange (a turn without an answer has none)."""
+        return max(0, len(self.messages) - 2 * sum(1 for r in self.path[at:] if r.answer))
+
+    def files_sent_with(self, turn_index: int) -> tuple[Attachment, ...]:
+        """The files a turn of this branch was sent with, when this chat sent it and it is in the context
+        (a logged turn keeps no contents; a turn without an answer left none): what regenerate sends again."""
+        at = next((k for k, r in enumerate(self.path) if r.turn_index == turn_index), None)
+        if at is None or not self.path[at].answer:
+            return ()
+        k = self._context_before(at)
+        return self.messages[k].attachments if k < len(self.messages) and self.messages[k].role == "user" else ()
 
     def continue_with(self, messages: list[Message]) -> None:
         """Go on from another conversation's context (a compare pane's): none of this log's turns is

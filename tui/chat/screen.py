@@ -37,7 +37,7 @@ from textual.timer import Timer
 from textual.widget import MountError
 from textual.widgets import Footer, Static, TextArea
 
-from backends.attachments import Attachment
+from backends.attachments import Attachment, check_attachments
 from telemetry.log import drafts
 from telemetry.log.branches import branch_pair, links
 from telemetry.log.prompt_history import PromptHistory
@@ -372,8 +372,22 @@ class ChatScreen(Screen[None]):
         if last is None:
             self.notify("Nothing to regenerate yet.")
             return
+        files = self.session.files_sent_with(last.turn_index)
+        target = self.attach_target()
+        refused = check_attachments(list(files), api=target[0], model=target[1]) if files and target else None
+        if refused is not None:  # the model changed since: say so, and change nothing
+            self.notify(visible_controls(f"Not regenerated: {refused.sentence}."), severity="error", markup=False)
+            return
+        if len(files) < len(last.attachments):  # a resumed turn's, or one that failed: no contents to resend
+            n = len(last.attachments)
+            self.notify(
+                f"Regenerating without the {n} file{'s' if n != 1 else ''} the prompt was sent with (a log keeps "
+                "no contents): /attach them and send the prompt to include them.",
+                severity="warning",
+                timeout=10,
+            )
         await self.branch_from(last.turn_index)
-        await self.send(last.prompt, submitted)
+        await self.send(last.prompt, submitted, files)
 
     # --- edit and resend: a new branch ----------------------------------------------------
     def editable_prompts(self) -> list[tuple[int, str]]:

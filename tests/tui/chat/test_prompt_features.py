@@ -130,6 +130,33 @@ async def test_f5_regenerates_as_a_branch_of_the_last_turn() -> None:
         assert app.chat.session.records[-1].branch_of == 0 and len(app.query(UserMessage)) == 1
 
 
+async def test_f5_sends_the_files_again_and_says_so_when_a_log_kept_none(data_dir: Path) -> None:
+    notes = data_dir / "notes.md"
+    notes.write_text("# notes\n")
+    backend = TimedBackend(first_ms=5, token_ms=1, visible=3)
+    app = ChatApp("fake:timed", factory=factory_for(backend))
+    async with app.run_test(size=SIZE) as pilot:
+        box(app).value = f"/attach {notes}"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: len(app.chat.pending) == 1)
+        await turn(pilot, app, "read it", 1)
+        await pilot.press("f5")
+        await wait_until(pilot, lambda: not app.chat.busy and len(app.chat.session.records) == 2)
+        again = app.chat.session.records[-1]
+        assert again.branch_of == 0 and [a.name for a in again.attachments] == ["notes.md"]
+        assert backend.requests[-1].attachments[0].text == "# notes\n"
+        assert not said(app, "Regenerating without")
+        log = app.chat.session.log.path
+    # the same prompt from the log: its file's contents were never kept, and F5 says it goes without them
+    resumed = ChatApp("fake:timed", factory=factory_for(backend), resume=log)
+    async with resumed.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: len(resumed.chat.session.records) == 2)
+        await pilot.press("f5")
+        await wait_until(pilot, lambda: not resumed.chat.busy and len(resumed.chat.session.records) == 3)
+        assert said(resumed, "Regenerating without the 1 file the prompt was sent with")
+        assert resumed.chat.session.records[-1].attachments == () and backend.requests[-1].attachments == ()
+
+
 async def test_edit_and_resend_makes_a_new_branch_the_old_one_stays_in_the_log() -> None:
     backend = TimedBackend(first_ms=5, token_ms=1, visible=3)
     app = ChatApp("fake:timed", factory=factory_for(backend))
