@@ -82,12 +82,12 @@ def attach(args: str, pending: Sequence[Pending], target: tuple[str, str] | None
     return out
 
 
-def recheck(pending: Sequence[Pending], target: tuple[str, str] | None) -> str | None:
-    """Whether the pending files can go to ``target`` (the model may have changed since they were
-    attached): None, or the sentence that says why not."""
-    if not pending or target is None:
+def recheck(files: Sequence[Attachment], target: tuple[str, str] | None) -> str | None:
+    """Whether files read earlier (attached, or sent with a prompt being regenerated) can go to ``target``
+    (the model may have changed since): None, or the sentence that says why not."""
+    if not files or target is None:
         return None
-    refused = check_attachments([p.file for p in pending], api=target[0], model=target[1])
+    refused = check_attachments(files, api=target[0], model=target[1])
     return None if refused is None else refused.sentence
 
 

@@ -37,7 +37,7 @@ from textual.timer import Timer
 from textual.widget import MountError
 from textual.widgets import Footer, Static, TextArea
 
-from backends.attachments import Attachment, check_attachments
+from backends.attachments import Attachment
 from telemetry.log import drafts
 from telemetry.log.branches import branch_pair, links
 from telemetry.log.prompt_history import PromptHistory
@@ -228,7 +228,7 @@ class ChatScreen(Screen[None]):
             self.prompt.take()
             await self.action_compare(args.strip() or None)
             return
-        refused = chat_attach.recheck(self.pending, self.attach_target())
+        refused = chat_attach.recheck([p.file for p in self.pending], self.attach_target())
         if refused is not None:
             self.notify(visible_controls(f"Not sent: {refused}. /detach N removes it."), severity="error", markup=False)
             return
@@ -373,10 +373,9 @@ class ChatScreen(Screen[None]):
             self.notify("Nothing to regenerate yet.")
             return
         files = self.session.files_sent_with(last.turn_index)
-        target = self.attach_target()
-        refused = check_attachments(list(files), api=target[0], model=target[1]) if files and target else None
+        refused = chat_attach.recheck(files, self.attach_target())
         if refused is not None:  # the model changed since: say so, and change nothing
-            self.notify(visible_controls(f"Not regenerated: {refused.sentence}."), severity="error", markup=False)
+            self.notify(visible_controls(f"Not regenerated: {refused}."), severity="error", markup=False)
             return
         if len(files) < len(last.attachments):  # a resumed turn's, or one that failed: no contents to resend
             n = len(last.attachments)
