@@ -24,15 +24,28 @@ import orjson
 
 from backends.providers.lean.sdk_errors import APIConnectionError, APIError, APITimeoutError, anthropic_stream_error
 
+# Digits to "0", anything else to " ": a run of 19 digits is then one find, in C.
+_DIGIT_RUNS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+_LONG_RUN = b"0" * 19  # the shortest integer that may fall outside orjson's 64 bits (-9223372036854775809)
+
 
 def loads(data: bytes) -> Any:
-    """JSON through orjson (a fifth of the stdlib's time per chunk); what orjson refuses and the
-    stdlib reads (a lone surrogate escape, NaN, a huge integer) is read as the SDK path reads it,
-    and malformed JSON fails with the stdlib's own error, so the record's message is the same."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
+    """JSON through orjson (a fifth of the stdlib's time per chunk), read exactly as the SDKs read it
+    (the stdlib's ``json.loads`` of the UTF-8 text), so both paths hold the same values:
+
+    - what orjson refuses and the stdlib reads (a lone surrogate escape, NaN) is read by the stdlib,
+      and malformed JSON fails with the stdlib's own error, so the record's message is the same;
+    - an integer past 64 bits, which orjson reads as a float without a word (-9.223372036854776e+18
+      for -9223372036854775809), is read by the stdlib, exact: any run of 19 digits sends the chunk there;
+    - the fallback decodes the bytes as strict UTF-8 first, as the SDKs' decoder does: ``json.loads`` of
+      bytes would guess UTF-16 from a NUL, drop a BOM and let UTF-8-encoded surrogates through.
+    """
+    if data.translate(_DIGIT_RUNS).find(_LONG_RUN) < 0:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data.decode("utf-8"))
 
 
 class SSESplitter:
