@@ -438,7 +438,7 @@ def test_fuzz_every_stream_reader_ends_in_a_clean_record(
     backend = _backend(api, raw.url)
 
     @pinned(api)
-    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(pieces=hostile_body(api))
     def check(pieces: list[bytes]) -> None:
         raw.content_type = "text/event-stream"
@@ -493,7 +493,7 @@ def test_fuzz_each_lean_reader_records_what_its_sdk_path_records(
     backends = _backend(sdk, raw.url), _backend(lean, raw.url)
 
     @pinned(sdk)
-    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(pieces=hostile_body(sdk))
     def check(pieces: list[bytes]) -> None:
         raw.content_type = "text/event-stream"
