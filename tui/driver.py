@@ -49,8 +49,11 @@ The report filed upstream would read, in brief:
     next ESC or after _MAX_SEQUENCE_SEARCH_THRESHOLD it calls reissue_sequence_as_keys. Patch: once
     ESC[200~ is read, read characters verbatim into the paste buffer until the buffer ends with
     ESC[201~ (no escape-sequence parsing, no timeouts), then emit one Paste. Also: the NUL removal
-    (#1661) drops characters a user pasted; and LinuxDriver's decoder should pass errors="replace"
-    (#6456).
+    (#1661, a Windows Terminal workaround) drops NULs a user pasted on every platform; and
+    LinuxDriver's decoder should pass errors="replace" (#6456).
+
+Unlike Textual's parser, this one keeps a paste's NUL characters (every character, in order): the
+workaround was for Windows, where this driver is not used.
 """
 
 from __future__ import annotations
