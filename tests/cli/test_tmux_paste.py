@@ -70,7 +70,7 @@ def test_a_coloured_log_is_pasted_as_text_and_sent_only_by_enter(tmux: Tmux, srv
 
 
 def test_a_paste_holding_ctrl_q_s_byte_does_not_quit(tmux: Tmux, srv: FakeServer) -> None:
-    text = "innocent text \x1b[0m\x11 more \x03 and \x1b"
+    text = "innocent text \x1b[0m\x11 more \x03 and \x00 \x1b"
     start_chat(tmux, srv)
     paste_then_nothing_sent(tmux, srv, text.encode(), "more")
     tmux.keys("Enter")
