@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
+from textual.driver import Driver
 from textual.filter import LineFilter
 from textual.screen import Screen
 
@@ -23,6 +24,7 @@ from telemetry.log.turns import SessionLog
 from telemetry.settings import TurnSettings
 from tui import signals
 from tui.chat.screen import ChatScreen
+from tui.driver import driver_class
 from tui.palette import screen_commands
 from tui.runner import LoopThread, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
@@ -75,6 +77,9 @@ class ChatApp(App[None]):
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return with_drop_controls(super().get_line_filters())  # outside text never drives the terminal
+
+    def get_driver_class(self) -> type[Driver]:
+        return driver_class(super().get_driver_class())  # a paste is only text; bytes not UTF-8 are said, not fatal
 
     def on_mount(self) -> None:
         self._gc_policy.enter_context(full_collections_between_turns())

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
+from textual.driver import Driver
 from textual.filter import LineFilter
 from textual.screen import Screen
 
@@ -22,6 +23,7 @@ from tui import signals
 from tui.compare.output import ChatHandoff
 from tui.compare.pane import PaneView
 from tui.compare.screen import CompareScreen
+from tui.driver import driver_class
 from tui.palette import screen_commands
 from tui.runner import LoopThread
 from tui.terminal import with_drop_controls
@@ -54,6 +56,9 @@ class CompareApp(App[int]):
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return with_drop_controls(super().get_line_filters())  # outside text never drives the terminal
+
+    def get_driver_class(self) -> type[Driver]:
+        return driver_class(super().get_driver_class())  # a paste is only text; bytes not UTF-8 are said, not fatal
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
