@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
+from textual.driver import Driver
 from textual.filter import LineFilter
 from textual.screen import Screen
 
 from backends.base import Backend
 from backends.compare.runner import CompareRunner, PromptResult
 from telemetry.compare.stats import Comparison
-from tui import signals
+from tui import hangup, signals
 from tui.compare.output import ChatHandoff
 from tui.compare.pane import PaneView
 from tui.compare.screen import CompareScreen
@@ -51,6 +52,9 @@ class CompareApp(App[int]):
 
     def on_unmount(self) -> None:
         signals.uninstall(asyncio.get_running_loop(), self._signals)
+
+    def get_driver_class(self) -> type[Driver]:
+        return hangup.driver_class(super().get_driver_class())  # a closed terminal ends the app at once
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return with_drop_controls(super().get_line_filters())  # outside text never drives the terminal
