@@ -91,8 +91,7 @@ async def test_the_terminals_signals_leave_the_child_to_the_parent(
     monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path))
     monkeypatch.setenv("TTFT_TEST_CHILD_KEY", "sk-child-only-key-8841")
     (tmp_path / "config.toml").write_text(
-        '[providers.keyed]\nkind = "compat"\nbase_url = "%s"\napi_key_env = "TTFT_TEST_CHILD_KEY"\n'
-        % srv.openai_base_url
+        f'[providers.keyed]\nkind = "compat"\nbase_url = "{srv.openai_base_url}"\napi_key_env = "TTFT_TEST_CHILD_KEY"\n'
     )
     srv.schedule = Schedule(first_token_ms=5, token_ms=20, visible_tokens=40)
     backend = ProcessBackend("keyed:fake-model")
