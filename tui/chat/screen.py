@@ -41,6 +41,7 @@ from backends.attachments import Attachment
 from telemetry.log import drafts
 from telemetry.log.branches import branch_pair, links
 from telemetry.log.prompt_history import PromptHistory
+from telemetry.log.secrets import MASK
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from telemetry.view.render import RenderLag
 from telemetry.view.timeline import Timeline, live_timeline, turn_timeline
@@ -591,7 +592,10 @@ class ChatScreen(Screen[None]):
             self.prompt.load(draft.text)
         if draft.attachments:
             await self.attach(" ".join(shlex.quote(p) for p in draft.attachments))
-        self.notify("Your unsent prompt is back in the box.")
+        masked = " Secrets in it were kept as *** (URL credentials, query values, keys): type them again." * (
+            MASK in draft.text
+        )
+        self.notify(f"Your unsent prompt is back in the box.{masked}")
 
     async def action_new_chat(self) -> None:
         await self._leave_turn()

@@ -122,3 +122,32 @@ async def test_a_cut_history_line_keeps_the_next_prompt_for_the_next_chat(dirs: 
             assert again.chat.prompt.value == "after the cut"
             await pilot.press("up")
             assert again.chat.prompt.value == "older"
+
+
+async def test_a_masked_draft_comes_back_saying_what_to_type_again(dirs: tuple[Path, Path]) -> None:
+    from tests.support.tui_support import TimedBackend, factory_for
+
+    def factory():  # type: ignore[no-untyped-def]
+        return factory_for(TimedBackend(first_ms=5, token_ms=1, reasoning=0, visible=3))
+
+    app = ChatApp("fake:timed", factory=factory())
+    async with app.run_test(size=SIZE) as pilot:
+        app.chat.prompt.value = "first"
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: len(app.chat.session.records) == 1 and not app.chat.busy)
+        app.chat.prompt.value = f"/compare compat:m@http://alice:{PASSWORD}@h/v1"
+        log = app.chat.session.log.path
+    again = ChatApp("fake:timed", factory=factory(), resume=log)
+    async with again.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: again.chat.prompt.value == "/compare compat:m@http://***@h/v1")
+        assert any("type them again" in str(n.message) for n in again._notifications)
+
+
+def test_a_compare_url_recalled_masked_goes_without_its_masked_parts() -> None:
+    from types import SimpleNamespace
+
+    from tui.chat.compare import compare_specs
+
+    chat = SimpleNamespace(spec="compat:a", base_url="http://127.0.0.1:9/v1")
+    specs = compare_specs(chat, "compat:m@http://***@h/v1?api-key=***&api-version=2024")  # type: ignore[arg-type]
+    assert specs[1] == ("compat:m", "http://h/v1?api-version=2024")  # never "***" sent as a credential
