@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -30,6 +31,7 @@ pytestmark = needs_tmux()
 
 GONE_BOUND_S = 3.0  # the goal is 1 s; generous for a loaded 2-core machine (each run prints its figure)
 SLOW = Schedule(first_token_ms=10, token_ms=50, visible_tokens=2000)  # streams for 100 s unless stopped
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc (Linux)")
 
 
 @pytest.fixture
@@ -142,6 +144,7 @@ def assert_turn_and_draft_kept(term: Tmux, srv: FakeServer) -> None:
 
 
 # --- D3 ------------------------------------------------------------------------------------------
+@needs_proc
 def test_a_closed_terminal_ends_the_chat_at_once_with_its_turn_and_draft_kept(term: Tmux) -> None:
     with FakeServer(SLOW) as srv:
         start(term, shlex.join(chat_command(srv)))
@@ -152,6 +155,8 @@ def test_a_closed_terminal_ends_the_chat_at_once_with_its_turn_and_draft_kept(te
         assert_turn_and_draft_kept(term, srv)
 
 
+@needs_proc
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="needs setsid (util-linux)")
 def test_a_hangup_without_a_sighup_is_heard_from_the_terminal(term: Tmux, tmp_path: Path) -> None:
     """The chat in a session of its own (setsid): the closed terminal signals nothing to it, yet the
     hangup it reads off the terminal ends it the same way, with SIGHUP's exit status."""
