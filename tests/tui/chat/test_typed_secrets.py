@@ -151,3 +151,32 @@ def test_a_compare_url_recalled_masked_goes_without_its_masked_parts() -> None:
     chat = SimpleNamespace(spec="compat:a", base_url="http://127.0.0.1:9/v1")
     specs = compare_specs(chat, "compat:m@http://***@h/v1?api-key=***&api-version=2024")  # type: ignore[arg-type]
     assert specs[1] == ("compat:m", "http://h/v1?api-version=2024")  # never "***" sent as a credential
+
+
+async def test_a_draft_written_aside_never_overwrites_a_newer_one(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from telemetry.log import drafts
+    from tests.support.tui_support import TimedBackend, factory_for
+
+    real_save = drafts.save
+
+    def slow_for_the_old_one(session_id: str, draft: drafts.Draft) -> None:
+        if draft.text == "old":
+            time.sleep(0.5)  # a large paste's masking, on the thread
+        real_save(session_id, draft)
+
+    monkeypatch.setattr(drafts, "save", slow_for_the_old_one)
+    app = ChatApp("fake:timed", factory=factory_for(TimedBackend(first_ms=5, token_ms=1, reasoning=0, visible=3)))
+    async with app.run_test(size=SIZE) as pilot:
+        app.chat.prompt.value = "old"
+        app.chat._save_draft_aside()  # what the timer does a second after the last key
+        await pilot.pause(0.1)
+        app.chat.prompt.value = "new"
+        app.chat.save_draft()  # closing: written before it returns, after the one in progress
+        sid = app.chat.session.log.session_id
+        assert drafts.load(sid) == drafts.Draft("new")
+        await app.workers.wait_for_complete()  # the older one's thread has ended: it wrote nothing after
+        assert drafts.load(sid) == drafts.Draft("new")
