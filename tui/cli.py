@@ -152,12 +152,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.parser = parser
     push = _live_otel(args.command)
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
     except BrokenPipeError:  # `ttft sessions | head -1`: the reader has all it wanted
-        return _reader_gone()
+        code = _reader_gone()
     finally:
         if push is not None:  # before the interpreter shuts down: the export thread may still be starting
             push.report_at_close()
+    hangup = sys.modules.get("tui.hangup")  # loaded by the chat and compare apps only
+    if hangup is not None and hangup.HEARD.is_set():  # their terminal closed: all is saved, end at once
+        hangup.exit_now(code)
+    return code
 
 
 def _reader_gone() -> int:

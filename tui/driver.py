@@ -21,8 +21,8 @@ How: :class:`PasteAsTextParser` wraps Textual's own parser (every sequence outsi
 Textual's to read) and reads a paste itself, verbatim, from ``ESC[200~`` to ``ESC[201~``;
 :class:`InputDecoder` replaces what is not UTF-8 by U+FFFD and counts it; :class:`TtftDriver` is
 Textual's Linux/macOS driver with its input loop built from the two, and a notice once the input
-goes quiet after bytes were replaced. The apps install it with :func:`driver_class`. Windows keeps
-Textual's own driver.
+goes quiet after bytes were replaced. The apps run on it through ``tui.hangup.driver_class``, whose
+driver extends it. Windows keeps Textual's own driver.
 
 **A forged end marker.** A terminal sends a paste's bytes as they are, so a paste that holds
 ``ESC[201~`` ends there as far as the terminal's stream can tell, and what follows (a line break,
@@ -68,7 +68,6 @@ from typing import Any
 from textual import events
 from textual._parser import ParseEOF, ParseError, ParseTimeout, Read1, TokenCallback
 from textual._xterm_parser import BRACKETED_PASTE_END, BRACKETED_PASTE_START, XTermParser
-from textual.driver import Driver
 from textual.drivers.linux_driver import LinuxDriver
 
 PASTE_TAIL_S = 0.2  # a pause this long after a paste's end: what follows was typed, not pasted
@@ -271,8 +270,3 @@ class TtftDriver(LinuxDriver):
 
     def _say(self, notice: str) -> None:
         self._app.call_later(self._app.notify, notice, title="Input", severity="warning", markup=False, timeout=10)
-
-
-def driver_class(default: type[Driver]) -> type[Driver]:
-    """The driver an app runs on: :class:`TtftDriver` where Textual would use its Linux driver."""
-    return TtftDriver if default is LinuxDriver else default

@@ -22,9 +22,8 @@ from textual.screen import Screen
 from telemetry import events as ev
 from telemetry.log.turns import SessionLog
 from telemetry.settings import TurnSettings
-from tui import signals
+from tui import hangup, signals
 from tui.chat.screen import ChatScreen
-from tui.driver import driver_class
 from tui.palette import screen_commands
 from tui.runner import LoopThread, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
@@ -74,12 +73,14 @@ class ChatApp(App[None]):
         # CSS_PATH, and a default screen's not.
         self.add_mode("chat", lambda: self.chat)
         self._signals: list[int] = []
+        self._stopping = False
+
+    def get_driver_class(self) -> type[Driver]:
+        # A closed terminal ends the app at once; a paste is only text; bytes not UTF-8 are said, not fatal.
+        return hangup.driver_class(super().get_driver_class())
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return with_drop_controls(super().get_line_filters())  # outside text never drives the terminal
-
-    def get_driver_class(self) -> type[Driver]:
-        return driver_class(super().get_driver_class())  # a paste is only text; bytes not UTF-8 are said, not fatal
 
     def on_mount(self) -> None:
         self._gc_policy.enter_context(full_collections_between_turns())
@@ -93,7 +94,12 @@ class ChatApp(App[None]):
 
     def _on_stop_signal(self, signum: int) -> None:
         """SIGTERM or SIGHUP (a container stop, the terminal closed): quit as ctrl+q would, and first let the
-        turn in flight end as cancelled and be logged with what arrived; it is never just killed."""
+        turn in flight end as cancelled and be logged with what arrived; it is never just killed. The
+        first one counts (a hangup may come twice: from the kernel and from the driver, tui.hangup)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self.chat.save_draft()  # first: what was just typed is on disk whatever follows
         turns = self.chat.turns
         turns.cancel()  # at once, on the stream thread: the UI may be unable to paint (no terminal)
 

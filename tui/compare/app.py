@@ -19,11 +19,10 @@ from textual.screen import Screen
 from backends.base import Backend
 from backends.compare.runner import CompareRunner, PromptResult
 from telemetry.compare.stats import Comparison
-from tui import signals
+from tui import hangup, signals
 from tui.compare.output import ChatHandoff
 from tui.compare.pane import PaneView
 from tui.compare.screen import CompareScreen
-from tui.driver import driver_class
 from tui.palette import screen_commands
 from tui.runner import LoopThread
 from tui.terminal import with_drop_controls
@@ -54,11 +53,12 @@ class CompareApp(App[int]):
     def on_unmount(self) -> None:
         signals.uninstall(asyncio.get_running_loop(), self._signals)
 
+    def get_driver_class(self) -> type[Driver]:
+        # A closed terminal ends the app at once; a paste is only text; bytes not UTF-8 are said, not fatal.
+        return hangup.driver_class(super().get_driver_class())
+
     def get_line_filters(self) -> Sequence[LineFilter]:
         return with_drop_controls(super().get_line_filters())  # outside text never drives the terminal
-
-    def get_driver_class(self) -> type[Driver]:
-        return driver_class(super().get_driver_class())  # a paste is only text; bytes not UTF-8 are said, not fatal
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
