@@ -15,12 +15,12 @@ append to it at once (one write per line); each sees the others' prompts when it
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from telemetry import json_guard
 from telemetry.log import private_files
 from telemetry.log.json_line import encode_line
 from telemetry.log.surrogates import scrub
@@ -44,8 +44,8 @@ def parse(data: bytes) -> tuple[list[str], int]:
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
-        except (ValueError, RecursionError):
+            obj = json_guard.loads(raw)
+        except ValueError:
             bad += 1
             continue
         text = obj.get("text") if isinstance(obj, dict) else None
