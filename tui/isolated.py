@@ -31,6 +31,7 @@ import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -101,7 +102,17 @@ def start_error(exc: BaseException) -> tuple[str, ErrorKind, str | None]:
 def _child(
     conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None, lean: bool = True
 ) -> None:  # pragma: no cover - runs in the child
-    asyncio.run(_child_main(conn, spec, base_url, timeout_s, lean))
+    try:
+        asyncio.run(_child_main(conn, spec, base_url, timeout_s, lean))
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the parent ends the turn
+        pass
+    except Exception as exc:  # never a traceback on the terminal the chat draws on: a crash report
+        from tui.crash import report
+
+        line = report(exc, "the backend process")
+        with contextlib.suppress(Exception):
+            conn.send(("crashed", line))
+        sys.exit(70)
 
 
 async def _child_main(
@@ -278,6 +289,7 @@ class ProcessBackend:
                 conn = self._conn
             loop.add_reader(conn.fileno(), readable)
             ended = False
+            said = ""
             try:
                 conn.send(("turn", request))
                 while True:
@@ -288,10 +300,13 @@ class ProcessBackend:
                     elif msg[0] == "end":
                         ended = True
                         return
+                    elif msg[0] == "crashed":  # the child's own unforeseen error: its crash report's line
+                        said = msg[1]
                     elif msg[0] == "gone":
                         ended = True
                         await loop.run_in_executor(None, self._proc.join, EXIT_WAIT_S)
-                        yield crash_event(self._proc.exitcode, "engine" if self.provider == "local" else "backend")
+                        died = crash_event(self._proc.exitcode, "engine" if self.provider == "local" else "backend")
+                        yield replace(died, message=f"{died.message} {said}") if said else died
                         return
             finally:
                 if not ended:  # cancelled or abandoned: the child closes its stream; wait until it has
