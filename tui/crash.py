@@ -101,6 +101,10 @@ class KeepsRunning:
         app: Any = self
         line = report(error, self.crash_where)
         self.crash_lines.append(line)
+        if getattr(app, "is_headless", False) and getattr(app, "_exception", None) is None:
+            # Under Textual's pilot (the tests): kept as Textual keeps it, so run_test raises it at its
+            # end and a bug never passes a test silently; the app still goes on until then.
+            app._exception = error
         now = time.monotonic()
         self._crash_times = [t for t in self._crash_times if now - t < CRASH_WINDOW_S] + [now]
         if len(self._crash_times) > CRASH_BURST:

@@ -152,6 +152,8 @@ async def test_an_unforeseen_error_in_the_chat_is_a_report_and_a_notice_and_the_
         app.query_one("#prompt").value = "still typing"  # type: ignore[attr-defined]
         await pilot.press("x")
         assert app.query_one("#prompt").value.endswith("x")  # type: ignore[attr-defined]
+        assert isinstance(app._exception, RuntimeError)  # kept for run_test to raise: cleared, as it is expected
+        app._exception = None
     (line,) = app.crash_lines
     report = Path(line.rsplit(" ", 1)[-1])
     _assert_private_and_masked(report, "RuntimeError", ("sk-secret-123456789", "pw-9876543"))
@@ -293,3 +295,12 @@ def test_sessions_and_export_on_a_log_with_deep_json(env: dict[str, str], tmp_pa
     p = _ttft(env, "export", "s-deep", "-f", fmt, "-o", str(tmp_path / f"out.{fmt}"))
     assert p.returncode == 0, p.stderr
     assert "wrote 2 turns" in p.stderr and "skipped 1 unreadable line" in p.stderr
+
+
+# --- config -----------------------------------------------------------------------------------------------
+def test_a_config_file_nested_100000_deep_is_a_config_error(env: dict[str, str]) -> None:
+    """TOML, not JSON, but its parser recurses the same way: measured by the same guard first."""
+    Path(env["TTFT_CONFIG_DIR"], "config.toml").write_text("default = " + DEEP)
+    p = _ttft(env, "ask", "-m", "compat:fake", "--base-url", "http://127.0.0.1:9/v1", "hi")
+    assert p.returncode == Exit.USAGE
+    assert f"config.toml: nests arrays or inline tables more than {MAX_DEPTH} levels deep" in p.stderr
