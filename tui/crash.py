@@ -13,20 +13,11 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from telemetry.log.crashes import masked_text, write_report
+from telemetry.log.crashes import masked_text, version, write_report
 from tui.format import visible_controls
 
 SUMMARY_CHARS = 200  # of the exception's own text, in the line a person reads
 BUG_EXIT = 70  # tui.commands.exits.Exit.BUG (this module is imported before any command)
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ttft")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def summary(exc: BaseException) -> str:
@@ -42,7 +33,7 @@ def report(exc: BaseException, where: str, argv: Sequence[str] | None = None) ->
     """Write ``exc``'s crash report and give the one line that says so (to print, or to notify)."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        path = write_report(exc, where, version=_version(), argv=args)
+        path = write_report(exc, where, version=version(), argv=args)
     except Exception as failed:  # the report is the last resort: its own failure is said, never raised
         reason = getattr(failed, "strerror", None) or type(failed).__name__
         return f"ttft hit an unexpected error ({summary(exc)}); its crash report could not be written ({reason})."

@@ -39,6 +39,7 @@ from backends.base import ChatRequest
 from telemetry import events as ev
 from telemetry.cost import PriceRef
 from telemetry.errors import ErrorKind, TtftError, describe
+from telemetry.log.crashes import with_report
 from telemetry.log.secrets import mask, masked
 
 START_TIMEOUT_S = 60.0  # importing the SDKs or llama.cpp can be slow on a cold disk
@@ -164,7 +165,7 @@ async def _child_main(
         except asyncio.CancelledError:
             send(ev.Cancelled(ev.now_ns()))
         except Exception as exc:  # a backend bug still ends the turn with a record
-            send(masked(ev.Failed.of(exc)))
+            send(masked(with_report(ev.Failed.of(exc), exc, "a turn in the backend process")))
         finally:
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]

@@ -26,6 +26,7 @@ from telemetry import events as ev
 from telemetry import json_guard
 from telemetry.errors import ErrorKind, TtftError, describe
 from telemetry.json_guard import JsonRefused
+from telemetry.log.crashes import BUG_HINT, report_once
 from telemetry.log.secrets import Secrets
 
 SDKS = ("openai", "anthropic", "backends.providers.lean.sdk_errors")  # the lean path mirrors the SDK's error classes
@@ -368,6 +369,12 @@ def _answer_sentence(s: Seen) -> str:
     return f"The server answered with an error instead of an answer (HTTP 200{', ' + said if said else ''}: {exc})"
 
 
+def _bug_hint(exc: BaseException) -> str:
+    """A bug's hint: the turn is kept, and where its traceback is (``telemetry.log.crashes``)."""
+    path = report_once(exc, "a turn")
+    return f"{BUG_HINT} Its crash report: {path}" if path else BUG_HINT
+
+
 def _not_utf8(s: Seen) -> str:
     exc = s.exc
     byte = f" (byte 0x{exc.object[exc.start]:02x})" if isinstance(exc, UnicodeDecodeError) else ""
@@ -522,7 +529,7 @@ EXCEPTIONS: tuple[Row, ...] = (
         (BaseException,),
         kind=lambda s: type(s.exc).__name__,  # a bug: its class name says what broke
         sentence=lambda s: f"The turn failed unexpectedly: {s.exc or type(s.exc).__name__}",
-        hint="This looks like a bug in ttft; the turn and its partial answer are kept in the session log.",
+        hint=lambda s: _bug_hint(s.exc),
     ),
 )
 

@@ -21,8 +21,11 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
+from telemetry import events as ev
+from telemetry.errors import ErrorKind
 from telemetry.log import private_files
 from telemetry.log.secrets import KNOWN, Secrets
 from telemetry.log.turns import data_dir
@@ -31,6 +34,21 @@ from telemetry.log.urls import redact_url
 KEEP = 20  # crash reports kept; older ones are removed as new ones are written
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 _URL = re.compile(r"""\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'"<>)\]]+""")
+
+
+BUG_HINT = "This looks like a bug in ttft; the turn and its partial answer are kept in the session log."
+_REPORTED: dict[tuple[str, str], Path | None] = {}  # one report per kind of bug and place, per process
+
+
+def version() -> str:
+    """ttft's installed version, for the report."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("ttft")
+    except PackageNotFoundError:
+        return "0+unknown"
 
 
 def crashes_dir() -> Path:
@@ -90,3 +108,26 @@ def _prune(folder: Path) -> None:
             old.unlink(missing_ok=True)
     except OSError:
         pass  # a report was written; keeping the folder small is best effort
+
+
+def report_once(exc: BaseException, where: str) -> Path | None:
+    """:func:`write_report` for a bug that ended a turn, once per kind (its class and the line that
+    raised it) in this process: a bench whose every request meets it writes one file. None when it
+    cannot be written (the turn's own record still says what broke)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    key = (type(exc).__name__, f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "")
+    if key not in _REPORTED:
+        try:
+            _REPORTED[key] = write_report(exc, where, version=version())
+        except Exception:  # the last resort: never raised from here
+            _REPORTED[key] = None
+    return _REPORTED[key]
+
+
+def with_report(failed: ev.Failed, exc: BaseException, where: str) -> ev.Failed:
+    """``failed``, and when it is a bug (its kind a class name, no :class:`ErrorKind`) its hint naming
+    the crash report, so the error card, ``ttft ask``'s stderr and the log say where the traceback is."""
+    if isinstance(failed.error_type, ErrorKind):
+        return failed
+    path = report_once(exc, where)
+    return replace(failed, hint=f"{BUG_HINT} Its crash report: {path}" if path else BUG_HINT)

@@ -304,3 +304,23 @@ def test_a_config_file_nested_100000_deep_is_a_config_error(env: dict[str, str])
     p = _ttft(env, "ask", "-m", "compat:fake", "--base-url", "http://127.0.0.1:9/v1", "hi")
     assert p.returncode == Exit.USAGE
     assert f"config.toml: nests arrays or inline tables more than {MAX_DEPTH} levels deep" in p.stderr
+
+
+def test_a_bug_that_ends_a_turn_names_its_crash_report_once(env: dict[str, str]) -> None:
+    from backends.providers.errors import ErrorContext, failed_from_exception
+
+    def boom(n: int) -> None:
+        raise RuntimeError(f"boom {n}")
+
+    failures = []
+    for n in range(3):  # a bench whose every request meets the same bug: one report
+        try:
+            boom(n)
+        except RuntimeError as exc:
+            failures.append(failed_from_exception(exc, ErrorContext("openai", "http://127.0.0.1:9/v1")))
+    assert {f.error_type for f in failures} == {"RuntimeError"}
+    paths = {f.hint.split("Its crash report: ")[1] for f in failures if f.hint}
+    assert len(paths) == 1
+    report = Path(paths.pop())
+    assert report.parent == Path(env["TTFT_DATA_DIR"], "crashes")
+    _assert_private_and_masked(report, "boom 0", ())
