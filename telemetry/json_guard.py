@@ -9,13 +9,15 @@ walks it (``repr``, ``json.dumps``, the typed readers). So a document is measure
 
 - its size against ``max_bytes`` (:data:`MAX_BYTES` unless the caller knows a tighter bound);
 - its nesting against ``max_depth`` (:data:`MAX_DEPTH`): counted without recursion, outside
-  strings, by C-level passes over the text (:func:`depth_bound`). A document with no more
-  brackets than the limit cannot be too deep, so the usual small one costs two ``count`` calls.
+  strings, by C-level passes over the bytes (:func:`depth_bound`). A document with no more
+  opening brackets than the limit cannot be too deep, so the usual one costs one
+  ``bytes.translate`` and a count (~17 us on a 24 KB log line, whose parse takes ~200 us).
 
 Any refusal, and any parse failure, is one :class:`JsonRefused` (a ``ValueError``, so callers that
 already catch a parse failure keep working) whose message says what was wrong in words. Where a
 caller must keep what it can (an error body holding the server's message), :func:`loads_pruned`
-reads the document with each part nested past the limit replaced by a note.
+reads the document with each part nested past the limit replaced by a note, and :func:`salvage`
+reads the first bytes of one too long to keep whole.
 """
 
 from __future__ import annotations

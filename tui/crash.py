@@ -3,7 +3,9 @@
 No command and no chat ever prints a traceback. What ttft did not foresee (a bug) is written to a
 crash report (``telemetry.log.crashes``: masked, mode 0600, under the data folder), and the person
 reads one line: what broke, in a few words, and where the report is. When even the report cannot
-be written (a full disk), the line says so instead; it is still one line.
+be written (a full disk), the line says so instead; it is still one line. The command line catches
+at its entry (``tui.cli.main``); the Textual apps mix in :class:`KeepsRunning`, which says the line
+as a notification and keeps the app up.
 """
 
 from __future__ import annotations
