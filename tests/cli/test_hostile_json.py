@@ -103,7 +103,7 @@ async def test_a_tool_call_nested_100000_deep_shows_the_turn_with_a_notice(env: 
             record = app.chat.session.records[0]
     assert record.status == "ok" and list(record.tool_calls) == [{"name": "lookup", "arguments": DEEP}]  # kept whole
     assert "tool call: lookup" in shown and TOO_DEEP in shown and "shown as sent" in shown
-    assert f"the first 4,000 of {len(DEEP):,} characters shown" in shown
+    assert f"the first 2,000 of {len(DEEP):,} characters shown" in shown
 
 
 async def test_resume_of_a_log_with_such_a_tool_call_shows_its_turns(env: dict[str, str]) -> None:

@@ -101,7 +101,7 @@ class NoteMessage(Static):
         self.outcome = outcome  # says how a turn ended (part of that turn when it is compacted)
 
 
-TOOL_ARGS_SHOWN = 4_000  # characters of arguments shown when they cannot be indented; the record keeps all
+TOOL_ARGS_SHOWN = 2_000  # characters of arguments shown when they cannot be indented; the record keeps all
 TOOL_ARGS_PRETTY_BYTES = 256 * 1024  # larger arguments are shown as sent: indenting and colouring MBs stalls a paint
 
 
@@ -152,8 +152,8 @@ def tool_calls_view(calls: Sequence[Mapping[str, str]], stop_reason: str | None,
         body: Any = Text(args or "(no arguments)", style="" if args else "dim italic")
         if final and args and notice is None:
             body = Syntax(args, "json", theme=CODE_THEME, background_color="default", word_wrap=True)
-        if notice is not None:
-            body = Group(Text(f"⚠ {visible_controls(notice)}", style="yellow"), body)
+        if notice is not None:  # below the arguments: the chat follows an answer's end, where it is seen
+            body = Group(body, Text(f"⚠ {visible_controls(notice)}", style="yellow"))
         parts.append(Panel(body, title=title, title_align="left", border_style="cyan", padding=(0, 1)))
     if final and stop_reason:
         parts.append(Text(f"finish_reason: {visible_controls(stop_reason)}", style="dim"))
