@@ -36,6 +36,7 @@ import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -43,6 +44,7 @@ from backends.base import ChatRequest
 from telemetry import events as ev
 from telemetry.cost import PriceRef
 from telemetry.errors import ErrorKind, TtftError, describe
+from telemetry.log.crashes import with_report
 from telemetry.log.secrets import KNOWN, mask, masked, remember
 
 START_TIMEOUT_S = 60.0  # importing the SDKs or llama.cpp can be slow on a cold disk
@@ -110,7 +112,15 @@ def _child(
 ) -> None:  # pragma: no cover - runs in the child
     for s in TERMINAL_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
-    asyncio.run(_child_main(conn, spec, base_url, timeout_s, lean))
+    try:
+        asyncio.run(_child_main(conn, spec, base_url, timeout_s, lean))
+    except Exception as exc:  # never a traceback on the terminal the chat draws on: a crash report
+        from tui.crash import report
+
+        line = report(exc, "the backend process")
+        with contextlib.suppress(Exception):
+            conn.send(("crashed", line))
+        sys.exit(70)
 
 
 async def _child_main(
@@ -162,7 +172,7 @@ async def _child_main(
         except asyncio.CancelledError:
             send(ev.Cancelled(ev.now_ns()))
         except Exception as exc:  # a backend bug still ends the turn with a record
-            send(masked(ev.Failed.of(exc)))
+            send(masked(with_report(ev.Failed.of(exc), exc, "a turn in the backend process")))
         finally:
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]
@@ -288,6 +298,7 @@ class ProcessBackend:
                 conn = self._conn
             loop.add_reader(conn.fileno(), readable)
             ended = False
+            said = ""
             try:
                 conn.send(("turn", request))
                 while True:
@@ -298,10 +309,13 @@ class ProcessBackend:
                     elif msg[0] == "end":
                         ended = True
                         return
+                    elif msg[0] == "crashed":  # the child's own unforeseen error: its crash report's line
+                        said = msg[1]
                     elif msg[0] == "gone":
                         ended = True
                         await loop.run_in_executor(None, self._proc.join, EXIT_WAIT_S)
-                        yield crash_event(self._proc.exitcode, "engine" if self.provider == "local" else "backend")
+                        died = crash_event(self._proc.exitcode, "engine" if self.provider == "local" else "backend")
+                        yield replace(died, message=f"{died.message} {said}") if said else died
                         return
             finally:
                 if not ended:  # cancelled or abandoned: the child closes its stream; wait until it has

@@ -23,7 +23,10 @@ import httpx2
 
 from backends.transport.http import Probe
 from telemetry import events as ev
+from telemetry import json_guard
 from telemetry.errors import ErrorKind, TtftError, describe
+from telemetry.json_guard import JsonRefused
+from telemetry.log.crashes import BUG_HINT, report_once
 from telemetry.log.secrets import Secrets
 
 SDKS = ("openai", "anthropic", "backends.providers.lean.sdk_errors")  # the lean path mirrors the SDK's error classes
@@ -66,21 +69,35 @@ class ErrorAnswer(TtftError):
         self.code = code
 
 
-ERROR_ANSWER_MAX = 16_384  # a body longer than this is no error object: never parsed as one
+ERROR_ANSWER_MAX = 16_384  # a body longer than this is no error object: never parsed as one (but see ``cut``)
+ERROR_BODY_MAX = 1024 * 1024  # an error body read whole for its message; a longer one, by its first bytes
+MESSAGE_MAX = 2_000  # characters of a server's message kept in the record; the rest is said, not kept
 
 
-def error_answer(body: bytes) -> ErrorAnswer | None:
+def error_document(text: str | bytes) -> Any:
+    """A server's error body as JSON, read through the guard (``telemetry.json_guard``): parts nested
+    past its depth left out, so the message beside them is kept; a body past ``ERROR_BODY_MAX``, by
+    its first bytes (:func:`~telemetry.json_guard.salvage`). None when it is not JSON."""
+    try:
+        return json_guard.loads_pruned(text, "the error body", max_bytes=ERROR_BODY_MAX)[0]
+    except JsonRefused as exc:
+        if exc.reason != "too_large":
+            return None
+    return json_guard.salvage(text[:ERROR_ANSWER_MAX])
+
+
+def error_answer(body: bytes, *, cut: bool = False) -> ErrorAnswer | None:
     """The error a whole response body states, when it is one JSON object holding an error:
     ``{"error": {"message", "type", "code"}}`` (OpenAI, and the proxies that copy it),
     ``{"type": "error", "error": {...}}`` (Anthropic), ``{"error": "text"}``, or vLLM's
-    ``{"object": "error", "message", "type", "code"}``. None for anything else (a stream, a completion)."""
+    ``{"object": "error", "message", "type", "code"}``. None for anything else (a stream, a completion).
+
+    ``cut``: ``body`` is only the first bytes of a longer one (a body nested 100,000 deep beside its
+    message): what of it reads, with its cut end closed (:func:`~telemetry.json_guard.salvage`)."""
     text = body.strip()
     if not text.startswith(b"{") or len(text) > ERROR_ANSWER_MAX:
         return None
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return None
+    doc = json_guard.salvage(text) if cut else error_document(text)
     if not isinstance(doc, dict):
         return None
     inner = doc.get("error")
@@ -93,7 +110,7 @@ def error_answer(body: bytes) -> ErrorAnswer | None:
     message = inner.get("message")
     etype, code = inner.get("type"), inner.get("code")
     return ErrorAnswer(
-        message if isinstance(message, str) and message.strip() else "no message",
+        _kept(message) if isinstance(message, str) and message.strip() else "no message",
         error_type=str(etype) if isinstance(etype, str | int) and str(etype) else None,
         code=str(code) if isinstance(code, str | int) and str(code) and str(code) != str(etype) else None,
     )
@@ -180,17 +197,29 @@ class ErrorContext:
         return "in the middle of the answer" if self.streaming_started else "before the answer started"
 
 
+def _kept(message: str) -> str:
+    """A server's message as the record keeps it: whole up to ``MESSAGE_MAX`` characters."""
+    if len(message) <= MESSAGE_MAX:
+        return message
+    return f"{message[:MESSAGE_MAX]}… ({len(message) - MESSAGE_MAX:,} more characters not kept)"
+
+
 def provider_message(exc: BaseException) -> str:
-    """The provider's own error message, without the SDK's ``Error code: ... - {...}`` wrapper."""
+    """The provider's own error message, without the SDK's ``Error code: ... - {...}`` wrapper.
+
+    A body the SDK could not parse (nested past Python's recursion limit, the SDK keeps it as its
+    text) is read through the guard, so the message beside a hostile part survives on every path."""
     body = getattr(exc, "body", None)
+    if isinstance(body, str) and body.lstrip().startswith("{"):
+        body = error_document(body)
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return str(inner["message"])
+            return _kept(str(inner["message"]))
         if isinstance(body.get("message"), str):
-            return str(body["message"])
+            return _kept(str(body["message"]))
     msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return str(msg)
+    return _kept(str(msg))
 
 
 def _sentence(s: str) -> str:
@@ -340,6 +369,12 @@ def _answer_sentence(s: Seen) -> str:
     return f"The server answered with an error instead of an answer (HTTP 200{', ' + said if said else ''}: {exc})"
 
 
+def _bug_hint(exc: BaseException) -> str:
+    """A bug's hint: the turn is kept, and where its traceback is (``telemetry.log.crashes``)."""
+    path = report_once(exc, "a turn")
+    return f"{BUG_HINT} Its crash report: {path}" if path else BUG_HINT
+
+
 def _not_utf8(s: Seen) -> str:
     exc = s.exc
     byte = f" (byte 0x{exc.object[exc.start]:02x})" if isinstance(exc, UnicodeDecodeError) else ""
@@ -457,6 +492,19 @@ EXCEPTIONS: tuple[Row, ...] = (
         hint=NOT_THIS_API,
     ),
     Row(
+        (JsonRefused,),
+        kind=ErrorKind.MALFORMED_STREAM,
+        sentence=lambda s: f"The server sent {s.exc}",
+        hint=NOT_THIS_API,
+    ),
+    Row(
+        (RecursionError,),  # an SDK's own parse of JSON nested past Python's recursion limit
+        kind=ErrorKind.MALFORMED_STREAM,
+        sentence=lambda s: "The server sent JSON nested too deep to read (past Python's recursion limit)",
+        hint=NOT_THIS_API,
+        when=lambda s: "JSON" in str(s.exc),
+    ),
+    Row(
         (json.JSONDecodeError, ValueError),
         kind=ErrorKind.MALFORMED_STREAM,
         sentence=lambda s: f"The server sent data that is not valid JSON ({s.exc})",
@@ -481,7 +529,7 @@ EXCEPTIONS: tuple[Row, ...] = (
         (BaseException,),
         kind=lambda s: type(s.exc).__name__,  # a bug: its class name says what broke
         sentence=lambda s: f"The turn failed unexpectedly: {s.exc or type(s.exc).__name__}",
-        hint="This looks like a bug in ttft; the turn and its partial answer are kept in the session log.",
+        hint=lambda s: _bug_hint(s.exc),
     ),
 )
 

@@ -17,12 +17,12 @@ untrusted data: a file larger than :data:`MAX_BYTES`, not JSON, or of another sh
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from telemetry import json_guard
 from telemetry.log import private_files
 from telemetry.log.json_line import encode_line
 from telemetry.log.secrets import typed
@@ -80,8 +80,8 @@ def _read(path: Path) -> Draft | None:
     if not data or len(data) > MAX_BYTES:
         return None
     try:
-        obj = json.loads(data)
-    except (ValueError, RecursionError):
+        obj = json_guard.loads(data)
+    except ValueError:
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
         return None

@@ -19,12 +19,12 @@ once (one locked write per line); each sees the others' prompts when it next loo
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from telemetry import json_guard
 from telemetry.log import private_files
 from telemetry.log.json_line import encode_line
 from telemetry.log.secrets import typed
@@ -49,8 +49,8 @@ def parse(data: bytes) -> tuple[list[str], int]:
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
-        except (ValueError, RecursionError):
+            obj = json_guard.loads(raw)
+        except ValueError:
             bad += 1
             continue
         text = obj.get("text") if isinstance(obj, dict) else None

@@ -24,6 +24,7 @@ from telemetry.log.turns import SessionLog
 from telemetry.settings import TurnSettings
 from tui import hangup, signals
 from tui.chat.screen import ChatScreen
+from tui.crash import KeepsRunning
 from tui.palette import screen_commands
 from tui.runner import LoopThread, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
@@ -32,7 +33,7 @@ from tui.terminal import with_drop_controls
 STOP_WAIT_S = 3.0  # SIGTERM/SIGHUP: how long the turn in flight gets to be recorded and logged before exit
 
 
-class ChatApp(App[None]):
+class ChatApp(KeepsRunning, App[None]):
     TITLE = "ttft"
     DEFAULT_MODE: ClassVar[str] = "chat"
 

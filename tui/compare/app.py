@@ -23,6 +23,7 @@ from tui import hangup, signals
 from tui.compare.output import ChatHandoff
 from tui.compare.pane import PaneView
 from tui.compare.screen import CompareScreen
+from tui.crash import KeepsRunning
 from tui.palette import screen_commands
 from tui.runner import LoopThread
 from tui.terminal import with_drop_controls
@@ -30,7 +31,9 @@ from tui.terminal import with_drop_controls
 __all__ = ["ChatHandoff", "CompareApp", "CompareScreen", "PaneView"]
 
 
-class CompareApp(App[int]):
+class CompareApp(KeepsRunning, App[int]):
+    crash_where = "the compare screen"
+
     """``ttft compare``: the compare screen on its own (its layout, keys and CSS are the screen's)."""
 
     TITLE = "ttft compare"
