@@ -15,6 +15,7 @@ from typing import Any
 from backends.base import Backend, ChatRequest
 from backends.finish import finish_turn
 from telemetry import events as ev
+from telemetry.log.crashes import with_report
 from telemetry.log.secrets import masked
 from telemetry.log.surrogates import scrub, scrub_event
 from telemetry.log.turns import SessionLog
@@ -103,7 +104,7 @@ async def stream_turn(
         recorder.feed(ev.Cancelled(ev.now_ns()))
         raise
     except Exception as exc:  # a backend bug must still leave a record, never a lost turn
-        recorder.feed(masked(ev.Failed.of(exc)))
+        recorder.feed(masked(with_report(ev.Failed.of(exc), exc, "a turn")))
     finally:
         await stream.aclose()  # type: ignore[attr-defined]
 

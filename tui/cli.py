@@ -14,6 +14,7 @@ from telemetry.events import now_ns
 STARTED_NS: int | None = now_ns()
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import importlib  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
@@ -131,6 +132,25 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; never a traceback: a Ctrl-C that no command caught ends it with its code, and
+    anything unforeseen is written to a crash report that one line on stderr names (``tui.crash``)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as exc:
+        from tui.signals import exit_code
+
+        return exit_code(exc)
+    except Exception as exc:
+        from tui.crash import report
+
+        args = list(sys.argv[1:] if argv is None else argv)
+        command = next((a for a in args if a in COMMANDS), "chat")
+        with contextlib.suppress(Exception):  # stderr itself may be gone; the code still says it
+            print(report(exc, f"ttft {command}", args), file=sys.stderr)
+        return int(Exit.BUG)
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     started = _started_ns(argv)
     args_list = list(sys.argv[1:] if argv is None else argv)
     # Bare `ttft` (or options only) opens the chat.
@@ -152,12 +172,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.parser = parser
     push = _live_otel(args.command)
     try:
-        return _dispatch(args)
+        code = _dispatch(args)
     except BrokenPipeError:  # `ttft sessions | head -1`: the reader has all it wanted
-        return _reader_gone()
+        code = _reader_gone()
     finally:
         if push is not None:  # before the interpreter shuts down: the export thread may still be starting
             push.report_at_close()
+    hangup = sys.modules.get("tui.hangup")  # loaded by the chat and compare apps only
+    if hangup is not None and hangup.HEARD.is_set():  # their terminal closed: all is saved, end at once
+        hangup.exit_now(code)
+    return code
 
 
 def _reader_gone() -> int:

@@ -17,6 +17,11 @@ into its types was the larger part of this process's CPU per token.
 Cancelling a turn tells the child to close its stream, and waits (briefly) until it has, so
 the server sees the disconnect at once.
 
+The child ignores the terminal's signals (SIGHUP when it closes, SIGINT): they reach the whole
+process group, and the parent alone decides, by cancelling the turn and closing the pipe (a pipe
+closed by a parent that died closes the child too). So a closed terminal ends the turn as cancelled,
+never as a crash of the backend's process.
+
 A child that dies mid-turn (a native crash in llama.cpp, the OOM killer's SIGKILL) ends
 the turn with ``Failed("engine_crashed")``, naming the signal and what to try; what had
 arrived stays in the recorder. The next turn starts a fresh child.
@@ -31,6 +36,7 @@ import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -38,11 +44,14 @@ from backends.base import ChatRequest
 from telemetry import events as ev
 from telemetry.cost import PriceRef
 from telemetry.errors import ErrorKind, TtftError, describe
-from telemetry.log.secrets import mask, masked
+from telemetry.log.crashes import with_report
+from telemetry.log.secrets import KNOWN, mask, masked, remember
 
 START_TIMEOUT_S = 60.0  # importing the SDKs or llama.cpp can be slow on a cold disk
 CANCEL_WAIT_S = 2.0
 EXIT_WAIT_S = 2.0  # the pipe closes a moment before the dead child can be reaped
+# What a terminal sends its whole foreground process group: for the parent to act on, not the child.
+TERMINAL_SIGNALS = tuple(getattr(signal, name) for name in ("SIGHUP", "SIGINT") if hasattr(signal, name))
 
 # What each way of dying means, in words, and what to try. Native faults point at the engine.
 _NATIVE_HINT = (
@@ -101,7 +110,17 @@ def start_error(exc: BaseException) -> tuple[str, ErrorKind, str | None]:
 def _child(
     conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None, lean: bool = True
 ) -> None:  # pragma: no cover - runs in the child
-    asyncio.run(_child_main(conn, spec, base_url, timeout_s, lean))
+    for s in TERMINAL_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    try:
+        asyncio.run(_child_main(conn, spec, base_url, timeout_s, lean))
+    except Exception as exc:  # never a traceback on the terminal the chat draws on: a crash report
+        from tui.crash import report
+
+        line = report(exc, "the backend process")
+        with contextlib.suppress(Exception):
+            conn.send(("crashed", line))
+        sys.exit(70)
 
 
 async def _child_main(
@@ -115,9 +134,9 @@ async def _child_main(
     except Exception as exc:
         conn.send(("error", *start_error(exc)))
         return
-    conn.send(
-        ("ready", backend.provider, backend.api, backend.model, backend.base_url, getattr(backend, "price", None))
-    )
+    price = getattr(backend, "price", None)
+    # The secrets this process sends go to the parent too: it masks them where it keeps what was typed.
+    conn.send(("ready", backend.provider, backend.api, backend.model, backend.base_url, price, KNOWN.given()))
     loop = asyncio.get_running_loop()
     inbox: asyncio.Queue[Any] = asyncio.Queue()
 
@@ -147,13 +166,13 @@ async def _child_main(
         stream = backend.stream(request)
         try:
             async for e in stream:
-                if type(e) is ev.Failed:  # this process's secrets are masked here: the parent does not know them
+                if type(e) is ev.Failed:  # masked at the source, whatever the parent knows
                     e = masked(e)
                 send(e)
         except asyncio.CancelledError:
             send(ev.Cancelled(ev.now_ns()))
         except Exception as exc:  # a backend bug still ends the turn with a record
-            send(masked(ev.Failed.of(exc)))
+            send(masked(with_report(ev.Failed.of(exc), exc, "a turn in the backend process")))
         finally:
             with contextlib.suppress(Exception):
                 await stream.aclose()  # type: ignore[attr-defined]
@@ -249,7 +268,8 @@ class ProcessBackend:
         if msg[0] == "error":
             self._kill()
             raise BackendStartError(msg[1], kind=msg[2], hint=msg[3])
-        _, self.provider, self.api, self.model, self.base_url, self.price = msg
+        _, self.provider, self.api, self.model, self.base_url, self.price, known = msg
+        remember(*known)  # a key pasted into a prompt is masked in the history and drafts (secrets.typed)
 
     @property
     def pid(self) -> int | None:
@@ -278,6 +298,7 @@ class ProcessBackend:
                 conn = self._conn
             loop.add_reader(conn.fileno(), readable)
             ended = False
+            said = ""
             try:
                 conn.send(("turn", request))
                 while True:
@@ -288,10 +309,13 @@ class ProcessBackend:
                     elif msg[0] == "end":
                         ended = True
                         return
+                    elif msg[0] == "crashed":  # the child's own unforeseen error: its crash report's line
+                        said = msg[1]
                     elif msg[0] == "gone":
                         ended = True
                         await loop.run_in_executor(None, self._proc.join, EXIT_WAIT_S)
-                        yield crash_event(self._proc.exitcode, "engine" if self.provider == "local" else "backend")
+                        died = crash_event(self._proc.exitcode, "engine" if self.provider == "local" else "backend")
+                        yield replace(died, message=f"{died.message} {said}") if said else died
                         return
             finally:
                 if not ended:  # cancelled or abandoned: the child closes its stream; wait until it has

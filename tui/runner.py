@@ -24,6 +24,7 @@ from backends.base import Backend, ChatRequest
 from backends.finish import finish_turn
 from backends.turn import run_turn
 from telemetry import events as ev
+from telemetry.log.crashes import with_report
 from telemetry.log.turns import SessionLog
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
@@ -118,7 +119,7 @@ def start_turn(
             except asyncio.CancelledError:
                 pass  # run_turn has recorded Cancelled with the partial answer, and logged it
             except Exception as exc:  # the backend broke outside its stream: still a record, never a crash
-                recorder.feed(ev.Failed.of(exc))
+                recorder.feed(with_report(ev.Failed.of(exc), exc, "a chat turn"))
         record = finish_turn(recorder, log)  # once only: a turn run_turn ended is returned as it logged it
         live.log_error = recorder.log_error  # the turn stays on screen and in memory, the user is told
         return record

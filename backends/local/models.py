@@ -25,6 +25,7 @@ from typing import Any
 
 from platformdirs import user_cache_dir
 
+from telemetry import json_guard
 from telemetry.errors import ErrorKind, TtftError
 from telemetry.server.kvcache import DTYPE_BYTES, kv_bytes_per_token
 
@@ -179,7 +180,7 @@ def _file_key(path: Path) -> tuple[str, dict[str, int]]:
 
 def _read_sha_cache() -> dict[str, Any]:
     try:
-        data = json.loads(_sha_cache_file().read_text())
+        data = json_guard.loads(_sha_cache_file().read_bytes(), "the checksum cache")
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -13,6 +13,7 @@ from typing import Any
 import platformdirs
 
 from backends.providers.checks import url_problem, value_problem
+from telemetry import json_guard
 from telemetry.cost import Price
 from telemetry.errors import ErrorKind, TtftError
 from telemetry.log.urls import redact_url
@@ -206,6 +207,13 @@ def _validated() -> _Validated:
         data = path.read_bytes()
     except OSError as exc:
         raise _config_error(path, "", f"could not be read ({exc.strerror or exc})") from None
+    if json_guard.depth_bound(data) > json_guard.MAX_DEPTH:  # tomllib recurses per level: a RecursionError
+        raise _config_error(
+            path,
+            "",
+            f"nests arrays or inline tables more than {json_guard.MAX_DEPTH} levels deep",
+            "Fix the file, or move it away to use the defaults.",
+        )
     try:
         raw = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:

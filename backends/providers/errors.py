@@ -26,7 +26,10 @@ import httpx2
 from backends.providers.fields import field as read_field
 from backends.transport.http import Probe
 from telemetry import events as ev
+from telemetry import json_guard
 from telemetry.errors import ErrorKind, TtftError, describe
+from telemetry.json_guard import JsonRefused
+from telemetry.log.crashes import BUG_HINT, report_once
 from telemetry.log.secrets import Secrets
 
 SDKS = ("openai", "anthropic", "backends.providers.lean.sdk_errors")  # the lean path mirrors the SDK's error classes
@@ -69,7 +72,9 @@ class ErrorAnswer(TtftError):
         self.code = code
 
 
-ERROR_ANSWER_MAX = 16_384  # a body longer than this is no error object: never parsed as one
+ERROR_ANSWER_MAX = 16_384  # a body longer than this is no error object: never parsed as one (but see ``cut``)
+ERROR_BODY_MAX = 1024 * 1024  # an error body read whole for its message; a longer one, by its first bytes
+MESSAGE_MAX = 2_000  # characters of a server's message kept in the record; the rest is said, not kept
 
 
 def _plain(value: object) -> object:
@@ -96,11 +101,11 @@ def wire_text(value: object) -> str:
 
 
 def words(value: object) -> str | None:
-    """One value a server sent as its :func:`wire_text`, or None when it says nothing (absent, ``null``,
-    an empty or blank string)."""
+    """One value a server sent as its :func:`wire_text` (kept up to ``MESSAGE_MAX`` characters), or None
+    when it says nothing (absent, ``null``, an empty or blank string)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    return wire_text(value)
+    return _kept(wire_text(value))
 
 
 def error_message(body: object) -> str | None:
@@ -125,23 +130,35 @@ def label(value: object) -> str | None:
     return words(value) if value else None
 
 
-def error_answer(body: bytes) -> ErrorAnswer | None:
+def error_document(text: str | bytes) -> Any:
+    """A server's error body as JSON, read through the guard (``telemetry.json_guard``): parts nested
+    past its depth left out, so the message beside them is kept; a body past ``ERROR_BODY_MAX``, by
+    its first bytes (:func:`~telemetry.json_guard.salvage`). None when it is not JSON."""
+    try:
+        return json_guard.loads_pruned(text, "the error body", max_bytes=ERROR_BODY_MAX)[0]
+    except JsonRefused as exc:
+        if exc.reason != "too_large":
+            return None
+    return json_guard.salvage(text[:ERROR_ANSWER_MAX])
+
+
+def error_answer(body: bytes, *, cut: bool = False) -> ErrorAnswer | None:
     """The error a whole response body states, when it is one JSON object holding an error:
     ``{"error": {"message", "type", "code"}}`` (OpenAI, and the proxies that copy it),
     ``{"type": "error", "error": {...}}`` (Anthropic), ``{"error": "text"}``, or vLLM's
-    ``{"object": "error", "message", "type", "code"}``. None for anything else (a stream, a completion)."""
+    ``{"object": "error", "message", "type", "code"}``. None for anything else (a stream, a completion).
+
+    ``cut``: ``body`` is only the first bytes of a longer one (a body nested 100,000 deep beside its
+    message): what of it reads, with its cut end closed (:func:`~telemetry.json_guard.salvage`)."""
     text = body.strip()
     if not text.startswith(b"{") or len(text) > ERROR_ANSWER_MAX:
         return None
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return None
+    doc = json_guard.salvage(text) if cut else error_document(text)
     if not isinstance(doc, dict):
         return None
     inner = doc.get("error")
     if isinstance(inner, str) and inner.strip():
-        return ErrorAnswer(inner)
+        return ErrorAnswer(_kept(inner))
     if not isinstance(inner, dict):
         if doc.get("object") != "error":
             return None
@@ -232,15 +249,27 @@ class ErrorContext:
         return "in the middle of the answer" if self.streaming_started else "before the answer started"
 
 
+def _kept(message: str) -> str:
+    """A server's message as the record keeps it: whole up to ``MESSAGE_MAX`` characters."""
+    if len(message) <= MESSAGE_MAX:
+        return message
+    return f"{message[:MESSAGE_MAX]}… ({len(message) - MESSAGE_MAX:,} more characters not kept)"
+
+
 def provider_message(exc: BaseException) -> str:
     """The provider's own error message (:func:`error_message` of the body the SDK kept), never the SDK's
     own wording of it (``Error code: ... - {...}``, which differs between SDKs and their versions). An
-    error with no body from a server (a connection error) is said in its own words."""
+    error with no body from a server (a connection error) is said in its own words.
+
+    A body the SDK could not parse (nested past Python's recursion limit, the SDK keeps it as its
+    text) is read through the guard, so the message beside a hostile part survives on every path."""
     body = getattr(exc, "body", None)
+    if isinstance(body, str) and body.lstrip().startswith("{") and (doc := error_document(body)) is not None:
+        body = doc
     if body is not None or isinstance(exc, sdk_errors("APIStatusError")):
         return error_message(body) or "no message"
     msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return str(msg)
+    return _kept(str(msg))
 
 
 def _sentence(s: str) -> str:
@@ -389,6 +418,12 @@ def _answer_sentence(s: Seen) -> str:
     return f"The server answered with an error instead of an answer (HTTP 200{', ' + said if said else ''}: {exc})"
 
 
+def _bug_hint(exc: BaseException) -> str:
+    """A bug's hint: the turn is kept, and where its traceback is (``telemetry.log.crashes``)."""
+    path = report_once(exc, "a turn")
+    return f"{BUG_HINT} Its crash report: {path}" if path else BUG_HINT
+
+
 def _not_utf8(s: Seen) -> str:
     exc = s.exc
     byte = f" (byte 0x{exc.object[exc.start]:02x})" if isinstance(exc, UnicodeDecodeError) else ""
@@ -506,6 +541,19 @@ EXCEPTIONS: tuple[Row, ...] = (
         hint=NOT_THIS_API,
     ),
     Row(
+        (JsonRefused,),
+        kind=ErrorKind.MALFORMED_STREAM,
+        sentence=lambda s: f"The server sent {s.exc}",
+        hint=NOT_THIS_API,
+    ),
+    Row(
+        (RecursionError,),  # an SDK's own parse of JSON nested past Python's recursion limit
+        kind=ErrorKind.MALFORMED_STREAM,
+        sentence=lambda s: "The server sent JSON nested too deep to read (past Python's recursion limit)",
+        hint=NOT_THIS_API,
+        when=lambda s: "JSON" in str(s.exc),
+    ),
+    Row(
         (json.JSONDecodeError, ValueError),
         kind=ErrorKind.MALFORMED_STREAM,
         sentence=lambda s: f"The server sent data that is not valid JSON ({s.exc})",
@@ -530,7 +578,7 @@ EXCEPTIONS: tuple[Row, ...] = (
         (BaseException,),
         kind=lambda s: type(s.exc).__name__,  # a bug: its class name says what broke
         sentence=lambda s: f"The turn failed unexpectedly: {s.exc or type(s.exc).__name__}",
-        hint="This looks like a bug in ttft; the turn and its partial answer are kept in the session log.",
+        hint=lambda s: _bug_hint(s.exc),
     ),
 )
 

@@ -309,7 +309,10 @@ class HostedBackend:
             if turn.deadline is not None and clock.expired():
                 yield self._clock_failed(ErrorKind.DEADLINE, turn.request, False)
             else:
-                yield failed_from_exception(exc, self._error_context(False), probe)
+                # A 200 whose complete body did not read (nested past the guard's depth, or Python's)
+                # may still be the API's error object: the server's own words, kept.
+                answer = self._error_answer(turn) if probe.status == 200 else None
+                yield failed_from_exception(answer or exc, self._error_context(False), probe)
             return
         turn.sdk = sdk
         for e in (*probe.drain(), *state.notices):
@@ -374,8 +377,12 @@ class HostedBackend:
         yield from self._finish(turn.state, turn.probe, turn.probe.stamp())
 
     def _error_answer(self, turn: _Turn) -> ErrorAnswer | None:
-        """The error the whole body stated, when no token came and the body was one JSON error object."""
-        return None if turn.got_tokens else error_answer(turn.probe.body_head)
+        """The error the whole body stated, when no token came and the body was one JSON error object
+        (or one too long to keep, read from its start: a hostile part after the server's message)."""
+        if turn.got_tokens:
+            return None
+        probe = turn.probe
+        return error_answer(probe.cut_head, cut=True) if probe.cut_head else error_answer(probe.body_head)
 
     async def _close_stream(self, turn: _Turn) -> None:
         """Close the HTTP stream on every exit (cancelled, abandoned, failed or done), so the server

@@ -42,6 +42,7 @@ from backends.providers.hosted import HostedBackend, TurnState
 from backends.think import ThinkSplitter
 from backends.transport.http import Probe
 from telemetry import events as ev
+from telemetry import json_guard
 
 
 def _extra(obj: Any) -> dict[str, Any]:
@@ -85,6 +86,7 @@ class RawChunks:
 
                         await drain_response_async(response)  # keeps the connection reusable, as the SDK does
                     return
+                json_guard.check(data, "a stream event")  # before the stdlib's parser recurses into it
                 obj = sse.json()
                 if isinstance(obj, dict) and obj.get("error"):
                     error = obj["error"]

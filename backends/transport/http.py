@@ -90,6 +90,7 @@ class Probe:
         self.reads = 0  # raw chunks of the current attempt's body
         self.body_tail = b""  # the last bytes of the current attempt's body
         self.body_head = b""  # its first bytes, while they may be one JSON document (see _keep_head)
+        self.cut_head = b""  # a JSON body longer than BODY_HEAD_MAX: its first BODY_HEAD_MAX bytes
         self._head_open = True
         self.connected = False  # the current attempt opened a new connection
         self.traced = False  # the HTTP layer reported any step of the current attempt
@@ -122,7 +123,7 @@ class Probe:
         self.last_arrival_ns = None
         self.reads = 0
         self.body_tail = b""
-        self.body_head = b""
+        self.body_head = self.cut_head = b""
         self._head_open = True
         self.connected = False
         self.traced = False
@@ -175,6 +176,8 @@ class Probe:
         if (start and start != b"{") or len(head) > BODY_HEAD_MAX:
             self._head_open = False
             self.body_head = b""
+            if start == b"{":  # an object too long to keep: its start may still hold a server's message
+                self.cut_head = head[:BODY_HEAD_MAX]
             return
         self.body_head = head
 

@@ -2,7 +2,9 @@
 
 One JSON file per session, ``drafts/<session id>.json`` beside the logs, mode 0600
 (:mod:`telemetry.log.private_files`): ``{"text": the prompt box's text, with any folded paste
-whole, "attachments": [paths], "at": ISO 8601 UTC}``. Only the paths of files attached to the
+whole, "attachments": [paths], "at": ISO 8601 UTC}``. The text is kept with its secrets masked, as
+the prompt history keeps it (:func:`telemetry.log.secrets.typed`: a URL's credentials and query
+values, a known key), even while half typed. Only the paths of files attached to the
 draft are kept, never their contents: they are read again when the draft comes back. The chat
 writes it while the user types and when it quits, and removes it once the box is empty;
 ``ttft chat --resume`` puts it back in the box.
@@ -15,14 +17,15 @@ untrusted data: a file larger than :data:`MAX_BYTES`, not JSON, or of another sh
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from telemetry import json_guard
 from telemetry.log import private_files
 from telemetry.log.json_line import encode_line
+from telemetry.log.secrets import typed
 from telemetry.log.surrogates import scrub
 from telemetry.log.turns import check_session_id, data_dir, sessions_dir
 
@@ -55,7 +58,7 @@ def save(session_id: str, draft: Draft) -> None:
         return
     data = {
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "text": draft.text,
+        "text": typed(draft.text),
         "attachments": list(draft.attachments),
     }
     private_files.replace(path, encode_line(data))
@@ -77,8 +80,8 @@ def _read(path: Path) -> Draft | None:
     if not data or len(data) > MAX_BYTES:
         return None
     try:
-        obj = json.loads(data)
-    except (ValueError, RecursionError):
+        obj = json_guard.loads(data)
+    except ValueError:
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
         return None

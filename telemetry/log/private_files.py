@@ -3,7 +3,8 @@
 Each is created with mode 0600 and tightened to it when found wider (a file copied in, an old umask),
 written whole or not at all (a replace goes through a temporary file in the same folder), and read
 with a size limit: the disk is outside input, and a file swapped for a huge one must not stall the
-chat that reads it.
+chat that reads it. An append to a file whose last line was cut (a crash, a full disk, an editor)
+starts on a line of its own: the cut line stays one unreadable line, and the new one is kept.
 """
 
 from __future__ import annotations
@@ -12,6 +13,11 @@ import contextlib
 import os
 import stat
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 MODE = 0o600
 
@@ -23,12 +29,24 @@ def _tighten(fd: int) -> None:
 
 
 def append(path: Path, data: bytes) -> None:
-    """``data`` at the end of ``path`` in one write (whole lines from several processes never interleave)."""
+    """``data`` (whole lines) at the end of ``path`` in one write, under a lock (several processes'
+    lines never interleave). A cut last line is closed first, so ``data`` is never glued onto it;
+    a write that fails leaves the file as it was."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), MODE)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), MODE)
     try:
         _tighten(fd)
-        _write_all(fd, data)
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released by the close below
+        start = os.fstat(fd).st_size
+        if start and os.pread(fd, 1, start - 1) != b"\n":
+            data = b"\n" + data
+        try:
+            _write_all(fd, data)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, start)  # no fragment left for the next line to be glued onto
+            raise
     finally:
         os.close(fd)
 

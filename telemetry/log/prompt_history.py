@@ -3,26 +3,31 @@
 One JSON object a line, ``{"at": ISO 8601 UTC, "text": the prompt as sent}``, in
 ``prompt_history.jsonl`` beside the session logs (``data_dir()``), mode 0600
 (:mod:`telemetry.log.private_files`). It holds what was typed or pasted, never an attachment's
-contents (a ``/attach`` line keeps its path only), and at most :data:`MAX_ENTRIES` prompts: past
+contents (a ``/attach`` line keeps its path only), never a secret in what was typed (URL credentials
+and query values, a known API key: :func:`telemetry.log.secrets.typed`; the chat that typed it still
+recalls it whole, from memory), and at most :data:`MAX_ENTRIES` prompts: past
 twice that many lines the file is rewritten with the newest ones. A prompt longer than
 :data:`MAX_ENTRY_CHARS` is sent and logged, but not kept here.
 
 Reading it is reading untrusted data: only the file's last :data:`READ_LIMIT` bytes are read, a line
 that is not a JSON object with a string ``text`` is skipped, lone surrogates are replaced, and a
-file that cannot be read leaves an empty history and one sentence in ``error``. Several chats may
-append to it at once (one write per line); each sees the others' prompts when it next looks.
+file that cannot be read leaves an empty history and one sentence in ``error``. A last line cut
+short (a crash, a full disk) is skipped, and the next prompt goes on a line of its own after it
+(:func:`telemetry.log.private_files.append`), never glued onto it. Several chats may append to it at
+once (one locked write per line); each sees the others' prompts when it next looks.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from telemetry import json_guard
 from telemetry.log import private_files
 from telemetry.log.json_line import encode_line
+from telemetry.log.secrets import typed
 from telemetry.log.surrogates import scrub
 from telemetry.log.turns import data_dir
 
@@ -44,8 +49,8 @@ def parse(data: bytes) -> tuple[list[str], int]:
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
-        except (ValueError, RecursionError):
+            obj = json_guard.loads(raw)
+        except ValueError:
             bad += 1
             continue
         text = obj.get("text") if isinstance(obj, dict) else None
@@ -68,17 +73,19 @@ class PromptHistory:
     _seen: tuple[int, int] | None = None  # (size, mtime_ns) of the file as last read
 
     def load(self) -> PromptHistory:
-        """Read the file (again); compacts it when it holds more than twice ``cap`` lines."""
+        """Read the file (again); rewrites it when it holds more than twice ``cap`` lines, or a secret
+        (written by an older ttft, or a key this process has learnt since) that is now masked."""
         try:
             data = private_files.read_tail(self.path, READ_LIMIT)
             st = os.stat(self.path) if data else None
         except OSError as exc:
             self.entries, self.error = [], f"the prompt history {self.path} could not be read ({exc.strerror or exc})"
             return self
-        self.entries, self.skipped = parse(data)
+        found, self.skipped = parse(data)
+        self.entries = [typed(t) for t in found]
         self.error = None
         self._seen = (st.st_size, st.st_mtime_ns) if st is not None else None
-        if len(self.entries) + self.skipped > 2 * self.cap:
+        if len(self.entries) + self.skipped > 2 * self.cap or self.entries != found:
             self.entries = self.entries[-self.cap :]
             try:
                 private_files.replace(self.path, b"".join(_line(t) for t in self.entries))
@@ -145,4 +152,4 @@ class PromptHistory:
 
 
 def _line(text: str) -> bytes:
-    return encode_line({"at": datetime.now(UTC).isoformat(timespec="seconds"), "text": scrub(text)})
+    return encode_line({"at": datetime.now(UTC).isoformat(timespec="seconds"), "text": scrub(typed(text))})

@@ -12,6 +12,9 @@ Every backend made in this process adds its values to :data:`KNOWN`; each turn's
 is masked with them (:func:`masked`) where the stream's events enter the recorder
 (``backends.turn``), so the record, the log, stderr and the screen all get the masked text. A
 process that runs its backend in a child (``tui.isolated``) gets the child's events masked there.
+
+What a person types is kept on disk masked too (:func:`typed`: the prompt history, the drafts): each
+URL's credentials and query values, as the log shows a base URL, and every value :data:`KNOWN` holds.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from telemetry import events as ev
+from telemetry.log.urls import redact_urls_in
 
 MASK = "***"
 MIN_ANYWHERE = 8  # shorter values are masked as whole words only
@@ -50,6 +54,7 @@ class Secrets:
 
     def __init__(self, values: Iterable[str | None] = ()) -> None:
         self._values: set[str] = set()
+        self._given: dict[str, None] = {}  # the values as given, in order (their forms are in _values)
         self._lock = threading.Lock()  # backends are made on several threads (compare panes, bench workers)
         self._pattern: re.Pattern[str] | None = None
         self.add(*values)
@@ -59,6 +64,7 @@ class Secrets:
         if not new:
             return
         with self._lock:
+            self._given.update(dict.fromkeys(v for v in values if v))
             self._values |= new
             # Longest first, so "Bearer tok" is masked whole rather than leaving "Bearer " before a mask.
             words = sorted(self._values, key=len, reverse=True)
@@ -72,10 +78,16 @@ class Secrets:
         pattern = self._pattern
         if pattern is None or not text:
             return text
+        if not any(v in text for v in self._values):  # a substring search each: a pasted 5 MB draft, 20 ms
+            return text
         return pattern.sub(MASK, text)
 
     def __contains__(self, value: object) -> bool:
         return value in self._values
+
+    def given(self) -> tuple[str, ...]:
+        """The values as they were added (what another process needs to mask the same)."""
+        return tuple(self._given)
 
 
 KNOWN = Secrets()  # this process's: every backend made here adds its own
@@ -89,6 +101,13 @@ def remember(*values: str | None) -> None:
 def mask(text: str) -> str:
     """``text`` with every value :data:`KNOWN` holds masked."""
     return KNOWN.mask(text)
+
+
+def typed(text: str) -> str:
+    """Text a person typed (a prompt, a command, a draft) as it may be kept on disk: every URL in it
+    with its credentials and query values masked (:func:`telemetry.log.urls.redact_urls_in`), and every
+    secret value this process knows (an API key pasted into a prompt) masked."""
+    return KNOWN.mask(redact_urls_in(text))
 
 
 def masked(e: ev.Failed) -> ev.Failed:

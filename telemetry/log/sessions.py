@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from telemetry import json_guard
 from telemetry.log.turns import BAD_LINE, Skipped, check_session_id, count_bad, parse_line, sessions_dir
 
 
@@ -62,7 +63,7 @@ def _new_tally(head: bytes) -> dict[str, Any]:
 
 def _load_tally(path: Path, head: bytes, size: int) -> dict[str, Any]:
     try:
-        tally = json.loads(_index_path(path).read_bytes())
+        tally = json_guard.loads(_index_path(path).read_bytes())
         ok = (
             isinstance(tally, dict)
             and tally.get("version") == _TALLY_VERSION

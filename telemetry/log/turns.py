@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import re
 import secrets
@@ -30,6 +29,7 @@ from typing import Any, TypeGuard
 
 import platformdirs
 
+from telemetry import json_guard
 from telemetry.errors import TtftError
 from telemetry.log.json_line import encode_line
 from telemetry.log.surrogates import scrub_value
@@ -95,8 +95,8 @@ def _line_index(line: bytes) -> int | None:
     if m is not None:
         return int(m.group(1))
     try:
-        rec = json.loads(line)
-    except (ValueError, RecursionError):
+        rec = json_guard.loads(line)
+    except ValueError:
         return None
     index = rec.get("turn_index") if isinstance(rec, dict) else None
     return index if isinstance(index, int) else None
@@ -332,8 +332,8 @@ def parse_line(raw: bytes) -> dict[str, Any] | None:
     if not raw.strip():
         return None
     try:
-        rec = json.loads(raw)  # bytes: strict UTF-8, so a bad byte is a ValueError here
-    except (ValueError, RecursionError):
+        rec = json_guard.loads(raw)  # bytes: strict UTF-8, so a bad byte is a ValueError here
+    except ValueError:  # not JSON, or past the guard's depth or size (telemetry.json_guard)
         return BAD_LINE
     if not well_formed(rec):
         return BAD_LINE

@@ -5,11 +5,16 @@ A ``--base-url`` may carry secrets: credentials in its user part
 ``?api-version=...``). The request needs them; the log, ``--json``, exports and every
 message get :func:`redact_url`'s form instead: the user part as ``***`` and each query
 value as ``***`` (keys kept, so a reader still sees that a query was sent).
+
+What a person types may hold such a URL too (``/compare compat:m@http://user:PASSWORD@host/v1``, a
+pasted link with a token in its query): :func:`redact_urls_in` gives any text the same masking, for
+every URL in it that carries credentials or a query, whatever its scheme.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 MASK = "***"
@@ -83,3 +88,43 @@ def without_masked(url: str | None) -> str | None:
     netloc = parts.netloc.rpartition("@")[2] if parts.netloc.startswith(f"{MASK}@") else parts.netloc
     kept = [p for p in parts.query.split("&") if p and p.partition("=")[2] != MASK]
     return urlunsplit((parts.scheme, netloc, parts.path, "&".join(kept), ""))
+
+
+# A URL in free text: a scheme, "://", then what RFC 3986 lets a URL hold (never a space, a quote, <>).
+_URL_IN_TEXT = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]*://[^\s<>\"'`{}|\\^]+")
+_TRAILING = ".,;:!?)]"  # a sentence's or a bracket's end after a URL: not part of it
+
+
+def redact_urls_in(text: str) -> str:
+    """``text`` with each URL in it that carries credentials or a query masked as :func:`redact_url`
+    masks a base URL; other URLs, and everything around them, stay as written.
+
+    Only the lines holding a ``://`` are searched: a 5 MB paste costs a substring search or two, not a
+    regular expression tried at each of its letters."""
+    if "://" not in text:
+        return text
+    return "".join(_URL_IN_TEXT.sub(_redact_one, line) if "://" in line else line for line in text.splitlines(True))
+
+
+def _redact_one(m: re.Match[str]) -> str:
+    url = m.group(0)
+    if "@" not in url and "?" not in url and url.count(":") == 1:  # no user, no query, no port: as it is
+        return url
+    core = url.rstrip(_TRAILING)
+    tail = url[len(core) :]
+    try:
+        parts = urlsplit(core)
+    except ValueError:
+        return UNREADABLE + tail
+    if "@" not in parts.netloc and not _host_and_port(parts.netloc):
+        # "http://user:PASSW", typed this far (a draft is saved as it is typed): a password, not a port
+        parts = parts._replace(netloc=f"{MASK}@")
+    elif "@" not in parts.netloc and not parts.query:
+        return url
+    return f"{redact_url(urlunsplit(parts))}{tail}"
+
+
+def _host_and_port(netloc: str) -> bool:
+    """Whether ``netloc`` (with no user part) reads as a host with a numeric port or none."""
+    _, colon, port = netloc.rpartition("]")[2].partition(":")
+    return not colon or port.isdigit() or not port

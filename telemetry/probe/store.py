@@ -18,6 +18,7 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from telemetry import json_guard
 from telemetry.log.turns import data_dir
 from telemetry.log.urls import redact_url
 from telemetry.probe.result import ProbeFit, fit_from_dict
@@ -74,8 +75,8 @@ def save_probe(provider: str, model: str, base_url: str | None, fit: ProbeFit, *
 
 def _read(path: Path, provider: str, model: str, base_url: str | None) -> SavedProbe | None:
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        raw = json_guard.loads(path.read_bytes(), str(path))
+    except (OSError, ValueError):
         return None
     if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
         return None

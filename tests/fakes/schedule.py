@@ -38,6 +38,9 @@ class Schedule:
     # Answer every generation request with HTTP 200 and the provider-shaped error body (fail_message,
     # fail_type) as one JSON document, as some proxies and gateways refuse a streamed request.
     error_as_200: bool = False
+    # The error's whole body as sent, in place of the provider-shaped one (hostile bodies: nested
+    # 100,000 deep, megabytes long); with fail_status or error_as_200.
+    fail_body: str | None = None
     error_after: int | None = None  # mid-stream error event after N token chunks
     error_message: str = "The server had an error while processing your request."
     drop_after: int | None = None  # close the connection after N token chunks

@@ -155,6 +155,8 @@ class FakeServer(LoopThreadServer):
         headers: dict[str, str] = {}
         if s.retry_after is not None:
             headers["retry-after"] = f"{s.retry_after:g}"
+        if s.fail_body is not None:
+            return web.Response(text=s.fail_body, status=status, headers=headers, content_type="application/json")
         if anthropic:
             body: dict[str, Any] = {
                 "type": "error",

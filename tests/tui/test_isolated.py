@@ -76,3 +76,36 @@ async def test_the_lean_reader_and_the_sdk_give_the_same_record(
     assert lean_rec.status == sdk_rec.status == "ok"
     assert lean_rec.answer == sdk_rec.answer and lean_rec.tokens == sdk_rec.tokens
     assert len(lean_rec.chunks) == len(sdk_rec.chunks) == 600
+
+
+async def test_the_terminals_signals_leave_the_child_to_the_parent(
+    srv: FakeServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A closed terminal sends SIGHUP (Ctrl-C with signals on: SIGINT) to the whole process group: the
+    child must not die of it mid-turn (the turn would read as an engine crash); the parent decides."""
+    import os
+    import signal
+
+    from telemetry.log.secrets import KNOWN
+
+    monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setenv("TTFT_TEST_CHILD_KEY", "sk-child-only-key-8841")
+    (tmp_path / "config.toml").write_text(
+        f'[providers.keyed]\nkind = "compat"\nbase_url = "{srv.openai_base_url}"\napi_key_env = "TTFT_TEST_CHILD_KEY"\n'
+    )
+    srv.schedule = Schedule(first_token_ms=5, token_ms=20, visible_tokens=40)
+    backend = ProcessBackend("keyed:fake-model")
+    try:
+        assert "sk-child-only-key-8841" in KNOWN  # the child's key, learnt for masking what is typed here
+        request = ChatRequest((Message("user", "go"),))
+        events = []
+        async for e in backend.stream(request):
+            events.append(e)
+            if sum(isinstance(x, ev.TextDelta) for x in events) == 3:
+                assert backend.pid is not None
+                os.kill(backend.pid, signal.SIGHUP)
+                os.kill(backend.pid, signal.SIGINT)
+    finally:
+        await backend.aclose()
+    assert not any(isinstance(e, ev.Failed) for e in events), [e for e in events if isinstance(e, ev.Failed)]
+    assert "".join(e.text for e in events if isinstance(e, ev.TextDelta)) == Schedule(visible_tokens=40).visible_text()

@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
+from textual.driver import Driver
 from textual.filter import LineFilter
 from textual.screen import Screen
 
 from telemetry import events as ev
 from telemetry.log.turns import SessionLog
 from telemetry.settings import TurnSettings
-from tui import signals
+from tui import hangup, signals
 from tui.chat.screen import ChatScreen
+from tui.crash import KeepsRunning
 from tui.palette import screen_commands
 from tui.runner import LoopThread, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
@@ -31,7 +33,7 @@ from tui.terminal import with_drop_controls
 STOP_WAIT_S = 3.0  # SIGTERM/SIGHUP: how long the turn in flight gets to be recorded and logged before exit
 
 
-class ChatApp(App[None]):
+class ChatApp(KeepsRunning, App[None]):
     TITLE = "ttft"
     DEFAULT_MODE: ClassVar[str] = "chat"
 
@@ -72,6 +74,11 @@ class ChatApp(App[None]):
         # CSS_PATH, and a default screen's not.
         self.add_mode("chat", lambda: self.chat)
         self._signals: list[int] = []
+        self._stopping = False
+
+    def get_driver_class(self) -> type[Driver]:
+        # A closed terminal ends the app at once; a paste is only text; bytes not UTF-8 are said, not fatal.
+        return hangup.driver_class(super().get_driver_class())
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return with_drop_controls(super().get_line_filters())  # outside text never drives the terminal
@@ -88,7 +95,12 @@ class ChatApp(App[None]):
 
     def _on_stop_signal(self, signum: int) -> None:
         """SIGTERM or SIGHUP (a container stop, the terminal closed): quit as ctrl+q would, and first let the
-        turn in flight end as cancelled and be logged with what arrived; it is never just killed."""
+        turn in flight end as cancelled and be logged with what arrived; it is never just killed. The
+        first one counts (a hangup may come twice: from the kernel and from the driver, tui.hangup)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self.chat.save_draft()  # first: what was just typed is on disk whatever follows
         turns = self.chat.turns
         turns.cancel()  # at once, on the stream thread: the UI may be unable to paint (no terminal)
 

@@ -20,6 +20,7 @@ from textual.widgets import Input, Static
 from backends.base import Backend
 from backends.compare.panes import parse_model
 from telemetry.log.prompt_history import PromptHistory
+from telemetry.log.urls import without_masked
 from tui.session import ChatSession
 
 if TYPE_CHECKING:
@@ -62,9 +63,11 @@ class CompareSpecScreen(ModalScreen[str | None]):
 
 
 def compare_specs(session: ChatSession, spec: str) -> list[Spec]:
-    """The panes' models: the chat's, then ``spec`` (``PROVIDER:MODEL[@URL]``)."""
+    """The panes' models: the chat's, then ``spec`` (``PROVIDER:MODEL[@URL]``). A URL recalled from the
+    history has its credentials and query values masked (``***``): those parts are left out, as
+    ``chat --resume`` leaves them out, rather than sent as a credential."""
     other = parse_model(spec, None)
-    return [(session.spec, session.base_url), (other.spec, other.base_url)]
+    return [(session.spec, session.base_url), (other.spec, without_masked(other.base_url))]
 
 
 @dataclass(frozen=True, slots=True)

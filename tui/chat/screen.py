@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import shlex
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -41,6 +42,7 @@ from backends.attachments import Attachment
 from telemetry.log import drafts
 from telemetry.log.branches import branch_pair, links
 from telemetry.log.prompt_history import PromptHistory
+from telemetry.log.secrets import MASK
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from telemetry.view.render import RenderLag
 from telemetry.view.timeline import Timeline, live_timeline, turn_timeline
@@ -102,6 +104,8 @@ class ChatScreen(Screen[None]):
         self.editing: int | None = None  # the turn whose prompt the box holds to send again (a new branch)
         self._stash: tuple[str, dict[str, str]] | None = None  # the draft set aside while editing
         self._draft_timer: Timer | None = None
+        self._draft_lock = threading.Lock()  # drafts are written on a thread while typing, here on closing
+        self._draft_taken = self._draft_written = 0  # which draft, in the order taken from the box
         self._branch: int | None = None  # the first turn of the newest branch, for the pane's side by side
         # Each drawn answer's turn (None: not this log's) and code blocks, in transcript order: they number them.
         self._blocks: list[tuple[int | None, tuple[CodeBlock, ...]]] = []
@@ -565,13 +569,31 @@ class ChatScreen(Screen[None]):
     def _schedule_draft(self) -> None:
         if self._draft_timer is not None:
             self._draft_timer.stop()
-        self._draft_timer = self.set_timer(DRAFT_SAVE_S, self.save_draft)
+        self._draft_timer = self.set_timer(DRAFT_SAVE_S, self._save_draft_aside)
 
     def save_draft(self) -> None:
-        """What the box holds (folded pastes whole) and the attached files' paths, kept for ``--resume``."""
+        """What the box holds (folded pastes whole) and the attached files' paths, kept for ``--resume``;
+        written before this returns (the chat closing, its terminal gone)."""
+        self._write_draft(*self._take_draft())
+
+    def _save_draft_aside(self) -> None:
+        """The same, written on a thread: masking the secrets of a large paste (every URL of a pasted
+        access log) takes a while, and typing goes on meanwhile."""
+        taken = self._take_draft()
+        self.run_worker(lambda: self._write_draft(*taken), thread=True, group="draft", exit_on_error=False)
+
+    def _take_draft(self) -> tuple[int, str, drafts.Draft]:
+        self._draft_taken += 1
         draft = drafts.Draft(self.prompt.text_to_send, tuple(p.path for p in self.pending))
-        with contextlib.suppress(OSError, ValueError):  # the chat goes on; the box still holds it
-            drafts.save(self.session.log.session_id, draft)
+        return self._draft_taken, self.session.log.session_id, draft
+
+    def _write_draft(self, taken: int, session_id: str, draft: drafts.Draft) -> None:
+        with self._draft_lock:  # one at a time, and never an older one after a newer
+            if taken < self._draft_written:
+                return
+            self._draft_written = taken
+            with contextlib.suppress(OSError, ValueError):  # the chat goes on; the box still holds it
+                drafts.save(session_id, draft)
 
     async def restore_draft(self) -> None:
         """The draft left in this session (or, newest, in a chat quit before its first turn) back in the box."""
@@ -591,11 +613,17 @@ class ChatScreen(Screen[None]):
             self.prompt.load(draft.text)
         if draft.attachments:
             await self.attach(" ".join(shlex.quote(p) for p in draft.attachments))
-        self.notify("Your unsent prompt is back in the box.")
+        masked = " Secrets in it were kept as *** (URL credentials, query values, keys): type them again." * (
+            MASK in draft.text
+        )
+        self.notify(f"Your unsent prompt is back in the box.{masked}")
 
     async def action_new_chat(self) -> None:
         await self._leave_turn()
-        drafts.drop(self.session.log.session_id)  # the box's text goes with the new chat
+        with self._draft_lock:  # after a draft being written, and no older one written after it
+            self._draft_taken += 1
+            self._draft_written = self._draft_taken
+            drafts.drop(self.session.log.session_id)  # the box's text goes with the new chat
         self.session.new_chat()
         self.timelines, self.lag_by_turn = [], {}
         self._blocks, self._branch = [], None

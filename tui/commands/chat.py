@@ -94,4 +94,6 @@ def run(args: argparse.Namespace) -> int:
     app = ChatApp(spec, settings=settings, base_url=base_url, resume=resume, factory=factory, warm_up=True)
     app.chat.session.system_prompt = args.system
     app.run()
-    return app.return_code or 0  # 143 / 129 after SIGTERM / SIGHUP
+    for line in app.crash_lines:  # said as notifications while it ran; again now that the terminal is back
+        print(line, file=sys.stderr)
+    return app.return_code or 0  # 143 / 129 after SIGTERM / SIGHUP; 70 after a burst of unexpected errors

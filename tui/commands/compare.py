@@ -116,6 +116,8 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
         factory=factory,
     )
     app.run()
+    for line in app.crash_lines:  # said as notifications while it ran; again now that the terminal is back
+        print(line, file=sys.stderr)
     return app.return_code or 0
 
 

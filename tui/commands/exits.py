@@ -18,6 +18,7 @@ class Exit(IntEnum):
     USAGE = 2
     NOT_SAVED = 3
     PARTIAL = 4
+    BUG = 70  # sysexits' EX_SOFTWARE: an internal error
     HANGUP = 129
     INTERRUPTED = 130
     PIPE_CLOSED = 141
@@ -32,6 +33,7 @@ MEANING: dict[Exit, str] = {
     " or no prompt",
     Exit.NOT_SAVED: "it ran, but the session log or an output file could not be written (said on stderr)",
     Exit.PARTIAL: "some turns failed and others succeeded (a compare pane failed), or a bench lost a cluster node",
+    Exit.BUG: "an unexpected error in ttft (a bug): one line on stderr names its crash report; what was logged is kept",
     Exit.HANGUP: "stopped by SIGHUP (a closed terminal); the turn in flight is logged as cancelled",
     Exit.INTERRUPTED: "stopped by Ctrl-C; the turn in flight is logged as cancelled",
     Exit.PIPE_CLOSED: "stdout's reader went away (`ttft sessions | head -1`): stopped quietly, as on SIGPIPE",

@@ -12,16 +12,18 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from textual.app import App, SystemCommand
+from textual.driver import Driver
 from textual.filter import LineFilter
 from textual.screen import Screen
 
 from backends.base import Backend
 from backends.compare.runner import CompareRunner, PromptResult
 from telemetry.compare.stats import Comparison
-from tui import signals
+from tui import hangup, signals
 from tui.compare.output import ChatHandoff
 from tui.compare.pane import PaneView
 from tui.compare.screen import CompareScreen
+from tui.crash import KeepsRunning
 from tui.palette import screen_commands
 from tui.runner import LoopThread
 from tui.terminal import with_drop_controls
@@ -29,7 +31,9 @@ from tui.terminal import with_drop_controls
 __all__ = ["ChatHandoff", "CompareApp", "CompareScreen", "PaneView"]
 
 
-class CompareApp(App[int]):
+class CompareApp(KeepsRunning, App[int]):
+    crash_where = "the compare screen"
+
     """``ttft compare``: the compare screen on its own (its layout, keys and CSS are the screen's)."""
 
     TITLE = "ttft compare"
@@ -51,6 +55,10 @@ class CompareApp(App[int]):
 
     def on_unmount(self) -> None:
         signals.uninstall(asyncio.get_running_loop(), self._signals)
+
+    def get_driver_class(self) -> type[Driver]:
+        # A closed terminal ends the app at once; a paste is only text; bytes not UTF-8 are said, not fatal.
+        return hangup.driver_class(super().get_driver_class())
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return with_drop_controls(super().get_line_filters())  # outside text never drives the terminal

@@ -10,7 +10,10 @@ marker in the box (``[pasted 212 lines, 9.1 KB: ctrl+e to expand]``), and sent w
 :class:`Folds` of a box map each marker to its text, and :meth:`Folds.expand` puts the texts back
 where their markers stand. A paste that holds a character the box cannot hold as it is (a line or
 paragraph separator, a form feed: its document splits lines on those) is always folded, and stays
-so, so that it too reaches the model exact.
+so, so that it too reaches the model exact. So does a paste with a line longer than :data:`MAX_LINE`
+characters: the box lays out and paints an edited line whole on every key (wrapped, a 5 MB line took
+2.2 s per keystroke), so such a line is never put in it; the marker stands for it, as editable as any
+(typed around, deleted whole, undone), and it is sent exact.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from dataclasses import dataclass, field
 
 FOLD_LINES = 12  # more lines than this fill the box past a third of a 40-row terminal: fold them
 FOLD_CHARS = 2000
+# The longest line ctrl+e puts in the box: each key re-wraps and re-paints the line it edits, ~0.5 ms per
+# 1,000 characters (tests/benchmarks/prompt_long_line.py); up to here a key costs what it does on a short line.
+MAX_LINE = 20_000
 # Line breaks Python's str.splitlines() knows besides \n: a TextArea document would make them \n.
 _FOREIGN_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _MARKER = re.compile(r"\[pasted (?:#\d+ )?\d+ lines?, [\d.]+ (?:bytes|KB|MB): ctrl\+e to expand\]")
@@ -40,6 +46,16 @@ def fmt_bytes(n: int) -> str:
 def box_safe(text: str) -> bool:
     """Whether the prompt box holds ``text`` exactly (no line break other than LF inside)."""
     return "\r" not in text and not _FOREIGN_BREAKS.search(text)
+
+
+def kept_folded(text: str) -> str | None:
+    """Why ctrl+e leaves ``text`` folded (a clause: "it holds ..."), or None where the box can hold it."""
+    if not box_safe(text):
+        return "it holds characters the box cannot show as they are (a form feed, a line or paragraph separator)"
+    longest = max(map(len, text.split("\n")))
+    if longest > MAX_LINE:
+        return f"it has a line of {longest:,} characters (the box edits lines of up to {MAX_LINE:,})"
+    return None
 
 
 def should_fold(text: str) -> bool:

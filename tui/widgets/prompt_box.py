@@ -8,8 +8,10 @@ screen, then scrolls.
 
 A bracketed paste keeps every character (:mod:`tui.widgets.pastes`: CRLF and CR become LF); a long
 one shows as one marker and is sent whole; ctrl+e unfolds it (elsewhere ctrl+e is the end of the
-line, as in a shell). A marker is one piece: an edit that reaches into it takes it whole (undo,
-ctrl+z, brings it back). Up on the box's first line and Down on its last walk the prompt history
+line, as in a shell), unless the box cannot hold it as it is or a line of it is too long to edit
+(:func:`tui.widgets.pastes.kept_folded`). A marker is one piece: an edit that reaches into it takes
+it whole (undo, ctrl+z, brings it back). A paste is only ever text, escapes included: the terminal's
+bytes are read so (:mod:`tui.driver`). Up on the box's first line and Down on its last walk the prompt history
 (:class:`telemetry.log.prompt_history.PromptHistory`), newest first; what was being typed comes
 back past the newest. Nothing here clears the box but :meth:`PromptBox.take` (the screen, once it
 sends the prompt): a prompt that cannot go now (a turn in flight) stays.
@@ -32,7 +34,7 @@ from textual.widgets import TextArea
 from textual.widgets.text_area import EditResult, Location
 
 from telemetry.log.prompt_history import PromptHistory
-from tui.widgets.pastes import Folds, box_safe, normalize, should_fold
+from tui.widgets.pastes import Folds, kept_folded, normalize, should_fold
 
 NEWLINE_KEYS = "ctrl+j,alt+enter,shift+enter"
 NEWLINES = frozenset(NEWLINE_KEYS.split(","))
@@ -161,16 +163,18 @@ class PromptBox(TextArea, inherit_bindings=False):
             self.prompts.add(text)
         return text
 
-    def expand_folds(self) -> bool:
-        """Unfold every folded paste the box can hold as it is; False when there was none."""
-        text = self.text
+    def expand_folds(self) -> list[str]:
+        """Unfold every folded paste the box can hold; why each of the others stays folded."""
+        text, kept = self.text, []
         for marker, folded in self.folds.texts.items():
-            if marker in text and box_safe(folded):
-                text = text.replace(marker, folded)
-        if text == self.text:
-            return False
-        self._set(text)
-        return True
+            if marker in text:
+                if why := kept_folded(folded):
+                    kept.append(why)
+                else:
+                    text = text.replace(marker, folded)
+        if text != self.text:
+            self._set(text)
+        return kept
 
     # --- keys ------------------------------------------------------------------------
     async def _on_key(self, event: events.Key) -> None:
@@ -190,12 +194,9 @@ class PromptBox(TextArea, inherit_bindings=False):
             handled = self._walk(-1)
         elif key == "ctrl+e" and any(m in self.text for m in self.folds.texts):
             handled = True
-            if not self.expand_folds():
-                self.notify(
-                    "This paste holds characters the box cannot show as they are (a form feed, a line or paragraph"
-                    " separator): it stays folded, and is sent exactly as pasted.",
-                    severity="warning",
-                )
+            if kept := self.expand_folds():
+                said = "; ".join(dict.fromkeys(kept))
+                self.notify(f"A paste stays folded, and is sent exactly as pasted: {said}.", severity="warning")
         elif key == "tab" and self.completer is not None:
             done = self.completer(self.text)
             if done is not None:

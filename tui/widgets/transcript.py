@@ -26,7 +26,9 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
+from telemetry import json_guard
 from telemetry.duration import fmt_ms
+from telemetry.json_guard import JsonRefused
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot, TurnRecorder
 from telemetry.view.render import RenderLag
@@ -99,15 +101,36 @@ class NoteMessage(Static):
         self.outcome = outcome  # says how a turn ended (part of that turn when it is compacted)
 
 
-def tool_arguments(arguments: str, *, pretty: bool = True) -> str:
-    """A call's arguments as a person reads them: JSON indented when it is JSON (``pretty``),
-    else exactly as streamed (a call still arriving, or a model's broken JSON)."""
+TOOL_ARGS_SHOWN = 2_000  # characters of arguments shown when they cannot be indented; the record keeps all
+TOOL_ARGS_PRETTY_BYTES = 256 * 1024  # larger arguments are shown as sent: indenting and colouring MBs stalls a paint
+
+
+def shown_arguments(arguments: str, *, pretty: bool = True) -> tuple[str, str | None]:
+    """A call's arguments as a person reads them, and a notice when they are not all shown as they are.
+
+    JSON is indented (``pretty``) when the guard reads it (``telemetry.json_guard``); anything else is
+    shown exactly as streamed (a call still arriving, a model's broken JSON), its first
+    ``TOOL_ARGS_SHOWN`` characters when longer. JSON nested past the guard's depth or larger than
+    ``TOOL_ARGS_PRETTY_BYTES`` is said in the notice, never a traceback; the record keeps it whole.
+    """
+    notice: str | None = None
     if pretty and arguments.strip():
         try:
-            return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False)
-        except ValueError:
-            pass
-    return arguments
+            value = json_guard.loads(arguments, "the arguments", max_bytes=TOOL_ARGS_PRETTY_BYTES)
+            return json.dumps(value, indent=2, ensure_ascii=False), None
+        except JsonRefused as exc:
+            if exc.reason != "not_json":
+                notice = f"{exc}: shown as sent"
+    if len(arguments) > TOOL_ARGS_SHOWN:
+        fold = f"the first {TOOL_ARGS_SHOWN:,} of {len(arguments):,} characters shown; the log keeps them all"
+        notice = f"{notice}, {fold}" if notice else fold
+        arguments = arguments[:TOOL_ARGS_SHOWN] + " …"
+    return arguments, notice
+
+
+def tool_arguments(arguments: str, *, pretty: bool = True) -> str:
+    """A call's arguments as shown (:func:`shown_arguments`), without its notice."""
+    return shown_arguments(arguments, pretty=pretty)[0]
 
 
 def tool_calls_view(calls: Sequence[Mapping[str, str]], stop_reason: str | None, *, final: bool) -> Group:
@@ -121,13 +144,16 @@ def tool_calls_view(calls: Sequence[Mapping[str, str]], stop_reason: str | None,
     parts: list[Any] = []
     for i, call in enumerate(calls, 1):
         name = visible_controls(call.get("name") or "") or "(no name)"
-        args = visible_controls(tool_arguments(call.get("arguments") or "", pretty=final))
+        text, notice = shown_arguments(call.get("arguments") or "", pretty=final)
+        args = visible_controls(text)
         title = Text.assemble(
             ("⚙ tool call", "bold"), (f" {i}" if len(calls) > 1 else "", "bold"), ": ", (name, "bold cyan")
         )
         body: Any = Text(args or "(no arguments)", style="" if args else "dim italic")
-        if final and args:
+        if final and args and notice is None:
             body = Syntax(args, "json", theme=CODE_THEME, background_color="default", word_wrap=True)
+        if notice is not None:  # below the arguments: the chat follows an answer's end, where it is seen
+            body = Group(body, Text(f"⚠ {visible_controls(notice)}", style="yellow"))
         parts.append(Panel(body, title=title, title_align="left", border_style="cyan", padding=(0, 1)))
     if final and stop_reason:
         parts.append(Text(f"finish_reason: {visible_controls(stop_reason)}", style="dim"))

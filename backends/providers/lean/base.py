@@ -137,7 +137,7 @@ class LeanHosted(HostedBackend):
             raise APIConnectionError(request=response.request) from err
         finally:
             await response.aclose()
-        return loads(response.content)
+        return loads(response.content, "the answer")
 
     async def aclose(self) -> None:
         if self._aio is not None:

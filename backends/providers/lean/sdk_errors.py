@@ -12,9 +12,10 @@ in the text) and :func:`anthropic_status_error` (Anthropic: the whole body, and 
 
 from __future__ import annotations
 
-import json
-
 import httpx2
+
+from backends.providers.errors import ERROR_BODY_MAX
+from telemetry import json_guard
 
 
 class OpenAIError(Exception):
@@ -107,8 +108,8 @@ def status_error(response: httpx2.Response) -> APIStatusError:
     body: object = text
     msg = f"Error code: {response.status_code}"
     try:
-        body = json.loads(text)
-    except ValueError:
+        body = json_guard.loads(text, "the error body", max_bytes=ERROR_BODY_MAX)
+    except ValueError:  # not JSON, or past the guard (the SDK keeps such a body as its text too)
         pass
     else:
         error = body.get("error", body) if isinstance(body, dict) else None
@@ -134,8 +135,8 @@ def anthropic_status_error(response: httpx2.Response) -> APIStatusError:
     text = response.text.strip()
     body: object = text
     try:
-        body = json.loads(text)
-    except ValueError:
+        body = json_guard.loads(text, "the error body", max_bytes=ERROR_BODY_MAX)
+    except ValueError:  # not JSON, or past the guard (the SDK keeps such a body as its text too)
         msg = text or f"Error code: {response.status_code}"
     else:
         msg = f"Error code: {response.status_code} - {body}"
@@ -148,8 +149,8 @@ def anthropic_stream_error(response: httpx2.Response, data: bytes) -> APIStatusE
     text = data.decode("utf-8")  # strict, as the SDK's decoder reads every line
     body: object = text
     try:
-        body = json.loads(text)
-    except ValueError:
+        body = json_guard.loads(text, "the error body", max_bytes=ERROR_BODY_MAX)
+    except ValueError:  # not JSON, or past the guard (the SDK keeps such a body as its text too)
         msg = text or f"Error code: {response.status_code}"
     else:
         msg = f"{body}"

@@ -23,13 +23,14 @@ import httpx2
 import orjson
 
 from backends.providers.lean.sdk_errors import APIConnectionError, APIError, APITimeoutError, anthropic_stream_error
+from telemetry import json_guard
 
 # Digits to "0", anything else to " ": a run of 19 digits is then one find, in C.
 _DIGIT_RUNS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _LONG_RUN = b"0" * 19  # the shortest integer that may fall outside orjson's 64 bits (-9223372036854775809)
 
 
-def loads(data: bytes) -> Any:
+def loads(data: bytes, what: str = "a stream event") -> Any:
     """JSON through orjson (a fifth of the stdlib's time per chunk), read exactly as the SDKs read it
     (the stdlib's ``json.loads`` of the UTF-8 text), so both paths hold the same values:
 
@@ -39,7 +40,11 @@ def loads(data: bytes) -> Any:
       for -9223372036854775809), is read by the stdlib, exact: any run of 19 digits sends the chunk there;
     - the fallback decodes the bytes as strict UTF-8 first, as the SDKs' decoder does: ``json.loads`` of
       bytes would guess UTF-16 from a NUL, drop a BOM and let UTF-8-encoded surrogates through.
-    """
+
+    An event with more opening brackets than the guard's depth is measured first: one nested past
+    it is refused (``JsonRefused``, a malformed stream) before any parser or reader recurses into it."""
+    if data.count(b"[") + data.count(b"{") > json_guard.MAX_DEPTH:
+        json_guard.check(data, what)
     if data.translate(_DIGIT_RUNS).find(_LONG_RUN) < 0:
         try:
             return orjson.loads(data)

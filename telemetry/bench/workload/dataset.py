@@ -14,14 +14,15 @@ a turn's text is bounded (:data:`MAX_TEXT_CHARS`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from telemetry import json_guard
 from telemetry.bench.workload.lengths import MAX_TOKENS
 from telemetry.errors import TtftError
+from telemetry.json_guard import JsonRefused
 from telemetry.tokens import tokens_for_chars
 
 MAX_TEXT_CHARS = 4_000_000  # one turn's text; a longer one is cut (and counted)
@@ -107,8 +108,10 @@ def _records(text: str, data: Dataset) -> Iterable[tuple[str, object]]:
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
-            whole = json.loads(stripped)
-        except (ValueError, RecursionError):
+            whole = json_guard.loads(stripped, f"the dataset {data.source}")
+        except JsonRefused as exc:
+            if exc.reason != "not_json":
+                raise DatasetError(str(exc)) from None
             raise DatasetError(f"the dataset {data.source} starts like a JSON list but is not valid JSON") from None
         if isinstance(whole, list):
             yield from ((f"record {i + 1}", obj) for i, obj in enumerate(whole))
@@ -117,9 +120,9 @@ def _records(text: str, data: Dataset) -> Iterable[tuple[str, object]]:
         if not line.strip():
             continue
         try:
-            yield f"line {number}", json.loads(line)
-        except (ValueError, RecursionError):
-            data.problem(f"line {number} is not JSON")
+            yield f"line {number}", json_guard.loads(line, f"line {number}")
+        except JsonRefused as exc:
+            data.problem(f"line {number} is not JSON" if exc.reason == "not_json" else str(exc))
 
 
 def _text(v: object, where: str, data: Dataset) -> str:

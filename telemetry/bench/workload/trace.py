@@ -23,7 +23,6 @@ not read is counted with the first reason, never a traceback; values are bounded
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,8 +30,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from telemetry import json_guard
 from telemetry.bench.workload.lengths import MAX_TOKENS
 from telemetry.errors import TtftError
+from telemetry.json_guard import JsonRefused
 from telemetry.log.turns import Skipped, read_records
 from telemetry.tokens import tokens_for_chars
 
@@ -136,8 +137,8 @@ def read_trace(path: Path) -> Trace:
 
 def _is_turn_line(raw: bytes) -> bool:
     try:
-        obj = json.loads(raw)
-    except (ValueError, RecursionError):
+        obj = json_guard.loads(raw)
+    except ValueError:
         return False
     return isinstance(obj, dict) and str(obj.get("schema", "")).startswith("ttft.turn/")
 
@@ -158,9 +159,9 @@ def _lines(path: Path, trace: Trace) -> Iterator[tuple[int, object]]:
             if not raw.strip():
                 continue
             try:
-                yield number, json.loads(raw)
-            except (ValueError, RecursionError):
-                trace.problem(f"line {number} is not JSON")
+                yield number, json_guard.loads(raw, f"line {number}")
+            except JsonRefused as exc:
+                trace.problem(f"line {number} is not JSON" if exc.reason == "not_json" else str(exc))
 
 
 def parse_mooncake(obj: object, where: str) -> TraceRequest:

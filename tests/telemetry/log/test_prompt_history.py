@@ -98,3 +98,80 @@ def test_the_newest_draft_of_a_chat_without_a_log_is_the_orphan(tmp_path: Path, 
     os.utime(tmp_path / "drafts" / "20260101-000001-bbbb.json", (2000, 2000))
     assert drafts.orphan() == ("20260101-000000-aaaa", drafts.Draft("older"))
     assert drafts.orphan(newer_than=1500) is None  # older than the log being resumed: not this chat's
+
+
+# --- a cut last line (D5) ----------------------------------------------------------------------
+def test_an_append_after_a_cut_last_line_starts_a_line_of_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    whole = json.dumps({"text": "kept"}) + "\n"
+    path.write_text(whole + '{"at": "2026-01-01T00:00:00+00:00", "text": "cut sh')  # no newline: a crash
+    h = PromptHistory(path).load()
+    assert h.entries == ["kept"] and h.skipped == 1  # the cut line skipped, nothing raised
+    assert h.add("the next prompt")
+    again = PromptHistory(path).load()
+    assert again.entries == ["kept", "the next prompt"] and again.skipped == 1  # survives a restart
+    assert path.read_text().endswith('"cut sh\n' + path.read_text().splitlines()[-1] + "\n")
+
+
+def test_an_append_cut_inside_a_multibyte_character_still_keeps_the_next_prompt(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_bytes(json.dumps({"text": "漢字"}, ensure_ascii=False).encode()[:-4])  # cut in the middle of 字
+    h = PromptHistory(path).load()
+    assert h.entries == [] and h.skipped == 1
+    h.add("after")
+    assert PromptHistory(path).load().entries == ["after"]
+
+
+def test_a_failed_append_leaves_no_fragment(tmp_path: Path, monkeypatch) -> None:
+    from telemetry.log import private_files
+
+    path = tmp_path / "h.jsonl"
+    h = PromptHistory(path).load()
+    h.add("first")
+    size = path.stat().st_size
+    real_write = os.write
+
+    def half_then_full(fd: int, data) -> int:  # half the line goes out, then the disk is full
+        if len(data) > 10:
+            return real_write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(private_files.os, "write", half_then_full)
+    assert not h.add("a long enough second prompt") and "could not be written" in (h.error or "")
+    monkeypatch.undo()
+    assert path.stat().st_size == size  # cut back: the next append is not glued onto half a line
+    h.add("third")
+    assert PromptHistory(path).load().entries == ["first", "third"]
+
+
+# --- secrets (D4) --------------------------------------------------------------------------------
+SECRET_COMMAND = "/compare compat:m@http://user:PASSWORD@host/v1?api-key=K3YVALUE"
+MASKED_COMMAND = "/compare compat:m@http://***@host/v1?api-key=***"
+
+
+def test_url_credentials_and_query_values_never_reach_the_history_file(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    h = PromptHistory(path).load()
+    assert h.add(SECRET_COMMAND)
+    assert h.recent()[0] == SECRET_COMMAND  # this chat recalls what it typed, from memory
+    on_disk = path.read_text()
+    assert "PASSWORD" not in on_disk and "K3YVALUE" not in on_disk and "user" not in on_disk
+    assert PromptHistory(path).load().entries == [MASKED_COMMAND]  # the next chat gets the masked form
+
+
+def test_a_history_written_before_masking_is_rewritten_masked_on_load(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text(json.dumps({"text": SECRET_COMMAND}) + "\n" + json.dumps({"text": "plain"}) + "\n")
+    h = PromptHistory(path).load()
+    assert h.entries == [MASKED_COMMAND, "plain"]
+    assert "PASSWORD" not in path.read_text() and mode(path) == 0o600
+
+
+def test_a_draft_is_kept_masked_even_half_typed(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path))
+    sid = "20260101-000000-aaaa"
+    for typed in (SECRET_COMMAND, "/compare compat:m@http://user:PASSW"):  # saved as it is typed
+        drafts.save(sid, drafts.Draft(typed))
+        text = (tmp_path / "drafts" / f"{sid}.json").read_text()
+        assert "PASSW" not in text and "K3YVALUE" not in text
+    assert drafts.load(sid) == drafts.Draft("/compare compat:m@http://***@")

@@ -61,3 +61,27 @@ def test_remembered_values_mask_a_failed_events_message_and_leave_a_clean_one_as
 def test_nothing_known_masks_nothing() -> None:
     assert Secrets().mask("any text") == "any text"
     assert Secrets([None, ""]).mask("any text") == "any text"
+
+
+def test_typed_text_keeps_its_words_and_loses_each_urls_credentials_and_query_values() -> None:
+    from telemetry.log.secrets import typed
+
+    text = (
+        "compare compat:m@http://user:PASSWORD@host/v1?api-key=K&api-version=2024-06-01, then "
+        "(see https://docs.example.com/guide#setup). Also redis://:hunter2@cache:6379/0 and "
+        "<https://x.test/a?sig=S1G> and http://127.0.0.1:8080/v1."
+    )
+    assert typed(text) == (
+        "compare compat:m@http://***@host/v1?api-key=***&api-version=***, then "
+        "(see https://docs.example.com/guide#setup). Also redis://***@cache:6379/0 and "
+        "<https://x.test/a?sig=***> and http://127.0.0.1:8080/v1."
+    )
+    assert typed(typed(text)) == typed(text)  # masking what is masked changes nothing
+    assert typed("no address here: 10:30 user:pass") == "no address here: 10:30 user:pass"
+
+
+def test_typed_text_loses_a_key_this_process_sends() -> None:
+    from telemetry.log.secrets import typed
+
+    remember("sk-typed-into-a-prompt-0042")
+    assert typed("why does sk-typed-into-a-prompt-0042 fail?") == f"why does {MASK} fail?"

@@ -13,7 +13,7 @@ from textual.binding import BindingType
 from textual.widgets import Static
 
 from telemetry.log.prompt_history import PromptHistory
-from tui.widgets.pastes import FOLD_LINES, Folds, normalize
+from tui.widgets.pastes import FOLD_LINES, MAX_LINE, Folds, kept_folded, normalize
 from tui.widgets.prompt_box import PromptBox
 
 PASTE = "def f(x):\r\n\treturn x  # tab\r\n\r\n\r\nnon-ASCII: ünï 漢字 🙂\rlast line\r\n"
@@ -118,6 +118,31 @@ async def test_a_paste_the_box_cannot_hold_exactly_stays_folded() -> None:
         assert any("stays folded" in str(n.message) for n in app._notifications)
         await pilot.press("enter")
         assert app.sent == [tricky]
+
+
+async def test_a_paste_with_a_line_too_long_to_edit_stays_folded_and_the_rest_unfolds() -> None:
+    huge = "0123456789" * (MAX_LINE // 10) + "!"  # one line, one character past what the box edits
+    short_lines = "\n".join(["y" * 1500] * 3)  # folded for its size, its lines fine to edit
+    app = BoxApp()
+    async with app.run_test(size=(80, 30)) as pilot:
+        await paste(pilot, app.box, huge)
+        marker = app.box.value
+        assert marker.startswith("[pasted 1 line, ")
+        await pilot.press("space")
+        await paste(pilot, app.box, short_lines)
+        await pilot.press("ctrl+e")
+        await pilot.pause()
+        assert app.box.value == marker + " " + short_lines  # the long line stays one folded piece
+        said = [str(n.message) for n in app._notifications]
+        assert any(f"a line of {MAX_LINE + 1:,} characters" in m and "stays folded" in m for m in said), said
+        await pilot.press("x", "enter")
+        assert app.sent == [huge + " " + short_lines + "x"]
+
+
+def test_kept_folded_says_why_and_lets_a_line_of_max_line_through() -> None:
+    assert kept_folded("a" * MAX_LINE + "\n" + "b" * 10) is None
+    assert f"a line of {MAX_LINE + 1:,} characters" in (kept_folded("b\n" + "a" * (MAX_LINE + 1)) or "")
+    assert "form feed" in (kept_folded("page\x0cpage") or "")
 
 
 async def test_up_and_down_walk_the_history_from_the_first_and_last_lines(tmp_path: Path) -> None:

@@ -7,15 +7,16 @@ chart draws them. ``--merge`` reads several runs as one bench (``tui.commands.re
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from telemetry import json_guard
 from telemetry.bench import aggregate as agg
 from telemetry.bench.conclusion import conclusion as bench_conclusion
 from telemetry.bench.requests import group_levels, measured, read_bench
+from telemetry.json_guard import JsonRefused
 from telemetry.log.sessions import resolve
 from telemetry.log.turns import Skipped, read_records
 from telemetry.record import TurnRecord, typed_records
@@ -63,7 +64,7 @@ def _bench_from_records(name: str, records: list[dict[str, Any]], problems: list
 
 
 def _bench_from_summary(path: Path) -> Bench:
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json_guard.loads(path.read_bytes(), str(path))  # deep or huge: a problem said, not a traceback
     if not isinstance(data, dict) or data.get("schema") != "ttft.bench/1":
         raise ValueError(f"{path} is not a ttft bench summary")
     details = data.get("details")
@@ -215,7 +216,7 @@ def load(paths: list[str], turns: str | None = None) -> Loaded:
                 _from_jsonl(path, out, want)
                 out.sources.append(str(path))
         except (OSError, ValueError, FileNotFoundError) as exc:
-            out.problems.append(f"{item}: {exc}")
+            out.problems.append(str(exc) if isinstance(exc, JsonRefused) else f"{item}: {exc}")  # it names the file
     return out
 
 

@@ -8,11 +8,11 @@ that does not read is counted and said, a path that holds no requests refuses th
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from telemetry import json_guard
 from telemetry.bench.merge import MergeRefused, Run, merge, merged_levels, split_runs
 from telemetry.bench.requests import read_bench
 from telemetry.log.turns import Skipped, read_records
@@ -22,8 +22,8 @@ from telemetry.log.urls import redact_url
 def _summaries(folder: Path) -> dict[str, dict[str, Any]]:
     """The folder's summary.json by its run id (none when absent or unreadable: only a check is lost)."""
     try:
-        data = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json_guard.loads((folder / "summary.json").read_bytes(), str(folder / "summary.json"))
+    except (OSError, ValueError):  # ValueError: not JSON, or past the guard (telemetry.json_guard)
         return {}
     if not isinstance(data, dict) or not isinstance(data.get("run_id"), str):
         return {}
