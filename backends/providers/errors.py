@@ -256,6 +256,25 @@ def _kept(message: str) -> str:
     return f"{message[:MESSAGE_MAX]}… ({len(message) - MESSAGE_MAX:,} more characters not kept)"
 
 
+def _body(exc: BaseException) -> object:
+    """An exception's error body as ttft reads it, whichever path parsed it: through the guard, parts
+    nested past its depth left out. The lean path keeps such a body as its text, an SDK parses it (to
+    Python's recursion limit): both become the same pruned document."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, str):
+        if body.lstrip().startswith("{") and (doc := error_document(body)) is not None:
+            return doc
+        return body
+    if isinstance(body, dict | list):
+        try:
+            text = json.dumps(body)
+        except (TypeError, ValueError, RecursionError):
+            return body
+        if json_guard.depth_bound(text) > json_guard.MAX_DEPTH:
+            return error_document(text)
+    return body
+
+
 def provider_message(exc: BaseException) -> str:
     """The provider's own error message (:func:`error_message` of the body the SDK kept), never the SDK's
     own wording of it (``Error code: ... - {...}``, which differs between SDKs and their versions). An
@@ -263,9 +282,7 @@ def provider_message(exc: BaseException) -> str:
 
     A body the SDK could not parse (nested past Python's recursion limit, the SDK keeps it as its
     text) is read through the guard, so the message beside a hostile part survives on every path."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, str) and body.lstrip().startswith("{") and (doc := error_document(body)) is not None:
-        body = doc
+    body = _body(exc)
     if body is not None or isinstance(exc, sdk_errors("APIStatusError")):
         return error_message(body) or "no message"
     msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
@@ -301,7 +318,7 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
 
 
 def _body_type(exc: BaseException) -> str | None:
-    body = getattr(exc, "body", None)
+    body = _body(exc)
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict):

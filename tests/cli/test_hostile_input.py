@@ -368,6 +368,7 @@ async def test_token_counts_of_the_wrong_type_are_dropped(api: str, raw: RawServ
 # --- fuzz: every API's stream reader ---------------------------------------------------------------
 # Every body a fuzz has ever found a bug with, by API (its SDK path's name; each runs through the lean
 # reader too), replayed as an explicit example before anything is drawn, on every run.
+DEEP = b"[" * 129 + b"]" * 129  # one level past the JSON guard: the lean readers refused it, the SDKs read it
 FOUND: dict[str, list[list[bytes]]] = {
     "sdk": [
         # a finish_reason that is not a string crashed the record (RecordError) on the SDK path (f358274)
@@ -378,6 +379,9 @@ FOUND: dict[str, list[list[bytes]]] = {
         # bad UTF-8 in a comment, and in a last line with no blank line after it (5bc2392)
         [FIRST["sdk"] + b": \xff\n\n"],
         [FIRST["sdk"], b"data: \xff"],
+        # an event nested past the guard: malformed on the lean path, ignored by the SDK's (after the merge
+        # of the JSON guard; now the SDK paths' events go through the guard too)
+        [FIRST["sdk"] + b'data: {"x":' + DEEP + b"}\n\n"],
     ],
     "responses": [
         # an error message that is an integer past 64 bits: the lean reader's orjson read it as a float
@@ -396,6 +400,7 @@ FOUND: dict[str, list[list[bytes]]] = {
             FIRST["responses"] + b'data: {"type":"response.completed","response":{"status":"completed",'
             b'"output":[],"usage":{"input_tokens":"a","output_tokens":2}}}\n\n'
         ],
+        [FIRST["responses"] + b'data: {"type":"response.output_text.delta","x":' + DEEP + b"}\n\n"],  # as for "sdk"
     ],
     "messages": [
         # an error event whose data is null: "(error: None)" on one path, "(error: null (path: /v1/messages))"
@@ -408,6 +413,12 @@ FOUND: dict[str, list[list[bytes]]] = {
         [FIRST["messages"] + b"event: content_block_delta\ndata: null\n\n"],
         # a token count that is not an int crashed the metrics (c1c62b3)
         [FIRST["messages"] + b'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":"x"}}\n\n'],
+        [FIRST["messages"] + b'event: content_block_delta\ndata: {"type":"content_block_delta","x":' + DEEP + b"}\n\n"],
+        # an error body nested past the guard: the lean path kept it as text, the SDK parsed it (its type lost)
+        [
+            FIRST["messages"] + b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":'
+            b'"m","x":' + DEEP + b"}}\n\n"
+        ],
     ],
 }
 FOUND["lean"], FOUND["lean-responses"], FOUND["lean-messages"] = FOUND["sdk"], FOUND["responses"], FOUND["messages"]
