@@ -238,6 +238,7 @@ OTHER_TOOLS_FLAGS |= {"--concurrency-ramp-duration"}
 OTHER_TOOLS_FLAGS |= {"--metrics", "--enable-metrics"}  # llama-server's and SGLang's Prometheus switches
 OTHER_TOOLS_FLAGS |= {"--cache-prompt", "--cache-ram"}  # llama-server's prompt cache
 OTHER_TOOLS_FLAGS |= {"--head", "--address", "--node-ip-address", "--distributed-executor-backend"}  # ray, vllm
+OTHER_TOOLS_FLAGS |= {"--hypothesis-profile", "--hypothesis-seed"}  # Hypothesis's pytest plugin
 
 
 def _ttft_flags() -> set[str]:
