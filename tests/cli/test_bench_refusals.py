@@ -149,7 +149,9 @@ def test_base_url_with_local_server_is_an_error(tmp_path: Path, capsys: pytest.C
     assert rc == Exit.USAGE and "--base-url: -m local-server loads the llama-server it starts" in err
 
 
-def test_the_flags_that_apply_still_run(server: BatchingServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_flags_that_apply_still_run(
+    server: BatchingServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The checks refuse only what does nothing: --max-in-flight with --rate runs."""
     rc, err = bench(
         capsys, *run_against(server, tmp_path, "--rate", "50", "--max-in-flight", "2", "--requests", "3", "-q")
