@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.batching_server import BatchingServer
+from tests.fakes.schedule import Schedule
+from tests.fakes.server import FakeServer
 from tui.cli import main
 from tui.commands.exits import Exit
 
@@ -175,3 +177,36 @@ def test_ignore_eos_reaches_a_compat_servers_request_body(
     before = len(server.log)
     rc, _ = bench(capsys, *run_against(server, tmp_path, "--requests", "2", "--out", str(tmp_path / "r2"), "-q"))
     assert rc == Exit.OK and all(e["ignore_eos"] is None for e in server.log[before:])
+
+
+@pytest.mark.parametrize(
+    ("schedule", "said"),
+    [
+        (
+            Schedule(visible_tokens=8, claimed_output_tokens=5_000_000, first_token_ms=2, token_ms=1),
+            "the server's usage claims more output tokens than its text holds on 3 of 3 requests (e.g. 5,000,000 "
+            "tokens for",
+        ),
+        (
+            Schedule(visible_tokens=8, usage=False, first_token_ms=2, token_ms=1),
+            "3 of 3 requests' tokens are estimated (the server sent no usage; 4 characters a token)",
+        ),
+    ],
+    ids=["usage-beyond-the-text", "estimated"],
+)
+def test_a_tokens_per_s_resting_on_counts_the_text_cannot_hold_or_on_estimates_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], schedule: Schedule, said: str
+) -> None:
+    """A server claiming 5,000,000 tokens for 8 words makes a tokens/s no stream could carry: the level's
+    line and the conclusion say what the figure rests on."""
+    with FakeServer(schedule) as srv:
+        rc = main(
+            ["bench", "-m", "compat:fake", "--base-url", srv.openai_base_url, "--concurrency", "1", "--requests",
+             "3", "--warmup", "0", "--out", str(tmp_path / "run")]
+        )  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == Exit.OK
+    assert f"tokens: {said}" in out  # under the level's row
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert said in summary["details"][0]["token_note"]
+    assert "Token counts at 1 concurrent: " + said in summary["conclusion"]

@@ -54,6 +54,7 @@ from tui.commands.bench.output import (
     gauges_line,
     level_row,
     server_line,
+    token_line,
     wait_line,
     workload_lines,
 )
@@ -545,7 +546,7 @@ async def search_capacity(
             print(f"ttft bench: left out {p.unreadable} unreadable record(s)", file=sys.stderr)
         row, verdict = bench_capacity.probe_lines(p, level_row)
         print(row, flush=True)
-        for line in (server_line(p.aggregate), gauges_line(p.aggregate)):
+        for line in (server_line(p.aggregate), gauges_line(p.aggregate), token_line(p.aggregate)):
             if line is not None:
                 print(visible_controls(line), flush=True)
         print(verdict, flush=True)
@@ -580,6 +581,8 @@ async def run_one_level(
             print(visible_controls(line), flush=True)
     if (line := wait_line(a)) is not None:
         print(line, flush=True)
+    if (line := token_line(a)) is not None:  # a tokens/s resting on estimates, or on counts beyond the text
+        print(visible_controls(line), flush=True)
     if (line := cost_line(a)) is not None:
         print(line, flush=True)
     for text in workload_lines(a):
