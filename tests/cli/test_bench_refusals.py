@@ -210,3 +210,22 @@ def test_a_tokens_per_s_resting_on_counts_the_text_cannot_hold_or_on_estimates_s
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert said in summary["details"][0]["token_note"]
     assert "Token counts at 1 concurrent: " + said in summary["conclusion"]
+
+
+def test_aiohttp_set_aside_for_a_proxy_is_said_with_q(
+    server: BatchingServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--aiohttp`` speaks no proxy: with one set, the run reads over httpx2 through it, and says so even
+    with -q (without --aiohttp, where nothing asked for another client, -q leaves the note out)."""
+    from tests.fakes.forward_proxy import ForwardProxy
+
+    for k in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    with ForwardProxy() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        one = ("--concurrency", "1", "--requests", "2", "-q")
+        rc, err = bench(capsys, *run_against(server, tmp_path, "--aiohttp", *one))
+        assert rc == Exit.OK and "not over aiohttp (--aiohttp speaks no proxy)" in err
+        assert len(proxy.requests) == 2  # it did go through the proxy
+        rc, err = bench(capsys, *run_against(server, tmp_path / "b", *one))
+        assert rc == Exit.OK and "proxy" not in err

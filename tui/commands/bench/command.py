@@ -324,11 +324,11 @@ def choose_reader(args: argparse.Namespace, target: Target) -> Reader:
     lean = not (args.sdk or args.raw_stream)  # every hosted API has a lean reader; --sdk reads with the SDK
     transport = "aiohttp" if args.aiohttp else default_transport()
     via_proxy = lean and through_proxy(target.spec, target.base_url)
-    if via_proxy and not args.quiet:
-        print(
+    if via_proxy:  # said even with -q when --aiohttp was asked for: it cannot go through a proxy
+        (warn if args.aiohttp else lambda text: note(args, text))(
             "ttft bench: a proxy is set for this server (HTTPS_PROXY/HTTP_PROXY/ALL_PROXY): the lean reader "
-            "goes through it over httpx2, at more client CPU per chunk",
-            file=sys.stderr,
+            "goes through it over httpx2, at more client CPU per chunk"
+            + (", not over aiohttp (--aiohttp speaks no proxy)" if args.aiohttp else "")
         )
     return Reader(lean, transport, via_proxy)
 
