@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from telemetry import json_guard
 from telemetry.bench.workload import dataset
 from telemetry.bench.workload.dataset import DatasetError, read_dataset
 
@@ -171,3 +172,17 @@ def test_reading_stops_at_the_conversation_limit_and_says_so(tmp_path: Path, mon
     data = read_dataset(p)
     assert len(data.conversations) == 3
     assert f"read the first 3 conversations of {p}; the rest was not read" in data.notes()
+
+
+def test_a_list_element_past_the_guards_depth_is_skipped_and_the_rest_read(tmp_path: Path) -> None:
+    """Each element goes through the JSON guard as it is read: 200 deep (the parser's stack holds it)
+    is skipped with the guard's words; 100,000 deep (it does not) stops the read, named."""
+    p = tmp_path / "d.json"
+    p.write_text('[{"prompt": "a"}, ' + "[" * 200 + "]" * 200 + ', {"prompt": "b"}]')
+    data = read_dataset(p)
+    assert [c[0].text for c in data.conversations] == ["a", "b"]
+    deep = f"JSON nested more than {json_guard.MAX_DEPTH} levels deep"
+    assert data.first_problem == f"record 2: {deep}, past ttft's limit"
+    p.write_text('[{"prompt": "a"}, ' + "[" * 100_000 + "]" * 100_000 + "]")
+    with pytest.raises(DatasetError, match=f"record 2 of the dataset .*: {deep}"):
+        read_dataset(p)
