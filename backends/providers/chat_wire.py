@@ -20,6 +20,9 @@ from backends.transport.http import Probe
 from telemetry import events as ev
 from telemetry.errors import ErrorKind
 
+# Body fields of OpenAI-compatible servers that OpenAI's API (and so its SDK's signature) lacks: the SDK
+# path sends them as extra_body.
+SERVER_FIELDS = ("ignore_eos",)
 OLLAMA_KEYS = (
     "total_duration",
     "load_duration",
@@ -94,6 +97,8 @@ class ChatWire:
             p["temperature"] = s.temperature
         if s.reasoning_effort is not None:
             p["reasoning_effort"] = s.reasoning_effort
+        if self.compat and s.extra.get("ignore_eos"):  # vLLM, SGLang, llama-server: run to max_tokens
+            p["ignore_eos"] = True
         if s.stream and self.stream_options_ok:
             p["stream_options"] = {"include_usage": True}
         return p

@@ -16,8 +16,8 @@ from tests.fakes.stream import Stream, failures
 def usage_chat(s: Schedule) -> dict[str, Any]:
     return {
         "prompt_tokens": s.input_tokens,
-        "completion_tokens": s.output_tokens,
-        "total_tokens": s.input_tokens + s.output_tokens,
+        "completion_tokens": s.claimed_output_tokens or s.output_tokens,
+        "total_tokens": s.input_tokens + (s.claimed_output_tokens or s.output_tokens),
         "prompt_tokens_details": {"cached_tokens": s.cached_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": s.reasoning_tokens,

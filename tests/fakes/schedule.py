@@ -25,6 +25,7 @@ class Schedule:
     input_tokens: int = 12
     cached_tokens: int = 0
     usage: bool = True  # send usage (Chat Completions: only when include_usage is asked)
+    claimed_output_tokens: int | None = None  # usage's output count when it lies about what was streamed
     timings: str | None = None  # "llama" (llama-server timings) | "ollama" (durations) on the last chunk
     timings_per_chunk: bool = False  # llama timings on every token chunk too (llama-server's timings_per_token)
     draft: tuple[int, int] | None = None  # llama timings' (draft_n, draft_n_accepted): speculative decoding
