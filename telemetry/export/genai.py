@@ -250,6 +250,11 @@ def span_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs:
         "ttft.tokens.source": _label(tokens.source),
         "ttft.time_to_first_visible_chunk": _sec(metrics.ttfvt_ms),
         "ttft.time_per_output_token": _sec(metrics.tpot_ms),
+        # the server's own account of the wait (vLLM's per-request metrics, llama-server's timings, a probe)
+        "ttft.server.queue_time": _sec(metrics.server_queue_ms),
+        "ttft.server.time_to_first_token": _sec(metrics.server_ttft_ms),
+        "ttft.server.rest_of_time_to_first_chunk": _sec(metrics.server_rest_ms),
+        "ttft.server.timing_source": _label(metrics.server_timing_source),
         "ttft.diagnosis": _label(rec.diagnosis),
     }
     # extra is free-form (bench and compare fill it): still read field by field
