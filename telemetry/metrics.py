@@ -117,11 +117,17 @@ class Chunk:
 
 @dataclass(frozen=True, slots=True)
 class TokenCounts:
+    """A turn's tokens. ``input`` is everything the model read: ``cached_input`` of it came from the
+    provider's prompt cache, ``cache_write_input`` of it was written to that cache (Anthropic's
+    ``cache_creation_input_tokens``, priced above plain input); None where the server did not say
+    (every record logged before the field). ``output`` includes ``reasoning``."""
+
     input: int | None
     cached_input: int | None
     output: int | None
     reasoning: int | None
     source: TokenSource
+    cache_write_input: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self, _TOKEN_FIELDS)

@@ -284,7 +284,7 @@ class TurnRecorder:
     def token_counts(self) -> TokenCounts:
         u = self.usage
         if u is not None and u.output is not None:
-            return TokenCounts(u.input, u.cached_input or 0, u.output, u.reasoning or 0, "usage")
+            return TokenCounts(u.input, u.cached_input or 0, u.output, u.reasoning or 0, "usage", u.cache_write_input)
         return TokenCounts(
             input=tokens_for_chars(self.input_chars) if self.input_chars else None,
             cached_input=None,

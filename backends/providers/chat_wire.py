@@ -55,6 +55,7 @@ def usage_event_raw(t: int, usage: Any) -> ev.Usage:
         cached_input=count(field(details_in, "cached_tokens")),
         output=count(field(usage, "completion_tokens")),
         reasoning=count(field(details_out, "reasoning_tokens")),
+        cache_write_input=count(field(details_in, "cache_write_tokens")),  # OpenRouter's, for Anthropic models
     )
 
 

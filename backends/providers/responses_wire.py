@@ -134,6 +134,7 @@ class ResponsesWire:
             cached_input=count(field(din, "cached_tokens")) if din else None,
             output=count(field(u, "output_tokens")),
             reasoning=count(field(dout, "reasoning_tokens")) if dout else None,
+            cache_write_input=count(field(din, "cache_write_tokens")) if din else None,
         )
 
     def _complete(self, resp: Any, t: int, state: TurnState) -> Iterable[ev.Event]:

@@ -234,6 +234,7 @@ def span_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs:
         "gen_ai.usage.input_tokens": tokens.input,
         "gen_ai.usage.output_tokens": tokens.output,
         "gen_ai.usage.cache_read.input_tokens": tokens.cached_input,
+        "gen_ai.usage.cache_write.input_tokens": tokens.cache_write_input,
         "gen_ai.usage.reasoning.output_tokens": tokens.reasoning,
     }
     attrs.update({k: v for k, v in usage.items() if v is not None})

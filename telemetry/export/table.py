@@ -82,6 +82,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("metrics.speculative.steps", "int"),
     Column("metrics.speculative.tokens_per_step", "float"),
     *_cols("tokens.", "int", "input cached_input output reasoning"),
+    Column("tokens.cache_write_input", "int", "input written to the provider's prompt cache (part of input)"),
     Column("tokens.source", "str", "usage | estimated"),
     *_cols("cost.", "float", "input_usd output_usd total_usd", "USD; null when the turn was not priced"),
     Column("cost.priced_as", "str", "the price entry: the table's provider:model, or a config key"),

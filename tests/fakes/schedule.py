@@ -24,6 +24,7 @@ class Schedule:
     think_tag_split: bool = False  # cut "</think>" across two chunks
     input_tokens: int = 12
     cached_tokens: int = 0
+    cache_write_tokens: int = 0  # Anthropic's cache_creation_input_tokens (outside input_tokens, as it sends them)
     usage: bool = True  # send usage (Chat Completions: only when include_usage is asked)
     timings: str | None = None  # "llama" (llama-server timings) | "ollama" (durations) on the last chunk
     timings_per_chunk: bool = False  # llama timings on every token chunk too (llama-server's timings_per_token)

@@ -247,6 +247,8 @@ def record_text(rec: TurnRecord, lag: dict[str, Any] | None = None) -> Text:
         _row(t, "model load", fmt_ms(m.load_ms))
     _own_row(t, m.own_delay_ms)
     cached = f" (cached {tok.cached_input})" if tok.cached_input else ""
+    if tok.cache_write_input:
+        cached += f" (written to cache {tok.cache_write_input})"
     _row(
         t,
         "tokens",
