@@ -15,6 +15,11 @@ connection has no dns/connect/tls).
 A local engine has no wire: everything from its generate call to the first token is its
 prefill, the ``server`` part. A hosted attempt whose HTTP layer gave no trace (a custom
 transport) puts send -> headers in ``server`` too: there is nothing to split it by.
+
+The server's part can be split further: by a model of the server (a saved probe,
+:func:`split_server_wait`), or by the server's own account of the request (vLLM's per-request
+metrics, llama-server's ``timings``: :func:`server_report`), joined with the client's TTFT into
+queue, server TTFT and the rest (:func:`join_server`).
 """
 
 from __future__ import annotations
