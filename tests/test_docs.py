@@ -239,6 +239,13 @@ OTHER_TOOLS_FLAGS |= {"--concurrency-ramp-duration"}
 OTHER_TOOLS_FLAGS |= {"--metrics", "--enable-metrics"}  # llama-server's and SGLang's Prometheus switches
 OTHER_TOOLS_FLAGS |= {"--cache-prompt", "--cache-ram"}  # llama-server's prompt cache
 OTHER_TOOLS_FLAGS |= {"--head", "--address", "--node-ip-address", "--distributed-executor-backend"}  # ray, vllm
+# vLLM's per-request metrics and llama-server's drafting (docs/measurement.md)
+OTHER_TOOLS_FLAGS |= {
+    "--enable-per-request-metrics",
+    "--enable-per-request-output-token-metrics",
+    "--per-request-spec-decode-metrics",
+    "--spec-type",
+}
 
 
 def _ttft_flags() -> set[str]:

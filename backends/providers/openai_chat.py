@@ -39,6 +39,7 @@ from backends.providers.chat_wire import (
     server_events_raw,
 )
 from backends.providers.errors import check_stream, count, shape_checked
+from backends.providers.fields import field
 from backends.providers.hosted import HostedBackend, TurnState
 from backends.think import ThinkSplitter
 from backends.transport.http import Probe
@@ -59,6 +60,7 @@ def usage_event(t: int, usage: Any) -> ev.Usage:
         cached_input=count(getattr(details_in, "cached_tokens", None)) if details_in else None,
         output=count(getattr(usage, "completion_tokens", None)),
         reasoning=count(getattr(details_out, "reasoning_tokens", None)) if details_out else None,
+        cache_write_input=count(field(details_in, "cache_write_tokens")),  # not modelled: read from its extras
     )
 
 
