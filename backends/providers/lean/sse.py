@@ -31,10 +31,16 @@ def loads(data: bytes, what: str = "a stream event") -> Any:
     stdlib reads (a lone surrogate escape, NaN, a huge integer) is read as the SDK path reads it,
     and malformed JSON fails with the stdlib's own error, so the record's message is the same.
 
-    An event with more opening brackets than the guard's depth is measured first: one nested past
-    it is refused (``JsonRefused``, a malformed stream) before any parser or reader recurses into it."""
+    An event with more opening brackets than the guard's depth is measured first: what nests past it
+    is left out before any parser or reader recurses into it (a marker string in its place, which the
+    reader of that field drops with a notice as a wrong type: a hostile ``metrics`` object), so the
+    rest of the event and the turn go on. An event that is itself nothing but the nesting, or too
+    large, is refused (``JsonRefused``, a malformed stream, in words)."""
     if data.count(b"[") + data.count(b"{") > json_guard.MAX_DEPTH:
-        json_guard.check(data, what)
+        value, pruned = json_guard.loads_pruned(data, what)
+        if pruned and not isinstance(value, dict):
+            json_guard.check(data, what)  # no event around the deep part: say it is nested too deep
+        return value
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:

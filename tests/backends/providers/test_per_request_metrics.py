@@ -134,6 +134,28 @@ async def test_hostile_metrics_leave_the_turn_intact_with_a_notice(reader: str, 
         assert m["server_timing_source"] is None and d["server"] is None
 
 
+DEEPEST = '{"a":' * 100_000 + "1" + "}" * 100_000  # past every parser's recursion limit
+
+
+@pytest.mark.parametrize("reader", ["lean-chat", "lean-responses"])
+@pytest.mark.parametrize("inside", [False, True])
+async def test_metrics_nested_100000_deep_leave_the_turn_intact_on_the_lean_readers(reader: str, inside: bool) -> None:
+    """The default readers leave out what nests past the guard's depth, so the usage chunk (or
+    response.completed) that carries such a ``metrics`` object still counts; a ``metrics`` that is
+    nothing but the nesting is dropped with a notice, and what lies beside a deep part is read. (The
+    SDKs parse the chunk themselves, and fail past Python's recursion limit.)"""
+    metrics = '{"queue_time_ms": 2, "output_token_metrics": ' + DEEPEST + "}" if inside else DEEPEST
+    with FakeServer(Schedule(first_token_ms=20, visible_tokens=4, metrics_json=metrics)) as srv:
+        d = await _turn(reader, srv, stream=True)
+    assert d["status"] == "ok" and d["answer"] == "w00 w01 w02 w03 ", d["error"]
+    assert d["tokens"]["source"] == "usage"
+    if inside:
+        assert d["metrics"]["server_queue_ms"] == 2
+    else:
+        assert "per-request metrics" in d["notices"]["server_metrics"]
+        assert d["metrics"]["server_timing_source"] is None
+
+
 @pytest.mark.parametrize("reader", ["compat", "lean-chat"])
 async def test_no_metrics_no_server_figures(reader: str) -> None:
     with FakeServer(Schedule(visible_tokens=3)) as srv:
