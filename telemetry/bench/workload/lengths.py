@@ -15,12 +15,14 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from telemetry.errors import TtftError
+
 Kind = Literal["fixed", "normal", "uniform"]
 MAX_TOKENS = 10_000_000  # a length past this is a typo, not a workload (no model's context is longer)
 REACH_SIGMAS = 3  # a normal's longest length in practice: MEAN + 3 STDDEV (all but 0.13% of its draws)
 
 
-class TooLong(ValueError):
+class TooLong(TtftError, ValueError):
     """A length past what any model takes: the message names the limit."""
 
 
