@@ -8,7 +8,8 @@ A turn whose token counts came from the server's usage is priced when it ends:
   bundled in the package and read offline), under the provider the backend names: ``source`` is
   ``"genai-prices VERSION"`` and ``priced_as`` the provider and model the table matched.
 
-Cached input is priced as cached (the table's cache-read price). A model the table does not know,
+Cached input is priced as cached (the table's cache-read price), input written to the cache at the
+table's cache-write price (Anthropic's, 1.25x input for its 5-minute cache). A model the table does not know,
 a provider it does not know (a loopback or self-hosted compat server) and estimated token counts
 all give no cost (None), never a guess.
 
@@ -62,6 +63,7 @@ class Price:
     input_per_mtok: float
     output_per_mtok: float
     cached_input_per_mtok: float | None = None  # None: cached input costs what other input costs
+    cache_write_input_per_mtok: float | None = None  # None: input written to the cache costs what other input costs
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,14 +129,16 @@ def price_turn(ref: PriceRef | None, tokens: TokenCounts, started_at: str | None
     if ref is None or tokens.source != "usage" or tokens.input is None or tokens.output is None:
         return None
     cached = min(tokens.cached_input or 0, tokens.input)
+    written = min(tokens.cache_write_input or 0, tokens.input - cached)
     if ref.config is not None:
-        return _config_cost(ref.config, tokens.input, cached, tokens.output)
-    return _table_cost(ref, tokens.input, cached, tokens.output, _when(started_at))
+        return _config_cost(ref.config, tokens.input, cached, written, tokens.output)
+    return _table_cost(ref, tokens.input, cached, written, tokens.output, _when(started_at))
 
 
-def _config_cost(p: Price, inp: int, cached: int, out: int) -> Cost:
+def _config_cost(p: Price, inp: int, cached: int, written: int, out: int) -> Cost:
     cached_rate = p.input_per_mtok if p.cached_input_per_mtok is None else p.cached_input_per_mtok
-    in_usd = ((inp - cached) * p.input_per_mtok + cached * cached_rate) / PER_MTOK
+    write_rate = p.input_per_mtok if p.cache_write_input_per_mtok is None else p.cache_write_input_per_mtok
+    in_usd = ((inp - cached - written) * p.input_per_mtok + cached * cached_rate + written * write_rate) / PER_MTOK
     out_usd = out * p.output_per_mtok / PER_MTOK
     return Cost(in_usd, out_usd, in_usd + out_usd, p.key, CONFIG_SOURCE)
 
@@ -151,9 +155,9 @@ def _when(started_at: str | None) -> datetime:
 
 
 _lock = threading.Lock()  # turns end on several threads (the chat's runner, compare, bench workers)
-# (id of the table's price entry, input, cached, output) -> (that entry, the three prices): the entry is
-# kept in the value so its id is never another's.
-_memo: dict[tuple[int, int, int, int], tuple[object, Decimal, Decimal, Decimal]] = {}
+# (id of the table's price entry, input, cached, written, output) -> (that entry, the three prices): the
+# entry is kept in the value so its id is never another's.
+_memo: dict[tuple[int, int, int, int, int], tuple[object, Decimal, Decimal, Decimal]] = {}
 _MEMO_MAX = 4096
 _source: str | None = None
 
@@ -180,7 +184,7 @@ def warm(ref: PriceRef | None) -> None:
         return
 
 
-def _table_cost(ref: PriceRef, inp: int, cached: int, out: int, when: datetime) -> Cost | None:
+def _table_cost(ref: PriceRef, inp: int, cached: int, written: int, out: int, when: datetime) -> Cost | None:
     from genai_prices import Usage
     from genai_prices.data_snapshot import get_snapshot
 
@@ -198,11 +202,11 @@ def _table_cost(ref: PriceRef, inp: int, cached: int, out: int, when: datetime) 
         return None
     provider, model = found
     entry = model.get_prices(when)
-    key = (id(entry), inp, cached, out)
+    key = (id(entry), inp, cached, written, out)
     with _lock:
         hit = _memo.get(key)
     if hit is None or hit[0] is not entry:
-        usage = Usage(input_tokens=inp, cache_read_tokens=cached, output_tokens=out)
+        usage = Usage(input_tokens=inp, cache_read_tokens=cached, cache_write_tokens=written, output_tokens=out)
         calc = model.calc_price(usage, provider, genai_request_timestamp=when)  # what calc_price() does once found
         hit = (entry, calc.input_price, calc.output_price, calc.total_price)
         with _lock:

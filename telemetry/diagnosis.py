@@ -16,7 +16,7 @@ from datetime import datetime
 from telemetry.cost import fmt_usd, sum_costs
 from telemetry.duration import fmt_ms as _s  # the one duration formatter, short in these sentences
 from telemetry.record import TurnRecord
-from telemetry.wire import HttpInfo, WaitSplit
+from telemetry.wire import LLAMA_SERVER, VLLM, HttpInfo, WaitSplit
 
 GOOD_TTFT_MS = 500.0
 FLOW_MS = 1_000.0
@@ -72,6 +72,9 @@ def diagnose_turn(rec: TurnRecord) -> str:
             f"The answer was long: {n_out} tokens at {tpot:.0f} ms each took {_s(e2e)}; "
             "asking for fewer tokens is the strongest lever."
         )
+    told = _server_sentence(rec, ttft)
+    if told:
+        return told
     probed = _probe_sentence(rec, ttft)
     if probed:
         return probed
@@ -143,6 +146,46 @@ def _wait_split(wait: WaitSplit, ttft: float) -> str:
         f"The {_s(ttft)} wait was split: network {_s(net)}, server {_s(wait.server_ms)}, "
         f"earlier attempts and the pool {_s(wait.retries + wait.pool)}."
     )
+
+
+def _waiting(server: object) -> str:
+    """`` (4 waiting)`` from the server's queue gauge as the request left (``server["gauges"]``), else ""."""
+    g = server.get("gauges") if isinstance(server, dict) else None
+    n = g.get("waiting") if isinstance(g, dict) else None
+    if isinstance(n, bool) or not isinstance(n, int | float) or not 0 <= n < 1e9:
+        return ""
+    return f" ({round(n)} waiting)"
+
+
+def _server_sentence(rec: TurnRecord, ttft: float) -> str:
+    """With the server's own per-request figures (vLLM's metrics, llama-server's timings): the slow wait
+    split into its queue, its prefill and the rest (the network and the client)."""
+    m = rec.metrics
+    source, queue, prefill, rest = m.server_timing_source, m.server_queue_ms, m.server_ttft_ms, m.server_rest_ms
+    if source not in (VLLM, LLAMA_SERVER) or prefill is None or rest is None or ttft <= GOOD_TTFT_MS:
+        return ""
+    if source == LLAMA_SERVER:
+        head = (
+            f"TTFT {_s(ttft)}: {_s(prefill)} prompt processing on llama-server, "
+            f"{_s(rest)} network, client and any wait for a slot"
+        )
+        parts = {"prefill": prefill, "rest": rest}
+    else:
+        q = queue or 0.0
+        head = (
+            f"TTFT {_s(ttft)}: {_s(q)} queued on the server{_waiting(rec.server)}, {_s(prefill)} prefill, "
+            f"{_s(rest)} network and client"
+        )
+        parts = {"queue": q, "prefill": prefill, "rest": rest}
+    top = max(parts, key=lambda k: parts[k])
+    lever = {
+        "queue": "the server's queue, not the prompt: fewer requests at once or more replicas would help.",
+        "prefill": "the prompt's prefill: shorten it or reuse a cached prefix.",
+        "rest": "not the server: the network, a proxy or the client took most of it.",
+    }[top]
+    if top == "rest" and source == LLAMA_SERVER:
+        lever = "outside the prompt's processing: a wait for a free slot, the network or the client."
+    return f"{head}; most of it was {lever}"
 
 
 def _k_tokens(n: float) -> str:

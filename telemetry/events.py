@@ -120,12 +120,14 @@ class ToolCallDelta(Event):
 
 @dataclass(frozen=True, slots=True)
 class Usage(Event):
-    """Token counts as the server reported them. ``output`` includes ``reasoning``."""
+    """Token counts as the server reported them. ``output`` includes ``reasoning``; ``input`` includes
+    ``cached_input`` (read from a provider's cache) and ``cache_write_input`` (written to it)."""
 
     input: int | None = None
     cached_input: int | None = None
     output: int | None = None
     reasoning: int | None = None
+    cache_write_input: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,11 +117,17 @@ class Chunk:
 
 @dataclass(frozen=True, slots=True)
 class TokenCounts:
+    """A turn's tokens. ``input`` is everything the model read: ``cached_input`` of it came from the
+    provider's prompt cache, ``cache_write_input`` of it was written to that cache (Anthropic's
+    ``cache_creation_input_tokens``, priced above plain input); None where the server did not say
+    (every record logged before the field). ``output`` includes ``reasoning``."""
+
     input: int | None
     cached_input: int | None
     output: int | None
     reasoning: int | None
     source: TokenSource
+    cache_write_input: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return as_dict(self, _TOKEN_FIELDS)
@@ -170,10 +176,22 @@ class TurnMetrics:
     phases_ms: dict[str, float] = field(default_factory=dict)
     speculative: dict[str, Any] | None = None  # telemetry.speculative: drafted, accepted, rate, tokens/step
     wait_ms: WaitSplit | None = None  # telemetry.wire: the wait (== ttft_ms) by phase; None without a first token
-    # With a saved probe only (telemetry.probe.saved): the server's part of the wait (wait_ms.server +
-    # first_token) as the prefill expected for this prompt's uncached input, and the rest (its queue).
+    # With a saved probe (telemetry.probe.saved): the server's part of the wait (wait_ms.server +
+    # first_token) as the prefill expected for this prompt's uncached input.
     expected_prefill_ms: float | None = None
+    # The wait by the server's own account (telemetry.wire.server_report), ``server_timing_source`` saying
+    # whose: "vllm" (its per-request metrics: queue, TTFT from scheduling), "llama-server" (its timings'
+    # prompt_ms as the TTFT; no queue) or "probe" (the saved probe's split: the rest of the server's part
+    # as its queue, the expected prefill as its TTFT). ``server_rest_ms``: client TTFT - queue - server
+    # TTFT (network, HTTP, the server's front end and tokenizer, ttft's reader).
     server_queue_ms: float | None = None
+    server_ttft_ms: float | None = None
+    server_rest_ms: float | None = None
+    server_timing_source: str | None = None
+    # vLLM's output_token_metrics: the first reasoning and content token, from the same scheduling origin
+    # (their difference is the server's reasoning delay, beside the client's reasoning_delay_ms).
+    server_reasoning_ttft_ms: float | None = None
+    server_content_ttft_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # itl_ms and wait_ms (the dataclass fields) are written below, in their places: not

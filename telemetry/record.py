@@ -290,6 +290,9 @@ def _wall_offset(sent_at: object, sent: int | None) -> int | None:
 def _metrics(data: Mapping[str, Any]) -> TurnMetrics:
     metrics = _object(data, "metrics")
     m = build(TurnMetrics, metrics, "metrics")
+    if "server_timing_source" not in metrics and m.expected_prefill_ms is not None and m.server_queue_ms is not None:
+        # logged before the server's own account: its probe split, named as a probe's
+        m = dataclasses.replace(m, server_timing_source="probe", server_ttft_ms=m.expected_prefill_ms)
     if "speculative" not in metrics:  # logged before metrics.speculative: the same figures from the server's data
         server = data.get("server")
         try:

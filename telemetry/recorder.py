@@ -16,15 +16,28 @@ from typing import Any, Literal
 from telemetry import events as ev
 from telemetry.cost import PriceRef, price_turn
 from telemetry.diagnosis import diagnose_turn
-from telemetry.metrics import NS_PER_MS, Chunk, Percentiles, Timestamps, TokenCounts, compute, own_delay_ms
+from telemetry.metrics import NS_PER_MS, Chunk, Percentiles, Timestamps, TokenCounts, TurnMetrics, compute, own_delay_ms
 from telemetry.record import AttachmentInfo, Attempt, ErrorInfo, Status, TurnRecord
 from telemetry.settings import TurnSettings
 from telemetry.speculative import draft_stats, speculative_summary
 from telemetry.tokens import estimate_tokens, tokens_for_chars
-from telemetry.wire import ENGINE_APIS, HttpInfo, WaitModel, WaitSplit, live_phase, split_server_wait, split_wait
+from telemetry.wire import (
+    ENGINE_APIS,
+    PROBE,
+    HttpInfo,
+    ServerSplit,
+    WaitModel,
+    WaitSplit,
+    join_server,
+    live_phase,
+    server_report,
+    split_server_wait,
+    split_wait,
+)
 
 RECENT_GAPS = 64  # gaps kept for a live sparkline
 SPEED_WINDOW_NS = 1_000_000_000  # "current speed" looks at the last second
+SERVER_JOIN_NOTICE = "server_timings"  # the record's notice when the server's figures exceed the client's TTFT
 
 # Where a turn is, live: submitted but not yet sent (ttft's own time), queued in the client, a local
 # model loading, waiting for the first token, reasoning, streaming the answer; then how it ended.
@@ -271,7 +284,7 @@ class TurnRecorder:
     def token_counts(self) -> TokenCounts:
         u = self.usage
         if u is not None and u.output is not None:
-            return TokenCounts(u.input, u.cached_input or 0, u.output, u.reasoning or 0, "usage")
+            return TokenCounts(u.input, u.cached_input or 0, u.output, u.reasoning or 0, "usage", u.cache_write_input)
         return TokenCounts(
             input=tokens_for_chars(self.input_chars) if self.input_chars else None,
             cached_input=None,
@@ -392,10 +405,9 @@ class TurnRecorder:
         wait = getattr(metrics, "wait_ms", None)
         split = split_server_wait(wait, tokens.input, tokens.cached_input, probe) if probe else None
         if probe is not None and split is not None:
-            metrics = replace(
-                metrics, expected_prefill_ms=split.expected_prefill_ms, server_queue_ms=split.server_queue_ms
-            )
+            metrics = replace(metrics, expected_prefill_ms=split.expected_prefill_ms)
             extra["probe"] = probe.reference()
+        metrics = self._server_join(metrics, split)
         rec = TurnRecord(
             session_id=self.session_id,
             turn_index=self.turn_index,
@@ -431,6 +443,30 @@ class TurnRecorder:
         object.__setattr__(rec, "diagnosis", diagnose_turn(rec))
         self._record = rec
         return self._record
+
+    def _server_join(self, metrics: TurnMetrics, split: ServerSplit | None) -> TurnMetrics:
+        """The client's TTFT split by the server's own account (telemetry.wire.server_report): vLLM's
+        per-request metrics, else llama-server's timings, else the saved probe's split."""
+        report = server_report(self.server) if self.server else None
+        if report is not None:
+            join = join_server(metrics.ttft_ms, report.source, report.queue_ms, report.ttft_ms)
+            reasoning, content = report.reasoning_ttft_ms, report.content_ttft_ms
+        elif split is not None:
+            join = join_server(metrics.ttft_ms, PROBE, split.server_queue_ms, split.expected_prefill_ms)
+            reasoning = content = None
+        else:
+            return metrics
+        if join.problem:
+            self.notices[SERVER_JOIN_NOTICE] = join.problem
+        return replace(
+            metrics,
+            server_queue_ms=join.queue_ms,
+            server_ttft_ms=join.ttft_ms,
+            server_rest_ms=join.rest_ms,
+            server_timing_source=join.source,
+            server_reasoning_ttft_ms=reasoning,
+            server_content_ttft_ms=content,
+        )
 
 
 def _stamp(c: Chunk) -> int:

@@ -1,8 +1,12 @@
 """Speculative decoding, normalized: drafted and accepted tokens, acceptance rate, tokens per decode step.
 
-Two sources report it under their own names (kept as they are in the record's ``server``):
+Three sources report it under their own names (kept as they are in the record's ``server``):
 - the local llama.cpp engine: ``server["llama.cpp"]["speculative"]`` (``drafted``,
   ``accepted``) and ``decode_steps``, and live, ``events.DraftProgress``;
+- vLLM's per-request metrics (``--per-request-spec-decode-metrics``): ``metrics.speculative_decoding``
+  (``num_draft_tokens``, ``num_accepted_draft_tokens``, ``num_spec_steps``), kept under
+  ``server["vllm"]``. Its steps are its verification steps only (steps without a draft are not
+  counted), so its ``tokens_per_step`` is its ``mean_acceptance_length``;
 - llama-server: ``timings.draft_n`` and ``draft_n_accepted`` (present only when it drafted),
   with ``predicted_n``. It does not report its steps: each decode step yields one token
   plus the drafts it accepted, so the steps after the first token are
@@ -33,6 +37,11 @@ def draft_stats(drafted: int, accepted: int, steps: int, source: str = "llama.cp
     }
 
 
+def _int(v: object) -> int:
+    """A count from a server's JSON (untrusted): an int >= 0, else 0."""
+    return v if type(v) is int and v > 0 else 0
+
+
 def speculative_summary(server: dict[str, Any] | None) -> dict[str, Any] | None:
     """From a record's ``server`` dict (either source); None when no drafting was reported."""
     if not server:
@@ -42,6 +51,15 @@ def speculative_summary(server: dict[str, Any] | None) -> dict[str, Any] | None:
         spec = engine["speculative"]
         return draft_stats(
             int(spec.get("drafted") or 0), int(spec.get("accepted") or 0), int(engine.get("decode_steps") or 0)
+        )
+    vllm = server.get("vllm")
+    spec = vllm.get("speculative_decoding") if isinstance(vllm, dict) else None
+    if isinstance(spec, dict) and _int(spec.get("num_draft_tokens")):
+        return draft_stats(
+            _int(spec.get("num_draft_tokens")),
+            _int(spec.get("num_accepted_draft_tokens")),
+            _int(spec.get("num_spec_steps")),
+            "vllm",
         )
     timings = server.get("llama-server")
     if isinstance(timings, dict) and timings.get("draft_n"):

@@ -15,6 +15,11 @@ connection has no dns/connect/tls).
 A local engine has no wire: everything from its generate call to the first token is its
 prefill, the ``server`` part. A hosted attempt whose HTTP layer gave no trace (a custom
 transport) puts send -> headers in ``server`` too: there is nothing to split it by.
+
+The server's part can be split further: by a model of the server (a saved probe,
+:func:`split_server_wait`), or by the server's own account of the request (vLLM's per-request
+metrics, llama-server's ``timings``: :func:`server_report`), joined with the client's TTFT into
+queue, server TTFT and the rest (:func:`join_server`).
 """
 
 from __future__ import annotations
@@ -257,3 +262,86 @@ def split_server_wait(
         return None
     expected = min(max(expected, 0.0), max(server, 0.0))
     return ServerSplit(round(expected, 3), round(max(server - expected, 0.0), 3))
+
+
+# --- the server's own account of the wait: vLLM's per-request metrics, llama-server's timings ------
+# Where a turn's ``server_queue_ms`` / ``server_ttft_ms`` came from (``metrics.server_timing_source``).
+VLLM, LLAMA_SERVER, PROBE = "vllm", "llama-server", "probe"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerReport:
+    """What the server said of this request's wait, from a record's ``server`` (untrusted).
+
+    ``ttft_ms`` is the server's own time to the first token from when it *scheduled* the request
+    (vLLM's ``time_to_first_token_ms``: the prefill and its first step), or llama-server's
+    ``prompt_ms`` (its prompt processing; llama-server reports no queue, so a wait for a slot is
+    not in it). The category TTFTs (vLLM's ``output_token_metrics``) share that origin.
+    """
+
+    source: str
+    queue_ms: float | None
+    ttft_ms: float | None
+    reasoning_ttft_ms: float | None = None
+    content_ttft_ms: float | None = None
+
+
+def _server_ms(d: object, key: str) -> float | None:
+    v = d.get(key) if isinstance(d, Mapping) else None
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        return None
+    return float(v)
+
+
+def server_report(server: object) -> ServerReport | None:
+    """The server's per-request figures of a record's ``server``: vLLM's first, else llama-server's."""
+    if not isinstance(server, Mapping):
+        return None
+    v = server.get(VLLM)
+    if isinstance(v, Mapping):
+        queue, ttft = _server_ms(v, "queue_time_ms"), _server_ms(v, "time_to_first_token_ms")
+        if queue is not None or ttft is not None:
+            otm = v.get("output_token_metrics")
+            otm = otm if isinstance(otm, Mapping) else {}
+            return ServerReport(
+                VLLM,
+                queue,
+                ttft,
+                _server_ms(otm.get("reasoning"), "time_to_first_token_ms"),
+                _server_ms(otm.get("content"), "time_to_first_token_ms"),
+            )
+    t = server.get(LLAMA_SERVER)
+    if (prompt := _server_ms(t, "prompt_ms")) is not None:
+        return ServerReport(LLAMA_SERVER, None, prompt)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerJoin:
+    """The client's TTFT split by the server's own figures: its queue, its TTFT from scheduling, and the
+    rest (network, HTTP, the server's front end and tokenizer, ttft's reader). ``rest_ms`` is None when
+    the server's figures add up to more than the client measured (``problem`` says so)."""
+
+    source: str
+    queue_ms: float | None
+    ttft_ms: float | None
+    rest_ms: float | None
+    problem: str | None = None
+
+
+def join_server(client_ttft_ms: float | None, source: str, queue_ms: float | None, ttft_ms: float | None) -> ServerJoin:
+    """The rest of the client's TTFT once the server's queue and TTFT are taken out."""
+    if client_ttft_ms is None or (queue_ms is None and ttft_ms is None):
+        return ServerJoin(source, queue_ms, ttft_ms, None)
+    server = (queue_ms or 0.0) + (ttft_ms or 0.0)
+    rest = client_ttft_ms - server
+    if rest < 0:
+        return ServerJoin(
+            source,
+            queue_ms,
+            ttft_ms,
+            None,
+            f"the server's queue and TTFT ({server:.1f} ms, {source}) exceed the client's TTFT"
+            f" ({client_ttft_ms:.1f} ms): its figures or its clock are off, so no rest is given",
+        )
+    return ServerJoin(source, queue_ms, ttft_ms, round(rest, 3))

@@ -8,6 +8,7 @@ the command under ``<!-- test-command -->`` verbatim, so the README's checks are
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib
 import io
@@ -238,6 +239,13 @@ OTHER_TOOLS_FLAGS |= {"--concurrency-ramp-duration"}
 OTHER_TOOLS_FLAGS |= {"--metrics", "--enable-metrics"}  # llama-server's and SGLang's Prometheus switches
 OTHER_TOOLS_FLAGS |= {"--cache-prompt", "--cache-ram"}  # llama-server's prompt cache
 OTHER_TOOLS_FLAGS |= {"--head", "--address", "--node-ip-address", "--distributed-executor-backend"}  # ray, vllm
+# vLLM's per-request metrics and llama-server's drafting (docs/measurement.md)
+OTHER_TOOLS_FLAGS |= {
+    "--enable-per-request-metrics",
+    "--enable-per-request-output-token-metrics",
+    "--per-request-spec-decode-metrics",
+    "--spec-type",
+}
 OTHER_TOOLS_FLAGS |= {"--hypothesis-profile", "--hypothesis-seed"}  # Hypothesis's pytest plugin
 
 
@@ -295,3 +303,51 @@ def test_every_file_and_name_the_pages_cite_exists() -> None:
         else:
             missing.append(name)
     assert missing == []
+
+
+def _long_flags(parser: argparse.ArgumentParser) -> set[str]:
+    """Every long option string a command takes (each alias too), but argparse's own --help and hidden flags."""
+    return {
+        o
+        for a in parser._actions
+        if a.help != argparse.SUPPRESS
+        for o in a.option_strings
+        if o.startswith("--") and o != "--help"
+    }
+
+
+def _undocumented(parsers: dict[str, argparse.ArgumentParser]) -> list[str]:
+    missing = []
+    for name, sub in sorted(parsers.items()):
+        page = DOCS / "commands" / f"{name}.md"
+        text = page.read_text(encoding="utf-8") if page.is_file() else ""
+        missing += [
+            f"{page.relative_to(ROOT)}: {flag}"
+            for flag in sorted(_long_flags(sub))
+            if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text)
+        ]
+    return missing
+
+
+def test_every_flag_of_every_command_is_on_its_page() -> None:
+    """The other direction of ``test_every_flag_the_pages_name_exists``: each long option of each command
+    (aliases too, as ``--num-prompts``) is named on ``docs/commands/<command>.md``."""
+    parsers = _subparsers(build_parser())
+    assert {"chat", "ask", "bench", "report", "probe"} <= set(parsers)
+    assert _undocumented(parsers) == []
+
+
+def test_the_page_check_sees_a_missing_flag() -> None:
+    p = argparse.ArgumentParser(prog="ask")
+    p.add_argument("--no-such-flag-anywhere")
+    p.add_argument("--json")  # ask.md names it
+    p.add_argument("--hidden-flag", help=argparse.SUPPRESS)  # hidden: not asked for
+    assert _undocumented({"ask": p}) == ["docs/commands/ask.md: --no-such-flag-anywhere"]
+    # the page names --max-output-tokens and --max-retries: neither names --max
+    assert _undocumented({"ask": _parser_with("--max")}) == ["docs/commands/ask.md: --max"]
+
+
+def _parser_with(flag: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser()
+    p.add_argument(flag)
+    return p

@@ -9,15 +9,18 @@ batch). The figures and the verdict are telemetry's.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from backends.load.driver import LevelResult
 from backends.load.runner import Runner
+from backends.load.scrape import LevelScraper
 from telemetry.bench import aggregate as agg
 from telemetry.bench import capacity as cap
 from telemetry.bench.requests import BenchTurn, Mode, read_bench
+from telemetry.server.gauges import level_summary
 
 UNDECIDED_GROWTH = 8
 
@@ -102,8 +105,11 @@ async def find_capacity(
     resolution: float = 0.10,
     on_records: Callable[[list[dict[str, Any]]], None] | None = None,
     on_probe: Callable[[Probe], None] | None = None,
+    scraper: LevelScraper | None = None,
 ) -> CapacityRun:
-    """Search the largest load meeting ``objectives`` (see :mod:`telemetry.bench.capacity`)."""
+    """Search the largest load meeting ``objectives`` (see :mod:`telemetry.bench.capacity`). With a
+    ``scraper``, the server's gauges are read beside each probe, from before its first request to after
+    its last, as beside a level."""
     mode = runner.cfg.mode
     search = cap.Search(start=start, integer=mode == "concurrency", limit=limit, resolution=resolution)
     run = CapacityRun(mode, objectives, search, [])
@@ -118,9 +124,16 @@ async def find_capacity(
         unreadable = 0
         results: list[LevelResult] = []
         offset_ms = 0.0
+        if scraper is not None:
+            await asyncio.to_thread(scraper.start)
         while True:
             n = runner.cfg.plan().requests_for(n)  # whole conversations: their requests are numbered apart
-            res = await runner.probe(level, requests=n, level_index=runs, start_index=next_index)
+            try:
+                res = await runner.probe(level, requests=n, level_index=runs, start_index=next_index)
+            except BaseException:
+                if scraper is not None:
+                    scraper.abandon()
+                raise
             runs += 1
             next_index += n
             # One probe on one time axis: a second run at the level is placed after the first, so
@@ -139,7 +152,10 @@ async def find_capacity(
             n = len(records)  # once more: doubles the requests behind the interval
             if verdict.verdict != "undecided" or len(records) + n > most:
                 break
+        gauges = await asyncio.to_thread(scraper.stop) if scraper is not None else None
         a = agg.aggregate_level(turns, level=level, mode=mode, slo=slo, client=_worst_client(results))
+        if gauges is not None:
+            a["server_metrics"] = level_summary(gauges)
         probe = Probe(level, a, verdict, records, unreadable)
         run.probes.append(probe)
         search.record(level, verdict.verdict)

@@ -51,7 +51,8 @@ class Sdk:
         self.metrics_exporter: CountingMetricsBase | None = None
         self._tracer: Any = None
         self._providers: list[Any] = []
-        self._histograms: dict[str, Any] = {}
+        self._instruments: dict[str, Any] = {}
+        self._legacy = g.legacy_names()  # OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai/dup: the 1.44.0 names too
         if signals.traces:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
             from opentelemetry.sdk.trace import TracerProvider
@@ -78,11 +79,13 @@ class Sdk:
             reader = PeriodicExportingMetricReader(exporter, export_interval_millis=METRIC_INTERVAL_MS)
             meter_provider = MeterProvider(resource=resource, metric_readers=[reader], shutdown_on_exit=False)
             meter = meter_provider.get_meter(g.SCOPE, version, schema_url=g.SCHEMA_URL)
-            self._histograms = {
-                h.name: meter.create_histogram(
-                    h.name, unit=h.unit, description=h.description, explicit_bucket_boundaries_advisory=h.bounds
+            self._instruments = {
+                i.name: meter.create_counter(i.name, unit=i.unit, description=i.description)
+                if i.kind == "counter"
+                else meter.create_histogram(
+                    i.name, unit=i.unit, description=i.description, explicit_bucket_boundaries_advisory=i.bounds
                 )
-                for h in g.HISTOGRAMS
+                for i in (g.INSTRUMENTS if self._legacy else g.CURRENT)
             }
             self._providers.append(meter_provider)
 
@@ -91,8 +94,12 @@ class Sdk:
             span = genai.turn_span(rec, capture_content=capture_content)
             if span is not None:
                 self._span(span, None)
-        for p in genai.turn_points(rec) if self._histograms else ():
-            self._histograms[p.metric.name].record(p.value, p.attributes)
+        for p in genai.turn_points(rec, legacy=self._legacy) if self._instruments else ():
+            instrument = self._instruments[p.metric.name]
+            if p.metric.kind == "counter":
+                instrument.add(int(p.value), p.attributes)
+            else:
+                instrument.record(p.value, p.attributes)
 
     def _span(self, s: genai.Span, parent: Any) -> None:
         from opentelemetry import trace

@@ -19,7 +19,13 @@ from backends.think import ThinkSplitter
 from backends.transport.http import Probe
 from telemetry import events as ev
 from telemetry.errors import ErrorKind
+from telemetry.server.per_request import NOTICE as PER_REQUEST_NOTICE
+from telemetry.server.per_request import SOURCE as PER_REQUEST_SOURCE
+from telemetry.server.per_request import notice_text, read_metrics
 
+# Body fields of OpenAI-compatible servers that OpenAI's API (and so its SDK's signature) lacks: the SDK
+# path sends them as extra_body.
+SERVER_FIELDS = ("ignore_eos",)
 OLLAMA_KEYS = (
     "total_duration",
     "load_duration",
@@ -52,14 +58,30 @@ def usage_event_raw(t: int, usage: Any) -> ev.Usage:
         cached_input=count(field(details_in, "cached_tokens")),
         output=count(field(usage, "completion_tokens")),
         reasoning=count(field(details_out, "reasoning_tokens")),
+        cache_write_input=count(field(details_in, "cache_write_tokens")),  # OpenRouter's, for Anthropic models
     )
 
 
+def per_request_events(metrics: Any, t: int) -> Iterable[ev.Event]:
+    """vLLM's per-request ``metrics`` object (a usage chunk's, a whole answer's, a Responses
+    ``response.completed``'s): what ttft knows of it as a ServerTimings, and a Notice naming what it
+    could not read (a malformed, hostile or unknown object never ends the turn)."""
+    if metrics is None:
+        return
+    kept, dropped = read_metrics(metrics)
+    if kept is not None:
+        yield ev.ServerTimings(t, PER_REQUEST_SOURCE, kept)
+    if dropped:
+        yield ev.Notice(t, PER_REQUEST_NOTICE, notice_text(dropped))
+
+
 def server_events_raw(obj: dict[str, Any], t: int) -> Iterable[ev.Event]:
-    """llama-server ``timings`` and Ollama's ``*_duration`` fields of one chunk or response."""
+    """llama-server ``timings``, Ollama's ``*_duration`` fields and vLLM's per-request ``metrics`` of one
+    chunk or response."""
     timings = obj.get("timings")
     if isinstance(timings, dict):
         yield ev.ServerTimings(t, "llama-server", dict(timings))
+    yield from per_request_events(obj.get("metrics"), t)
     ollama = {k: obj[k] for k in OLLAMA_KEYS if k in obj}
     if ollama:
         yield ev.ServerTimings(t, "ollama", ollama)
@@ -94,6 +116,8 @@ class ChatWire:
             p["temperature"] = s.temperature
         if s.reasoning_effort is not None:
             p["reasoning_effort"] = s.reasoning_effort
+        if self.compat and s.extra.get("ignore_eos"):  # vLLM, SGLang, llama-server: run to max_tokens
+            p["ignore_eos"] = True
         if s.stream and self.stream_options_ok:
             p["stream_options"] = {"include_usage": True}
         return p

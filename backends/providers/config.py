@@ -57,7 +57,7 @@ def config_path() -> Path:
 TOP_KEYS = ("default", "providers", "prices")
 PROVIDER_KEYS = ("kind", "base_url", "api_key_env", "default_model", "headers", "timeout")
 # [prices."PROVIDER:MODEL"] (or [prices.PROVIDER], every model of it): USD per million tokens.
-PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok")
+PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok", "cache_write_input_per_mtok")
 
 _Validated = tuple[dict[str, Any], dict[str, ProviderConfig], dict[str, Price]]
 _cache: tuple[tuple[str, int, int], _Validated] | None = None
@@ -178,6 +178,7 @@ def _prices(path: Path, raw: Any, providers: dict[str, ProviderConfig]) -> dict[
                 raise _config_error(path, f"{at}.{needed}", "missing: give the price in USD per million tokens")
         spec = f"{name}:{model}" if model else name
         cached = entry.get("cached_input_per_mtok")
+        written = entry.get("cache_write_input_per_mtok")
         out[spec] = Price(
             key=spec,
             input_per_mtok=_price_number(path, f"{at}.input_per_mtok", entry["input_per_mtok"]),
@@ -185,6 +186,9 @@ def _prices(path: Path, raw: Any, providers: dict[str, ProviderConfig]) -> dict[
             cached_input_per_mtok=None
             if cached is None
             else _price_number(path, f"{at}.cached_input_per_mtok", cached),
+            cache_write_input_per_mtok=None
+            if written is None
+            else _price_number(path, f"{at}.cache_write_input_per_mtok", written),
         )
     return out
 

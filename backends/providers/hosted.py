@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -62,17 +63,19 @@ _TOKENS = (ev.ReasoningDelta, ev.TextDelta, ev.ToolCallDelta)  # what resets the
 class GuardedEvents:
     """An SDK's SSE decoder whose events are measured by the JSON guard (``telemetry.json_guard``)
     before the SDK parses them, exactly those the lean reader parses (``parsed``) and as it does
-    (``backends.providers.lean.sse.loads``): an event nested past the guard's depth ends the turn at
-    that event, in the same words, on both paths. The SDK would read it (its parser goes to
-    Python's recursion limit) where the lean reader refuses it."""
+    (``json_guard.loads_event``): an event nested past the guard's depth reaches the SDK with its deep
+    part left out, or ends the turn at that event, in the same words, on both paths. Unguarded, the
+    SDK would read it whole (its parser goes to Python's recursion limit)."""
 
     def __init__(self, decoder: Any, parsed: Callable[[Any], bool]) -> None:
         self._decoder = decoder
         self._parsed = parsed
 
     def _check(self, sse: Any) -> Any:
-        if self._parsed(sse):
-            json_guard.check(sse.data, "a stream event")
+        data = sse.data
+        if self._parsed(sse) and data.count("[") + data.count("{") > json_guard.MAX_DEPTH:
+            value = json_guard.loads_event(data, "a stream event")  # the deep part left out, or refused
+            return type(sse)(event=sse.event, data=json.dumps(value), id=sse.id, retry=sse.retry)
         return sse
 
     def iter_bytes(self, iterator: Iterator[bytes]) -> Iterator[Any]:

@@ -17,7 +17,8 @@ for is counted from ``usage.output_tokens_details.thinking_tokens`` and its time
 the metrics.
 
 Usage: ``input`` is everything the model read (``input_tokens`` + cache reads + cache writes),
-``cached_input`` the cache reads; ``output`` is the final cumulative ``output_tokens`` (thinking
+``cached_input`` the cache reads, ``cache_write_input`` the cache writes (``cache_creation_input_tokens``,
+priced at the cache-write rate); ``output`` is the final cumulative ``output_tokens`` (thinking
 included).
 """
 
@@ -182,7 +183,12 @@ class MessagesWire:
         inp = u.get("input_tokens")
         total_in = None if inp is None else inp + read + (u.get("cache_creation_input_tokens") or 0)
         return ev.Usage(
-            t, input=total_in, cached_input=read, output=u["output_tokens"], reasoning=u.get("thinking_tokens")
+            t,
+            input=total_in,
+            cached_input=read,
+            output=u["output_tokens"],
+            reasoning=u.get("thinking_tokens"),
+            cache_write_input=u.get("cache_creation_input_tokens"),
         )
 
     def _finish(self, state: TurnState, probe: Probe, t: int) -> Iterable[ev.Event]:

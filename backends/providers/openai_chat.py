@@ -31,6 +31,7 @@ import openai
 
 from backends.base import ChatRequest
 from backends.providers.chat_wire import (
+    SERVER_FIELDS,
     STREAM_OPTIONS_NOT_SENT,
     STREAM_OPTIONS_NOTICE,
     STREAM_OPTIONS_REJECTED,
@@ -38,6 +39,7 @@ from backends.providers.chat_wire import (
     server_events_raw,
 )
 from backends.providers.errors import check_stream, count, shape_checked
+from backends.providers.fields import field
 from backends.providers.hosted import HostedBackend, TurnState, guarded_client, openai_parses
 from backends.think import ThinkSplitter
 from backends.transport.http import Probe
@@ -58,6 +60,7 @@ def usage_event(t: int, usage: Any) -> ev.Usage:
         cached_input=count(getattr(details_in, "cached_tokens", None)) if details_in else None,
         output=count(getattr(usage, "completion_tokens", None)),
         reasoning=count(getattr(details_out, "reasoning_tokens", None)) if details_out else None,
+        cache_write_input=count(field(details_in, "cache_write_tokens")),  # not modelled: read from its extras
     )
 
 
@@ -131,10 +134,13 @@ class OpenAIChatBackend(ChatWire, HostedBackend):
             return await self._create(client, params, probe, raw)
 
     async def _create(self, client: openai.AsyncOpenAI, params: dict[str, Any], probe: Probe, raw: bool) -> Any:
+        kw = {k: v for k, v in params.items() if k not in SERVER_FIELDS}
+        if extra := {k: params[k] for k in SERVER_FIELDS if k in params}:
+            kw["extra_body"] = extra
         if not raw:
-            out = await client.chat.completions.create(**params, extra_headers=probe.headers)
+            out = await client.chat.completions.create(**kw, extra_headers=probe.headers)
         else:
-            resp = await client.chat.completions.with_raw_response.create(**params, extra_headers=probe.headers)
+            resp = await client.chat.completions.with_raw_response.create(**kw, extra_headers=probe.headers)
             out = RawChunks(resp.http_response, client._make_sse_decoder())
         await check_stream(out)
         return out

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from backends.base import ChatRequest
+from backends.providers.chat_wire import per_request_events
 from backends.providers.errors import count, error_message, label, shape_checked, words
 from backends.providers.fields import field
 from backends.providers.hosted import TurnState
@@ -96,6 +97,7 @@ class ResponsesWire:
         match kind:
             case "response.completed" | "response.incomplete":
                 self._usage(response, t, state)
+                state.extra["per_request"] = list(per_request_events(field(response, "metrics"), t))
                 state.finished = True
                 if kind == "response.incomplete":
                     reason = field(field(response, "incomplete_details"), "reason")
@@ -133,11 +135,13 @@ class ResponsesWire:
             cached_input=count(field(din, "cached_tokens")) if din else None,
             output=count(field(u, "output_tokens")),
             reasoning=count(field(dout, "reasoning_tokens")) if dout else None,
+            cache_write_input=count(field(din, "cache_write_tokens")) if din else None,
         )
 
     def _complete(self, resp: Any, t: int, state: TurnState) -> Iterable[ev.Event]:
         """A non-streamed ``response`` object (a dict or the SDK's model)."""
         self._usage(resp, t, state)
+        yield from per_request_events(field(resp, "metrics"), t)
         usage: ev.Usage | None = state.usage.get("event")
         reasoning, text = [], []
         for out in field(resp, "output") or ():
@@ -161,6 +165,7 @@ class ResponsesWire:
     def _finish(self, state: TurnState, probe: Probe, t: int) -> Iterable[ev.Event]:
         if "event" in state.usage:
             yield state.usage["event"]
+        yield from state.extra.get("per_request", ())  # vLLM's metrics in response.completed
         if not state.finished:
             yield ev.Failed(
                 t,

@@ -122,6 +122,7 @@ def aggregate_level(
         "total_input_tokens": in_tokens,
         "total_output_tokens": out_tokens,
         "token_source": ",".join(sources),
+        "token_note": token_note(ok),  # when the tokens/s rest on estimates, or on counts the text cannot hold
         "ttft_ms": {**percentiles(ttft).to_dict(), "std": _std(ttft)},
         "ttfvt_ms": {**percentiles(ttfvt).to_dict(), "std": _std(ttfvt)},
         "tpot_ms": {**percentiles(tpot).to_dict(), "std": _std(tpot)},
@@ -143,6 +144,43 @@ def aggregate_level(
     out.update(workload_figures(reqs, ok))  # lengths, prefix cache, by turn, arrivals: where the level has them
     out["vllm"] = vllm_summary(out, mode=mode, level=level)
     return out
+
+
+# A token stands for at least one byte of its text; a server may count a few beyond the text it streams
+# (an end-of-sequence token, a template's), allowed for here.
+UNSTREAMED_TOKENS = 8
+
+
+def token_note(ok: Sequence[TurnRecord]) -> str | None:
+    """Why the level's tokens/s cannot be taken at face value, or None: counts estimated from characters
+    (the server sent no usage), or a server's usage claiming more output tokens than the text it streamed
+    could hold (reasoning it counted but did not stream aside). A throughput is never printed on such
+    counts without this sentence beside it."""
+    estimated = sum(1 for r in ok if r.tokens.source == "estimated")
+    beyond = [
+        r
+        for r in ok
+        if r.tokens.source == "usage"
+        and (r.tokens.output or 0) - (r.tokens.reasoning or 0) > _streamed_bytes(r) + UNSTREAMED_TOKENS
+    ]
+    notes = []
+    if beyond:
+        r = beyond[0]
+        notes.append(
+            f"the server's usage claims more output tokens than its text holds on {len(beyond)} of {len(ok)} "
+            f"requests (e.g. {r.tokens.output:,} tokens for {_streamed_bytes(r):,} bytes streamed): the tokens/s "
+            "rest on its counts, not on what arrived"
+        )
+    if estimated:
+        notes.append(
+            f"{estimated} of {len(ok)} requests' tokens are estimated (the server sent no usage; 4 characters a "
+            "token): the tokens/s rest on the estimate"
+        )
+    return "; ".join(notes) or None
+
+
+def _streamed_bytes(r: TurnRecord) -> int:
+    return len(r.answer.encode()) + len(r.reasoning.encode()) + sum(len(c.get("arguments", "")) for c in r.tool_calls)
 
 
 def split_summary(records: Sequence[TurnRecord]) -> dict[str, Any] | None:

@@ -92,11 +92,12 @@ def conclusion(levels: Sequence[dict[str, Any]]) -> str:
         return "No request completed: nothing to conclude."
     first = levels[0]
     queue = queue_or_prefill(levels)
+    tokens = _token_caveat(levels)
     if len(levels) == 1:
         return (
             f"At {_lbl(first)}: {_f(first['output_throughput'], ' tokens/s', 1)} in total, "
             f"{_f(first['per_user_tokens_per_s']['p50'], ' tokens/s', 1)} per user, "
-            f"TTFT p50 {_f(first['ttft_ms']['p50'], ' ms')}." + (f" {queue}" if queue else "")
+            f"TTFT p50 {_f(first['ttft_ms']['p50'], ' ms')}." + (f" {queue}" if queue else "") + tokens
         )
     best = max(levels, key=lambda lv: lv.get("output_throughput") or 0.0)
     lines: list[str] = []
@@ -159,4 +160,13 @@ def conclusion(levels: Sequence[dict[str, Any]]) -> str:
             "Other programs kept the machine busy at " + ", ".join(starved) + ": the client woke late "
             "(see loop lag), so small timings there carry that delay."
         )
-    return " ".join(lines)
+    return " ".join(lines) + tokens
+
+
+def _token_caveat(levels: Sequence[dict[str, Any]]) -> str:
+    """ " Token counts at c=4: ..." for the levels whose tokens/s rest on estimates or implausible counts
+    (``telemetry.bench.aggregate.token_note``), so no throughput above stands without it."""
+    noted = [lv for lv in levels if lv.get("token_note")]
+    if not noted:
+        return ""
+    return f" Token counts at {', '.join(_lbl(lv) for lv in noted)}: {noted[0]['token_note']}."

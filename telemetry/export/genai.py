@@ -8,19 +8,27 @@ It reads a typed :class:`~telemetry.record.TurnRecord` (a log line goes through
 ``TurnRecord.from_dict`` at the edge, which names a field of the wrong type). Its text is still
 untrusted: control characters in labels are replaced, non-finite numbers left out.
 
-Conventions followed: the GenAI names of OpenTelemetry semantic conventions
-:data:`SEMCONV_VERSION` (written as ``schema_url``), the names ``opentelemetry-semantic-conventions``
-0.66b2 ships. In particular:
+Conventions followed: the GenAI semantic conventions :data:`GENAI_SEMCONV_VERSION` (the
+``semantic-conventions-genai`` repository's first release), over the general conventions
+:data:`SEMCONV_VERSION` they build on (written as ``schema_url``). In particular:
 
-- the client span ``chat {model}`` (kind CLIENT) runs from the first send to the end of
-  the stream, with ``gen_ai.usage.*`` token counts and ``gen_ai.response.time_to_first_chunk``
-  as *span* attributes (they would make one metric series per turn);
-- the client histograms hold the client's own measurements only; ``gen_ai.server.*`` (the
-  model server's own figures) is never filled with them;
+- the client span ``chat {model}`` (kind CLIENT; the conventions' ``gen_ai.client.inference`` span
+  type) runs from the first send to the end of the stream, with ``gen_ai.usage.*`` token counts and
+  ``gen_ai.response.time_to_first_chunk`` as *span* attributes (they would make one metric series
+  per turn);
+- the client histograms ``gen_ai.client.inference.{duration,time_to_first_chunk,
+  time_per_output_chunk}`` hold the client's own measurements only; ``gen_ai.server.*`` (the model
+  server's own figures) is never filled with them;
 - ``time_to_first_chunk`` and ``time_per_output_chunk`` exist for streamed turns only, the
   latter once per chunk after the first (the gap since the previous chunk);
-- token usage is the ``gen_ai.client.token.usage`` histogram of that version (upstream is
-  replacing it with ``gen_ai.client.inference.usage.*`` counters).
+- token usage is the ``gen_ai.client.inference.usage.{input,output,cache_read.input,
+  cache_write.input,reasoning.output}_tokens`` counters (with ``gen_ai.token.modality``) and the
+  per-operation ``gen_ai.client.inference.operation.{input,output}_tokens`` histograms, from the
+  server's usage only (an estimate is no usage to bill);
+- the names of semantic conventions 1.44.0 (``gen_ai.client.operation.*`` and the
+  ``gen_ai.client.token.usage`` histogram) are emitted too, beside the new ones, when
+  ``OTEL_SEMCONV_STABILITY_OPT_IN`` lists ``gen_ai/dup`` (the ``/dup`` of OpenTelemetry's stability
+  migrations): a dashboard built on them keeps working while it moves.
 """
 
 from __future__ import annotations
@@ -33,13 +41,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import pairwise
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from telemetry.record import TurnRecord
 
 SEMCONV_VERSION = "1.44.0"
+GENAI_SEMCONV_VERSION = "0.1.0"  # open-telemetry/semantic-conventions-genai
 SCHEMA_URL = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+OPT_IN_ENV = "OTEL_SEMCONV_STABILITY_OPT_IN"
+DUP = "gen_ai/dup"  # in OPT_IN_ENV: the 1.44.0 names too, beside the current ones
 SCOPE = "ttft"
 NS_PER_MS = 1_000_000
 
@@ -54,27 +65,74 @@ TOKEN_BOUNDS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 41
 
 
 @dataclass(frozen=True, slots=True)
-class Histogram:
+class Instrument:
+    """One metric instrument: a histogram (``bounds``: its advised buckets) or a monotonic counter."""
+
     name: str
     unit: str
     description: str
-    bounds: tuple[float, ...]
+    bounds: tuple[float, ...] = ()
+    kind: Literal["histogram", "counter"] = "histogram"
 
 
-DURATION = Histogram(
-    "gen_ai.client.operation.duration", "s", "GenAI operation duration (first send to end of stream)", DURATION_BOUNDS
+def _hist(name: str, unit: str, description: str, bounds: tuple[float, ...]) -> Instrument:
+    return Instrument(name, unit, description, bounds)
+
+
+def _counter(name: str, description: str) -> Instrument:
+    return Instrument(name, "{token}", description, (), "counter")
+
+
+_DURATION_DOC = "GenAI inference duration (first send to end of stream)"
+_TTFC_DOC = "Time from the first send to the first chunk"
+_TPOC_DOC = "Time since the previous chunk, for each chunk after the first"
+DURATION = _hist("gen_ai.client.inference.duration", "s", _DURATION_DOC, DURATION_BOUNDS)
+TIME_TO_FIRST_CHUNK = _hist("gen_ai.client.inference.time_to_first_chunk", "s", _TTFC_DOC, DURATION_BOUNDS)
+TIME_PER_OUTPUT_CHUNK = _hist("gen_ai.client.inference.time_per_output_chunk", "s", _TPOC_DOC, CHUNK_BOUNDS)
+OPERATION_INPUT = _hist(
+    "gen_ai.client.inference.operation.input_tokens", "{token}", "Input tokens per inference", TOKEN_BOUNDS
 )
-TIME_TO_FIRST_CHUNK = Histogram(
-    "gen_ai.client.operation.time_to_first_chunk", "s", "Time from the first send to the first chunk", DURATION_BOUNDS
+OPERATION_OUTPUT = _hist(
+    "gen_ai.client.inference.operation.output_tokens", "{token}", "Output tokens per inference", TOKEN_BOUNDS
 )
-TIME_PER_OUTPUT_CHUNK = Histogram(
-    "gen_ai.client.operation.time_per_output_chunk",
-    "s",
-    "Time since the previous chunk, for each chunk after the first",
-    CHUNK_BOUNDS,
+USAGE_INPUT = _counter("gen_ai.client.inference.usage.input_tokens", "Input tokens used, cached ones included")
+USAGE_OUTPUT = _counter("gen_ai.client.inference.usage.output_tokens", "Output tokens used, reasoning included")
+USAGE_CACHE_READ = _counter(
+    "gen_ai.client.inference.usage.cache_read.input_tokens", "Input tokens served from the provider's cache"
 )
-TOKEN_USAGE = Histogram("gen_ai.client.token.usage", "{token}", "Tokens used per operation", TOKEN_BOUNDS)
-HISTOGRAMS = (DURATION, TIME_TO_FIRST_CHUNK, TIME_PER_OUTPUT_CHUNK, TOKEN_USAGE)
+USAGE_CACHE_WRITE = _counter(
+    "gen_ai.client.inference.usage.cache_write.input_tokens", "Input tokens written to the provider's cache"
+)
+USAGE_REASONING = _counter("gen_ai.client.inference.usage.reasoning.output_tokens", "Output tokens used for reasoning")
+# Semantic conventions 1.44.0's names, emitted beside the current ones with OPT_IN_ENV=gen_ai/dup.
+OLD_DURATION = _hist("gen_ai.client.operation.duration", "s", _DURATION_DOC, DURATION_BOUNDS)
+OLD_TIME_TO_FIRST_CHUNK = _hist("gen_ai.client.operation.time_to_first_chunk", "s", _TTFC_DOC, DURATION_BOUNDS)
+OLD_TIME_PER_OUTPUT_CHUNK = _hist("gen_ai.client.operation.time_per_output_chunk", "s", _TPOC_DOC, CHUNK_BOUNDS)
+OLD_TOKEN_USAGE = _hist("gen_ai.client.token.usage", "{token}", "Tokens used per operation", TOKEN_BOUNDS)
+CURRENT = (
+    DURATION,
+    TIME_TO_FIRST_CHUNK,
+    TIME_PER_OUTPUT_CHUNK,
+    OPERATION_INPUT,
+    OPERATION_OUTPUT,
+    USAGE_INPUT,
+    USAGE_OUTPUT,
+    USAGE_CACHE_READ,
+    USAGE_CACHE_WRITE,
+    USAGE_REASONING,
+)
+LEGACY = (OLD_DURATION, OLD_TIME_TO_FIRST_CHUNK, OLD_TIME_PER_OUTPUT_CHUNK, OLD_TOKEN_USAGE)
+INSTRUMENTS = (*CURRENT, *LEGACY)
+_RENAMED = {
+    DURATION.name: OLD_DURATION,
+    TIME_TO_FIRST_CHUNK.name: OLD_TIME_TO_FIRST_CHUNK,
+    TIME_PER_OUTPUT_CHUNK.name: OLD_TIME_PER_OUTPUT_CHUNK,
+}
+
+
+def legacy_names(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether the 1.44.0 names go out too: ``OTEL_SEMCONV_STABILITY_OPT_IN`` lists ``gen_ai/dup``."""
+    return DUP in {v.strip().lower() for v in env.get(OPT_IN_ENV, "").split(",")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +157,10 @@ class Span:
 
 @dataclass(frozen=True, slots=True)
 class Point:
-    """One value for one histogram, with its (low-cardinality) attributes."""
+    """One value for one instrument (a histogram's sample, a counter's increment), with its
+    (low-cardinality) attributes."""
 
-    metric: Histogram
+    metric: Instrument
     value: float
     attributes: Attrs
 
@@ -234,6 +293,7 @@ def span_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs:
         "gen_ai.usage.input_tokens": tokens.input,
         "gen_ai.usage.output_tokens": tokens.output,
         "gen_ai.usage.cache_read.input_tokens": tokens.cached_input,
+        "gen_ai.usage.cache_write.input_tokens": tokens.cache_write_input,
         "gen_ai.usage.reasoning.output_tokens": tokens.reasoning,
     }
     attrs.update({k: v for k, v in usage.items() if v is not None})
@@ -250,6 +310,11 @@ def span_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs:
         "ttft.tokens.source": _label(tokens.source),
         "ttft.time_to_first_visible_chunk": _sec(metrics.ttfvt_ms),
         "ttft.time_per_output_token": _sec(metrics.tpot_ms),
+        # the server's own account of the wait (vLLM's per-request metrics, llama-server's timings, a probe)
+        "ttft.server.queue_time": _sec(metrics.server_queue_ms),
+        "ttft.server.time_to_first_token": _sec(metrics.server_ttft_ms),
+        "ttft.server.rest_of_time_to_first_chunk": _sec(metrics.server_rest_ms),
+        "ttft.server.timing_source": _label(metrics.server_timing_source),
         "ttft.diagnosis": _label(rec.diagnosis),
     }
     # extra is free-form (bench and compare fill it): still read field by field
@@ -267,6 +332,7 @@ def span_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs:
         ("gen_ai.usage.input_tokens", "llm.token_count.prompt"),
         ("gen_ai.usage.output_tokens", "llm.token_count.completion"),
         ("gen_ai.usage.cache_read.input_tokens", "llm.token_count.prompt_details.cache_read"),
+        ("gen_ai.usage.cache_write.input_tokens", "llm.token_count.prompt_details.cache_write"),
         ("gen_ai.usage.reasoning.output_tokens", "llm.token_count.completion_details.reasoning"),
     ):
         if src in attrs:
@@ -363,8 +429,9 @@ def _wait_spans(rec: TurnRecord, sent: int, first: int | None, end: int) -> list
 
 
 # --- metric points --------------------------------------------------------------------------
-def turn_points(rec: TurnRecord) -> list[Point]:
-    """Every histogram value this turn contributes (per chunk for ``time_per_output_chunk``)."""
+def turn_points(rec: TurnRecord, *, legacy: bool = False) -> list[Point]:
+    """Every metric value this turn contributes (per chunk for ``time_per_output_chunk``); with
+    ``legacy`` (:func:`legacy_names`) the 1.44.0 names' too."""
     attrs = metric_attributes(rec)
     metrics, tokens = rec.metrics, rec.tokens
     out: list[Point] = []
@@ -375,9 +442,27 @@ def turn_points(rec: TurnRecord) -> list[Point]:
             out.append(Point(TIME_TO_FIRST_CHUNK, ttft / 1000, attrs))
         times = chunk_times_ms(rec)
         out += [Point(TIME_PER_OUTPUT_CHUNK, (b - a) / 1000, attrs) for a, b in pairwise(times)]
-    for n, kind in ((tokens.input, "input"), (tokens.output, "output")):
-        if n is not None:
-            out.append(Point(TOKEN_USAGE, float(n), {**attrs, "gen_ai.token.type": kind}))
+    if tokens.source == "usage":  # the server's counts: what a bill holds, never an estimate
+        # ttft sends text; files it attached may be images, and the usage does not split them out
+        in_attrs: Attrs = {**attrs, "gen_ai.token.modality": "unknown" if rec.attachments else "text"}
+        out_attrs: Attrs = {**attrs, "gen_ai.token.modality": "text"}
+        for metric, n, a in (
+            (USAGE_INPUT, tokens.input, in_attrs),
+            (USAGE_OUTPUT, tokens.output, out_attrs),
+            (USAGE_CACHE_READ, tokens.cached_input, in_attrs),
+            (USAGE_CACHE_WRITE, tokens.cache_write_input, in_attrs),
+            (USAGE_REASONING, tokens.reasoning, out_attrs),
+        ):
+            if n is not None and n >= 0:
+                out.append(Point(metric, float(n), a))
+        for metric, n in ((OPERATION_INPUT, tokens.input), (OPERATION_OUTPUT, tokens.output)):
+            if n is not None and n >= 0:
+                out.append(Point(metric, float(n), attrs))
+    if legacy:
+        out += [Point(_RENAMED[p.metric.name], p.value, p.attributes) for p in out if p.metric.name in _RENAMED]
+        for n, kind in ((tokens.input, "input"), (tokens.output, "output")):
+            if n is not None:
+                out.append(Point(OLD_TOKEN_USAGE, float(n), {**attrs, "gen_ai.token.type": kind}))
     return out
 
 

@@ -2,9 +2,10 @@
 
 The names and values come from :mod:`telemetry.export.genai` (shared with the live push); this
 module only writes them in the OTLP/JSON encoding: ids in hex, 64-bit integers as strings,
-enums as numbers. Metrics are *cumulative* histograms, one data point per series (metric and
-attribute set) over the whole file, from the first turn's send (``startTimeUnixNano``) to the
-last turn's end, so a backend adds them up the way it adds up a live process's.
+enums as numbers. Metrics are *cumulative* histograms and monotonic sums (the usage counters), one
+data point per series (metric and attribute set) over the whole file, from the first turn's send
+(``startTimeUnixNano``) to the last turn's end, so a backend adds them up the way it adds up a live
+process's.
 """
 
 from __future__ import annotations
@@ -131,9 +132,15 @@ class _Series:
         self.lo, self.hi = min(self.lo, v), max(self.hi, v)
 
 
-def metrics_document(records: Iterable[TurnRecord], *, counted: list[int] | None = None) -> dict[str, Any]:
-    """An ``ExportMetricsServiceRequest``: the GenAI client histograms over every turn, cumulative."""
-    series: dict[str, dict[tuple[tuple[str, Any], ...], _Series]] = {h.name: {} for h in genai.HISTOGRAMS}
+def metrics_document(
+    records: Iterable[TurnRecord], *, counted: list[int] | None = None, legacy: bool | None = None
+) -> dict[str, Any]:
+    """An ``ExportMetricsServiceRequest``: the GenAI client histograms and usage counters over every turn,
+    cumulative; ``legacy`` (default: :func:`genai.legacy_names` of the environment) adds the 1.44.0 names."""
+    if legacy is None:
+        legacy = genai.legacy_names()
+    instruments = genai.INSTRUMENTS if legacy else genai.CURRENT
+    series: dict[str, dict[tuple[tuple[str, Any], ...], _Series]] = {h.name: {} for h in instruments}
     first: int | None = None
     last: int | None = None
     n = 0
@@ -144,7 +151,7 @@ def metrics_document(records: Iterable[TurnRecord], *, counted: list[int] | None
             first = sent if first is None else min(first, sent)
         if end is not None:
             last = end if last is None else max(last, end)
-        for p in genai.turn_points(rec):
+        for p in genai.turn_points(rec, legacy=legacy):
             key = tuple(sorted(p.attributes.items()))
             s = series[p.metric.name].setdefault(key, _Series(p.metric.bounds, p.attributes))
             s.add(p.value)
@@ -152,7 +159,23 @@ def metrics_document(records: Iterable[TurnRecord], *, counted: list[int] | None
         counted.append(n)
     start, now = str(first or 0), str(last or first or 0)
     metrics = []
-    for h in genai.HISTOGRAMS:
+    for h in instruments:
+        if h.kind == "counter":
+            sums = [
+                {"attributes": attributes(s.attrs), "startTimeUnixNano": start, "timeUnixNano": now,
+                 "asInt": str(int(s.total))}
+                for s in series[h.name].values()
+            ]  # fmt: skip
+            if sums:
+                metrics.append(
+                    {
+                        "name": h.name,
+                        "unit": h.unit,
+                        "description": h.description,
+                        "sum": {"dataPoints": sums, "aggregationTemporality": CUMULATIVE, "isMonotonic": True},
+                    }
+                )
+            continue
         points = [
             {
                 "attributes": attributes(s.attrs),

@@ -79,7 +79,9 @@ def test_an_explicit_url_and_another_servers_names(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("quiet", [False, True])
-def test_a_server_without_the_endpoint_is_a_note_not_an_error(tmp_path: Path, capsys, quiet: bool) -> None:
+def test_a_server_without_the_endpoint_is_a_warning_even_with_q_not_an_error(
+    tmp_path: Path, capsys, quiet: bool
+) -> None:
     out = tmp_path / "run"
     with BatchingServer(slots=2, token_ms=2, prefill_ms=2) as srv:  # no /metrics: a 404
         rc = main(
@@ -89,7 +91,7 @@ def test_a_server_without_the_endpoint_is_a_note_not_an_error(tmp_path: Path, ca
         )  # fmt: skip
     assert rc == Exit.OK
     err = capsys.readouterr().err
-    assert ("not reading the server's gauges" in err and "HTTP 404" in err) is not quiet
+    assert "not reading the server's gauges" in err and "HTTP 404" in err  # asked for and not read: -q keeps it
     assert "Traceback" not in err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["server_metrics"]["note"].endswith("answered HTTP 404")
@@ -110,15 +112,35 @@ def test_the_report_reads_the_gauges_back(tmp_path: Path, capsys) -> None:
     assert (tmp_path / "svg" / "queue.svg").exists()
 
 
-async def test_a_capacity_search_says_it_reads_no_gauges() -> None:
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_capacity_search_reads_the_gauges_beside_each_probe(tmp_path: Path, capsys, quiet: bool) -> None:
+    out = tmp_path / "run"
+    with GaugedServer(slots=2, token_ms=15, prefill_ms=5, alpha=0.0) as srv:
+        rc = main(
+            ["bench", "-m", "compat:gauged-fake", "--base-url", srv.base_url, "--find-capacity", "--slo",
+             "ttft_p90=20s", "--capacity-limit", "4", "--requests", "8", "--warmup", "0", "--max-output-tokens", "6",
+             "--input-tokens", "16", "--server-metrics", "--out", str(out), *(["-q"] if quiet else [])]
+        )  # fmt: skip
+    assert rc == Exit.OK
+    printed = capsys.readouterr()
+    assert "not read" not in printed.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["server_metrics"]["server"] == "vllm"
+    probes = summary["details"]
+    assert [d["level"] for d in probes] == [1, 2, 4]  # the search doubled up to its limit, each probe passing
+    for d in probes:  # every probe has its own reads: the running gauge never passes its users or the slots
+        g = d["server_metrics"]
+        assert g["samples"] >= 1 and 1 <= g["running"]["max"] <= min(d["level"], 2)
+    assert probes[-1]["server_metrics"]["waiting"]["max"] >= 1  # four users on two slots: some waited
+    if not quiet:
+        assert printed.out.count("server gauges (vllm /metrics") == 3  # a line under each probe
+
+
+async def test_no_gauges_are_read_unless_asked() -> None:
     import argparse
 
     from tui.commands.bench.command import _scraper
 
     meta: dict = {}
-    args = argparse.Namespace(server_metrics="", find_capacity=True, quiet=True)
-    assert await _scraper(args, "compat:m", "http://127.0.0.1:9/v1", None, meta) is None
-    assert meta["server_metrics"]["note"] == "not read during a capacity search"
-    meta = {}
     args = argparse.Namespace(server_metrics=None, find_capacity=False, quiet=True)
     assert await _scraper(args, "compat:m", "http://127.0.0.1:9/v1", None, meta) is None and meta == {}  # not asked

@@ -368,7 +368,7 @@ async def test_token_counts_of_the_wrong_type_are_dropped(api: str, raw: RawServ
 # --- fuzz: every API's stream reader ---------------------------------------------------------------
 # Every body a fuzz has ever found a bug with, by API (its SDK path's name; each runs through the lean
 # reader too), replayed as an explicit example before anything is drawn, on every run.
-DEEP = b"[" * 129 + b"]" * 129  # one level past the JSON guard: the lean readers refused it, the SDKs read it
+DEEP = b"[" * 129 + b"]" * 129  # one level past the JSON guard, which the lean readers applied and the SDKs did not
 FOUND: dict[str, list[list[bytes]]] = {
     "sdk": [
         # a finish_reason that is not a string crashed the record (RecordError) on the SDK path (f358274)
@@ -379,9 +379,10 @@ FOUND: dict[str, list[list[bytes]]] = {
         # bad UTF-8 in a comment, and in a last line with no blank line after it (5bc2392)
         [FIRST["sdk"] + b": \xff\n\n"],
         [FIRST["sdk"], b"data: \xff"],
-        # an event nested past the guard: malformed on the lean path, ignored by the SDK's (after the merge
-        # of the JSON guard; now the SDK paths' events go through the guard too)
+        # an event nested past the guard: malformed on the lean path, read whole by the SDK's (after the
+        # merge of the JSON guard; now every path leaves the deep part out, or refuses an event all nesting)
         [FIRST["sdk"] + b'data: {"x":' + DEEP + b"}\n\n"],
+        [FIRST["sdk"] + b"data: " + DEEP + b"\n\n"],
     ],
     "responses": [
         # an error message that is an integer past 64 bits: the lean reader's orjson read it as a float

@@ -71,6 +71,13 @@ every generation request with HTTP 200 and the provider's error object as one JS
 Each ``RecordedRequest`` says whether the stream ``completed`` or the client ``disconnected``
 (detected within ~10 ms, also while the server is sleeping).
 
+vLLM's per-request metrics (``vllm_metrics``, ``output_token_metrics``, ``spec_decode``): a ``metrics``
+object on the usage chunk, in ``response.completed``, at the top of a non-streamed answer, measured on
+the fake's own clock (``RecordedRequest.server_metrics`` keeps it); ``metrics_json`` sends any text
+there instead (hostile shapes). The scheduler: ``slots`` requests generate at once, a later one waits;
+``queue_hold_ms`` holds each in the queue first; timing then counts from scheduling, so a test knows
+each request's queue and TTFT.
+
 Scripted content: ``texts`` gives the chunks' text (hostile text on any API's normal shape);
 ``raw_sse`` is sent verbatim as a streamed body (wire content the schedule cannot make).
 

@@ -40,7 +40,7 @@ async def anthropic_json(st: Stream, body: dict[str, Any], s: Schedule) -> web.R
         content.append({"type": "tool_use", "id": f"toolu_{i}", "name": name, "input": json.loads(args or "{}")})
     usage: dict[str, Any] = {
         "input_tokens": s.input_tokens,
-        "cache_creation_input_tokens": 0,
+        "cache_creation_input_tokens": s.cache_write_tokens,
         "cache_read_input_tokens": s.cached_tokens,
         "output_tokens": s.output_tokens if s.usage else 0,
     }
@@ -85,7 +85,7 @@ async def anthropic_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
                 "stop_sequence": None,
                 "usage": {
                     "input_tokens": s.input_tokens,
-                    "cache_creation_input_tokens": 0,
+                    "cache_creation_input_tokens": s.cache_write_tokens,
                     "cache_read_input_tokens": s.cached_tokens,
                     "output_tokens": 1,
                 },

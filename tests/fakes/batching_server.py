@@ -20,7 +20,7 @@ counts; usage reports prompt words as ``prompt_tokens``. With ``timings=True`` t
 carries llama-server style ``timings``. With ``unique_answers=True`` every answer's words name
 their request (``a7.00 a7.01 ...`` for the 8th request), so a test can tell which answer a later
 turn carries. ``log`` keeps, per request, when it arrived (``time.monotonic()``), its messages,
-its ``max_tokens`` and the answer sent.
+its ``max_tokens``, its ``ignore_eos`` (None when not sent) and the answer sent.
 
 Use in-process (``with BatchingServer(...) as srv: srv.base_url``) or as a separate process:
 ``python -m tests.fakes.batching_server --port 8123 --slots 4 --token-ms 10 --alpha 0.3``.
@@ -133,6 +133,7 @@ class BatchingServer(LoopThreadServer):
                 "arrived": arrived,
                 "messages": body.get("messages", []),
                 "max_tokens": body.get("max_tokens"),
+                "ignore_eos": body.get("ignore_eos"),  # vLLM's and llama-server's switch, when sent
                 "answer": "".join(words),
             }
         )

@@ -1,5 +1,6 @@
 """OpenAI Chat Completions on the fake server: SSE chunks (reasoning in any of the servers' shapes,
-usage chunk, llama-server / Ollama timings), or the whole JSON completion when not streamed."""
+usage chunk, llama-server / Ollama timings, vLLM's per-request ``metrics`` on the usage chunk), or the whole
+JSON completion when not streamed."""
 
 from __future__ import annotations
 
@@ -10,14 +11,14 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.schedule import Schedule
-from tests.fakes.stream import Stream, failures
+from tests.fakes.stream import Stream, failures, with_metrics
 
 
 def usage_chat(s: Schedule) -> dict[str, Any]:
     return {
         "prompt_tokens": s.input_tokens,
-        "completion_tokens": s.output_tokens,
-        "total_tokens": s.input_tokens + s.output_tokens,
+        "completion_tokens": s.claimed_output_tokens or s.output_tokens,
+        "total_tokens": s.input_tokens + (s.claimed_output_tokens or s.output_tokens),
         "prompt_tokens_details": {"cached_tokens": s.cached_tokens, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": s.reasoning_tokens,
@@ -112,6 +113,7 @@ async def chat_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
             delta = {"content": piece}
         mid = server_timings(s, (n_sent + 1) / len(chunks)) if s.timings_per_chunk else {}
         await st.data(chunk(delta, **mid))
+        st.sent_token(kind)
         st.rec.chunks_sent += 1
     if await failures(st, s, len(chunks), error):
         return
@@ -121,6 +123,7 @@ async def chat_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
         if name:
             call = {"index": i, "id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": ""}}
         await st.data(chunk({"tool_calls": [call]}))
+        st.sent_token("tool")
         st.rec.chunks_sent += 1
     if s.no_done:  # cut off cleanly: no finish chunk, no usage, no [DONE]
         await st.end()
@@ -128,7 +131,7 @@ async def chat_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
     await st.data(chunk({}, s.stop_reason or ("tool_calls" if s.tool_calls else "stop"), **server_timings(s)))
     if include_usage and s.usage:
         usage_chunk = {**base, "choices": [], "usage": usage_chat(s)}
-        await st.data(usage_chunk)
+        await st.data(with_metrics(usage_chunk, st, s, s.output_tokens))  # vLLM: metrics ride the usage chunk
     await st.data("[DONE]")
     await st.end()
 
@@ -157,4 +160,7 @@ async def chat_json(st: Stream, body: dict[str, Any], s: Schedule) -> web.Respon
         out["usage"] = usage_chat(s)
     st.rec.status = 200
     st.rec.completed = True
-    return web.json_response(out)
+    body_out = with_metrics(out, st, s, s.output_tokens, streamed=False)
+    if isinstance(body_out, str):
+        return web.Response(text=body_out, content_type="application/json")
+    return web.json_response(body_out)

@@ -11,7 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes.schedule import Schedule
-from tests.fakes.stream import Stream, failures
+from tests.fakes.stream import Stream, failures, with_metrics
 
 
 def response_obj(
@@ -80,7 +80,10 @@ async def responses_json(st: Stream, body: dict[str, Any], s: Schedule) -> web.R
         out["incomplete_details"] = {"reason": "max_output_tokens"}
     st.rec.status = 200
     st.rec.completed = True
-    return web.json_response(out)
+    body_out = with_metrics(out, st, s, s.output_tokens, streamed=False)
+    if isinstance(body_out, str):
+        return web.Response(text=body_out, content_type="application/json")
+    return web.json_response(body_out)
 
 
 async def responses_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
@@ -138,6 +141,7 @@ async def responses_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
                     "delta": piece,
                 }
             )
+            st.sent_token("reasoning")
         else:
             if reasoning_open:
                 reasoning_open = False
@@ -179,6 +183,7 @@ async def responses_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
                     "logprobs": [],
                 }
             )
+            st.sent_token("text")
         st.rec.chunks_sent += 1
     if await failures(st, s, len(chunks), error):
         return
@@ -238,7 +243,11 @@ async def responses_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
     usage = usage_responses(s)
     status = s.stop_reason or "completed"
     kind = "response.completed" if status == "completed" else f"response.{status}"
-    await emit({"type": kind, "response": response(status, output, usage if s.usage else None)})
+    final = with_metrics(response(status, output, usage if s.usage else None), st, s, s.output_tokens)
+    if isinstance(final, str):  # Schedule.metrics_json: spliced as text, as a server would send it
+        await st.data(f'{{"type":"{kind}","sequence_number":{seq},"response":{final}}}', event=kind)
+    else:
+        await emit({"type": kind, "response": final})
     await st.end()
 
 

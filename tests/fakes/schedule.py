@@ -24,7 +24,9 @@ class Schedule:
     think_tag_split: bool = False  # cut "</think>" across two chunks
     input_tokens: int = 12
     cached_tokens: int = 0
+    cache_write_tokens: int = 0  # Anthropic's cache_creation_input_tokens (outside input_tokens, as it sends them)
     usage: bool = True  # send usage (Chat Completions: only when include_usage is asked)
+    claimed_output_tokens: int | None = None  # usage's output count when it lies about what was streamed
     timings: str | None = None  # "llama" (llama-server timings) | "ollama" (durations) on the last chunk
     timings_per_chunk: bool = False  # llama timings on every token chunk too (llama-server's timings_per_token)
     draft: tuple[int, int] | None = None  # llama timings' (draft_n, draft_n_accepted): speculative decoding
@@ -63,6 +65,23 @@ class Schedule:
     # first, then the arguments in pieces of ``tool_piece_chars``, one token slot each.
     tool_calls: tuple[tuple[str, str], ...] = ()
     tool_piece_chars: int = 8
+    # vLLM's per-request metrics (--enable-per-request-metrics): a ``metrics`` object on the usage chunk
+    # (Chat Completions, when usage is asked for), in ``response.completed`` (Responses), at the top of a
+    # non-streamed answer; queue and TTFT as the fake measured them on its own clock (``RecordedRequest.
+    # server_metrics`` keeps what it sent). ``output_token_metrics`` adds the reasoning / content blocks,
+    # ``spec_decode`` (drafted, accepted, verification steps) the speculative_decoding block.
+    vllm_metrics: bool = False
+    output_token_metrics: bool = False
+    spec_decode: tuple[int, int, int] | None = None
+    # The scheduler: at most ``slots`` requests generate at once (the server's own, across every request
+    # with a slot count), a later one waits for a free slot; ``queue_hold_ms`` holds every request in the
+    # queue this long first (the held-queue knob: the truth of its queue time). Timing after the queue
+    # (headers_ms, first_token_ms, ...) counts from the moment the request is scheduled.
+    slots: int | None = None
+    queue_hold_ms: float = 0.0
+    # Sent verbatim as the ``metrics`` value (JSON text: hostile shapes, NaN, deep nesting) instead of the
+    # measured object.
+    metrics_json: str | None = None
 
     def chunks(self, reasoning_visible: bool = True) -> list[tuple[float, str, str]]:
         """``(at_ms, kind, text)`` for every token-bearing chunk, reasoning first.
@@ -137,3 +156,4 @@ class RecordedRequest:
     disconnect_ns: int | None = None
     chunks_sent: int = 0
     query: dict[str, str] = field(default_factory=dict)  # the URL's query parameters, as they arrived
+    server_metrics: dict[str, Any] | None = None  # the vLLM per-request metrics object it sent

@@ -5,9 +5,10 @@ by tests/fakes/loop_thread.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
@@ -27,6 +28,7 @@ class FakeServer(LoopThreadServer):
         self.schedules: dict[str, Schedule] = {}
         self.requests: list[RecordedRequest] = []
         self._attempts: dict[str, int] = {}
+        self._slots: tuple[int, asyncio.Semaphore] | None = None  # Schedule.slots' scheduler, on the server's loop
 
     # --- configuration ---------------------------------------------------------------
     @property
@@ -110,32 +112,58 @@ class FakeServer(LoopThreadServer):
         if schedule.keepalive_s:
             stream.keepalive = (schedule.keepalive_s, schedule.keepalive.encode())
         try:
-            if schedule.headers_ms:
-                await stream.until(schedule.headers_ms)
-            if schedule.raw_sse is not None and body.get("stream"):
-                await stream.open()
-                await stream.raw(schedule.raw_sse.encode())
-                await stream.end()
-            elif path.endswith("/chat/completions"):
-                if not body.get("stream"):
-                    return await openai_chat.chat_json(stream, body, schedule)
-                await openai_chat.chat_sse(stream, body, schedule)
-            elif path.endswith("/responses"):
-                if not body.get("stream"):
-                    return await openai_responses.responses_json(stream, body, schedule)
-                await openai_responses.responses_sse(stream, body, schedule)
-            elif path.endswith("/messages"):
-                if not body.get("stream"):
-                    return await anthropic_messages.anthropic_json(stream, body, schedule)
-                await anthropic_messages.anthropic_sse(stream, body, schedule)
-            else:
-                rec.status = 404
-                return web.json_response({"error": {"message": f"no route {path}"}}, status=404)
+            async with self._scheduled(stream, schedule):
+                return await self._generate(stream, rec, body, path, schedule)
         except Gone:
             rec.disconnected = True
             rec.disconnect_ns = time.monotonic_ns()
         assert stream.resp is not None or rec.disconnected
         return stream.resp if stream.resp is not None else web.Response(status=499)
+
+    @contextlib.asynccontextmanager
+    async def _scheduled(self, stream: Stream, s: Schedule) -> AsyncIterator[None]:
+        """The scheduler: held ``queue_hold_ms``, then a free one of the server's ``slots``; from then on the
+        request's clock (``stream.t0``) starts at its scheduling, as a serving engine's per-request metrics do."""
+        if s.queue_hold_ms:
+            await stream.until(s.queue_hold_ms)
+        if not s.slots:
+            if s.queue_hold_ms:
+                stream.t0 = asyncio.get_running_loop().time()
+            yield
+            return
+        if self._slots is None or self._slots[0] != s.slots:
+            self._slots = (s.slots, asyncio.Semaphore(s.slots))
+        async with self._slots[1]:
+            stream.t0 = asyncio.get_running_loop().time()
+            yield
+
+    async def _generate(
+        self, stream: Stream, rec: RecordedRequest, body: dict[str, Any], path: str, schedule: Schedule
+    ) -> web.StreamResponse:
+        """One generation request's answer, in its API's shape."""
+        if schedule.headers_ms:
+            await stream.until(schedule.headers_ms)
+        if schedule.raw_sse is not None and body.get("stream"):
+            await stream.open()
+            await stream.raw(schedule.raw_sse.encode())
+            await stream.end()
+        elif path.endswith("/chat/completions"):
+            if not body.get("stream"):
+                return await openai_chat.chat_json(stream, body, schedule)
+            await openai_chat.chat_sse(stream, body, schedule)
+        elif path.endswith("/responses"):
+            if not body.get("stream"):
+                return await openai_responses.responses_json(stream, body, schedule)
+            await openai_responses.responses_sse(stream, body, schedule)
+        elif path.endswith("/messages"):
+            if not body.get("stream"):
+                return await anthropic_messages.anthropic_json(stream, body, schedule)
+            await anthropic_messages.anthropic_sse(stream, body, schedule)
+        else:
+            rec.status = 404
+            return web.json_response({"error": {"message": f"no route {path}"}}, status=404)
+        assert stream.resp is not None
+        return stream.resp
 
     def _models(self, s: Schedule, anthropic: bool) -> dict[str, Any]:
         if anthropic:

@@ -14,6 +14,80 @@ from aiohttp import web
 from tests.fakes.schedule import RecordedRequest, Schedule
 
 
+def vllm_metrics(st: Stream, s: Schedule, output_tokens: int, streamed: bool = True) -> dict[str, Any] | None:
+    """vLLM's per-request ``metrics`` object as this request's own clock measured it (None when off).
+
+    Times are from scheduling (``st.t0``); a non-streamed answer's tokens are timed by its schedule."""
+    if not (s.vllm_metrics or s.output_token_metrics or s.spec_decode):
+        return None
+    ms = 1000.0
+    if streamed and "any" in st.first_at and st.last_at is not None:
+        first = (st.first_at["any"] - st.t0) * ms
+        if s.reasoning_tokens and "reasoning" not in st.first_at:  # hidden reasoning: generated, not sent
+            first = s.first_token_ms
+        gen = (st.last_at - st.t0) * ms - first
+    else:
+        first, gen = s.first_token_ms, s.end_ms() - s.first_token_ms
+    out: dict[str, Any] = {
+        "time_to_first_token_ms": round(first, 3),
+        "generation_time_ms": round(gen, 3),
+        "queue_time_ms": round((st.t0 - st.arrived) * ms, 3),
+        "mean_itl_ms": round(gen / (output_tokens - 1), 3) if output_tokens > 1 else None,
+        "tokens_per_second": round(output_tokens / ((first + gen) / ms), 3) if first + gen > 0 else None,
+    }
+    if s.output_token_metrics:
+
+        def category(kind: str, n: int, nominal_ms: float) -> dict[str, Any]:
+            at = st.first_at.get(kind)
+            ttft = (at - st.t0) * ms if at is not None and streamed else nominal_ms
+            return {
+                "token_count": n,
+                "time_to_first_token_ms": round(ttft, 3) if n else None,
+                "generation_time_ms": None,
+                "mean_itl_ms": None,
+                "tokens_per_second": None,
+            }
+
+        out["output_token_metrics"] = {
+            "reasoning": category("reasoning", s.reasoning_tokens, s.first_token_ms),
+            "content": category("text", s.visible_tokens, s.expected_ttfvt_ms()),
+            "unclassified_token_count": 0,
+        }
+    if s.spec_decode:
+        drafted, accepted, steps = s.spec_decode
+        out["speculative_decoding"] = {
+            "mean_acceptance_length": 1 + accepted / steps,
+            "draft_acceptance_rate": accepted / drafted,
+            "acceptance_histogram": _histogram(accepted, steps, 3),
+            "num_spec_steps": steps,
+            "num_accepted_draft_tokens": accepted,
+            "num_draft_tokens": drafted,
+            "num_spec_tokens": 3,
+        }
+    st.rec.server_metrics = out
+    return out
+
+
+def _histogram(accepted: int, steps: int, k: int) -> list[int]:
+    """Steps by how many drafts each accepted, spread as evenly as the totals allow."""
+    q, r = divmod(accepted, steps)
+    out = [0] * (k + 1)
+    out[min(q, k)] += steps - r
+    if r:
+        out[min(q + 1, k)] += r
+    return out
+
+
+def with_metrics(obj: dict[str, Any], st: Stream, s: Schedule, output_tokens: int, streamed: bool = True) -> Any:
+    """``obj`` with vLLM's ``metrics`` at its top: the measured object, or ``Schedule.metrics_json`` verbatim
+    (then the JSON text of the whole, since that value may be no Python object at all)."""
+    if s.metrics_json is not None:
+        head = json.dumps(obj, separators=(",", ":"))
+        return head[:-1] + ',"metrics":' + s.metrics_json + "}"
+    m = vllm_metrics(st, s, output_tokens, streamed)
+    return {**obj, "metrics": m} if m is not None else obj
+
+
 class Gone(Exception):
     """The client closed the connection."""
 
@@ -27,6 +101,16 @@ class Stream:
         self.t0 = t0
         self.resp: web.StreamResponse | None = None
         self.keepalive: tuple[float, bytes] | None = None  # (every S seconds, these bytes) once open
+        self.arrived = t0  # t0 moves to the scheduling moment when the request queued (Schedule.slots)
+        self.first_at: dict[str, float] = {}  # loop time each kind's first token chunk went out
+        self.last_at: float | None = None
+
+    def sent_token(self, kind: str) -> None:
+        """A token-bearing chunk of ``kind`` (reasoning | text | tool) was written: for the per-request metrics."""
+        now = asyncio.get_running_loop().time()
+        self.first_at.setdefault(kind, now)
+        self.first_at.setdefault("any", now)
+        self.last_at = now
 
     def gone(self) -> bool:
         tr = self.request.transport

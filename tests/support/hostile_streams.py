@@ -149,6 +149,13 @@ shaped = st.recursive(  # dicts with the keys the readers look up, holding any J
 )
 
 
+VLLM_METRICS = {  # vLLM's per-request metrics
+    "time_to_first_token_ms": 8.5,
+    "queue_time_ms": 1.0,
+    "mean_itl_ms": None,
+    "output_token_metrics": {"content": {"token_count": 2, "time_to_first_token_ms": 9.0}},
+    "speculative_decoding": {"num_draft_tokens": 4, "num_accepted_draft_tokens": 2, "num_spec_steps": 2},
+}
 TEMPLATES: dict[str, list[dict[str, Any]]] = {  # well-formed events of each API, one leaf of which the fuzz replaces
     "chat": [
         {"choices": [{"index": 0, "delta": {"content": "x", "reasoning_content": "r"}, "finish_reason": None}]},
@@ -158,6 +165,7 @@ TEMPLATES: dict[str, list[dict[str, Any]]] = {  # well-formed events of each API
                                   "prompt_tokens_details": {"cached_tokens": 0},
                                   "completion_tokens_details": {"reasoning_tokens": 0}}},
         {"choices": [], "timings": {"prompt_n": 1, "predicted_n": 2}},
+        {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}, "metrics": VLLM_METRICS},
         {"error": {"message": "boom", "type": "server_error"}},
     ],
     "responses": [
@@ -169,6 +177,9 @@ TEMPLATES: dict[str, list[dict[str, Any]]] = {  # well-formed events of each API
                                                     "usage": {"input_tokens": 1, "output_tokens": 2,
                                                               "input_tokens_details": {"cached_tokens": 0},
                                                               "output_tokens_details": {"reasoning_tokens": 0}}}},
+        {"type": "response.completed", "response": {"id": "r", "status": "completed", "output": [],
+                                                    "usage": {"input_tokens": 1, "output_tokens": 2},
+                                                    "metrics": VLLM_METRICS}},
         {"type": "response.failed", "response": {"id": "r", "status": "failed", "error": {"message": "m"}}},
         {"type": "error", "message": "boom", "code": "server_error"},
     ],
@@ -254,6 +265,7 @@ def outcome(rec: dict[str, Any]) -> dict[str, Any]:
         "tool_calls": rec["tool_calls"],
         "chunks": [{k: v for k, v in c.items() if k != "t_ms"} for c in rec["chunks"]],
         "error": (err.get("type"), message, err.get("hint")),
+        "server": (rec["server"], rec["notices"].get("server_metrics")),  # a server's metrics, read alike
     }
 
 

@@ -143,3 +143,36 @@ def test_a_record_keeps_cost_and_attachments_and_reads_back() -> None:
     assert back.attachments == (AttachmentInfo("pic.png", 1234, "image/png", 765),)
     assert back.cost == Cost(1e-4, 2e-4, 3e-4, "openai:o3", "config")
     assert reads_back(back.to_dict()) == back.to_dict() == d
+
+
+def test_cache_writes_are_priced_at_the_tables_cache_write_price() -> None:
+    ref = PriceRef("claude-haiku-4-5", provider_id="anthropic")
+    plain = TokenCounts(12_000, 0, 640, 0, "usage")
+    written = TokenCounts(12_000, 0, 640, 0, "usage", cache_write_input=10_000)
+    cost_plain, cost_written = price_turn(ref, plain, WHEN), price_turn(ref, written, WHEN)
+    assert cost_plain is not None and cost_written is not None
+    expected = calc_price(
+        Usage(input_tokens=12_000, cache_read_tokens=0, cache_write_tokens=10_000, output_tokens=640),
+        model_ref="claude-haiku-4-5",
+        provider_id="anthropic",
+        genai_request_timestamp=datetime.fromisoformat(WHEN),
+    )
+    assert cost_written.input_usd == float(expected.input_price)
+    # Anthropic's 5-minute cache write costs 1.25x input: 10,000 such tokens, 2,500 input tokens' worth more
+    assert cost_written.input_usd == pytest.approx(cost_plain.input_usd * (2_000 + 12_500) / 12_000)
+    assert cost_written.output_usd == cost_plain.output_usd
+
+
+def test_config_prices_cache_writes_at_their_own_rate_or_as_input() -> None:
+    tokens = TokenCounts(1_000_000, 200_000, 0, 0, "usage", cache_write_input=300_000)
+    own = Price("compat:m", 1.0, 2.0, cached_input_per_mtok=0.1, cache_write_input_per_mtok=1.5)
+    cost = price_turn(PriceRef("m", config=own), tokens)
+    assert cost is not None and cost.input_usd == pytest.approx(0.5 * 1.0 + 0.2 * 0.1 + 0.3 * 1.5)
+    plain = price_turn(PriceRef("m", config=Price("compat:m", 1.0, 2.0, cached_input_per_mtok=0.1)), tokens)
+    assert plain is not None and plain.input_usd == pytest.approx(0.8 * 1.0 + 0.2 * 0.1)
+
+
+def test_an_old_record_without_cache_writes_reads_back() -> None:
+    d = {"schema": "ttft.turn/2", "turn_index": 0, "status": "ok",
+         "tokens": {"input": 5, "cached_input": 0, "output": 3, "reasoning": 0, "source": "usage"}}  # fmt: skip
+    assert TurnRecord.from_dict(d).tokens.cache_write_input is None

@@ -33,7 +33,14 @@ def test_clean_stream_metrics() -> None:
         "last_token": approx(300),
         "end": approx(301),
     }
-    assert rec["tokens"] == {"input": 12, "cached_input": 4, "output": 11, "reasoning": 0, "source": "usage"}
+    assert rec["tokens"] == {
+        "input": 12,
+        "cached_input": 4,
+        "output": 11,
+        "reasoning": 0,
+        "source": "usage",
+        "cache_write_input": None,  # the usage said nothing of cache writes
+    }
 
 
 def test_streamed_reasoning_delay_and_phases() -> None:

@@ -166,8 +166,13 @@ def summary_line(rec: TurnRecord) -> str:
         parts.append(f"E2E {f(m.e2e_ms)}")
     else:  # no token came: an "E2E" would time an answer that does not exist
         parts.append(f"no tokens ({f(m.total_ms)} in all)")
-    if m.expected_prefill_ms is not None and m.server_queue_ms is not None:  # a saved ttft probe
-        parts.append(f"server: prefill {f(m.expected_prefill_ms)} expected, queue {f(m.server_queue_ms)}")
+    if m.server_timing_source == "probe" and m.server_ttft_ms is not None:  # a saved ttft probe
+        parts.append(f"server: prefill {f(m.server_ttft_ms)} expected, queue {f(m.server_queue_ms)}")
+    elif m.server_timing_source is not None:  # the server's own per-request figures
+        queue = f"queue {f(m.server_queue_ms)}, " if m.server_queue_ms is not None else ""
+        parts.append(
+            f"server ({m.server_timing_source}): {queue}prefill {f(m.server_ttft_ms)}, rest {f(m.server_rest_ms)}"
+        )
     own = m.own_delay_ms
     if own is not None and own >= OWN_DELAY_SHOWN_MS:
         parts.append(f"ttft's own {f(own)} before the send")

@@ -39,3 +39,9 @@ def note(args: argparse.Namespace, text: str) -> None:
     """A summary or progress line on stderr, left out with ``-q``; text from outside is shown, never run."""
     if not getattr(args, "quiet", False):
         print(visible_controls(text), file=sys.stderr, flush=True)
+
+
+def warn(text: str) -> None:
+    """A warning on stderr, said even with ``-q``: what ran is not quite what was asked (a flag that could
+    not act). Text from outside is shown, never run."""
+    print(visible_controls(text), file=sys.stderr, flush=True)

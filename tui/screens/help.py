@@ -54,6 +54,11 @@ METRICS = (
     ("  network", "dns + connect + TLS + send (the request written); 0 on a reused connection"),
     ("  connection", "new or reused, the HTTP version; the server's request id, for a support ticket"),
     ("  server part", "with a saved `ttft probe`: the prefill this prompt should take, and the rest (a queue)"),
+    (
+        "  server says",
+        "the server's own account (vLLM per-request metrics, llama-server timings): its queue, its TTFT from"
+        " scheduling, the rest of TTFT (network, client); vLLM's reasoning and answer start",
+    ),
     ("TTFVT", "time to first visible token: send → first answer text; what a reader waits for"),
     ("reasoning delay", "first token → first visible text; estimated from usage × TPOT when thinking is hidden"),
     ("TPOT", "time per output token after the first: (last − first token) / (N − 1); decode speed"),

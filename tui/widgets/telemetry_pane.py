@@ -18,14 +18,14 @@ from textual.widgets import Sparkline, Static
 from backends.attachments import fmt_size
 from telemetry.cost import fmt_usd
 from telemetry.duration import DASH, fmt_ms
-from telemetry.metrics import OWN_DELAY_SHOWN_MS
+from telemetry.metrics import OWN_DELAY_SHOWN_MS, TurnMetrics
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
 from telemetry.server.gauges import turn_gauges
 from telemetry.server.prompt_share import attachment_cost
 from telemetry.server.timings import ServerTimings, server_timings
 from telemetry.view.timeline import Timeline
-from telemetry.wire import LIVE_LABEL, HttpInfo, WaitSplit
+from telemetry.wire import LIVE_LABEL, LLAMA_SERVER, PROBE, HttpInfo, WaitSplit
 from tui.format import PHASE_COLOR, fmt_num, short_model, short_spec, turn_label
 from tui.terminal import visible_text
 from tui.widgets.branches import BranchView
@@ -162,6 +162,24 @@ def _wait_rows(t: Text, wait: WaitSplit | None, http: HttpInfo | None) -> None:
             _row(t, "rate limit", " · ".join(left) + " left")
 
 
+def _server_split_row(t: Text, m: TurnMetrics) -> None:
+    """The wait by the server's own account (``metrics.server_*``, ``server_timing_source`` says whose)."""
+    source = m.server_timing_source
+    rest = f" · rest {fmt_ms(m.server_rest_ms)}" if m.server_rest_ms is not None else ""
+    if source == PROBE and m.server_ttft_ms is not None and m.server_queue_ms is not None:  # a saved ttft probe
+        _row(
+            t, "  server part", f"prefill {fmt_ms(m.server_ttft_ms)} expected · queue {fmt_ms(m.server_queue_ms)}{rest}"
+        )
+    elif source == LLAMA_SERVER:
+        _row(t, "  server says", f"prompt {fmt_ms(m.server_ttft_ms)}{rest} (llama-server: no queue figure)")
+    elif source is not None:
+        _row(
+            t,
+            "  server says",
+            f"queue {fmt_ms(m.server_queue_ms)} · prefill {fmt_ms(m.server_ttft_ms)}{rest} ({source})",
+        )
+
+
 def _attachment_rows(t: Text, rec: TurnRecord, timings: Sequence[ServerTimings]) -> None:
     """The files sent with the prompt and what they cost the turn (``telemetry.server.prompt_share``): the
     input tokens they added and, where the server or engine reported its prefill, that part of it."""
@@ -201,16 +219,20 @@ def record_text(rec: TurnRecord, lag: dict[str, Any] | None = None) -> Text:
     t.append(f"  {turn_label(rec.turn_index, 'turn ')} · {who}\n", style="bold")
     _row(t, "TTFT", fmt_ms(m.ttft_ms))
     _wait_rows(t, m.wait_ms, rec.http)
-    if m.expected_prefill_ms is not None and m.server_queue_ms is not None:  # a saved ttft probe
-        _row(
-            t, "  server part", f"prefill {fmt_ms(m.expected_prefill_ms)} expected · queue {fmt_ms(m.server_queue_ms)}"
-        )
+    _server_split_row(t, m)
     if (g := turn_gauges(rec.server)) is not None:  # the server's own /metrics as the request left
         _row(t, "  server queue", g.describe() + (f" ({g.server})" if g.server else ""))
     _row(t, "TTFVT", fmt_ms(m.ttfvt_ms))
     if m.reasoning_delay_ms is not None:
         est = " (estimated)" if m.reasoning_delay_estimated else ""
         _row(t, "reasoning delay", fmt_ms(m.reasoning_delay_ms) + est)
+    if m.server_reasoning_ttft_ms is not None or m.server_content_ttft_ms is not None:  # vLLM's own, to check it
+        _row(
+            t,
+            "  server says",
+            f"reasoning from {fmt_ms(m.server_reasoning_ttft_ms)}, answer from {fmt_ms(m.server_content_ttft_ms)}"
+            " after scheduling",
+        )
     speed = f" ({fmt_num(m.decode_tokens_per_s, 'tokens/s', 1)})" if m.decode_tokens_per_s else ""
     _row(t, "TPOT", fmt_ms(m.tpot_ms, digits=1) + speed if m.tpot_ms is not None else DASH)
     itl = m.itl_ms
@@ -225,6 +247,8 @@ def record_text(rec: TurnRecord, lag: dict[str, Any] | None = None) -> Text:
         _row(t, "model load", fmt_ms(m.load_ms))
     _own_row(t, m.own_delay_ms)
     cached = f" (cached {tok.cached_input})" if tok.cached_input else ""
+    if tok.cache_write_input:
+        cached += f" (written to cache {tok.cache_write_input})"
     _row(
         t,
         "tokens",

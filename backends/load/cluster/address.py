@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -97,3 +97,20 @@ def is_loopback(host: str | None) -> bool:
         return False
     mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
     return ip.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
+def loopback_elsewhere(base_url: str | None, hosts: Iterable[str], here: str) -> str | None:
+    """A sentence when the server is on a loopback address and drivers run on other machines (``hosts``:
+    their host names; ``here``: this machine's): each reaches its own loopback, not this machine's server.
+    Asked once the drivers are placed, so ``--cluster auto`` (whose nodes are known only then) is checked too."""
+    host = urlsplit(base_url).hostname if base_url else None
+    if not is_loopback(host):
+        return None
+    others = sorted({h for h in hosts if h != here})
+    if not others:
+        return None
+    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    return (
+        f"the server is at {host}, but drivers run on {shown}: each reaches its own loopback there, not this "
+        "machine's (give --base-url an address every node reaches)"
+    )

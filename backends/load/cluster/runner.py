@@ -23,12 +23,12 @@ import contextlib
 import logging
 import math
 import signal
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, RayError
@@ -36,7 +36,7 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from backends.base import Backend
-from backends.load.cluster.address import ClusterAddress, endpoint, is_loopback, unreachable
+from backends.load.cluster.address import ClusterAddress, loopback_elsewhere, unreachable
 from backends.load.cluster.driver import Barrier, Batch, Driver, Job, ttft_version
 from backends.load.cluster.local import LocalCluster
 from backends.load.driver import LevelCancelled, LevelResult, LoadConfig, Progress
@@ -306,6 +306,10 @@ class ClusterRunner:
                 self.on_note(f"{node.label()} runs ttft {info['ttft']}, this machine {here}")
         self._drivers = _round_robin(handles)
         self._nodes = list(by_node.values())
+        if (
+            why := loopback_elsewhere(self.spec.base_url, [n.host for n in self._nodes], socket.gethostname())
+        ) is not None:
+            self.on_fault(why)  # said even with -q: those drivers load some other server, or none
         self.on_note(
             f"{len(self._drivers)} driver(s) on {len(self._nodes)} node(s) of the Ray cluster at {self._shown()}"
         )
@@ -524,15 +528,3 @@ async def _in_thread(fn: Callable[[], T], on_cancel: Callable[[], None] | None =
         with contextlib.suppress(BaseException):
             await task
         raise
-
-
-def loopback_warning(address: ClusterAddress, base_url: str | None) -> str | None:
-    """A sentence when a remote cluster's nodes would each reach their own loopback for the server, not this
-    machine's; None otherwise (a local cluster, or a server named by an address the nodes share)."""
-    where = endpoint(address.resolve())
-    if address.local or not base_url or where is None or is_loopback(where[0]):
-        return None
-    host = urlsplit(base_url).hostname
-    if not is_loopback(host):
-        return None
-    return f"the server is at {host}: each node of the cluster reaches its own loopback there, not this machine's"

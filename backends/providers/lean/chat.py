@@ -68,7 +68,7 @@ def chat_url(base_url: str | None) -> str:
 
 
 # A chunk with any of these keys (or a delta with any key but these) takes the general translation.
-_NOT_PLAIN = frozenset({"usage", "timings", "error", *OLLAMA_KEYS})
+_NOT_PLAIN = frozenset({"usage", "timings", "metrics", "error", *OLLAMA_KEYS})
 _PLAIN_DELTA = frozenset({"content", "role"})
 
 

@@ -41,10 +41,13 @@ def loads(data: bytes, what: str = "a stream event") -> Any:
     - the fallback decodes the bytes as strict UTF-8 first, as the SDKs' decoder does: ``json.loads`` of
       bytes would guess UTF-16 from a NUL, drop a BOM and let UTF-8-encoded surrogates through.
 
-    An event with more opening brackets than the guard's depth is measured first: one nested past
-    it is refused (``JsonRefused``, a malformed stream) before any parser or reader recurses into it."""
+    An event with more opening brackets than the guard's depth is measured first: what nests past it
+    is left out before any parser or reader recurses into it (a marker string in its place, which the
+    reader of that field drops with a notice as a wrong type: a hostile ``metrics`` object), so the
+    rest of the event and the turn go on. An event that is itself nothing but the nesting, or too
+    large, is refused (``JsonRefused``, a malformed stream, in words)."""
     if data.count(b"[") + data.count(b"{") > json_guard.MAX_DEPTH:
-        json_guard.check(data, what)
+        return json_guard.loads_event(data, what)
     if data.translate(_DIGIT_RUNS).find(_LONG_RUN) < 0:
         try:
             return orjson.loads(data)

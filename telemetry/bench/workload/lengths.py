@@ -15,8 +15,15 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from telemetry.errors import TtftError
+
 Kind = Literal["fixed", "normal", "uniform"]
-MAX_TOKENS = 10_000_000  # a length past this is a typo, not a workload
+MAX_TOKENS = 10_000_000  # a length past this is a typo, not a workload (no model's context is longer)
+REACH_SIGMAS = 3  # a normal's longest length in practice: MEAN + 3 STDDEV (all but 0.13% of its draws)
+
+
+class TooLong(TtftError, ValueError):
+    """A length past what any model takes: the message names the limit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,31 +48,54 @@ class Lengths:
             if ":" in s:
                 mean_s, _, std_s = s.partition(":")
                 mean, std = float(mean_s), float(std_s)
-                if not (math.isfinite(mean) and math.isfinite(std)) or mean < 1 or std < 0 or mean > MAX_TOKENS:
+                if not (math.isfinite(mean) and math.isfinite(std)) or mean < 1 or std < 0:
                     raise ValueError
-                return cls("fixed", mean, low=round(mean), high=round(mean)) if std == 0 else cls("normal", mean, std)
+                lengths = (
+                    cls("fixed", mean, low=round(mean), high=round(mean)) if std == 0 else cls("normal", mean, std)
+                )
+                return lengths.checked(text)
             if "-" in s[1:]:
                 lo_s, _, hi_s = s.partition("-")
                 lo, hi = int(lo_s), int(hi_s)
-                if lo < 1 or hi < lo or hi > MAX_TOKENS:
+                if lo < 1 or hi < lo:
                     raise ValueError
-                return cls("uniform", (lo + hi) / 2, math.sqrt(((hi - lo + 1) ** 2 - 1) / 12), lo, hi)
+                return cls("uniform", (lo + hi) / 2, math.sqrt(((hi - lo + 1) ** 2 - 1) / 12), lo, hi).checked(text)
             n = int(s)
-            if n < 1 or n > MAX_TOKENS:
+            if n < 1:
                 raise ValueError
-            return cls.fixed(n)
+            return cls.fixed(n).checked(text)
+        except TooLong:
+            raise
         except ValueError:
             raise ValueError(
                 f"expected a token count N, MEAN:STDDEV (a normal, clipped at 1) or A-B (uniform), "
                 f"each at least 1, got {text!r}"
             ) from None
 
+    def checked(self, text: str) -> Lengths:
+        """This distribution, or TooLong when its longest length passes :data:`MAX_TOKENS`."""
+        if self.reach > MAX_TOKENS:
+            shown = f" (MEAN + {REACH_SIGMAS} STDDEV)" if self.kind == "normal" else ""
+            raise TooLong(
+                f"{text!r} reaches {self.reach:,} tokens{shown}, past ttft's cap of {MAX_TOKENS:,} tokens "
+                "(no model's context is longer)"
+            )
+        return self
+
+    @property
+    def reach(self) -> int:
+        """The longest length it draws in practice: its end, or a normal's MEAN + 3 STDDEV (draws past that
+        are rare, and never past :data:`MAX_TOKENS`)."""
+        if self.kind == "normal":
+            return math.ceil(self.mean + REACH_SIGMAS * self.stddev)
+        return self.high
+
     def draw(self, rng: random.Random) -> int:
         if self.kind == "fixed":
             return self.low
         if self.kind == "uniform":
             return rng.randint(self.low, self.high)
-        return max(1, round(rng.gauss(self.mean, self.stddev)))
+        return min(MAX_TOKENS, max(1, round(rng.gauss(self.mean, self.stddev))))
 
     def draw_for(self, seed: int, index: int, what: str) -> int:
         """The length of request ``index``'s ``what`` ("input", "output", ...), the same on every run."""

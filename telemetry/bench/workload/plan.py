@@ -43,6 +43,19 @@ class PlannedConversation:
     at_s: float | None = None  # a trace's send offset (before any --speedup)
 
 
+@dataclass(frozen=True, slots=True)
+class Longest:
+    """A workload's longest request: its prompt and the answer it asks for, in tokens, and which it is."""
+
+    prompt: int
+    output: int
+    what: str
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.output
+
+
 @dataclass(frozen=True)
 class Workload:
     """The bench's load as data (every field has the plain bench's value by default)."""
@@ -112,6 +125,28 @@ class Workload:
                 n_out = default_output
             turns.append(PlannedTurn(index, n_in, n_out, text))
         return PlannedConversation(first_index, tuple(turns))
+
+    def longest(self, default_output: int) -> Longest:
+        """The longest request this workload sends, in tokens of context (its prompt and the answer it asks
+        for): what a server's context must hold. Synthetic lengths at their reach (a normal's MEAN + 3
+        STDDEV); a conversation's last turn carries every turn before it and their answers."""
+        t = 1 if self.trace else self.turns
+        if self.trace:
+            out = self.output.reach if self.output else 0
+            r = max(self.trace, key=lambda r: r.input_tokens + (out or r.output_tokens))
+            return Longest(r.input_tokens, out or r.output_tokens, "the trace's longest request")
+        if self.dataset:
+            prompt, out = max((self.dataset_longest(c, default_output) for c in self.dataset), key=sum)
+            return Longest(prompt, out, "the dataset's longest conversation (estimated)")
+        out = self.output.reach if self.output else default_output
+        prompt = self.prefix_tokens + t * self.input.reach + (t - 1) * out
+        return Longest(prompt, out, f"turn {t} of a conversation" if t > 1 else "the longest request")
+
+    def dataset_longest(self, conv: tuple[DatasetTurn, ...], default_output: int) -> tuple[int, int]:
+        """The prompt and answer tokens of a dataset conversation's last turn sent (its text estimated)."""
+        turns = conv[: self.turns]
+        outs = [self.output.reach if self.output else (d.answer_tokens or default_output) for d in turns]
+        return self.prefix_tokens + sum(tokens_for_chars(len(d.text)) for d in turns) + sum(outs[:-1]), outs[-1]
 
     def describe(self, default_output: int) -> dict[str, Any]:
         """The workload as summary.json records it."""

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from backends.load.cluster.address import ClusterAddress, endpoint, is_loopback, parse, unreachable
+from backends.load.cluster.address import ClusterAddress, endpoint, is_loopback, loopback_elsewhere, parse, unreachable
 
 
 @pytest.mark.parametrize(
@@ -57,3 +57,13 @@ def test_a_closed_port_is_unreachable_at_once_and_an_open_one_is_not() -> None:
 )
 def test_loopback(host: str | None, loop: bool) -> None:
     assert is_loopback(host) is loop
+
+
+def test_a_loopback_server_is_said_once_drivers_run_on_other_hosts() -> None:
+    """``--cluster auto`` names no address before Ray connects: the check is on the drivers' hosts, once placed."""
+    said = loopback_elsewhere("http://127.0.0.1:8000/v1", ["head", "gpu-1", "gpu-2", "gpu-3", "gpu-4"], "head")
+    assert said is not None
+    assert said.startswith("the server is at 127.0.0.1, but drivers run on gpu-1, gpu-2, gpu-3 and 1 more")
+    assert loopback_elsewhere("http://localhost:8000/v1", ["head", "head"], "head") is None  # all here: local:N
+    assert loopback_elsewhere("http://10.0.0.5:8000/v1", ["gpu-1"], "head") is None  # an address nodes share
+    assert loopback_elsewhere(None, ["gpu-1"], "head") is None

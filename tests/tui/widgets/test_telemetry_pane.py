@@ -38,3 +38,23 @@ def test_every_label_is_apart_from_its_value() -> None:
         label = line[:LABEL_W]
         if label.strip() and len(line) > LABEL_W:
             assert label.endswith(" ") or line[LABEL_W] == " ", line
+
+
+def test_the_servers_own_split_shows_beside_the_clients() -> None:
+    d = _record()
+    d["metrics"] |= {
+        "server_queue_ms": 210.0,
+        "server_ttft_ms": 95.5,
+        "server_rest_ms": 26.0,
+        "server_timing_source": "vllm",
+        "server_reasoning_ttft_ms": 95.5,
+        "server_content_ttft_ms": 690.0,
+    }
+    text = record_text(TurnRecord.from_dict(d)).plain
+    assert "  server says  queue 210 ms · prefill 96 ms · rest 26 ms (vllm)" in text
+    # vLLM's own reasoning / answer start beside the client's reasoning delay, to check it
+    assert "reasoning from 96 ms, answer from 690 ms after scheduling" in text
+    d["metrics"] |= {"server_queue_ms": None, "server_timing_source": "llama-server", "server_reasoning_ttft_ms": None}
+    d["metrics"]["server_content_ttft_ms"] = None
+    text = record_text(TurnRecord.from_dict(d)).plain
+    assert "prompt 96 ms · rest 26 ms (llama-server: no queue figure)" in text and "answer from" not in text

@@ -18,6 +18,9 @@ from tui.commands.help import examples
 from tui.commands.output import add_output_flags
 
 LOCAL_SERVER = "local-server"
+DEFAULT_SLOTS = 4
+DEFAULT_CTX = 4096
+DEFAULT_MAX_IN_FLIGHT = 1024
 
 
 def _floats(text: str) -> tuple[float, ...]:
@@ -206,7 +209,7 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         metavar="N|MEAN:STDDEV|A-B",
         help="answer length asked for through max_tokens, drawn per request (default --max-output-tokens; "
         "with --dataset, the dataset's answer lengths); a server stops sooner at its end-of-sequence token "
-        "unless it ignores it (local-server --ignore-eos)",
+        "unless it ignores it (--ignore-eos)",
     )
     work.add_argument(
         "--prefix-tokens",
@@ -292,7 +295,11 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         help="start the first measured level at this wall-clock time (ISO 8601 with a zone, or Unix seconds), "
         "after the warm-up: several machines then load the server together (merge with ttft report --merge)",
     )
-    p.add_argument("--max-in-flight", type=int, default=1024, help="open loop: most streams at once")
+    p.add_argument(
+        "--max-in-flight",
+        type=_count(1),
+        help=f"with --rate: most streams at once (default {DEFAULT_MAX_IN_FLIGHT}; closed loop, the users are the cap)",
+    )
     client = p.add_mutually_exclusive_group()
     client.add_argument(
         "--sdk",
@@ -322,15 +329,93 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         "/metrics beside the API); always on with -m local-server",
     )
     p.add_argument("--charts", choices=("svg", "png"), default="svg", help="chart files (png needs matplotlib)")
-    p.add_argument("--slots", type=int, default=4, help="local-server: parallel slots (-np)")
-    p.add_argument("--ctx", type=int, default=4096, help="local-server: context shared by the slots (-c)")
+    p.add_argument("--slots", type=_count(1), help=f"local-server: parallel slots (-np; default {DEFAULT_SLOTS})")
+    p.add_argument(
+        "--ctx",
+        type=_count(1),
+        help=f"local-server: context shared by the slots (-c; default {DEFAULT_CTX}); a request holds at most "
+        "CTX / SLOTS tokens, and a workload whose longest request does not fit is refused",
+    )
     p.add_argument("--threads", type=int, help="local-server: CPU threads (-t)")
     p.add_argument(
         "--ignore-eos",
         action="store_true",
-        help="local-server: every answer runs to the max_tokens asked (--max-output-tokens or --output-tokens)",
+        help="every answer runs to the max_tokens asked (--max-output-tokens or --output-tokens): llama-server's "
+        "--ignore-eos with -m local-server, ignore_eos: true in each request to a compat: server (vLLM, SGLang, "
+        "llama-server); an error for OpenAI's and Anthropic's APIs, which have no such switch",
     )
     add_turn_flags(p, max_output_tokens=64, max_retries=0)  # a retry would hide an error a load test counts
     add_output_flags(p, "print the ttft.bench/1 summary (summary.json, with the results folder) instead of the tables")
     bench_capacity.add_arguments(p)
     return p
+
+
+def is_local_server(spec: str) -> bool:
+    """``-m local-server`` or ``-m local-server:PATH.gguf``: the llama-server this run starts."""
+    return spec == LOCAL_SERVER or spec.startswith(LOCAL_SERVER + ":")
+
+
+CAPACITY_FLAGS = (
+    ("--attainment", "attainment"),
+    ("--capacity-limit", "capacity_limit"),
+    ("--probe-max-requests", "probe_max_requests"),
+)
+NO_IGNORE_EOS = frozenset({"openai", "openai-responses", "anthropic"})  # hosted APIs without the switch
+TURN_FLAG_APIS = (  # a turn flag, its namespace name, and the only provider kind whose API takes it
+    ("--thinking-budget", "thinking_budget", "anthropic"),
+    ("--thinking-display", "thinking_display", "anthropic"),
+    ("--reasoning-summary", "reasoning_summary", "openai-responses"),
+)
+
+
+def misfits(args: argparse.Namespace, kind: str | None) -> list[str]:
+    """Each flag given that would do nothing for this target (``kind``: the provider kind of ``-m``, None
+    when it does not resolve) or this load, with why: the bench refuses them rather than run something
+    else than was asked (run :func:`settle` after, to fill the defaults)."""
+    local = is_local_server(args.model)
+    out: list[str] = []
+    if local:
+        kind = "compat"  # llama-server speaks Chat Completions
+        if args.base_url:
+            out.append("--base-url: -m local-server loads the llama-server it starts; leave --base-url out")
+    else:
+        out += [
+            f"{flag} sets the llama-server ttft starts with -m local-server; {args.model}'s server is set up "
+            "where it runs (leave it out)"
+            for flag, given in (("--slots", args.slots), ("--ctx", args.ctx))
+            if given is not None
+        ]
+    if args.ignore_eos and kind in NO_IGNORE_EOS:
+        out.append(
+            f"--ignore-eos: the {kind} API has no ignore_eos, so answers would stop at the model's end token; "
+            "it works with -m local-server and with compat:MODEL --base-url URL (vLLM, SGLang, llama-server)"
+        )
+    if args.raw_stream and kind in ("openai-responses", "anthropic"):
+        out.append(f"--raw-stream reads Chat Completions; the {kind} API is read by its lean reader or --sdk")
+    for flag, dest, only in TURN_FLAG_APIS:
+        if getattr(args, dest, None) is not None and kind is not None and kind != only:
+            out.append(f"{flag} is for the {only} API; the {kind} API has no such setting")
+    if not args.find_capacity:
+        out += [
+            f"{flag} shapes --find-capacity's search: add --find-capacity, or leave it out"
+            for flag, dest in CAPACITY_FLAGS
+            if getattr(args, dest) is not None
+        ]
+    if args.max_in_flight is not None and not (args.rate or args.trace):
+        out.append(
+            "--max-in-flight caps an open loop's streams (--rate, --trace); with --concurrency the users are the cap"
+        )
+    return out
+
+
+def settle(args: argparse.Namespace) -> None:
+    """The defaults of the flags left as None so :func:`misfits` can tell whether they were given."""
+    for dest, default in (
+        ("slots", DEFAULT_SLOTS),
+        ("ctx", DEFAULT_CTX),
+        ("max_in_flight", DEFAULT_MAX_IN_FLIGHT),
+        ("attainment", bench_capacity.cap.DEFAULT_ATTAINMENT),
+        ("capacity_limit", bench_capacity.DEFAULT_LIMIT),
+    ):
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)

@@ -14,6 +14,7 @@ from typing import Any
 
 from backends.load.capacity import CapacityRun, Probe, find_capacity
 from backends.load.runner import Runner
+from backends.load.scrape import LevelScraper
 from telemetry.bench import capacity as cap
 from tui.commands.args import positive_int
 
@@ -55,14 +56,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--attainment",
         type=attainment,
-        default=cap.DEFAULT_ATTAINMENT,
         help="share of requests that must meet an SLO bound given without a percentile (default 95%%); "
         "ttft_p90=500ms sets its own (90%%)",
     )
     g.add_argument(
         "--capacity-limit",
         type=_load,
-        default=DEFAULT_LIMIT,
         help=f"the most users (or requests/s) the search tries (default {DEFAULT_LIMIT})",
     )
     g.add_argument(
@@ -96,6 +95,7 @@ async def run_search(
     *,
     on_records: Callable[[list[dict[str, Any]]], None],
     on_probe: Callable[[Probe], None],
+    scraper: LevelScraper | None = None,
 ) -> CapacityRun:
     return await find_capacity(
         runner,
@@ -106,4 +106,5 @@ async def run_search(
         max_requests=args.probe_max_requests,
         on_records=on_records,
         on_probe=on_probe,
+        scraper=scraper,
     )

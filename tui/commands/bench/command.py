@@ -41,6 +41,7 @@ from telemetry.log.json_line import encode_line
 from telemetry.log.turns import write_all
 from telemetry.log.urls import redact_url
 from telemetry.server.gauges import level_summary
+from telemetry.settings import TurnSettings
 from tui import signals
 from tui.commands.bench import args as bench_args
 from tui.commands.bench import capacity as bench_capacity
@@ -53,12 +54,13 @@ from tui.commands.bench.output import (
     gauges_line,
     level_row,
     server_line,
+    token_line,
     wait_line,
     workload_lines,
 )
 from tui.commands.exits import Exit, for_error_kind
 from tui.commands.flags import settings_from_args
-from tui.commands.output import note, print_json
+from tui.commands.output import note, print_json, warn
 from tui.format import visible_controls
 from tui.report import charts
 
@@ -71,6 +73,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if refused := bench_args.misfits(args, _kind(args.model, args.base_url)):
+        for why in refused:  # a flag that would do nothing here: said, nothing sent
+            print(visible_controls(f"ttft bench: {why}"), file=sys.stderr)
+        return Exit.USAGE
+    bench_args.settle(args)
     try:
         if args.find_capacity:
             args.objectives = bench_capacity.parse_objectives(args)
@@ -95,6 +102,36 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as exc:
         print("\nttft bench: interrupted; results so far are in the output folder", file=sys.stderr)
         return signals.exit_code(exc)
+
+
+def _kind(spec: str, base_url: str | None) -> str | None:
+    """The provider kind ``-m`` names (openai, anthropic, compat, ...), or None when it does not resolve (the
+    run says why when it builds the backend)."""
+    from backends.providers.registry import ProviderError, resolve
+
+    if bench_args.is_local_server(spec):
+        return None
+    try:
+        return resolve(spec, base_url=base_url).kind
+    except ProviderError:
+        return None
+
+
+def context_limit(args: argparse.Namespace) -> bench_workload.ContextLimit | None:
+    """The most tokens one request may hold on the target, where ttft knows it: each slot's share of the
+    context of the llama-server it starts (``-c`` is split over the ``-np`` slots)."""
+    if not bench_args.is_local_server(args.model):
+        return None
+    return bench_workload.ContextLimit(
+        args.ctx // args.slots, f"the context of each llama-server slot (--ctx {args.ctx} over --slots {args.slots})"
+    )
+
+
+def turn_settings(args: argparse.Namespace) -> TurnSettings:
+    """The turn flags' settings, with ``--ignore-eos`` as the request's ``ignore_eos`` (sent to a Chat
+    Completions server that is not OpenAI's; :func:`tui.commands.bench.args.misfits` refused the others)."""
+    turn = settings_from_args(args)
+    return turn.with_(extra={**turn.extra, "ignore_eos": True}) if args.ignore_eos else turn
 
 
 # --- the run's files ------------------------------------------------------------------
@@ -208,7 +245,7 @@ class Reader:
 def configure(args: argparse.Namespace, slo: SLO | None) -> Plan:
     """The load from the flags, the run's id and its results folder (created, ``turns.jsonl`` opened)."""
     try:
-        chosen = bench_workload.choose(args)
+        chosen = bench_workload.choose(args, context_limit(args))
     except bench_workload.WorkloadError as exc:
         raise Abort(Exit.USAGE, str(exc)) from None  # a file's name or bytes: shown, never run
     for said in chosen.notes:
@@ -231,7 +268,7 @@ def configure(args: argparse.Namespace, slo: SLO | None) -> Plan:
         max_in_flight=args.max_in_flight,
         max_retries=args.max_retries,
         temperature=args.temperature,
-        turn=settings_from_args(args),
+        turn=turn_settings(args),
         system=args.system,
     )
     if (why := bench_args.check_start(args.start_at, time.time()) or bench_args.check_cluster(args)) is not None:
@@ -254,7 +291,7 @@ async def target_server(args: argparse.Namespace, out: Path) -> AsyncIterator[Ta
     """The run's target for as long as the run lasts: ``-m local-server`` starts llama.cpp's llama-server
     (its log in ``out``) and stops it on the way out, whatever ended the run; any other spec is as given."""
     spec = args.model
-    if not (spec == bench_args.LOCAL_SERVER or spec.startswith(bench_args.LOCAL_SERVER + ":")):
+    if not bench_args.is_local_server(spec):
         yield Target(spec, args.base_url)
         return
     from backends.local.llama_server import LlamaServer, LlamaServerError, LlamaServerFailed, default_model
@@ -287,11 +324,11 @@ def choose_reader(args: argparse.Namespace, target: Target) -> Reader:
     lean = not (args.sdk or args.raw_stream)  # every hosted API has a lean reader; --sdk reads with the SDK
     transport = "aiohttp" if args.aiohttp else default_transport()
     via_proxy = lean and through_proxy(target.spec, target.base_url)
-    if via_proxy and not args.quiet:
-        print(
+    if via_proxy:  # said even with -q when --aiohttp was asked for: it cannot go through a proxy
+        (warn if args.aiohttp else lambda text: note(args, text))(
             "ttft bench: a proxy is set for this server (HTTPS_PROXY/HTTP_PROXY/ALL_PROXY): the lean reader "
-            "goes through it over httpx2, at more client CPU per chunk",
-            file=sys.stderr,
+            "goes through it over httpx2, at more client CPU per chunk"
+            + (", not over aiohttp (--aiohttp speaks no proxy)" if args.aiohttp else "")
         )
     return Reader(lean, transport, via_proxy)
 
@@ -361,7 +398,7 @@ def make_runner(
     if args.cluster is None:
         return LoadRunner(plan.cfg, spec=spec, run_id=plan.run_id, on_progress=progress)
     try:
-        from backends.load.cluster.runner import ClusterRunner, loopback_warning
+        from backends.load.cluster.runner import ClusterRunner
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] != "ray":
             raise
@@ -375,8 +412,6 @@ def make_runner(
         progress.end()
         print(visible_controls(f"ttft bench: {text}"), file=sys.stderr, flush=True)
 
-    if (warning := loopback_warning(args.cluster, target.base_url)) is not None:
-        say(warning)
     return ClusterRunner(
         plan.cfg,
         spec=spec,
@@ -413,23 +448,21 @@ async def _scraper(
 
     if args.server_metrics is None and local_url is None:
         return None
-    if args.find_capacity:  # its probes are batches of an open-ended search, not levels with a frame
-        if args.server_metrics is not None:
-            meta["server_metrics"] = {"url": None, "note": "not read during a capacity search"}
-            note(args, "ttft bench: --server-metrics is not read during --find-capacity's probes")
-        return None
+    # Asked for and not read: said even with -q (the run is not what was asked); for the llama-server
+    # started here, where it is on without asking, a note.
+    say = warn if args.server_metrics is not None else (lambda text: note(args, text))
     url = args.server_metrics or local_url or _beside_api(spec, base_url)
     if not url:
         why = "no address to find /metrics beside: give it, --server-metrics URL"
         meta["server_metrics"] = {"url": None, "note": why}
-        note(args, f"ttft bench: not reading the server's gauges: {why}")
+        say(f"ttft bench: not reading the server's gauges: {why}")
         return None
     endpoint = MetricsEndpoint(url)
     try:
         await asyncio.to_thread(endpoint.probe)
     except MetricsUnavailable as exc:
         meta["server_metrics"] = {"url": endpoint.shown_url, "note": str(exc)}
-        note(args, f"ttft bench: not reading the server's gauges: {exc}; the run goes on without them")
+        say(f"ttft bench: not reading the server's gauges: {exc}; the run goes on without them")
         return None
     assert endpoint.dialect is not None  # probe() found it
     meta["server_metrics"] = {"url": endpoint.shown_url, "server": endpoint.dialect.name, "interval_s": INTERVAL_S}
@@ -463,7 +496,7 @@ async def measure(
             await _wait_for_start(args, meta)
             print(HEADER)
             if args.find_capacity:
-                await search_capacity(args, runner, kept, progress, levels, meta)
+                await search_capacity(args, runner, kept, progress, levels, meta, scraper)
             for i in range(0 if args.find_capacity else len(plan.cfg.levels)):
                 levels.append(await run_one_level(runner, i, scraper, plan.slo, kept, progress))
     except Abort:
@@ -502,17 +535,25 @@ async def search_capacity(
     progress: ProgressLine,
     levels: list[dict[str, Any]],
     meta: dict[str, Any],
+    scraper: LevelScraper | None = None,
 ) -> None:
-    """``--find-capacity``: the probes, each printed as it ends; their levels and the search's verdict kept."""
+    """``--find-capacity``: the probes, each printed as it ends (with the server's gauges over it, when
+    read); their levels and the search's verdict kept."""
 
     def probed(p: Any) -> None:
         progress.end()
         if p.unreadable:  # a worker's record that does not read: left out of the verdict
             print(f"ttft bench: left out {p.unreadable} unreadable record(s)", file=sys.stderr)
-        for line in bench_capacity.probe_lines(p, level_row):
-            print(line, flush=True)
+        row, verdict = bench_capacity.probe_lines(p, level_row)
+        print(row, flush=True)
+        for line in (server_line(p.aggregate), gauges_line(p.aggregate), token_line(p.aggregate)):
+            if line is not None:
+                print(visible_controls(line), flush=True)
+        print(verdict, flush=True)
 
-    search = await bench_capacity.run_search(runner, args, args.objectives, on_records=keep, on_probe=probed)
+    search = await bench_capacity.run_search(
+        runner, args, args.objectives, on_records=keep, on_probe=probed, scraper=scraper
+    )
     levels.extend(search.levels())
     meta["capacity"] = search.summary()
 
@@ -540,6 +581,8 @@ async def run_one_level(
             print(visible_controls(line), flush=True)
     if (line := wait_line(a)) is not None:
         print(line, flush=True)
+    if (line := token_line(a)) is not None:  # a tokens/s resting on estimates, or on counts beyond the text
+        print(visible_controls(line), flush=True)
     if (line := cost_line(a)) is not None:
         print(line, flush=True)
     for text in workload_lines(a):

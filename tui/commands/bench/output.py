@@ -222,6 +222,12 @@ class ProgressLine:
             print("\r\033[K", end="", file=sys.stderr, flush=True)
 
 
+def token_line(a: dict[str, Any]) -> str | None:
+    """The aggregate's word on the level's token counts (``telemetry.bench.aggregate.token_note``), or None."""
+    note = a.get("token_note")
+    return f"          tokens: {note}" if isinstance(note, str) and note else None
+
+
 def cost_line(a: dict[str, Any]) -> str | None:
     """What the level's requests cost (``telemetry.cost``, summed by the aggregate), or None when none was priced."""
     c = a.get("cost_usd")

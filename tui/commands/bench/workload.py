@@ -4,6 +4,12 @@ The flags combine only in ways that mean something: a trace brings its own arriv
 and shared blocks, so it takes no load levels, prefixes or turns (its levels are ``--speedup``s);
 ``--prefixes`` needs ``--prefix-tokens``, ``--think-time`` needs turns. A dataset or a trace is read
 here, before anything is sent, so a file that does not read stops the run with one sentence.
+
+A workload whose longest request would not fit the server's context (when ttft knows it: the
+llama-server it starts), or ttft's cap (:data:`telemetry.bench.workload.lengths.MAX_TOKENS`), is
+refused here too, naming the limit: a server would only answer each such request with an error, and
+a figure measured on such requests means nothing. A dataset's conversations that do not fit are
+left out (said), as ``vllm bench serve`` filters ShareGPT's.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from telemetry.bench.workload.dataset import DatasetError, read_dataset
-from telemetry.bench.workload.lengths import Lengths
+from telemetry.bench.workload.lengths import MAX_TOKENS, Lengths
 from telemetry.bench.workload.plan import Workload
 from telemetry.bench.workload.trace import TraceError, read_trace
 from telemetry.errors import TtftError
@@ -25,6 +31,17 @@ DEFAULT_REQUESTS = 32
 
 class WorkloadError(TtftError, ValueError):
     """Flags that do not make one workload, or a file that does not read: the message says which."""
+
+
+@dataclass(frozen=True)
+class ContextLimit:
+    """The most tokens (prompt and answer) one request may hold on the target, and where that comes from."""
+
+    tokens: int
+    source: str  # e.g. "the context of each llama-server slot (--ctx 4096 over --slots 4)"
+
+
+CAP = ContextLimit(MAX_TOKENS, "ttft's cap (no model's context is longer)")
 
 
 @dataclass
@@ -39,8 +56,9 @@ class Chosen:
     source: dict[str, Any] = field(default_factory=dict)  # what the dataset or trace held, for summary.json
 
 
-def choose(args: argparse.Namespace) -> Chosen:
-    """The workload the flags ask for; WorkloadError naming the flag that does not fit."""
+def choose(args: argparse.Namespace, limit: ContextLimit | None = None) -> Chosen:
+    """The workload the flags ask for; WorkloadError naming the flag that does not fit, or the limit
+    (``limit``, else ttft's cap) that its longest request passes."""
     inputs: Lengths | None = args.input_tokens
     trace = args.trace is not None
     if args.speedup and not trace:
@@ -102,4 +120,32 @@ def choose(args: argparse.Namespace) -> Chosen:
         requests = min(args.requests or len(tr.requests), len(tr.requests))
     else:
         requests = w.requests_for(args.requests or DEFAULT_REQUESTS)
+    w, dropped = fit(w, args.max_output_tokens, limit or CAP)
+    if dropped:
+        notes.append(dropped)
     return Chosen(w, max(1, round(inputs.mean)), requests, trace, notes, source)
+
+
+def fit(w: Workload, default_output: int, limit: ContextLimit) -> tuple[Workload, str | None]:
+    """``w`` when its longest request fits ``limit``; a dataset without the conversations that do not (and
+    the note saying so); else WorkloadError naming the request, its tokens and the limit."""
+    if default_output > MAX_TOKENS:
+        raise WorkloadError(f"--max-output-tokens {default_output:,} is past {CAP.source}: {CAP.tokens:,} tokens")
+    note = None
+    if w.dataset and w.longest(default_output).total > limit.tokens:
+        kept = tuple(c for c in w.dataset if sum(w.dataset_longest(c, default_output)) <= limit.tokens)
+        if kept:
+            s = "s" if len(w.dataset) - len(kept) != 1 else ""
+            note = (
+                f"left out {len(w.dataset) - len(kept):,} conversation{s} of {w.dataset_source} longer than "
+                f"{limit.source}: {limit.tokens:,} tokens; {len(kept):,} kept"
+            )
+            w = replace(w, dataset=kept)
+    longest = w.longest(default_output)
+    if longest.total > limit.tokens:
+        raise WorkloadError(
+            f"{longest.what} needs {longest.total:,} tokens of context ({longest.prompt:,} of prompt, "
+            f"{longest.output:,} of answer), past {limit.source}: {limit.tokens:,} tokens. Nothing was sent; "
+            "ask for shorter lengths (--input-tokens, --output-tokens, --max-output-tokens, --turns)"
+        )
+    return w, note

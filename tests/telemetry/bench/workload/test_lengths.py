@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from telemetry.bench.workload.lengths import Lengths
+from telemetry.bench.workload.lengths import MAX_TOKENS, Lengths, TooLong
 
 
 def test_a_fixed_length_is_what_it_says() -> None:
@@ -52,3 +52,20 @@ def test_nonsense_is_refused_with_the_forms_it_takes(text: str) -> None:
 def test_draw_takes_any_generator() -> None:
     u = Lengths.parse("1-3")
     assert {u.draw(random.Random(i)) for i in range(100)} == {1, 2, 3}
+
+
+def test_a_spread_is_checked_at_its_reach_not_its_mean() -> None:
+    """The issue's ``100:1e12``: a mean of 100 whose draws reach 3e12 tokens, refused naming the cap."""
+    assert Lengths.parse("100:30").reach == 190 and Lengths.parse("50-150").reach == 150
+    assert Lengths.parse("64").reach == 64
+    with pytest.raises(TooLong, match=r"reaches 3,000,000,000,100 tokens \(MEAN \+ 3 STDDEV\), past ttft's cap"):
+        Lengths.parse("100:1e12")
+    with pytest.raises(TooLong, match="reaches 10,000,001 tokens, past ttft's cap of 10,000,000"):
+        Lengths.parse(f"1-{MAX_TOKENS + 1}")
+    assert Lengths.parse(f"{MAX_TOKENS - 30}:10").reach == MAX_TOKENS  # at the cap is allowed
+
+
+def test_a_normal_never_draws_past_the_cap() -> None:
+    wide = Lengths("normal", MAX_TOKENS / 2, MAX_TOKENS)  # as built in code, not parsed: the draw still caps it
+    draws = [wide.draw_for(0, i, "input") for i in range(2000)]
+    assert max(draws) == MAX_TOKENS and min(draws) == 1

@@ -52,3 +52,23 @@ def test_a_trace_plans_its_own_requests_by_their_place() -> None:
     assert conv.at_s == 0.04 and conv.turns[0].hash_ids == (1,)
     assert (conv.turns[0].input_tokens, conv.turns[0].output_tokens) == (300, 9)
     assert w.describe(64)["trace"]["requests"] == 2 and w.kind == "trace"
+
+
+def test_the_longest_request_is_a_conversations_last_turn_with_its_history() -> None:
+    w = Workload(input=Lengths.parse("100:10"), output=Lengths.parse("20-40"), prefix_tokens=50, turns=3)
+    longest = w.longest(default_output=64)
+    # a prefix, three user turns at their reach (130) and the two answers before the last (40 each)
+    assert (longest.prompt, longest.output, longest.total) == (50 + 3 * 130 + 2 * 40, 40, 560)
+    assert longest.what == "turn 3 of a conversation"
+    assert Workload(input=Lengths.fixed(10)).longest(default_output=64).total == 74  # one turn: no history
+
+
+def test_the_longest_of_a_dataset_and_of_a_trace() -> None:
+    convs = ((DatasetTurn("x" * 400, 30), DatasetTurn("y" * 40)), (DatasetTurn("z" * 2000),))
+    w = Workload(dataset=convs, turns=2)
+    # first: 100 + 10 tokens of text and the 30-token answer between them, then 64 asked; second: 500 + 64
+    assert w.dataset_longest(convs[0], 64) == (140, 64) and w.dataset_longest(convs[1], 64) == (500, 64)
+    assert w.longest(64).total == 564
+    trace = (TraceRequest(0, 1000, 10), TraceRequest(5, 900, 200))
+    assert Workload(trace=trace).longest(64).total == 1100  # the trace's own answer lengths
+    assert Workload(trace=trace, output=Lengths.fixed(5)).longest(64).total == 1005  # --output-tokens over them
