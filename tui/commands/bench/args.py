@@ -13,7 +13,7 @@ from telemetry.bench.slo import SLO
 from telemetry.bench.workload.lengths import Lengths
 from tui.commands.args import model_spec
 from tui.commands.bench import capacity as bench_capacity
-from tui.commands.flags import add_turn_flags
+from tui.commands.flags import add_local_flags, add_turn_flags
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags
 
@@ -324,13 +324,13 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
     p.add_argument("--charts", choices=("svg", "png"), default="svg", help="chart files (png needs matplotlib)")
     p.add_argument("--slots", type=int, default=4, help="local-server: parallel slots (-np)")
     p.add_argument("--ctx", type=int, default=4096, help="local-server: context shared by the slots (-c)")
-    p.add_argument("--threads", type=int, help="local-server: CPU threads (-t)")
     p.add_argument(
         "--ignore-eos",
         action="store_true",
         help="local-server: every answer runs to the max_tokens asked (--max-output-tokens or --output-tokens)",
     )
     add_turn_flags(p, max_output_tokens=64, max_retries=0)  # a retry would hide an error a load test counts
+    add_local_flags(p, server=True)  # -m local's engine, and -m local-server's -t, -ngl, -fa and binary
     add_output_flags(p, "print the ttft.bench/1 summary (summary.json, with the results folder) instead of the tables")
     bench_capacity.add_arguments(p)
     return p
