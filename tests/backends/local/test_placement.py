@@ -171,3 +171,23 @@ def test_ask_counts_the_llama_cpp_import_in_the_load_not_in_ttfts_own_delay(tmp_
     assert model["llama_import_ms"] >= SLOW_IMPORT_S * 1000
     assert m["load_ms"] >= SLOW_IMPORT_S * 1000
     assert m["own_delay_ms"] < SLOW_IMPORT_S * 1000, m
+
+
+def test_bench_on_the_local_engine_runs_the_threads_asked(tmp_path: Path) -> None:
+    """``bench --threads`` was llama-server's only; on ``-m local`` every request's record says it ran them."""
+    from tui.cli import main
+
+    out = tmp_path / "run"
+    rc = main(
+        [
+            "bench", "-m", "local", "--threads", "1", "--gpu-layers", "0", "--flash-attn", "off",
+            "--concurrency", "1", "--requests", "2", "--warmup", "1", "--input-tokens", "16",
+            "--max-output-tokens", "4", "--out", str(out), "--quiet",
+        ]
+    )  # fmt: skip
+    assert rc == 0
+    turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
+    ran = [t["server"]["llama.cpp"] for t in turns if t["status"] == "ok"]
+    assert len(ran) >= 2
+    assert {(r["n_threads"], r["n_gpu_layers"], r["flash_attn"]) for r in ran} == {(1, 0, False)}
+    assert all(t["settings"]["extra"] == {"n_gpu_layers": 0, "n_threads": 1, "flash_attn": "off"} for t in turns)
