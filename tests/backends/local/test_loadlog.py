@@ -1,4 +1,4 @@
-"""backends.local.loadlog: what llama.cpp's load log says of flash attention and of the graph's devices.
+"""backends.local: what a load decides from its log (flash attention, the graph's devices) and its default threads.
 
 The GPU lines are in the formats llama.cpp's ``llama_context::resolve_fused_ops`` and ``sched_reserve``
 print them (vendor/llama.cpp/src/llama-context.cpp); the CPU run's own log is checked against a real
@@ -63,3 +63,16 @@ def test_what_cannot_be_told_is_none() -> None:
     assert layers_split(31, None) is None  # no graph line
     assert log("").graph_splits() is None and log("").flash_attn_auto() is None
     assert flash_attn_resolved("off", None) is False and flash_attn_resolved("auto", None) is None
+
+
+def test_the_default_threads_leave_a_cpu_for_the_ui_and_never_pass_the_physical_cores(monkeypatch) -> None:
+    import os
+
+    import psutil
+
+    from backends.local.engine import default_threads
+
+    for logical, physical, expected in ((1, 1, 1), (2, 2, 1), (4, 2, 2), (8, 8, 7), (16, 8, 8), (2, 32, 1)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=logical: set(range(n)), raising=False)
+        monkeypatch.setattr(psutil, "cpu_count", lambda logical=True, p=physical: p)
+        assert default_threads() == expected, (logical, physical)

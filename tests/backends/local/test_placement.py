@@ -152,7 +152,7 @@ def test_ask_counts_the_llama_cpp_import_in_the_load_not_in_ttfts_own_delay(tmp_
     (site / "sitecustomize.py").write_text(SLOW_IMPORT)
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(site), str(ROOT), os.environ.get("PYTHONPATH")) if p),
         "TTFT_DATA_DIR": str(tmp_path / "data"),
         "TTFT_CONFIG_DIR": str(tmp_path / "config"),
     }
