@@ -19,7 +19,7 @@ from tui.format import visible_controls
 
 EFFORT_OPTIONS = [("default", ""), ("minimal", "minimal"), ("low", "low"), ("medium", "medium"), ("high", "high")]
 DISPLAY_OPTIONS = [("default", ""), ("summarized", "summarized"), ("omitted", "omitted")]
-FLASH_ATTN_OPTIONS = [("default (auto)", ""), ("auto", "auto"), ("on", "on"), ("off", "off")]
+FLASH_ATTN_OPTIONS = [("default", ""), ("auto", "auto"), ("on", "on"), ("off", "off")]
 # The local engine's load options, as TurnSettings.extra names them: a change reloads the model.
 ENGINE_KEYS = ("n_gpu_layers", "n_threads", "flash_attn")
 
@@ -104,6 +104,12 @@ class SettingsScreen(ModalScreen[Result | None]):
     SettingsScreen Label { padding: 1 0 0 0; }
     SettingsScreen #settings-error { color: $error; height: auto; }
     SettingsScreen Horizontal { height: auto; align-horizontal: right; }
+    SettingsScreen #local-knobs { align-horizontal: left; }
+    SettingsScreen #local-knobs { padding: 0; }
+    SettingsScreen #local-knobs .knob { width: auto; margin: 0 1 0 0; color: $text-muted; }
+    SettingsScreen #local-knobs Input { width: 8; margin: 0 2 0 0; }
+    SettingsScreen #local-knobs Select { width: 14; }
+    SettingsScreen #local-label { height: 1; padding: 0; }
     SettingsScreen #model-list-box { height: auto; }
     SettingsScreen #model-list { height: auto; max-height: 8; display: none; }
     SettingsScreen #list-models { min-width: 10; }
@@ -159,20 +165,22 @@ class SettingsScreen(ModalScreen[Result | None]):
                 yield Label("speculative (local)")
                 yield Switch(bool(s.speculative), id="speculative")
                 ex = s.extra
-                yield Label("GPU layers (local)")
-                yield Input(
-                    str(ex.get("n_gpu_layers", "")), id="gpu_layers", placeholder="0 = CPU, -1 = all (default: all)"
-                )
-                yield Label("threads (local)")
-                yield Input(str(ex.get("n_threads", "")), id="threads", placeholder="(the engine's default)")
-                yield Label("flash attn (local)")
                 fa = ex.get("flash_attn")
-                yield Select(
-                    FLASH_ATTN_OPTIONS,
-                    value=fa if fa in ("auto", "on", "off") else "",
-                    allow_blank=False,
-                    id="flash_attn",
-                )
+                # One compact row for the three: the screen still fits a 40-line terminal.
+                yield Label("local engine", id="local-label")
+                with Horizontal(id="local-knobs"):
+                    yield Static("GPU layers", classes="knob")
+                    yield Input(str(ex.get("n_gpu_layers", "")), id="gpu_layers", placeholder="all", compact=True)
+                    yield Static("threads", classes="knob")
+                    yield Input(str(ex.get("n_threads", "")), id="threads", placeholder="auto", compact=True)
+                    yield Static("flash attn", classes="knob")
+                    yield Select(
+                        FLASH_ATTN_OPTIONS,
+                        value=fa if fa in ("auto", "on", "off") else "",
+                        allow_blank=False,
+                        id="flash_attn",
+                        compact=True,
+                    )
             yield Static("", id="settings-error")
             with Horizontal():
                 yield Button("Cancel", id="cancel")

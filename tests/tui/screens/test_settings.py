@@ -18,10 +18,9 @@ FIELDS = {
     "max output tokens": "#max_tokens",
     "temperature": "#temperature",
     "stream": "#stream",
-    "GPU layers (local)": "#gpu_layers",
-    "threads (local)": "#threads",
-    "flash attn (local)": "#flash_attn",
+    "local engine": "#gpu_layers",
 }
+LOCAL_ROW = ("#gpu_layers", "#threads", "#flash_attn")  # one row, beside that label
 
 
 @pytest.fixture(autouse=True)
@@ -45,6 +44,8 @@ async def test_every_label_is_left_of_its_field_on_the_same_row() -> None:
             label, field = labels[name].region, screen.query_one(selector).region
             assert label.x < model_input.x <= field.x, (name, label, field)
             assert field.y <= label.y < field.y + field.height, (name, label, field)
+        row = [screen.query_one(sel).region for sel in LOCAL_ROW]
+        assert len({r.y for r in row}) == 1 and row[0].x < row[1].x < row[2].x, row
 
 
 async def test_the_local_engines_knobs_are_set_here_and_a_change_loads_the_model_again() -> None:
