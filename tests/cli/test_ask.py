@@ -292,3 +292,24 @@ def test_a_bad_local_flag_is_refused_before_anything_runs(
     with pytest.raises(SystemExit) as exc:
         main(["ask", "-m", "local", *args, "hi"])
     assert exc.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_a_local_turns_summary_says_its_load_apart_from_ttfts_own_delay_and_where_it_ran() -> None:
+    from telemetry.record import TurnRecord
+    from tui.commands.ask import summary_line
+
+    engine = {"backend": "CPU", "layers_offloaded": 0, "n_layers": 30, "n_threads": 2, "flash_attn": True}
+    rec = TurnRecord.from_dict(
+        {
+            "status": "ok", "provider": "local", "model": "smollm2", "turn_index": 0,
+            "metrics": {"ttft_ms": 80.0, "e2e_ms": 300.0, "load_ms": 1900.0, "own_delay_ms": 210.0},
+            "tokens": {"output": 8, "source": "usage"},
+            "server": {
+                "model": {**engine, "llama_import_ms": 1600.0},
+                "llama.cpp": {**engine, "flash_attn_requested": "auto", "prompt_eval_ms": 20.0, "decode_ms": 200.0},
+            },
+        }
+    )  # fmt: skip
+    line = summary_line(rec)
+    assert "model load 1.9 s, llama.cpp import 1.6 s · on CPU, 2 threads, flash attn on (auto)" in line, line
+    assert "ttft's own 210 ms before the send" in line

@@ -169,6 +169,13 @@ def summary_line(rec: TurnRecord) -> str:
         parts.append(f"no tokens ({f(m.total_ms)} in all)")
     if m.expected_prefill_ms is not None and m.server_queue_ms is not None:  # a saved ttft probe
         parts.append(f"server: prefill {f(m.expected_prefill_ms)} expected, queue {f(m.server_queue_ms)}")
+    if m.load_ms:  # a local model's load: apart from ttft's own delay, its llama.cpp import (a GPU's start) said
+        from telemetry.server.timings import load_import_ms, server_timings
+
+        imported = load_import_ms(rec.server)
+        imp = f", llama.cpp import {f(imported)}" if imported is not None and imported >= OWN_DELAY_SHOWN_MS else ""
+        parts.append(f"model load {f(m.load_ms)}{imp}")
+        parts += [f"on {st.placement}" for st in server_timings(rec.server) if st.placement]
     own = m.own_delay_ms
     if own is not None and own >= OWN_DELAY_SHOWN_MS:
         parts.append(f"ttft's own {f(own)} before the send")
