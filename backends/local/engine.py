@@ -341,8 +341,10 @@ class LocalLlamaBackend:
         md = llm.metadata
         shape = kv_shape(md)
         offloading = n_gpu_layers != 0 and llama.gpu_offload_supported()
-        n_layer = llm.n_layer()
+        # llama.cpp's own count ("offloaded 31/31 layers to GPU") includes the output layer, which
+        # n_layer() (the 30 blocks) does not: the pane's "31/30 layers" read like a bug on an H200.
         off = log.layers_offloaded()
+        n_layer = off[1] if off else llm.n_layer()
         layers_offloaded = off[0] if off else (n_layer if offloading and n_gpu_layers < 0 else 0)
         kv_full = (
             kv_cache_size(
