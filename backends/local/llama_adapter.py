@@ -57,6 +57,27 @@ def import_ms() -> float:
     return (time.perf_counter() - t0) * 1000
 
 
+def import_before_numpy() -> bool:
+    """Import llama-cpp-python now, if it is installed and numpy is not yet imported; whether it is
+    imported (before numpy) after the call.
+
+    On a CUDA build of llama.cpp a model load segfaults in a process that imported numpy first: seen
+    on an H200 (numpy 2.5.2, CUDA 13, llama-cpp-python 0.3.36) in ``ttft probe`` and under pytest
+    with a plugin that imports numpy, every time, in the main thread or a worker alike; the same load
+    with llama.cpp imported first runs. The commands that run the engine in their own process (bench,
+    probe, compare; ask and the chat run it in a child of their own) call this before anything imports
+    numpy. The import then happens outside any turn, so no turn's load phase pays for it."""
+    if "llama_cpp" in sys.modules:
+        return True
+    if "numpy" in sys.modules or not available():
+        return False
+    try:
+        import_ms()
+    except ImportError:  # a broken install: the first turn's load says so, with its hint
+        return False
+    return True
+
+
 def gpu_offload_supported() -> bool:
     import llama_cpp
 
