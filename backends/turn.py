@@ -66,9 +66,11 @@ def target_probe(backend: Backend) -> SavedProbe | None:
     return saved_probe_for(backend.provider, backend.model, backend.base_url)
 
 
-async def warm_up(backend: Backend) -> None:
+async def warm_up(backend: Backend, extra: dict[str, Any] | None = None) -> None:
     """Pay a backend's first-use costs before any turn: ``warm_up()`` where it has one (the SDK's first
-    stream), else ``load()`` (a local model: the turns after it then have no load phase).
+    stream), else ``load()`` (a local model: the turns after it then have no load phase). ``extra``: the
+    turn settings' extra, whose engine options (GPU layers, threads, flash attention) a load follows, so
+    that the first turn does not load again.
 
     Best effort: a failure here is met again, and recorded, by the first turn.
     """
@@ -76,7 +78,7 @@ async def warm_up(backend: Backend) -> None:
     if warm is None:
         return
     with contextlib.suppress(Exception):
-        await warm()
+        await (warm(extra) if extra else warm())
 
 
 async def stream_turn(

@@ -10,7 +10,7 @@ a slow trickle is decode (fewer output tokens is the strong lever). UX anchors:
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from telemetry.cost import fmt_usd, sum_costs
@@ -49,6 +49,9 @@ def diagnose_turn(rec: TurnRecord) -> str:
         return f"Cancelled {_s(got)} in, after the first token at {_s(ttft)}; the partial answer is kept."
     if ttft is None:
         return "The stream ended without a single token: check the model name and max output tokens."
+    split = _split_layers(rec.server)
+    if split:
+        return split
 
     if attempts > 1 and retry >= 0.3 * ttft:
         return (
@@ -106,6 +109,41 @@ def diagnose_turn(rec: TurnRecord) -> str:
         )
     speed = f", then {1000 / tpot:.0f} tokens/s" if tpot else ""
     return f"Responsive: first token in {_s(ttft)}{speed}; nothing to fix."
+
+
+def _engine_facts(server: object) -> dict[str, object]:
+    """The in-process engine's load facts: the load turn's ``model`` entry, else those every turn repeats."""
+    if not isinstance(server, Mapping):
+        return {}
+    out: dict[str, object] = {}
+    for source in ("llama.cpp", "model"):
+        facts = server.get(source)
+        if isinstance(facts, Mapping):
+            out.update(facts)
+    return out
+
+
+def _split_layers(server: object) -> str:
+    """The layers ran on a GPU but part of each of them did not (``layers_split``): said on every turn,
+    since every turn pays for it. Forced flash attention on a device without its kernels is the usual cause
+    (llama.cpp's auto would have checked and turned it off)."""
+    d = _engine_facts(server)
+    if d.get("layers_split") is not True:
+        return ""
+    where = str(d.get("backend") or "the GPU")[:20]
+    off = d.get("layers_offloaded")
+    splits = d.get("graph_splits")
+    cut = f" (its graph was cut into {splits} pieces)" if isinstance(splits, int) else ""
+    layers = f"{off} layers" if isinstance(off, int) else "the layers"
+    if d.get("flash_attn") is True and d.get("flash_attn_requested") == "on":
+        return (
+            f"Attention ran on the CPU while {layers} ran on {where}{cut}: flash attention was forced on and this"
+            " build has no flash-attention kernel for the device; use --flash-attn auto (or off)."
+        )
+    return (
+        f"Part of every layer ran on the CPU while {layers} ran on {where}{cut}: this build lacks a kernel for"
+        " one of the model's operations on the device; try --flash-attn off, or a newer llama.cpp build."
+    )
 
 
 def _new_connection(wait: WaitSplit | None, http: HttpInfo | None, ttft: float) -> str:

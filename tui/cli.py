@@ -97,6 +97,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# The commands that may run the local engine in this process (ask and the chat run it in a child).
+ENGINE_HERE = frozenset({"bench", "probe", "compare"})
+
+
 def _started_ns(argv: Sequence[str] | None) -> int:
     """When the user asked: this process's start for a real command line (the first call), else now."""
     global STARTED_NS
@@ -157,6 +161,10 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if not args_list or (args_list[0].startswith("-") and args_list[0] not in ("-h", "--help", "--version")):
         args_list = ["chat", *args_list]
     only = args_list[0] if args_list[0] in COMMANDS else None
+    if only in ENGINE_HERE and _names_local_model(args_list[1:]):
+        from backends.local.llama_adapter import import_before_numpy
+
+        import_before_numpy()  # before the command's modules import numpy: see its docstring
     parser = build_parser(None if only in WHOLE_PARSER_COMMANDS else only)
     if only == "chat" and "chat" not in parser._subparsers._group_actions[0].choices:  # type: ignore[union-attr,operator]
         parser.print_help()
@@ -182,6 +190,21 @@ def _main(argv: Sequence[str] | None = None) -> int:
     if hangup is not None and hangup.HEARD.is_set():  # their terminal closed: all is saved, end at once
         hangup.exit_now(code)
     return code
+
+
+def _names_local_model(args: Sequence[str]) -> bool:
+    """Whether a command's arguments name the in-process local engine (``-m local...``, or no ``-m`` with
+    the default model local)."""
+    from itertools import pairwise
+
+    from backends.providers.registry import ProviderError, default_spec, is_local_spec
+
+    specs = [v for flag, v in pairwise(args) if flag in ("-m", "--model")]
+    specs += [a.split("=", 1)[1] for a in args if a.startswith(("-m=", "--model="))]
+    try:
+        return any(is_local_spec(s) for s in specs or [default_spec()])
+    except ProviderError:  # a config that does not read: the command says so
+        return False
 
 
 def _reader_gone() -> int:

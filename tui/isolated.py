@@ -179,11 +179,11 @@ async def _child_main(
             flush()
             conn.send(("end",))
 
-    async def warm() -> None:
+    async def warm(extra: dict[str, Any] | None) -> None:
         from backends.turn import warm_up
 
         try:
-            await warm_up(backend)
+            await warm_up(backend, extra)
         finally:
             with contextlib.suppress(Exception):
                 conn.send(("warmed",))
@@ -194,7 +194,7 @@ async def _child_main(
         if cmd[0] == "turn":
             current = asyncio.create_task(run(cmd[1]))
         elif cmd[0] == "warm":  # first-use costs now, outside any turn; the parent holds its turn lock meanwhile
-            current = asyncio.create_task(warm())
+            current = asyncio.create_task(warm(cmd[1] if len(cmd) > 1 else None))
         elif cmd[0] == "cancel":
             if current is not None and not current.done():
                 current.cancel()
@@ -328,16 +328,16 @@ class ProcessBackend:
                                 break
                 loop.remove_reader(conn.fileno())
 
-    async def warm_up(self) -> None:
+    async def warm_up(self, extra: dict[str, Any] | None = None) -> None:
         """Have the child pay its first-use costs now (the SDK's first stream, a local model's load), outside
         any turn; a turn started meanwhile waits for it (the chat calls this at start-up, while the user types)."""
         async with self._lock:
             if self._proc.is_alive():
-                await asyncio.get_running_loop().run_in_executor(None, self._warm_blocking)
+                await asyncio.get_running_loop().run_in_executor(None, self._warm_blocking, extra)
 
-    def _warm_blocking(self) -> None:
+    def _warm_blocking(self, extra: dict[str, Any] | None) -> None:
         with contextlib.suppress(EOFError, OSError):  # a child that died is restarted by the next turn
-            self._conn.send(("warm",))
+            self._conn.send(("warm", extra) if extra else ("warm",))
             while self._conn.recv()[0] != "warmed":
                 pass
 

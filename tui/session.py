@@ -135,7 +135,7 @@ class ChatSession:
             return
 
         async def warm() -> None:
-            await warm_up(backend)
+            await warm_up(backend, self.settings.extra)  # a local model loads as the turns will ask
             # The price table's import (0.2-0.3 s, once), in a thread while the user types: at the first
             # turn's end it would hold the stream loop just as the answer's last paint is due.
             await asyncio.get_running_loop().run_in_executor(None, warm_prices, getattr(backend, "price", None))

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import importlib.util
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +31,49 @@ if TYPE_CHECKING:
 
 _LOG_LOCK = threading.Lock()  # llama.cpp's log callback is process-wide
 _PARAMS_LOCK = threading.Lock()  # so is the patched default-params function of model_params
+_CONTEXT_LOCK = threading.Lock()  # and the patched context constructor of context_params
+
+# ttft's words for llama.cpp's ``llama_flash_attn_type`` (LLAMA_FLASH_ATTN_TYPE_AUTO, _ENABLED, _DISABLED).
+FLASH_ATTN_TYPES = {"auto": -1, "on": 1, "off": 0}
 
 
 def available() -> bool:
+    """Whether llama-cpp-python is installed, without importing it: on a CUDA build the import
+    initialises CUDA (1.5-1.8 s on an H200), which belongs to the engine's load phase, not before it."""
     try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
+        return importlib.util.find_spec("llama_cpp") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def import_ms() -> float:
+    """Import llama-cpp-python now (and with it the GPU runtime on a GPU build); the milliseconds it took,
+    about 0 when it was already imported. Raises ImportError when it is not installed or broken."""
+    if "llama_cpp" in sys.modules:
+        return 0.0
+    t0 = time.perf_counter()
+    import llama_cpp  # noqa: F401
+
+    return (time.perf_counter() - t0) * 1000
+
+
+def import_before_numpy() -> bool:
+    """Import llama-cpp-python now, if it is installed and numpy is not yet imported; whether it is
+    imported (before numpy) after the call.
+
+    On a CUDA build of llama.cpp a model load segfaults in a process that imported numpy first: seen
+    on an H200 (numpy 2.5.2, CUDA 13, llama-cpp-python 0.3.36) in ``ttft probe`` and under pytest
+    with a plugin that imports numpy, every time, in the main thread or a worker alike; the same load
+    with llama.cpp imported first runs. The commands that run the engine in their own process (bench,
+    probe, compare; ask and the chat run it in a child of their own) call this before anything imports
+    numpy. The import then happens outside any turn, so no turn's load phase pays for it."""
+    if "llama_cpp" in sys.modules:
+        return True
+    if "numpy" in sys.modules or not available():
+        return False
+    try:
+        import_ms()
+    except ImportError:  # a broken install: the first turn's load says so, with its hint
         return False
     return True
 
@@ -84,6 +123,34 @@ def model_params(**fields: Any) -> Iterator[None]:
             yield
         finally:
             lib.llama_model_default_params = original
+
+
+@contextlib.contextmanager
+def context_params(**fields: Any) -> Iterator[None]:
+    """Set fields of the ``llama_context_params`` a ``Llama()`` creates its context with, for one load.
+
+    ``Llama`` takes ``flash_attn`` as a bool only (enabled or disabled); llama.cpp's own default,
+    ``LLAMA_FLASH_ATTN_TYPE_AUTO``, is reachable only by setting ``flash_attn_type`` on the params
+    just before ``llama_init_from_model``, which this wraps for the duration of the load. Fields this
+    build of llama.cpp does not have are skipped.
+    """
+    import llama_cpp.llama_cpp as bindings  # the module whose functions llama_cpp._internals calls
+
+    lib: Any = bindings
+    original = lib.llama_init_from_model
+
+    def patched(model: Any, params: Any) -> Any:
+        for name, value in fields.items():
+            if any(f[0] == name for f in type(params)._fields_):
+                setattr(params, name, value)
+        return original(model, params)
+
+    with _CONTEXT_LOCK:
+        lib.llama_init_from_model = patched
+        try:
+            yield
+        finally:
+            lib.llama_init_from_model = original
 
 
 @contextlib.contextmanager
@@ -223,6 +290,11 @@ class LlamaHandle:
         """(threads of a one-token decode, threads of a larger batch) as the context was created."""
         p = self._llm.context_params
         return int(p.n_threads), int(p.n_threads_batch)
+
+    def flash_attn_type(self) -> str:
+        """The flash attention asked of llama.cpp ("auto", "on", "off"), as the context was created with it."""
+        asked = int(self._llm.context_params.flash_attn_type)
+        return next((k for k, v in FLASH_ATTN_TYPES.items() if v == asked), str(asked))
 
     @property
     def swa_full(self) -> bool:

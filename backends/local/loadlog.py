@@ -1,5 +1,6 @@
 """Reading what llama.cpp printed while loading a model: the KV cache it allocated, the layers it
-offloaded, and the line that explains a failed load."""
+offloaded, what its flash-attention auto chose and why, how often its graph hops between devices,
+and the line that explains a failed load."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ from backends.local.models import LocalModelError
 from telemetry.errors import ErrorKind
 
 _KV_SIZE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers")
+# llama.cpp's flash-attention auto (llama_context::resolve_fused_ops) builds a graph and checks that each
+# layer's attention sits on that layer's device; it logs the verdict, and on a mismatch the reason first.
+_FA_VERDICT = re.compile(r"Flash Attention (enabled|not supported, set to disabled)")
+_FA_MISMATCH = re.compile(r"(layer \d+ is assigned to device \S+ but Flash Attention is assigned to device \S+)")
+# "graph: nodes = 1000, splits = 2" or "graph (pp bs=512, tg bs=1): nodes = 1000 / 990, splits = 65 / 64"
+_SPLITS = re.compile(r"graph[^:\n]*: nodes = [\d /]+, splits = (\d+)(?: / (\d+))?")
 
 
 @dataclass
@@ -33,6 +40,26 @@ class LoadLog:
     def layers_offloaded(self) -> tuple[int, int] | None:
         m = re.search(r"offloaded (\d+)/(\d+) layers to GPU", self.text)
         return (int(m.group(1)), int(m.group(2))) if m else None
+
+    def flash_attn_auto(self) -> bool | None:
+        """What llama.cpp's flash-attention auto chose (True: enabled), None when it did not decide (not asked)."""
+        verdicts = _FA_VERDICT.findall(self.text)
+        return verdicts[-1] == "enabled" if verdicts else None
+
+    def flash_attn_mismatch(self) -> str | None:
+        """Why the auto turned flash attention off: the layer whose attention would have run elsewhere."""
+        m = _FA_MISMATCH.search(self.text)
+        return m.group(1) if m else None
+
+    def graph_splits(self) -> tuple[int, int] | None:
+        """(prefill, one-token) graph splits: how many pieces the scheduler cut each graph into between
+        devices. With every layer on one GPU it is a handful; one or more per layer means some op of every
+        layer ran on another device (the CPU), with a copy each way."""
+        found = _SPLITS.findall(self.text)
+        if not found:
+            return None
+        pp, tg = found[-1]
+        return int(pp), int(tg or pp)
 
 
 def load_error(path: Path, exc: Exception, log: str, n_gpu_layers: int) -> LocalModelError:

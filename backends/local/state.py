@@ -14,6 +14,17 @@ from backends.local.template import ChatTemplate
 from telemetry.errors import TtftError
 
 
+@dataclass(frozen=True, slots=True)
+class LoadRequest:
+    """What a load was asked for, before anything is resolved against the build (None: the engine's
+    default). A turn whose settings ask for another loads the model again, as that turn's load phase."""
+
+    n_gpu_layers: int | None = None  # -1: every layer
+    n_threads: int | None = None
+    flash_attn: str = "auto"  # "auto" (llama.cpp decides), "on", "off"
+    extra_bufts: bool | None = None
+
+
 @dataclass
 class LoadedModel:
     llm: LlamaHandle
@@ -23,6 +34,7 @@ class LoadedModel:
     kv: KVShape | None
     n_gpu_layers: int
     bufts: ExtraBufts
+    request: LoadRequest = field(default_factory=LoadRequest)
     kv_tokens: list[int] = field(default_factory=list)  # what the KV cache holds, position by position
     verify_batch_max: int = 1  # largest speculative verify batch checked bit-identical to one-token steps
     verify_checked: int = 1  # batch sizes up to this one have been checked

@@ -1,6 +1,7 @@
 """The named providers' config file (``config.toml``): where it lives, reading it once per change,
-checking every key with a message that names the file, the key and what was expected; and the
-``PROVIDER:MODEL`` syntax and built-in provider names that it, like ``-m``, may refer to."""
+checking every key with a message that names the file, the key and what was expected (the local
+engine's ``[local]`` table too); and the ``PROVIDER:MODEL`` syntax and built-in provider names
+that it, like ``-m``, may refer to."""
 
 from __future__ import annotations
 
@@ -42,6 +43,16 @@ class ProviderConfig:
     timeout: float | None = None
 
 
+@dataclass(frozen=True)
+class LocalConfig:
+    """``[local]``: where the local engine runs (None: its default), and the bench's own llama-server."""
+
+    gpu_layers: int | None = None  # -1: every layer
+    threads: int | None = None
+    flash_attn: str | None = None  # auto | on | off
+    server_bin: str | None = None
+
+
 def config_dir() -> Path:
     env = os.environ.get("TTFT_CONFIG_DIR")
     return Path(env) if env else Path(platformdirs.user_config_dir("ttft"))
@@ -54,12 +65,14 @@ def config_path() -> Path:
 # The config's schema: key -> what a value must be, said in the words of the error message.
 # Checked by hand rather than with pydantic: importing and building pydantic models costs
 # ~140 ms, on every `ttft ask` with a config file, whose own delay is 0.2-0.4 s in all.
-TOP_KEYS = ("default", "providers", "prices")
+TOP_KEYS = ("default", "providers", "prices", "local")
 PROVIDER_KEYS = ("kind", "base_url", "api_key_env", "default_model", "headers", "timeout")
 # [prices."PROVIDER:MODEL"] (or [prices.PROVIDER], every model of it): USD per million tokens.
 PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok", "cache_write_input_per_mtok")
+LOCAL_KEYS = ("gpu_layers", "threads", "flash_attn", "server_bin")
+FLASH_ATTN = ("auto", "on", "off")
 
-_Validated = tuple[dict[str, Any], dict[str, ProviderConfig], dict[str, Price]]
+_Validated = tuple[dict[str, Any], dict[str, ProviderConfig], dict[str, Price], LocalConfig]
 _cache: tuple[tuple[str, int, int], _Validated] | None = None
 
 
@@ -193,6 +206,30 @@ def _prices(path: Path, raw: Any, providers: dict[str, ProviderConfig]) -> dict[
     return out
 
 
+def _local(path: Path, raw: Any) -> LocalConfig:
+    """``[local]``: each key checked as the command-line flag it stands for would be."""
+    if not isinstance(raw, dict):
+        raise _config_error(path, "local", f"expected a table ([local]), got {_shown(raw)}")
+    _unknown(path, "local.", raw, LOCAL_KEYS)
+    counts: dict[str, int | None] = {}
+    for key, least, what in (
+        ("gpu_layers", -1, "a number of layers to put on the GPU: 0 (none) up to -1 (every layer)"),
+        ("threads", 1, "a number of CPU threads, at least 1"),
+    ):
+        value = raw.get(key)
+        # bool is an int in Python: neither true nor false is a count
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            raise _config_error(path, f"local.{key}", f"expected {what}, got {_shown(value)}")
+        counts[key] = value
+    fa = raw.get("flash_attn")
+    if fa is not None and fa not in FLASH_ATTN:
+        raise _config_error(path, "local.flash_attn", f'expected "auto", "on" or "off", got {_shown(fa)}')
+    server_bin = raw.get("server_bin")
+    if server_bin is not None:
+        server_bin = _text(path, "local.server_bin", server_bin, "the path of a llama-server binary (a string)")
+    return LocalConfig(counts["gpu_layers"], counts["threads"], fa, server_bin)
+
+
 def _validated() -> _Validated:
     """The config file read and checked once (again only when the file changes): a bad one is a
     ProviderError (kind ``config_error``) naming the file, the key and what was expected."""
@@ -201,7 +238,7 @@ def _validated() -> _Validated:
     try:
         st = path.stat()
     except FileNotFoundError:
-        return {}, {}, {}
+        return {}, {}, {}, LocalConfig()
     except OSError as exc:
         raise _config_error(path, "", f"could not be read ({exc.strerror or exc})") from None
     stamp = (str(path), st.st_mtime_ns, st.st_size)
@@ -245,8 +282,9 @@ def _validated() -> _Validated:
             known = ", ".join([*BUILTIN, *providers])
             raise _config_error(path, "default", f"unknown provider {name!r}; expected one of {known}")
     prices = _prices(path, raw.get("prices", {}), providers)
-    _cache = (stamp, (raw, providers, prices))
-    return raw, providers, prices
+    local = _local(path, raw.get("local", {}))
+    _cache = (stamp, (raw, providers, prices, local))
+    return raw, providers, prices, local
 
 
 def load_config() -> dict[str, Any]:
@@ -261,6 +299,11 @@ def check_config() -> None:
 
 def configured_providers() -> dict[str, ProviderConfig]:
     return dict(_validated()[1])
+
+
+def local_config() -> LocalConfig:
+    """The config file's ``[local]`` table (every key None without one)."""
+    return _validated()[3]
 
 
 def configured_price(provider: str, model: str | None) -> Price | None:

@@ -39,12 +39,12 @@ class GaugedBackend:
     def __getattr__(self, name: str) -> Any:  # warm_up, load, http, ...: the inner backend's
         return getattr(self.inner, name)
 
-    async def warm_up(self) -> None:
+    async def warm_up(self, extra: dict[str, Any] | None = None) -> None:
         """The inner backend's warm-up, then the endpoint's first read (the parser's import, ~100 ms, and
         which server it is) while the user types, not beside the first turn's stream."""
         inner = getattr(self.inner, "warm_up", None)
         if inner is not None:
-            await inner()
+            await inner(extra)
         await asyncio.to_thread(self._probe)
 
     def _probe(self) -> None:

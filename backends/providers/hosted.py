@@ -276,8 +276,9 @@ class HostedBackend:
         # arrive meanwhile. Freezing what exists now keeps later collections small.
         gc.freeze()
 
-    async def warm_up(self) -> None:
+    async def warm_up(self, extra: dict[str, Any] | None = None) -> None:
         """The first-use costs now, outside any turn: the chat calls this at start-up, while the user types.
+        (``extra``, the turn settings' engine options, shapes a local model's load only.)
 
         Measured on a loopback server: a process's first turn spends ~50 ms between the call and
         its send without it, 2-3 ms (like every later turn) with it.

@@ -50,6 +50,7 @@ from backends.providers.config import (
     configured_price,
     configured_providers,
     load_config,
+    local_config,
     parse_spec,
 )
 from backends.transport.http import DEFAULT_TIMEOUT_S
@@ -378,7 +379,11 @@ def _create_local(rest: str | None, **opts: Any) -> LocalLlamaBackend:
             kind=ErrorKind.LOCAL_UNAVAILABLE,
             hint="pip install 'ttft[local]' (or pick a hosted model: -m openai:MODEL with OPENAI_API_KEY set).",
         )
-    return engine.create(rest, **opts)
+    # [local] in config.toml gives the defaults; an option given here (a command's flag) wins
+    cfg = local_config()
+    defaults = {"n_gpu_layers": cfg.gpu_layers, "n_threads": cfg.threads, "flash_attn": cfg.flash_attn}
+    chosen = {**defaults, **{k: v for k, v in opts.items() if v is not None}}
+    return engine.create(rest, **{k: v for k, v in chosen.items() if v is not None})
 
 
 def default_spec() -> str:

@@ -48,6 +48,7 @@ class ServerTimings:
     n_ctx: int | None = None
     engine: str = ""  # the engine's compute backend and model name, when it said
     draft_refused: bool = False  # the engine turned speculative decoding off (batches not bit-identical)
+    placement: str = ""  # the engine: where its layers ran, "CPU, 2 threads, flash attn on (auto)"
     other: tuple[tuple[str, str], ...] = ()  # an unknown format: its scalar fields as (name, text)
 
     @property
@@ -99,6 +100,34 @@ def _ollama(source: str, d: Mapping[str, Any]) -> ServerTimings:
     )
 
 
+def placement(d: Mapping[str, Any]) -> str:
+    """Where the in-process engine ran a turn, from its load facts: "CPU, 2 threads, flash attn on (auto)",
+    "CUDA 31/31 layers, flash attn off (auto)"; "" when it did not say."""
+    backend, threads = d.get("backend"), _int(d, "n_threads")
+    off, n = _int(d, "layers_offloaded"), _int(d, "n_layers")
+    if not isinstance(backend, str) or not backend:
+        return ""
+    cpu = f"{threads} thread{'s' if threads != 1 else ''}" if threads else ""
+    if backend == "CPU" or not off:
+        where = ", ".join(x for x in ("CPU", cpu) if x)
+    else:
+        where = f"{_text(backend)} {off}/{n} layers" if n else f"{_text(backend)} {off} layers"
+        if n and off < n and cpu:
+            where += f", the rest on CPU ({cpu})"
+    fa, asked = d.get("flash_attn"), d.get("flash_attn_requested")
+    if isinstance(fa, bool):
+        where += f", flash attn {'on' if fa else 'off'}" + (" (auto)" if asked == "auto" else "")
+    if d.get("layers_split") is True:
+        where += ", part of every layer on CPU"
+    return where
+
+
+def load_import_ms(server: object) -> float | None:
+    """The part of a turn's model load spent importing llama.cpp (a GPU build starts its runtime then)."""
+    model = server.get("model") if isinstance(server, Mapping) else None
+    return _num(model, "llama_import_ms") if isinstance(model, Mapping) else None
+
+
 def _engine(source: str, d: Mapping[str, Any]) -> ServerTimings:
     spec = d.get("speculative")
     backend, name = d.get("backend"), d.get("model_name")
@@ -117,6 +146,7 @@ def _engine(source: str, d: Mapping[str, Any]) -> ServerTimings:
         n_ctx=_int(d, "n_ctx"),
         engine=" · ".join(_text(x) for x in (backend, name) if x) if backend else "",
         draft_refused=isinstance(spec, Mapping) and spec.get("verify_batch") == 1,
+        placement=placement(d),
     )
 
 

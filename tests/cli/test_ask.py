@@ -245,3 +245,71 @@ def test_ask_on_a_tool_only_answer_prints_the_call_and_json_keeps_it(env: dict) 
     d = json.loads(p.stdout)
     assert d["answer"] == "" and d["stop_reason"] == "tool_calls" and d["status"] == "ok"
     assert d["tool_calls"] == [{"name": "get_weather", "arguments": '{"city": "Paris"}'}]
+
+
+LOCAL_FLAG_CASES = {
+    "ask": ["ask", "-m", "compat:x", "--base-url", "http://127.0.0.1:9/v1", "--threads", "2", "hi"],
+    "chat": ["chat", "-m", "compat:x", "--base-url", "http://127.0.0.1:9/v1", "--gpu-layers", "0"],
+    "compare": [
+        "compare", "--headless", "-m", "compat:a", "-m", "compat:b", "--base-url", "http://127.0.0.1:9/v1",
+        "--flash-attn", "off", "hi",
+    ],
+    "probe": ["probe", "-m", "compat:x", "--base-url", "http://127.0.0.1:9/v1", "--quick", "--threads", "2"],
+    "bench": ["bench", "-m", "compat:x", "--base-url", "http://127.0.0.1:9/v1", "--requests", "1", "--gpu-layers", "0"],
+    "bench --server-bin": [
+        "bench", "-m", "local", "--requests", "1", "--server-bin", "/usr/bin/true",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(LOCAL_FLAG_CASES))
+def test_the_local_engines_flags_are_refused_where_nothing_would_use_them(
+    case: str, env: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Taken and ignored, --threads on a hosted model would let a user believe it applied: exit 2, one line,
+    nothing sent and nothing logged (even with -q: an error is never quiet)."""
+    assert main([*LOCAL_FLAG_CASES[case], *(["-q"] if case in ("ask", "bench") else [])]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    flag = "--server-bin" if case.endswith("--server-bin") else next(a for a in LOCAL_FLAG_CASES[case] if a in (
+        "--threads", "--gpu-layers", "--flash-attn"))  # fmt: skip
+    assert flag in err and ("-m local-server" if "server-bin" in flag else "-m local") in err, err
+    assert not list(Path(env["TTFT_DATA_DIR"]).glob("sessions/*.jsonl"))
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--threads", "0"], "--threads: must be at least 1"),
+        (["--gpu-layers", "-2"], "--gpu-layers: must be 0 or more, or -1 for every layer"),
+        (["--gpu-layers", "all"], "--gpu-layers: expected a whole number"),
+        (["--flash-attn", "yes"], "--flash-attn: invalid choice"),
+    ],
+)
+def test_a_bad_local_flag_is_refused_before_anything_runs(
+    args: list[str], said: str, env: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["ask", "-m", "local", *args, "hi"])
+    assert exc.value.code == 2 and said in capsys.readouterr().err
+
+
+def test_a_local_turns_summary_says_its_load_apart_from_ttfts_own_delay_and_where_it_ran() -> None:
+    from telemetry.record import TurnRecord
+    from tui.commands.ask import summary_line
+
+    engine = {"backend": "CPU", "layers_offloaded": 0, "n_layers": 30, "n_threads": 2, "flash_attn": True}
+    rec = TurnRecord.from_dict(
+        {
+            "status": "ok", "provider": "local", "model": "smollm2", "turn_index": 0,
+            "metrics": {"ttft_ms": 80.0, "e2e_ms": 300.0, "load_ms": 1900.0, "own_delay_ms": 210.0},
+            "tokens": {"output": 8, "source": "usage"},
+            "server": {
+                "model": {**engine, "llama_import_ms": 1600.0},
+                "llama.cpp": {**engine, "flash_attn_requested": "auto", "prompt_eval_ms": 20.0, "decode_ms": 200.0},
+            },
+        }
+    )  # fmt: skip
+    line = summary_line(rec)
+    assert "model load 1.9 s, llama.cpp import 1.6 s · on CPU, 2 threads, flash attn on (auto)" in line, line
+    assert "ttft's own 210 ms before the send" in line

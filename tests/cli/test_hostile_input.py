@@ -91,6 +91,15 @@ BAD_CONFIGS: dict[str, tuple[bytes, str]] = {
         "prices.\"nosuch:m\": unknown provider 'nosuch'",
     ),
     "price entry not a table": (b"[prices]\nlocal = 3\n", "prices.local: expected a table of prices"),
+    # [local]: the local engine's knobs, checked as their flags are
+    "local not a table": (b"local = 3\n", "local: expected a table ([local])"),
+    "local key typo": (b"[local]\ngpu_layer = 0\n", "local.gpu_layer: unknown key; did you mean 'gpu_layers'?"),
+    "local gpu_layers below -1": (b"[local]\ngpu_layers = -2\n", "local.gpu_layers: expected a number of layers"),
+    "local gpu_layers a bool": (b"[local]\ngpu_layers = true\n", "local.gpu_layers: expected a number of layers"),
+    "local threads zero": (b"[local]\nthreads = 0\n", "local.threads: expected a number of CPU threads"),
+    "local threads text": (b'[local]\nthreads = "4"\n', "local.threads: expected a number of CPU threads"),
+    "local flash_attn unknown": (b'[local]\nflash_attn = "yes"\n', 'local.flash_attn: expected "auto", "on" or "off"'),
+    "local server_bin empty": (b'[local]\nserver_bin = ""\n', "local.server_bin: expected the path of a llama-server"),
 }
 COMMANDS = {
     "bare ttft": [],

@@ -84,3 +84,36 @@ def test_a_logged_new_connection_and_wire_split_are_read_from_the_typed_record()
     assert diagnose_turn(rec).startswith("A new TLS connection cost 400 ms of the 600 ms wait")
     # Without the http object (a record from before it existed) the split is not trusted.
     assert not diagnose_turn(TurnRecord.from_dict({**d, "http": None})).startswith("A new")
+
+
+GPU_ENGINE = {"backend": "CUDA", "layers_offloaded": 31, "n_layers": 31, "prompt_eval_ms": 9.0, "decode_ms": 25.0}
+
+
+def _engine_turn(facts: dict) -> str:
+    events = stream(first_ms=40, gap_ms=4, visible=20)
+    events.insert(-1, ev.ServerTimings(at(120), "llama.cpp", {**GPU_ENGINE, **facts}))
+    return play(events)["diagnosis"]
+
+
+def test_forced_flash_attention_on_the_cpu_is_said_even_on_a_fast_turn() -> None:
+    d = _engine_turn({"flash_attn_requested": "on", "flash_attn": True, "layers_split": True, "graph_splits": 64})
+    assert d.startswith("Attention ran on the CPU while 31 layers ran on CUDA (its graph was cut into 64 pieces)")
+    assert "--flash-attn auto" in d
+
+
+def test_auto_turning_flash_attention_off_keeps_attention_on_the_gpu_and_says_nothing() -> None:
+    d = _engine_turn({"flash_attn_requested": "auto", "flash_attn": False, "layers_split": False, "graph_splits": 2})
+    assert d.startswith("Responsive")
+
+
+def test_another_op_of_every_layer_on_the_cpu_is_named_too() -> None:
+    d = _engine_turn({"flash_attn_requested": "auto", "flash_attn": True, "layers_split": True, "graph_splits": 40})
+    assert d.startswith("Part of every layer ran on the CPU while 31 layers ran on CUDA")
+
+
+def test_a_load_turn_is_diagnosed_from_its_load_facts() -> None:
+    events = stream(first_ms=40, gap_ms=4, visible=20)
+    facts = {**GPU_ENGINE, "flash_attn_requested": "on", "flash_attn": True, "layers_split": True}
+    events.insert(0, ev.ModelLoadStarted(at(-900), what="loading"))
+    events.insert(1, ev.ModelLoadFinished(at(-1), info=facts))
+    assert play(events)["diagnosis"].startswith("Attention ran on the CPU")

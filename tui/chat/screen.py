@@ -673,10 +673,15 @@ class ChatScreen(Screen[None]):
 
     def apply_settings(self, settings: TurnSettings, spec: str | None = None, base_url: str | None = None) -> None:
         """Settings take effect on the next turn and are recorded with it."""
+        from tui.screens.settings import engine_options
+
+        reload = engine_options(settings) != engine_options(self.session.settings)
         self.session.settings = settings
         if spec and (spec != self.session.spec or base_url != self.session.base_url):
             self.session.switch_model(spec, base_url)
             self.warm_up()  # the new model's first use, too, while the user types
+        elif reload:
+            self.warm_up()  # a local model loads again where it is now asked to run, while the user types
         self.update_header()
         self.notify(f"Next turn: {self.session.spec} · {fmt_settings(settings.to_dict())}")
 

@@ -45,6 +45,14 @@ def non_negative_int(value: str) -> int:
     return n
 
 
+def gpu_layers(value: str) -> int:
+    """``--gpu-layers N``: 0 (the CPU) or more, or -1 for every layer."""
+    n = int(_number(value, int))
+    if n < -1:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, or -1 for every layer, got {n}")
+    return n
+
+
 def seconds(value: str) -> float:
     """``--timeout S``: above 0 (0 would mean the default, a negative one nothing sensible)."""
     s = float(_number(value, float))

@@ -41,7 +41,7 @@ from telemetry.wire import WaitSplit
 from tui import signals
 from tui.commands.args import model_spec
 from tui.commands.exits import Exit, for_error_kind
-from tui.commands.flags import add_turn_flags, settings_from_args
+from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem, settings_from_args
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, json_text, note
 from tui.commands.prompt import PromptTooLarge, read_prompt
@@ -89,6 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_model_options(p)
     add_turn_flags(p)
+    add_local_flags(p)
     add_output_flags(p, "print the full ttft.turn record instead of the answer")
     p.add_argument(
         "--session", metavar="ID", type=session_id_arg, help="append to this session's log (default: a new session)"
@@ -173,6 +174,13 @@ def summary_line(rec: TurnRecord) -> str:
         parts.append(
             f"server ({m.server_timing_source}): {queue}prefill {f(m.server_ttft_ms)}, rest {f(m.server_rest_ms)}"
         )
+    if m.load_ms:  # a local model's load: apart from ttft's own delay, its llama.cpp import (a GPU's start) said
+        from telemetry.server.timings import load_import_ms, server_timings
+
+        imported = load_import_ms(rec.server)
+        imp = f", llama.cpp import {f(imported)}" if imported is not None and imported >= OWN_DELAY_SHOWN_MS else ""
+        parts.append(f"model load {f(m.load_ms)}{imp}")
+        parts += [f"on {st.placement}" for st in server_timings(rec.server) if st.placement]
     own = m.own_delay_ms
     if own is not None and own >= OWN_DELAY_SHOWN_MS:
         parts.append(f"ttft's own {f(own)} before the send")
@@ -286,6 +294,14 @@ def _make_backend(spec: str, base_url: str | None, timeout: float | None, *, sdk
     return create_backend(spec, base_url=base_url, timeout_s=timeout, lean=not sdk)
 
 
+def _local_or_unknown(spec: str) -> bool:
+    """Whether ``spec`` is the local engine; a config that does not read is the turn's error to report."""
+    try:
+        return is_local_spec(spec)
+    except ProviderError:
+        return True
+
+
 def read_attachments(paths: list[str], spec: str, base_url: str | None) -> tuple[Attachment, ...] | Refused:
     """``-a`` files, read and checked against the API and model ``spec`` names, before anything is sent.
 
@@ -324,6 +340,9 @@ def run(args: argparse.Namespace) -> int:
         )
         return Exit.USAGE
     spec = args.model or default_spec()
+    if (problem := local_flags_problem(args, _local_or_unknown(spec))) is not None:
+        print(f"ttft ask: {problem}", file=sys.stderr)
+        return Exit.USAGE
     files = read_attachments(paths, spec, args.base_url) if paths else ()
     if not isinstance(files, tuple):  # nothing was sent: a file that cannot go is the command line's problem
         print(f"ttft ask: -a {visible_controls(files.sentence)}", file=sys.stderr)

@@ -12,7 +12,7 @@ from telemetry.log.turns import tail_records
 from telemetry.log.urls import without_masked
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from tui.commands.args import model_spec
-from tui.commands.flags import add_turn_flags
+from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem
 from tui.commands.flags import settings_from_args as turn_settings
 from tui.commands.help import examples
 
@@ -46,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="read with the API's SDK (openai, or anthropic for Messages), not ttft's lean readers (same record)",
     )
     add_turn_flags(p)
+    add_local_flags(p)
     p.set_defaults(func=run)
 
 
@@ -64,6 +65,16 @@ def spec_from_record(rec: dict) -> str | None:
     return f"{provider}:{model}" if model else provider
 
 
+def _is_local(spec: str) -> bool:
+    """Whether ``spec`` is the local engine (a config that does not read: the chat says so itself)."""
+    from backends.providers.registry import ProviderError, is_local_spec
+
+    try:
+        return is_local_spec(spec)
+    except ProviderError:
+        return True
+
+
 def run(args: argparse.Namespace) -> int:
     from tui.chat.app import ChatApp
     from tui.session import default_backend_factory
@@ -72,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
     spec = args.model
     base_url = args.base_url
     settings = settings_from_args(args)
+    if spec is not None and (problem := local_flags_problem(args, _is_local(spec))) is not None:
+        print(f"ttft chat: {problem}", file=sys.stderr)
+        return 2
     if args.resume is not None:
         try:
             resume = resolve(args.resume or None)

@@ -13,7 +13,7 @@ from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, build_pane
 from telemetry.errors import ErrorKind
 from telemetry.log.surrogates import scrub
 from tui.commands.exits import Exit, for_error_kind, for_turns
-from tui.commands.flags import add_turn_flags, settings_from_args
+from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem, settings_from_args
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, note, print_json
 from tui.commands.prompt import PromptTooLarge, read_prompt
@@ -57,8 +57,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_output_flags(p, "headless: print the ttft.compare/1 summary as JSON")
     p.add_argument("--out", type=Path, metavar="DIR", help="export the comparison: JSONL + summary and verdict CSVs")
     add_turn_flags(p)
+    add_local_flags(p)
     p.add_argument("prompt", nargs="*", help="the prompt (headless: piped stdin comes before it)")
     p.set_defaults(func=run)
+
+
+def _is_local(spec: str) -> bool:
+    from backends.providers.registry import ProviderError, is_local_spec
+
+    try:
+        return is_local_spec(spec)
+    except ProviderError:  # a config that does not read: the pane's start says so
+        return True
 
 
 def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
@@ -72,6 +82,9 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
         print("ttft compare: --repeat must be at least 1", file=sys.stderr)
         return Exit.USAGE
     specs = [parse_model(m, args.base_url) for m in args.model]
+    if (problem := local_flags_problem(args, any(_is_local(s.spec) for s in specs))) is not None:
+        print(f"ttft compare: {problem} (it applies to the local panes only)", file=sys.stderr)
+        return Exit.USAGE
     if args.headless:
         try:
             prompt = read_prompt(args.prompt)

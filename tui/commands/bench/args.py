@@ -13,7 +13,7 @@ from telemetry.bench.slo import SLO
 from telemetry.bench.workload.lengths import Lengths
 from tui.commands.args import model_spec
 from tui.commands.bench import capacity as bench_capacity
-from tui.commands.flags import add_turn_flags
+from tui.commands.flags import add_local_flags, add_turn_flags
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags
 
@@ -336,7 +336,6 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         help=f"local-server: context shared by the slots (-c; default {DEFAULT_CTX}); a request holds at most "
         "CTX / SLOTS tokens, and a workload whose longest request does not fit is refused",
     )
-    p.add_argument("--threads", type=int, help="local-server: CPU threads (-t)")
     p.add_argument(
         "--ignore-eos",
         action="store_true",
@@ -345,6 +344,7 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         "llama-server); an error for OpenAI's and Anthropic's APIs, which have no such switch",
     )
     add_turn_flags(p, max_output_tokens=64, max_retries=0)  # a retry would hide an error a load test counts
+    add_local_flags(p, server=True)  # -m local's engine, and -m local-server's -t, -ngl, -fa and binary
     add_output_flags(p, "print the ttft.bench/1 summary (summary.json, with the results folder) instead of the tables")
     bench_capacity.add_arguments(p)
     return p

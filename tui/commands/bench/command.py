@@ -59,7 +59,7 @@ from tui.commands.bench.output import (
     workload_lines,
 )
 from tui.commands.exits import Exit, for_error_kind
-from tui.commands.flags import settings_from_args
+from tui.commands.flags import local_flags_problem, settings_from_args
 from tui.commands.output import note, print_json, warn
 from tui.format import visible_controls
 from tui.report import charts
@@ -273,6 +273,8 @@ def configure(args: argparse.Namespace, slo: SLO | None) -> Plan:
     )
     if (why := bench_args.check_start(args.start_at, time.time()) or bench_args.check_cluster(args)) is not None:
         raise Abort(Exit.USAGE, why)
+    if (why := _local_flags_problem(args)) is not None:
+        raise Abort(Exit.USAGE, why)
     # A random tail as session ids have: two runs started in the same second must not share an id
     # (their turns would collide in a merged report or a trace store) nor a default folder.
     run_id = "bench-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(3)
@@ -285,6 +287,29 @@ def configure(args: argparse.Namespace, slo: SLO | None) -> Plan:
     return Plan(cfg, mode, run_id, out, turns, slo, chosen)
 
 
+def _local_flags_problem(args: argparse.Namespace) -> str | None:
+    """--gpu-layers, --threads, --flash-attn: for -m local and -m local-server; --server-bin: local-server."""
+    from backends.providers.registry import ProviderError, is_local_spec
+
+    if bench_args.is_local_server(args.model):
+        return None
+    try:
+        local = is_local_spec(args.model)
+    except ProviderError:  # a config that does not read: the run's start says so
+        local = True
+    problem = local_flags_problem(args, local)
+    return f"{problem} (or -m local-server)" if problem and "--server-bin" not in problem else problem
+
+
+def _server_bin(args: argparse.Namespace) -> str | None:
+    """--server-bin, else [local] server_bin in config.toml, else None (the usual places)."""
+    if args.server_bin is not None:
+        return str(args.server_bin)
+    from backends.providers.config import local_config
+
+    return local_config().server_bin
+
+
 # --- step 2: the server's lifetime -------------------------------------------------------
 @contextlib.asynccontextmanager
 async def target_server(args: argparse.Namespace, out: Path) -> AsyncIterator[Target]:
@@ -294,7 +319,13 @@ async def target_server(args: argparse.Namespace, out: Path) -> AsyncIterator[Ta
     if not bench_args.is_local_server(spec):
         yield Target(spec, args.base_url)
         return
-    from backends.local.llama_server import LlamaServer, LlamaServerError, LlamaServerFailed, default_model
+    from backends.local.llama_server import (
+        LlamaServer,
+        LlamaServerError,
+        LlamaServerFailed,
+        default_model,
+        find_binary,
+    )
 
     try:
         path = spec.partition(":")[2]
@@ -304,7 +335,10 @@ async def target_server(args: argparse.Namespace, out: Path) -> AsyncIterator[Ta
             slots=args.slots,
             ctx=args.ctx,
             threads=args.threads,
+            gpu_layers=args.gpu_layers,
+            flash_attn=args.flash_attn,
             extra_args=["--ignore-eos"] if args.ignore_eos else [],
+            binary=find_binary(_server_bin(args)),
         )
         server.log_path = out / "llama-server.log"
         note(args, f"starting llama-server ({model.name}, {args.slots} slots) ...")
@@ -368,6 +402,10 @@ def describe(args: argparse.Namespace, plan: Plan, target: Target, reader: Reade
             "model": str(server.model),
             "slots": args.slots,
             "ctx": args.ctx,
+            "threads": server.threads_used,
+            "gpu_layers": server.gpu_layers,  # None: the build's default
+            "flash_attn": server.flash_attn,
+            **server.build(),  # binary, version, commit, built_with, backend: which llama-server ran
             "extra_bufts": bufts.use,  # off (--no-repack) on AMX CPUs: see backends.local.amx
             "extra_bufts_reason": bufts.reason,
         }
