@@ -201,6 +201,17 @@ def loads_pruned(
     return loads(prune(data, max_depth), what, max_bytes=max_bytes, max_depth=max_depth), True
 
 
+def loads_event(data: str | bytes | bytearray, what: str = "a stream event") -> Any:
+    """A stream event, read as every reader reads it (the lean readers, and the SDKs' decoders through
+    ``backends.providers.hosted.GuardedEvents``): what nests past the depth left out (:func:`prune`),
+    so the rest of the event goes on; an event that is nothing but the nesting, too large or not
+    JSON is refused (``JsonRefused``)."""
+    value, pruned = loads_pruned(data, what)
+    if pruned and not isinstance(value, dict):
+        check(data, what)  # no event around the deep part: say it is nested too deep
+    return value
+
+
 def salvage(head: str | bytes | bytearray, max_depth: int = MAX_DEPTH) -> Any:
     """What reads of the first bytes of a document too long to keep whole: its parts past
     ``max_depth`` left out and its cut end closed (:func:`prune`), a string cut short ending where

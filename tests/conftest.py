@@ -1,4 +1,4 @@
-"""Fixtures shared by several test modules."""
+"""Fixtures shared by several test modules, and the Hypothesis profiles every run uses."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from backends.local.llama_adapter import import_before_numpy
 
@@ -19,6 +20,18 @@ LLAMA_FIRST = import_before_numpy() if ON_NVIDIA else True
 
 from backends.finish import add_sink  # noqa: E402
 from telemetry.record import TurnRecord  # noqa: E402
+
+# Hypothesis: one verdict per commit. The ``ci`` profile (every run's, CI's and a developer's alike)
+# draws each test's examples from its own code (derandomize), never from a random seed or from the
+# failures an earlier run left in a local database, a fixed number of them, with no time limit
+# (deadline, too_slow: a loaded machine is no failure). A failure prints its reproducing blob.
+# Every example a fuzz has found is pinned with @example on its test, so it runs first, every time.
+# ``--hypothesis-profile=hunt --hypothesis-seed=N`` draws anew (random, or from seed N) to look for
+# more; tests/benchmarks/fuzz_readers.py is the wide random fuzz of the stream readers.
+_STEADY = {"database": None, "deadline": None, "print_blob": True, "suppress_health_check": [HealthCheck.too_slow]}
+settings.register_profile("ci", derandomize=True, max_examples=100, **_STEADY)
+settings.register_profile("hunt", derandomize=False, **_STEADY)
+settings.load_profile("ci")  # the plugin's --hypothesis-profile, read after this file, overrides it
 
 
 @pytest.fixture

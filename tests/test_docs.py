@@ -246,6 +246,7 @@ OTHER_TOOLS_FLAGS |= {
     "--per-request-spec-decode-metrics",
     "--spec-type",
 }
+OTHER_TOOLS_FLAGS |= {"--hypothesis-profile", "--hypothesis-seed"}  # Hypothesis's pytest plugin
 
 
 def _ttft_flags() -> set[str]:

@@ -16,7 +16,7 @@ import httpx2
 from backends.base import ChatRequest
 from backends.providers.errors import check_stream, count, shape_checked
 from backends.providers.fields import field, require_object
-from backends.providers.hosted import HostedBackend, TurnState
+from backends.providers.hosted import HostedBackend, TurnState, anthropic_parses, guarded_client
 from backends.providers.messages_wire import MessagesWire, read_usage
 from backends.transport.http import Probe
 from telemetry import events as ev
@@ -29,7 +29,7 @@ class AnthropicMessagesBackend(MessagesWire, HostedBackend):
 
     def __init__(self, model: str, **opts: Any) -> None:
         super().__init__(model, **opts)
-        self._client = anthropic.AsyncAnthropic(**self.sdk_options())
+        self._client = guarded_client(anthropic.AsyncAnthropic, anthropic_parses)(**self.sdk_options())
 
     async def _open(self, request: ChatRequest, probe: Probe, state: TurnState) -> Any:
         client = self._client.with_options(max_retries=request.settings.max_retries)

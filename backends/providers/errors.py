@@ -8,7 +8,9 @@ secret: every sentence is masked with the turn's known secret values (``telemetr
 
 A backend (the SDK ones, the lean readers) calls :func:`failed_from_exception` for whatever its
 stream raised, and :func:`error_answer` for a body that was one JSON error object in place of a
-stream.
+stream. Whatever the server said is put into words by one function, :func:`error_message` (and
+:func:`wire_text` for a single value), read from the parsed body, never from an SDK's own text, so
+every path (each SDK at any version, each lean reader) words the same error the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 import httpx2
 
+from backends.providers.fields import field as read_field
 from backends.transport.http import Probe
 from telemetry import events as ev
 from telemetry import json_guard
@@ -74,6 +77,59 @@ ERROR_BODY_MAX = 1024 * 1024  # an error body read whole for its message; a long
 MESSAGE_MAX = 2_000  # characters of a server's message kept in the record; the rest is said, not kept
 
 
+def _plain(value: object) -> object:
+    """An SDK model (built without validation) as the JSON dict it was built from: its fields as sent."""
+    to_dict = getattr(value, "to_dict", None)
+    if callable(to_dict):
+        try:
+            return to_dict(warnings=False)
+        except Exception:  # a model too broken to dump is quoted as Python writes it
+            return repr(value)
+    return repr(value)
+
+
+def wire_text(value: object) -> str:
+    """One value a server sent (an error's message, type or code, a chunk), as text that does not depend
+    on which path read it: a string as itself, anything else as compact JSON with sorted keys (``null``,
+    ``true``, an integer at full size, an SDK's model as the fields it was sent), never Python's repr."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=_plain)
+    except (TypeError, ValueError, RecursionError):  # keys of mixed types, a cycle, a depth past the stack
+        return repr(value)
+
+
+def words(value: object) -> str | None:
+    """One value a server sent as its :func:`wire_text` (kept up to ``MESSAGE_MAX`` characters), or None
+    when it says nothing (absent, ``null``, an empty or blank string)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _kept(wire_text(value))
+
+
+def error_message(body: object) -> str | None:
+    """The provider's own words in an error body, read alike by every path: ``error.message``, a string
+    ``error``, the top-level ``message`` (in that order; a message that is not a string is written as
+    its JSON), else the whole body as text (a text body, or JSON without a message). None when the body
+    says nothing (absent, ``null``, empty). The body may be a JSON dict or an SDK's model of one."""
+    if body is None:
+        return None
+    if isinstance(body, dict) or hasattr(body, "model_extra"):
+        inner = read_field(body, "error")
+        inner = body if inner is None else inner
+        nested = isinstance(inner, dict) or hasattr(inner, "model_extra")
+        for said in (read_field(inner, "message") if nested else inner, read_field(body, "message")):
+            if (text := words(said)) is not None:
+                return text
+    return words(body)
+
+
+def label(value: object) -> str | None:
+    """An error's type or code as a label: the :func:`words` of a truthy value, else None."""
+    return words(value) if value else None
+
+
 def error_document(text: str | bytes) -> Any:
     """A server's error body as JSON, read through the guard (``telemetry.json_guard``): parts nested
     past its depth left out, so the message beside them is kept; a body past ``ERROR_BODY_MAX``, by
@@ -102,25 +158,21 @@ def error_answer(body: bytes, *, cut: bool = False) -> ErrorAnswer | None:
         return None
     inner = doc.get("error")
     if isinstance(inner, str) and inner.strip():
-        return ErrorAnswer(inner)
+        return ErrorAnswer(_kept(inner))
     if not isinstance(inner, dict):
         if doc.get("object") != "error":
             return None
         inner = doc
-    message = inner.get("message")
-    etype, code = inner.get("type"), inner.get("code")
-    return ErrorAnswer(
-        _kept(message) if isinstance(message, str) and message.strip() else "no message",
-        error_type=str(etype) if isinstance(etype, str | int) and str(etype) else None,
-        code=str(code) if isinstance(code, str | int) and str(code) and str(code) != str(etype) else None,
-    )
+    etype, code = label(inner.get("type")), label(inner.get("code"))
+    return ErrorAnswer(error_message(inner) or "no message", error_type=etype, code=code if code != etype else None)
 
 
 _TEXT_FIELDS = {ev.TextDelta: ("text",), ev.ReasoningDelta: ("text",), ev.ToolCallDelta: ("name", "arguments")}
 
 
 def _preview(item: object) -> str:
-    text = repr(item)
+    """A chunk quoted in a message: its JSON (an SDK's model as the fields it was sent), cut to 80 characters."""
+    text = wire_text(item)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -204,20 +256,35 @@ def _kept(message: str) -> str:
     return f"{message[:MESSAGE_MAX]}… ({len(message) - MESSAGE_MAX:,} more characters not kept)"
 
 
+def _body(exc: BaseException) -> object:
+    """An exception's error body as ttft reads it, whichever path parsed it: through the guard, parts
+    nested past its depth left out. The lean path keeps such a body as its text, an SDK parses it (to
+    Python's recursion limit): both become the same pruned document."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, str):
+        if body.lstrip().startswith("{") and (doc := error_document(body)) is not None:
+            return doc
+        return body
+    if isinstance(body, dict | list):
+        try:
+            text = json.dumps(body)
+        except (TypeError, ValueError, RecursionError):
+            return body
+        if json_guard.depth_bound(text) > json_guard.MAX_DEPTH:
+            return error_document(text)
+    return body
+
+
 def provider_message(exc: BaseException) -> str:
-    """The provider's own error message, without the SDK's ``Error code: ... - {...}`` wrapper.
+    """The provider's own error message (:func:`error_message` of the body the SDK kept), never the SDK's
+    own wording of it (``Error code: ... - {...}``, which differs between SDKs and their versions). An
+    error with no body from a server (a connection error) is said in its own words.
 
     A body the SDK could not parse (nested past Python's recursion limit, the SDK keeps it as its
     text) is read through the guard, so the message beside a hostile part survives on every path."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, str) and body.lstrip().startswith("{"):
-        body = error_document(body)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return _kept(str(inner["message"]))
-        if isinstance(body.get("message"), str):
-            return _kept(str(body["message"]))
+    body = _body(exc)
+    if body is not None or isinstance(exc, sdk_errors("APIStatusError")):
+        return error_message(body) or "no message"
     msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
     return _kept(str(msg))
 
@@ -251,12 +318,11 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
 
 
 def _body_type(exc: BaseException) -> str | None:
-    body = getattr(exc, "body", None)
+    body = _body(exc)
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict):
-            t = inner.get("type") or inner.get("code")
-            return str(t) if t else None
+            return label(inner.get("type") or inner.get("code"))
     return None
 
 

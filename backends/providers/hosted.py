@@ -25,9 +25,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import httpx2
 
@@ -35,10 +36,13 @@ from backends.base import ChatRequest
 from backends.providers.errors import ErrorAnswer, ErrorContext, error_answer, failed_from_exception
 from backends.transport.http import DEFAULT_TIMEOUT_S, NO_KEY, InstrumentedHTTP, Probe, needs_ca_bundle
 from telemetry import events as ev
+from telemetry import json_guard
 from telemetry.cost import PriceRef
 from telemetry.errors import ErrorKind
 from telemetry.log.secrets import Secrets, header_secrets, remember
 from telemetry.log.urls import redact_url, split_query, url_secrets
+
+Client = TypeVar("Client")
 
 
 @dataclass
@@ -54,6 +58,53 @@ class TurnState:
 
 
 _TOKENS = (ev.ReasoningDelta, ev.TextDelta, ev.ToolCallDelta)  # what resets the token-idle clock
+
+
+class GuardedEvents:
+    """An SDK's SSE decoder whose events are measured by the JSON guard (``telemetry.json_guard``)
+    before the SDK parses them, exactly those the lean reader parses (``parsed``) and as it does
+    (``json_guard.loads_event``): an event nested past the guard's depth reaches the SDK with its deep
+    part left out, or ends the turn at that event, in the same words, on both paths. Unguarded, the
+    SDK would read it whole (its parser goes to Python's recursion limit)."""
+
+    def __init__(self, decoder: Any, parsed: Callable[[Any], bool]) -> None:
+        self._decoder = decoder
+        self._parsed = parsed
+
+    def _check(self, sse: Any) -> Any:
+        data = sse.data
+        if self._parsed(sse) and data.count("[") + data.count("{") > json_guard.MAX_DEPTH:
+            value = json_guard.loads_event(data, "a stream event")  # the deep part left out, or refused
+            return type(sse)(event=sse.event, data=json.dumps(value), id=sse.id, retry=sse.retry)
+        return sse
+
+    def iter_bytes(self, iterator: Iterator[bytes]) -> Iterator[Any]:
+        return (self._check(sse) for sse in self._decoder.iter_bytes(iterator))
+
+    async def aiter_bytes(self, iterator: AsyncIterator[bytes]) -> AsyncIterator[Any]:
+        async for sse in self._decoder.aiter_bytes(iterator):
+            yield self._check(sse)
+
+
+def openai_parses(sse: Any) -> bool:
+    """The events the OpenAI SDK parses, as ``LeanChunks`` does: every one but ``[DONE]``."""
+    return not str(sse.data).startswith("[DONE]")
+
+
+def anthropic_parses(sse: Any) -> bool:
+    """The events the Anthropic SDK parses as a stream event, as ``LeanMessageEvents`` does: named, not
+    ``ping``, not ``error`` (an error body, read through the guard as one), with data."""
+    return sse.event not in (None, "ping", "error") and bool(sse.data)
+
+
+def guarded_client(cls: type[Client], parsed: Callable[[Any], bool]) -> type[Client]:
+    """``cls`` (an SDK's async client class) whose streams decode through :class:`GuardedEvents`. A
+    subclass, not an attribute: ``with_options`` copies a client through its class."""
+
+    def make(self: Any, *args: Any, **kwargs: Any) -> GuardedEvents:
+        return GuardedEvents(cls._make_sse_decoder(self, *args, **kwargs), parsed)  # type: ignore[attr-defined]
+
+    return cast("type[Client]", type(cls.__name__, (cls,), {"_make_sse_decoder": make}))
 
 
 class _Turn:

@@ -40,7 +40,7 @@ from backends.providers.chat_wire import (
 )
 from backends.providers.errors import check_stream, count, shape_checked
 from backends.providers.fields import field
-from backends.providers.hosted import HostedBackend, TurnState
+from backends.providers.hosted import HostedBackend, TurnState, guarded_client, openai_parses
 from backends.think import ThinkSplitter
 from backends.transport.http import Probe
 from telemetry import events as ev
@@ -113,7 +113,7 @@ class OpenAIChatBackend(ChatWire, HostedBackend):
 
     def __init__(self, model: str, *, compat: bool = False, **opts: Any) -> None:
         super().__init__(model, compat=compat, **opts)
-        self._client = openai.AsyncOpenAI(**self.sdk_options())
+        self._client = guarded_client(openai.AsyncOpenAI, openai_parses)(**self.sdk_options())
 
     async def _open(self, request: ChatRequest, probe: Probe, state: TurnState) -> Any:
         client = self._client.with_options(max_retries=request.settings.max_retries)

@@ -17,7 +17,7 @@ import openai
 from backends.base import ChatRequest
 from backends.providers.errors import check_stream, count, shape_checked
 from backends.providers.fields import require_object
-from backends.providers.hosted import HostedBackend, TurnState
+from backends.providers.hosted import HostedBackend, TurnState, guarded_client, openai_parses
 from backends.providers.responses_wire import REASONING_DELTAS, TEXT_DELTAS, ResponsesWire
 from backends.transport.http import Probe
 from telemetry import events as ev
@@ -28,7 +28,7 @@ class OpenAIResponsesBackend(ResponsesWire, HostedBackend):
 
     def __init__(self, model: str, **opts: Any) -> None:
         super().__init__(model, **opts)
-        self._client = openai.AsyncOpenAI(**self.sdk_options())
+        self._client = guarded_client(openai.AsyncOpenAI, openai_parses)(**self.sdk_options())
 
     async def _open(self, request: ChatRequest, probe: Probe, state: TurnState) -> Any:
         client = self._client.with_options(max_retries=request.settings.max_retries)

@@ -19,7 +19,7 @@ from typing import Any
 
 from backends.base import ChatRequest
 from backends.providers.chat_wire import per_request_events
-from backends.providers.errors import count, shape_checked
+from backends.providers.errors import count, error_message, label, shape_checked, words
 from backends.providers.fields import field
 from backends.providers.hosted import TurnState
 from backends.providers.parts import responses_content
@@ -106,10 +106,11 @@ class ResponsesWire:
                     state.stop_reason = "completed"
             case "response.failed":
                 err = field(response, "error")
-                msg = field(err, "message") or "the response failed"
-                state.failed = self._stream_failure(t, f"{field(err, 'code') or 'failed'}: {msg}")
+                msg = error_message(err) or "the response failed"
+                state.failed = self._stream_failure(t, f"{label(field(err, 'code')) or 'failed'}: {msg}")
             case "error":
-                state.failed = self._stream_failure(t, f"{code or 'error'}: {message or 'unknown error'}")
+                msg = words(message) or "unknown error"
+                state.failed = self._stream_failure(t, f"{label(code) or 'error'}: {msg}")
 
     def _stream_failure(self, t: int, detail: str) -> ev.Failed:
         detail = " ".join(detail.split())  # the secrets this backend sends are masked where the event enters

@@ -128,10 +128,14 @@ def test_local_plan_fits_the_context() -> None:
 
 def test_credentials_never_reach_the_saved_probe(srv: PrefillServer, env: Path, capsys) -> None:
     secret_url = srv.base_url.replace("http://", "http://user:PASSWORD@") + "?api-key=SECRET"
-    assert _probe(srv, "--quick", "--json", "--budget", "12000", base_url=secret_url) in (0, 1)
-    capsys.readouterr()
-    texts = [p.read_text() for p in (env / "probes").glob("*.json")]
-    assert texts and not any("PASSWORD" in t or "SECRET" in t for t in texts)
+    assert _probe(srv, "--quick", "--json", "--budget", "12000", base_url=secret_url) == 0
+    out, err = capsys.readouterr()
+    saved = list((env / "probes").glob("*.json"))
+    assert len(saved) == 1 and f"saved for the chat and ask: {saved[0]}" in err
+    masked = srv.base_url.replace("http://", "http://***@") + "?api-key=***"
+    assert json.loads(saved[0].read_text())["base_url"] == masked  # where it went, with its credentials masked
+    for text in (saved[0].read_text(), out, err):
+        assert "PASSWORD" not in text and "SECRET" not in text
 
 
 def test_unreachable_server_fails_at_the_warm_up(env: Path, capsys) -> None:

@@ -151,23 +151,58 @@ def test_a_long_session_keeps_chunk_stamps_only_for_the_turns_it_draws(tmp_path:
     assert bad.value.code == 2 and "expected turn numbers" in capsys.readouterr().err
 
 
+GOOD_LEVEL = {"mode": "concurrency", "level": 2, "completed": 3, "ttft_ms": {"p50": 12.5}}
+
+
+def _level_rows(out: str) -> list[str]:
+    """The first cell of each row of the report's level table (``c=2``, ``4/s``, ``trace x1``)."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lstrip().startswith("level ")) + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return [line[:9].strip() for line in lines[start:end]]
+
+
 @pytest.mark.parametrize(
-    "doc",
+    ("doc", "rows", "conclusion"),
     [
-        [1],  # not an object
-        {"schema": "ttft.bench/1", "details": [1, 2]},  # levels that are not objects
-        {"schema": "ttft.bench/1", "details": 7},
-        {"schema": "ttft.bench/1", "details": [{"mode": "concurrency", "level": 1, "completed": "x"}]},
-        {"schema": "ttft.bench/1", "conclusion": "c", "details": [{"completed": 1, "ttft_p50": "abc"}]},
-        {"schema": "ttft.bench/1", "details": [{"mode": "rate", "level": 2, "ttft_ms": {"p50": "fast"}}]},
+        ({"schema": "ttft.bench/1", "details": [1, 2, GOOD_LEVEL]}, ["c=2"], None),  # levels that are not objects
+        ({"schema": "ttft.bench/1", "details": 7}, [], "No request completed: nothing to conclude."),
+        (
+            {"schema": "ttft.bench/1", "details": [{"mode": "concurrency", "level": 1, "completed": "x"}, GOOD_LEVEL]},
+            ["c=2"],
+            None,
+        ),
+        ({"schema": "ttft.bench/1", "conclusion": "c", "details": [{"completed": 1, "ttft_p50": "abc"}]}, [], ": c"),
+        (
+            {
+                "schema": "ttft.bench/1",
+                "details": [{"mode": "rate", "level": 2, "ttft_ms": {"p50": "fast"}}, GOOD_LEVEL],
+            },
+            ["c=2"],
+            None,
+        ),
     ],
 )
-def test_an_odd_bench_summary_is_said_not_a_traceback(doc: object, tmp_path: Path, capsys) -> None:
+def test_an_odd_bench_summary_shows_its_good_levels_and_leaves_the_rest_out(
+    doc: object, rows: list[str], conclusion: str | None, tmp_path: Path, capsys
+) -> None:
     path = tmp_path / "summary.json"
     path.write_text(json.dumps(doc))
-    assert main(["report", str(path)]) in (0, 1)
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
+    assert main(["report", str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and _level_rows(out) == rows, out
+    if rows:
+        assert " 12 " in out  # the good level's TTFT p50, drawn
+    if conclusion:
+        assert conclusion in out
+
+
+def test_a_file_that_is_no_bench_summary_is_said_in_one_line(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "summary.json"
+    path.write_text("[1]")
+    assert main(["report", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"ttft report: {path}: {path} is not a ttft bench summary\n"
 
 
 def test_a_summary_level_missing_newer_keys_still_shows_its_figures(tmp_path: Path, capsys) -> None:

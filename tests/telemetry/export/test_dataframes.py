@@ -38,10 +38,10 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             FakeServer(Schedule(fail_status=500)) as bad,
             BatchingServer(slots=2, token_ms=5, prefill_ms=10) as batching,
         ):
-            for url in (ok.openai_base_url, ok.openai_base_url, bad.openai_base_url):
+            for url, exit_code in ((ok.openai_base_url, 0), (ok.openai_base_url, 0), (bad.openai_base_url, 1)):
                 rc = main(["ask", "-m", "compat:fake-model", "--base-url", url, "--session", SESSION,
                            "--max-retries", "0", "hi"])  # fmt: skip
-                assert rc in (0, 1)
+                assert rc == exit_code
             main(["compare", "--headless", "-m", f"compat:fake-model@{ok.openai_base_url}",
                   "-m", f"compat:other@{bad.openai_base_url}", "--repeat", "2",
                   "--out", str(root / "cmp"), "hi"])  # fmt: skip
@@ -143,7 +143,7 @@ def test_chunks_are_usable_in_arithmetic(made: dict[str, Any]) -> None:
     assert len(rows) == 3
     for _, ttft, times, tokens in rows[:2]:
         assert times[0] == pytest.approx(ttft, abs=1e-3) and tokens == 7  # 2 reasoning + 5 visible, one a chunk
-    assert rows[2][2] == [] or rows[2][2] is None
+    assert rows[2] == (2, None, [], None)  # the failed turn: no first token, an empty list of chunks, no sum
     # polars: explode, then gaps per turn are the ITL the record holds
     turns = pl.read_ndjson(log).select("turn_index", "metrics", "chunks").explode("chunks")
     gaps = (

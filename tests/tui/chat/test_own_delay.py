@@ -318,18 +318,30 @@ async def test_the_compare_screen_warms_every_pane_up_before_the_first_prompt() 
     async with app.run_test(size=(160, 48)) as pilot:
         await wait_until(pilot, lambda: a.warmed_before is not None and b.warmed_before is not None)
         app.query_one("#prompt").value = "hi"  # type: ignore[attr-defined]
+        before = ev.now_ns()
         await pilot.press("enter")
+        after = ev.now_ns()
         await wait_until(pilot, lambda: bool(app.results) and not app.in_flight, timeout=15)
         assert (a.warmed_before, b.warmed_before) == (0, 0)  # before their first request
-        records = [r.to_dict() for pane in app.results[-1][0].records for r in pane]
-        assert all(r["metrics"]["own_delay_ms"] >= 0 for r in records)
+        records = [r for pane in app.results[-1][0].records for r in pane]
+        assert len(records) == 2
+        for r in records:
+            assert r.metrics.own_delay_ms > 0 and r.timestamps.sent is not None
+            submitted = r.timestamps.sent - r.metrics.own_delay_ms * MS  # where its own delay was counted from
+            assert before - 1e3 <= submitted <= after + 1e3  # the Enter (to the µs), not the warm-up or the start
 
 
 # --- ttft ask ----------------------------------------------------------------------------
-def test_ask_records_its_own_delay(srv: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ask_records_its_own_delay(srv: FakeServer, capsys: pytest.CaptureFixture[str], sunk: list) -> None:
+    before = ev.now_ns()
     assert main(["ask", "-m", "compat:x", "--base-url", srv.openai_base_url, "--json", "hi"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["metrics"]["own_delay_ms"] >= 0
+    [rec] = sunk
+    assert d["metrics"]["own_delay_ms"] == pytest.approx(rec.metrics.own_delay_ms, abs=1e-3)  # printed as recorded
+    assert rec.metrics.own_delay_ms > 0 and rec.timestamps.sent is not None
+    # called in-process, ask counts from the call (a command line: from the process start, below)
+    submitted = rec.timestamps.sent - rec.metrics.own_delay_ms * MS
+    assert before - 1e3 <= submitted <= rec.timestamps.sent
     assert d["metrics"]["ttft_ms"] >= 30
 
 
