@@ -30,7 +30,7 @@ from telemetry import json_guard
 from telemetry.errors import ErrorKind, TtftError, describe
 from telemetry.json_guard import JsonRefused
 from telemetry.log.crashes import BUG_HINT, report_once
-from telemetry.log.secrets import Secrets
+from telemetry.log.secrets import Secrets, mask
 
 SDKS = ("openai", "anthropic", "backends.providers.lean.sdk_errors")  # the lean path mirrors the SDK's error classes
 
@@ -250,7 +250,11 @@ class ErrorContext:
 
 
 def _kept(message: str) -> str:
-    """A server's message as the record keeps it: whole up to ``MESSAGE_MAX`` characters."""
+    """A server's message as the record keeps it: whole up to ``MESSAGE_MAX`` characters. Known secrets
+    are masked before the cut, which could leave a key's first characters where masking no longer sees it."""
+    if len(message) <= MESSAGE_MAX:
+        return message
+    message = mask(message)
     if len(message) <= MESSAGE_MAX:
         return message
     return f"{message[:MESSAGE_MAX]}… ({len(message) - MESSAGE_MAX:,} more characters not kept)"
