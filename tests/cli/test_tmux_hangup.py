@@ -18,12 +18,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.cli.test_tmux_prompt import WAIT_S, Tmux, needs_tmux, wait_sent
+from tests.cli.test_tmux_prompt import WAIT_S, Tmux, needs_tmux, tmux, wait_sent  # noqa: F401 (tmux: a fixture)
 from tests.fakes import FakeServer, Schedule
 from tests.support.paths import ROOT
 
@@ -35,20 +34,9 @@ needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="re
 
 
 @pytest.fixture
-def term(tmp_path: Path) -> Iterator[Tmux]:
-    env = {
-        **{k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "TMUX", "TTFT_MODEL")},
-        "TTFT_DATA_DIR": str(tmp_path / "data"),
-        "TTFT_CONFIG_DIR": str(tmp_path / "conf"),
-        "PYTHONPATH": str(ROOT),
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
-        "TERM": "xterm-256color",
-    }
-    (tmp_path / "conf").mkdir()
-    t = Tmux(tmp_path, env)
-    yield t
-    t.close()
+def term(tmux: Tmux) -> Tmux:  # noqa: F811 (the imported fixture, by name)
+    """test_tmux_prompt's terminal: the chat's own data and config folders, no key, a UTF-8 xterm."""
+    return tmux
 
 
 def chat_command(srv: FakeServer) -> list[str]:
