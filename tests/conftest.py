@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -41,6 +42,21 @@ def sunk() -> Iterator[list[TurnRecord]]:
     remove = add_sink(seen.append)
     yield seen
     remove()
+
+
+@pytest.fixture(autouse=True)
+def _every_notice_is_heard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each app keeps every notice it showed (``tests.support.tui_support.heard``): Textual forgets a toast
+    5 s after it is shown, and late in a full run on 2 cores a pilot reads it later than that."""
+    from textual.app import App
+
+    real = App.notify
+
+    def notify(self: App[Any], message: str, *args: Any, **kwargs: Any) -> None:
+        self.__dict__.setdefault("_ttft_heard", []).append(str(message))
+        real(self, message, *args, **kwargs)
+
+    monkeypatch.setattr(App, "notify", notify)
 
 
 @pytest.fixture(autouse=True)

@@ -28,7 +28,7 @@ from telemetry.log.prompt_history import PromptHistory
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.batching_server import BatchingServer
 from tests.support.paths import ROOT
-from tests.support.tui_support import wait_until
+from tests.support.tui_support import heard, wait_until
 from tests.support.turns import at, play, stream
 from tui.chat.app import ChatApp
 from tui.cli import main
@@ -147,7 +147,7 @@ async def test_an_unforeseen_error_in_the_chat_is_a_report_and_a_notice_and_the_
         await wait_until(pilot, lambda: bool(app.crash_lines), 20)
         await pilot.pause(0.3)
         assert app.is_running
-        notices = [n.message for n in app._notifications]
+        notices = heard(app)
         assert any("unexpected error" in str(m) and "crash report" in str(m) for m in notices), notices
         app.query_one("#prompt").value = "still typing"  # type: ignore[attr-defined]
         await pilot.press("x")

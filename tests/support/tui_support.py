@@ -95,6 +95,16 @@ def factory_for(backend: Any) -> Callable[[str, str | None], Any]:
     return make
 
 
+def heard(app: Any) -> list[str]:
+    """Every notice ``app`` has shown, in order, expired toasts included (kept by tests/conftest.py)."""
+    return list(app.__dict__.get("_ttft_heard", []))
+
+
+def said(app: Any, words: str) -> bool:
+    """Whether any notice ``app`` showed holds ``words``."""
+    return any(words in text for text in heard(app))
+
+
 async def wait_until(pilot: Any, cond: Callable[[], bool], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from telemetry.log.turns import read_records
-from tests.support.tui_support import TimedBackend, wait_until
+from tests.support.tui_support import TimedBackend, heard, said, wait_until
 from tui.chat.app import ChatApp
 from tui.chat.compare import CompareSpecScreen
 from tui.compare.pane import PaneView
@@ -128,7 +128,7 @@ async def test_a_bad_spec_stays_in_the_chat_with_a_message() -> None:
     app = ChatApp("fake:first", factory=factory)
     async with app.run_test(size=(120, 40)) as pilot:
         await submit(pilot, app, "/compare nope:x")
-        await wait_until(pilot, lambda: any("unknown provider" in str(n.message) for n in app._notifications))
+        await wait_until(pilot, lambda: said(app, "unknown provider"))
         assert not isinstance(app.screen, CompareScreen)
 
 
@@ -141,10 +141,10 @@ async def test_a_spec_or_error_with_brackets_and_controls_is_said_as_written() -
     app = ChatApp("fake:first", factory=factory)
     async with app.run_test(size=(120, 40)) as pilot:
         await submit(pilot, app, "/compare nope:[x]")
-        await wait_until(pilot, lambda: any("nope:[x]" in str(n.message) for n in app._notifications))
+        await wait_until(pilot, lambda: said(app, "nope:[x]"))
         assert not isinstance(app.screen, CompareScreen)
-        said = [str(n.message) for n in app._notifications]
-        assert any("nope:[x]" in m and "[/bold]" in m for m in said)
-        assert not any("\x1b" in m for m in said)
+        notices = heard(app)
+        assert any("nope:[x]" in m and "[/bold]" in m for m in notices)
+        assert not any("\x1b" in m for m in notices)
         await pilot.pause(0.2)  # the toasts render: a markup error here would end the app
         assert app.is_running

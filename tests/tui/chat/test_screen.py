@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.tui_support import ScriptedBackend, TimedBackend, factory_for, script, wait_until
+from tests.support.tui_support import ScriptedBackend, TimedBackend, factory_for, said, script, wait_until
 from tui.chat import commands as chat_commands
 from tui.chat.app import ChatApp
 from tui.chat.prompt import ChatPrompt
@@ -51,7 +51,7 @@ async def test_a_prompt_sent_while_a_turn_is_in_flight_stays_in_the_prompt() -> 
         await wait_until(pilot, lambda: app.chat.answer is not None)
         assert app.query_one("#prompt", ChatPrompt).value == ""  # taken: it is on its way
         await send(pilot, app, "  second, typed meanwhile ")
-        await wait_until(pilot, lambda: any("in flight" in str(n.message) for n in app._notifications))
+        await wait_until(pilot, lambda: said(app, "in flight"))
         assert app.query_one("#prompt", ChatPrompt).value == "  second, typed meanwhile "  # kept as typed
         assert [u.prompt for u in app.query(UserMessage)] == ["first"]
         await pilot.press("escape")

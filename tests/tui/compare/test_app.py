@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from telemetry.log.turns import read_records
 from tests.support.compare_fakes import ScheduledBackend
-from tests.support.tui_support import wait_until
+from tests.support.tui_support import heard, wait_until
 from tui.compare.app import CompareApp, PaneView
 from tui.widgets.error_card import ErrorCard
 from tui.widgets.timeline import TimelineView
@@ -137,8 +137,8 @@ async def test_repeat_is_bounded_and_says_so() -> None:
         await send(pilot, app, "/repeat 3")
         await send(pilot, app, f"/repeat {MAX_TRIALS + 1}")
         assert app.repeat == 3  # past it: refused, the previous count kept
-        said = [str(n.message) for n in app._notifications]
-        assert any(f"at most {MAX_TRIALS} trials" in m for m in said), said
+        notices = heard(app)
+        assert any(f"at most {MAX_TRIALS} trials" in m for m in notices), notices
         await send(pilot, app, "/repeat 99999999999999999999")
         assert app.repeat == 3
         await send(pilot, app, "/again")  # nothing sent yet: the bound sent nothing either

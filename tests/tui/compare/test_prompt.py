@@ -23,8 +23,9 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def test_a_multi_line_prompt_reaches_every_pane_and_the_box_keeps_what_waits() -> None:
-    a = ScheduledBackend("a", ttft_s=0.01, gap_s=0.02, tokens=500, word="alpha")
-    b = ScheduledBackend("b", ttft_s=0.01, gap_s=0.02, tokens=500, word="beta")
+    # streams that outlast any pilot: late in a full run on 2 cores, eight key presses once took 10 s
+    a = ScheduledBackend("a", ttft_s=0.01, gap_s=0.02, tokens=10**6, word="alpha")
+    b = ScheduledBackend("b", ttft_s=0.01, gap_s=0.02, tokens=10**6, word="beta")
     app = CompareApp([a, b], session_id="s-prompt")
     async with app.run_test(size=SIZE) as pilot:
         box = app.query_one("#prompt", PromptBox)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.compare_fakes import ScheduledBackend
+from tests.support.tui_support import heard
 from tui.compare.app import CompareApp, PaneView
 from tui.compare.output import export
 
@@ -65,5 +66,5 @@ async def test_an_export_the_disk_refuses_is_told_and_the_screen_goes_on(tmp_pat
         await pilot.press("ctrl+s")
         await pilot.pause(0.1)
         assert app.is_running and app.last_export == []
-        said = [str(n.message) for n in app._notifications]
-        assert any(f"could not write the export to {blocked / 'exports'}" in s for s in said), said
+        notices = heard(app)
+        assert any(f"could not write the export to {blocked / 'exports'}" in s for s in notices), notices

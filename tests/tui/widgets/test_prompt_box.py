@@ -13,6 +13,7 @@ from textual.binding import BindingType
 from textual.widgets import Static
 
 from telemetry.log.prompt_history import PromptHistory
+from tests.support.tui_support import heard, said
 from tui.widgets.pastes import FOLD_LINES, MAX_LINE, Folds, kept_folded, normalize
 from tui.widgets.prompt_box import PromptBox
 
@@ -115,7 +116,7 @@ async def test_a_paste_the_box_cannot_hold_exactly_stays_folded() -> None:
         await pilot.press("ctrl+e")
         await pilot.pause()
         assert app.box.value.startswith("[pasted ")  # it would have become line breaks
-        assert any("stays folded" in str(n.message) for n in app._notifications)
+        assert said(app, "stays folded")
         await pilot.press("enter")
         assert app.sent == [tricky]
 
@@ -133,8 +134,8 @@ async def test_a_paste_with_a_line_too_long_to_edit_stays_folded_and_the_rest_un
         await pilot.press("ctrl+e")
         await pilot.pause()
         assert app.box.value == marker + " " + short_lines  # the long line stays one folded piece
-        said = [str(n.message) for n in app._notifications]
-        assert any(f"a line of {MAX_LINE + 1:,} characters" in m and "stays folded" in m for m in said), said
+        notices = heard(app)
+        assert any(f"a line of {MAX_LINE + 1:,} characters" in m and "stays folded" in m for m in notices), notices
         await pilot.press("x", "enter")
         assert app.sent == [huge + " " + short_lines + "x"]
 
