@@ -1,0 +1,1 @@
+"""The agent loop's parts: the tools a model may call (``host``), and the loop that runs them."""
