@@ -213,14 +213,8 @@ def count(h: Histogram) -> float:
     return max((n for _, n in h.buckets), default=0.0)
 
 
-def quantile(q: float, h: Histogram) -> float | None:
-    """The ``q`` quantile (0-1) as Prometheus' ``histogram_quantile`` gives it, in the histogram's unit;
-    None where it gives NaN (no observation, no ``+Inf`` bucket, fewer than two buckets).
-
-    The rank ``q * count`` falls in the first bucket whose cumulative count reaches it; the value is read
-    on a straight line between that bucket's lower bound (0 for the first one, when its bound is positive)
-    and its upper bound. A rank in the ``+Inf`` bucket gives the highest finite bound. Cumulative counts
-    that dip (a hostile text; float error) are lifted to the largest before them, as Prometheus does."""
+def _locate(q: float, h: Histogram) -> tuple[list[tuple[float, float]], int, float] | None:
+    """The cumulative counts (dips lifted), the index of the bucket holding rank ``q * count``, and the rank."""
     if not 0 <= q <= 1 or math.isnan(q):
         return None
     bs = list(h.buckets)
@@ -235,7 +229,21 @@ def quantile(q: float, h: Histogram) -> float | None:
     if observations <= 0:
         return None
     rank = q * observations
-    i = next(i for i, (_, n) in enumerate(fixed) if n >= rank)
+    return fixed, next(i for i, (_, n) in enumerate(fixed) if n >= rank), rank
+
+
+def quantile(q: float, h: Histogram) -> float | None:
+    """The ``q`` quantile (0-1) as Prometheus' ``histogram_quantile`` gives it, in the histogram's unit;
+    None where it gives NaN (no observation, no ``+Inf`` bucket, fewer than two buckets).
+
+    The rank ``q * count`` falls in the first bucket whose cumulative count reaches it; the value is read
+    on a straight line between that bucket's lower bound (0 for the first one, when its bound is positive)
+    and its upper bound. A rank in the ``+Inf`` bucket gives the highest finite bound. Cumulative counts
+    that dip (a hostile text; float error) are lifted to the largest before them, as Prometheus does."""
+    found = _locate(q, h)
+    if found is None:
+        return None
+    fixed, i, rank = found
     if i == len(fixed) - 1:
         return fixed[-2][0]
     end, n_end = fixed[i]
@@ -248,12 +256,25 @@ def quantile(q: float, h: Histogram) -> float | None:
     return start + (end - start) * ((rank - n_start) / in_bucket)
 
 
-def _figures(h: Histogram) -> dict[str, float | int | None]:
+def bucket(q: float, h: Histogram) -> tuple[float, float] | None:
+    """The bounds of the bucket that holds the ``q`` quantile: the true value lies within them (the upper
+    one ``inf`` for the ``+Inf`` bucket). What a percentile read from a histogram is good to."""
+    found = _locate(q, h)
+    if found is None:
+        return None
+    fixed, i, _ = found
+    lower = min(0.0, fixed[0][0]) if i == 0 else fixed[i - 1][0]
+    return lower, fixed[i][0]
+
+
+def _figures(h: Histogram) -> dict[str, Any]:
     n = count(h)
-    out: dict[str, float | int | None] = {}
+    out: dict[str, Any] = {}
     for key, q in QUANTILES:
         v = quantile(q, h)
         out[key] = None if v is None else round(v * 1000, 3)
+    b = bucket(0.5, h)  # what the p50 is good to: the conclusion weighs a gap against it
+    out["p50_bucket_ms"] = None if b is None else [b[0] * 1000, None if math.isinf(b[1]) else b[1] * 1000]
     out["mean"] = round(h.total / n * 1000, 3) if h.total is not None and n > 0 else None
     out["count"] = round(n)  # whole observations (a float only in the exposition's spelling)
     return out
@@ -302,9 +323,13 @@ def level_latency(server: str, before: Snapshot | None, after: Snapshot | None) 
         if h0 is None:  # its series appear with their first observation (prometheus-client's labelled ones)
             h0 = Histogram(tuple((le, 0.0) for le, _ in h1.buckets), 0.0)
         try:
-            latency[kind] = _figures(delta(h0, h1))
+            d = delta(h0, h1)
         except Reset as exc:
             reset.append(f"{kind} ({exc})")
+            continue
+        latency[kind] = _figures(d)
+        if latency[kind]["count"] and latency[kind]["p50"] is None:
+            notes.append(f"{kind} has no finite bucket to read a percentile in")
     if reset:
         notes.append("no figures for " + ", ".join(reset) + ": the counts began again during the level")
     absent = [k for k in KINDS if k not in latency and not any(r.startswith(k + " ") for r in reset)]
@@ -331,6 +356,7 @@ class Quantiles:
     p90: float | None
     p99: float | None
     count: int
+    p50_bucket: tuple[float, float | None] | None = None  # the bounds the true p50 lies within (None: +Inf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,6 +380,15 @@ def _text(v: object, limit: int = 240) -> str:
     return "".join(ch if ch.isprintable() else "\ufffd" for ch in s)
 
 
+def _bounds(v: object) -> tuple[float, float | None] | None:
+    if not isinstance(v, list | tuple) or len(v) != 2:
+        return None
+    lo, hi = _number(v[0]), _number(v[1])
+    if lo is None or (hi is not None and hi < lo) or (hi is None and v[1] is not None):
+        return None
+    return lo, hi
+
+
 def read_latency(level: Mapping[str, Any]) -> LevelLatency | None:
     """A level's server latency (``server_metrics.latency``), or None when it has none to read."""
     m = level.get("server_metrics")
@@ -366,7 +401,8 @@ def read_latency(level: Mapping[str, Any]) -> LevelLatency | None:
         if not isinstance(k, Mapping):
             continue
         n = _number(k.get("count"))
-        kinds[kind] = Quantiles(_number(k.get("p50")), _number(k.get("p90")), _number(k.get("p99")), int(n or 0))
+        p50, p90, p99 = (_number(k.get(key)) for key in ("p50", "p90", "p99"))
+        kinds[kind] = Quantiles(p50, p90, p99, int(n or 0), _bounds(k.get("p50_bucket_ms")))
     spec = m.get("speculative")
     rate = _number(spec.get("acceptance_rate")) if isinstance(spec, Mapping) else None
     length = _number(spec.get("mean_acceptance_length")) if isinstance(spec, Mapping) else None

@@ -11,6 +11,7 @@ from backends.load.driver import Progress
 from telemetry.bench.requests import level_label
 from telemetry.cost import fmt_usd
 from telemetry.server.gauges import read_level
+from telemetry.server.histograms import read_latency
 from tui.format import visible_controls
 from tui.report import charts
 from tui.report import figures as chart_builders
@@ -95,6 +96,34 @@ def gauges_line(a: dict[str, Any]) -> str | None:
         parts.append("no read during the level (shorter than one interval)")
     reads = f"{g.samples} read{'' if g.samples == 1 else 's'}"
     return f"          server gauges ({g.server or 'server'} /metrics, {reads}): " + ", ".join(parts)
+
+
+LATENCY_LABELS = (("ttft", "TTFT"), ("queue", "queue"), ("prefill", "prefill"), ("decode", "decode"),
+                  ("itl", "ITL"), ("e2e", "e2e"))  # fmt: skip
+
+
+def server_latency_line(a: dict[str, Any]) -> str | None:
+    """The server's own latency percentiles over a level (its histograms' deltas, ``--server-metrics``), or
+    the one line saying why there are none; None without them (not asked for, an older summary)."""
+    lat = read_latency(a)
+    if lat is None:
+        return None
+    parts = []
+    n = 0
+    for key, label in LATENCY_LABELS:
+        q = lat.kinds.get(key)
+        if q is None or q.count == 0:
+            continue
+        n = max(n, q.count) if key != "itl" else n  # ITL counts tokens, not requests
+        parts.append(f"{label} p50 {_n(q.p50)} p90 {_n(q.p90)} p99 {_n(q.p99)}")
+    if lat.acceptance_rate is not None:
+        tokens = f", {lat.mean_acceptance_length:.2f} tokens per step" if lat.mean_acceptance_length else ""
+        parts.append(f"drafts accepted {lat.acceptance_rate:.0%}{tokens}")
+    pad = "          "
+    if not parts:
+        return pad + "server latency: " + (lat.note or "no request finished between the reads")
+    line = pad + f"server latency ms ({n} requests, its histograms): " + " · ".join(parts)
+    return line + (f" ({lat.note})" if lat.note else "")
 
 
 def wait_line(a: dict[str, Any]) -> str | None:
