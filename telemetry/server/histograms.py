@@ -273,8 +273,9 @@ def _figures(h: Histogram) -> dict[str, Any]:
     for key, q in QUANTILES:
         v = quantile(q, h)
         out[key] = None if v is None else round(v * 1000, 3)
-    b = bucket(0.5, h)  # what the p50 is good to: the conclusion weighs a gap against it
-    out["p50_bucket_ms"] = None if b is None else [b[0] * 1000, None if math.isinf(b[1]) else b[1] * 1000]
+    for key, q in QUANTILES:  # what each is good to: the true value lies within its bucket (None: +Inf)
+        b = bucket(q, h)
+        out[f"{key}_bucket_ms"] = None if b is None else [b[0] * 1000, None if math.isinf(b[1]) else b[1] * 1000]
     out["mean"] = round(h.total / n * 1000, 3) if h.total is not None and n > 0 else None
     out["count"] = round(n)  # whole observations (a float only in the exposition's spelling)
     return out
@@ -356,7 +357,12 @@ class Quantiles:
     p90: float | None
     p99: float | None
     count: int
-    p50_bucket: tuple[float, float | None] | None = None  # the bounds the true p50 lies within (None: +Inf)
+    # the bounds each true value lies within (an upper None: the +Inf bucket), by "p50", "p90", "p99"
+    buckets: Mapping[str, tuple[float, float | None]] = field(default_factory=dict)
+
+    @property
+    def p50_bucket(self) -> tuple[float, float | None] | None:
+        return self.buckets.get("p50")
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,7 +408,8 @@ def read_latency(level: Mapping[str, Any]) -> LevelLatency | None:
             continue
         n = _number(k.get("count"))
         p50, p90, p99 = (_number(k.get(key)) for key in ("p50", "p90", "p99"))
-        kinds[kind] = Quantiles(p50, p90, p99, int(n or 0), _bounds(k.get("p50_bucket_ms")))
+        bounds = {key: b for key, _ in QUANTILES if (b := _bounds(k.get(f"{key}_bucket_ms"))) is not None}
+        kinds[kind] = Quantiles(p50, p90, p99, int(n or 0), bounds)
     spec = m.get("speculative")
     rate = _number(spec.get("acceptance_rate")) if isinstance(spec, Mapping) else None
     length = _number(spec.get("mean_acceptance_length")) if isinstance(spec, Mapping) else None

@@ -21,6 +21,10 @@ the buckets move as requests finish. ``observed`` keeps every request's exact fi
 the order they finished: the truth a histogram's percentiles are held to. For vLLM, ``draft_k``
 (default 0: off) adds speculative decoding's counters: each request drafts ``draft_k`` tokens per
 step for ``n // 2`` steps, and ``accept_share`` of the drafted tokens are accepted.
+``frontend_ms`` is a single-threaded front end: each request holds it that long before the engine
+sees it (before its arrival is stamped), so concurrent requests wait for each other there, in
+ttft's TTFT and in no histogram of the server's. ``restart_after=N`` starts the histograms and
+counters again from zero as the request after the Nth finishes (a restarted server).
 
 ``histograms=N`` pads the text with N vLLM-shaped histograms of 30 buckets each, the bulk of a real
 vLLM endpoint (for the scraper's cost). ``metrics_status`` other than 200 answers that status
@@ -31,6 +35,7 @@ As a process: ``python -m tests.fakes.gauged_server --port 8124 --slots 4 --hist
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -95,6 +100,8 @@ class GaugedServer(BatchingServer):
         metrics_status: int = 200,
         model_name: str = "gauged-fake",
         latency: bool = True,
+        frontend_ms: float = 0.0,
+        restart_after: int | None = None,
         draft_k: int = 0,
         accept_share: float = 0.6,
         **batching: object,
@@ -111,6 +118,9 @@ class GaugedServer(BatchingServer):
         self.prompt_words = 0
         self.reads: list[tuple[int, int]] = []  # (running, waiting) as each /metrics read saw them
         self.observed: list[Observed] = []
+        self.frontend_ms = frontend_ms
+        self.restart_after = restart_after
+        self._front: asyncio.Lock | None = None
         self.draft_k = draft_k
         self.accept_share = accept_share
         self.spec = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0}  # the counters' truth
@@ -150,6 +160,8 @@ class GaugedServer(BatchingServer):
         first, end = sent[0], sent[-1]
         gaps = tuple(b - a for a, b in pairwise(sent))
         o = Observed(first - arrived, admitted - arrived, first - admitted, end - first, end - arrived, gaps)
+        if len(self.observed) == self.restart_after:
+            self.restart_metrics()
         self.observed.append(o)
         if self._hist:
             lb = self._labels()
@@ -179,7 +191,14 @@ class GaugedServer(BatchingServer):
         app.router.add_get("/metrics", self._metrics)
         return app
 
+    async def setup(self) -> None:
+        await super().setup()
+        self._front = asyncio.Lock()  # bound to the server's loop
+
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        if self.frontend_ms and self._front is not None:
+            async with self._front:  # one request at a time, before the engine's clock starts
+                await asyncio.sleep(self.frontend_ms / 1000)
         self.in_flight += 1
         self.max_waiting = max(self.max_waiting, self.waiting)
         try:

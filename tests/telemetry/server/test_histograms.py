@@ -112,10 +112,10 @@ def test_only_an_inf_bucket_counts_but_says_no_percentile() -> None:
 @pytest.mark.parametrize(
     "hostile",
     [
-        "vllm:time_to_first_token_seconds_bucket{le=\"0.1\"} NaN\nvllm:time_to_first_token_seconds_bucket{le=\"+Inf\"} -4\n",
+        'vllm:time_to_first_token_seconds_bucket{le="0.1"} NaN\nvllm:time_to_first_token_seconds_bucket{le="+Inf"} -4\n',  # noqa: E501
         'vllm:time_to_first_token_seconds_bucket{le="abc"} 3\n',
-        "vllm:time_to_first_token_seconds_bucket{le=\"0.1\" 3\n",  # a label set never closed
-        "vllm:time_to_first_token_seconds_bucket{le=\"0.1\"} three\n",
+        'vllm:time_to_first_token_seconds_bucket{le="0.1" 3\n',  # a label set never closed
+        'vllm:time_to_first_token_seconds_bucket{le="0.1"} three\n',
         "<html>vllm:time_to_first_token_seconds</html>\n",
         "".join(f'vllm:time_to_first_token_seconds_bucket{{le="{i}"}} {i}\n' for i in range(5000)),
     ],
@@ -156,9 +156,9 @@ def test_older_vllm_itl_name_and_sglang_ranks() -> None:
 def test_speculative_acceptance_over_the_level() -> None:
     def text(drafts: int, drafted: int, accepted: int) -> str:
         return (
-            f"vllm:spec_decode_num_drafts_total{{engine=\"0\"}} {drafts}\n"
-            f"vllm:spec_decode_num_draft_tokens_total{{engine=\"0\"}} {drafted}\n"
-            f"vllm:spec_decode_num_accepted_tokens_total{{engine=\"0\"}} {accepted}\n"
+            f'vllm:spec_decode_num_drafts_total{{engine="0"}} {drafts}\n'
+            f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {drafted}\n'
+            f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {accepted}\n'
         ) + _text({"0": [0, 0, 0]})
 
     out = h.level_latency("vllm", h.snapshot(text(10, 30, 12), "vllm"), h.snapshot(text(30, 90, 52), "vllm"))
