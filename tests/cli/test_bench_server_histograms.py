@@ -130,3 +130,23 @@ def test_a_restart_during_a_level_is_no_data_for_it_said(tmp_path: Path, capsys)
     assert m["latency"] == {}
     assert "the counts began again during the level" in m["latency_note"]
     assert "server latency: no figures for ttft" in printed.out and "Traceback" not in printed.err
+
+
+def test_a_capacity_search_reads_the_histograms_over_each_probe(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "run"
+    with GaugedServer(slots=2, token_ms=10, prefill_ms=5, alpha=0.0) as srv:
+        rc = main(
+            ["bench", "-m", "compat:gauged-fake", "--base-url", srv.base_url, "--find-capacity", "--slo",
+             "ttft_p90=20s", "--capacity-limit", "4", "--requests", "8", "--warmup", "0", "--max-output-tokens", "6",
+             "--input-tokens", "16", "--server-metrics", "--out", str(out)]
+        )  # fmt: skip
+        served = len(srv.observed)
+    assert rc == Exit.OK
+    printed = capsys.readouterr().out
+    probes = json.loads((out / "summary.json").read_text())["details"]
+    assert [d["level"] for d in probes] == [1, 2, 4]
+    for d in probes:  # each probe's own requests, counted by the server between its first and last read
+        assert d["server_metrics"]["latency"]["ttft"]["count"] == d["completed"]
+        assert d["server_metrics"]["latency"]["itl"]["count"] == d["completed"] * 5
+    assert sum(d["completed"] for d in probes) == served
+    assert printed.count("server latency ms (") == 3  # a line under each probe
