@@ -6,6 +6,7 @@ spec-decode counters; the printed line, the chart, and the conclusion when the g
 from __future__ import annotations
 
 import bisect
+import csv
 import json
 import math
 from pathlib import Path
@@ -78,6 +79,9 @@ def test_each_levels_percentiles_lie_within_a_bucket_of_the_truth(tmp_path: Path
         }  # fmt: skip
         assert summary["levels"][i]["server_metrics"] == m  # beside the vLLM keys too
     one, six = (d["server_metrics"]["latency"] for d in summary["details"])
+    with (out / "levels.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert float(rows[1]["server_ttft_p50_ms"]) == six["ttft"]["p50"] and rows[0]["server_queue_p50_ms"]
     assert six["queue"]["p50"] > one["queue"]["p50"] + 50  # six users on two slots: they queued
     assert printed.count(f"server latency ms ({REQUESTS} requests, its histograms): TTFT p50") == 2
     assert "drafts accepted 60%, 2.80 tokens per step" in printed
