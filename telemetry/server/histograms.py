@@ -137,7 +137,7 @@ def _bound(le: str) -> float | None:
         b = float(le)
     except ValueError:
         return None
-    return None if math.isnan(b) else b
+    return None if math.isnan(b) or b < 0 else b  # a latency has no bound below zero (nor does -Inf read)
 
 
 def snapshot(text: str, server: str, ranks: Sequence[str] = ()) -> Snapshot:
