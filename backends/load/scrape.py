@@ -3,7 +3,9 @@
 :class:`LevelScraper` is started and stopped by :class:`backends.load.runner.LoadRunner` around each
 configured level. It reads once as the level starts, then at fixed times every ``interval_s`` (a
 read that overruns skips the ticks it missed rather than piling up), and once more as the level
-ends; ``telemetry.server.gauges.level_summary`` turns those into the level's ``server_metrics``.
+ends; ``telemetry.server.gauges.level_summary`` turns those into the level's ``server_metrics``. The
+first and last reads take the server's latency histograms too, whose differences are the level's
+(``telemetry.server.histograms``).
 
 A thread, not a task on the load's event loop: a slow or silent endpoint must never delay the
 streams being timed, and a read's CPU (under a millisecond: the GET, then the parse of the kept
@@ -48,9 +50,9 @@ class LevelScraper:
         self._thread: threading.Thread | None = None
         self._run_of: _Run | None = None
 
-    def _read(self, run: _Run) -> Scrape | None:
+    def _read(self, run: _Run, edge: bool = False) -> Scrape | None:
         try:
-            return self.endpoint.read()
+            return self.endpoint.read(histograms=edge)  # the histograms at the level's edges, for their deltas
         except MetricsUnavailable:
             run.failed += 1
             return None
@@ -75,7 +77,7 @@ class LevelScraper:
         if self._thread is not None:
             raise RuntimeError("the scraper is already running")
         run = self._run_of = _Run()
-        run.before = self._read(run)
+        run.before = self._read(run, edge=True)
         self._thread = threading.Thread(target=self._run, args=(run,), name="ttft-scrape", daemon=True)
         self._thread.start()
 
@@ -94,7 +96,7 @@ class LevelScraper:
         run.stop.set()
         thread.join()
         self._thread = self._run_of = None
-        after = self._read(run)
+        after = self._read(run, edge=True)
         dialect = self.endpoint.dialect
         if dialect is None:
             return None

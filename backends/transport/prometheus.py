@@ -22,6 +22,7 @@ from telemetry import events as ev
 from telemetry.errors import TtftError
 from telemetry.log.urls import redact_url
 from telemetry.server import gauges
+from telemetry.server import histograms as server_histograms
 
 TIMEOUT_S = 2.0
 MAX_BYTES = 8 << 20  # a vLLM endpoint with many models and histograms is a few hundred KB
@@ -83,7 +84,7 @@ class MetricsEndpoint:
     def shown_url(self) -> str:
         return redact_url(self.url) or ""
 
-    def probe(self) -> gauges.Scrape:
+    def probe(self, histograms: bool = False) -> gauges.Scrape:
         """The first read: finds the dialect, or raises :class:`MetricsUnavailable` saying why there is none."""
         t = ev.now_ns()
         text = fetch_text(self.url, self.timeout_s)
@@ -99,15 +100,17 @@ class MetricsEndpoint:
                 f"{self.shown_url} has none of the gauges ttft reads (vLLM, SGLang, llama-server, TGI)"
             )
         self.dialect = d
-        return gauges.Scrape(t, gauges.reading(samples, d), gauges.flat(samples))
+        snap = server_histograms.snapshot(text, d.name, d.rank_labels) if histograms else None
+        return gauges.Scrape(t, gauges.reading(samples, d), gauges.flat(samples), snap)
 
-    def read(self) -> gauges.Scrape:
-        """One reading, stamped when it was asked for; :class:`MetricsUnavailable` when this read failed."""
+    def read(self, histograms: bool = False) -> gauges.Scrape:
+        """One reading, stamped when it was asked for; :class:`MetricsUnavailable` when this read failed.
+        With ``histograms``, the server's latency histograms too (a level's first and last reads)."""
         if self.dialect is None:
-            return self.probe()
+            return self.probe(histograms)
         t = ev.now_ns()
         text = fetch_text(self.url, self.timeout_s)
         try:
-            return gauges.scrape(text, t, self.dialect)
+            return gauges.scrape(text, t, self.dialect, histograms)
         except gauges.NotPrometheus as exc:
             raise MetricsUnavailable(f"{self.shown_url}: {exc}") from None

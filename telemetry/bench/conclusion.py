@@ -1,6 +1,7 @@
 """The plain-words conclusion of a load run across its levels: where throughput stops growing
 (the knee), what each user pays for it, queueing past it (and, with the server's own gauges, whether
-its queue or the prefill took the time to the first token), failures, goodput, a bound client.
+its queue or the prefill took the time to the first token; with its histograms, whether the time
+outside the engine grew with load), failures, goodput, a bound client.
 
 It reads the per-level figures of ``telemetry.bench.aggregate.aggregate_level`` (or a summary's, read
 back from disk by ``ttft report``).
@@ -12,11 +13,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from telemetry.server.gauges import read_level
+from telemetry.server.histograms import Quantiles, read_latency
 
 # "Throughput stops growing" when the next level adds less than this.
 PLATEAU_GAIN = 0.10
 SAME_SPEED = 0.05  # per-user speed within 5% of the lightest level's: no price paid for the throughput
 QUEUED = 0.5  # requests waiting on average past which a level had a queue (its /metrics, --server-metrics)
+GAP_GROWTH_MS = 20.0  # the client-server TTFT gap grew with load when it grew by more than this ...
+GAP_GROWTH_SHARE = 0.5  # ... and by more than this share of the lightest level's gap
 MIN_READS = 4  # reads during a level (a second at 250 ms) before its gauges decide anything: one read may
 # land in the level's last moments, when its queue has drained
 
@@ -85,6 +89,50 @@ def queue_or_prefill(levels: Sequence[dict[str, Any]]) -> str | None:
     return None
 
 
+def _server_ttft(lv: dict[str, Any]) -> Quantiles | None:
+    lat = read_latency(lv)
+    q = lat.kinds.get("ttft") if lat is not None else None
+    return q if q is not None and q.count and q.p50 is not None else None
+
+
+def client_server_gap(levels: Sequence[dict[str, Any]]) -> str | None:
+    """Whether the gap between ttft's TTFT p50 and the server's own (its histogram over the level, timed from
+    the request's arrival) grew with load, from the lightest level to the heaviest with both.
+
+    It grew when it grew by more than ``max(GAP_GROWTH_MS, GAP_GROWTH_SHARE * the lightest level's gap)``,
+    and still does with each server p50 anywhere in its bucket (a percentile read from a histogram is good
+    to its bucket, which can be wider than the gap): the time was then spent outside the engine. None with
+    fewer than two levels that have both figures, or when the buckets are too coarse to tell."""
+    both = [
+        (lv, c, s)
+        for lv in levels
+        if lv.get("completed") and (c := lv["ttft_ms"].get("p50")) is not None and (s := _server_ttft(lv)) is not None
+    ]
+    if len(both) < 2:
+        return None
+    (lo, c0, q0), (hi, c1, q1) = both[0], both[-1]
+    s0, s1 = q0.p50 or 0.0, q1.p50 or 0.0
+    gap0, gap1 = c0 - s0, c1 - s1
+    bar = max(GAP_GROWTH_MS, GAP_GROWTH_SHARE * max(gap0, 0.0))
+    if gap1 - gap0 > bar:
+        least_s0 = q0.p50_bucket[0] if q0.p50_bucket else s0  # the gap at the lightest level at its widest
+        most_s1 = q1.p50_bucket[1] if q1.p50_bucket else s1  # ... and at the heaviest at its narrowest
+        if most_s1 is None or (c1 - most_s1) - (c0 - least_s0) <= bar:
+            return None  # within the buckets' resolution: no verdict
+        return (
+            f"The gap between ttft's TTFT and the server's own grew with load: p50 {gap0:.0f} ms at {_lbl(lo)} "
+            f"({c0:.0f} ms against the server's {s0:.0f} ms, by its histograms), {gap1:.0f} ms at {_lbl(hi)} "
+            f"({c1:.0f} against {s1:.0f}). That time passed before the server's clock started or after its first "
+            "token left: the client, the network or the server's front end (HTTP, tokenizing) is the bottleneck "
+            "there, not the engine."
+        )
+    return (
+        f"The gap between ttft's TTFT p50 and the server's own (its histograms) did not grow with load "
+        f"({gap0:.0f} ms at {_lbl(lo)}, {gap1:.0f} ms at {_lbl(hi)}): what load added to the first token, "
+        "the server added."
+    )
+
+
 def conclusion(levels: Sequence[dict[str, Any]]) -> str:
     """Where throughput stops growing and what each user pays for it, in plain words."""
     levels = [lv for lv in levels if lv.get("completed")]
@@ -140,6 +188,8 @@ def conclusion(levels: Sequence[dict[str, Any]]) -> str:
         )
     if queue:
         lines.append(queue)
+    if (gap := client_server_gap(levels)) is not None:
+        lines.append(gap)
     failed = [f"{lv['failed']} at {_lbl(lv)}" for lv in levels if lv.get("failed")]
     if failed:
         lines.append("Failed requests: " + ", ".join(failed) + ".")

@@ -7,6 +7,7 @@ from typing import Any
 
 from telemetry.bench.conclusion import conclusion
 from telemetry.server.gauges import read_level
+from telemetry.server.histograms import read_latency
 
 
 def _wait_keys(lv: dict[str, Any]) -> dict[str, float | None]:
@@ -87,12 +88,26 @@ CSV_COLUMNS = (
     "server_waiting_max",
     "server_kv_cache_usage_mean",
     "server_prefix_cache_hit_rate",
+    # the server's own histograms over the level (telemetry.server.histograms): empty without them
+    "server_ttft_p50_ms",
+    "server_ttft_p99_ms",
+    "server_queue_p50_ms",
     # the workload's (telemetry.bench.workload.figures): empty where the level has none
     "cache_hit_fraction",
     "ttft_cache_hit_p50_ms",
     "ttft_cache_miss_p50_ms",
     "send_late_p99_ms",
 )
+
+
+def _latency_cells(agg: dict[str, Any]) -> dict[str, float | None]:
+    lat = read_latency(agg)
+    ttft, queue = (lat.kinds.get(k) if lat else None for k in ("ttft", "queue"))
+    return {
+        "server_ttft_p50_ms": ttft.p50 if ttft else None,
+        "server_ttft_p99_ms": ttft.p99 if ttft else None,
+        "server_queue_p50_ms": queue.p50 if queue else None,
+    }
 
 
 def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
@@ -131,6 +146,7 @@ def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
         "server_waiting_max": g.waiting.max if g and g.waiting else None,
         "server_kv_cache_usage_mean": g.kv_cache_usage.mean if g and g.kv_cache_usage else None,
         "server_prefix_cache_hit_rate": g.prefix_cache_hit_rate if g else None,
+        **_latency_cells(agg),
         "cache_hit_fraction": (agg.get("prefix_cache") or {}).get("hit_fraction"),
         "ttft_cache_hit_p50_ms": ((agg.get("prefix_cache") or {}).get("ttft_hit_ms") or {}).get("p50"),
         "ttft_cache_miss_p50_ms": ((agg.get("prefix_cache") or {}).get("ttft_miss_ms") or {}).get("p50"),

@@ -32,6 +32,7 @@ from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 from telemetry.errors import TtftError
+from telemetry.server import histograms as hist
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
@@ -239,11 +240,15 @@ class Scrape:
     t_ns: int
     reading: Reading
     values: Mapping[str, float]
+    histograms: hist.Snapshot | None = None  # read at a level's edges only (None: not asked for)
 
 
-def scrape(text: str, t_ns: int, d: Dialect) -> Scrape:
+def scrape(text: str, t_ns: int, d: Dialect, histograms: bool = False) -> Scrape:
+    """One read; with ``histograms``, its latency histograms too (a level's first and last reads: their
+    lines are most of a vLLM endpoint, and the reads during a level need none of them)."""
     samples = parse(text)
-    return Scrape(t_ns, reading(samples, d), flat(samples))
+    snap = hist.snapshot(text, d.name, d.rank_labels) if histograms else None
+    return Scrape(t_ns, reading(samples, d), flat(samples), snap)
 
 
 # --- a level --------------------------------------------------------------------------------
@@ -303,8 +308,9 @@ class LevelScrapes:
 
 def level_summary(level: LevelScrapes) -> dict[str, Any]:
     """One level's ``server_metrics``: each gauge's mean and max over the scrapes taken during the level,
-    the prefix-cache hit rate between the scrapes just before and just after it, and for llama-server
-    its counters over the level (:func:`counter_deltas`).
+    the prefix-cache hit rate between the scrapes just before and just after it, for llama-server
+    its counters over the level (:func:`counter_deltas`), and, when those two reads took the histograms,
+    the server's latency percentiles over the level (``telemetry.server.histograms.level_latency``).
 
     ``before`` and ``after`` frame the level and only give the counters: an idle server at its edges
     would pull the means down. A level shorter than one interval has no scrape during it, so no means.
@@ -327,6 +333,10 @@ def level_summary(level: LevelScrapes) -> dict[str, Any]:
         out["failed_reads"] = level.failed
     if d.name == "llama-server" and before is not None and after is not None:
         out.update(counter_deltas(before.values, after.values))
+    if (before is not None and before.histograms is not None) or (after is not None and after.histograms is not None):
+        out.update(
+            hist.level_latency(d.name, before.histograms if before else None, after.histograms if after else None)
+        )
     return out
 
 

@@ -161,6 +161,7 @@ class BatchingServer(LoopThreadServer):
                 start = loop.time()
                 target = start + (self.prefill_ms + self.prefill_ms_per_token * n_prompt) / 1000
                 first = None
+                sent: list[float] = []  # when each token left (loop time: time.monotonic)
                 for i in range(n):
                     if i:
                         target += self.step_ms(self.active) / 1000
@@ -168,9 +169,11 @@ class BatchingServer(LoopThreadServer):
                     if delay > 0:
                         await asyncio.sleep(delay)
                     await resp.write(chunk({"content": words[i]}))
+                    sent.append(loop.time())
                     if first is None:
                         first = loop.time()
                 end = loop.time()
+                self.finished(arrived, start, sent)
                 await resp.write(chunk({}, "length"))
                 extra: dict[str, Any] = {}
                 if include_usage:
@@ -199,6 +202,10 @@ class BatchingServer(LoopThreadServer):
         with contextlib.suppress(ConnectionResetError):
             await resp.write_eof()
         return resp
+
+    def finished(self, arrived: float, admitted: float, sent: list[float]) -> None:
+        """A request's answer is out: when it arrived, got a slot, and sent each token (``time.monotonic``).
+        Nothing here; a subclass keeps the server's own histograms from it."""
 
     async def setup(self) -> None:
         self._sem = asyncio.Semaphore(self.slots)  # bound to the server's loop

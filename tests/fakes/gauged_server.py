@@ -11,18 +11,78 @@ default, ``"sglang"``, ``"llama-server"``, ``"tgi"``):
   llama-server counters, SGLang's own rate).
 
 The truth the tests compare with is kept too: ``max_waiting`` and every ``(running, waiting)`` a
-``/metrics`` read answered (``reads``). ``histograms=N`` pads the text with N vLLM-shaped histograms
-of 30 buckets each, the bulk of a real vLLM endpoint (for the scraper's cost). ``metrics_status``
-other than 200 answers that status instead (a server without the endpoint: 404).
+``/metrics`` read answered (``reads``).
+
+``latency=True`` (the default) adds the server's latency histograms, made and written by
+``prometheus-client`` as vLLM makes and writes its own (SGLang's and TGI's names under those
+dialects): each request that finishes observes its TTFT from arrival, queue (arrival to a slot),
+prefill (slot to first token), decode (first to last token), each inter-token gap and its e2e, so
+the buckets move as requests finish. ``observed`` keeps every request's exact figures (seconds) in
+the order they finished: the truth a histogram's percentiles are held to. For vLLM, ``draft_k``
+(default 0: off) adds speculative decoding's counters: each request drafts ``draft_k`` tokens per
+step for ``n // 2`` steps, and ``accept_share`` of the drafted tokens are accepted.
+``frontend_ms`` is a single-threaded front end: each request holds it that long before the engine
+sees it (before its arrival is stamped), so concurrent requests wait for each other there, in
+ttft's TTFT and in no histogram of the server's. ``restart_after=N`` starts the histograms and
+counters again from zero as the request after the Nth finishes (a restarted server).
+
+``histograms=N`` pads the text with N vLLM-shaped histograms of 30 buckets each, the bulk of a real
+vLLM endpoint (for the scraper's cost). ``metrics_status`` other than 200 answers that status
+instead (a server without the endpoint: 404).
 
 As a process: ``python -m tests.fakes.gauged_server --port 8124 --slots 4 --histograms 30``.
 """
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
+from itertools import pairwise
+
 from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from tests.fakes.batching_server import BatchingServer
+
+# vLLM's own bucket bounds (v1 metrics): TTFT's, the inter-token latency's and the request phases'.
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+PHASE_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+# each dialect's histogram names by kind (what the fixture writes, spelled from each server's source)
+HISTOGRAM_NAMES = {
+    "vllm": {
+        "ttft": ("vllm:time_to_first_token_seconds", TTFT_BUCKETS),
+        "queue": ("vllm:request_queue_time_seconds", PHASE_BUCKETS),
+        "prefill": ("vllm:request_prefill_time_seconds", PHASE_BUCKETS),
+        "decode": ("vllm:request_decode_time_seconds", PHASE_BUCKETS),
+        "itl": ("vllm:inter_token_latency_seconds", ITL_BUCKETS),
+        "e2e": ("vllm:e2e_request_latency_seconds", PHASE_BUCKETS),
+    },
+    "sglang": {
+        "ttft": ("sglang:time_to_first_token_seconds", TTFT_BUCKETS),
+        "queue": ("sglang:queue_time_seconds", PHASE_BUCKETS),
+        "itl": ("sglang:inter_token_latency_seconds", ITL_BUCKETS),
+        "e2e": ("sglang:e2e_request_latency_seconds", PHASE_BUCKETS),
+    },
+    "tgi": {
+        "queue": ("tgi_request_queue_duration", PHASE_BUCKETS),
+        "itl": ("tgi_request_mean_time_per_token_duration", ITL_BUCKETS),
+        "e2e": ("tgi_request_duration", PHASE_BUCKETS),
+    },
+}
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One finished request's figures as the server timed them (seconds)."""
+
+    ttft: float
+    queue: float
+    prefill: float
+    decode: float
+    e2e: float
+    itl: tuple[float, ...]
+
 
 BUCKETS = (*(f"{0.001 * 2**i:.4g}" for i in range(29)), "+Inf")
 
@@ -39,6 +99,11 @@ class GaugedServer(BatchingServer):
         histograms: int = 0,
         metrics_status: int = 200,
         model_name: str = "gauged-fake",
+        latency: bool = True,
+        frontend_ms: float = 0.0,
+        restart_after: int | None = None,
+        draft_k: int = 0,
+        accept_share: float = 0.6,
         **batching: object,
     ) -> None:
         super().__init__(**batching)  # type: ignore[arg-type]
@@ -52,6 +117,70 @@ class GaugedServer(BatchingServer):
         self.max_waiting = 0
         self.prompt_words = 0
         self.reads: list[tuple[int, int]] = []  # (running, waiting) as each /metrics read saw them
+        self.observed: list[Observed] = []
+        self.frontend_ms = frontend_ms
+        self.restart_after = restart_after
+        self._front: asyncio.Lock | None = None
+        self.draft_k = draft_k
+        self.accept_share = accept_share
+        self.spec = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0}  # the counters' truth
+        self.registry: CollectorRegistry | None = None
+        self._hist: dict[str, Histogram] = {}
+        self._spec: dict[str, Counter] = {}
+        if latency and dialect in HISTOGRAM_NAMES:
+            self.restart_metrics()
+
+    def restart_metrics(self) -> None:
+        """New histograms and counters, from zero: what a restarted server publishes."""
+        self.registry = CollectorRegistry()
+        labels = ["engine", "model_name"] if self.dialect == "vllm" else ["model_name"]
+        self._hist = {
+            kind: Histogram(name, f"Histogram of {kind} in seconds.", labels, buckets=b, registry=self.registry)
+            for kind, (name, b) in HISTOGRAM_NAMES[self.dialect].items()
+        }
+        self._spec = {}
+        if self.dialect == "vllm" and self.draft_k:
+            self._spec = {
+                key: Counter(
+                    f"vllm:spec_decode_num_{key}", f"Speculative decoding {key}.", labels, registry=self.registry
+                )
+                for key in self.spec
+            }
+
+    def _labels(self) -> dict[str, str]:
+        return (
+            {"engine": "0", "model_name": self.model_name}
+            if self.dialect == "vllm"
+            else {"model_name": self.model_name}
+        )
+
+    def finished(self, arrived: float, admitted: float, sent: list[float]) -> None:
+        if not sent:
+            return
+        first, end = sent[0], sent[-1]
+        gaps = tuple(b - a for a, b in pairwise(sent))
+        o = Observed(first - arrived, admitted - arrived, first - admitted, end - first, end - arrived, gaps)
+        if len(self.observed) == self.restart_after:
+            self.restart_metrics()
+        self.observed.append(o)
+        if self._hist:
+            lb = self._labels()
+            for kind, h in self._hist.items():
+                if kind == "itl" and self.dialect == "tgi":  # TGI: each request's mean time per token
+                    if gaps:
+                        h.labels(**lb).observe(sum(gaps) / len(gaps))
+                elif kind == "itl":
+                    for g in gaps:
+                        h.labels(**lb).observe(g)
+                else:
+                    h.labels(**lb).observe(getattr(o, kind))
+        if self._spec:
+            drafts = len(sent) // 2
+            drafted = drafts * self.draft_k
+            accepted = round(drafted * self.accept_share)
+            for key, v in (("drafts", drafts), ("draft_tokens", drafted), ("accepted_tokens", accepted)):
+                self.spec[key] += v
+                self._spec[key].labels(**self._labels()).inc(v)
 
     @property
     def waiting(self) -> int:
@@ -62,7 +191,14 @@ class GaugedServer(BatchingServer):
         app.router.add_get("/metrics", self._metrics)
         return app
 
+    async def setup(self) -> None:
+        await super().setup()
+        self._front = asyncio.Lock()  # bound to the server's loop
+
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        if self.frontend_ms and self._front is not None:
+            async with self._front:  # one request at a time, before the engine's clock starts
+                await asyncio.sleep(self.frontend_ms / 1000)
         self.in_flight += 1
         self.max_waiting = max(self.max_waiting, self.waiting)
         try:
@@ -146,7 +282,10 @@ class GaugedServer(BatchingServer):
             label = f'model_name="{self.model_name}"'
             lines += [f'{name}_bucket{{le="{le}",{label}}} {i * 3}.0' for i, le in enumerate(BUCKETS)]
             lines += [f"{name}_sum{m} 12.5", f"{name}_count{m} 90.0", f"{name}_created{m} 1.7e9"]
-        return "\n".join(lines) + "\n"
+        text = "\n".join(lines) + "\n"
+        if self.registry is not None:
+            text += generate_latest(self.registry).decode()
+        return text
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from telemetry.bench.requests import level_label
 from telemetry.probe.result import ProbeFit, ProbePoint
 from telemetry.record import TurnRecord
 from telemetry.server.gauges import LevelGauges, read_level
+from telemetry.server.histograms import read_latency
 from telemetry.typed_read import RecordError, build
 from telemetry.view.timeline import phase_spans
 from tui.format import short_spec, turn_label
@@ -117,6 +118,30 @@ def queue_chart(levels: Sequence[dict[str, Any]]) -> Chart:
         "xy", f"The server's queue by load ({server} /metrics)", xlabel, "requests", series, x_whole=not rate,
         caption=caption,
     )  # fmt: skip
+
+
+def server_ttft_chart(levels: Sequence[dict[str, Any]]) -> Chart:
+    """ttft's TTFT p50 and p99 against the server's own (its histogram's deltas over each level,
+    ``--server-metrics``), by level: a gap that widens with load is time spent outside the engine."""
+    xlabel, rate = _xlabel(levels)
+    series = []
+    for key in ("p50", "p99"):
+        pts = [(float(lv["level"]), v) for lv in levels if (v := lv["ttft_ms"].get(key)) is not None]
+        series.append(Series(f"client TTFT {key}", [p[0] for p in pts], [p[1] for p in pts]))
+    for key in ("p50", "p99"):
+        srv = []
+        for lv in levels:
+            lat = read_latency(lv)
+            q = lat.kinds.get("ttft") if lat is not None else None
+            v = getattr(q, key) if q is not None and q.count else None
+            if v is not None:
+                srv.append((float(lv["level"]), float(v)))
+        series.append(Series(f"server TTFT {key}", [p[0] for p in srv], [p[1] for p in srv]))
+    caption = (
+        "The server's TTFT is its own histogram over each level (from the request's arrival), good to its "
+        "bucket; the distance between the lines is the network, the client and the server's front end."
+    )
+    return Chart("xy", "Client against server TTFT", xlabel, "TTFT ms", series, x_whole=not rate, caption=caption)
 
 
 def probe_chart(fit: ProbeFit, title: str = "TTFT by input tokens") -> Chart:

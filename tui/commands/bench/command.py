@@ -53,6 +53,7 @@ from tui.commands.bench.output import (
     cost_line,
     gauges_line,
     level_row,
+    server_latency_line,
     server_line,
     token_line,
     wait_line,
@@ -584,7 +585,8 @@ async def search_capacity(
             print(f"ttft bench: left out {p.unreadable} unreadable record(s)", file=sys.stderr)
         row, verdict = bench_capacity.probe_lines(p, level_row)
         print(row, flush=True)
-        for line in (server_line(p.aggregate), gauges_line(p.aggregate), token_line(p.aggregate)):
+        a = p.aggregate
+        for line in (server_line(a), gauges_line(a), server_latency_line(a), token_line(a)):
             if line is not None:
                 print(visible_controls(line), flush=True)
         print(verdict, flush=True)
@@ -614,7 +616,7 @@ async def run_one_level(
         a["server_metrics"] = level_summary(gauges)
     progress.end()
     print(level_row(a), flush=True)
-    for line in (server_line(a), gauges_line(a)):
+    for line in (server_line(a), gauges_line(a), server_latency_line(a)):
         if line is not None:
             print(visible_controls(line), flush=True)
     if (line := wait_line(a)) is not None:

@@ -11,6 +11,7 @@ from backends.load.driver import Progress
 from telemetry.bench.requests import level_label
 from telemetry.cost import fmt_usd
 from telemetry.server.gauges import read_level
+from telemetry.server.histograms import read_latency
 from tui.format import visible_controls
 from tui.report import charts
 from tui.report import figures as chart_builders
@@ -97,6 +98,47 @@ def gauges_line(a: dict[str, Any]) -> str | None:
     return f"          server gauges ({g.server or 'server'} /metrics, {reads}): " + ", ".join(parts)
 
 
+LATENCY_LABELS = (("ttft", "TTFT"), ("queue", "queue"), ("prefill", "prefill"), ("decode", "decode"),
+                  ("itl", "ITL"), ("e2e", "e2e"))  # fmt: skip
+
+
+def _within(v: float | None, bucket: tuple[float, float | None] | None) -> str:
+    """A percentile read from a histogram: its value, or what its bucket says where a straight line within
+    the bucket would only guess (the first bucket, from 0: "<300"; the +Inf bucket: ">60000")."""
+    if v is None or bucket is None:
+        return _n(v)
+    lo, hi = bucket
+    if hi is None:
+        return f">{lo:.0f}"
+    return f"<{hi:.0f}" if lo <= 0 else _n(v)
+
+
+def server_latency_line(a: dict[str, Any]) -> str | None:
+    """The server's own latency percentiles over a level (its histograms' deltas, ``--server-metrics``), or
+    the one line saying why there are none; None without them (not asked for, an older summary)."""
+    lat = read_latency(a)
+    if lat is None:
+        return None
+    parts = []
+    n = 0
+    for key, label in LATENCY_LABELS:
+        q = lat.kinds.get(key)
+        if q is None or q.count == 0:
+            continue
+        n = max(n, q.count) if key != "itl" else n  # ITL counts tokens, not requests
+        figs = " ".join(f"{key} {_within(v, q.buckets.get(key))}" for key, v in (("p50", q.p50), ("p90", q.p90),
+                                                                                  ("p99", q.p99)))  # fmt: skip
+        parts.append(f"{label} {figs}")
+    if lat.acceptance_rate is not None:
+        tokens = f", {lat.mean_acceptance_length:.2f} tokens per step" if lat.mean_acceptance_length else ""
+        parts.append(f"drafts accepted {lat.acceptance_rate:.0%}{tokens}")
+    pad = "          "
+    if not parts:
+        return pad + "server latency: " + (lat.note or "no request finished between the reads")
+    line = pad + f"server latency ms ({n} requests, its histograms): " + " · ".join(parts)
+    return line + (f" ({lat.note})" if lat.note else "")
+
+
 def wait_line(a: dict[str, Any]) -> str | None:
     """The level's wait split (``telemetry.wire.split_summary``): a growing server part is the server's queue."""
     w = a.get("wait_ms")
@@ -175,6 +217,8 @@ def bench_charts(
     ]
     if any(read_level(lv) is not None for lv in levels):  # --server-metrics: the queue beside TTFT
         out.append(("queue", chart_builders.queue_chart(levels)))
+    if any((lat := read_latency(lv)) is not None and "ttft" in lat.kinds for lv in levels):
+        out.append(("server-ttft", chart_builders.server_ttft_chart(levels)))  # its own histograms
     return out
 
 
