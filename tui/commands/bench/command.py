@@ -55,6 +55,7 @@ from tui.commands.bench.output import (
     level_row,
     server_line,
     token_line,
+    ttft_split_line,
     wait_line,
     workload_lines,
 )
@@ -617,8 +618,9 @@ async def run_one_level(
     for line in (server_line(a), gauges_line(a)):
         if line is not None:
             print(visible_controls(line), flush=True)
-    if (line := wait_line(a)) is not None:
-        print(line, flush=True)
+    for line in (wait_line(a), ttft_split_line(a)):
+        if line is not None:
+            print(visible_controls(line), flush=True)
     if (line := token_line(a)) is not None:  # a tokens/s resting on estimates, or on counts beyond the text
         print(visible_controls(line), flush=True)
     if (line := cost_line(a)) is not None:
