@@ -293,7 +293,11 @@ def place_labels(
     for i, (px, py, text) in enumerate(wanted):
         w = len(text) * LABEL_CHAR_PX
         others = points[:i] + points[i + 1 :]
-        for dx, dy in ((7, -7), (7, 17), (-7 - w, -7), (-7 - w, 17), (7, -21), (7, 31), (-7 - w, -21), (-7 - w, 31)):
+        for dx, dy in (
+            (7, -7), (7, 17), (-7 - w, -7), (-7 - w, 17),  # beside it, above and below: the four corners
+            (-w / 2, -10), (-w / 2, 21),  # centred over it, under it
+            (7, -21), (7, 31), (-7 - w, -21), (-7 - w, 31),  # a line farther out
+        ):  # fmt: skip
             x, y = px + dx, py + dy  # the baseline's start: the box runs from y - LABEL_H + 3 to y + 3
             box = (x, y - LABEL_H + 3, x + w, y + 3)
             inside = box[0] >= plot[0] and box[2] <= plot[2] and box[1] >= plot[1] and box[3] <= plot[3]

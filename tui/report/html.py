@@ -144,17 +144,22 @@ def _when(iso: str | None) -> str:
     return (t.astimezone(UTC) if t.tzinfo else t).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _cell(value: str) -> str:
-    # a figure stays on one line; words (the client's health, a name) wrap, so a long one widens nothing
-    words = len(str(value)) > 16 and " " in str(value).strip()
-    return f"<td class='words'>{_text(value)}</td>" if words else f"<td>{_text(value)}</td>"
+def _words(value: str) -> bool:
+    """Words (the client's health, a name), not a figure: they may wrap, so a long one widens nothing."""
+    return len(str(value)) > 16 and " " in str(value).strip()
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
     """A table in its own sideways-scrolling box (its first column kept in view): however many columns
-    it grows, the page itself never scrolls sideways and no column is cut off."""
+    it grows, the page itself never scrolls sideways and no column is cut off. A column with words in
+    any row wraps in every row, so its cells line up."""
     head = "".join(f"<th>{_text(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(_cell(c) for c in row) + "</tr>" for row in rows)
+    wrap = {i for row in rows for i, c in enumerate(row) if _words(c)}
+
+    def cell(i: int, c: str) -> str:
+        return f"<td class='words'>{_text(c)}</td>" if i in wrap else f"<td>{_text(c)}</td>"
+
+    body = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
     return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 

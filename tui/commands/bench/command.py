@@ -585,7 +585,12 @@ async def search_capacity(
             print(f"ttft bench: left out {p.unreadable} unreadable record(s)", file=sys.stderr)
         row, verdict = bench_capacity.probe_lines(p, level_row)
         print(row, flush=True)
-        for line in (server_line(p.aggregate), gauges_line(p.aggregate), token_line(p.aggregate)):
+        for line in (
+            server_line(p.aggregate),
+            gauges_line(p.aggregate),
+            ttft_split_line(p.aggregate),
+            token_line(p.aggregate),
+        ):
             if line is not None:
                 print(visible_controls(line), flush=True)
         print(verdict, flush=True)
