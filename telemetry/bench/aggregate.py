@@ -23,6 +23,7 @@ import numpy as np
 
 from telemetry.bench.requests import BenchTurn, measured, span_ms
 from telemetry.bench.slo import SLO
+from telemetry.bench.ttft_split import ttft_split
 from telemetry.bench.workload.figures import workload_figures
 from telemetry.cost import sum_costs
 from telemetry.metrics import NS_PER_MS, percentiles
@@ -140,6 +141,7 @@ def aggregate_level(
         "cost_usd": sum_costs(r.cost for r in recs).to_dict(),
         "server": _server_summary(ok),
         "wait_ms": split_summary(ok),  # telemetry.wire: the wait's parts per request, summarised
+        "ttft_split": ttft_split(ok),  # queue / prefill / rest shares of TTFT, by the server's own figures
     }
     out.update(workload_figures(reqs, ok))  # lengths, prefix cache, by turn, arrivals: where the level has them
     out["vllm"] = vllm_summary(out, mode=mode, level=level)

@@ -16,9 +16,15 @@
    5%), and each tool's CPU seconds (its whole process tree, user + system) per 1,000 streamed
    chunks (one token per chunk on both servers). On the fake, each tool against its schedule.
    On llama-server, also each run against the server's own figures for that same run, read from
-   its log (tests/benchmarks/llama_log.py: its TPOT, prompt time and tokens/s over the requests
-   that run sent), and ttft/AIPerf of those normalised figures: the comparison that cancels the
-   server's drift between one tool's run and the next.
+   its log (tests/benchmarks/llama_log.py: its TPOT and tokens/s over the requests that run sent),
+   and ttft/AIPerf of those normalised figures: the comparison that cancels the server's drift
+   between one tool's run and the next. TTFT is normalised per request: each request's TTFT over
+   the server's wait for it (its launch against the request's send time: on the server's single
+   loop a request that arrives during another's prefill waits for the rest of it) plus its prompt
+   eval; the median over a run's requests, then its median and range over the rounds. (A ratio of
+   p50 TTFT to p50 prompt time compares two medians of different requests, and swung 0.73-1.30 at
+   concurrency 2 with whether requests happened to wait.) History reuse is counted from llama-server's
+   ``cache_n`` (the prompt tokens a slot kept: a conversation's earlier turns), read from its log.
    Both servers run on the first half of the cores, both tools on the other half (``--no-pin``
    to share them), so a tool's own CPU use cannot slow the server it measures.
 4. The most concurrent streams one ttft process holds with event-loop lag p99 under 5 ms
@@ -159,6 +165,25 @@ def _server_figures(run: Run, log: Path | None, start: int, end: int, a: argpars
     srv = llama_log.summarise(tasks, skip=a.warmup, fresh_prompt_n=a.input_tokens / 2)
     run.update(srv_tasks=srv.tasks, srv_tpot=srv.tpot_p50_ms, srv_prompt=srv.prompt_p50_ms)
     run.update(srv_tput=srv.tokens_per_s, srv_cache_hits=srv.cache_hits)
+    run.update(srv_reused=srv.reused, srv_reused_tokens=list(srv.reused_tokens))
+    norm = normalised_run(tasks, run.get("sent") or [], a.warmup)
+    if norm is not None:
+        run.update(norm_ratio=norm.ratio_p50, norm_rest=norm.rest_p50_ms, norm_rest_max=norm.rest_max_ms)
+        run.update(norm_n=norm.requests, norm_waited=norm.waited, norm_wait_max=norm.wait_max_ms)
+
+
+def normalised_run(tasks: list[llama_log.Task], sent: list[llama_log.Sent], warmup: int) -> llama_log.Normalised | None:
+    """One run's requests joined with the server's tasks (by their timings, or in order once the warm-up
+    tasks, the first by id, are dropped) and normalised per request; None when they do not join."""
+    if not sent:
+        return None
+    measured = sorted(tasks, key=lambda t: t.task)
+    if len(measured) == len(sent) + warmup:
+        measured = measured[warmup:]
+    pairs = llama_log.join(measured, sent)
+    if not pairs:
+        return None
+    return llama_log.summarise_requests(llama_log.normalise(pairs))
 
 
 def _records_server(out: Path) -> tuple[float | None, float | None]:
@@ -179,9 +204,43 @@ def _records_server(out: Path) -> tuple[float | None, float | None]:
     )
 
 
+def ttft_sent(out: Path) -> tuple[list[llama_log.Sent], list[int]]:
+    """ttft's measured requests as sent (send time, TTFT, and llama-server's prompt timings to join by),
+    and the ``cache_n`` its records carry (llama-server's own ``timings``)."""
+    sent, cache_n = [], []
+    for line in (out / "turns.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        bench = (rec.get("extra") or {}).get("bench") or {}
+        ttft = (rec.get("metrics") or {}).get("ttft_ms")
+        if bench.get("warmup") or bench.get("sent_at_ms") is None or ttft is None:
+            continue
+        srv = (rec.get("server") or {}).get("llama-server") or {}
+        sent.append(llama_log.Sent(bench["sent_at_ms"] / 1000, ttft, srv.get("prompt_ms"), srv.get("prompt_n")))
+        if isinstance(srv.get("cache_n"), int):
+            cache_n.append(srv["cache_n"])
+    return sent, cache_n
+
+
+def aiperf_sent(out: Path) -> list[llama_log.Sent]:
+    """AIPerf's measured requests as sent, from its per-request ``profile_export.jsonl`` (its
+    ``request_start_ns`` and ``time_to_first_token``; warm-up and failed requests left out)."""
+    found = sorted(out.rglob("profile_export.jsonl"))
+    sent = []
+    for line in found[-1].read_text().splitlines() if found else []:
+        rec = json.loads(line)
+        meta, metrics = rec.get("metadata") or {}, rec.get("metrics") or {}
+        ttft = (metrics.get("time_to_first_token") or {}).get("value")
+        if rec.get("error") or meta.get("benchmark_phase") == "warmup" or ttft is None:
+            continue
+        if meta.get("request_start_ns") is not None:
+            sent.append(llama_log.Sent(meta["request_start_ns"] / 1e9, float(ttft)))
+    return sent
+
+
 def _ttft_run(base_url: str, model: str, c: int, a: argparse.Namespace, out: Path, seed: int) -> Run:
     d = run_ttft(base_url, model, [c], a, out, seed)[float(c)]
     rec_tpot, rec_prompt = _records_server(out)
+    sent, rec_cache_n = ttft_sent(out)
     return {
         "ttft": d["ttft_ms"]["p50"],
         "tpot": d["tpot_ms"]["p50"],
@@ -189,6 +248,8 @@ def _ttft_run(base_url: str, model: str, c: int, a: argparse.Namespace, out: Pat
         "lag": ((d.get("client") or {}).get("loop_lag_ms") or {}).get("p99"),
         "rec_tpot": rec_tpot,
         "rec_prompt": rec_prompt,
+        "rec_cache_n": rec_cache_n,
+        "sent": sent,
     }
 
 
@@ -200,6 +261,7 @@ def _aiperf_run(url: str, model: str, c: int, tok: Path, a: argparse.Namespace, 
         "ttft": _pick(p, "time_to_first_token"),
         "tpot": _pick(p, "inter_token_latency"),
         "tput": (p.get("output_token_throughput") or {}).get("avg"),
+        "sent": aiperf_sent(out),
     }
 
 
@@ -270,10 +332,6 @@ def _cell(m: tuple[float, float, float] | None, digits: int) -> str:
     return f"{m[0]:9.{digits}f} [{m[1]:.{digits}f}-{m[2]:.{digits}f}]".rjust(24)
 
 
-def _minus(a: float | None, b: float | None) -> str:
-    return f"{a - b:7.1f}" if a is not None and b is not None else "      -"
-
-
 def _rs(x: float | None) -> str:
     return f"{x:6.3f}" if x is not None else "     -"
 
@@ -307,9 +365,9 @@ def compare(name: str, runs: dict[int, dict[str, list[Run]]]) -> list[float]:
 
 NORMALISED = (
     ("tpot", "srv_tpot", "TPOT / server TPOT"),
-    ("ttft", "srv_prompt", "TTFT / server prompt"),
     ("tput", "srv_tput", "tok/s / server tok/s"),
 )
+PER_REQUEST = "TTFT/(wait+prompt)"  # each request's, its median over the run (llama_log.normalise)
 
 
 def compare_to_server(name: str, runs: dict[int, dict[str, list[Run]]]) -> list[float]:
@@ -338,27 +396,56 @@ def compare_to_server(name: str, runs: dict[int, dict[str, list[Run]]]) -> list[
             if m:
                 print(f"{c:>3} {'med':>3} {'':>6} | {label:<20} | {'':>15} | {_rs(m[0]):>11} [{m[1]:.3f}-{m[2]:.3f}]")
                 devs.append(abs(m[0] - 1))
-        for o, p in pairs:  # what the prompt time leaves of TTFT: HTTP, queueing, the tool's own delay
-            lo = _minus(o["ttft"], o.get("srv_prompt"))
-            lp = _minus(p["ttft"], p.get("srv_prompt")) if p else _minus(None, None)
-            first = "ttft" if o["first"] else "AIPerf"
-            print(f"{c:>3} {o['round']:>3} {first:>6} | {'TTFT - prompt ms':<20} | {lo:>7} {lp:>7} |")
+        devs += per_request_rows(c, pairs)
         for tool, label in (("ttft", "ttft"), ("aiperf", "AIPerf")):
             rs = by[tool]
             srv_tpot, srv_prompt = _med([r.get("srv_tpot") for r in rs]), _med([r.get("srv_prompt") for r in rs])
             tasks = [r.get("srv_tasks") for r in rs]
             hits = sum(r.get("srv_cache_hits") or 0 for r in rs)
+            reused = sum(r.get("srv_reused") or 0 for r in rs)
+            tokens = [n for r in rs for n in r.get("srv_reused_tokens") or []]
+            reuse = f"{reused} of {sum(t or 0 for t in tasks)}"
+            if tokens:
+                reuse += f" ({min(tokens)}-{max(tokens)} tokens, median {statistics.median(tokens):g})"
             line = (
                 f"    c={c} {label:<6} server TPOT {_cell(srv_tpot, 2).strip()} ms, "
-                f"prompt {_cell(srv_prompt, 1).strip()} ms, tasks per run {tasks}, prompt-cache hits {hits}"
+                f"prompt {_cell(srv_prompt, 1).strip()} ms, tasks per run {tasks}, prompt from the slot's cache "
+                f"(cache_n > 0) {reuse}, prompt mostly cached {hits}"
             )
             if tool == "ttft":  # ttft's records carry the server's timings per request: the same figures?
                 rt = _med([_ratio(r.get("rec_tpot"), r.get("srv_tpot")) for r in rs])
                 rp = _med([_ratio(r.get("rec_prompt"), r.get("srv_prompt")) for r in rs])
                 line += f"; ttft's records / log: TPOT {_rs(rt and rt[0]).strip()}, prompt {_rs(rp and rp[0]).strip()}"
+                rec_reused = sum(1 for r in rs for n in r.get("rec_cache_n") or [] if n)
+                line += f", cache_n > 0 on {rec_reused} records"
             print(line)
     _tally("normalised to the server's own figures", devs)
     return devs
+
+
+def per_request_rows(c: int, pairs: list[tuple[Run, Run | None]]) -> list[float]:
+    """TTFT normalised per request, each round: each tool's median of TTFT / (the server's wait + its
+    prompt eval) and ttft/AIPerf of those; then the ratio's median and range over the rounds. And what
+    the server's account leaves of ttft's TTFT (HTTP, tokenizing, the reader): p50 and most, in ms."""
+    ratios = []
+    for o, p in pairs:
+        no, np_ = o.get("norm_ratio"), p.get("norm_ratio") if p else None
+        ratios.append(_ratio(no, np_))
+        first = "ttft" if o["first"] else "AIPerf"
+        waited = f"waited {o.get('norm_waited', '-')}/{o.get('norm_n', '-')}"
+        if p:
+            waited += f", {p.get('norm_waited', '-')}/{p.get('norm_n', '-')}"
+        print(f"{c:>3} {o['round']:>3} {first:>6} | {PER_REQUEST:<20} | {_rs(no):>7} {_rs(np_):>7} | "
+              f"{_rs(ratios[-1]):>11}   {waited}")  # fmt: skip
+    m = _med(ratios)
+    if m:
+        print(f"{c:>3} {'med':>3} {'':>6} | {PER_REQUEST:<20} | {'':>15} | {_rs(m[0]):>11} [{m[1]:.3f}-{m[2]:.3f}]")
+    for tool, rs in (("ttft", [o for o, _ in pairs]), ("AIPerf", [p for _, p in pairs if p])):
+        rest, most = _med([r.get("norm_rest") for r in rs]), _med([r.get("norm_rest_max") for r in rs])
+        if rest:
+            print(f"    c={c} {tool:<6} TTFT - wait - prompt eval: p50 {rest[1]:.1f}-{rest[2]:.1f} ms over the rounds, "
+                  f"at most {most[2] if most else float('nan'):.1f} ms")  # fmt: skip
+    return [abs(m[0] - 1)] if m else []
 
 
 def compare_to_truth(runs: dict[int, dict[str, list[Run]]], output_tokens: int) -> None:

@@ -84,3 +84,69 @@ def test_settle_gives_up_once_the_log_stops_growing(tmp_path: Path) -> None:
     log.write_text(_task(1, "0.00.000.000", "0.01.000.000", 10.0, 70, 31.0, 32))
     end = llama_log.settle(log, 0, expected=5, timeout_s=30.0, quiet_s=0.2)
     assert end == llama_log.size(log)
+
+
+# A real llama-server (b-series, SmolLM2-135M, 2 slots, one loop) on a loaded machine: a 63-token
+# prompt alone, then two of ~330 tokens sent 12 ms apart. The second (task 7) waits for the first's
+# prefill: launched at 25.540 s, when task 5's 8,101.94 ms prompt eval (from 17.437 s) had just ended.
+# Its JSON said ``timings.cache_n`` 25 for task 7 (a shared start with the slot's last prompt), 0 else.
+RECORDED = """\
+0.05.292.235 I slot get_availabl: id  1 | task -1 | selected slot by LRU, t_last = -1
+0.05.292.399 I slot launch_slot_: id  1 | task 0 | processing task, is_child = 0
+0.17.425.054 I slot print_timing: id  1 | task 0 | prompt eval time =    4772.23 ms /    63 tokens (   75.75 ms per token,    13.20 tokens per second)
+0.17.425.090 I slot print_timing: id  1 | task 0 |        eval time =    7360.35 ms /     4 tokens ( 2453.45 ms per token,     0.41 tokens per second)
+0.17.425.092 I slot print_timing: id  1 | task 0 |       total time =   12132.58 ms /    67 tokens
+0.17.425.294 I slot      release: id  1 | task 0 | stop processing: n_tokens = 66, truncated = 0
+0.17.436.735 I slot get_availabl: id  0 | task -1 | selected slot by LRU, t_last = -1
+0.17.436.937 I slot launch_slot_: id  0 | task 5 | processing task, is_child = 0
+0.25.540.150 I slot get_availabl: id  1 | task -1 | selected slot by LRU, t_last = 13874200590
+0.25.540.471 I slot launch_slot_: id  1 | task 7 | processing task, is_child = 0
+0.36.705.287 I slot print_timing: id  0 | task 5 | prompt eval time =    8101.94 ms /   333 tokens (   24.33 ms per token,    41.10 tokens per second)
+0.36.705.296 I slot print_timing: id  0 | task 5 |        eval time =   11165.14 ms /     4 tokens ( 3721.71 ms per token,     0.27 tokens per second)
+0.36.705.352 I slot      release: id  0 | task 5 | stop processing: n_tokens = 336, truncated = 0
+0.37.681.442 I slot print_timing: id  1 | task 7 | prompt eval time =    9161.41 ms /   308 tokens (   29.74 ms per token,    33.62 tokens per second)
+0.37.681.450 I slot print_timing: id  1 | task 7 |        eval time =    2979.51 ms /     4 tokens (  993.17 ms per token,     1.01 tokens per second)
+0.37.681.794 I slot      release: id  1 | task 7 | stop processing: n_tokens = 336, truncated = 0
+"""  # noqa: E501
+SENT_S = (0.0001, 12.1431, 12.1551)  # the client's clock (s since its start) when it sent each
+TIMINGS = ((4772.232, 63), (8101.94, 333), (9161.409, 308))  # the JSON timings' prompt_ms, prompt_n
+
+
+def test_cache_n_read_from_the_slot_matches_the_servers_timings() -> None:
+    tasks = llama_log.parse(RECORDED)
+    assert [t.cache_n for t in tasks] == [0, 0, 25]
+    run = llama_log.summarise(tasks, fresh_prompt_n=32)
+    assert run.cache_hits == 0 and run.reused == 1 and run.reused_tokens == (25,)  # reuse seen, not a "hit"
+
+
+def _normalised(sent: list[llama_log.Sent]) -> dict[float, llama_log.PerRequest]:
+    pairs = llama_log.join(llama_log.parse(RECORDED), sent)
+    assert pairs is not None
+    return {s.sent_s: q for (s, _), q in zip(pairs, llama_log.normalise(pairs), strict=True)}
+
+
+@pytest.mark.parametrize("with_timings", [True, False])
+def test_the_wait_for_anothers_prefill_is_read_against_the_send_time(with_timings: bool) -> None:
+    # each TTFT: what the server accounts for plus 3 ms of HTTP and reader (waits from the log, by hand)
+    waits = {0.0001: 0.0, 12.1431: 1.538, 12.1551: 8093.072}
+    sent = [
+        llama_log.Sent(s, waits[s] + p_ms + 3.0, *((p_ms, p_n) if with_timings else (None, None)))
+        for s, (p_ms, p_n) in zip(SENT_S, TIMINGS, strict=True)
+    ]
+    got = _normalised(list(reversed(sent)))  # in any order
+    for s in SENT_S:
+        assert got[s].wait_ms == pytest.approx(waits[s], abs=0.01)
+        assert got[s].rest_ms == pytest.approx(3.0, abs=0.02)
+        assert got[s].ratio == pytest.approx(1.0, abs=0.001)
+    # the wait is the rest of the other's prefill (launched 17.436937 s, 8,101.94 ms of prompt eval) from
+    # the send (12.1551 s on the client's clock, + 5.292299 s on the server's: the idle first request's gap)
+    assert got[12.1551].wait_ms == pytest.approx((17.436937 + 8.10194 - 12.1551 - 5.292299) * 1000, abs=5.0)
+    run = llama_log.summarise_requests(list(got.values()))
+    assert run.waited == 1 and run.rest_p50_ms == pytest.approx(3.0, abs=0.02)
+    # TTFT over prompt eval alone reads the waited request as a tool almost twice as slow
+    assert got[12.1551].ttft_ms / got[12.1551].prompt_ms > 1.8  # prompt eval alone: 1.88
+
+
+def test_counts_that_disagree_are_not_joined_by_order() -> None:
+    sent = [llama_log.Sent(s, 100.0) for s in SENT_S[:2]]
+    assert llama_log.join(llama_log.parse(RECORDED), sent) is None

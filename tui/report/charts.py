@@ -270,6 +270,44 @@ def axis_ticks(lo: float, hi: float, px: float, chars_px: float = 7.0) -> list[f
     return ticks
 
 
+LABEL_CHAR_PX, LABEL_H = 7.2, 14.0  # a 12 px sans-serif label: a generous width per character, its height
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1
+
+
+def _overlaps(a: Box, b: Box) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def place_labels(
+    wanted: Sequence[tuple[float, float, str]], plot: Box, taken: Sequence[Box] = ()
+) -> list[tuple[float, float, str]]:
+    """Where each point's label goes: ``(x, y, text)`` of a text baseline, for the points ``(px, py, text)``.
+
+    Beside its point (above right, below right, above left, below left, then farther out), inside the
+    plot, over no other label, no other point and nothing in ``taken`` (the legend). A label with no
+    free place is left off: its point's hover details carry it, so nothing is lost, and no two labels
+    ever collide, however many levels a chart has."""
+    points = [(px - 6, py - 6, px + 6, py + 6) for px, py, _ in wanted]
+    placed: list[Box] = list(taken)
+    out = []
+    for i, (px, py, text) in enumerate(wanted):
+        w = len(text) * LABEL_CHAR_PX
+        others = points[:i] + points[i + 1 :]
+        for dx, dy in (
+            (7, -7), (7, 17), (-7 - w, -7), (-7 - w, 17),  # beside it, above and below: the four corners
+            (-w / 2, -10), (-w / 2, 21),  # centred over it, under it
+            (7, -21), (7, 31), (-7 - w, -21), (-7 - w, 31),  # a line farther out
+        ):  # fmt: skip
+            x, y = px + dx, py + dy  # the baseline's start: the box runs from y - LABEL_H + 3 to y + 3
+            box = (x, y - LABEL_H + 3, x + w, y + 3)
+            inside = box[0] >= plot[0] and box[2] <= plot[2] and box[1] >= plot[1] and box[3] <= plot[3]
+            if inside and not any(_overlaps(box, b) for b in (*placed, *others)):
+                placed.append(box)
+                out.append((x, y, text))
+                break
+    return out
+
+
 def timeline_row_px(bars: int) -> float:
     """One timeline row's height: 24 px, 18 past a dozen turns."""
     return 24.0 if bars <= 12 else 18.0
@@ -333,6 +371,7 @@ def _svg(chart: Chart, width: int, height: int) -> str:
                     f'height="{sy(0) - sy(c):.1f}" fill="{PALETTE[0]}"{_tip(tip)}></rect>'
                 )
         else:
+            wanted: list[tuple[float, float, str]] = []  # point labels, placed once every point is known
             for i, s in enumerate(chart.series):
                 color = PALETTE[i % len(PALETTE)]
                 pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in zip(s.xs, s.ys, strict=True))
@@ -350,8 +389,14 @@ def _svg(chart: Chart, width: int, height: int) -> str:
                     tip = f"{s.name}{f' {s.labels[j]}' if j < len(s.labels) else ''}: {chart.xlabel} {x:,.4g}, "
                     tip += f"{chart.ylabel} {y:,.4g}"
                     out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="5" fill="{color}"{_tip(tip)}></circle>')
-                    if j < len(s.labels):
-                        out.append(f'<text x="{sx(x) + 7:.1f}" y="{sy(y) - 7:.1f}">{esc(s.labels[j])}</text>')
+                    if j < len(s.labels) and s.labels[j]:
+                        wanted.append((sx(x), sy(y), s.labels[j]))
+            kept: list[Box] = []  # the legend's corner, when there is one
+            if len(chart.series) > 1:
+                names_w = LABEL_CHAR_PX * max(len(s.name) for s in chart.series)
+                kept.append((left, top, left + 30 + names_w, top + 8 + 16 * len(chart.series)))
+            for lx, ly, text in place_labels(wanted, (left, top, left + pw, top + ph), kept):
+                out.append(f'<text class="point-label" x="{lx:.1f}" y="{ly:.1f}">{esc(text)}</text>')
             if len(chart.series) > 1:
                 for i, s in enumerate(chart.series):
                     y = top + 14 + i * 16

@@ -83,10 +83,15 @@ h1{font-size:1.6rem;margin:.2rem 0 .6rem}h2{font-size:1.2rem;margin:1.6rem 0 .5r
 dl.meta{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;margin:0;font-size:.92rem}
 dl.meta dt{color:var(--muted)}dl.meta dd{margin:0;overflow-wrap:anywhere}
 dl.meta code{font-size:.88em}
-.scroll{overflow-x:auto;-webkit-overflow-scrolling:touch}
-table{border-collapse:collapse;margin:.4rem 0;font-size:.9rem;font-variant-numeric:tabular-nums}
-td,th{border:1px solid var(--line);padding:3px 8px;text-align:right;white-space:nowrap}
-th{background:var(--head)}td:first-child,th:first-child{text-align:left}
+main,section{min-width:0}
+.scroll{overflow-x:auto;-webkit-overflow-scrolling:touch;max-width:100%}
+table{border-collapse:separate;border-spacing:0;margin:.4rem 0;font-size:.9rem;font-variant-numeric:tabular-nums}
+td,th{border:1px solid var(--line);border-width:0 1px 1px 0;padding:3px 8px;text-align:right;white-space:nowrap}
+tr>:first-child{border-left-width:1px}thead th{border-top-width:1px}
+th{background:var(--head);white-space:normal;min-width:4.2em;vertical-align:bottom}
+td:first-child,th:first-child{text-align:left;position:sticky;left:0;background:#fff}
+th:first-child{background:var(--head)}
+td.words{white-space:normal;text-align:left;min-width:11em;max-width:22em}
 p.conclusion{max-width:60em}
 .charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,540px),1fr));gap:1rem;
 align-items:start}
@@ -139,9 +144,22 @@ def _when(iso: str | None) -> str:
     return (t.astimezone(UTC) if t.tzinfo else t).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _words(value: str) -> bool:
+    """Words (the client's health, a name), not a figure: they may wrap, so a long one widens nothing."""
+    return len(str(value)) > 16 and " " in str(value).strip()
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
+    """A table in its own sideways-scrolling box (its first column kept in view): however many columns
+    it grows, the page itself never scrolls sideways and no column is cut off. A column with words in
+    any row wraps in every row, so its cells line up."""
     head = "".join(f"<th>{_text(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_text(c)}</td>" for c in row) + "</tr>" for row in rows)
+    wrap = {i for row in rows for i, c in enumerate(row) if _words(c)}
+
+    def cell(i: int, c: str) -> str:
+        return f"<td class='words'>{_text(c)}</td>" if i in wrap else f"<td>{_text(c)}</td>"
+
+    body = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
     return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
 
 

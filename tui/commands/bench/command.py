@@ -56,6 +56,7 @@ from tui.commands.bench.output import (
     server_latency_line,
     server_line,
     token_line,
+    ttft_split_line,
     wait_line,
     workload_lines,
 )
@@ -586,7 +587,7 @@ async def search_capacity(
         row, verdict = bench_capacity.probe_lines(p, level_row)
         print(row, flush=True)
         a = p.aggregate
-        for line in (server_line(a), gauges_line(a), server_latency_line(a), token_line(a)):
+        for line in (server_line(a), gauges_line(a), server_latency_line(a), ttft_split_line(a), token_line(a)):
             if line is not None:
                 print(visible_controls(line), flush=True)
         print(verdict, flush=True)
@@ -619,8 +620,9 @@ async def run_one_level(
     for line in (server_line(a), gauges_line(a), server_latency_line(a)):
         if line is not None:
             print(visible_controls(line), flush=True)
-    if (line := wait_line(a)) is not None:
-        print(line, flush=True)
+    for line in (wait_line(a), ttft_split_line(a)):
+        if line is not None:
+            print(visible_controls(line), flush=True)
     if (line := token_line(a)) is not None:  # a tokens/s resting on estimates, or on counts beyond the text
         print(visible_controls(line), flush=True)
     if (line := cost_line(a)) is not None:

@@ -152,6 +152,22 @@ def wait_line(a: dict[str, Any]) -> str | None:
     return "          wait split: " + ", ".join(parts)
 
 
+def ttft_split_line(a: dict[str, Any]) -> str | None:
+    """The level's TTFT by the server's own figures (``telemetry.bench.ttft_split``): queue, prefill, rest."""
+    s = a.get("ttft_split")
+    if not isinstance(s, dict) or not isinstance(s.get("prefill_share"), int | float):
+        return None
+
+    def pct(v: object) -> str:
+        return f"{v:.0%}" if isinstance(v, int | float) else "?"
+
+    queue = "queue not reported (in the rest)" if s.get("queue_share") is None else f"{pct(s['queue_share'])} queue"
+    return (
+        f"          TTFT by the server ({s.get('source')}, {s.get('requests')} requests): {queue}, "
+        f"{pct(s['prefill_share'])} prefill, {pct(s.get('rest_share'))} rest (network, HTTP, client)"
+    )
+
+
 def workload_lines(a: dict[str, Any]) -> list[str]:
     """What the level's workload shows (``telemetry.bench.workload.figures``): lengths with spread, the
     prefix cache's hits against its misses, the cost of each turn, how late scheduled sends left."""
