@@ -65,6 +65,7 @@ class Batch:
 
     seq: int
     records: list[dict[str, Any]]
+    key: str = ""  # the level it belongs to (its job's key)
     done: int = 0
     errors: int = 0
     output_tokens: int = 0
@@ -133,13 +134,20 @@ class Driver:
             self._progress = None
         self._running = asyncio.run_coroutine_threadsafe(self._level(job), self._loop)
 
-    def take(self, ack: int, wait_s: float) -> list[Batch]:
-        """The batches after ``ack`` (the last one the head got), waiting up to ``wait_s`` for one."""
+    def take(self, key: str, ack: int, wait_s: float) -> list[Batch]:
+        """Level ``key``'s batches after ``ack`` (the last one the head got), waiting up to ``wait_s`` for one.
+
+        A threaded actor does not keep its calls in order: the head's first ``take`` of a level may run
+        before that level's ``start``, while the previous level's last batch is still held. Batches are
+        therefore matched by level, never by sequence alone (that stale last batch once ended a level's
+        poll before it began, and the node's whole level went unread)."""
         with self._cond:
             self._batches = [b for b in self._batches if b.seq > ack]
-            if not self._batches:
+            mine = [b for b in self._batches if b.key == key]
+            if not mine:
                 self._cond.wait(wait_s)
-            return list(self._batches)
+                mine = [b for b in self._batches if b.key == key]
+            return mine
 
     def stop(self) -> None:
         """Cancel the level in flight (Ctrl-C at the head): its finished and in-flight records still come."""
@@ -197,7 +205,7 @@ class Driver:
         except Exception as exc:  # the level could not run here (not a request's error: those are records)
             error = f"{type(exc).__name__}: {exc}"
         rest = [self._to_dict(f, job) for f in pending]
-        self._publish(rest, last=True, client=client, error=error, cancelled=cancelled)
+        self._publish(job.key, rest, last=True, client=client, error=error, cancelled=cancelled)
         from backends.otel.push import installed
 
         if (push := installed()) is not None:
@@ -214,7 +222,7 @@ class Driver:
                     out.extend(self._to_dict(f, job) for f in chunk)
                     await asyncio.sleep(0)  # the streams' chunks are read between chunks of this work
             finally:
-                self._publish(out)  # converted records go on even when the level is stopped midway
+                self._publish(job.key, out)  # converted records go on even when the level is stopped midway
 
     def _to_dict(self, f: Finished, job: Job) -> dict[str, Any]:
         d = f.to_dict()
@@ -223,7 +231,7 @@ class Driver:
         tags["node"] = self._node_id
         return d
 
-    def _publish(self, records: list[dict[str, Any]], **end: Any) -> None:
+    def _publish(self, key: str, records: list[dict[str, Any]], **end: Any) -> None:
         p = self._progress
         with self._cond:
             self._seq += 1
@@ -231,6 +239,7 @@ class Driver:
                 Batch(
                     self._seq,
                     records,
+                    key,
                     done=p.done if p else 0,
                     errors=p.errors if p else 0,
                     output_tokens=p.output_tokens if p else 0,

@@ -421,7 +421,7 @@ class ClusterRunner:
         unreachable_since: float | None = None
         while True:
             try:
-                batches: list[Batch] = await _awaitable(d.actor.take.remote(ack, TAKE_WAIT_S))
+                batches: list[Batch] = await _awaitable(d.actor.take.remote(job.key, ack, TAKE_WAIT_S))
                 unreachable_since = None
             except ActorUnavailableError:  # maybe a blip: a later take gets every batch not acknowledged
                 now = time.monotonic()
