@@ -116,7 +116,9 @@ def wait_for(what: Any, timeout: float, proc: subprocess.Popen[str], out: Path |
     deadline = time.monotonic() + timeout
     while not what():
         assert proc.poll() is None, f"the bench ended first: {proc.communicate()}{seen(out)}"
-        assert time.monotonic() < deadline, f"timed out{seen(out)}"
+        if time.monotonic() >= deadline:
+            proc.send_signal(signal.SIGINT)
+            raise AssertionError(f"timed out{seen(out)}\nthe bench said: {proc.communicate(timeout=60)}")
         time.sleep(0.2)
 
 
@@ -205,7 +207,7 @@ def test_merged_figures_are_the_union_of_the_nodes_records(
     assert abs(level["tpot_ms"]["p50"] - one["tpot_ms"]["p50"]) <= 0.3, (level["tpot_ms"], one["tpot_ms"])
     # TTFT is the fake's prefill plus loopback and a loaded scheduler: a sanity bound only (the benchmark,
     # tests/benchmarks/cluster_fidelity.py, measures the difference: a few ms on 2 busy cores)
-    assert abs(level["ttft_ms"]["p50"] - one["ttft_ms"]["p50"]) <= max(15.0, 0.5 * one["ttft_ms"]["p50"])
+    assert abs(level["ttft_ms"]["p50"] - one["ttft_ms"]["p50"]) <= max(30.0, 0.5 * one["ttft_ms"]["p50"])
 
 
 @needs_namespace
