@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from telemetry.errors import TtftError
+
 KINDS = ("ttft", "queue", "prefill", "decode", "itl", "e2e")
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))
 MAX_BUCKETS = 512  # more bounds than any server uses: the rest of a hostile text is not read
@@ -100,7 +102,7 @@ _LINES = re.compile(
 )
 
 
-class Unreadable(ValueError):
+class Unreadable(TtftError, ValueError):
     """The histogram lines are not Prometheus text."""
 
 
@@ -188,7 +190,7 @@ def snapshot(text: str, server: str, ranks: Sequence[str] = ()) -> Snapshot:
 
 
 # --- a level ------------------------------------------------------------------------------------
-class Reset(ValueError):
+class Reset(TtftError, ValueError):
     """A bucket's count went backwards between the reads: the server restarted (or changed its buckets)."""
 
 
