@@ -18,6 +18,7 @@ from backends.base import ChatRequest
 from backends.local import llama_adapter as llama
 from backends.local.amx import ExtraBufts, extra_bufts_choice
 from backends.local.generation import Generation, resolve_verify_batch
+from backends.local.handoff import Handoff
 from backends.local.loadlog import load_error
 from backends.local.models import (
     DEFAULT_MODEL,
@@ -196,20 +197,15 @@ class LocalLlamaBackend:
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[ev.Event]:
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[ev.Event] = asyncio.Queue()
+        handoff = Handoff(loop)
         cancel = threading.Event()
-
-        def emit(e: ev.Event) -> None:
-            with contextlib.suppress(RuntimeError):  # the loop is gone: nobody is listening
-                loop.call_soon_threadsafe(queue.put_nowait, e)
-
-        fut = loop.run_in_executor(self._executor, self._turn_guarded, request, emit, cancel)
+        fut = loop.run_in_executor(self._executor, self._turn_guarded, request, handoff.put, cancel)
         try:
             while True:
-                e = await queue.get()
-                yield e
-                if isinstance(e, ev.TERMINAL):
-                    return
+                for e in await handoff.take():
+                    yield e
+                    if isinstance(e, ev.TERMINAL):
+                        return
         finally:
             cancel.set()
             await asyncio.wait({fut}, timeout=30)  # stops within a token; keeps turns from overlapping

@@ -178,6 +178,7 @@ class Generation:
         n_past, reused = self._prefill()
         tok = self.sampler.sample(-1)  # synchronizes: llama.cpp books the prompt's time here
         perf_prefill = llm.perf()
+        self.sampler.reset_clock()  # the decode's sampling from here on (the first token's is the prefill's)
         stop_reason = "length" if max_new <= 0 else self._accept_token(tok)
         if self.lookup is not None and self.spec is not None:
             verify_threads(lm, self.spec.verify_threads)  # after the prefill, which keeps its own threads
@@ -261,6 +262,10 @@ class Generation:
             "decode_ms": round(decode_ms, 3),
             "decode_steps": self.steps,
             "decode_tokens_per_s": round(decode_tokens / decode_ms * 1000, 2) if decode_ms > 0 else None,
+            # llama.cpp's sampler chain over the decode (timed around its call): with decode_ms, the engine's
+            # own share of each token, so TPOT minus both is what ttft's loop costs
+            "sample_ms": round(self.sampler.ns / 1e6, 3),
+            "sample_calls": self.sampler.calls,
             "n_p_eval": p2.n_p_eval,
             "t_p_eval_ms": round(p2.t_p_eval_ms, 3),
             "n_eval": p2.n_eval,

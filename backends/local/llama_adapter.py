@@ -228,15 +228,31 @@ class Perf:
 
 
 class Sampler:
-    """llama-cpp-python's sampler chain for one turn, reading the logits of its model's context."""
+    """llama-cpp-python's sampler chain for one turn, reading the logits of its model's context.
 
-    def __init__(self, chain: Any, ctx: Any) -> None:
+    It times itself (``ns`` over ``calls``): the chain is llama.cpp's work, not ttft's, and its cost per
+    token (a top-k over the whole vocabulary) is part of what separates TPOT from the decode time that
+    llama.cpp books. The context is synchronised before the clock starts, so a GPU's compute still in
+    flight is booked as decode by llama.cpp, as it always was, and not as sampling."""
+
+    def __init__(self, chain: Any, ctx: Any, synchronize: Any) -> None:
         self._chain = chain
         self._ctx = ctx
+        self._synchronize = synchronize
+        self.ns = 0
+        self.calls = 0
 
     def sample(self, idx: int) -> int:
         """The token sampled from row ``idx`` of the last decode's logits (-1: the last row)."""
-        return int(self._chain.sample(self._ctx, idx))
+        self._synchronize(self._ctx.ctx)
+        t0 = time.perf_counter_ns()
+        tok = int(self._chain.sample(self._ctx, idx))
+        self.ns += time.perf_counter_ns() - t0
+        self.calls += 1
+        return tok
+
+    def reset_clock(self) -> None:
+        self.ns = self.calls = 0
 
 
 class LlamaHandle:
@@ -392,7 +408,7 @@ class LlamaHandle:
 
     def sampler(self, *, temp: float, top_k: int, top_p: float, min_p: float, repeat_penalty: float) -> Sampler:
         chain = self._llm._init_sampler(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty)
-        return Sampler(chain, self._llm._ctx)
+        return Sampler(chain, self._llm._ctx, self._lib.llama_synchronize)
 
     def close(self) -> None:
         self._llm.close()
