@@ -9,6 +9,7 @@ from typing import Any
 
 from backends.load.cluster.address import ClusterAddress
 from backends.load.cluster.address import parse as parse_cluster_address
+from telemetry.bench.probe import check_rate
 from telemetry.bench.slo import SLO
 from telemetry.bench.workload.lengths import Lengths
 from tui.commands.args import model_spec
@@ -115,6 +116,17 @@ def _seconds(text: str) -> float:
     if not 0 <= s <= 3600:
         raise argparse.ArgumentTypeError(f"expected 0 to 3600 seconds, got {text}")
     return s
+
+
+def _probe_rate(text: str) -> float:
+    """``--probe-rate``: requests/s of the one user beside the load, above 0 and at most a thousand."""
+    try:
+        rate = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected requests/s, e.g. 0.5, got {text!r}") from None
+    if (why := check_rate(rate)) is not None:
+        raise argparse.ArgumentTypeError(why)
+    return rate
 
 
 def _goodput(text: str) -> str:
@@ -300,6 +312,14 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         type=_count(1),
         help=f"with --rate: most streams at once (default {DEFAULT_MAX_IN_FLIGHT}; closed loop, the users are the cap)",
     )
+    p.add_argument(
+        "--probe-rate",
+        type=_probe_rate,
+        metavar="R",
+        help="one more chat user beside each level's load, sending one plain request at a time R times a second "
+        "until the load ends; its TTFT and TPOT are reported apart (the probe line, summary.json's probe) and "
+        "kept out of the load's figures",
+    )
     client = p.add_mutually_exclusive_group()
     client.add_argument(
         "--sdk",
@@ -401,6 +421,13 @@ def misfits(args: argparse.Namespace, kind: str | None) -> list[str]:
             for flag, dest in CAPACITY_FLAGS
             if getattr(args, dest) is not None
         ]
+    if args.probe_rate is not None and args.find_capacity:
+        out.append("--probe-rate goes beside a run's levels; --find-capacity's probes are a search: leave one out")
+    if args.probe_rate is not None and args.cluster is not None:
+        out.append(
+            "--probe-rate sends from this process beside the load; --cluster's drivers load from elsewhere: "
+            "leave one out"
+        )
     if args.max_in_flight is not None and not (args.rate or args.trace):
         out.append(
             "--max-in-flight caps an open loop's streams (--rate, --trace); with --concurrency the users are the cap"
