@@ -151,9 +151,9 @@ def aggregate_level(
     }
     out.update(workload_figures(reqs, ok))  # lengths, prefix cache, by turn, arrivals: where the level has them
     if probes or probe_rate:
-        rate = probe_rate if probe_rate else next((t.bench.probe_rate for t in probes if t.bench.probe_rate), None)
+        tagged = next((t.bench.probe_rate for t in probes if t.bench.probe_rate), None)
         users = len({(t.bench.run_id, t.bench.worker) for t in probes}) or 1
-        out["probe"] = probe_figures([t.record for t in probes], rate, users)
+        out["probe"] = probe_figures([t.record for t in probes], probe_rate or tagged, users)
     out["vllm"] = vllm_summary(out, mode=mode, level=level)
     return out
 

@@ -163,6 +163,7 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
             "# vLLM's names work too: --num-prompts, --request-rate, --max-concurrency, --random-input-len, --goodput",
             "ttft bench -m compat:m --base-url URL --max-concurrency 8 --num-prompts 64 --goodput ttft:500 tpot:50",
             "ttft bench -m compat:m --base-url URL --json -q > summary.json",
+            "ttft bench -m compat:m --base-url URL --concurrency 1,4,8 --probe-rate 0.5   # one chat user beside it",
             "ttft bench -m compat:m --base-url http://127.0.0.1:8000/v1 --server-metrics   # vLLM's queue and KV use",
             "ttft bench -m compat:m --base-url URL --cluster local:2 --concurrency 8 --requests 40",
             "ttft bench -m compat:m --base-url http://vllm.svc:8000/v1 --cluster auto --concurrency 64,256",
