@@ -71,6 +71,9 @@ def test_the_user_beside_the_load_waits_for_a_slot_once_the_load_fills_them(tmp_
     assert main(["report", str(out), "--html", str(page)]) == 0
     html = page.read_text()
     assert "user TTFT p50" in html and "5/s, " in html
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0  # the text report: the line under each level's row
+    assert capsys.readouterr().out.count("one user at 5 req/s beside this load: TTFT p50 ") == 2
 
 
 def test_with_two_worker_processes_there_is_still_one_user(tmp_path: Path) -> None:

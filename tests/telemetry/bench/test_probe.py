@@ -147,3 +147,18 @@ def test_a_probe_block_from_disk_that_does_not_read_is_no_figure_never_a_traceba
     assert p is not None and p["rate"] is None and p["users"] == 1 and p["ttft_ms"]["p50"] is None
     assert isinstance(probe.probe_sentence(level), str)
     assert probe.csv_cells(level)["probe_ttft_p50_ms"] is None
+
+
+def test_merged_runs_count_their_load_alone_and_their_probe_users_apart() -> None:
+    from telemetry.bench.merge import Part, union_level
+
+    parts = []
+    for run in ("a", "b"):
+        recs = [*load_recs(), probe_rec(sent_at=250, ttft=300), probe_rec(sent_at=750, ttft=320)]
+        for r in recs:
+            r["extra"]["bench"]["run_id"] = run
+        parts.append(Part(run, 1, typed(recs)))
+    merged = union_level("concurrency", parts)
+    assert [r.requests for r in merged.parts] == [6, 6]
+    a = aggregate_level(merged.turns, level=merged.level, mode="concurrency")
+    assert a["requests"] == 12 and a["probe"]["requests"] == 4 and a["probe"]["users"] == 2
