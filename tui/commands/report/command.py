@@ -152,7 +152,7 @@ def print_report(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], wid
     print(visible_controls(report_text(loaded, chart_list, width)))
 
 
-PROBE_HEADER = ["one user", "user TTFT p50", "p90", "user TPOT p50", "user err"]
+PROBE_HEADER = ["one user", "user TTFT p50", "user TTFT p90", "user TPOT p50", "user err"]
 
 
 def probe_cells(lv: dict[str, Any]) -> list[str]:
