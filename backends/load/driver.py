@@ -33,9 +33,10 @@ import asyncio
 import contextlib
 import functools
 import gc
+import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psutil
@@ -48,6 +49,7 @@ from backends.transport import pacing
 from backends.turn import new_recorder, stream_turn, target_probe
 from telemetry import events as ev
 from telemetry.bench.arrivals import poisson_schedule
+from telemetry.bench.probe import first_at_s, next_at_s, probe_index
 from telemetry.bench.requests import Mode
 from telemetry.bench.workload.lengths import Lengths
 from telemetry.bench.workload.plan import PlannedConversation, PlannedTurn, Workload
@@ -89,6 +91,9 @@ class LoadConfig:
     # What the requests are (lengths, prefixes, turns, a dataset or a trace); None: fixed-length unique
     # prompts of ``input_tokens`` and answers of ``max_output_tokens``, one turn each.
     workload: Workload | None = None
+    # One more user beside each measured level's load, sending at this many requests/s (``--probe-rate``;
+    # telemetry.bench.probe): its requests are tagged ``probe`` and are not the load's. None: no such user.
+    probe_rate: float | None = None
 
     def plan(self) -> Workload:
         """The workload these requests follow (the plain one when none was given)."""
@@ -311,6 +316,46 @@ async def _conversation(
             return len(conv.turns) - k - 1
         history = (*sent, Message("assistant", recorder.answer))
     return 0
+
+
+def probe_lengths(cfg: LoadConfig) -> tuple[int, int]:
+    """What each probe request asks: the run's plain prompt length (the mean of a spread) and answer
+    length (the mean of ``--output-tokens``, else ``max_output_tokens``)."""
+    out = cfg.workload.output if cfg.workload is not None else None
+    return cfg.input_tokens, (max(1, round(out.mean)) if out is not None else cfg.max_output_tokens)
+
+
+async def _probe_user(lv: _Level, rate: float, load_over: asyncio.Event) -> None:
+    """The user beside the load (``--probe-rate``; when it sends: telemetry.bench.probe): one plain,
+    unique single-turn request at a time, from the level's start until ``load_over`` is set (a probe in
+    flight then ends as it would). Its records go to ``lv.on_finished``, tagged ``probe``."""
+    loop = asyncio.get_running_loop()
+    base = loop.time() - (ev.now_ns() - lv.origin_ns) / 1e9  # the level's start on the loop's clock
+    input_tokens, output_tokens = probe_lengths(lv.cfg)
+    at = first_at_s(rate)
+    for k in itertools.count():
+        delay = base + at - loop.time()
+        if delay > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(load_over.wait(), delay)
+        if load_over.is_set():
+            return
+        index = probe_index(lv.level_index, k)
+        bench: dict[str, Any] = {
+            "run_id": lv.run_id,
+            "mode": lv.mode,
+            "level": lv.level,
+            "index": index,
+            "warmup": False,
+            "worker": lv.worker,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "probe": True,
+            "probe_rate": rate,
+        }
+        text = synthetic_prompt(index, input_tokens, lv.cfg.seed)
+        await _one(lv, (*lv.system, Message("user", text)), PlannedTurn(index, input_tokens, output_tokens), bench)
+        at = next_at_s(at, loop.time() - base, rate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -539,20 +584,29 @@ async def _run_level(
         await asyncio.gather(*tasks)
 
     active = pacing.ACTIVE.set(spreader)  # the transport's responses share the openings' budget
+    load_over = asyncio.Event()
+    side: list[asyncio.Task[None]] = []  # the probe user beside the load (made here: it shares the context)
+    if cfg.probe_rate and not warmup:
+        # its records are handed on as they end, never counted in the load's progress or lateness
+        side.append(asyncio.create_task(_probe_user(replace(lv, on_finished=hand_on), cfg.probe_rate, load_over)))
     try:
         await drive()
         wall = time.monotonic() - t0  # the requests' span; ending the last records is not the server's time
+        load_over.set()  # no probe leaves after the load's last request
+        await asyncio.gather(*side)
         await spreader.drain()
     except asyncio.CancelledError:
-        for t in tasks:  # open loop: the sends already started are not children of a gather yet
+        for t in (*tasks, *side):  # open loop: the sends already started are not children of a gather yet
             t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, *side, return_exceptions=True)
         with contextlib.suppress(Exception):
             spreader.end_now()
         with contextlib.suppress(Exception):
             await watch.stop()
         raise LevelCancelled(_as_dicts(records)) from None
     finally:
+        for t in side:  # a load that failed leaves no user sending beside it
+            t.cancel()
         pacing.ACTIVE.reset(active)
     client = await watch.stop()
     dicts = _as_dicts(records)

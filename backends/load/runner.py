@@ -104,7 +104,9 @@ def _worker_level(
     async def main() -> LevelResult:
         backend = build_backend(spec, pool_size(cfg))
         try:
-            sub = replace(cfg)  # a copy (asdict would flatten the turn settings to a dict)
+            # a copy (asdict would flatten the turn settings to a dict); the first process alone carries the
+            # probe user (--probe-rate): one user, however many processes share the load
+            sub = replace(cfg, probe_rate=cfg.probe_rate if worker == 0 else None)
 
             def progress(p: Progress) -> None:
                 if queue is not None:
@@ -333,7 +335,9 @@ class LoadRunner:
         """The level's figures (``telemetry.bench.aggregate``), and a sentence for records that did not read."""
         read = read_bench(res.records)
         problem = read.message()  # a worker's record that does not read: left out, said
-        figures = aggregate_level(read.turns, level=res.level, mode=res.mode, slo=slo, client=res.client)
+        figures = aggregate_level(
+            read.turns, level=res.level, mode=res.mode, slo=slo, client=res.client, probe_rate=self.cfg.probe_rate
+        )
         return figures, [problem] if problem is not None else []
 
     def describe(self) -> dict[str, Any]:

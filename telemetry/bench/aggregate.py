@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from telemetry.bench.probe import probe_figures
 from telemetry.bench.requests import BenchTurn, measured, span_ms
 from telemetry.bench.slo import SLO
 from telemetry.bench.ttft_split import ttft_split
@@ -85,9 +86,14 @@ def aggregate_level(
     mode: str = "concurrency",
     slo: SLO | None = None,
     client: dict[str, Any] | None = None,
+    probe_rate: float | None = None,
 ) -> dict[str, Any]:
-    """All figures for one level. Warm-up requests are ignored."""
-    reqs = measured(turns)
+    """All figures for one level. Warm-up requests are ignored; the probe user's (``--probe-rate``) are
+    not the load's: they are summarised apart, as ``probe`` (with ``probe_rate``, or the rate their
+    tags carry), and no other figure counts them."""
+    every = measured(turns)
+    reqs = [t for t in every if not t.bench.probe]
+    probes = [t for t in every if t.bench.probe]
     recs = [t.record for t in reqs]
     ok = [r for r in recs if r.status == "ok"]
     failed = len(recs) - len(ok)
@@ -144,6 +150,10 @@ def aggregate_level(
         "ttft_split": ttft_split(ok),  # queue / prefill / rest shares of TTFT, by the server's own figures
     }
     out.update(workload_figures(reqs, ok))  # lengths, prefix cache, by turn, arrivals: where the level has them
+    if probes or probe_rate:
+        tagged = next((t.bench.probe_rate for t in probes if t.bench.probe_rate), None)
+        users = len({(t.bench.run_id, t.bench.worker) for t in probes}) or 1
+        out["probe"] = probe_figures([t.record for t in probes], probe_rate or tagged, users)
     out["vllm"] = vllm_summary(out, mode=mode, level=level)
     return out
 

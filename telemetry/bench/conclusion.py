@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from telemetry.bench.probe import across_levels
 from telemetry.server.gauges import read_level
 from telemetry.server.histograms import Quantiles, read_latency
 
@@ -141,11 +142,15 @@ def conclusion(levels: Sequence[dict[str, Any]]) -> str:
     first = levels[0]
     queue = queue_or_prefill(levels)
     tokens = _token_caveat(levels)
+    user = across_levels(levels, _lbl)  # the one user beside the load (--probe-rate), when there was one
     if len(levels) == 1:
         return (
             f"At {_lbl(first)}: {_f(first['output_throughput'], ' tokens/s', 1)} in total, "
             f"{_f(first['per_user_tokens_per_s']['p50'], ' tokens/s', 1)} per user, "
-            f"TTFT p50 {_f(first['ttft_ms']['p50'], ' ms')}." + (f" {queue}" if queue else "") + tokens
+            f"TTFT p50 {_f(first['ttft_ms']['p50'], ' ms')}."
+            + (f" {queue}" if queue else "")
+            + (f" {user}" if user else "")
+            + tokens
         )
     best = max(levels, key=lambda lv: lv.get("output_throughput") or 0.0)
     lines: list[str] = []
@@ -190,6 +195,8 @@ def conclusion(levels: Sequence[dict[str, Any]]) -> str:
         lines.append(queue)
     if (gap := client_server_gap(levels)) is not None:
         lines.append(gap)
+    if user:
+        lines.append(user)
     failed = [f"{lv['failed']} at {_lbl(lv)}" for lv in levels if lv.get("failed")]
     if failed:
         lines.append("Failed requests: " + ", ".join(failed) + ".")

@@ -254,7 +254,8 @@ def union_level(mode: str, parts: Sequence[Part]) -> MergedLevel:
     for p in parts:
         walled = [_on_wall_clock(t, total) for t in p.turns]
         turns += walled
-        runs.append(RunLevel(p.name, p.level, len(walled), span_ms(walled)))
+        load = [t for t in walled if not t.bench.probe]  # a --probe-rate user's requests are not the run's load
+        runs.append(RunLevel(p.name, p.level, len(load), span_ms(load)))
     overlap = _overlap([r.span_ms for r in runs])
     return MergedLevel(mode, total, turns, tuple(runs), overlap, worst_client([p.client for p in parts]))
 

@@ -46,6 +46,10 @@ class BenchInfo:
     turns: int | None = None
     prefix: int | None = None
     user: int | None = None
+    # A request of the probe user beside the load (``--probe-rate``, telemetry.bench.probe): kept out of
+    # the load's figures, summarised apart.
+    probe: bool = False
+    probe_rate: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from typing import Any
 
 from backends.load.cluster.address import ClusterAddress
 from backends.load.cluster.address import parse as parse_cluster_address
+from telemetry.bench.probe import check_rate
 from telemetry.bench.slo import SLO
 from telemetry.bench.workload.lengths import Lengths
 from tui.commands.args import model_spec
@@ -117,6 +118,17 @@ def _seconds(text: str) -> float:
     return s
 
 
+def _probe_rate(text: str) -> float:
+    """``--probe-rate``: requests/s of the one user beside the load, above 0 and at most a thousand."""
+    try:
+        rate = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected requests/s, e.g. 0.5, got {text!r}") from None
+    if (why := check_rate(rate)) is not None:
+        raise argparse.ArgumentTypeError(why)
+    return rate
+
+
 def _goodput(text: str) -> str:
     """vLLM's ``--goodput ttft:500`` (milliseconds) as ttft's ``--slo ttft=500``."""
     key, sep, value = text.partition(":")
@@ -151,6 +163,7 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
             "# vLLM's names work too: --num-prompts, --request-rate, --max-concurrency, --random-input-len, --goodput",
             "ttft bench -m compat:m --base-url URL --max-concurrency 8 --num-prompts 64 --goodput ttft:500 tpot:50",
             "ttft bench -m compat:m --base-url URL --json -q > summary.json",
+            "ttft bench -m compat:m --base-url URL --concurrency 1,4,8 --probe-rate 0.5   # one chat user beside it",
             "ttft bench -m compat:m --base-url http://127.0.0.1:8000/v1 --server-metrics   # vLLM's queue and KV use",
             "ttft bench -m compat:m --base-url URL --cluster local:2 --concurrency 8 --requests 40",
             "ttft bench -m compat:m --base-url http://vllm.svc:8000/v1 --cluster auto --concurrency 64,256",
@@ -300,6 +313,14 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         type=_count(1),
         help=f"with --rate: most streams at once (default {DEFAULT_MAX_IN_FLIGHT}; closed loop, the users are the cap)",
     )
+    p.add_argument(
+        "--probe-rate",
+        type=_probe_rate,
+        metavar="R",
+        help="one more chat user beside each level's load, sending one plain request at a time R times a second "
+        "until the load ends; its TTFT and TPOT are reported apart (the probe line, summary.json's probe) and "
+        "kept out of the load's figures",
+    )
     client = p.add_mutually_exclusive_group()
     client.add_argument(
         "--sdk",
@@ -401,6 +422,13 @@ def misfits(args: argparse.Namespace, kind: str | None) -> list[str]:
             for flag, dest in CAPACITY_FLAGS
             if getattr(args, dest) is not None
         ]
+    if args.probe_rate is not None and args.find_capacity:
+        out.append("--probe-rate goes beside a run's levels; --find-capacity's probes are a search: leave one out")
+    if args.probe_rate is not None and args.cluster is not None:
+        out.append(
+            "--probe-rate sends from this process beside the load; --cluster's drivers load from elsewhere: "
+            "leave one out"
+        )
     if args.max_in_flight is not None and not (args.rate or args.trace):
         out.append(
             "--max-in-flight caps an open loop's streams (--rate, --trace); with --concurrency the users are the cap"

@@ -53,6 +53,7 @@ from tui.commands.bench.output import (
     cost_line,
     gauges_line,
     level_row,
+    probe_line,
     server_latency_line,
     server_line,
     token_line,
@@ -272,6 +273,7 @@ def configure(args: argparse.Namespace, slo: SLO | None) -> Plan:
         temperature=args.temperature,
         turn=turn_settings(args),
         system=args.system,
+        probe_rate=args.probe_rate,
     )
     if (why := bench_args.check_start(args.start_at, time.time()) or bench_args.check_cluster(args)) is not None:
         raise Abort(Exit.USAGE, why)
@@ -395,6 +397,7 @@ def describe(args: argparse.Namespace, plan: Plan, target: Target, reader: Reade
         "reader": reader.describe(args.raw_stream),
         "event_loop": event_loop.running(),  # "uvloop X.Y.Z" or "asyncio" (every worker runs the same)
         "slo": plan.slo.to_dict() if plan.slo else None,
+        "probe_rate": cfg.probe_rate,  # the one user beside each level's load (--probe-rate), or None
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     if (server := target.server) is not None:
@@ -617,6 +620,8 @@ async def run_one_level(
         a["server_metrics"] = level_summary(gauges)
     progress.end()
     print(level_row(a), flush=True)
+    if (line := probe_line(a)) is not None:  # the one user beside the load (--probe-rate)
+        print(line, flush=True)
     for line in (server_line(a), gauges_line(a), server_latency_line(a)):
         if line is not None:
             print(visible_controls(line), flush=True)

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from backends.load.driver import Progress
+from telemetry.bench.probe import probe_sentence
 from telemetry.bench.requests import level_label
 from telemetry.cost import fmt_usd
 from telemetry.server.gauges import read_level
@@ -57,6 +58,12 @@ def level_cells(a: dict[str, Any]) -> list[str]:
 def level_row(a: dict[str, Any]) -> str:
     cells = level_cells(a)
     return " ".join(f"{c:>{w}}" for c, (_, w) in zip(cells, COLUMNS, strict=False)) + "  " + cells[-1]
+
+
+def probe_line(a: dict[str, Any]) -> str | None:
+    """What the one user beside the level's load felt (``--probe-rate``; telemetry.bench.probe), or None."""
+    sentence = probe_sentence(a)
+    return None if sentence is None else "          " + sentence
 
 
 def server_line(a: dict[str, Any]) -> str | None:

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.bench.merge import MergeRefused
+from telemetry.bench.probe import ms, read_probe
 from telemetry.compare.stats import pane_stats
 from telemetry.export.formats import STDOUT, open_private
 from telemetry.record import TurnRecord
-from tui.commands.bench.output import COLUMNS, HEADER, bench_charts, level_cells, level_row
+from tui.commands.bench.output import COLUMNS, HEADER, bench_charts, level_cells, level_row, probe_line
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, note, print_json
@@ -136,7 +137,8 @@ def report_text(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], widt
         out += [f"== bench: {b.name} =="]
         if b.meta.get("merged_from"):
             out.append("merged from runs " + ", ".join(map(str, b.meta["merged_from"])))
-        out += [HEADER, *(level_row(lv) for lv in b.levels), ""]
+        rows = [[level_row(lv), *([line] if (line := probe_line(lv)) else [])] for lv in b.levels]
+        out += [HEADER, *(line for row in rows for line in row), ""]
     if loaded.groups:
         out += ["== turns ==", groups_table(loaded.groups), ""]
     for _, c in chart_list:
@@ -150,12 +152,35 @@ def print_report(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], wid
     print(visible_controls(report_text(loaded, chart_list, width)))
 
 
+PROBE_HEADER = ["one user", "user TTFT p50", "user TTFT p90", "user TPOT p50", "user err"]
+
+
+def probe_cells(lv: dict[str, Any]) -> list[str]:
+    """The one user beside a level's load (``--probe-rate``) as the HTML table's last cells."""
+    p = read_probe(lv)
+    if p is None:
+        return ["-"] * len(PROBE_HEADER)
+    rate = f"{p['rate']:g}/s" if p["rate"] else "-"
+    t = p["ttft_ms"]
+    return [
+        f"{rate}, {p['requests']} req",
+        ms(t["p50"]),
+        ms(t["p90"]),
+        ms(p["tpot_ms"]["p50"]),
+        str(p["errors"]),
+    ]
+
+
 def html_page(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], version: str = "") -> str:
     """The report as one self-contained HTML page (laid out by ``tui.report.html``)."""
     tables: list[tuple[str, list[str], list[list[str]], str]] = []
     for b in loaded.benches:
         header = [name for name, _ in COLUMNS] + ["client"]
-        tables.append((f"Bench: {b.name}", header, [level_cells(lv) for lv in b.levels], b.conclusion))
+        rows = [level_cells(lv) for lv in b.levels]
+        if any(read_probe(lv) is not None for lv in b.levels):  # --probe-rate: the one user beside each level
+            header += PROBE_HEADER
+            rows = [[*row, *probe_cells(lv)] for row, lv in zip(rows, b.levels, strict=True)]
+        tables.append((f"Bench: {b.name}", header, rows, b.conclusion))
     if loaded.groups:
         rows = [[g.name, *group_row(g)] for g in loaded.groups]
         tables.append(("Turns", ["turns of", *GROUP_COLUMNS], rows, ""))
