@@ -21,7 +21,6 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TextIO
 
@@ -35,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 from backends.agent.host import ToolResult, ToolSpec
 from backends.mcp.config import McpServerConfig, shown
 from backends.mcp.content import DEFAULT_MAX_RESULT_BYTES, capped, to_result
+from backends.mcp.views import ServerView, Startup, State
 from telemetry.log.turns import data_dir
 from telemetry.log.urls import redact_urls_in
 
@@ -47,8 +47,6 @@ _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 MAX_NAME = 64
 # Control characters a server might put in a description: gone before the model or a screen reads it.
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-State = Literal["starting", "ready", "failed", "gone", "closed"]
 
 # The SDK logs a server's garbage line and its own shutdown noise with tracebacks; with no handler
 # configured Python would print them on stderr, over the chat's screen. The notices say what matters.
@@ -74,33 +72,6 @@ def _said(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         text = exc.strerror + (f": {exc.filename}" if exc.filename else "")
     return redact_urls_in(_clean(" ".join(text.split())))[:300]
-
-
-@dataclass(frozen=True, slots=True)
-class Startup:
-    """How one server's start went: each step's time (None: not reached, or no process for HTTP)."""
-
-    name: str
-    transport: Literal["stdio", "http"]
-    spawn_ms: float | None = None
-    initialize_ms: float | None = None
-    list_tools_ms: float | None = None
-    tool_count: int = 0
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ServerView:
-    """One server as a screen shows it: what it is, how it is, and the tools the host offers of it."""
-
-    name: str
-    shown: str  # the command line, or the URL with credentials masked; never env nor headers
-    state: State
-    startup: Startup
-    error: str | None
-    server_info: str | None
-    log_path: Path | None
-    tools: tuple[ToolSpec, ...]
 
 
 class _Server:

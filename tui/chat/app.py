@@ -24,6 +24,7 @@ from telemetry.log.turns import SessionLog
 from telemetry.settings import TurnSettings
 from tui import hangup, signals
 from tui.chat.screen import ChatScreen
+from tui.chat.tools import ChatTools
 from tui.crash import KeepsRunning
 from tui.palette import screen_commands
 from tui.runner import LoopThread, full_collections_between_turns
@@ -49,9 +50,11 @@ class ChatApp(KeepsRunning, App[None]):
         clock: Callable[[], int] | None = None,
         fps: float = 30.0,
         warm_up: bool | None = None,
+        tools: ChatTools | None = None,
     ) -> None:
         """``warm_up``: start the backend and pay its first-use costs at start-up, while the user types
-        (None: for the real backends, i.e. no ``factory`` given; a factory's fakes only when asked)."""
+        (None: for the real backends, i.e. no ``factory`` given; a factory's fakes only when asked);
+        ``tools``: the MCP servers (``--mcp``), started with the chat and listed by ``/tools``."""
         super().__init__()
         self._gc_policy = contextlib.ExitStack()
         self.runner = LoopThread()
@@ -69,6 +72,7 @@ class ChatApp(KeepsRunning, App[None]):
             fps=fps,
             resume=resume,
             warm_up=factory is None if warm_up is None else warm_up,
+            tools=tools,
         )
         # The base screen as a mode, not get_default_screen(): Textual loads a mode's screen's own
         # CSS_PATH, and a default screen's not.
