@@ -37,3 +37,17 @@ class ServerView:
     server_info: str | None
     log_path: Path | None
     tools: tuple[ToolSpec, ...]
+
+
+def timings(st: Startup) -> str:
+    """``spawn 9 ms · initialize 480 ms · list tools 3 ms``: the steps the start reached."""
+    steps = (("spawn", st.spawn_ms), ("initialize", st.initialize_ms), ("list tools", st.list_tools_ms))
+    return " · ".join(f"{label} {value:.0f} ms" for label, value in steps if value is not None)
+
+
+def startup_line(view: ServerView) -> str:
+    """One server's start in a line, for a script's stderr (control characters are the caller's to show)."""
+    if view.state in ("failed", "starting"):
+        return f"mcp {view.name}: {view.error or view.state}"
+    took = timings(view.startup)
+    return f"mcp {view.name}: {view.state}" + (f" · {took}" if took else "") + f" · {len(view.tools)} tools"

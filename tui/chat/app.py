@@ -24,12 +24,12 @@ from telemetry.log.turns import SessionLog
 from telemetry.settings import TurnSettings
 from tui import hangup, signals
 from tui.chat.screen import ChatScreen
-from tui.chat.tools import ChatTools
 from tui.crash import KeepsRunning
 from tui.palette import screen_commands
 from tui.runner import LoopThread, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
 from tui.terminal import with_drop_controls
+from tui.tool_servers import ToolServers
 
 STOP_WAIT_S = 3.0  # SIGTERM/SIGHUP: how long the turn in flight gets to be recorded and logged before exit
 
@@ -50,7 +50,7 @@ class ChatApp(KeepsRunning, App[None]):
         clock: Callable[[], int] | None = None,
         fps: float = 30.0,
         warm_up: bool | None = None,
-        tools: ChatTools | None = None,
+        tools: ToolServers | None = None,
     ) -> None:
         """``warm_up``: start the backend and pay its first-use costs at start-up, while the user types
         (None: for the real backends, i.e. no ``factory`` given; a factory's fakes only when asked);

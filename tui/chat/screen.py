@@ -21,7 +21,6 @@ every frame, the telemetry pane at ``PANE_FPS`` or on a phase change, both from 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import shlex
 import threading
@@ -53,13 +52,13 @@ from tui.chat.attach import Pending
 from tui.chat.compare import CompareSpecScreen, CouldNotStart, compare_screen, compare_specs, take_over
 from tui.chat.prompt import ChatPrompt
 from tui.chat.sessions import RESUME_DRAWN, Reopened, export_session, reopen
-from tui.chat.tools import ChatTools
 from tui.chat.turn import ChatTurns, TurnFailed, TurnFinished, TurnStarted
 from tui.format import fmt_settings, short_spec, turn_label, visible_controls
 from tui.runner import LiveTurn, collect_between_turns
 from tui.session import ChatSession
 from tui.target import Target, describe_target
 from tui.terminal import visible_text
+from tui.tool_servers import ToolServers
 from tui.widgets.attachments import AttachmentTray
 from tui.widgets.code_blocks import CodeBlock, CodeFence, code_blocks
 from tui.widgets.error_card import ErrorCard
@@ -94,7 +93,7 @@ class ChatScreen(Screen[None]):
         resume: Path | None = None,
         warm_up: bool = True,
         prompts: PromptHistory | None = None,
-        tools: ChatTools | None = None,
+        tools: ToolServers | None = None,
     ) -> None:
         """``warm_up``: start the backend and pay its first-use costs once the chat is shown, while the
         user types; ``resume``: a session log to reopen instead of the greeting; ``prompts``: the prompt
@@ -119,7 +118,7 @@ class ChatScreen(Screen[None]):
         self.resume_path = resume
         self.warm_up_at_start = warm_up
         self.turns = ChatTurns(session, self)
-        self.tools = tools if tools is not None else ChatTools()  # the MCP servers (--mcp), started on mount
+        self.tools = tools if tools is not None else ToolServers()  # the MCP servers (--mcp), started on mount
         self.answer: AssistantMessage | None = None  # the answer of the turn on screen, while it is drawn
         self.lag = RenderLag()  # the turn on screen's render lag
         self.lag_by_turn: dict[int, dict[str, Any]] = {}  # each finished turn's render-lag summary
@@ -166,28 +165,13 @@ class ChatScreen(Screen[None]):
         else:
             await self.transcript.show_greeting(self.target())
         self.warm_up()
-        self.start_tools()
+        self.tools.begin(self, self.session.runner)
 
     async def on_unmount(self) -> None:
         self.turns.cancel()  # logged with what arrived, as cancelled
         self.save_draft()
         await self.tools.close(self.session.runner)
         await self.session.close_backend()
-
-    def start_tools(self) -> None:
-        """The MCP servers' start, in the background on the stream thread; each notice said here."""
-        if not self.tools.servers:
-            return
-        loop = asyncio.get_running_loop()
-
-        def notice(text: str) -> None:  # on the stream thread: handed over, never waited for
-            with contextlib.suppress(RuntimeError):  # the chat already closed
-                loop.call_soon_threadsafe(self._tool_notice, text)
-
-        self.run_worker(self.tools.start(self.session.runner, notice), group="tools", exit_on_error=False)
-
-    def _tool_notice(self, text: str) -> None:
-        self.notify(visible_controls(text), severity="warning", markup=False, timeout=10)
 
     def action_tools(self) -> None:
         from tui.screens.tools import ToolsScreen

@@ -86,8 +86,8 @@ def _is_local(spec: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from tui.chat.app import ChatApp
-    from tui.chat.tools import ChatTools
     from tui.session import default_backend_factory
+    from tui.tool_servers import ToolServers
 
     resume: Path | None = None
     spec = args.model
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         if args.timeout or args.sdk
         else None
     )
-    tools = ChatTools(servers, start_timeout_s=args.mcp_start_timeout, call_timeout_s=args.mcp_call_timeout)
+    tools = ToolServers(servers, start_timeout_s=args.mcp_start_timeout, call_timeout_s=args.mcp_call_timeout)
     app = ChatApp(spec, settings=settings, base_url=base_url, resume=resume, factory=factory, warm_up=True, tools=tools)
     app.chat.session.system_prompt = args.system
     app.run()

@@ -19,7 +19,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from backends.mcp.views import ServerView
+from backends.mcp.views import ServerView, timings
 from tui.format import visible_controls
 
 REFRESH_S = 0.5  # while a server is starting, its line changes as it gets ready
@@ -30,16 +30,6 @@ NONE_YET = "No MCP servers. Start the chat with --mcp SPEC (a [mcp.NAME] from co
 
 def _text(value: str, style: str = "") -> Text:
     return Text(visible_controls(value), style=style)
-
-
-def _timings(view: ServerView) -> str:
-    st = view.startup
-    parts = [
-        f"{label} {value:.0f} ms"
-        for label, value in (("spawn", st.spawn_ms), ("initialize", st.initialize_ms), ("list tools", st.list_tools_ms))
-        if value is not None
-    ]
-    return " · ".join(parts)
 
 
 def _first_line(text: str) -> str:
@@ -65,8 +55,8 @@ def render_servers(views: Sequence[ServerView]) -> Group | Text:
         about.add_column(style="dim", no_wrap=True)
         about.add_column()
         about.add_row(Text("runs"), _text(view.shown))
-        if timings := _timings(view):
-            about.add_row(Text("start"), Text(timings))
+        if took := timings(view.startup):
+            about.add_row(Text("start"), Text(took))
         if view.error:
             about.add_row(Text("error"), _text(view.error, "red"))
         if view.log_path is not None:

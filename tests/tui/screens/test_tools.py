@@ -17,7 +17,7 @@ from tests.backends.mcp.servers import stdio
 from tests.support.tui_support import TimedBackend, factory_for, said, wait_until
 from tests.tui.chat.test_palette import run_from_palette
 from tui.chat.app import ChatApp
-from tui.chat.tools import ChatTools
+from tui.tool_servers import ToolServers
 from tui.screens.tools import NONE_YET, ToolsScreen
 
 SIZE = (160, 48)
@@ -42,7 +42,7 @@ def _shown(app: Any) -> str:
 
 async def test_slash_tools_lists_each_server_its_start_and_its_tools(tmp_path: Path) -> None:
     missing = McpServerConfig(name="missing", command=str(tmp_path / "no-such-server"))
-    tools = ChatTools([stdio("fake"), missing], start_timeout_s=60)
+    tools = ToolServers([stdio("fake"), missing], start_timeout_s=60)
     app = ChatApp("fake:one", factory=factory_for(_quick()), tools=tools)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(pilot, lambda: tools.host is not None, timeout=90)  # a loaded machine: generous

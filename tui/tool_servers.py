@@ -1,5 +1,6 @@
-"""The chat's MCP tool servers (``--mcp``): started on the stream thread, where the turns run (so a
-turn's tool calls reach them on their own loop), their notices said in the chat, closed with it.
+"""The MCP tool servers of a chat or a comparison (``--mcp``): started on the stream thread, where the
+turns run (so a turn's tool calls reach them on their own loop), their notices said on the screen,
+closed with it.
 
 The start runs in the background while the user types; until it ends, ``/tools`` lists each server
 as starting.
@@ -12,9 +13,12 @@ import contextlib
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
+from textual.screen import Screen
+
 from backends.mcp.config import shown
 from backends.mcp.views import ServerView, Startup, State
 from backends.providers.config import McpServerConfig
+from tui.format import visible_controls
 from tui.runner import LoopThread
 
 if TYPE_CHECKING:
@@ -23,7 +27,7 @@ if TYPE_CHECKING:
 CLOSE_WAIT_S = 15.0
 
 
-class ChatTools:
+class ToolServers:
     def __init__(
         self, servers: Sequence[McpServerConfig] = (), *, start_timeout_s: float = 10.0, call_timeout_s: float = 60.0
     ) -> None:
@@ -32,6 +36,21 @@ class ChatTools:
         self.call_timeout_s = call_timeout_s
         self.host: McpHost | None = None
         self.error: str | None = None
+
+    def begin(self, screen: Screen[Any], runner: LoopThread) -> None:
+        """Start them in the background of ``screen`` (while the user types); each notice said there."""
+        if not self.servers:
+            return
+        loop = asyncio.get_running_loop()
+
+        def said(text: str) -> None:
+            screen.notify(visible_controls(text), severity="warning", markup=False, timeout=10)
+
+        def notice(text: str) -> None:  # on the stream thread: handed over, never waited for
+            with contextlib.suppress(RuntimeError):  # the screen's loop already closed
+                loop.call_soon_threadsafe(said, text)
+
+        screen.run_worker(self.start(runner, notice), group="tools", exit_on_error=False)
 
     async def start(self, runner: LoopThread, notice: Callable[[str], None]) -> None:
         """Start the servers on ``runner``'s loop; ``notice`` is called there (it must hand over itself)."""
