@@ -17,8 +17,8 @@ from tests.backends.mcp.servers import stdio
 from tests.support.tui_support import TimedBackend, factory_for, said, wait_until
 from tests.tui.chat.test_palette import run_from_palette
 from tui.chat.app import ChatApp
-from tui.tool_servers import ToolServers
 from tui.screens.tools import NONE_YET, ToolsScreen
+from tui.tool_servers import ToolServers
 
 SIZE = (160, 48)
 
