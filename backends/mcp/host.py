@@ -4,8 +4,10 @@ and every failure of theirs a notice and an error result, never the turn's end.
 
 Each server lives in a task of its own that enters its transport and session and leaves them when
 the host closes: the SDK's connections are task-scoped (anyio), so the task that opened one must be
-the one that closes it. A server that cannot start, hangs past the start timeout, dies, hangs a call
-past the call timeout or writes garbage is said once through ``on_notice``; the others go on.
+the one that closes it; the host, like its connections, belongs to the event loop that started it
+(the chat's stream thread), and is called there. A server that cannot start, hangs past the start
+timeout, dies, hangs a call past the call timeout or writes garbage is said once through
+``on_notice``; the others go on.
 
 Everything a server sends is untrusted: its tools' descriptions lose their control characters here
 (the model reads them), and screens neutralise what they show. A stdio server's stderr goes to

@@ -4,9 +4,13 @@ crash, and the other servers go on."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
+import pytest
+
+from backends.agent.host import ToolHost
 from backends.mcp.host import start_host
 from backends.providers.config import McpServerConfig
 from tests.backends.mcp.servers import http_server, stdio
@@ -18,7 +22,9 @@ async def test_a_stdio_server_is_started_timed_listed_and_called(tmp_path: Path)
     notices: list[str] = []
     host = await start_host([stdio("fake", "--stderr")], log_dir=tmp_path, on_notice=notices.append,
                             start_timeout_s=START_S)  # fmt: skip
+    as_host: ToolHost = host  # the agent loop's protocol, as mypy reads it in the chat's code too
     try:
+        assert as_host.tools() == host.tools()
         (st,) = host.startup
         assert st.error is None and st.transport == "stdio"
         assert st.spawn_ms is not None and st.initialize_ms is not None and st.list_tools_ms is not None
@@ -76,6 +82,13 @@ async def test_a_slow_call_times_out_a_big_one_is_capped_and_the_server_goes_on(
         big = await host.call("big", {"n": 10 * 1024 * 1024})
         assert big.truncated and big.size_bytes == 10 * 1024 * 1024 and len(big.text.encode()) == 65536
         assert (await host.call("echo", {"text": "still here"})).text == "still here"
+        # Esc: a cancelled call is cancelled (the only thing that propagates), and the server goes on
+        call = asyncio.create_task(host.call("slow", {"seconds": 30}))
+        await asyncio.sleep(0.5)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert (await host.call("echo", {"text": "after esc"})).text == "after esc"
     finally:
         await host.aclose()
 
