@@ -309,7 +309,8 @@ def _mcp_server(path: Path, name: str, raw: Any) -> McpServerConfig:
         url = _text(path, f"{at}.url", url, "an http:// or https:// URL (a string)")
         if (problem := url_problem(url)) is not None:
             shown = _shown(redact_url(url))  # never its credentials
-            raise _config_error(path, f"{at}.url", f"expected an http:// or https:// URL, got {shown}, which {problem}")
+            what = f"expected an http:// or https:// URL, got {shown}, which {problem}"
+            raise _config_error(path, f"{at}.url", what, MCP_HINT)
         for key in ("args", "env"):
             if key in raw:
                 raise _config_error(path, f"{at}.{key}", "goes with command (a stdio server), not url", MCP_HINT)

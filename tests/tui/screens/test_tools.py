@@ -73,3 +73,17 @@ async def test_without_servers_the_screen_says_how_to_add_one() -> None:
         await pilot.press("enter")
         await wait_until(pilot, lambda: isinstance(app.screen, ToolsScreen))
         assert " ".join(NONE_YET.split()) in " ".join(_shown(app).split())
+
+
+async def test_the_compare_screen_lists_its_servers_too(tmp_path: Path) -> None:
+    from tui.compare.app import CompareApp
+
+    missing = McpServerConfig(name="missing", command=str(tmp_path / "no-such-server"))
+    tools = ToolServers([missing], start_timeout_s=60)
+    app = CompareApp([_quick(), _quick()], session_id="t1", tools=tools)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: said(app, "missing could not start"), timeout=60)
+        await pilot.press(*"/tools")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, ToolsScreen))
+        await wait_until(pilot, lambda: "missing  failed" in _shown(app))
