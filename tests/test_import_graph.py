@@ -143,6 +143,7 @@ SUB_ALLOWED: dict[str, set[str]] = {
     "backends.otel": set(),
     "backends.probe": set(),
     "backends.agent": {"backends.providers"},
+    "backends.mcp": {"backends.agent", "backends.providers"},
     "backends.providers": {"backends.transport", "backends.local"},
     "backends.compare": {"backends.providers"},
     "backends.load": {"backends.transport", "backends.providers", "backends.otel"},

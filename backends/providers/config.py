@@ -1,11 +1,12 @@
 """The named providers' config file (``config.toml``): where it lives, reading it once per change,
 checking every key with a message that names the file, the key and what was expected (the local
-engine's ``[local]`` table too); and the ``PROVIDER:MODEL`` syntax and built-in provider names
-that it, like ``-m``, may refer to."""
+engine's ``[local]`` table and the MCP servers' ``[mcp.NAME]`` tables too); and the
+``PROVIDER:MODEL`` syntax and built-in provider names that it, like ``-m``, may refer to."""
 
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,23 @@ class ProviderConfig:
 
 
 @dataclass(frozen=True)
+class McpServerConfig:
+    """One MCP server to start: a command (stdio) or a ``url`` (streamable HTTP), never both.
+
+    ``name`` is the configured ``[mcp.NAME]`` (or one made from a ``--mcp`` spec); ``tools`` is the
+    allow list (None: every tool the server offers). ``env`` and ``headers`` may hold secrets: nothing
+    ttft writes or shows quotes their values."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    tools: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
 class LocalConfig:
     """``[local]``: where the local engine runs (None: its default), and the bench's own llama-server."""
 
@@ -65,14 +83,18 @@ def config_path() -> Path:
 # The config's schema: key -> what a value must be, said in the words of the error message.
 # Checked by hand rather than with pydantic: importing and building pydantic models costs
 # ~140 ms, on every `ttft ask` with a config file, whose own delay is 0.2-0.4 s in all.
-TOP_KEYS = ("default", "providers", "prices", "local")
+TOP_KEYS = ("default", "providers", "prices", "local", "mcp")
 PROVIDER_KEYS = ("kind", "base_url", "api_key_env", "default_model", "headers", "timeout")
 # [prices."PROVIDER:MODEL"] (or [prices.PROVIDER], every model of it): USD per million tokens.
 PRICE_KEYS = ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok", "cache_write_input_per_mtok")
 LOCAL_KEYS = ("gpu_layers", "threads", "flash_attn", "server_bin")
 FLASH_ATTN = ("auto", "on", "off")
+MCP_KEYS = ("command", "args", "env", "url", "headers", "tools")
+# A server's name prefixes its tools' names on a clash and names its stderr log: letters, digits, _ and -.
+MCP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MCP_HINT = "Fix the config file (see docs/agents.md: MCP servers), or move it away to use the defaults."
 
-_Validated = tuple[dict[str, Any], dict[str, ProviderConfig], dict[str, Price], LocalConfig]
+_Validated = tuple[dict[str, Any], dict[str, ProviderConfig], dict[str, Price], LocalConfig, dict[str, McpServerConfig]]
 _cache: tuple[tuple[str, int, int], _Validated] | None = None
 
 
@@ -230,6 +252,89 @@ def _local(path: Path, raw: Any) -> LocalConfig:
     return LocalConfig(counts["gpu_layers"], counts["threads"], fa, server_bin)
 
 
+def _strings(path: Path, key: str, value: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _config_error(path, key, f"expected {what}, got {_shown(value)}", MCP_HINT)
+    return tuple(value)
+
+
+def _secret_table(path: Path, key: str, raw: Any, what: str) -> dict[str, str]:
+    """``env`` or ``headers``: names to strings. A value may be a secret, so no message quotes one."""
+    if not isinstance(raw, dict):
+        # the type only: the table written as a string may itself be the secret
+        raise _config_error(path, key, f"expected a table of {what} to strings, got a {_toml_type(raw)}", MCP_HINT)
+    for name, value in raw.items():
+        if not isinstance(value, str):
+            raise _config_error(path, f"{key}.{name}", f"expected a string, got a {_toml_type(value)}", MCP_HINT)
+        # a header goes on the wire as it is; an environment variable only cannot hold a NUL
+        problem = value_problem(value.strip()) if key.endswith(".headers") else None
+        if "\0" in value:
+            problem = "holds a NUL character"
+        if problem is not None:
+            raise _config_error(path, f"{key}.{name}", f"the value {problem}", MCP_HINT)
+    return dict(raw)
+
+
+def _toml_type(value: Any) -> str:
+    names = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "table"}
+    return next((n for t, n in names.items() if isinstance(value, t)), type(value).__name__)
+
+
+def _mcp_server(path: Path, name: str, raw: Any) -> McpServerConfig:
+    """``[mcp.NAME]``: a stdio server (``command``, ``args``, ``env``) or a streamable-HTTP one (``url``,
+    ``headers``), with an allow list of its tools (``tools``)."""
+    at = f"mcp.{name}" if name.isidentifier() else f'mcp."{name}"'
+    if MCP_NAME.fullmatch(name) is None:
+        raise _config_error(path, at, "a server's name takes letters, digits, _ and - only (at most 64)", MCP_HINT)
+    if not isinstance(raw, dict):
+        raise _config_error(path, at, f"expected a table ([{at}]), got {_shown(raw)}", MCP_HINT)
+    for key in raw:  # the checker's own words, with this table's hint
+        if key not in MCP_KEYS:
+            import difflib
+
+            close = difflib.get_close_matches(key, MCP_KEYS, n=1)
+            guess = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(MCP_KEYS)}"
+            raise _config_error(path, f"{at}.{key}", f"unknown key{guess}", MCP_HINT)
+    command, url = raw.get("command"), raw.get("url")
+    if (command is None) == (url is None):
+        raise _config_error(path, at, "give either command (a stdio server) or url (streamable HTTP)", MCP_HINT)
+    if command is not None:
+        command = _text(path, f"{at}.command", command, "the program to run (a string)")
+        if "\0" in command:
+            raise _config_error(path, f"{at}.command", "holds a NUL character", MCP_HINT)
+        for key in ("url", "headers"):
+            if key in raw:
+                raise _config_error(path, f"{at}.{key}", "goes with url (streamable HTTP), not command", MCP_HINT)
+    else:
+        url = _text(path, f"{at}.url", url, "an http:// or https:// URL (a string)")
+        if (problem := url_problem(url)) is not None:
+            shown = _shown(redact_url(url))  # never its credentials
+            what = f"expected an http:// or https:// URL, got {shown}, which {problem}"
+            raise _config_error(path, f"{at}.url", what, MCP_HINT)
+        for key in ("args", "env"):
+            if key in raw:
+                raise _config_error(path, f"{at}.{key}", "goes with command (a stdio server), not url", MCP_HINT)
+    args = _strings(path, f"{at}.args", raw.get("args", []), "an array of strings")
+    if any("\0" in a for a in args):
+        raise _config_error(path, f"{at}.args", "an argument holds a NUL character", MCP_HINT)
+    tools = raw.get("tools")
+    return McpServerConfig(
+        name=name,
+        command=command,
+        args=args,
+        env=_secret_table(path, f"{at}.env", raw.get("env", {}), "environment variable names"),
+        url=url,
+        headers=_secret_table(path, f"{at}.headers", raw.get("headers", {}), "header names"),
+        tools=None if tools is None else _strings(path, f"{at}.tools", tools, "an array of tool names"),
+    )
+
+
+def _mcp(path: Path, raw: Any) -> dict[str, McpServerConfig]:
+    if not isinstance(raw, dict):
+        raise _config_error(path, "mcp", f"expected a table of MCP servers ([mcp.NAME]), got {_shown(raw)}", MCP_HINT)
+    return {name: _mcp_server(path, name, value) for name, value in raw.items()}
+
+
 def _validated() -> _Validated:
     """The config file read and checked once (again only when the file changes): a bad one is a
     ProviderError (kind ``config_error``) naming the file, the key and what was expected."""
@@ -238,7 +343,7 @@ def _validated() -> _Validated:
     try:
         st = path.stat()
     except FileNotFoundError:
-        return {}, {}, {}, LocalConfig()
+        return {}, {}, {}, LocalConfig(), {}
     except OSError as exc:
         raise _config_error(path, "", f"could not be read ({exc.strerror or exc})") from None
     stamp = (str(path), st.st_mtime_ns, st.st_size)
@@ -283,8 +388,9 @@ def _validated() -> _Validated:
             raise _config_error(path, "default", f"unknown provider {name!r}; expected one of {known}")
     prices = _prices(path, raw.get("prices", {}), providers)
     local = _local(path, raw.get("local", {}))
-    _cache = (stamp, (raw, providers, prices, local))
-    return raw, providers, prices, local
+    mcp = _mcp(path, raw.get("mcp", {}))
+    _cache = (stamp, (raw, providers, prices, local, mcp))
+    return raw, providers, prices, local, mcp
 
 
 def load_config() -> dict[str, Any]:
@@ -304,6 +410,11 @@ def configured_providers() -> dict[str, ProviderConfig]:
 def local_config() -> LocalConfig:
     """The config file's ``[local]`` table (every key None without one)."""
     return _validated()[3]
+
+
+def configured_mcp_servers() -> dict[str, McpServerConfig]:
+    """The config file's ``[mcp.NAME]`` servers, checked (none without a file)."""
+    return dict(_validated()[4])
 
 
 def configured_price(provider: str, model: str | None) -> Price | None:

@@ -29,6 +29,7 @@ from tui.palette import screen_commands
 from tui.runner import LoopThread, full_collections_between_turns
 from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
 from tui.terminal import with_drop_controls
+from tui.tool_servers import ToolServers
 
 STOP_WAIT_S = 3.0  # SIGTERM/SIGHUP: how long the turn in flight gets to be recorded and logged before exit
 
@@ -49,9 +50,11 @@ class ChatApp(KeepsRunning, App[None]):
         clock: Callable[[], int] | None = None,
         fps: float = 30.0,
         warm_up: bool | None = None,
+        tools: ToolServers | None = None,
     ) -> None:
         """``warm_up``: start the backend and pay its first-use costs at start-up, while the user types
-        (None: for the real backends, i.e. no ``factory`` given; a factory's fakes only when asked)."""
+        (None: for the real backends, i.e. no ``factory`` given; a factory's fakes only when asked);
+        ``tools``: the MCP servers (``--mcp``), started with the chat and listed by ``/tools``."""
         super().__init__()
         self._gc_policy = contextlib.ExitStack()
         self.runner = LoopThread()
@@ -69,6 +72,7 @@ class ChatApp(KeepsRunning, App[None]):
             fps=fps,
             resume=resume,
             warm_up=factory is None if warm_up is None else warm_up,
+            tools=tools,
         )
         # The base screen as a mode, not get_default_screen(): Textual loads a mode's screen's own
         # CSS_PATH, and a default screen's not.

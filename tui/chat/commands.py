@@ -67,6 +67,8 @@ class Chat(Protocol):
 
     def action_help(self) -> None: ...
 
+    def action_tools(self) -> None: ...
+
     def action_search_history(self) -> None: ...
 
     async def action_edit_prompt(self, turn_index: int) -> None: ...
@@ -119,6 +121,7 @@ def palette(chat: Chat, s: TurnSettings) -> Iterator[SystemCommand]:
         ("Compare with another model…", "F9 or /compare SPEC: side by side, same context", chat.action_compare),
         ("Sessions: reopen a past chat", "F3", chat.action_sessions),
         ("Toggle the telemetry pane", "F4", chat.action_toggle_pane),
+        ("MCP tools: servers and their tools", "/tools: each server's state, start times and tools", chat.action_tools),
         ("Help: keys and metrics", "F1", chat.action_help),
     ]
     for turn_index, prompt in chat.editable_prompts():

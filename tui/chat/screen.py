@@ -58,6 +58,7 @@ from tui.runner import LiveTurn, collect_between_turns
 from tui.session import ChatSession
 from tui.target import Target, describe_target
 from tui.terminal import visible_text
+from tui.tool_servers import ToolServers
 from tui.widgets.attachments import AttachmentTray
 from tui.widgets.code_blocks import CodeBlock, CodeFence, code_blocks
 from tui.widgets.error_card import ErrorCard
@@ -92,6 +93,7 @@ class ChatScreen(Screen[None]):
         resume: Path | None = None,
         warm_up: bool = True,
         prompts: PromptHistory | None = None,
+        tools: ToolServers | None = None,
     ) -> None:
         """``warm_up``: start the backend and pay its first-use costs once the chat is shown, while the
         user types; ``resume``: a session log to reopen instead of the greeting; ``prompts``: the prompt
@@ -116,6 +118,7 @@ class ChatScreen(Screen[None]):
         self.resume_path = resume
         self.warm_up_at_start = warm_up
         self.turns = ChatTurns(session, self)
+        self.tools = tools if tools is not None else ToolServers()  # the MCP servers (--mcp), started on mount
         self.answer: AssistantMessage | None = None  # the answer of the turn on screen, while it is drawn
         self.lag = RenderLag()  # the turn on screen's render lag
         self.lag_by_turn: dict[int, dict[str, Any]] = {}  # each finished turn's render-lag summary
@@ -162,11 +165,18 @@ class ChatScreen(Screen[None]):
         else:
             await self.transcript.show_greeting(self.target())
         self.warm_up()
+        self.tools.begin(self, self.session.runner)
 
     async def on_unmount(self) -> None:
         self.turns.cancel()  # logged with what arrived, as cancelled
         self.save_draft()
+        await self.tools.close(self.session.runner)
         await self.session.close_backend()
+
+    def action_tools(self) -> None:
+        from tui.screens.tools import ToolsScreen
+
+        self.app.push_screen(ToolsScreen(self.tools.views))
 
     def warm_up(self) -> None:
         """The backend's start and first use, in the background: the first turn then goes out as fast as
@@ -224,6 +234,10 @@ class ChatScreen(Screen[None]):
             self.prompt.take()
             self.notify(chat_attach.detach(args, self.pending))
             await self.show_pending()
+            return
+        if word == "/tools":  # only a list: fine while a turn runs
+            self.prompt.take()
+            self.action_tools()
             return
         if self.busy:
             self.notify("A turn is in flight: Esc cancels it (your prompt stays here).", severity="warning")

@@ -7,12 +7,19 @@ import functools
 import sys
 from pathlib import Path
 
+from telemetry.errors import TtftError
 from telemetry.log.sessions import resolve
 from telemetry.log.turns import tail_records
 from telemetry.log.urls import without_masked
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from tui.commands.args import model_spec
-from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem
+from tui.commands.flags import (
+    add_local_flags,
+    add_mcp_flags,
+    add_turn_flags,
+    local_flags_problem,
+    mcp_servers_from_args,
+)
 from tui.commands.flags import settings_from_args as turn_settings
 from tui.commands.help import examples
 
@@ -26,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "ttft chat -m local --speculative",
             "ttft chat -m compat:qwen3 --base-url http://127.0.0.1:8080/v1 --effort low",
             "ttft chat --resume                          # reopen the most recent session",
+            "ttft chat --mcp 'npx -y @modelcontextprotocol/server-filesystem .'   # /tools lists its tools",
         ),
     )
     p.add_argument(
@@ -47,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_turn_flags(p)
     add_local_flags(p)
+    add_mcp_flags(p)
     p.set_defaults(func=run)
 
 
@@ -78,6 +87,7 @@ def _is_local(spec: str) -> bool:
 def run(args: argparse.Namespace) -> int:
     from tui.chat.app import ChatApp
     from tui.session import default_backend_factory
+    from tui.tool_servers import ToolServers
 
     resume: Path | None = None
     spec = args.model
@@ -85,6 +95,13 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     if spec is not None and (problem := local_flags_problem(args, _is_local(spec))) is not None:
         print(f"ttft chat: {problem}", file=sys.stderr)
+        return 2
+    try:
+        servers = mcp_servers_from_args(args)
+    except TtftError as exc:  # a --mcp spec that names nothing: a usage error, said in a line
+        from tui.format import visible_controls
+
+        print(visible_controls(f"ttft chat: {exc} {exc.hint or ''}".strip()), file=sys.stderr)
         return 2
     if args.resume is not None:
         try:
@@ -105,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
         if args.timeout or args.sdk
         else None
     )
-    app = ChatApp(spec, settings=settings, base_url=base_url, resume=resume, factory=factory, warm_up=True)
+    tools = ToolServers(servers, start_timeout_s=args.mcp_start_timeout, call_timeout_s=args.mcp_call_timeout)
+    app = ChatApp(spec, settings=settings, base_url=base_url, resume=resume, factory=factory, warm_up=True, tools=tools)
     app.chat.session.system_prompt = args.system
     app.run()
     for line in app.crash_lines:  # said as notifications while it ran; again now that the terminal is back

@@ -10,12 +10,19 @@ from typing import Any
 
 from backends.base import Backend
 from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, build_panes, in_process_factory, parse_model
-from telemetry.errors import ErrorKind
+from telemetry.errors import ErrorKind, TtftError
 from telemetry.log.surrogates import scrub
 from tui.commands.exits import Exit, for_error_kind, for_turns
-from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem, settings_from_args
+from tui.commands.flags import (
+    add_local_flags,
+    add_mcp_flags,
+    add_turn_flags,
+    local_flags_problem,
+    mcp_servers_from_args,
+    settings_from_args,
+)
 from tui.commands.help import examples
-from tui.commands.output import add_output_flags, note, print_json
+from tui.commands.output import add_output_flags, note, print_json, warn
 from tui.commands.prompt import PromptTooLarge, read_prompt
 from tui.format import visible_controls
 
@@ -58,6 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, metavar="DIR", help="export the comparison: JSONL + summary and verdict CSVs")
     add_turn_flags(p)
     add_local_flags(p)
+    add_mcp_flags(p)
     p.add_argument("prompt", nargs="*", help="the prompt (headless: piped stdin comes before it)")
     p.set_defaults(func=run)
 
@@ -84,6 +92,11 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
     specs = [parse_model(m, args.base_url) for m in args.model]
     if (problem := local_flags_problem(args, any(_is_local(s.spec) for s in specs))) is not None:
         print(f"ttft compare: {problem} (it applies to the local panes only)", file=sys.stderr)
+        return Exit.USAGE
+    try:
+        args.mcp_servers = mcp_servers_from_args(args)
+    except TtftError as exc:  # a --mcp spec that names nothing: a usage error, said in a line
+        print(visible_controls(f"ttft compare: {exc} {exc.hint or ''}".strip()), file=sys.stderr)
         return Exit.USAGE
     if args.headless:
         try:
@@ -116,6 +129,7 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
         except KeyboardInterrupt as exc:
             return signals.exit_code(exc)
     from tui.compare.app import CompareApp
+    from tui.tool_servers import ToolServers
 
     app = CompareApp(
         backends,
@@ -127,11 +141,36 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
         initial_prompt=prompt or None,
         out_dir=args.out,
         factory=factory,
+        tools=ToolServers(
+            args.mcp_servers, start_timeout_s=args.mcp_start_timeout, call_timeout_s=args.mcp_call_timeout
+        ),
     )
     app.run()
     for line in app.crash_lines:  # said as notifications while it ran; again now that the terminal is back
         print(line, file=sys.stderr)
     return app.return_code or 0
+
+
+async def _start_tools(args: argparse.Namespace) -> None:
+    """Headless: the --mcp servers started and timed, a line each on stderr, then closed (the panes' turns
+    do not call tools yet: the start is what a script learns here)."""
+    servers = getattr(args, "mcp_servers", None)
+    if not servers:
+        return
+    from backends.mcp.host import start_host
+    from backends.mcp.views import startup_line
+
+    host = await start_host(
+        servers,
+        on_notice=lambda text: warn(f"ttft compare: {text}"),  # a server that failed: said even with -q
+        start_timeout_s=args.mcp_start_timeout,
+        call_timeout_s=args.mcp_call_timeout,
+    )
+    try:
+        for view in host.servers():
+            note(args, startup_line(view))
+    finally:
+        await host.aclose()
 
 
 async def headless(args: argparse.Namespace, backends: list[Backend], prompt: str) -> int:
@@ -143,6 +182,7 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
     from tui.compare.view import summary
 
     settings = settings_from(args)
+    await _start_tools(args)
     panes = build_panes(backends, range(len(backends)), settings=settings)
     log = SessionLog()
     runner = CompareRunner(panes, log=log, mode="sequential" if args.sequential else "parallel", system=args.system)

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from telemetry.settings import TurnSettings
 from tui.commands.args import deadline, gpu_layers, non_negative_int, positive_int, seconds, temperature
+
+if TYPE_CHECKING:
+    from backends.providers.config import McpServerConfig
 
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 SUMMARIES = ("auto", "concise", "detailed")
@@ -196,3 +199,46 @@ def settings_from_args(args: argparse.Namespace) -> TurnSettings:
         deadline_s=getattr(args, "deadline", None),
         extra=extra,
     )
+
+
+MCP_START_TIMEOUT_S = 10.0
+MCP_CALL_TIMEOUT_S = 60.0
+
+
+def add_mcp_flags(p: argparse.ArgumentParser) -> None:
+    """``--mcp SPEC`` (repeatable) and its timeouts, as one help group (ask, chat, compare)."""
+    g = p.add_argument_group("MCP tool servers (see docs/agents.md)")
+    g.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a tool server: a [mcp.NAME] from config.toml, a command line (quoted; split as a shell would,"
+        " never run by one) for a stdio server, or an http(s):// URL of a streamable-HTTP one; repeat for more",
+    )
+    g.add_argument(
+        "--mcp-start-timeout",
+        type=seconds,
+        default=MCP_START_TIMEOUT_S,
+        metavar="S",
+        help=f"a server not ready (spawned, initialized, tools listed) after S seconds is left out"
+        f" (default {MCP_START_TIMEOUT_S:g})",
+    )
+    g.add_argument(
+        "--mcp-call-timeout",
+        type=seconds,
+        default=MCP_CALL_TIMEOUT_S,
+        metavar="S",
+        help=f"a tool call with no answer after S seconds is an error result (default {MCP_CALL_TIMEOUT_S:g})",
+    )
+
+
+def mcp_servers_from_args(args: argparse.Namespace) -> list[McpServerConfig]:
+    """The ``--mcp`` servers to start (``McpServerConfig`` each; none without the flag). A spec that
+    names nothing is ``McpSpecError`` (a usage error: its message fits a line as it is)."""
+    specs = getattr(args, "mcp", None) or []
+    if not specs:
+        return []
+    from backends.mcp.config import resolve_specs
+
+    return resolve_specs(specs)

@@ -42,6 +42,8 @@ class Target(Protocol):
 
     def action_to_chat(self, label: str | None = None) -> None: ...
 
+    def action_tools(self) -> None: ...
+
     def update_header(self) -> None: ...
 
 
@@ -103,6 +105,10 @@ async def _chat(t: Target, arg: str) -> None:
     t.action_to_chat(arg or None)
 
 
+async def _tools(t: Target, arg: str) -> None:
+    t.action_tools()
+
+
 COMMANDS: dict[str, SlashCommand] = {
     "keep": SlashCommand("/keep A", "continue with pane A alone", _keep),
     "remove": SlashCommand("/remove B", "close pane B", _remove),
@@ -114,6 +120,7 @@ COMMANDS: dict[str, SlashCommand] = {
     "parallel": SlashCommand("/parallel", "the next prompts start every pane at once", _mode("parallel")),
     "export": SlashCommand("/export", "JSONL + summary and verdict CSVs", _export),
     "chat": SlashCommand("/chat [A]", "back to the chat, or continue pane A there", _chat),
+    "tools": SlashCommand("/tools", "the MCP tool servers (--mcp): state, start times, tools", _tools),
 }
 
 
@@ -150,5 +157,6 @@ def palette(t: Target, labels: Sequence[str]) -> Iterator[SystemCommand]:
     yield SystemCommand("Reveal / hide model names", "blind mode", t.action_reveal)
     yield SystemCommand("Parallel / sequential", "how the next prompts start", t.action_toggle_mode)
     yield SystemCommand("Export the comparison", "JSONL + summary and verdict CSVs", t.action_export)
+    yield SystemCommand("MCP tools: servers and their tools", "/tools", t.action_tools)
     for label in labels:
         yield SystemCommand(f"Keep pane {label}", "continue with this pane alone", keep(label))

@@ -44,6 +44,7 @@ from tui.compare.roster import PaneRoster
 from tui.compare.view import header_text, summary
 from tui.format import fmt_settings, visible_controls
 from tui.runner import LoopThread, collect_between_turns, full_collections_between_turns
+from tui.tool_servers import ToolServers
 from tui.widgets.prompt_box import PromptBox
 from tui.widgets.timeline import TimelineView
 
@@ -89,9 +90,11 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         history: Sequence[Message] = (),
         from_chat: bool = False,
         prompts: PromptHistory | None = None,
+        tools: ToolServers | None = None,
     ) -> None:
         super().__init__()
         self._gc_policy = contextlib.ExitStack()
+        self.tools = tools if tools is not None else ToolServers()  # the MCP servers (--mcp), started on mount
         self.from_chat = from_chat
         self.clock = clock or ev.now_ns
         self.fps = fps
@@ -171,12 +174,19 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         self.query_one("#prompt", PromptBox).focus()
         for p in self.runner.panes:
             self.panes.warm(p.backend)
+        self.tools.begin(self, self.stream)
         if self.initial_prompt:
             await self.send(self.initial_prompt)
 
     async def on_unmount(self) -> None:
         self._gc_policy.close()
+        await self.tools.close(self.stream)
         await self.panes.close()
+
+    def action_tools(self) -> None:
+        from tui.screens.tools import ToolsScreen
+
+        self.app.push_screen(ToolsScreen(self.tools.views))
 
     def update_header(self) -> None:
         r = self.runner

@@ -42,6 +42,7 @@ KEYS = (
     ("ctrl+o", "next reasoning effort (default, minimal, low, medium, high)"),
     ("F3", "sessions: reopen a past chat"),
     ("F4", "show or hide the telemetry pane"),
+    ("/tools", "the MCP tool servers (--mcp): each one's state, start times and tools"),
     ("F9, /compare SPEC", "compare this model with another side by side (F10, Esc: back; /chat A: go on with pane A)"),
     ("ctrl+p", "command palette: every action above, and more"),
     ("F1", "this help"),
