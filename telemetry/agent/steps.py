@@ -127,7 +127,14 @@ def split(models: Sequence[TurnRecord], tools: Sequence[ToolStep]) -> dict[str, 
 
 
 def _s(ms: float) -> str:
-    return f"{ms / 1000:.1f} s" if ms >= 100 else f"{ms:.0f} ms"
+    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms:.0f} ms"
+
+
+def _of(part: float, total: float) -> str:
+    """``2.9 of 4.1 s`` (one unit said once where both are seconds), else ``270 ms of 530 ms``."""
+    if part >= 1000 and total >= 1000:
+        return f"{part / 1000:.1f} of {total / 1000:.1f} s"
+    return f"{_s(part)} of {_s(total)}"
 
 
 def diagnose(agent: dict[str, Any], tools: Sequence[ToolStep], total_ms: float | None) -> str:
@@ -145,12 +152,12 @@ def diagnose(agent: dict[str, Any], tools: Sequence[ToolStep], total_ms: float |
         where = f" on server `{server}`" if server else ""
         others = f" (all tools {_s(in_tools)})" if len(by_tool) > 1 else ""
         text = (
-            f"{_s(took)} of {_s(total)} went to the tool `{name}`{where}{others}; "
+            f"{_of(took, total)} went to the tool `{name}`{where}{others}; "
             f"the model's own steps took {_s(in_model)}."
         )
     else:
         tools_part = f"; tools took {_s(in_tools)}" if tools else ""
-        text = f"{_s(in_model)} of {_s(total)} went to the model's own steps ({n} steps in all){tools_part}."
+        text = f"{_of(in_model, total)} went to the model's own steps ({n} steps in all){tools_part}."
     if own >= 50:
         text += f" ttft's own work between steps took {_s(own)}."
     match agent["stopped"]:
