@@ -3,6 +3,8 @@ and the JSON that reads back (a turn without tools keeps its old form)."""
 
 from __future__ import annotations
 
+import json
+
 from telemetry import events as ev
 from telemetry.agent.steps import ToolStep, diagnose, join_turn, split
 from telemetry.record import TurnRecord
@@ -85,3 +87,15 @@ def test_the_json_reads_back_and_a_turn_without_tools_keeps_its_form() -> None:
     plain = _model(0, 10, 20, text="hi").to_dict()
     assert "steps" not in plain and "agent" not in plain
     assert TurnRecord.from_dict(plain).agent is None  # an old line reads as before
+
+
+def test_the_flat_table_has_the_split_and_the_steps() -> None:
+    from telemetry.export.table import row, unlisted
+
+    d = _turn().to_dict()
+    r = row(d)
+    assert r["agent.time_in_tools_ms"] == 250.0 and r["agent.step_count"] == 3 and r["agent.stopped"] == "answer"
+    assert [s["kind"] for s in json.loads(r["steps"])] == ["model", "tool", "model"]
+    assert unlisted(d) == []
+    plain = row(_model(0, 10, 20, text="hi").to_dict())
+    assert plain["agent.step_count"] is None and plain["steps"] is None
