@@ -152,8 +152,7 @@ def diagnose(agent: dict[str, Any], tools: Sequence[ToolStep], total_ms: float |
         where = f" on server `{server}`" if server else ""
         others = f" (all tools {_s(in_tools)})" if len(by_tool) > 1 else ""
         text = (
-            f"{_of(took, total)} went to the tool `{name}`{where}{others}; "
-            f"the model's own steps took {_s(in_model)}."
+            f"{_of(took, total)} went to the tool `{name}`{where}{others}; the model's own steps took {_s(in_model)}."
         )
     else:
         tools_part = f"; tools took {_s(in_tools)}" if tools else ""

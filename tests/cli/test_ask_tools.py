@@ -84,7 +84,7 @@ def test_json_prints_the_steps_of_a_tool_using_turn(srv, env, host, capsys) -> N
     assert {"time_in_model_ms", "time_in_tools_ms", "time_in_ttft_ms"} <= rec["agent"].keys()
     assert rec["metrics"]["ttft_ms"] == rec["steps"][0]["ttft_ms"]
     assert host.calls == [("search", {"q": "tokyo"})] and host.closed
-    assert host.seen["servers"] == ["web=uvx web-search"]  # type: ignore[attr-defined]
+    assert host.seen["servers"] == ["web=uvx web-search"]
     assert _log(env)[-1]["steps"] == rec["steps"]  # logged as printed
     assert "3 steps: model" in err
 

@@ -200,7 +200,7 @@ def _responses(n: int, step: Step, body: dict[str, Any]) -> Iterator[bytes]:
 
 
 def _messages(n: int, step: Step, body: dict[str, Any]) -> Iterator[bytes]:
-    message = {
+    message: dict[str, Any] = {
         "id": f"msg_{n}",
         "type": "message",
         "role": "assistant",

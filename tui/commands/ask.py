@@ -12,6 +12,7 @@ the session log.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from types import SimpleNamespace
@@ -338,7 +339,8 @@ async def _ask_agent(agent: AgentTurn, args: argparse.Namespace, echo: bool) -> 
             return await agent.run()
         finally:
             answer.close()
-            await agent.host.aclose()
+            with contextlib.suppress(Exception):  # a server that will not end never costs the turn
+                await agent.host.aclose()
     finally:
         await agent.backend.aclose()
 
