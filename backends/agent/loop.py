@@ -81,12 +81,14 @@ class AgentTurn:
     on_step: Callable[[TurnRecorder], None] | None = None  # a model step begins (the echo follows its recorder)
     on_tool: Callable[[ToolStep, ToolResult | None], None] | None = None  # a tool call ended
     on_notice: Callable[[str], None] | None = None
-    models: list[TurnRecord] = field(default_factory=list)
+    models: list[TurnRecord] = field(default_factory=list)  # each model step's record, set when the turn ends
     tools: list[ToolStep] = field(default_factory=list)
     notices: dict[str, Any] = field(default_factory=dict)
     record: TurnRecord | None = None
     log_error: str | None = None
-    _recorder: TurnRecorder | None = None
+    # The model steps' recorders, finished only when the turn ends: a record's first finish() imports numpy
+    # (its ITL percentiles), 150-200 ms that would otherwise sit between the first step and its tools.
+    _steps: list[TurnRecorder] = field(default_factory=list)
 
     async def run(self) -> TurnRecord:
         stopped: Stopped = "answer"
@@ -97,9 +99,9 @@ class AgentTurn:
             stopped = "cancelled"
             raise
         finally:
-            self._end_step()
-            if not self.models:  # cancelled before the first step was even made
-                self.models.append(self._recorder_for(self.request).finish())
+            if not self._steps:  # cancelled before the first step was even made
+                self._steps.append(self._recorder_for(self.request))
+            self.models = [r.finish() for r in self._steps]
             self.record, self.log_error = deliver_record(
                 join_turn(
                     self.models,
@@ -115,14 +117,9 @@ class AgentTurn:
 
     def _recorder_for(self, request: ChatRequest) -> TurnRecorder:
         rec = new_recorder(self.backend, request, session_id=self.session_id, turn_index=self.turn_index)
-        first = not self.models and self._recorder is None
+        first = not self._steps
         rec.feed(ev.Submitted(self.submitted_ns if first and self.submitted_ns is not None else ev.now_ns()))
         return rec
-
-    def _end_step(self) -> None:
-        if self._recorder is not None:
-            self.models.append(self._recorder.finish())
-            self._recorder = None
 
     def _notice(self, key: str, text: str) -> None:
         self.notices[key] = text
@@ -135,7 +132,8 @@ class AgentTurn:
         base = replace(self.request, tools=tool_defs(list(specs.values())))
         for step in range(1, self.max_steps + 1):
             request = replace(base, messages=tuple(messages))
-            self._recorder = recorder = self._recorder_for(request)
+            recorder = self._recorder_for(request)
+            self._steps.append(recorder)
             if self.on_step is not None:
                 self.on_step(recorder)
             await stream_turn(self.backend, request, recorder, on_event=self.on_event)
@@ -145,7 +143,6 @@ class AgentTurn:
             ]
             status = recorder.status
             answer = recorder.answer
-            self._end_step()
             if status != "ok" or not calls:
                 return ("answer" if status == "ok" else "error"), None
             if step == self.max_steps:
