@@ -123,3 +123,48 @@ def test_allow_flags_without_mcp_are_a_usage_error(srv, env, capsys) -> None:
     os.environ.pop("OPENAI_API_KEY", None)
     assert main(["ask", "-m", "compat:m", "--base-url", srv.base_url, "--allow-tools", "hi"]) == Exit.USAGE
     assert "need --mcp" in capsys.readouterr().err
+
+
+# The stand-in MCP client for a ttft run in its own process: one tool that takes 60 s.
+_SLOW_MCP = """
+import sys, types
+from tests.support.tool_host import FakeHost, FakeTool
+mod = types.ModuleType("backends.mcp")
+mod.parse_mcp_spec = lambda spec: spec
+async def start_host(servers, **kw):
+    return FakeHost(FakeTool("search", "late", delay_s=60, server="web"))
+mod.start_host = start_host
+sys.modules["backends.mcp"] = mod
+from tui.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_in_a_tool_exits_130_and_logs_every_step_that_arrived(srv, env) -> None:
+    import signal
+    import subprocess
+
+    from tests.support.paths import ROOT
+
+    args = ["ask", "-m", "compat:m", "--base-url", srv.base_url, "--mcp", "web", "--allow-tools", "time?"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SLOW_MCP, *args],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # the call's line ends with the model's step: the tool runs next
+    assert line.startswith("tool call: search(")
+    import time
+
+    time.sleep(0.5)  # into the tool's 60 s
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "cancelled" in err
+    rec = _log(env)[-1]
+    assert rec["status"] == "cancelled" and rec["agent"]["stopped"] == "cancelled"
+    assert [(s["kind"], s["status"]) for s in rec["steps"]] == [("model", "ok"), ("tool", "cancelled")]

@@ -240,6 +240,7 @@ class AnswerEcho:
         self.at_line_start = True
         self.calls = 0  # tool calls begun on stdout
         self.in_call = False
+        self.line_done = False  # the last thing written was a whole line of ttft's (a call's, a tool result's)
 
     def follow(self, recorder: TurnRecorder) -> None:
         """The next model step of a tool-using turn: its calls are counted afresh."""
@@ -261,6 +262,7 @@ class AnswerEcho:
         cut = ", truncated" if step.truncated else ""
         what = f"{step.status}, {step.result_bytes} bytes{cut}, {took:.0f} ms"
         self._write(f"tool result: {self.shown(step.name)} ({what}){head}\n")
+        self.line_done = True
         sys.stdout.flush()
 
     def _write(self, text: str) -> None:
@@ -273,11 +275,15 @@ class AnswerEcho:
         if self.in_call:
             self._write(")\n")
             self.in_call = False
+            self.line_done = True
 
     def feed(self, e: ev.Event) -> None:
         if isinstance(e, ev.TextDelta) and e.text:
             self._end_call()
+            self.line_done = False
             self._write(self.shown(e.text))
+        elif isinstance(e, ev.TERMINAL):
+            self._end_call()  # a tool-using step's calls are whole: their line ends before the tools run
         elif isinstance(e, ev.ToolCallDelta):
             # the recorder has it already: it says when a call begins
             count = self.recorder.tool_call_count if self.recorder is not None else self.calls + bool(e.name)
@@ -296,7 +302,7 @@ class AnswerEcho:
         """The answer's last line ended: a call's, or one newline after the text (as ``echo`` would)."""
         if self.in_call:
             self._end_call()
-        elif self.wrote:
+        elif self.wrote and not self.line_done:
             self._write("\n")
         sys.stdout.flush()
 
