@@ -370,6 +370,14 @@ def _local_or_unknown(spec: str) -> bool:
         return True
 
 
+def _is_local(spec: str) -> bool:
+    """Whether ``spec`` is the local engine; a config that does not read is the turn's error, not this."""
+    try:
+        return is_local_spec(spec)
+    except ProviderError:
+        return False
+
+
 def read_attachments(paths: list[str], spec: str, base_url: str | None) -> tuple[Attachment, ...] | Refused:
     """``-a`` files, read and checked against the API and model ``spec`` names, before anything is sent.
 
@@ -411,7 +419,7 @@ def run(args: argparse.Namespace) -> int:
     if (problem := local_flags_problem(args, _local_or_unknown(spec))) is not None:
         print(f"ttft ask: {problem}", file=sys.stderr)
         return Exit.USAGE
-    if (problem := tools_problem(args, _local_or_unknown(spec))) is not None:
+    if (problem := tools_problem(args, _is_local(spec))) is not None:
         print(f"ttft ask: {problem}", file=sys.stderr)
         return Exit.USAGE
     files = read_attachments(paths, spec, args.base_url) if paths else ()
