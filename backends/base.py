@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from telemetry.events import Event
 from telemetry.settings import TurnSettings
@@ -17,7 +17,26 @@ from telemetry.settings import TurnSettings
 if TYPE_CHECKING:  # a request without files never loads the module that reads them
     from backends.attachments import Attachment
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDef:
+    """A tool offered to the model: its name, what it does, its arguments' JSON Schema."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call the model made: the API's id for it (its result goes back under it), the tool's name,
+    and its arguments as the model streamed them (JSON text, possibly malformed)."""
+
+    call_id: str
+    name: str
+    arguments: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +46,11 @@ class Message:
     # Files sent with a user message (backends.attachments), each as its API's own part
     # (backends.providers.parts); ``content`` stays the typed text alone.
     attachments: tuple[Attachment, ...] = ()
+    # The agent loop's messages (backends.agent.loop): an assistant's calls, and a "tool" message that
+    # answers one of them (``tool_call_id``), ``is_error`` when the tool failed or was not allowed.
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    is_error: bool = False
 
     def text(self) -> str:
         """The content with the text attachments inlined before it (images left out): what a text-only
@@ -41,6 +65,7 @@ class Message:
 class ChatRequest:
     messages: tuple[Message, ...]
     settings: TurnSettings = field(default_factory=TurnSettings)
+    tools: tuple[ToolDef, ...] = ()  # offered to the model in each API's own form (backends.providers.tools_wire)
 
     @property
     def attachments(self) -> tuple[Attachment, ...]:

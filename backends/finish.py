@@ -65,6 +65,25 @@ def finish_turns(recorders: Sequence[TurnRecorder], log: SessionLog | None = Non
     return [_deliver(r, log, itl.get(id(r))) for r in recorders]
 
 
+def deliver_record(record: TurnRecord, log: SessionLog | None = None) -> tuple[TurnRecord, str | None]:
+    """A record made from several recorders (a tool-using turn: ``backends.agent.loop``), logged and sunk
+    as :func:`finish_turn` does one recorder's; returns it as logged and why the log write failed, if it did."""
+    error: str | None = None
+    with _lock:
+        if log is not None:
+            try:
+                logged = log.append(record)
+                if isinstance(logged, TurnRecord):
+                    record = logged
+            except LogWriteError as exc:
+                error = str(exc)
+        sinks = tuple(_sinks)
+    for sink in sinks:
+        with contextlib.suppress(Exception):
+            sink(record)
+    return record, error
+
+
 def _deliver(recorder: TurnRecorder, log: SessionLog | None, itl_ms: Percentiles | None) -> TurnRecord:
     with _lock:
         if recorder.delivered is not None:

@@ -61,6 +61,8 @@ class ErrorKind(StrEnum):
     BAD_CHAT_FORMAT = "bad_chat_format"
     CLUSTER = "cluster"  # the distributed engine cannot run the bench: unreachable, no room, a driver that fails
     UNSUPPORTED_ATTACHMENT = "unsupported_attachment"  # a file this engine cannot take (an image, locally)
+    # The agent loop.
+    TOOL_NOT_ALLOWED = "tool_not_allowed"  # the model called a tool that no --allow-tool(s) allowed
 
 
 # Kinds that mean the command line or the config file was wrong, not a server: exit code 2.

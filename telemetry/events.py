@@ -110,12 +110,15 @@ class ToolCallDelta(Event):
     of its arguments (JSON text, streamed in fragments). ``index`` is the call's place in the answer
     as the API numbers it (Chat Completions ``tool_calls[].index``, Responses ``output_index``,
     Anthropic's block ``index``), None where the API gives none: the recorder joins the pieces of
-    one call by it (``TurnRecorder.tool_calls``)."""
+    one call by it (``TurnRecorder.tool_calls``). ``call_id`` is the API's id for the call (Chat
+    ``tool_calls[].id``, Responses ``call_id``, Anthropic ``tool_use.id``), on the piece that carries
+    it: the tool's result goes back to the model under that id."""
 
     name: str = ""
     arguments: str = ""
     tokens: int | None = None
     index: int | None = None
+    call_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

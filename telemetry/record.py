@@ -133,6 +133,11 @@ class TurnRecord:
     # An edited prompt's turn: the turn_index of the turn whose prompt it replaces. It starts a new branch
     # of the conversation from the turn before that one (telemetry.log.branches); None on the usual path.
     branch_of: int | None = None
+    # A turn that used tools (backends.agent.loop, telemetry.agent.steps): each model and tool step in
+    # order on the turn's clock, and the turn's split (time in the model, in tools, in ttft between steps).
+    # Absent from the JSON of a turn without tools, so such a line is unchanged.
+    steps: tuple[dict[str, Any], ...] = ()
+    agent: dict[str, Any] | None = None
 
     def sent_at(self) -> str | None:
         """The wall clock of the first send (the origin of ``events_ms``), to the microsecond, UTC."""
@@ -146,7 +151,7 @@ class TurnRecord:
     def to_dict(self) -> dict[str, Any]:
         origin = self.timestamps.sent
         t0 = origin if origin is not None else (self.chunks[0].t_ns if self.chunks else 0)
-        return {
+        out = {
             "schema": SCHEMA,
             "session_id": self.session_id,
             "turn_index": self.turn_index,
@@ -190,6 +195,10 @@ class TurnRecord:
             "diagnosis": self.diagnosis,
             "extra": self.extra,
         }
+        if self.agent is not None:
+            out["agent"] = self.agent
+            out["steps"] = list(self.steps)
+        return out
 
     @classmethod
     def from_dict(cls, data: object) -> TurnRecord:

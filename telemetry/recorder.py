@@ -116,6 +116,7 @@ class TurnRecorder:
         # Each tool call's name and the pieces of its arguments (joined on reading: no copy per piece)
         self._tool_names: list[str] = []
         self._tool_args: list[list[str]] = []
+        self._tool_ids: list[str] = []  # each call's id as the API gave it ("" where none came)
         self._tool_index: int | None = None  # the latest call's index, as the API numbers it
         self.tool_pieces = 0  # tool-call deltas fed so far: a UI redraws the calls when this moves
         self.usage: ev.Usage | None = None
@@ -251,11 +252,14 @@ class TurnRecorder:
             if same:
                 if e.name and not last:
                     names[-1] = e.name
+                if e.call_id and not self._tool_ids[-1]:
+                    self._tool_ids[-1] = e.call_id
                 if e.arguments:
                     self._tool_args[-1].append(e.arguments)
                 return
         names.append(e.name)
         self._tool_args.append([e.arguments] if e.arguments else [])
+        self._tool_ids.append(e.call_id)
         self._tool_index = e.index
 
     @property
@@ -267,6 +271,11 @@ class TurnRecorder:
     def tool_calls(self) -> list[dict[str, str]]:
         """The tool calls so far, one ``{name, arguments}`` each, the arguments as streamed (JSON text)."""
         return [{"name": n, "arguments": "".join(a)} for n, a in zip(self._tool_names, self._tool_args, strict=True)]
+
+    @property
+    def tool_call_ids(self) -> list[str]:
+        """Each tool call's id, in the order of :attr:`tool_calls` ("" where the API gave none)."""
+        return list(self._tool_ids)
 
     # --- reading -----------------------------------------------------------------
     def timestamps(self) -> Timestamps:

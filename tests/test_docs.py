@@ -247,6 +247,7 @@ OTHER_TOOLS_FLAGS |= {
     "--spec-type",
 }
 OTHER_TOOLS_FLAGS |= {"--hypothesis-profile", "--hypothesis-seed"}  # Hypothesis's pytest plugin
+OTHER_TOOLS_FLAGS |= {"--jinja", "--enable-auto-tool-choice", "--tool-call-parser"}  # tools on llama-server, vLLM
 
 
 def _ttft_flags() -> set[str]:

@@ -18,6 +18,7 @@ from backends.providers.errors import check_stream, count, shape_checked
 from backends.providers.fields import field, require_object
 from backends.providers.hosted import HostedBackend, TurnState, anthropic_parses, guarded_client
 from backends.providers.messages_wire import MessagesWire, read_usage
+from backends.providers.tools_wire import text_id
 from backends.transport.http import Probe
 from telemetry import events as ev
 
@@ -56,7 +57,10 @@ class AnthropicMessagesBackend(MessagesWire, HostedBackend):
             case "content_block_start":
                 block = item.content_block
                 if block.type == "tool_use":
-                    yield ev.ToolCallDelta(t, block.name or "", "", index=count(getattr(item, "index", None)))
+                    index = count(getattr(item, "index", None))
+                    yield ev.ToolCallDelta(
+                        t, block.name or "", "", index=index, call_id=text_id(getattr(block, "id", None))
+                    )
                 elif block.type == "thinking" and getattr(block, "thinking", ""):
                     yield ev.ReasoningDelta(t, block.thinking)
                 elif block.type == "text" and getattr(block, "text", ""):

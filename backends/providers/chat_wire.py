@@ -14,7 +14,7 @@ from backends.base import ChatRequest
 from backends.providers.errors import count, shape_checked
 from backends.providers.fields import field
 from backends.providers.hosted import TurnState
-from backends.providers.parts import chat_content
+from backends.providers.tools_wire import chat_messages, chat_tools, text_id
 from backends.think import ThinkSplitter
 from backends.transport.http import Probe
 from telemetry import events as ev
@@ -105,9 +105,11 @@ class ChatWire:
         s = request.settings
         p: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": m.role, "content": chat_content(m)} for m in request.messages],
+            "messages": chat_messages(request.messages),
             "stream": s.stream,
         }
+        if request.tools:
+            p["tools"] = chat_tools(request.tools)
         if s.max_output_tokens is not None:
             p["max_completion_tokens"] = s.max_output_tokens
             if self.compat:  # older servers (Ollama, LM Studio) only know max_tokens
@@ -150,8 +152,9 @@ class ChatWire:
                     fn = tc.get("function") or {}
                     name = fn.get("name") or ""
                     args = fn.get("arguments") or ""
-                    if name or args:
-                        yield ev.ToolCallDelta(t, name, args)
+                    call_id = tc.get("id") or ""
+                    if name or args or call_id:
+                        yield ev.ToolCallDelta(t, name, args, index=count(tc.get("index")), call_id=text_id(call_id))
             if choice.get("finish_reason"):
                 state.stop_reason = choice["finish_reason"]
 
@@ -179,7 +182,9 @@ class ChatWire:
             for tc in msg.get("tool_calls") or ():
                 fn = tc.get("function")
                 if isinstance(fn, dict):
-                    yield ev.ToolCallDelta(t, fn.get("name") or "", fn.get("arguments") or "")
+                    yield ev.ToolCallDelta(
+                        t, fn.get("name") or "", fn.get("arguments") or "", call_id=text_id(tc.get("id"))
+                    )
             state.stop_reason = choice.get("finish_reason")
         if usage is not None:
             state.usage["event"] = usage

@@ -32,7 +32,7 @@ from backends.base import ChatRequest
 from backends.providers.errors import count, shape_checked
 from backends.providers.fields import field
 from backends.providers.hosted import TurnState
-from backends.providers.parts import messages_content
+from backends.providers.tools_wire import messages_messages, messages_tools, text_id
 from backends.transport.http import Probe
 from telemetry import events as ev
 from telemetry.errors import ErrorKind
@@ -81,11 +81,11 @@ class MessagesWire:
         p: dict[str, Any] = {
             "model": self.model,
             "max_tokens": max_tokens,
-            "messages": [
-                {"role": m.role, "content": messages_content(m)} for m in request.messages if m.role != "system"
-            ],
+            "messages": messages_messages(request.messages),
             "stream": s.stream,
         }
+        if request.tools:
+            p["tools"] = messages_tools(request.tools)
         if system:
             p["system"] = "\n\n".join(system)
         if thinking is not None:
@@ -111,7 +111,9 @@ class MessagesWire:
                 block = item["content_block"]
                 btype = block.get("type")
                 if btype == "tool_use":
-                    yield ev.ToolCallDelta(t, block.get("name") or "", "", index=count(item.get("index")))
+                    yield ev.ToolCallDelta(
+                        t, block.get("name") or "", "", index=count(item.get("index")), call_id=text_id(block.get("id"))
+                    )
                 elif btype == "thinking" and block.get("thinking", ""):
                     yield ev.ReasoningDelta(t, block["thinking"])
                 elif btype == "text" and block.get("text", ""):
@@ -172,7 +174,9 @@ class MessagesWire:
             yield ev.TextDelta(t, text, v_tokens or None)
         for kind, b in blocks:
             if kind == "tool_use":
-                yield ev.ToolCallDelta(t, get(b, "name"), json.dumps(get(b, "input"), ensure_ascii=False))
+                yield ev.ToolCallDelta(
+                    t, get(b, "name"), json.dumps(get(b, "input"), ensure_ascii=False), call_id=text_id(get(b, "id"))
+                )
         state.stop_reason = stop_reason
         state.finished = True
 

@@ -41,6 +41,7 @@ from backends.providers.chat_wire import (
 from backends.providers.errors import check_stream, count, shape_checked
 from backends.providers.fields import field
 from backends.providers.hosted import HostedBackend, TurnState, guarded_client, openai_parses
+from backends.providers.tools_wire import text_id
 from backends.think import ThinkSplitter
 from backends.transport.http import Probe
 from telemetry import events as ev
@@ -172,8 +173,9 @@ class OpenAIChatBackend(ChatWire, HostedBackend):
                     fn = tc.function
                     name = (fn.name if fn else None) or ""
                     args = (fn.arguments if fn else None) or ""
-                    if name or args:
-                        yield ev.ToolCallDelta(t, name, args)
+                    call_id = text_id(tc.id)
+                    if name or args or call_id:
+                        yield ev.ToolCallDelta(t, name, args, index=count(tc.index), call_id=call_id)
             if choice.finish_reason:
                 state.stop_reason = choice.finish_reason
 

@@ -19,6 +19,7 @@ from backends.providers.errors import check_stream, count, shape_checked
 from backends.providers.fields import require_object
 from backends.providers.hosted import HostedBackend, TurnState, guarded_client, openai_parses
 from backends.providers.responses_wire import REASONING_DELTAS, TEXT_DELTAS, ResponsesWire
+from backends.providers.tools_wire import text_id
 from backends.transport.http import Probe
 from telemetry import events as ev
 
@@ -53,7 +54,13 @@ class OpenAIResponsesBackend(ResponsesWire, HostedBackend):
             it = item.item
             if getattr(it, "type", None) == "function_call":
                 index = count(getattr(item, "output_index", None))
-                yield ev.ToolCallDelta(t, getattr(it, "name", "") or "", "", index=index)
+                yield ev.ToolCallDelta(
+                    t,
+                    getattr(it, "name", "") or "",
+                    getattr(it, "arguments", "") or "",
+                    index=index,
+                    call_id=text_id(getattr(it, "call_id", None)),
+                )
         elif kind == "response.function_call_arguments.delta":
             if item.delta:
                 yield ev.ToolCallDelta(t, "", item.delta, index=count(getattr(item, "output_index", None)))

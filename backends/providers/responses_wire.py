@@ -22,7 +22,7 @@ from backends.providers.chat_wire import per_request_events
 from backends.providers.errors import count, error_message, label, shape_checked, words
 from backends.providers.fields import field
 from backends.providers.hosted import TurnState
-from backends.providers.parts import responses_content
+from backends.providers.tools_wire import responses_input, responses_tools, text_id
 from backends.transport.http import Probe
 from telemetry import events as ev
 from telemetry.errors import ErrorKind
@@ -47,11 +47,11 @@ class ResponsesWire:
         system = [m.content for m in request.messages if m.role == "system"]
         p: dict[str, Any] = {
             "model": self.model,
-            "input": [
-                {"role": m.role, "content": responses_content(m)} for m in request.messages if m.role != "system"
-            ],
+            "input": responses_input(request.messages),
             "stream": s.stream,
         }
+        if request.tools:
+            p["tools"] = responses_tools(request.tools)
         if system:
             p["instructions"] = "\n\n".join(system)
         reasoning: dict[str, str] = {}
@@ -83,7 +83,13 @@ class ResponsesWire:
         elif kind == "response.output_item.added":
             it = item.get("item")
             if field(it, "type") == "function_call":
-                yield ev.ToolCallDelta(t, field(it, "name") or "", "", index=count(item.get("output_index")))
+                yield ev.ToolCallDelta(
+                    t,
+                    field(it, "name") or "",
+                    field(it, "arguments") or "",
+                    index=count(item.get("output_index")),
+                    call_id=text_id(field(it, "call_id")),
+                )
         elif kind == "response.function_call_arguments.delta":
             if item.get("delta"):
                 yield ev.ToolCallDelta(t, "", item["delta"], index=count(item.get("output_index")))
@@ -152,7 +158,9 @@ class ResponsesWire:
             elif kind == "message":
                 text += [field(c, "text") for c in field(out, "content") if field(c, "text")]
             elif kind == "function_call":
-                yield ev.ToolCallDelta(t, field(out, "name"), field(out, "arguments"))
+                yield ev.ToolCallDelta(
+                    t, field(out, "name"), field(out, "arguments"), call_id=text_id(field(out, "call_id"))
+                )
         r_tokens = usage.reasoning if usage else None
         v_tokens = (usage.output - (usage.reasoning or 0)) if usage and usage.output is not None else None
         if reasoning:

@@ -12,6 +12,7 @@ the session log.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from types import SimpleNamespace
@@ -45,10 +46,14 @@ from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_prob
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, json_text, note
 from tui.commands.prompt import PromptTooLarge, read_prompt
+from tui.commands.tools import add_tool_flags, consent_of, start_host, tools_problem, wants_tools
 from tui.format import visible_controls
 
 if TYPE_CHECKING:
+    from backends.agent.host import ToolResult
+    from backends.agent.loop import AgentTurn
     from backends.attachments import Attachment, Refused
+    from telemetry.agent.steps import ToolStep
 
 LOG_FAILED = int(Exit.NOT_SAVED)  # the turn ran, but its record could not be written to the session log
 
@@ -85,12 +90,14 @@ def register(sub: argparse._SubParsersAction) -> None:
             'ttft ask -m anthropic:claude-sonnet-4-5 --thinking-budget adaptive "hi"',
             'git diff | ttft ask -q "write the commit message"   # stdin, a blank line, then the prompt',
             'ttft ask -m openai:gpt-4o-mini -a chart.png -a notes.txt "what does the chart show?"',
+            'ttft ask -m openai:gpt-4o-mini --mcp "uvx mcp-server-time" --allow-tools "what time is it in Tokyo?"',
         ),
     )
     add_model_options(p)
     add_turn_flags(p)
     add_local_flags(p)
     add_output_flags(p, "print the full ttft.turn record instead of the answer")
+    add_tool_flags(p)
     p.add_argument(
         "--session", metavar="ID", type=session_id_arg, help="append to this session's log (default: a new session)"
     )
@@ -160,7 +167,13 @@ def summary_line(rec: TurnRecord) -> str:
         files = attachment_cost(rec.attachments, t.input, server_timings(rec.server))
         added = f", ~{files.tokens:,} tokens in" if files is not None and files.tokens is not None else ""
         parts.append(f"{n} file{'s' if n > 1 else ''} attached{added}")
-    if rec.tool_calls:
+    if rec.agent is not None:
+        a = rec.agent
+        parts.append(
+            f"{a.get('step_count')} steps: model {f(a.get('time_in_model_ms'))}, tools {f(a.get('time_in_tools_ms'))},"
+            f" ttft {f(a.get('time_in_ttft_ms'))}"
+        )
+    elif rec.tool_calls:
         n = len(rec.tool_calls)
         parts.append(f"{n} tool call{'s' if n > 1 else ''} (finish_reason {rec.stop_reason or '-'})")
     if m.e2e_ms is not None:
@@ -220,13 +233,37 @@ class AnswerEcho:
     text is byte-exact.
     """
 
-    def __init__(self, recorder: TurnRecorder) -> None:
+    def __init__(self, recorder: TurnRecorder | None) -> None:
         self.recorder = recorder
         self.shown = visible_controls if sys.stdout.isatty() else str
         self.wrote = False
         self.at_line_start = True
         self.calls = 0  # tool calls begun on stdout
         self.in_call = False
+        self.line_done = False  # the last thing written was a whole line of ttft's (a call's, a tool result's)
+
+    def follow(self, recorder: TurnRecorder) -> None:
+        """The next model step of a tool-using turn: its calls are counted afresh."""
+        self._end_call()
+        self.recorder = recorder
+        self.calls = 0
+
+    def tool_ended(self, step: ToolStep, result: ToolResult | None) -> None:
+        """``tool result: NAME (status, bytes, ms): FIRST LINE``: the result is outside text, shown
+        (never run) on a terminal as the model's text is."""
+        self._end_call()
+        if not self.at_line_start:
+            self._write("\n")
+        took = (step.end_ns - step.start_ns) / 1e6
+        head = ""
+        if result is not None and result.text:
+            line = result.text.strip().splitlines()[0] if result.text.strip() else ""
+            head = f": {self.shown(line[:200])}" if line else ""
+        cut = ", truncated" if step.truncated else ""
+        what = f"{step.status}, {step.result_bytes} bytes{cut}, {took:.0f} ms"
+        self._write(f"tool result: {self.shown(step.name)} ({what}){head}\n")
+        self.line_done = True
+        sys.stdout.flush()
 
     def _write(self, text: str) -> None:
         if text:
@@ -238,13 +275,18 @@ class AnswerEcho:
         if self.in_call:
             self._write(")\n")
             self.in_call = False
+            self.line_done = True
 
     def feed(self, e: ev.Event) -> None:
         if isinstance(e, ev.TextDelta) and e.text:
             self._end_call()
+            self.line_done = False
             self._write(self.shown(e.text))
+        elif isinstance(e, ev.TERMINAL):
+            self._end_call()  # a tool-using step's calls are whole: their line ends before the tools run
         elif isinstance(e, ev.ToolCallDelta):
-            count = self.recorder.tool_call_count  # the recorder has it already: it says when a call begins
+            # the recorder has it already: it says when a call begins
+            count = self.recorder.tool_call_count if self.recorder is not None else self.calls + bool(e.name)
             if count != self.calls:
                 self._end_call()
                 if not self.at_line_start:
@@ -260,7 +302,7 @@ class AnswerEcho:
         """The answer's last line ended: a call's, or one newline after the text (as ``echo`` would)."""
         if self.in_call:
             self._end_call()
-        elif self.wrote:
+        elif self.wrote and not self.line_done:
             self._write("\n")
         sys.stdout.flush()
 
@@ -283,6 +325,32 @@ async def _ask(
         await backend.aclose()
 
 
+async def _ask_agent(agent: AgentTurn, args: argparse.Namespace, echo: bool) -> TurnRecord:
+    """A turn with tools (``--mcp``): the MCP servers started, the loop run, the servers ended; the
+    record is the agent's (logged by it, also when cancelled)."""
+    answer = AnswerEcho(None)
+
+    def on_notice(text: str) -> None:
+        if not args.quiet:
+            print(f"ttft: {visible_controls(text)}", file=sys.stderr, flush=True)
+
+    agent.on_notice = on_notice
+    if echo:
+        agent.on_event = answer.feed
+        agent.on_step = answer.follow
+        agent.on_tool = answer.tool_ended
+    try:
+        agent.host = await start_host(args, on_notice)
+        try:
+            return await agent.run()
+        finally:
+            answer.close()
+            with contextlib.suppress(Exception):  # a server that will not end never costs the turn
+                await agent.host.aclose()
+    finally:
+        await agent.backend.aclose()
+
+
 def _make_backend(spec: str, base_url: str | None, timeout: float | None, *, sdk: bool = False) -> Backend:
     """The local engine runs in its own process, so a native crash ends the turn with a record instead of
     killing ttft; a hosted backend stays in this process (spawning one would cost more than the answer)."""
@@ -300,6 +368,14 @@ def _local_or_unknown(spec: str) -> bool:
         return is_local_spec(spec)
     except ProviderError:
         return True
+
+
+def _is_local(spec: str) -> bool:
+    """Whether ``spec`` is the local engine; a config that does not read is the turn's error, not this."""
+    try:
+        return is_local_spec(spec)
+    except ProviderError:
+        return False
 
 
 def read_attachments(paths: list[str], spec: str, base_url: str | None) -> tuple[Attachment, ...] | Refused:
@@ -343,6 +419,9 @@ def run(args: argparse.Namespace) -> int:
     if (problem := local_flags_problem(args, _local_or_unknown(spec))) is not None:
         print(f"ttft ask: {problem}", file=sys.stderr)
         return Exit.USAGE
+    if (problem := tools_problem(args, _is_local(spec))) is not None:
+        print(f"ttft ask: {problem}", file=sys.stderr)
+        return Exit.USAGE
     files = read_attachments(paths, spec, args.base_url) if paths else ()
     if not isinstance(files, tuple):  # nothing was sent: a file that cannot go is the command line's problem
         print(f"ttft ask: -a {visible_controls(files.sentence)}", file=sys.stderr)
@@ -352,12 +431,43 @@ def run(args: argparse.Namespace) -> int:
     request = build_request(prompt, system=system, settings=settings, attachments=files)
     log = SessionLog(args.session)
     recorder: TurnRecorder | None = None
+    agent: AgentTurn | None = None
     try:
         try:
             backend = _make_backend(spec, args.base_url, args.timeout, sdk=getattr(args, "sdk", False))
         except TtftError as err:  # a ProviderError, a BackendStartError: said and recorded, never a traceback
             record = _failed_record(spec, args.base_url, request, err, log, started)
         else:
+            if wants_tools(args):
+                from backends.agent.loop import AgentTurn
+
+                agent = AgentTurn(
+                    backend,
+                    request,
+                    None,  # type: ignore[arg-type]  # the MCP host, started inside the turn's event loop
+                    consent_of(args),
+                    session_id=log.session_id,
+                    turn_index=log.next_turn_index(),
+                    submitted_ns=started,
+                    max_steps=args.max_steps,
+                    log=log,
+                )
+                try:
+                    record = signals.run(_ask_agent(agent, args, echo=not args.json))
+                except KeyboardInterrupt as exc:
+                    if agent.record is None:
+                        return signals.exit_code(exc)
+                    _print(agent.record, args, log)
+                    return signals.exit_code(exc)
+                except Exception as exc:  # an MCP server that did not start: said, never a traceback
+                    if agent.record is not None:
+                        raise
+                    print(f"ttft ask: the MCP servers did not start: {visible_controls(str(exc))}", file=sys.stderr)
+                    return Exit.FAILED
+                _print(record, args, log)
+                if log.write_errors or agent.log_error:
+                    return LOG_FAILED
+                return Exit.OK if record.status == "ok" else for_error_kind(record.error.type if record.error else None)
             recorder = new_recorder(backend, request, session_id=log.session_id, turn_index=log.next_turn_index())
             recorder.feed(ev.Submitted(started))  # ttft's own delay runs from the process start to the send
             # SIGTERM and SIGHUP (a container stop, a closed terminal) end the turn like Ctrl-C

@@ -18,6 +18,7 @@ class Exit(IntEnum):
     USAGE = 2
     NOT_SAVED = 3
     PARTIAL = 4
+    TOOL_DENIED = 5
     BUG = 70  # sysexits' EX_SOFTWARE: an internal error
     HANGUP = 129
     INTERRUPTED = 130
@@ -33,6 +34,8 @@ MEANING: dict[Exit, str] = {
     " or no prompt",
     Exit.NOT_SAVED: "it ran, but the session log or an output file could not be written (said on stderr)",
     Exit.PARTIAL: "some turns failed and others succeeded (a compare pane failed), or a bench lost a cluster node",
+    Exit.TOOL_DENIED: "the model called a tool that --allow-tool/--allow-tools did not allow: the turn stopped"
+    " there (ttft ask --mcp)",
     Exit.BUG: "an unexpected error in ttft (a bug): one line on stderr names its crash report; what was logged is kept",
     Exit.HANGUP: "stopped by SIGHUP (a closed terminal); the turn in flight is logged as cancelled",
     Exit.INTERRUPTED: "stopped by Ctrl-C; the turn in flight is logged as cancelled",
@@ -45,6 +48,8 @@ def for_error_kind(kind: ErrorKind | str | None) -> Exit:
     """The code for a failure of this kind (a ProviderError's or a record's ``error.type``): a usage error
     (``telemetry.errors.USAGE_KINDS``: the command line or the config file was wrong, not a server), else
     a failed turn."""
+    if kind == ErrorKind.TOOL_NOT_ALLOWED:
+        return Exit.TOOL_DENIED
     return Exit.USAGE if kind in USAGE_KINDS else Exit.FAILED
 
 

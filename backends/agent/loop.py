@@ -1,0 +1,218 @@
+"""The agent loop: the model, then the tool calls it asks for, then their results back, until an answer.
+
+Each model step is one stream through :func:`backends.turn.stream_turn` with its own recorder (its
+own TTFT, TPOT, wait split); each call of a step runs on the :class:`~backends.agent.host.ToolHost`,
+the calls of one step at once (``asyncio.gather``). The loop ends with a step that asks for no tool
+(the answer), at ``max_steps`` model steps, at a call the :class:`~backends.agent.consent.Consent`
+does not allow (nothing of that step runs), at a model step that fails, or when cancelled (Esc,
+Ctrl-C): in every case every step that arrived is kept, and :func:`telemetry.agent.steps.join_turn`
+makes the one record that is logged.
+
+What a tool gives back is outside text: its size is capped before the model sees it (the host cuts,
+and the loop cuts what a host did not), a cut is said in a notice, and a tool's failure (its own
+error, arguments that are no JSON object, a tool no host has) goes back to the model as an error
+result rather than ending the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from backends.agent.consent import Consent
+from backends.agent.host import ToolHost, ToolResult, ToolSpec
+from backends.base import Backend, ChatRequest, Message, ToolCall, ToolDef
+from backends.finish import deliver_record
+from backends.turn import new_recorder, stream_turn
+from telemetry import events as ev
+from telemetry.agent.steps import MAX_STEPS_NOTICE, TRUNCATED_NOTICE, Stopped, ToolStatus, ToolStep, join_turn
+from telemetry.errors import ErrorKind
+from telemetry.log.turns import SessionLog
+from telemetry.record import ErrorInfo, TurnRecord
+from telemetry.recorder import TurnRecorder
+
+DEFAULT_MAX_STEPS = 10
+DEFAULT_MAX_RESULT_BYTES = 65536
+TOOL_APIS = frozenset({"chat.completions", "responses", "messages"})  # the in-process engine has none
+NO_TOOLS = (
+    "the local engine has no tool support: use a hosted model or an OpenAI-compatible server"
+    " (llama-server needs --jinja for tools)"
+)
+
+
+def supports_tools(backend: Backend) -> bool:
+    return backend.api in TOOL_APIS
+
+
+def tool_defs(specs: list[ToolSpec]) -> tuple[ToolDef, ...]:
+    return tuple(ToolDef(s.name, s.description, dict(s.input_schema)) for s in specs)
+
+
+def cap(result: ToolResult, max_bytes: int) -> ToolResult:
+    """The result with its text cut to ``max_bytes`` of UTF-8 (on a character boundary), ``truncated``
+    set and ``size_bytes`` the size before any cut; a host that already cut it keeps its figures."""
+    raw = result.text.encode("utf-8", "replace")
+    size = result.size_bytes or len(raw)
+    if len(raw) <= max_bytes:
+        return replace(result, size_bytes=size)
+    text = raw[:max_bytes].decode("utf-8", "ignore")
+    return replace(result, text=text, size_bytes=size, truncated=True)
+
+
+@dataclass
+class AgentTurn:
+    """One tool-using turn, run by :meth:`run`; its ``record`` is set (and logged) when it ends, also
+    when it is cancelled (``run`` then re-raises)."""
+
+    backend: Backend
+    request: ChatRequest
+    host: ToolHost
+    consent: Consent
+    session_id: str
+    turn_index: int
+    submitted_ns: int | None = None
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    log: SessionLog | None = None
+    on_event: Callable[[ev.Event], None] | None = None
+    on_step: Callable[[TurnRecorder], None] | None = None  # a model step begins (the echo follows its recorder)
+    on_tool: Callable[[ToolStep, ToolResult | None], None] | None = None  # a tool call ended
+    on_notice: Callable[[str], None] | None = None
+    models: list[TurnRecord] = field(default_factory=list)  # each model step's record, set when the turn ends
+    tools: list[ToolStep] = field(default_factory=list)
+    notices: dict[str, Any] = field(default_factory=dict)
+    record: TurnRecord | None = None
+    log_error: str | None = None
+    # The model steps' recorders, finished only when the turn ends: a record's first finish() imports numpy
+    # (its ITL percentiles), 150-200 ms that would otherwise sit between the first step and its tools.
+    _steps: list[TurnRecorder] = field(default_factory=list)
+
+    async def run(self) -> TurnRecord:
+        stopped: Stopped = "answer"
+        error: ErrorInfo | None = None
+        try:
+            stopped, error = await self._loop()
+        except asyncio.CancelledError:
+            stopped = "cancelled"
+            raise
+        finally:
+            if not self._steps:  # cancelled before the first step was even made
+                self._steps.append(self._recorder_for(self.request))
+            self.models = [r.finish() for r in self._steps]
+            self.record, self.log_error = deliver_record(
+                join_turn(
+                    self.models,
+                    self.tools,
+                    stopped=stopped,
+                    max_steps=self.max_steps,
+                    error=error,
+                    notices=self.notices,
+                ),
+                self.log,
+            )
+        return self.record
+
+    def _recorder_for(self, request: ChatRequest) -> TurnRecorder:
+        rec = new_recorder(self.backend, request, session_id=self.session_id, turn_index=self.turn_index)
+        first = not self._steps
+        rec.feed(ev.Submitted(self.submitted_ns if first and self.submitted_ns is not None else ev.now_ns()))
+        return rec
+
+    def _notice(self, key: str, text: str) -> None:
+        self.notices[key] = text
+        if self.on_notice is not None:
+            self.on_notice(text)
+
+    async def _loop(self) -> tuple[Stopped, ErrorInfo | None]:
+        specs = {s.name: s for s in self.host.tools()}
+        messages = list(self.request.messages)
+        base = replace(self.request, tools=tool_defs(list(specs.values())))
+        for step in range(1, self.max_steps + 1):
+            request = replace(base, messages=tuple(messages))
+            recorder = self._recorder_for(request)
+            self._steps.append(recorder)
+            if self.on_step is not None:
+                self.on_step(recorder)
+            await stream_turn(self.backend, request, recorder, on_event=self.on_event)
+            calls = [
+                ToolCall(cid or f"call_{step}_{i}", c["name"], c["arguments"])
+                for i, (c, cid) in enumerate(zip(recorder.tool_calls, recorder.tool_call_ids, strict=True))
+            ]
+            status = recorder.status
+            answer = recorder.answer
+            if status != "ok" or not calls:
+                return ("answer" if status == "ok" else "error"), None
+            if step == self.max_steps:
+                self._notice(
+                    MAX_STEPS_NOTICE,
+                    f"the model still asked for {len(calls)} tool call(s) at --max-steps {self.max_steps}:"
+                    " the loop stopped there, without a final answer",
+                )
+                return "max_steps", None
+            refused = [c for c in calls if self.consent.decide(c.name) != "allow"]
+            if refused:
+                now = ev.now_ns()
+                for c in refused:
+                    server = specs[c.name].server if c.name in specs else ""
+                    self.tools.append(ToolStep(c.name, server, now, now, "denied", call_id=c.call_id))
+                names = ", ".join(sorted({c.name for c in refused}))
+                return "denied", ErrorInfo(
+                    ErrorKind.TOOL_NOT_ALLOWED,
+                    f"The model called {names}, which was not allowed, so no tool ran and the turn stopped.",
+                    None,
+                    "Allow it with --allow-tool NAME (or every tool with --allow-tools).",
+                )
+            results = await asyncio.gather(*(self._call(c, specs) for c in calls))
+            messages.append(Message("assistant", answer, tool_calls=tuple(calls)))
+            messages += [
+                Message("tool", r.text, tool_call_id=c.call_id, is_error=r.is_error)
+                for c, r in zip(calls, results, strict=True)
+            ]
+        raise AssertionError("unreachable: the last step returns")  # pragma: no cover
+
+    async def _call(self, call: ToolCall, specs: dict[str, ToolSpec]) -> ToolResult:
+        spec = specs.get(call.name)
+        server = spec.server if spec is not None else ""
+        start = ev.now_ns()
+        result: ToolResult | None = None
+        try:
+            result = await self._result(call, spec)
+        except asyncio.CancelledError:
+            self._ended(ToolStep(call.name, server, start, ev.now_ns(), "cancelled", call_id=call.call_id), None)
+            raise
+        result = cap(result, self.max_result_bytes)
+        end = ev.now_ns()
+        if result.truncated:
+            self._notice(
+                f"{TRUNCATED_NOTICE}:{call.call_id}",
+                f"the result of {call.name} was cut to {len(result.text.encode())} of {result.size_bytes} bytes"
+                " before the model read it",
+            )
+        status: ToolStatus = "error" if result.is_error else "ok"
+        step = ToolStep(call.name, server, start, end, status, result.size_bytes, result.truncated, call.call_id)
+        self._ended(step, result)
+        return result
+
+    def _ended(self, step: ToolStep, result: ToolResult | None) -> None:
+        self.tools.append(step)
+        if self.on_tool is not None:
+            self.on_tool(step, result)
+
+    async def _result(self, call: ToolCall, spec: ToolSpec | None) -> ToolResult:
+        if spec is None:
+            return ToolResult(f"there is no tool named {call.name!r}", is_error=True)
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except ValueError as exc:
+            return ToolResult(f"the arguments are not valid JSON ({exc})", is_error=True)
+        if not isinstance(arguments, dict):
+            return ToolResult("the arguments must be a JSON object", is_error=True)
+        try:
+            return await self.host.call(call.name, arguments)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a host must not raise for a tool's failure; if one does, the model hears it
+            return ToolResult(f"the tool failed: {type(exc).__name__}: {exc}", is_error=True)

@@ -1,0 +1,171 @@
+"""The agent loop against a loopback model: parallel calls, error results, the step limit, consent,
+cancellation (every step that arrived is kept), and capped results."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+import pytest
+
+from backends.agent.consent import Consent
+from backends.agent.host import ToolResult
+from backends.agent.loop import AgentTurn, cap, supports_tools
+from backends.base import build_request
+from backends.providers.registry import create_backend
+from telemetry.record import TurnRecord
+from tests.fakes.agent_server import AgentServer, Call, Step
+from tests.support.tool_host import FakeHost, FakeTool
+
+
+def _run(
+    script: list[Step],
+    host: FakeHost,
+    *,
+    consent: Consent | None = None,
+    max_steps: int = 10,
+    during: Callable[[AgentTurn, asyncio.Task[TurnRecord]], object] | None = None,
+) -> tuple[AgentTurn, AgentServer]:
+    with AgentServer(script) as srv:
+        backend = create_backend("compat:m", base_url=srv.base_url, lean=True)
+        agent = AgentTurn(
+            backend,
+            build_request("go"),
+            host,
+            consent or Consent(allow_all=True),
+            session_id="s",
+            turn_index=0,
+            max_steps=max_steps,
+        )
+
+        async def go() -> None:
+            task = asyncio.ensure_future(agent.run())
+            try:
+                if during is not None:
+                    await during(agent, task)  # type: ignore[misc]
+                await task
+            except asyncio.CancelledError:
+                pass
+            finally:
+                await backend.aclose()
+
+        asyncio.run(go())
+        return agent, srv
+
+
+def test_parallel_calls_run_at_once_and_count_once_in_the_split() -> None:
+    host = FakeHost(FakeTool("a", delay_s=0.3), FakeTool("b", delay_s=0.3))
+    agent, _ = _run([Step(calls=(Call("a"), Call("b"))), Step(text="done")], host)
+    rec = agent.record
+    assert rec is not None and rec.status == "ok"
+    assert host.max_in_flight == 2
+    tools = [s for s in rec.steps if s["kind"] == "tool"]
+    assert len(tools) == 2 and all(s["duration_ms"] >= 250 for s in tools)
+    split = rec.agent
+    assert split is not None and split["step_count"] == 4 and split["stopped"] == "answer"
+    assert 250 <= split["time_in_tools_ms"] < sum(s["duration_ms"] for s in tools)  # overlap counted once
+    total = rec.metrics.total_ms
+    assert total is not None
+    in_parts = split["time_in_model_ms"] + split["time_in_tools_ms"] + split["time_in_ttft_ms"]
+    assert in_parts == pytest.approx(total, abs=1.0)
+    assert "tool `a` on server `fake`" in rec.diagnosis or "tool `b` on server `fake`" in rec.diagnosis
+
+
+def test_a_tools_failure_goes_back_as_an_error_result_and_the_model_answers() -> None:
+    host = FakeHost(FakeTool("boom", raises=True), FakeTool("fine", "42"))
+    script = [
+        Step(calls=(Call("boom"), Call("nope"), Call("fine", raw='{"q": '), Call("fine", {"q": "x"}))),
+        Step(text="sorry"),
+    ]
+    agent, srv = _run(script, host)
+    rec = agent.record
+    assert rec is not None and rec.status == "ok" and rec.answer.strip() == "sorry"
+    results = [m for m in srv.requests[1]["messages"] if m["role"] == "tool"]
+    assert [r["content"].startswith("Error:") for r in results] == [True, True, True, False]
+    assert "RuntimeError" in results[0]["content"] and "no tool named 'nope'" in results[1]["content"]
+    assert "not valid JSON" in results[2]["content"] and results[3]["content"] == "42"
+    assert host.calls == [("boom", {}), ("fine", {"q": "x"})]  # malformed arguments never reach the tool
+    assert sorted(s["status"] for s in rec.steps if s["kind"] == "tool") == ["error", "error", "error", "ok"]
+
+
+def test_the_step_limit_stops_the_loop_and_says_so() -> None:
+    host = FakeHost(FakeTool("again"))
+    agent, srv = _run([Step(calls=(Call("again"),))], host, max_steps=3)
+    rec = agent.record
+    assert rec is not None and len(srv.requests) == 3 and len(host.calls) == 2
+    assert rec.agent is not None and rec.agent["stopped"] == "max_steps" and rec.agent["model_steps"] == 3
+    assert "max_steps" in rec.notices and "--max-steps (3)" in rec.diagnosis
+
+
+def test_without_consent_no_tool_runs_and_the_turn_stops() -> None:
+    host = FakeHost(FakeTool("a"), FakeTool("b"))
+    agent, srv = _run(
+        [Step(calls=(Call("a"), Call("b"))), Step(text="x")], host, consent=Consent.from_flags(False, ["a"])
+    )
+    rec = agent.record
+    assert rec is not None and host.calls == [] and len(srv.requests) == 1
+    assert rec.status == "error" and rec.error is not None and rec.error.type == "tool_not_allowed"
+    assert [(s["name"], s["status"]) for s in rec.steps if s["kind"] == "tool"] == [("b", "denied")]
+    assert "--allow-tool" in rec.diagnosis
+
+
+def test_cancelling_during_a_tool_keeps_every_step_that_arrived(sunk: list[TurnRecord]) -> None:
+    host = FakeHost(FakeTool("slow", delay_s=30))
+
+    async def cancel_in_the_tool(agent: AgentTurn, task: asyncio.Task[TurnRecord]) -> None:
+        for _ in range(3000):
+            if host.in_flight:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+
+    agent, _ = _run([Step(calls=(Call("slow"),)), Step(text="never")], host, during=cancel_in_the_tool)
+    rec = agent.record
+    assert rec is not None and rec.status == "cancelled"
+    assert [(s["kind"], s["status"]) for s in rec.steps] == [("model", "ok"), ("tool", "cancelled")]
+    assert rec.tool_calls[0]["name"] == "slow" and rec.metrics.ttft_ms is not None
+    assert sunk[-1] is rec  # delivered (logged and sunk) although cancelled
+
+
+def test_results_are_capped_before_the_model_and_a_cut_is_said() -> None:
+    notices: list[str] = []
+    host = FakeHost(FakeTool("big", "é" * 100_000), max_result_bytes=10**9)  # a host that does not cut
+    with AgentServer([Step(calls=(Call("big"),)), Step(text="ok")]) as srv:
+        backend = create_backend("compat:m", base_url=srv.base_url, lean=True)
+        agent = AgentTurn(
+            backend,
+            build_request("go"),
+            host,
+            Consent(allow_all=True),
+            session_id="s",
+            turn_index=0,
+            max_result_bytes=1001,
+            on_notice=notices.append,
+        )
+
+        async def go() -> TurnRecord:
+            try:
+                return await agent.run()
+            finally:
+                await backend.aclose()
+
+        rec = asyncio.run(go())
+        sent = next(m for m in srv.requests[1]["messages"] if m["role"] == "tool")["content"]
+    assert len(sent.encode()) <= 1001 and sent == "é" * 500  # cut on a character boundary
+    step = next(s for s in rec.steps if s["kind"] == "tool")
+    assert step["truncated"] is True and step["result_bytes"] == 200_000
+    assert notices and "cut to 1000 of 200000 bytes" in notices[0]
+
+
+def test_cap_keeps_a_hosts_own_figures() -> None:
+    r = cap(ToolResult("abc", size_bytes=9000, truncated=True), 10)
+    assert (r.text, r.size_bytes, r.truncated) == ("abc", 9000, True)
+    assert json.dumps(cap(ToolResult("x" * 20), 5).text) == '"xxxxx"'
+
+
+def test_the_local_engine_says_it_has_no_tools() -> None:
+    class Local:
+        api = "llama.cpp"
+
+    assert not supports_tools(Local())  # type: ignore[arg-type]

@@ -1,0 +1,1 @@
+"""Tests of telemetry.agent: a tool-using turn's steps and split."""

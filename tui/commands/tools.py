@@ -1,0 +1,103 @@
+"""``ttft ask``'s tools: ``--mcp``, the consent flags, ``--max-steps``, and the MCP host they start.
+
+The MCP client (``backends.mcp``) is imported by name when ``--mcp`` is given, so a ttft without it
+still runs every other turn and says so for ``--mcp`` (exit 2). No tool runs without consent:
+``--allow-tools`` allows every tool, ``--allow-tool NAME`` one; a call nothing allowed stops the turn
+(``tool_not_allowed``, exit 5; see docs/agents-loop.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+from typing import Any
+
+from backends.agent.consent import Consent
+from backends.agent.host import ToolHost
+from backends.agent.loop import DEFAULT_MAX_RESULT_BYTES, DEFAULT_MAX_STEPS, NO_TOOLS
+from tui.commands.flags import add_mcp_flags
+
+MCP_CONFIG, MCP_HOST = "backends.mcp.config", "backends.mcp.host"  # imported by name: a ttft without them still runs
+NOT_INSTALLED = "MCP support is not installed in this ttft (the backends.mcp package is missing)"
+
+
+def positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("give 1 or more")
+    return n
+
+
+def add_tool_flags(p: argparse.ArgumentParser) -> None:
+    add_mcp_flags(p)  # --mcp SPEC and its timeouts, as on chat and compare
+    g = p.add_argument_group("tool consent and steps")
+    g.add_argument("--allow-tools", action="store_true", help="let the model run every tool it is offered")
+    g.add_argument(
+        "--allow-tool", action="append", default=[], metavar="NAME", help="let the model run this tool (repeatable)"
+    )
+    g.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=DEFAULT_MAX_STEPS,
+        metavar="N",
+        help=f"at most N model steps in the turn (default {DEFAULT_MAX_STEPS}); reaching it is said in the record",
+    )
+
+
+def wants_tools(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "mcp", None))
+
+
+def mcp_module(name: str = MCP_CONFIG) -> Any | None:
+    """One module of the MCP client, or None where this ttft has none."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and name.startswith(exc.name):
+            return None
+        raise
+
+
+def tools_problem(args: argparse.Namespace, local: bool) -> str | None:
+    """Why these tool flags cannot make a turn (exit 2), or None."""
+    if not wants_tools(args):
+        if args.allow_tools or args.allow_tool:
+            return "--allow-tools and --allow-tool need --mcp SPEC (the tools to allow)"
+        return None
+    if local:
+        return NO_TOOLS
+    mod = mcp_module()
+    if mod is None or mcp_module(MCP_HOST) is None:
+        return NOT_INSTALLED
+    try:
+        mod.resolve_specs(args.mcp)  # a spec that names nothing is the command line's problem
+    except mod.McpSpecError as exc:
+        return str(exc)
+    return None
+
+
+def consent_of(args: argparse.Namespace) -> Consent:
+    return Consent.from_flags(bool(args.allow_tools), args.allow_tool)
+
+
+async def start_host(args: argparse.Namespace, on_notice: Any) -> ToolHost:
+    """The MCP servers of ``--mcp``, started (a bad spec raises ``McpSpecError``, a usage error; a server
+    that fails to start is a notice, and the turn goes on with the others' tools)."""
+    config, mod = mcp_module(), mcp_module(MCP_HOST)
+    if config is None or mod is None:
+        raise RuntimeError(NOT_INSTALLED)
+    servers = config.resolve_specs(args.mcp)
+    host = mod.start_host(
+        servers,
+        on_notice=on_notice,
+        start_timeout_s=args.mcp_start_timeout,
+        call_timeout_s=args.mcp_call_timeout,
+        max_result_bytes=DEFAULT_MAX_RESULT_BYTES,
+    )
+    if inspect.isawaitable(host):
+        host = await host
+    return host
