@@ -15,7 +15,10 @@ from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import backend_for, one_turn
 
 READERS = ("compat", "lean-chat", "responses", "lean-responses")
-TOLERANCE_MS = 5.0
+# The join itself is exact (asserted equal to what the server sent). How close the fake's own figures
+# come to its schedule depends on its sleeps, which a loaded machine stretches (5.05 ms once in a full
+# CI run): a sanity bound here; tests/benchmarks/server_join.py measures the figures.
+TOLERANCE_MS = 25.0
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +53,7 @@ HELD = Schedule(
 
 
 @pytest.mark.parametrize("reader", READERS)
-async def test_the_join_holds_each_figure_within_5_ms_of_the_truth(reader: str) -> None:
+async def test_the_join_holds_each_figure_exactly_and_near_the_schedules_truth(reader: str) -> None:
     with FakeServer(HELD) as srv:
         d = await _turn(reader, srv, stream=True)
         sent = srv.requests[-1].server_metrics
