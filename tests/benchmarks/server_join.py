@@ -5,7 +5,8 @@
 A loopback fake with vLLM's per-request metrics holds each request in its queue for 400 ms and sends
 the first token 150 ms after scheduling. For each OpenAI reader (the SDKs' and the lean ones) it prints
 the median and largest distance of ``server_queue_ms`` and ``server_ttft_ms`` from that schedule, and
-the rest of the client's TTFT (``server_rest_ms``: loopback, HTTP and the reader). The join passes the
+the rest of the client's TTFT (``server_rest_ms``: loopback, HTTP and the reader), and how far that rest
+is from the wire split's network part (dns + connect + tls + send, ``metrics.wait_ms``). The join passes the
 server's figures on exactly (the tests assert it); what this measures is how near the server's own
 clock comes to the schedule, and what is left for the path between.
 """
@@ -51,15 +52,17 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("TTFT_DATA_DIR", "/tmp/ttft-server-join")
     print(f"{args.turns} turns per reader, load average {os.getloadavg()[0]:.2f}")
-    print(f"{'reader':<16} {'queue - 400 ms':>22} {'TTFT - 150 ms':>22} {'rest of TTFT':>18}")
+    print(f"{'reader':<16} {'queue - 400 ms':>22} {'TTFT - 150 ms':>22} {'rest of TTFT':>18} {'rest - network':>18}")
     for reader in READERS:
         ms = asyncio.run(turns(reader, args.turns))
         q = [abs(m["server_queue_ms"] - HELD.queue_hold_ms) for m in ms]
         t = [abs(m["server_ttft_ms"] - HELD.first_token_ms) for m in ms]
         r = [m["server_rest_ms"] for m in ms]
+        w = [m["server_rest_ms"] - sum(m["wait_ms"][k] for k in ("dns", "connect", "tls", "send")) for m in ms]
         print(
             f"{reader:<16} {statistics.median(q):>9.2f} (max {max(q):6.2f}) {statistics.median(t):>9.2f} "
-            f"(max {max(t):6.2f}) {statistics.median(r):>7.2f} (max {max(r):6.2f}) ms"
+            f"(max {max(t):6.2f}) {statistics.median(r):>7.2f} (max {max(r):6.2f}) "
+            f"{statistics.median(w):>7.2f} (max {max(w):6.2f}) ms"
         )
 
 

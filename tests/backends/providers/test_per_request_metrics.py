@@ -71,6 +71,8 @@ async def test_the_join_holds_each_figure_exactly_and_near_the_schedules_truth(r
     rest = m["server_rest_ms"]
     assert rest == pytest.approx(m["ttft_ms"] - m["server_queue_ms"] - m["server_ttft_ms"], abs=1e-3)
     assert 0 <= rest < 100  # a loopback hop and the reader: sanity bound, not a timing claim
+    network = sum(m["wait_ms"][k] for k in ("dns", "connect", "tls", "send"))
+    assert abs(rest - network) < TOLERANCE_MS  # on loopback the rest is the connection (server_join.py: < 1 ms)
     assert m["speculative"]["source"] == "vllm" and m["speculative"]["tokens_per_step"] == 2.2
     assert "queued on the server" in d["diagnosis"] and "prefill" in d["diagnosis"]
 
