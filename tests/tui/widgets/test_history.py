@@ -6,7 +6,7 @@ from typing import Any
 
 from telemetry.duration import DASH
 from telemetry.record import TurnRecord
-from tui.widgets.history import COLUMNS, _cells
+from tui.widgets.history import COLUMNS, SERVER_COLUMN, _cells, columns, has_server_account
 
 
 def test_a_turn_without_tokens_has_no_e2e_in_the_history() -> None:
@@ -23,3 +23,18 @@ def test_a_turn_without_tokens_has_no_e2e_in_the_history() -> None:
     assert str(cells["E2E"]) == DASH
     rec["metrics"] |= {"e2e_ms": 2692.1, "total_ms": 2693.0}
     assert str(dict(zip(COLUMNS, _cells(TurnRecord.from_dict(rec)), strict=True))["E2E"]) == "2.7 s"
+
+
+def test_the_servers_own_queue_and_ttft_get_a_column_once_a_turn_has_them() -> None:
+    def rec(i: int, queue: float | None, ttft: float | None) -> TurnRecord:
+        m: dict[str, Any] = {"ttft_ms": 1900.0, "e2e_ms": 2500.0, "tpot_ms": 20.0}
+        if queue is not None or ttft is not None:
+            m |= {"server_queue_ms": queue, "server_ttft_ms": ttft, "server_timing_source": "vllm"}
+        return TurnRecord.from_dict({"turn_index": i, "model": "m", "status": "ok", "metrics": m, "tokens": {}})
+
+    plain, vllm, prefill_only = rec(0, None, None), rec(1, 1400.0, 350.0), rec(2, None, 104.0)
+    heads = columns(False, served=True)
+    assert heads[-1] == SERVER_COLUMN and columns(False) == COLUMNS
+    cells = [dict(zip(heads, _cells(r, served=True), strict=True))[SERVER_COLUMN] for r in (plain, vllm, prefill_only)]
+    assert cells == [DASH, "1.4s/350ms", f"{DASH}/104ms"]
+    assert [has_server_account(r) for r in (plain, vllm, prefill_only)] == [False, True, True]
