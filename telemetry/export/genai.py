@@ -25,6 +25,11 @@ Conventions followed: the GenAI semantic conventions :data:`GENAI_SEMCONV_VERSIO
   cache_write.input,reasoning.output}_tokens`` counters (with ``gen_ai.token.modality``) and the
   per-operation ``gen_ai.client.inference.operation.{input,output}_tokens`` histograms, from the
   server's usage only (an estimate is no usage to bill);
+- a tool-using turn (its record's ``steps``) is an agent invocation: an ``invoke_agent`` span (INTERNAL,
+  the loop is in-process) with a ``chat {model}`` span per model step and an ``execute_tool {name}``
+  span per tool call, each at its step's times; each model step is an inference of its own in the
+  client histograms, each tool call a point of ``gen_ai.execute_tool.duration`` and the turn one of
+  ``gen_ai.invoke_agent.duration``. A turn without steps maps exactly as before;
 - the names of semantic conventions 1.44.0 (``gen_ai.client.operation.*`` and the
   ``gen_ai.client.token.usage`` histogram) are emitted too, beside the new ones, when
   ``OTEL_SEMCONV_STABILITY_OPT_IN`` lists ``gen_ai/dup`` (the ``/dup`` of OpenTelemetry's stability
@@ -301,13 +306,13 @@ def streamed(rec: TurnRecord) -> bool:
 def _usage_attributes(tokens: Mapping[str, Any]) -> Attrs:
     """``gen_ai.usage.*`` from a token count (``TokenCounts.to_dict()``, or a step's ``tokens``)."""
     usage = {
-        "gen_ai.usage.input_tokens": tokens.get("input"),
-        "gen_ai.usage.output_tokens": tokens.get("output"),
-        "gen_ai.usage.cache_read.input_tokens": tokens.get("cached_input"),
-        "gen_ai.usage.cache_write.input_tokens": tokens.get("cache_write_input"),
-        "gen_ai.usage.reasoning.output_tokens": tokens.get("reasoning"),
+        "gen_ai.usage.input_tokens": _count(tokens.get("input")),
+        "gen_ai.usage.output_tokens": _count(tokens.get("output")),
+        "gen_ai.usage.cache_read.input_tokens": _count(tokens.get("cached_input")),
+        "gen_ai.usage.cache_write.input_tokens": _count(tokens.get("cache_write_input")),
+        "gen_ai.usage.reasoning.output_tokens": _count(tokens.get("reasoning")),
     }
-    return {k: v for k, v in usage.items() if _count(v) is not None}
+    return {k: v for k, v in usage.items() if v is not None}
 
 
 def _count(v: Any) -> int | None:
