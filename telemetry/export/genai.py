@@ -735,7 +735,7 @@ def _agent_points(rec: TurnRecord, legacy: bool) -> list[Point]:
         start, end = _num(step.get("start_ms")), _num(step.get("end_ms"))
         if step.get("kind") == "model":
             mine = [t for t in times if start is not None and end is not None and start <= t <= end]
-            total = end - start if start is not None and end is not None else None
+            total = end - start if start is not None and end is not None and end >= start else None
             attrs = _inference_attributes(rec, _step_error(rec, step.get("status")))
             out += _inference_points(rec, attrs, total, step.get("ttft_ms"), mine, _dict(step.get("tokens")), legacy)
         elif step.get("kind") == "tool":

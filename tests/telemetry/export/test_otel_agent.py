@@ -211,3 +211,25 @@ def test_a_turn_without_steps_keeps_its_single_chat_span_and_its_metrics(
     assert "ttft.step_index" not in attrs(root.attributes)
     names = set(_metrics([plain], tmp_path, monkeypatch))
     assert not names & {"gen_ai.execute_tool.duration", "gen_ai.invoke_agent.duration"}
+
+
+def test_odd_steps_in_a_log_line_are_left_out_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rec = _turn()
+    rec["steps"] = [
+        {**rec["steps"][0], "start_ms": "soon", "end_ms": None},  # no time: no span, no inference
+        {**rec["steps"][1], "name": "se\x1b[2Jarch", "status": "exploded", "duration_ms": float("nan")},
+        {**rec["steps"][3], "start_ms": 1e30},  # past OTLP's range, and after its own end
+        {"kind": "model", "tokens": "many", "start_ms": 420.0, "end_ms": 560.0, "ttft_ms": True},
+    ]
+    spans = _spans([rec], tmp_path)
+    (root,) = [s for s in spans if not s.parent_span_id]
+    children = [s for s in spans if s.parent_span_id == root.span_id]
+    assert [s.name for s in children] == ["execute_tool se\ufffd[2Jarch", "chat m"]
+    tool = attrs(children[0].attributes)
+    assert "error.type" not in tool and tool["ttft.tool.status"] == "exploded" and not children[0].status.code
+    chat = attrs(children[1].attributes)
+    assert "gen_ai.usage.input_tokens" not in chat and "gen_ai.response.time_to_first_chunk" not in chat
+    metrics = _metrics([rec], tmp_path, monkeypatch)
+    assert "gen_ai.execute_tool.duration" not in metrics  # its duration is no number
+    (dur,) = metrics["gen_ai.client.inference.duration"].histogram.data_points
+    assert dur.count == 1  # the one model step whose times make a duration
