@@ -105,7 +105,10 @@ class Sdk:
         from opentelemetry import trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
-        kind = SpanKind.INTERNAL if parent is not None else SpanKind.CLIENT
+        if s.kind is not None:
+            kind = SpanKind.CLIENT if s.kind == "client" else SpanKind.INTERNAL
+        else:  # by its place: a turn's chat span is CLIENT, its phases INTERNAL
+            kind = SpanKind.INTERNAL if parent is not None else SpanKind.CLIENT
         span = self._tracer.start_span(
             s.name, context=parent, kind=kind, attributes=s.attributes, start_time=s.start_unix_ns
         )

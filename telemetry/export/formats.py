@@ -1,5 +1,6 @@
 """Export logged turns as JSONL, flat CSV (the fixed table of ``telemetry.export.table``), Parquet, or
-OpenTelemetry GenAI traces or metrics (OTLP/JSON). An output path of ``-`` is standard output."""
+OpenTelemetry GenAI traces or metrics (OTLP/JSON); or their steps, one row each (the table of
+``telemetry.export.step_table``), as JSONL, CSV or Parquet. An output path of ``-`` is standard output."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from telemetry.export import genai, otlp_json, table
+from telemetry.export import genai, otlp_json, step_table, table
 from telemetry.log.urls import redact_url
 from telemetry.record import TurnRecord
 from telemetry.typed_read import RecordError, convert, field_types
@@ -166,14 +167,33 @@ def write_csv(records: Sequence[dict[str, Any]], out: Path) -> int:
     return len(records)
 
 
-def write_turns_csv(records: Iterable[dict[str, Any]], out: Path) -> int:
-    """One row per turn under the fixed header of ``telemetry.export.table`` (one pass, nothing held)."""
+def _write_table_csv(header: Sequence[str], rows: Iterable[dict[str, Any]], out: Path) -> int:
     n = 0
     with open_private(out, newline="") as f:
         w = csv.writer(f)
-        w.writerow(table.HEADER)
-        for r in records:
-            w.writerow([_csv_value(v) for v in table.row(r).values()])
+        w.writerow(header)
+        for row in rows:
+            w.writerow([_csv_value(v) for v in row.values()])
+            n += 1
+    return n
+
+
+def write_turns_csv(records: Iterable[dict[str, Any]], out: Path) -> int:
+    """One row per turn under the fixed header of ``telemetry.export.table`` (one pass, nothing held)."""
+    return _write_table_csv(table.HEADER, (table.row(r) for r in records), out)
+
+
+def write_steps_csv(records: Iterable[dict[str, Any]], out: Path) -> int:
+    """One row per step under the fixed header of ``telemetry.export.step_table``; returns the rows."""
+    return _write_table_csv(step_table.HEADER, step_table.all_rows(iter(records)), out)
+
+
+def write_steps_jsonl(records: Iterable[dict[str, Any]], out: Path) -> int:
+    """The step table as JSON lines: each row an object of the same typed columns (null where empty)."""
+    n = 0
+    with open_private(out) as f:
+        for row in step_table.all_rows(iter(records)):
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
             n += 1
     return n
 
@@ -181,11 +201,33 @@ def write_turns_csv(records: Iterable[dict[str, Any]], out: Path) -> int:
 def write_parquet(records: Iterable[dict[str, Any]], out: Path) -> int:
     """The same table as Parquet, every column typed (also those all null), through polars.
     Raises ``ModuleNotFoundError`` when polars is not installed."""
+    return _write_table_parquet(table.COLUMNS, (table.row(r) for r in records), out)
+
+
+def write_steps_parquet(records: Iterable[dict[str, Any]], out: Path) -> int:
+    """The step table as Parquet, typed as :func:`write_parquet` types the turn table; returns the rows."""
+    return _write_table_parquet(step_table.COLUMNS, step_table.all_rows(iter(records)), out)
+
+
+def polars_schema(columns: Sequence[table.Column]) -> dict[str, Any]:
+    """A table's columns as polars types (``pl.read_csv(path, schema=...)`` reads an export back typed)."""
     import polars as pl
 
     types = {"str": pl.String, "json": pl.String, "int": pl.Int64, "float": pl.Float64, "bool": pl.Boolean}
-    schema = {c.name: types[c.type] for c in table.COLUMNS}
-    frame = pl.from_dicts([table.row(r) for r in records], schema=schema)
+    return {c.name: types[c.type] for c in columns}
+
+
+def pandas_dtypes(columns: Sequence[table.Column]) -> dict[str, str]:
+    """A table's columns as pandas dtypes (``pd.read_csv(path, dtype=...)``): nullable, so an empty
+    cell stays missing in an int or bool column."""
+    types = {"str": "string", "json": "string", "int": "Int64", "float": "Float64", "bool": "boolean"}
+    return {c.name: types[c.type] for c in columns}
+
+
+def _write_table_parquet(columns: Sequence[table.Column], rows: Iterable[dict[str, Any]], out: Path) -> int:
+    import polars as pl
+
+    frame = pl.from_dicts(list(rows), schema=polars_schema(columns))
     if out == STDOUT:
         if sys.stdout.isatty():  # binary on a terminal: garbage at best, escape sequences at worst
             raise OSError(errno.EINVAL, "Parquet is binary: pipe it (-o - | ...) or give -o FILE")
@@ -235,6 +277,12 @@ WRITERS: dict[str, Callable[[Iterable[dict[str, Any]], Path], int]] = {
     "otel": write_otel,
     "otel-metrics": write_otel_metrics,
 }
+# ``--steps``: one row per step (telemetry.export.step_table) in the formats that hold a table.
+STEP_WRITERS: dict[str, Callable[[Iterable[dict[str, Any]], Path], int]] = {
+    "jsonl": write_steps_jsonl,
+    "csv": write_steps_csv,
+    "parquet": write_steps_parquet,
+}
 
 
 def export(
@@ -243,12 +291,15 @@ def export(
     out: Path,
     *,
     redact_text: bool = False,
+    steps: bool = False,
 ) -> int:
-    """Write ``records`` as ``fmt`` to ``out`` (``-``: standard output). Given a function that reads
-    them afresh on each call (a log read line by line), the records stream through: none is kept
-    past its own row (Parquet holds the table's rows, not the records)."""
-    if fmt not in WRITERS:
-        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(WRITERS)}")
+    """Write ``records`` as ``fmt`` to ``out`` (``-``: standard output); returns the turns written, or
+    with ``steps`` the step table's rows. Given a function that reads them afresh on each call (a log
+    read line by line), the records stream through: none is kept past its own rows (Parquet holds the
+    table's rows, not the records)."""
+    writers = STEP_WRITERS if steps else WRITERS
+    if fmt not in writers:
+        raise ValueError(f"unknown format {fmt!r}{' for steps' if steps else ''}; choose from {', '.join(writers)}")
     if callable(records):
         source = records
     else:
@@ -260,4 +311,4 @@ def export(
 
     if out != STDOUT:
         out.parent.mkdir(parents=True, exist_ok=True)
-    return WRITERS[fmt](prepared(), out)
+    return writers[fmt](prepared(), out)

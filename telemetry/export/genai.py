@@ -25,6 +25,11 @@ Conventions followed: the GenAI semantic conventions :data:`GENAI_SEMCONV_VERSIO
   cache_write.input,reasoning.output}_tokens`` counters (with ``gen_ai.token.modality``) and the
   per-operation ``gen_ai.client.inference.operation.{input,output}_tokens`` histograms, from the
   server's usage only (an estimate is no usage to bill);
+- a tool-using turn (its record's ``steps``) is an agent invocation: an ``invoke_agent`` span (INTERNAL,
+  the loop is in-process) with a ``chat {model}`` span per model step and an ``execute_tool {name}``
+  span per tool call, each at its step's times; each model step is an inference of its own in the
+  client histograms, each tool call a point of ``gen_ai.execute_tool.duration`` and the turn one of
+  ``gen_ai.invoke_agent.duration``. A turn without steps maps exactly as before;
 - the names of semantic conventions 1.44.0 (``gen_ai.client.operation.*`` and the
   ``gen_ai.client.token.usage`` histogram) are emitted too, beside the new ones, when
   ``OTEL_SEMCONV_STABILITY_OPT_IN`` lists ``gen_ai/dup`` (the ``/dup`` of OpenTelemetry's stability
@@ -57,6 +62,7 @@ NS_PER_MS = 1_000_000
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 Attrs = dict[str, str | bool | int | float | list[str]]
+SpanKind = Literal["client", "internal"]
 
 # The semantic conventions' advised bucket bounds (s, and tokens).
 DURATION_BOUNDS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
@@ -104,6 +110,14 @@ USAGE_CACHE_WRITE = _counter(
     "gen_ai.client.inference.usage.cache_write.input_tokens", "Input tokens written to the provider's cache"
 )
 USAGE_REASONING = _counter("gen_ai.client.inference.usage.reasoning.output_tokens", "Output tokens used for reasoning")
+# A tool-using turn (its record's ``steps``): each tool call, and the whole turn as one agent invocation.
+AGENT_DURATION_BOUNDS = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6)
+EXECUTE_TOOL_DURATION = _hist(
+    "gen_ai.execute_tool.duration", "s", "The duration of a single tool execution", DURATION_BOUNDS
+)
+INVOKE_AGENT_DURATION = _hist(
+    "gen_ai.invoke_agent.duration", "s", "A tool-using turn, from its first send to its end", AGENT_DURATION_BOUNDS
+)
 # Semantic conventions 1.44.0's names, emitted beside the current ones with OPT_IN_ENV=gen_ai/dup.
 OLD_DURATION = _hist("gen_ai.client.operation.duration", "s", _DURATION_DOC, DURATION_BOUNDS)
 OLD_TIME_TO_FIRST_CHUNK = _hist("gen_ai.client.operation.time_to_first_chunk", "s", _TTFC_DOC, DURATION_BOUNDS)
@@ -120,6 +134,8 @@ CURRENT = (
     USAGE_CACHE_READ,
     USAGE_CACHE_WRITE,
     USAGE_REASONING,
+    EXECUTE_TOOL_DURATION,
+    INVOKE_AGENT_DURATION,
 )
 LEGACY = (OLD_DURATION, OLD_TIME_TO_FIRST_CHUNK, OLD_TIME_PER_OUTPUT_CHUNK, OLD_TOKEN_USAGE)
 INSTRUMENTS = (*CURRENT, *LEGACY)
@@ -153,6 +169,7 @@ class Span:
     events: tuple[SpanEvent, ...] = ()
     children: tuple[Span, ...] = ()
     error: str | None = None  # the status description of a failed span; None: status unset
+    kind: SpanKind | None = None  # None: by its place (a root is CLIENT, a child INTERNAL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,6 +281,11 @@ def error_type(rec: TurnRecord) -> str | None:
 
 def metric_attributes(rec: TurnRecord) -> Attrs:
     """The few attributes every histogram point carries: nothing that grows with the turns."""
+    return _inference_attributes(rec, error_type(rec))
+
+
+def _inference_attributes(rec: TurnRecord, err: str | None) -> Attrs:
+    """One model call's metric attributes (a turn's, or one model step's with its own ``err``)."""
     model = _label(rec.model) or "unknown"
     attrs: Attrs = {
         "gen_ai.operation.name": "chat",
@@ -272,7 +294,6 @@ def metric_attributes(rec: TurnRecord) -> Attrs:
         "gen_ai.response.model": model,
         **_server(rec),
     }
-    err = error_type(rec)
     if err is not None:
         attrs["error.type"] = err
     return attrs
@@ -282,25 +303,36 @@ def streamed(rec: TurnRecord) -> bool:
     return rec.settings.stream is not False
 
 
-def span_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs:
-    attrs = metric_attributes(rec)
-    settings, tokens, metrics = rec.settings, rec.tokens, rec.metrics
-    if settings.max_output_tokens is not None:
-        attrs["gen_ai.request.max_tokens"] = settings.max_output_tokens
-    if (temperature := _num(settings.temperature)) is not None:
-        attrs["gen_ai.request.temperature"] = temperature
+def _usage_attributes(tokens: Mapping[str, Any]) -> Attrs:
+    """``gen_ai.usage.*`` from a token count (``TokenCounts.to_dict()``, or a step's ``tokens``)."""
     usage = {
-        "gen_ai.usage.input_tokens": tokens.input,
-        "gen_ai.usage.output_tokens": tokens.output,
-        "gen_ai.usage.cache_read.input_tokens": tokens.cached_input,
-        "gen_ai.usage.cache_write.input_tokens": tokens.cache_write_input,
-        "gen_ai.usage.reasoning.output_tokens": tokens.reasoning,
+        "gen_ai.usage.input_tokens": _count(tokens.get("input")),
+        "gen_ai.usage.output_tokens": _count(tokens.get("output")),
+        "gen_ai.usage.cache_read.input_tokens": _count(tokens.get("cached_input")),
+        "gen_ai.usage.cache_write.input_tokens": _count(tokens.get("cache_write_input")),
+        "gen_ai.usage.reasoning.output_tokens": _count(tokens.get("reasoning")),
     }
-    attrs.update({k: v for k, v in usage.items() if v is not None})
-    if (ttft := _num(metrics.ttft_ms)) is not None:
-        attrs["gen_ai.response.time_to_first_chunk"] = ttft / 1000
-    if (stop := _label(rec.stop_reason)) is not None:
-        attrs["gen_ai.response.finish_reasons"] = [stop]
+    return {k: v for k, v in usage.items() if v is not None}
+
+
+def _count(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _extra_attributes(rec: TurnRecord) -> dict[str, str | int | float | None]:
+    # extra is free-form (bench and compare fill it): still read field by field
+    extra = rec.extra
+    bench, pane = _dict(extra.get("bench")), extra.get("comparison_id")
+    own: dict[str, str | int | float | None] = {}
+    if bench:
+        own |= {"ttft.bench.run_id": _label(bench.get("run_id")), "ttft.bench.level": _num(bench.get("level"))}
+    if pane is not None:
+        own |= {"ttft.compare.id": _label(pane), "ttft.compare.pane": _label(extra.get("pane_label"))}
+    return own
+
+
+def span_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs:
+    tokens, metrics = rec.tokens, rec.metrics
     # ttft's own: what a latency investigation filters on, and where the counts came from.
     own: dict[str, str | int | float | None] = {
         "ttft.session_id": _label(rec.session_id),
@@ -316,14 +348,34 @@ def span_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs:
         "ttft.server.rest_of_time_to_first_chunk": _sec(metrics.server_rest_ms),
         "ttft.server.timing_source": _label(metrics.server_timing_source),
         "ttft.diagnosis": _label(rec.diagnosis),
+        **_extra_attributes(rec),
     }
-    # extra is free-form (bench and compare fill it): still read field by field
-    extra = rec.extra
-    bench, pane = _dict(extra.get("bench")), extra.get("comparison_id")
-    if bench:
-        own |= {"ttft.bench.run_id": _label(bench.get("run_id")), "ttft.bench.level": _num(bench.get("level"))}
-    if pane is not None:
-        own |= {"ttft.compare.id": _label(pane), "ttft.compare.pane": _label(extra.get("pane_label"))}
+    attrs = _llm_attributes(metric_attributes(rec), rec, tokens.to_dict(), metrics.ttft_ms, rec.stop_reason, own)
+    if capture_content:
+        attrs.update(_content(rec))
+    return attrs
+
+
+def _llm_attributes(
+    attrs: Attrs,
+    rec: TurnRecord,
+    tokens: Mapping[str, Any],
+    ttft_ms: Any,
+    stop_reason: Any,
+    own: Mapping[str, str | int | float | None],
+) -> Attrs:
+    """A model call's span attributes: ``attrs`` (its metric attributes), the request's settings, its
+    usage, TTFT and finish reason, ttft's own figures ``own``, and OpenInference's names."""
+    settings = rec.settings
+    if settings.max_output_tokens is not None:
+        attrs["gen_ai.request.max_tokens"] = settings.max_output_tokens
+    if (temperature := _num(settings.temperature)) is not None:
+        attrs["gen_ai.request.temperature"] = temperature
+    attrs.update(_usage_attributes(tokens))
+    if (ttft := _num(ttft_ms)) is not None:
+        attrs["gen_ai.response.time_to_first_chunk"] = ttft / 1000
+    if (stop := _label(stop_reason)) is not None:
+        attrs["gen_ai.response.finish_reasons"] = [stop]
     attrs.update({k: v for k, v in own.items() if v is not None})
     # OpenInference's names, so Arize Phoenix shows the model and the counts without any glue.
     attrs["openinference.span.kind"] = "LLM"
@@ -337,8 +389,6 @@ def span_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs:
     ):
         if src in attrs:
             attrs[dst] = attrs[src]
-    if capture_content:
-        attrs.update(_content(rec))
     return attrs
 
 
@@ -373,53 +423,87 @@ WAIT_PHASES = ("retries", "pool", "dns", "connect", "tls", "send", "server", "fi
 
 
 def turn_span(rec: TurnRecord, *, capture_content: bool = False) -> Span | None:
-    """The turn as a client span with its phases as children; None when it has no wall clock."""
+    """The turn as a client span with its phases as children; None when it has no wall clock.
+    A tool-using turn (one with ``steps``) is an agent invocation: :func:`agent_span`."""
+    if rec.agent is not None and rec.steps:
+        return agent_span(rec, capture_content=capture_content)
     sent = sent_unix_ns(rec)
     if sent is None:
         return None
     ev = _events_ms(rec)
 
     def at(key: str) -> int | None:
-        v = _num(ev.get(key))
-        return None if v is None else _unix(sent + int(v * NS_PER_MS))
+        return _after(sent, ev.get(key))
 
-    first, visible, last = at("first_token"), at("first_visible"), at("last_token")
-    end = at("end") or last or sent
+    err = error_type(rec)
+    said = _label(rec.error.message) if rec.error is not None else None
+    message = said if err != "cancelled" else "cancelled"
+    return _chat_span(
+        rec,
+        sent,
+        at("first_token"),
+        at("first_visible"),
+        at("last_token"),
+        at("end"),
+        rec.metrics.wait_ms.to_dict() if rec.metrics.wait_ms is not None else None,
+        span_attributes(rec, capture_content=capture_content),
+        (message or err) if err is not None else None,
+    )
+
+
+def _after(origin: int, ms: Any) -> int | None:
+    """``ms`` after ``origin`` (ns since the epoch); None when ``ms`` is not a number or falls out of range."""
+    v = _num(ms)
+    return None if v is None else _unix(origin + int(v * NS_PER_MS))
+
+
+def _chat_span(
+    rec: TurnRecord,
+    sent: int,
+    first: int | None,
+    visible: int | None,
+    last: int | None,
+    end_at: int | None,
+    wait: Mapping[str, Any] | None,
+    attrs: Attrs,
+    error: str | None,
+    kind: SpanKind | None = None,
+) -> Span:
+    """One model call, ``chat {model}``, from its send to its end, with its events and its phases."""
+    end = end_at or last or sent
     events = []
     if first is not None:
         events.append(SpanEvent("gen_ai.first_token", first))
     if visible is not None:
         events.append(SpanEvent("gen_ai.first_visible_token", visible))
-    children = [*_wait_spans(rec, sent, first, end)]
+    children = [*_wait_spans(wait, sent, first, end)]
     if first is not None:
         reasoning_end = visible if visible is not None else last
         if reasoning_end is not None and reasoning_end > first:
             children.append(Span("reasoning", first, reasoning_end, {"ttft.phase": "reasoning"}))
         if visible is not None and last is not None:
             children.append(Span("streaming", visible, last, {"ttft.phase": "streaming"}))
-    err = error_type(rec)
-    said = _label(rec.error.message) if rec.error is not None else None
-    message = said if err != "cancelled" else "cancelled"
     return Span(
         f"chat {_label(rec.model) or 'unknown'}",
         sent,
         max(end, sent),
-        span_attributes(rec, capture_content=capture_content),
+        attrs,
         tuple(events),
         tuple(children),
-        (message or err) if err is not None else None,
+        error,
+        kind,
     )
 
 
-def _wait_spans(rec: TurnRecord, sent: int, first: int | None, end: int) -> list[Span]:
+def _wait_spans(split: Mapping[str, Any] | None, sent: int, first: int | None, end: int) -> list[Span]:
     """The wait (send -> first token) as one child, or tiled by phase where the record splits it."""
     stop = first if first is not None else end
-    split = rec.metrics.wait_ms
     if split is None or first is None:
         return [Span("wait", sent, stop, {"ttft.phase": "wait"})] if stop > sent else []
     out, t = [], sent
     for phase in WAIT_PHASES:
-        ms = _num(round(getattr(split, phase), 3))  # to the us, as logged: a live span is the file's
+        v = _num(split.get(phase))
+        ms = None if v is None else round(v, 3)  # to the us, as logged: a live span is the file's
         if not ms or ms < 0:
             continue
         nxt = min(t + int(ms * NS_PER_MS), stop)
@@ -428,41 +512,253 @@ def _wait_spans(rec: TurnRecord, sent: int, first: int | None, end: int) -> list
     return out
 
 
+# --- a tool-using turn: an agent invocation, a chat span per model step, a tool span per tool call -----
+# A tool step's status as the conventions' error.type (ok: none) and as its span's status description.
+TOOL_ERRORS = {"error": "tool_error", "denied": "tool_not_allowed", "cancelled": "cancelled"}
+_TOOL_SAID = {
+    "error": "the tool failed; the model got an error result",
+    "denied": "the call was not allowed (--allow-tool NAME or --allow-tools)",
+    "cancelled": "cancelled",
+}
+
+
+def _step_error(rec: TurnRecord, status: Any) -> str | None:
+    """A model step's error.type: the turn's own where the turn failed there (its error is that step's)."""
+    if status == "cancelled":
+        return "cancelled"
+    if status == "error":
+        return error_type(rec) if rec.status == "error" else "_OTHER"
+    return None
+
+
+def agent_span(rec: TurnRecord, *, capture_content: bool = False) -> Span | None:
+    """A tool-using turn as the conventions' agent invocation: an ``invoke_agent`` span (INTERNAL: the
+    loop runs in ttft's process) from the first send to the turn's end, with a child per step at its
+    own times: ``chat {model}`` (CLIENT) per model step, ``execute_tool {name}`` (INTERNAL) per tool call."""
+    sent = sent_unix_ns(rec)
+    if sent is None:
+        return None
+    end = turn_end_unix_ns(rec) or sent
+    children: list[Span] = []
+    for i, step in enumerate(rec.steps):
+        kind = step.get("kind") if isinstance(step, dict) else None
+        child = _model_step_span(rec, step, i, sent) if kind == "model" else None
+        if kind == "tool":
+            child = _tool_step_span(rec, step, i, sent)
+        if child is not None:
+            children.append(child)
+    err = error_type(rec)
+    said = _label(rec.error.message) if rec.error is not None else None
+    message = said if err != "cancelled" else "cancelled"
+    return Span(
+        "invoke_agent",
+        sent,
+        max(end, sent),
+        agent_attributes(rec, capture_content=capture_content),
+        (),
+        tuple(children),
+        (message or err) if err is not None else None,
+        "internal",
+    )
+
+
+def agent_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs:
+    """The ``invoke_agent`` span's: the turn's provider and model (one per turn), its summed usage, and
+    ttft's split of the turn (``ttft.agent.*``, times in s)."""
+    attrs: Attrs = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.provider.name": _label(rec.provider) or "unknown",
+        "gen_ai.request.model": _label(rec.model) or "unknown",
+        **_server(rec),
+    }
+    if (err := error_type(rec)) is not None:
+        attrs["error.type"] = err
+    attrs.update(_usage_attributes(rec.tokens.to_dict()))
+    agent = _dict(rec.agent)
+    own: dict[str, str | int | float | None] = {
+        "ttft.session_id": _label(rec.session_id),
+        "ttft.turn_index": rec.turn_index,
+        "ttft.api": _label(rec.api),
+        "ttft.status": _label(rec.status),
+        "ttft.tokens.source": _label(rec.tokens.source),
+        "ttft.agent.time_in_model": _sec(agent.get("time_in_model_ms")),
+        "ttft.agent.time_in_tools": _sec(agent.get("time_in_tools_ms")),
+        "ttft.agent.time_in_ttft": _sec(agent.get("time_in_ttft_ms")),
+        **{f"ttft.agent.{k}": _count(agent.get(k)) for k in ("step_count", "model_steps", "tool_steps", "max_steps")},
+        "ttft.agent.stopped": _label(agent.get("stopped")),
+        "ttft.diagnosis": _label(rec.diagnosis),
+        **_extra_attributes(rec),
+    }
+    attrs.update({k: v for k, v in own.items() if v is not None})
+    attrs["openinference.span.kind"] = "AGENT"
+    if capture_content:
+        attrs.update(_content(rec))
+    return attrs
+
+
+def _model_step_span(rec: TurnRecord, step: Mapping[str, Any], index: int, sent: int) -> Span | None:
+    start = _after(sent, step.get("start_ms"))
+    if start is None:
+        return None
+    end = _after(sent, step.get("end_ms"))
+    first, visible, last = (_after(start, step.get(k)) for k in ("ttft_ms", "ttfvt_ms", "e2e_ms"))
+    status = step.get("status")
+    err = _step_error(rec, status)
+    tokens = _dict(step.get("tokens"))
+    own: dict[str, str | int | float | None] = {
+        "ttft.session_id": _label(rec.session_id),
+        "ttft.turn_index": rec.turn_index,
+        "ttft.step_index": index,
+        "ttft.api": _label(rec.api),
+        "ttft.status": _label(status),
+        "ttft.tokens.source": _label(tokens.get("source")),
+        "ttft.time_to_first_visible_chunk": _sec(step.get("ttfvt_ms")),
+        "ttft.time_per_output_token": _sec(step.get("tpot_ms")),
+        "ttft.server.queue_time": _sec(step.get("server_queue_ms")),
+        "ttft.server.time_to_first_token": _sec(step.get("server_ttft_ms")),
+        "ttft.server.rest_of_time_to_first_chunk": _sec(step.get("server_rest_ms")),
+        "ttft.server.timing_source": _label(step.get("server_timing_source")),
+        "ttft.step.tool_calls": _count(step.get("tool_calls")),
+    }
+    attrs = _llm_attributes(
+        _inference_attributes(rec, err), rec, tokens, step.get("ttft_ms"), step.get("stop_reason"), own
+    )
+    if err is None:
+        error = None
+    elif err == "cancelled":
+        error = "cancelled"
+    else:  # the turn's error is its failed step's
+        error = (_label(rec.error.message) if rec.error is not None else None) or err
+    wait = step.get("wait_ms")
+    return _chat_span(rec, start, first, visible, last, end, wait if isinstance(wait, dict) else None, attrs, error,
+                      "client")  # fmt: skip
+
+
+def _tool_step_span(rec: TurnRecord, step: Mapping[str, Any], index: int, sent: int) -> Span | None:
+    start = _after(sent, step.get("start_ms"))
+    if start is None:
+        return None
+    end = _after(sent, step.get("end_ms")) or start
+    name = _label(step.get("name")) or "unknown"
+    attrs: Attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+    if (call_id := _label(step.get("call_id"))) is not None:
+        attrs["gen_ai.tool.call.id"] = call_id
+    status = step.get("status")
+    err = TOOL_ERRORS.get(status) if isinstance(status, str) else None
+    if err is not None:
+        attrs["error.type"] = err
+    own: dict[str, str | int | float | bool | None] = {
+        "ttft.session_id": _label(rec.session_id),
+        "ttft.turn_index": rec.turn_index,
+        "ttft.step_index": index,
+        "ttft.tool.server": _label(step.get("server")),
+        "ttft.tool.status": _label(status),
+        "ttft.tool.result_bytes": _count(step.get("result_bytes")),
+        "ttft.tool.truncated": step.get("truncated") if isinstance(step.get("truncated"), bool) else None,
+    }
+    attrs.update({k: v for k, v in own.items() if v is not None})
+    attrs["openinference.span.kind"] = "TOOL"
+    attrs["tool.name"] = name
+    said = _TOOL_SAID[status] if err is not None and isinstance(status, str) else None
+    return Span(f"execute_tool {name}", start, max(end, start), attrs, (), (), said, "internal")
+
+
 # --- metric points --------------------------------------------------------------------------
 def turn_points(rec: TurnRecord, *, legacy: bool = False) -> list[Point]:
     """Every metric value this turn contributes (per chunk for ``time_per_output_chunk``); with
-    ``legacy`` (:func:`legacy_names`) the 1.44.0 names' too."""
-    attrs = metric_attributes(rec)
-    metrics, tokens = rec.metrics, rec.tokens
+    ``legacy`` (:func:`legacy_names`) the 1.44.0 names' too. A tool-using turn contributes each model
+    step as a model call of its own, each tool call to ``gen_ai.execute_tool.duration`` and the whole
+    turn to ``gen_ai.invoke_agent.duration``."""
+    if rec.agent is not None and rec.steps:
+        return _agent_points(rec, legacy)
+    metrics = rec.metrics
+    return _inference_points(
+        rec,
+        metric_attributes(rec),
+        metrics.total_ms,
+        metrics.ttft_ms,
+        chunk_times_ms(rec),
+        rec.tokens.to_dict(),
+        legacy,
+    )
+
+
+def _inference_points(
+    rec: TurnRecord,
+    attrs: Attrs,
+    total_ms: Any,
+    ttft_ms: Any,
+    times: list[float],
+    tokens: Mapping[str, Any],
+    legacy: bool,
+) -> list[Point]:
+    """One model call's points: its duration, TTFT and chunk gaps (``times``: its chunks, in ms), and
+    its usage (``tokens``, as ``TokenCounts.to_dict()`` writes it)."""
     out: list[Point] = []
-    if (total := _num(metrics.total_ms)) is not None:
+    if (total := _num(total_ms)) is not None:
         out.append(Point(DURATION, total / 1000, attrs))
     if streamed(rec):
-        if (ttft := _num(metrics.ttft_ms)) is not None:
+        if (ttft := _num(ttft_ms)) is not None:
             out.append(Point(TIME_TO_FIRST_CHUNK, ttft / 1000, attrs))
-        times = chunk_times_ms(rec)
         out += [Point(TIME_PER_OUTPUT_CHUNK, (b - a) / 1000, attrs) for a, b in pairwise(times)]
-    if tokens.source == "usage":  # the server's counts: what a bill holds, never an estimate
+    n_in, n_out = _count(tokens.get("input")), _count(tokens.get("output"))
+    if tokens.get("source") == "usage":  # the server's counts: what a bill holds, never an estimate
         # ttft sends text; files it attached may be images, and the usage does not split them out
         in_attrs: Attrs = {**attrs, "gen_ai.token.modality": "unknown" if rec.attachments else "text"}
         out_attrs: Attrs = {**attrs, "gen_ai.token.modality": "text"}
         for metric, n, a in (
-            (USAGE_INPUT, tokens.input, in_attrs),
-            (USAGE_OUTPUT, tokens.output, out_attrs),
-            (USAGE_CACHE_READ, tokens.cached_input, in_attrs),
-            (USAGE_CACHE_WRITE, tokens.cache_write_input, in_attrs),
-            (USAGE_REASONING, tokens.reasoning, out_attrs),
+            (USAGE_INPUT, n_in, in_attrs),
+            (USAGE_OUTPUT, n_out, out_attrs),
+            (USAGE_CACHE_READ, _count(tokens.get("cached_input")), in_attrs),
+            (USAGE_CACHE_WRITE, _count(tokens.get("cache_write_input")), in_attrs),
+            (USAGE_REASONING, _count(tokens.get("reasoning")), out_attrs),
         ):
             if n is not None and n >= 0:
                 out.append(Point(metric, float(n), a))
-        for metric, n in ((OPERATION_INPUT, tokens.input), (OPERATION_OUTPUT, tokens.output)):
+        for metric, n in ((OPERATION_INPUT, n_in), (OPERATION_OUTPUT, n_out)):
             if n is not None and n >= 0:
                 out.append(Point(metric, float(n), attrs))
     if legacy:
         out += [Point(_RENAMED[p.metric.name], p.value, p.attributes) for p in out if p.metric.name in _RENAMED]
-        for n, kind in ((tokens.input, "input"), (tokens.output, "output")):
+        for n, kind in ((n_in, "input"), (n_out, "output")):
             if n is not None:
                 out.append(Point(OLD_TOKEN_USAGE, float(n), {**attrs, "gen_ai.token.type": kind}))
+    return out
+
+
+def _agent_points(rec: TurnRecord, legacy: bool) -> list[Point]:
+    times = chunk_times_ms(rec)  # every step's chunks on the turn's clock: each model step takes its own
+    out: list[Point] = []
+    for step in rec.steps:
+        if not isinstance(step, dict):
+            continue
+        start, end = _num(step.get("start_ms")), _num(step.get("end_ms"))
+        if step.get("kind") == "model":
+            mine = [t for t in times if start is not None and end is not None and start <= t <= end]
+            total = end - start if start is not None and end is not None and end >= start else None
+            attrs = _inference_attributes(rec, _step_error(rec, step.get("status")))
+            out += _inference_points(rec, attrs, total, step.get("ttft_ms"), mine, _dict(step.get("tokens")), legacy)
+        elif step.get("kind") == "tool":
+            took = _num(step.get("duration_ms"))
+            if took is None or took < 0:
+                continue
+            tool: Attrs = {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": _label(step.get("name")) or "unknown",
+            }
+            status = step.get("status")
+            if isinstance(status, str) and (err := TOOL_ERRORS.get(status)) is not None:
+                tool["error.type"] = err
+            out.append(Point(EXECUTE_TOOL_DURATION, took / 1000, tool))
+    if (total := _num(rec.metrics.total_ms)) is not None:
+        agent: Attrs = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.provider.name": _label(rec.provider) or "unknown",
+            "gen_ai.request.model": _label(rec.model) or "unknown",
+        }
+        if (err := error_type(rec)) is not None:
+            agent["error.type"] = err
+        out.append(Point(INVOKE_AGENT_DURATION, total / 1000, agent))
     return out
 
 

@@ -67,7 +67,8 @@ def _span(s: genai.Span, trace_id: str, span_id: str, parent: str | None, kind: 
 
 
 def turn_spans(rec: TurnRecord, *, capture_content: bool = False, used: set[str] | None = None) -> list[dict[str, Any]]:
-    """The turn's client span and its children, with stable ids (the same file names the same trace).
+    """The turn's span tree (a ``chat`` span and its phases, or a tool-using turn's ``invoke_agent``
+    span, its steps' spans and their phases), with stable ids (the same file names the same trace).
 
     ``used`` holds the trace ids already written to this document; a record whose identity repeats
     one gets the next salted id, so two turns never share a trace (or their children a parent).
@@ -82,17 +83,31 @@ def turn_spans(rec: TurnRecord, *, capture_content: bool = False, used: set[str]
         trace_id, root_id = genai.trace_ids(rec, salt)
     if used is not None:
         used.add(trace_id)
-    out = [_span(root, trace_id, root_id, None, SPAN_KIND_CLIENT)]
-    for i, child in enumerate(root.children, 1):
-        child_id = f"{(int(root_id, 16) + i) % (1 << 64) or 1:016x}"
-        out.append(_span(child, trace_id, child_id, root_id, SPAN_KIND_INTERNAL))
+    out = [_span(root, trace_id, root_id, None, _kind(root, SPAN_KIND_CLIENT))]
+    n = 0
+
+    def children(parent: genai.Span, parent_id: str) -> None:
+        """Depth first, each span the next id after the root's (a turn's children: root + 1, + 2, ...)."""
+        nonlocal n
+        for child in parent.children:
+            n += 1
+            child_id = f"{(int(root_id, 16) + n) % (1 << 64) or 1:016x}"
+            out.append(_span(child, trace_id, child_id, parent_id, _kind(child, SPAN_KIND_INTERNAL)))
+            children(child, child_id)
+
+    children(root, root_id)
     return out
+
+
+def _kind(s: genai.Span, by_place: int) -> int:
+    return {"client": SPAN_KIND_CLIENT, "internal": SPAN_KIND_INTERNAL}[s.kind] if s.kind else by_place
 
 
 def traces_document(
     records: Iterable[TurnRecord], *, capture_content: bool = False, counted: list[int] | None = None
 ) -> dict[str, Any]:
-    """An ``ExportTraceServiceRequest``: every turn a ``chat {model}`` span tree."""
+    """An ``ExportTraceServiceRequest``: every turn a ``chat {model}`` span tree (a tool-using turn an
+    ``invoke_agent`` one)."""
     spans: list[dict[str, Any]] = []
     used: set[str] = set()
     n = 0

@@ -124,7 +124,7 @@ _TOP_EXTRA = frozenset(c.name.split(".")[1] for c in COLUMNS if c.name.startswit
 _PATHS = tuple((c, tuple(c.name.split("."))) for c in COLUMNS)  # split once: row() runs per turn
 
 
-def _get(rec: dict[str, Any], path: tuple[str, ...]) -> Any:
+def get(rec: dict[str, Any], path: tuple[str, ...]) -> Any:
     value: Any = rec
     for part in path:
         if not isinstance(value, dict):
@@ -133,7 +133,7 @@ def _get(rec: dict[str, Any], path: tuple[str, ...]) -> Any:
     return value
 
 
-def _cast(value: Any, type_: ColumnType) -> Any:
+def cast(value: Any, type_: ColumnType) -> Any:
     """The value as its column's type; None when absent or of another type (never a mixed column)."""
     if value is None:
         return None
@@ -167,8 +167,8 @@ def row(rec: dict[str, Any]) -> dict[str, Any]:
         elif c.name == "extra.other":
             value = other or None
         else:
-            value = _get(rec, path)
-        out[c.name] = _cast(value, c.type)
+            value = get(rec, path)
+        out[c.name] = cast(value, c.type)
     return out
 
 

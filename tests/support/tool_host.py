@@ -8,8 +8,12 @@ tell parallel calls from sequential ones.
 from __future__ import annotations
 
 import asyncio
+import sys
+import types
 from dataclasses import dataclass
 from typing import Any
+
+import pytest
 
 from backends.agent.host import ToolResult, ToolSpec
 
@@ -57,3 +61,22 @@ class FakeHost:
 
     async def aclose(self) -> None:
         self.closed = True
+
+
+def stand_in_mcp(mp: pytest.MonkeyPatch, host: FakeHost) -> dict[str, Any]:
+    """Stand in for the MCP client's two modules (``backends.mcp.config``, ``backends.mcp.host``) with modules
+    of the same interface whose ``start_host`` hands out ``host``: ``ttft ask --mcp SPEC`` then runs its tools.
+    Returns what ``start_host`` was given (``servers``, ``kw``)."""
+    mod, config = types.ModuleType("backends.mcp.host"), types.ModuleType("backends.mcp.config")
+    seen: dict[str, Any] = {}
+
+    async def start_host(servers: list[str], **kw: Any) -> FakeHost:
+        seen["servers"], seen["kw"] = servers, kw
+        return host
+
+    config.resolve_specs = lambda specs: list(specs)  # type: ignore[attr-defined]
+    config.McpSpecError = ValueError  # type: ignore[attr-defined]
+    mod.start_host = start_host  # type: ignore[attr-defined]
+    mp.setitem(sys.modules, "backends.mcp.config", config)
+    mp.setitem(sys.modules, "backends.mcp.host", mod)
+    return seen

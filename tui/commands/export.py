@@ -1,5 +1,6 @@
 """``ttft export``: a session log as JSONL, CSV, Parquet, or OpenTelemetry GenAI traces (otel) or
-metrics (otel-metrics), both OTLP/JSON.
+metrics (otel-metrics), both OTLP/JSON; with ``--steps``, one row per step (each model call and tool
+call of a turn; a turn without tools is one model step) as JSONL, CSV or Parquet.
 
 The data goes to the file (``-o -``: standard output); what the command has to say (how many
 turns, what it skipped) goes to standard error, so ``-o -`` and ``-o /dev/stdout`` hold only data."""
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from telemetry.export.formats import STDOUT, WRITERS, export
+from telemetry.export.formats import STDOUT, STEP_WRITERS, WRITERS, export
 from telemetry.log.sessions import resolve
 from telemetry.log.turns import Skipped, read_records
 from tui.commands.exits import Exit
@@ -29,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "ttft export 20260101-090000-a1b2 -f csv -o turns.csv",
             "ttft export -f csv -o - | duckdb -c \"select * from read_csv('/dev/stdin')\"",
             "ttft export --redact -f otel --json          # what was written, as JSON on stdout",
+            "ttft export --steps -f csv -o steps.csv      # one row per model call and tool call",
         ),
     )
     p.add_argument("source", nargs="?", help="session id or log file (default: the most recent session)")
@@ -40,6 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="output path, - for standard output (default: SESSION.FORMAT in the current folder)",
     )
     p.add_argument("--redact", action="store_true", help="drop prompt, answer and reasoning text")
+    p.add_argument(
+        "--steps",
+        action="store_true",
+        help="one row per step (model call or tool call; a turn without tools is one model step): "
+        f"{', '.join(STEP_WRITERS)} only",
+    )
     add_output_flags(p, "print what was written as a ttft.export/1 JSON object")
     p.set_defaults(func=run)
 
@@ -76,6 +84,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json and args.out == STDOUT:
         print("ttft export: --json and -o - both write to stdout; give -o FILE with --json", file=sys.stderr)
         return Exit.USAGE
+    if args.steps and args.format not in STEP_WRITERS:
+        print(
+            f"ttft export: --steps writes {', '.join(STEP_WRITERS)}; -f {args.format} already holds every step "
+            "(a tool-using turn is an invoke_agent span with a span per step)",
+            file=sys.stderr,
+        )
+        return Exit.USAGE
     suffix = {
         "jsonl": ".jsonl",
         "csv": ".csv",
@@ -84,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
         "otel-metrics": ".otel-metrics.json",
     }[args.format]
     # A redacted copy gets a name of its own: written over the full export it would lose that file.
-    out = args.out or Path(path.stem + (".redacted" if args.redact else "") + suffix)
+    out = args.out or Path(path.stem + (".steps" if args.steps else "") + (".redacted" if args.redact else "") + suffix)
     try:
-        n = export(records, args.format, out, redact_text=args.redact)
+        n = export(records, args.format, out, redact_text=args.redact, steps=args.steps)
     except ModuleNotFoundError:
         print("ttft export: Parquet needs polars (pip install polars); csv has the same columns", file=sys.stderr)
         return Exit.FAILED
@@ -102,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
         return Exit.FAILED if reading else Exit.NOT_SAVED
     if skipped:
         print(f"ttft export: {skipped.message()}", file=sys.stderr)
-    if (left_out := read - n) > 0:
+    turns = read if args.steps else n  # with --steps, n counts rows
+    if not args.steps and (left_out := read - n) > 0:
         print(
             f"ttft export: left out {left_out} turn{'s' if left_out != 1 else ''} whose fields do not read "
             "as a ttft.turn record",
@@ -110,11 +126,13 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.json:
         doc = {"schema": "ttft.export/1", "source": str(path), "out": str(out), "format": args.format}
-        print_json({**doc, "turns": n, "redacted": args.redact, "skipped_lines": sum(skipped.lines.values())})
+        counts = {"turns": turns, "steps": n} if args.steps else {"turns": n}
+        print_json({**doc, **counts, "redacted": args.redact, "skipped_lines": sum(skipped.lines.values())})
     elif not args.quiet:
         where = "standard output" if out == STDOUT else out
+        what = f"{n} steps of {turns} turns" if args.steps else f"{n} turns"
         print(
-            f"wrote {n} turns from {path} to {where} ({args.format}{', redacted' if args.redact else ''})",
+            f"wrote {what} from {path} to {where} ({args.format}{', redacted' if args.redact else ''})",
             file=sys.stderr,
         )
     return Exit.OK

@@ -23,11 +23,13 @@ from backends.turn import new_recorder, run_turn
 from telemetry.export import genai
 from telemetry.record import chunk_times_ms
 from tests.fakes import FakeServer, Schedule
+from tests.fakes.agent_server import AgentServer, Call, Step
 from tests.fakes.batching_server import BatchingServer
 from tests.fakes.otlp_receiver import OtlpReceiver, attrs
 from tests.support.backend_util import make_request
 from tests.support.compare_fakes import ScheduledBackend
 from tests.support.paths import ROOT
+from tests.support.tool_host import FakeHost, FakeTool, stand_in_mcp
 from tests.support.tui_support import wait_until
 from tui.chat.app import ChatApp
 from tui.cli import main
@@ -362,3 +364,46 @@ def test_closing_stops_the_sdk_threads(rx: OtlpReceiver) -> None:
     assert otel.uninstall(5.0) is None and _roots(rx)
     leaked = [t.name for t in threading.enumerate() if t.ident not in before and t.is_alive()]
     assert not [n for n in leaked if n.startswith(("Otel", "ttft-otel"))], leaked
+
+
+def test_a_tool_using_turn_arrives_as_an_agent_span_with_its_steps(
+    rx: OtlpReceiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stand_in_mcp(monkeypatch, FakeHost(FakeTool("search", "Tokyo 12:00", delay_s=0.1, server="web")))
+    script = [Step(calls=(Call("search", {"q": "tokyo"}),)), Step(text="It is noon.")]
+    with AgentServer(script) as model:
+        rc = main(["ask", "-m", "compat:m", "--base-url", model.base_url, "--mcp", "web", "--allow-tools", "time?"])
+    capsys.readouterr()
+    assert rc == 0
+    assert otel.uninstall() is None  # flushed: nothing lost
+    (rec,) = _log(tmp_path / "data")
+    spans = rx.spans()
+    (root,) = [s for s in spans if not s.parent_span_id]
+    assert root.name == "invoke_agent" and root.kind == root.SPAN_KIND_INTERNAL
+    assert root.start_time_unix_nano == genai.unix_ns(rec["sent_at"])
+    assert (root.end_time_unix_nano - root.start_time_unix_nano) / MS == pytest.approx(
+        rec["events_ms"]["end"], abs=0.002
+    )
+    a = attrs(root.attributes)
+    assert a["gen_ai.operation.name"] == "invoke_agent" and a["ttft.agent.step_count"] == 3
+    steps = sorted((s for s in spans if s.parent_span_id == root.span_id), key=lambda s: s.start_time_unix_nano)
+    assert [s.name for s in steps] == ["chat m", "execute_tool search", "chat m"]
+    assert [s.kind for s in steps] == [root.SPAN_KIND_CLIENT, root.SPAN_KIND_INTERNAL, root.SPAN_KIND_CLIENT]
+    for span, step in zip(steps, rec["steps"], strict=True):  # each at its step's own times, as logged
+        start = (span.start_time_unix_nano - root.start_time_unix_nano) / MS
+        end = (span.end_time_unix_nano - root.start_time_unix_nano) / MS
+        assert (start, end) == (pytest.approx(step["start_ms"], abs=0.002), pytest.approx(step["end_ms"], abs=0.002))
+    tool = attrs(steps[1].attributes)
+    assert tool["gen_ai.tool.name"] == "search" and tool["gen_ai.tool.call.id"] == rec["steps"][1]["call_id"]
+    assert tool["ttft.tool.server"] == "web" and tool["ttft.tool.status"] == "ok"
+    assert attrs(steps[2].attributes)["gen_ai.response.time_to_first_chunk"] == pytest.approx(
+        rec["steps"][2]["ttft_ms"] / 1000, abs=1e-9
+    )
+    assert any(s.parent_span_id == steps[0].span_id for s in spans)  # a model step keeps its phases
+    n, took = histogram(rx, "gen_ai.execute_tool.duration")
+    assert n == 1 and took == pytest.approx(rec["steps"][1]["duration_ms"] / 1000, rel=1e-9) and took >= 0.09
+    assert histogram(rx, "gen_ai.invoke_agent.duration") == (1, pytest.approx(rec["metrics"]["total_ms"] / 1000))
+    n, total = histogram(rx, "gen_ai.client.inference.duration")  # each model step one inference
+    assert n == 2 and total == pytest.approx(
+        sum(s["end_ms"] - s["start_ms"] for s in rec["steps"] if s["kind"] == "model") / 1000, abs=1e-5
+    )
