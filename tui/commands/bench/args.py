@@ -336,7 +336,7 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         "until the load ends; its TTFT and TPOT are reported apart (the probe line, summary.json's probe) and "
         "kept out of the load's figures",
     )
-    tools = p.add_argument_group("tools: each request an agent turn (docs/bench/index.md#tools-under-load)")
+    tools = p.add_argument_group("tools: each request an agent turn (docs/bench/index.md, Tools under load)")
     tools.add_argument(
         "--tool-latency",
         type=_tool_latency,
