@@ -10,6 +10,8 @@ shared monotonic deadline, and their records and client health are merged back h
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import importlib.util
 import multiprocessing as mp
 import re
@@ -138,7 +140,7 @@ def _worker_level(
     _otel_in_worker()
     factory = event_loop.loop_factory() if spec.fast_loop else None
     # with tools, a loop kept from level to level: the MCP servers it started live on it
-    res = event_loop.run(main(None), factory) if cfg.tools is None else _with_tools(cfg.tools, factory, main, worker)
+    res = event_loop.run(main(None), factory) if cfg.tools is None else _with_tools(cfg.tools, factory, main)
     from backends.otel.push import installed
 
     if (push := installed()) is not None:
@@ -154,12 +156,10 @@ _PROCESS: dict[str, Any] = {}
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def _with_tools(
-    tools: ToolsConfig,
-    factory: Callable[[], asyncio.AbstractEventLoop] | None,
-    main: Callable[[ToolHost | None], Coroutine[Any, Any, LevelResult]],
-    worker: int,
-) -> LevelResult:
+def _process_host(
+    tools: ToolsConfig, factory: Callable[[], asyncio.AbstractEventLoop] | None
+) -> tuple[asyncio.Runner, ToolHost]:
+    """This process's loop and tool host, made on its first call and kept."""
     runner = _PROCESS.get("runner")
     if runner is None:
         runner = _PROCESS["runner"] = asyncio.Runner(loop_factory=factory)
@@ -167,9 +167,18 @@ def _with_tools(
     if host is None:
 
         def say(text: str) -> None:  # a server's words: shown, never run
-            print(_CONTROLS.sub("?", f"ttft bench: worker {worker}: {text}"), file=sys.stderr, flush=True)
+            print(_CONTROLS.sub("?", f"ttft bench: a load process: {text}"), file=sys.stderr, flush=True)
 
         host = _PROCESS["host"] = runner.run(open_host(tools, say))
+    return runner, host
+
+
+def _with_tools(
+    tools: ToolsConfig,
+    factory: Callable[[], asyncio.AbstractEventLoop] | None,
+    main: Callable[[ToolHost | None], Coroutine[Any, Any, LevelResult]],
+) -> LevelResult:
+    runner, host = _process_host(tools, factory)
     result: LevelResult = runner.run(main(host))
     return result
 
@@ -234,6 +243,20 @@ def pool_size(cfg: LoadConfig) -> int:
 
 def _noop() -> int:
     _otel_in_worker()
+    return 0
+
+
+BARRIER_WAIT_S = 120.0
+
+
+def _start_tools(tools: ToolsConfig, fast_loop: bool, barrier: Any) -> int:
+    """Start this process's tool host before anything is timed. The barrier holds each call until every
+    process has one, so no process runs two and each starts its own servers here (not in its first level,
+    where the start would stretch the level's clock)."""
+    _otel_in_worker()
+    with contextlib.suppress(Exception):  # a barrier that broke: the host starts on the first level instead
+        barrier.wait(BARRIER_WAIT_S)
+    _process_host(tools, event_loop.loop_factory() if fast_loop else None)
     return 0
 
 
@@ -304,7 +327,13 @@ class LoadRunner:
             self._manager = ctx.Manager()
             loop = asyncio.get_running_loop()
             # Pay the spawn and import cost before anything is timed.
-            await asyncio.gather(*(loop.run_in_executor(self._pool, _noop) for _ in range(self.cfg.workers)))
+            if self.cfg.tools is None:
+                await asyncio.gather(*(loop.run_in_executor(self._pool, _noop) for _ in range(self.cfg.workers)))
+            else:  # and each process's tool servers
+                assert self.spec is not None
+                barrier = self._manager.Barrier(self.cfg.workers)
+                start = functools.partial(_start_tools, self.cfg.tools, self.spec.fast_loop, barrier)
+                await asyncio.gather(*(loop.run_in_executor(self._pool, start) for _ in range(self.cfg.workers)))
         elif self.backend is None:
             assert self.spec is not None
             self.backend = build_backend(self.spec, pool_size(self.cfg))

@@ -3,7 +3,7 @@
 With tools, each request of a level is one agent turn (:class:`backends.agent.loop.AgentTurn`): the
 model, the tool calls it asks for, their results back, until an answer or ``max_steps``. The tools
 are a stub that answers after a set delay (:mod:`backends.agent.stub`) or the MCP servers given,
-started once per run in each load process and shared by all of its streams (their calls run
+started once per run in each load process (before anything is timed) and shared by all of its streams (their calls run
 concurrently). The bench is headless: every tool offered is allowed, as ``--allow-tools`` would.
 """
 

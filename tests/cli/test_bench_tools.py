@@ -18,6 +18,13 @@ from tui.commands.exits import Exit
 
 SERVER = Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py"
 MCP = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER))}"
+
+
+def counted(starts: Path) -> str:
+    """The fake MCP server behind a shell that writes a line to ``starts`` each time it is started."""
+    line = f"echo started >> {shlex.quote(str(starts))}; exec {MCP}"
+    return f"sh -c {shlex.quote(line)}"
+
 REQUESTS = 4
 # The schedule: 40 ms to the tool call, the tool, 30 ms to the answer.
 TO_CALL_MS, TO_ANSWER_MS, LATENCY_MS = 40.0, 30.0, 50.0
@@ -111,14 +118,15 @@ def test_a_stub_tool_makes_each_request_an_agent_turn_and_each_level_says_what_t
 
 
 def test_a_real_mcp_server_answers_every_streams_calls(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "mcp"
+    out, starts = tmp_path / "mcp", tmp_path / "starts"
     with AgentServer(script("echo", {"text": "from the tool"})) as srv:
-        rc = bench(srv, out, "--concurrency", "2", "--mcp", MCP, "--max-steps", "3")
+        rc = bench(srv, out, "--concurrency", "2,2", "--mcp", counted(starts), "--max-steps", "3")
         bodies = list(srv.requests)
     printed, err = capsys.readouterr()
     assert rc == Exit.OK, err
+    assert starts.read_text().count("started") == 1  # once for the run: the warm-up and both levels share it
     turns = measured(out)
-    assert len(turns) == REQUESTS
+    assert len(turns) == 2 * REQUESTS
     for t in turns:
         assert [s["kind"] for s in t["steps"]] == ["model", "tool", "model"]
         tool = t["steps"][1]
@@ -128,18 +136,20 @@ def test_a_real_mcp_server_answers_every_streams_calls(tmp_path: Path, capsys: p
     summary = json.loads((out / "summary.json").read_text())
     assert summary["tools"]["kind"] == "mcp" and summary["tools"]["max_steps"] == 3
     assert str(SERVER) in summary["tools"]["servers"][0]
-    a = summary["levels"][0]["agent"]
-    assert (a["tool_calls"], a["tool_errors"], a["steps_per_turn"]["p50"]) == (REQUESTS, 0, 3.0)
-    assert "agent: 3 steps per turn p50" in printed
+    for lv in summary["levels"]:
+        a = lv["agent"]
+        assert (a["tool_calls"], a["tool_errors"], a["steps_per_turn"]["p50"]) == (REQUESTS, 0, 3.0)
+    assert printed.count("agent: 3 steps per turn p50") == 2
 
 
 def test_with_two_worker_processes_each_starts_the_servers_once_and_keeps_them_for_every_level(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    out = tmp_path / "w2"
+    out, starts = tmp_path / "w2", tmp_path / "starts"
     with AgentServer(script("echo", {"text": "from the tool"})) as srv:
-        rc = bench(srv, out, "--concurrency", "2,2", "--workers", "2", "--mcp", MCP)
+        rc = bench(srv, out, "--concurrency", "2,2", "--workers", "2", "--mcp", counted(starts))
     assert rc == Exit.OK, capsys.readouterr().err
+    assert starts.read_text().count("started") == 2  # one per process, before the warm-up, kept for both levels
     turns = measured(out)
     assert len(turns) == 2 * REQUESTS and {t["extra"]["bench"]["worker"] for t in turns} == {0, 1}
     assert all(t["steps"][1]["status"] == "ok" for t in turns)  # the second level's calls too, on the same servers
