@@ -25,6 +25,7 @@ def counted(starts: Path) -> str:
     line = f"echo started >> {shlex.quote(str(starts))}; exec {MCP}"
     return f"sh -c {shlex.quote(line)}"
 
+
 REQUESTS = 4
 # The schedule: 40 ms to the tool call, the tool, 30 ms to the answer.
 TO_CALL_MS, TO_ANSWER_MS, LATENCY_MS = 40.0, 30.0, 50.0
