@@ -158,6 +158,22 @@ def test_with_two_worker_processes_each_starts_the_servers_once_and_keeps_them_f
         assert (lv["agent"]["tool_calls"], lv["agent"]["tool_errors"]) == (REQUESTS, 0)
 
 
+def test_in_a_conversation_the_loop_runs_for_each_user_turn(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "turns"
+    with AgentServer(script("lookup", {"query": "q"})) as srv:
+        rc = bench(srv, out, "--concurrency", "2", "--turns", "2", "--tool-latency", "5")
+        bodies = list(srv.requests)
+    assert rc == Exit.OK, capsys.readouterr().err
+    turns = measured(out)
+    assert sorted(t["extra"]["bench"]["turn"] for t in turns) == [1, 1, 2, 2]
+    assert all(t["agent"]["step_count"] == 3 and t["agent"]["stopped"] == "answer" for t in turns)
+    # a second turn's first request holds the first turn's final answer, not its tool exchange
+    later = [b for b in bodies if sum(m["role"] == "user" for m in b["messages"]) == 2 and len(b["messages"]) == 3]
+    assert len(later) == 2
+    assert all(b["messages"][1]["role"] == "assistant" for b in later)
+    assert all(b["messages"][1]["content"].strip() == "The answer is 42." for b in later)
+
+
 def test_a_tool_that_fails_is_counted_and_the_turn_still_answers(tmp_path: Path, capsys) -> None:
     out = tmp_path / "fail"
     with AgentServer(script("nope", {})) as srv:  # a tool the stub does not have: an error result
