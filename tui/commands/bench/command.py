@@ -622,7 +622,14 @@ async def search_capacity(
         row, verdict = bench_capacity.probe_lines(p, level_row)
         print(row, flush=True)
         a = p.aggregate
-        for line in (server_line(a), gauges_line(a), server_latency_line(a), ttft_split_line(a), token_line(a)):
+        for line in (
+            agent_line(a),
+            server_line(a),
+            gauges_line(a),
+            server_latency_line(a),
+            ttft_split_line(a),
+            token_line(a),
+        ):
             if line is not None:
                 print(visible_controls(line), flush=True)
         print(verdict, flush=True)
