@@ -147,7 +147,7 @@ SUB_ALLOWED: dict[str, set[str]] = {
     "backends.mcp": {"backends.agent", "backends.providers"},
     "backends.providers": {"backends.transport", "backends.local"},
     "backends.compare": {"backends.providers"},
-    "backends.load": {"backends.transport", "backends.providers", "backends.otel"},
+    "backends.load": {"backends.transport", "backends.providers", "backends.otel", "backends.agent", "backends.mcp"},
     "tui.widgets": set(),
     "tui.screens": set(),
     "tui.report": set(),

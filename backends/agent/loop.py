@@ -31,6 +31,7 @@ from telemetry import events as ev
 from telemetry.agent.steps import MAX_STEPS_NOTICE, TRUNCATED_NOTICE, Stopped, ToolStatus, ToolStep, join_turn
 from telemetry.errors import ErrorKind
 from telemetry.log.turns import SessionLog
+from telemetry.probe.saved import SavedProbe
 from telemetry.record import ErrorInfo, TurnRecord
 from telemetry.recorder import TurnRecorder
 
@@ -81,6 +82,11 @@ class AgentTurn:
     on_step: Callable[[TurnRecorder], None] | None = None  # a model step begins (the echo follows its recorder)
     on_tool: Callable[[ToolStep, ToolResult | None], None] | None = None  # a tool call ended
     on_notice: Callable[[str], None] | None = None
+    # Passed to each model step's recorder (backends.turn.new_recorder): the load driver's tags and the
+    # target's saved probe, looked up once a level.
+    extra: dict[str, Any] | None = None
+    saved_probe: bool = True
+    probe: SavedProbe | None = None
     models: list[TurnRecord] = field(default_factory=list)  # each model step's record, set when the turn ends
     tools: list[ToolStep] = field(default_factory=list)
     notices: dict[str, Any] = field(default_factory=dict)
@@ -116,7 +122,15 @@ class AgentTurn:
         return self.record
 
     def _recorder_for(self, request: ChatRequest) -> TurnRecorder:
-        rec = new_recorder(self.backend, request, session_id=self.session_id, turn_index=self.turn_index)
+        rec = new_recorder(
+            self.backend,
+            request,
+            session_id=self.session_id,
+            turn_index=self.turn_index,
+            extra=self.extra,
+            saved_probe=self.saved_probe,
+            probe=self.probe,
+        )
         first = not self._steps
         rec.feed(ev.Submitted(self.submitted_ns if first and self.submitted_ns is not None else ev.now_ns()))
         return rec

@@ -41,10 +41,14 @@ from typing import Any
 
 import psutil
 
+from backends.agent.host import ToolHost
+from backends.agent.loop import AgentTurn
 from backends.base import Backend, ChatRequest, Message
 from backends.finish import finish_turn
 from backends.load.prompts import prefix_text, synthetic_prompt, trace_prompt
 from backends.load.spread import PassSpreader
+from backends.load.tools import ToolsConfig, open_host
+from backends.load.tools import consent as bench_consent
 from backends.transport import pacing
 from backends.turn import new_recorder, stream_turn, target_probe
 from telemetry import events as ev
@@ -57,7 +61,6 @@ from telemetry.cost import warm as warm_prices
 from telemetry.metrics import percentiles
 from telemetry.probe.saved import SavedProbe
 from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
 
 LAG_INTERVAL_S = 0.010
@@ -94,6 +97,8 @@ class LoadConfig:
     # One more user beside each measured level's load, sending at this many requests/s (``--probe-rate``;
     # telemetry.bench.probe): its requests are tagged ``probe`` and are not the load's. None: no such user.
     probe_rate: float | None = None
+    # Tools (``--tool-latency``, ``--mcp``; backends.load.tools): each request is an agent turn. None: plain requests.
+    tools: ToolsConfig | None = None
 
     def plan(self) -> Workload:
         """The workload these requests follow (the plain one when none was given)."""
@@ -209,6 +214,7 @@ class _Level:
     settings: TurnSettings
     probe: SavedProbe | None
     system: tuple[Message, ...] = ()
+    host: ToolHost | None = None  # the run's tools (cfg.tools), shared by every stream of the level
     by_length: dict[int, TurnSettings] = field(default_factory=dict)  # the settings per max_tokens asked
 
     def settings_for(self, output_tokens: int) -> TurnSettings:
@@ -242,14 +248,19 @@ async def _one(
     messages: tuple[Message, ...] | Callable[[], tuple[Message, ...]],
     turn: PlannedTurn,
     bench: dict[str, Any],
-) -> tuple[TurnRecorder, tuple[Message, ...]]:
+    tools: bool = True,
+) -> tuple[bool, str, tuple[Message, ...]]:
     """One request: started when the spreader has room, its record ended by the spreader later
-    (then ``on_finished``). Returns once its stream is over, with its recorder (the answer, the
-    status) and the messages it sent. ``messages``: ready, or made once the spreader lets it start
-    (building a prompt is part of the pass's budget)."""
+    (then ``on_finished``). Returns once its stream is over, with whether it ended ok, its answer and
+    the messages it sent. ``messages``: ready, or made once the spreader lets it start (building a
+    prompt is part of the pass's budget). With the level's tool host (and ``tools``), the request is one
+    agent turn: model steps and tool calls until an answer (:func:`_agent_turn`)."""
     await lv.spreader.admit()
     sent = messages() if callable(messages) else messages
     request = ChatRequest(sent, lv.settings_for(turn.output_tokens))
+    if tools and lv.host is not None:
+        ok, answer = await _agent_turn(lv, lv.host, request, turn, bench)
+        return ok, answer, sent
     recorder = new_recorder(
         lv.backend,
         request,
@@ -269,7 +280,38 @@ async def _one(
         raise
     done = lv.on_finished
     lv.spreader.end_later(recorder, lambda record: done(Finished(record, called, origin)))
-    return recorder, sent
+    return recorder.status == "ok", recorder.answer, sent
+
+
+async def _agent_turn(
+    lv: _Level, host: ToolHost, request: ChatRequest, turn: PlannedTurn, bench: dict[str, Any]
+) -> tuple[bool, str]:
+    """One request as a tool-using turn (``backends.agent.loop``): its one record joins every step and is
+    handed on when the turn ends (also when cancelled). Returns whether it reached an answer, and that
+    answer (the last model step's text: what the next turn of a conversation holds)."""
+    assert lv.cfg.tools is not None
+    agent = AgentTurn(
+        lv.backend,
+        request,
+        host,
+        bench_consent(),
+        session_id=lv.run_id,
+        turn_index=turn.index,
+        max_steps=lv.cfg.tools.max_steps,
+        extra={"bench": bench},
+        saved_probe=False,
+        probe=lv.probe,
+    )
+    called = ev.now_ns()
+    try:
+        record = await agent.run()
+    except asyncio.CancelledError:
+        if lv.on_cancel is not None and agent.record is not None:  # every step that arrived, as cancelled
+            lv.on_cancel(Finished(agent.record, called, lv.origin_ns))
+        raise
+    lv.on_finished(Finished(record, called, lv.origin_ns))
+    ok = record.status == "ok" and (record.agent or {}).get("stopped") == "answer"
+    return ok, agent.models[-1].answer if agent.models else ""
 
 
 async def _conversation(
@@ -311,10 +353,11 @@ async def _conversation(
             messages = first
         else:
             messages = functools.partial(lv.messages, history, conv, turn, prefix)
-        recorder, sent = await _one(lv, messages, turn, bench)
-        if recorder.status != "ok":
+        ok, answer, sent = await _one(lv, messages, turn, bench)
+        if not ok:
             return len(conv.turns) - k - 1
-        history = (*sent, Message("assistant", recorder.answer))
+        # With tools, the next turn holds the final answer alone: the tool exchange stays inside its turn.
+        history = (*sent, Message("assistant", answer))
     return 0
 
 
@@ -354,7 +397,9 @@ async def _probe_user(lv: _Level, rate: float, load_over: asyncio.Event) -> None
             "probe_rate": rate,
         }
         text = synthetic_prompt(index, input_tokens, lv.cfg.seed)
-        await _one(lv, (*lv.system, Message("user", text)), PlannedTurn(index, input_tokens, output_tokens), bench)
+        await _one(
+            lv, (*lv.system, Message("user", text)), PlannedTurn(index, input_tokens, output_tokens), bench, tools=False
+        )
         at = next_at_s(at, loop.time() - base, rate)
 
 
@@ -405,6 +450,7 @@ async def run_level(
     first_user: int = 0,
     part: tuple[int, int] = (0, 1),
     on_record: Callable[[Finished], None] | None = None,
+    host: ToolHost | None = None,
 ) -> LevelResult:
     """Run one level in this process and return its records and the client's health.
 
@@ -413,7 +459,19 @@ async def run_level(
     split over ``part[1]`` processes, this one sending every request whose place is ``part[0]``
     modulo that. With ``on_record``, each finished request (and, cancelled, each one in flight) goes to
     it as it ends instead of into the result, whose ``records`` are then empty: a caller that streams
-    them on (a cluster's driver) converts them itself, in batches, and none is converted twice."""
+    them on (a cluster's driver) converts them itself, in batches, and none is converted twice.
+    ``host``: the run's tools (``cfg.tools``), started once and shared; without it a level with tools
+    starts its own and ends it after."""
+    if cfg.tools is not None and host is None:
+        own = await open_host(cfg.tools)
+        try:
+            return await run_level(
+                backend, cfg, level, run_id=run_id, level_index=level_index, start_index=start_index,
+                requests=requests, warmup=warmup, start_at_ns=start_at_ns, worker=worker, on_progress=on_progress,
+                first_user=first_user, part=part, on_record=on_record, host=own,
+            )  # fmt: skip
+        finally:
+            await own.aclose()
     total = cfg.requests if requests is None else requests
     # The price table's import (0.2-0.3 s, once a process), before the level's clock: paid at the first
     # request's end, it stalled every stream in flight.
@@ -443,6 +501,7 @@ async def run_level(
             first_user,
             part,
             on_record,
+            host if cfg.tools is not None else None,
         )
     finally:
         if gc_was_on:
@@ -464,6 +523,7 @@ async def _run_level(
     first_user: int,
     part: tuple[int, int],
     on_record: Callable[[Finished], None] | None,
+    host: ToolHost | None,
 ) -> LevelResult:
     mode = cfg.mode
     workload = cfg.plan()
@@ -522,6 +582,7 @@ async def _run_level(
         settings=cfg.settings(),
         probe=target_probe(backend),
         system=(Message("system", cfg.system),) if cfg.system else (),
+        host=host,
     )
     default_out = cfg.max_output_tokens
 

@@ -10,16 +10,22 @@ shared monotonic deadline, and their records and client health are merged back h
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import importlib.util
 import multiprocessing as mp
-from collections.abc import Callable, Sequence
+import re
+import sys
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Self
 
+from backends.agent.host import ToolHost
 from backends.base import Backend
 from backends.load import event_loop
 from backends.load.driver import LevelResult, LoadConfig, Progress, run_level
+from backends.load.tools import ToolsConfig, open_host
 from telemetry import events as ev
 from telemetry.bench.aggregate import aggregate_level
 from telemetry.bench.requests import read_bench
@@ -101,7 +107,7 @@ def _worker_level(
     first_user: int = 0,
     part: tuple[int, int] = (0, 1),
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    async def main() -> LevelResult:
+    async def main(host: ToolHost | None) -> LevelResult:
         backend = build_backend(spec, pool_size(cfg))
         try:
             # a copy (asdict would flatten the turn settings to a dict); the first process alone carries the
@@ -126,12 +132,15 @@ def _worker_level(
                 on_progress=progress,
                 first_user=first_user,
                 part=part,
+                host=host,
             )
         finally:
             await backend.aclose()
 
     _otel_in_worker()
-    res = event_loop.run(main(), event_loop.loop_factory() if spec.fast_loop else None)
+    factory = event_loop.loop_factory() if spec.fast_loop else None
+    # with tools, a loop kept from level to level: the MCP servers it started live on it
+    res = event_loop.run(main(None), factory) if cfg.tools is None else _with_tools(cfg.tools, factory, main)
     from backends.otel.push import installed
 
     if (push := installed()) is not None:
@@ -139,6 +148,39 @@ def _worker_level(
     for r in res.records:
         r["extra"]["bench"]["level"] = level  # the whole level, not this worker's share
     return res.records, res.client
+
+
+# A worker process's own event loop and tool host, kept from level to level when the run has tools: its
+# MCP servers start once in each process (on its first level) and live on that loop until the process ends.
+_PROCESS: dict[str, Any] = {}
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _process_host(
+    tools: ToolsConfig, factory: Callable[[], asyncio.AbstractEventLoop] | None
+) -> tuple[asyncio.Runner, ToolHost]:
+    """This process's loop and tool host, made on its first call and kept."""
+    runner = _PROCESS.get("runner")
+    if runner is None:
+        runner = _PROCESS["runner"] = asyncio.Runner(loop_factory=factory)
+    host = _PROCESS.get("host")
+    if host is None:
+
+        def say(text: str) -> None:  # a server's words: shown, never run
+            print(_CONTROLS.sub("?", f"ttft bench: a load process: {text}"), file=sys.stderr, flush=True)
+
+        host = _PROCESS["host"] = runner.run(open_host(tools, say))
+    return runner, host
+
+
+def _with_tools(
+    tools: ToolsConfig,
+    factory: Callable[[], asyncio.AbstractEventLoop] | None,
+    main: Callable[[ToolHost | None], Coroutine[Any, Any, LevelResult]],
+) -> LevelResult:
+    runner, host = _process_host(tools, factory)
+    result: LevelResult = runner.run(main(host))
+    return result
 
 
 def split(total: float, parts: int, integer: bool) -> list[float]:
@@ -204,6 +246,20 @@ def _noop() -> int:
     return 0
 
 
+BARRIER_WAIT_S = 120.0
+
+
+def _start_tools(tools: ToolsConfig, fast_loop: bool, barrier: Any) -> int:
+    """Start this process's tool host before anything is timed. The barrier holds each call until every
+    process has one, so no process runs two and each starts its own servers here (not in its first level,
+    where the start would stretch the level's clock)."""
+    _otel_in_worker()
+    with contextlib.suppress(Exception):  # a barrier that broke: the host starts on the first level instead
+        barrier.wait(BARRIER_WAIT_S)
+    _process_host(tools, event_loop.loop_factory() if fast_loop else None)
+    return 0
+
+
 def _otel_in_worker() -> None:
     """A worker process's turns reach the live OTel push too (configured by the same variables);
     the SDK is imported here, before anything is timed."""
@@ -248,6 +304,7 @@ class LoadRunner:
         spec: BackendSpec | None = None,
         run_id: str = "bench",
         on_progress: Callable[[Progress], None] | None = None,
+        on_notice: Callable[[str], None] | None = None,
     ) -> None:
         if backend is None and spec is None:
             raise ValueError("need a backend or a backend spec")
@@ -258,6 +315,8 @@ class LoadRunner:
         self.spec = spec
         self.run_id = run_id
         self.on_progress = on_progress
+        self.on_notice = on_notice  # what the tool servers say (one failed to start, one is gone)
+        self.host: ToolHost | None = None  # the run's tools in this process (workers start their own)
         self._pool: ProcessPoolExecutor | None = None
         self._manager: Any = None
 
@@ -268,14 +327,24 @@ class LoadRunner:
             self._manager = ctx.Manager()
             loop = asyncio.get_running_loop()
             # Pay the spawn and import cost before anything is timed.
-            await asyncio.gather(*(loop.run_in_executor(self._pool, _noop) for _ in range(self.cfg.workers)))
+            if self.cfg.tools is None:
+                await asyncio.gather(*(loop.run_in_executor(self._pool, _noop) for _ in range(self.cfg.workers)))
+            else:  # and each process's tool servers
+                assert self.spec is not None
+                barrier = self._manager.Barrier(self.cfg.workers)
+                start = functools.partial(_start_tools, self.cfg.tools, self.spec.fast_loop, barrier)
+                await asyncio.gather(*(loop.run_in_executor(self._pool, start) for _ in range(self.cfg.workers)))
         elif self.backend is None:
             assert self.spec is not None
             self.backend = build_backend(self.spec, pool_size(self.cfg))
         # A backend passed in ready-made keeps the pool its maker gave it (create_backend's max_connections).
+        if self.cfg.tools is not None and self.cfg.workers <= 1:
+            self.host = await open_host(self.cfg.tools, self.on_notice)  # once a run, shared by every level
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self.host is not None:
+            await self.host.aclose()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._manager.shutdown()
@@ -302,6 +371,7 @@ class LoadRunner:
             requests=self.cfg.warmup,
             warmup=True,
             on_progress=self.on_progress,
+            host=self.host,
         )
 
     async def level(self, level_index: int) -> LevelResult:
@@ -329,6 +399,7 @@ class LoadRunner:
             start_index=start_index,
             requests=requests,
             on_progress=self.on_progress,
+            host=self.host,
         )
 
     def figures(self, res: LevelResult, slo: SLO | None) -> tuple[dict[str, Any], list[str]]:

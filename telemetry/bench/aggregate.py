@@ -5,7 +5,8 @@ rate, or a trace at a speedup). This module turns the requests of one level
 (``telemetry.bench.requests.BenchTurn``) into the numbers the metrics reference names (throughput,
 TTFT/TTFVT/TPOT/ITL/E2E percentiles, per-user speed, goodput under SLOs, the wait's parts, the
 server's own timings, and what the workload shapes: lengths, the prefix cache, cost by turn,
-arrivals: ``telemetry.bench.workload.figures``) and the vLLM bench summary keys.
+arrivals: ``telemetry.bench.workload.figures``; tool-using turns: ``telemetry.bench.agent``) and the
+vLLM bench summary keys.
 ``telemetry.bench.conclusion`` says what they mean across levels; ``telemetry.bench.summary``
 writes them.
 
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from telemetry.bench.agent import agent_figures, model_tpots, step_gaps_ms
 from telemetry.bench.probe import probe_figures
 from telemetry.bench.requests import BenchTurn, measured, span_ms
 from telemetry.bench.slo import SLO
@@ -105,9 +107,9 @@ def aggregate_level(
 
     ttft = [v for r in ok if (v := r.metrics.ttft_ms) is not None]
     ttfvt = [v for r in ok if (v := r.metrics.ttfvt_ms) is not None]
-    tpot = [v for r in ok if (v := r.metrics.tpot_ms) is not None]
+    tpot = [v for r in ok for v in model_tpots(r)]  # a tool-using turn's: each model step's own
     e2e = [v for r in ok if (v := r.metrics.e2e_ms) is not None]
-    itl = [g for r in ok for g in chunk_gaps_ms(r)]
+    itl = [g for r in ok for g in step_gaps_ms(r, chunk_gaps_ms(r))]  # never across a turn's tools
     per_user = [1000.0 / t for t in tpot if t > 0]
     sources = sorted({r.tokens.source or "?" for r in ok})
 
@@ -149,6 +151,8 @@ def aggregate_level(
         "wait_ms": split_summary(ok),  # telemetry.wire: the wait's parts per request, summarised
         "ttft_split": ttft_split(ok),  # queue / prefill / rest shares of TTFT, by the server's own figures
     }
+    if (agent := agent_figures(recs)) is not None:  # tool-using turns (--tool-latency, --mcp)
+        out["agent"] = agent
     out.update(workload_figures(reqs, ok))  # lengths, prefix cache, by turn, arrivals: where the level has them
     if probes or probe_rate:
         tagged = next((t.bench.probe_rate for t in probes if t.bench.probe_rate), None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from telemetry.bench import probe
+from telemetry.bench import agent, probe
 from telemetry.bench.conclusion import conclusion
 from telemetry.server.gauges import read_level
 from telemetry.server.histograms import read_latency
@@ -49,6 +49,7 @@ def summary(levels: Sequence[dict[str, Any]], *, meta: dict[str, Any] | None = N
             "total_cost_usd": _cost(lv),
             **_gauges(lv),
             **({"probe": lv["probe"]} if "probe" in lv else {}),  # the user beside the load (--probe-rate)
+            **({"agent": lv["agent"]} if "agent" in lv else {}),  # tool-using turns (--tool-latency, --mcp)
         }
         for lv in levels
     ]
@@ -101,6 +102,8 @@ CSV_COLUMNS = (
     "send_late_p99_ms",
     # the probe user beside the load (--probe-rate, telemetry.bench.probe): empty without one
     *probe.CSV_COLUMNS,
+    # tool-using turns (--tool-latency, --mcp; telemetry.bench.agent): empty without tools
+    *agent.CSV_COLUMNS,
 )
 
 
@@ -156,4 +159,5 @@ def csv_row(agg: dict[str, Any]) -> dict[str, Any]:
         "ttft_cache_miss_p50_ms": ((agg.get("prefix_cache") or {}).get("ttft_miss_ms") or {}).get("p50"),
         "send_late_p99_ms": (((agg.get("arrivals") or {}).get("late_ms")) or {}).get("p99"),
         **probe.csv_cells(agg),
+        **agent.csv_cells(agg),
     }

@@ -7,6 +7,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from backends.agent.loop import DEFAULT_MAX_STEPS
+from backends.agent.stub import latency_problem
 from backends.load.cluster.address import ClusterAddress
 from backends.load.cluster.address import parse as parse_cluster_address
 from telemetry.bench.probe import check_rate
@@ -14,7 +16,7 @@ from telemetry.bench.slo import SLO
 from telemetry.bench.workload.lengths import Lengths
 from tui.commands.args import model_spec
 from tui.commands.bench import capacity as bench_capacity
-from tui.commands.flags import add_local_flags, add_turn_flags
+from tui.commands.flags import add_local_flags, add_mcp_flags, add_turn_flags
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags
 
@@ -129,6 +131,17 @@ def _probe_rate(text: str) -> float:
     return rate
 
 
+def _tool_latency(text: str) -> float:
+    """``--tool-latency``: the stub tool's delay in milliseconds, from 0 up (never NaN or infinite)."""
+    try:
+        ms = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds, e.g. 50, got {text!r}") from None
+    if (why := latency_problem(ms)) is not None:
+        raise argparse.ArgumentTypeError(why)
+    return ms
+
+
 def _goodput(text: str) -> str:
     """vLLM's ``--goodput ttft:500`` (milliseconds) as ttft's ``--slo ttft=500``."""
     key, sep, value = text.partition(":")
@@ -164,6 +177,8 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
             "ttft bench -m compat:m --base-url URL --max-concurrency 8 --num-prompts 64 --goodput ttft:500 tpot:50",
             "ttft bench -m compat:m --base-url URL --json -q > summary.json",
             "ttft bench -m compat:m --base-url URL --concurrency 1,4,8 --probe-rate 0.5   # one chat user beside it",
+            "ttft bench -m compat:m --base-url URL --concurrency 1,4 --tool-latency 200   # agent turns, a stub tool",
+            "ttft bench -m compat:m --base-url URL --concurrency 4 --mcp 'uvx mcp-server-time'   # real tools",
             "ttft bench -m compat:m --base-url http://127.0.0.1:8000/v1 --server-metrics   # vLLM's queue and KV use",
             "ttft bench -m compat:m --base-url URL --cluster local:2 --concurrency 8 --requests 40",
             "ttft bench -m compat:m --base-url http://vllm.svc:8000/v1 --cluster auto --concurrency 64,256",
@@ -321,6 +336,22 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         "until the load ends; its TTFT and TPOT are reported apart (the probe line, summary.json's probe) and "
         "kept out of the load's figures",
     )
+    tools = p.add_argument_group("tools: each request an agent turn (docs/bench/index.md, Tools under load)")
+    tools.add_argument(
+        "--tool-latency",
+        type=_tool_latency,
+        metavar="MS",
+        help="offer the model one stub tool, lookup(query), that answers a fixed short text after MS ms; each "
+        "request is then an agent turn (model, tools, model ...), and each level reports steps per turn and the "
+        "time to the final answer",
+    )
+    tools.add_argument(
+        "--max-steps",
+        type=_count(1),
+        metavar="N",
+        help=f"with --tool-latency or --mcp: at most N model steps per turn (default {DEFAULT_MAX_STEPS})",
+    )
+    add_mcp_flags(p)  # --mcp SPEC: real tool servers instead of the stub (every tool runs without asking)
     client = p.add_mutually_exclusive_group()
     client.add_argument(
         "--sdk",
@@ -429,11 +460,31 @@ def misfits(args: argparse.Namespace, kind: str | None) -> list[str]:
             "--probe-rate sends from this process beside the load; --cluster's drivers load from elsewhere: "
             "leave one out"
         )
+    out += tools_misfits(args, kind)
     if args.max_in_flight is not None and not (args.rate or args.trace):
         out.append(
             "--max-in-flight caps an open loop's streams (--rate, --trace); with --concurrency the users are the cap"
         )
     return out
+
+
+def tools_misfits(args: argparse.Namespace, kind: str | None) -> list[str]:
+    """Why the tool flags (``--tool-latency``, ``--mcp``, ``--max-steps``) cannot make this run."""
+    stub, mcp = args.tool_latency is not None, bool(args.mcp)
+    if not (stub or mcp):
+        return ["--max-steps counts the steps of a tool-using turn: add --tool-latency MS or --mcp SPEC"] * (
+            args.max_steps is not None
+        )
+    if stub and mcp:
+        return ["--tool-latency answers with a stub, --mcp with real tool servers: pick one"]
+    flag = "--tool-latency" if stub else "--mcp"
+    if kind == "local":
+        return [f"{flag}: the local engine has no tool support; use -m local-server (llama-server with --jinja) "
+                "or a hosted model"]  # fmt: skip
+    if args.cluster is not None:
+        return [f"{flag} runs the tools in this machine's load processes; --cluster's drivers run elsewhere: "
+                "leave one out"]  # fmt: skip
+    return []
 
 
 def settle(args: argparse.Namespace) -> None:
@@ -444,6 +495,7 @@ def settle(args: argparse.Namespace) -> None:
         ("max_in_flight", DEFAULT_MAX_IN_FLIGHT),
         ("attainment", bench_capacity.cap.DEFAULT_ATTAINMENT),
         ("capacity_limit", bench_capacity.DEFAULT_LIMIT),
+        ("max_steps", DEFAULT_MAX_STEPS),
     ):
         if getattr(args, dest) is None:
             setattr(args, dest, default)

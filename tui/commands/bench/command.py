@@ -32,6 +32,7 @@ from backends.load import event_loop
 from backends.load.driver import LevelCancelled, LoadConfig
 from backends.load.runner import BackendSpec, LoadRunner, Runner, default_transport, through_proxy
 from backends.load.scrape import INTERVAL_S, LevelScraper, scraped
+from backends.load.tools import ToolsConfig
 from telemetry.bench import summary as bench_summary
 from telemetry.bench.cluster import partial_line
 from telemetry.bench.requests import read_bench
@@ -49,6 +50,7 @@ from tui.commands.bench import workload as bench_workload
 from tui.commands.bench.output import (
     HEADER,
     ProgressLine,
+    agent_line,
     bench_charts,
     cost_line,
     gauges_line,
@@ -64,6 +66,7 @@ from tui.commands.bench.output import (
 from tui.commands.exits import Exit, for_error_kind
 from tui.commands.flags import local_flags_problem, settings_from_args
 from tui.commands.output import note, print_json, warn
+from tui.commands.tools import MCP_HOST, NOT_INSTALLED, mcp_module
 from tui.format import visible_controls
 from tui.report import charts
 
@@ -274,6 +277,7 @@ def configure(args: argparse.Namespace, slo: SLO | None) -> Plan:
         turn=turn_settings(args),
         system=args.system,
         probe_rate=args.probe_rate,
+        tools=tools_config(args),
     )
     if (why := bench_args.check_start(args.start_at, time.time()) or bench_args.check_cluster(args)) is not None:
         raise Abort(Exit.USAGE, why)
@@ -289,6 +293,28 @@ def configure(args: argparse.Namespace, slo: SLO | None) -> Plan:
     except OSError as exc:
         raise Abort(Exit.NOT_SAVED, f"cannot write the results to {out}/: {exc.strerror or exc}") from None
     return Plan(cfg, mode, run_id, out, turns, slo, chosen)
+
+
+def tools_config(args: argparse.Namespace) -> ToolsConfig | None:
+    """The run's tools: the stub of ``--tool-latency``, the servers of ``--mcp`` (their specs resolved here, so a
+    spec that names nothing is a usage error before anything runs), or None."""
+    if args.tool_latency is not None:
+        return ToolsConfig(latency_ms=args.tool_latency, max_steps=args.max_steps)
+    if not args.mcp:
+        return None
+    config, host = mcp_module(), mcp_module(MCP_HOST)
+    if config is None or host is None:
+        raise Abort(Exit.USAGE, NOT_INSTALLED)
+    try:
+        servers = config.resolve_specs(args.mcp)
+    except config.McpSpecError as exc:
+        raise Abort(Exit.USAGE, str(exc)) from None
+    return ToolsConfig(
+        servers=tuple(servers),
+        max_steps=args.max_steps,
+        start_timeout_s=args.mcp_start_timeout,
+        call_timeout_s=args.mcp_call_timeout,
+    )
 
 
 def _local_flags_problem(args: argparse.Namespace) -> str | None:
@@ -398,6 +424,7 @@ def describe(args: argparse.Namespace, plan: Plan, target: Target, reader: Reade
         "event_loop": event_loop.running(),  # "uvloop X.Y.Z" or "asyncio" (every worker runs the same)
         "slo": plan.slo.to_dict() if plan.slo else None,
         "probe_rate": cfg.probe_rate,  # the one user beside each level's load (--probe-rate), or None
+        "tools": cfg.tools.describe() if cfg.tools is not None else None,  # --tool-latency, --mcp
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     if (server := target.server) is not None:
@@ -439,7 +466,12 @@ def make_runner(
         fast_loop=event_loop.running() != "asyncio",
     )
     if args.cluster is None:
-        return LoadRunner(plan.cfg, spec=spec, run_id=plan.run_id, on_progress=progress)
+
+        def tool_notice(text: str) -> None:  # an MCP server that did not start, or is gone: a server's words
+            progress.end()
+            print(visible_controls(f"ttft bench: {text}"), file=sys.stderr, flush=True)
+
+        return LoadRunner(plan.cfg, spec=spec, run_id=plan.run_id, on_progress=progress, on_notice=tool_notice)
     try:
         from backends.load.cluster.runner import ClusterRunner
     except ModuleNotFoundError as exc:
@@ -590,7 +622,14 @@ async def search_capacity(
         row, verdict = bench_capacity.probe_lines(p, level_row)
         print(row, flush=True)
         a = p.aggregate
-        for line in (server_line(a), gauges_line(a), server_latency_line(a), ttft_split_line(a), token_line(a)):
+        for line in (
+            agent_line(a),
+            server_line(a),
+            gauges_line(a),
+            server_latency_line(a),
+            ttft_split_line(a),
+            token_line(a),
+        ):
             if line is not None:
                 print(visible_controls(line), flush=True)
         print(verdict, flush=True)
@@ -621,6 +660,8 @@ async def run_one_level(
     progress.end()
     print(level_row(a), flush=True)
     if (line := probe_line(a)) is not None:  # the one user beside the load (--probe-rate)
+        print(line, flush=True)
+    if (line := agent_line(a)) is not None:  # tool-using turns (--tool-latency, --mcp)
         print(line, flush=True)
     for line in (server_line(a), gauges_line(a), server_latency_line(a)):
         if line is not None:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from backends.load.driver import Progress
+from telemetry.bench.agent import agent_sentence
 from telemetry.bench.probe import probe_sentence
 from telemetry.bench.requests import level_label
 from telemetry.cost import fmt_usd
@@ -63,6 +64,12 @@ def level_row(a: dict[str, Any]) -> str:
 def probe_line(a: dict[str, Any]) -> str | None:
     """What the one user beside the level's load felt (``--probe-rate``; telemetry.bench.probe), or None."""
     sentence = probe_sentence(a)
+    return None if sentence is None else "          " + sentence
+
+
+def agent_line(a: dict[str, Any]) -> str | None:
+    """The level's tool-using turns (``--tool-latency``, ``--mcp``; telemetry.bench.agent), or None."""
+    sentence = agent_sentence(a)
     return None if sentence is None else "          " + sentence
 
 

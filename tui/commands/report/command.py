@@ -22,7 +22,15 @@ from telemetry.bench.probe import ms, read_probe
 from telemetry.compare.stats import pane_stats
 from telemetry.export.formats import STDOUT, open_private
 from telemetry.record import TurnRecord
-from tui.commands.bench.output import COLUMNS, HEADER, bench_charts, level_cells, level_row, probe_line
+from tui.commands.bench.output import (
+    COLUMNS,
+    HEADER,
+    agent_line,
+    bench_charts,
+    level_cells,
+    level_row,
+    probe_line,
+)
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, note, print_json
@@ -137,7 +145,9 @@ def report_text(loaded: Loaded, chart_list: list[tuple[str, charts.Chart]], widt
         out += [f"== bench: {b.name} =="]
         if b.meta.get("merged_from"):
             out.append("merged from runs " + ", ".join(map(str, b.meta["merged_from"])))
-        rows = [[level_row(lv), *([line] if (line := probe_line(lv)) else [])] for lv in b.levels]
+        rows = [
+            [level_row(lv), *(line for line in (probe_line(lv), agent_line(lv)) if line is not None)] for lv in b.levels
+        ]
         out += [HEADER, *(line for row in rows for line in row), ""]
     if loaded.groups:
         out += ["== turns ==", groups_table(loaded.groups), ""]
