@@ -14,7 +14,9 @@ schedule). Every request body is kept in ``requests`` (the tests read how result
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -74,8 +76,8 @@ def _pieces(call: Call) -> list[str]:
 class AgentServer(LoopThreadServer):
     thread_name = "agent-fake"
 
-    def __init__(self, script: list[Step], *, host: str = "127.0.0.1") -> None:
-        super().__init__(host=host)
+    def __init__(self, script: list[Step], *, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__(host=host, port=port)
         self.script = script
         self.requests: list[dict[str, Any]] = []
         self.arrived_ns: list[int] = []  # when each request's body was read (time.monotonic_ns)
@@ -234,3 +236,24 @@ def _messages(n: int, step: Step, body: dict[str, Any]) -> Iterator[bytes]:
         "message_delta",
     )
     yield _sse({"type": "message_stop"}, "message_stop")
+
+
+def main() -> None:
+    """``python -m tests.fakes.agent_server``: a model that calls the ``echo`` tool (of tests/fakes/mcp_server.py)
+    after ``--tool-call-ms``, then answers ``--answer-ms`` after the result came back."""
+    p = argparse.ArgumentParser(description="TEST FIXTURE: a loopback model that calls a tool, then answers")
+    p.add_argument("--port", type=int, default=8124)
+    p.add_argument("--tool-call-ms", type=float, default=150.0)
+    p.add_argument("--answer-ms", type=float, default=100.0)
+    a = p.parse_args()
+    script = [
+        Step(calls=(Call("echo", {"text": "hello from the tool"}),), first_ms=a.tool_call_ms),
+        Step(text="The tool answered: hello from the tool.", first_ms=a.answer_ms),
+    ]
+    srv = AgentServer(script, port=a.port)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(srv.serve_forever(lambda: print(f"agent fake on {srv.base_url}", flush=True)))
+
+
+if __name__ == "__main__":
+    main()
