@@ -244,10 +244,10 @@ def _step_value(st: dict[str, Any]) -> tuple[str, str]:
             size = st.get("result_bytes")
             shown = f" · {fmt_size(size)}" if isinstance(size, int) and st.get("status") in ("ok", "error") else ""
             cut = " (cut)" if st.get("truncated") else ""
-            return f"tool {st.get('name') or '?'}", f"{took} · {st.get('status') or '?'}{shown}{cut}"
+            return "tool", f"{st.get('name') or '?'} · {took} · {st.get('status') or '?'}{shown}{cut}"
         case "approval":
             answer = st.get("answer") or "asking"
-            return f"asked {st.get('name') or '?'}", f"{took} · {answer}"
+            return "asked", f"{st.get('name') or '?'} · {took} · {answer}"
     return str(st.get("kind") or "?"), took
 
 
@@ -256,7 +256,7 @@ def _now_doing(st: dict[str, Any]) -> str:
     if st.get("kind") == "approval" and st.get("answer") is None:
         return f"waiting for your answer about {st.get('name') or '?'} ({fmt_ms(_num(st.get('duration_ms')))})"
     if st.get("kind") == "tool" and st.get("status") == "running":
-        return f"running {label} ({fmt_ms(_num(st.get('duration_ms')))})"
+        return f"running tool {st.get('name') or '?'} ({fmt_ms(_num(st.get('duration_ms')))})"
     return f"{label}: {value}"
 
 
