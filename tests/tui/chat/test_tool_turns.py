@@ -270,3 +270,29 @@ def test_tool_results_in_the_transcript_fold_when_long() -> None:
     text = console.export_text()
     assert "line 7" in text and "line 8" not in text and "92 more lines" in text
     assert json.dumps(step)  # the step is the record's form
+
+
+async def test_an_older_tool_using_turn_is_compacted_with_its_calls_and_results(
+    search_then_answer: AgentServer,
+) -> None:
+    from tui.widgets.transcript import CompactTurn
+
+    host = FakeHost(FakeTool("search", "found: noon", server="web"))
+    app = _app(search_then_answer, _servers(host))
+    async with app.run_test(size=SIZE) as pilot:
+        await _send(pilot, "first")
+        await _answer(pilot, app, "s")  # always: the later turns run without a dialog
+        await _finished(pilot, app)
+        for n, prompt in ((2, "second"), (3, "third"), (4, "fourth")):  # the last two turns stay full
+            await _send(pilot, prompt)
+            await _finished(pilot, app, n)
+        await wait_until(pilot, lambda: bool(app.chat.transcript.query(CompactTurn)), timeout=WAIT_S)
+        compact = app.chat.transcript.query(CompactTurn).first()
+        assert compact.record.turn_index == 0 and compact.record.steps
+        console = Console(width=150, file=io.StringIO(), record=True)
+        console.print(compact.content)
+        text = console.export_text()
+        assert "⚙ tool call: search" in text and "↳ search · web · ok" in text and "you always allowed" in text
+        assert "It is noon." in text
+        # turns 2-4 stay full (their results are widgets); the first's are drawn by its compact widget
+        assert len(app.chat.transcript.query(CompactTurn)) == 1 and len(app.chat.transcript.query(ToolRun)) == 3
