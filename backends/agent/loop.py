@@ -122,11 +122,6 @@ class AgentTurn:
     _running: dict[str, ToolStep] = field(default_factory=dict)
     _asking: ApprovalStep | None = None
 
-    @property
-    def recorder(self) -> TurnRecorder | None:
-        """The latest model step's recorder (the one streaming, while a model step runs)."""
-        return self._steps[-1] if self._steps else None
-
     def live_steps(self, now_ns: int) -> tuple[dict[str, Any], ...]:
         """The steps so far as the record will list them (the running ones end now), for a live view."""
         return live_steps(
