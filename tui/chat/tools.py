@@ -36,6 +36,7 @@ from telemetry.view.render import RenderLag
 from tui.runner import AgentLive, LiveTurn
 from tui.screens.approve import Approval, ApproveScreen, Reply
 from tui.tool_servers import ToolServers
+from tui.widgets.code_blocks import code_blocks
 from tui.widgets.tool_steps import ToolRun
 from tui.widgets.transcript import AssistantMessage, Transcript
 
@@ -197,7 +198,8 @@ class ToolSteps:
             return
         screen.frame(force=True, pane=False)  # the last step's text all painted before its answer is left
         answer = await screen.transcript.add_assistant(screen.clock, screen.lag)
-        answer.first_block = screen.answer.first_block
+        # its code blocks are numbered after the last step's, as the joined answer numbers them
+        answer.first_block = screen.answer.first_block + len(code_blocks(live.recorder.answer))
         self.answers.append(answer)
         screen.answer = answer
         live.recorder = event.recorder

@@ -295,3 +295,19 @@ async def test_an_older_tool_using_turn_is_compacted_with_its_calls_and_results(
         assert "It is noon." in text
         # turns 2-4 stay full (their results are widgets); the first's are drawn by its compact widget
         assert len(app.chat.transcript.query(CompactTurn)) == 1 and len(app.chat.transcript.query(ToolRun)) == 3
+
+
+async def test_each_steps_answer_numbers_its_code_blocks_after_the_last_steps() -> None:
+    from tui.widgets.transcript import AssistantMessage
+
+    first = "Let me look:\n\n```python\nprint(1)\n```\n"
+    script = [Step(text=first, calls=(Call("search", {"q": "x"}),)), Step(text="Here:\n\n```python\nprint(2)\n```\n")]
+    with AgentServer(script) as srv:
+        app = _app(srv, _servers(FakeHost(FakeTool("search", "ok"))))
+        async with app.run_test(size=SIZE) as pilot:
+            await _send(pilot, "code please")
+            await _answer(pilot, app, "a")
+            await _finished(pilot, app)
+            answers = list(app.chat.transcript.query(AssistantMessage))
+            assert [a.first_block for a in answers] == [1, 2]
+            assert [n for n, _ in app.chat.code_block_titles()] == [1, 2]
