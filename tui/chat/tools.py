@@ -17,6 +17,7 @@ denial for that call only. Esc in the dialog denies; ``x`` stops the whole turn,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -66,6 +67,8 @@ class ApprovalAsked(Message):
 
 
 class ToolNotice(Message):
+    """Something about the tools the person should hear (a result cut, no tools for this backend)."""
+
     def __init__(self, text: str) -> None:
         super().__init__()
         self.text = text
@@ -131,7 +134,8 @@ class ChatTools:
                     if not answered.done():
                         answered.set_result(answer)
 
-                loop.call_soon_threadsafe(give)
+                with contextlib.suppress(RuntimeError):  # the stream loop already closed: nobody waits
+                    loop.call_soon_threadsafe(give)
 
             approval = Approval(
                 call.name,
