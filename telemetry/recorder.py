@@ -263,6 +263,11 @@ class TurnRecorder:
         self._tool_index = e.index
 
     @property
+    def first_visible_ns(self) -> int | None:
+        """The first visible (not reasoning) chunk's stamp, None before one arrived."""
+        return self._first_visible_ns
+
+    @property
     def tool_call_count(self) -> int:
         """How many tool calls have begun (without joining their arguments)."""
         return len(self._tool_names)

@@ -18,7 +18,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from backends.base import Backend, ChatRequest
 from backends.finish import finish_turn
@@ -28,6 +28,9 @@ from telemetry.log.crashes import with_report
 from telemetry.log.turns import SessionLog
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
+
+if TYPE_CHECKING:
+    from backends.agent.loop import AgentTurn
 
 T = TypeVar("T")
 
@@ -123,6 +126,38 @@ def start_turn(
         record = finish_turn(recorder, log)  # once only: a turn run_turn ended is returned as it logged it
         live.log_error = recorder.log_error  # the turn stays on screen and in memory, the user is told
         return record
+
+    live.future = runner.submit(drive())
+    return live
+
+
+@dataclass
+class AgentLive(LiveTurn):
+    """A tool-using turn in flight (``backends.agent.loop``): ``recorder`` is the model step being drawn
+    (the UI moves it to each new step as it draws that step), ``agent`` the loop with every step so far."""
+
+    agent: AgentTurn | None = None
+
+
+def start_agent(runner: LoopThread, agent: AgentTurn, recorder: TurnRecorder, request: ChatRequest) -> AgentLive:
+    """Run ``agent`` on the runner's loop (its first step's recorder is ``recorder``); returns at once.
+    Cancelling stops it at whatever step it is in; the record keeps every step that arrived."""
+    live = AgentLive(recorder, request, agent=agent)
+
+    async def drive() -> TurnRecord:
+        live._loop = asyncio.get_running_loop()
+        live._task = task = asyncio.current_task()
+        if live._cancel_requested and task is not None:
+            task.cancel()  # the loop's first await raises: the turn is recorded as cancelled
+        try:
+            await agent.run()
+        except asyncio.CancelledError:
+            pass  # the loop has recorded every step that arrived, and logged the turn as cancelled
+        except Exception as exc:  # a bug in the loop: still a record, never a crash
+            if agent.record is None:
+                recorder.feed(with_report(ev.Failed.of(exc), exc, "a chat turn with tools"))
+        live.log_error = agent.log_error
+        return agent.record if agent.record is not None else finish_turn(recorder, agent.log)
 
     live.future = runner.submit(drive())
     return live

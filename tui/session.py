@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends.attachments import Attachment
 from backends.base import Backend, ChatRequest, Message, build_request
@@ -27,9 +27,15 @@ from telemetry.log.turns import SessionLog, Skipped, count_bad, parse_line, tail
 from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
 from telemetry.typed_read import RecordError, bulk_read
-from tui.runner import LiveTurn, LoopThread, start_turn
+from tui.runner import LiveTurn, LoopThread, start_agent, start_turn
+
+if TYPE_CHECKING:
+    from backends.agent.loop import AgentTurn
+    from telemetry.recorder import TurnRecorder
 
 BackendFactory = Callable[[str, str | None], Backend]
+# A tool-using turn for this backend, request, first recorder and log, or None (no tools to offer it).
+AgentFactory = Callable[[Backend, ChatRequest, "TurnRecorder", SessionLog], "AgentTurn | None"]
 RESUME_TURNS = 200  # the last turns a resume reads up front (history, timelines); the rest is read lazily
 
 
@@ -186,11 +192,17 @@ class ChatSession:
         )
 
     async def start(
-        self, prompt: str, *, submitted_ns: int | None = None, attachments: tuple[Attachment, ...] = ()
+        self,
+        prompt: str,
+        *,
+        submitted_ns: int | None = None,
+        attachments: tuple[Attachment, ...] = (),
+        agent: AgentFactory | None = None,
     ) -> LiveTurn:
         """Start a turn. ``submitted_ns``: when the user asked (Enter), on the events' clock; ttft's own
         delay (``own_delay_ms``) runs from there to the first send. ``attachments``: files read and
-        checked by ``backends.attachments`` (``check_attachments`` against this backend first)."""
+        checked by ``backends.attachments`` (``check_attachments`` against this backend first).
+        ``agent``: where tools are offered, the turn is the loop it makes (``AgentLive``)."""
         submitted_ns = ev.now_ns() if submitted_ns is None else submitted_ns
         backend = await self.ensure_backend()
         await self._take_earlier()
@@ -210,7 +222,11 @@ class ChatSession:
                 await asyncio.shield(warming)
             recorder.feed(ev.ModelLoadFinished(ev.now_ns()))
         self.turn_index += 1
-        self.live = start_turn(self.runner, backend, request, recorder, self.log)
+        loop = agent(backend, request, recorder, self.log) if agent is not None else None
+        if loop is not None:
+            self.live = start_agent(self.runner, loop, recorder, request)
+        else:
+            self.live = start_turn(self.runner, backend, request, recorder, self.log)
         return self.live
 
     def complete(self, record: TurnRecord) -> None:

@@ -12,23 +12,38 @@ What a tool gives back is outside text: its size is capped before the model sees
 and the loop cuts what a host did not), a cut is said in a notice, and a tool's failure (its own
 error, arguments that are no JSON object, a tool no host has) goes back to the model as an error
 result rather than ending the turn.
+
+Where someone can be asked (the chat: ``ask`` is given and the consent says "ask"), each call of a
+step that nothing allowed yet is asked about in turn, before any of the step's calls runs; each wait
+is an approval step of the record. A call the person denies goes back to the model as a denied result
+(the step says ``denied``) and the loop goes on; without ``ask`` (``ttft ask``) such a call stops the turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from backends.agent.consent import Consent
+from backends.agent.consent import Answer, Consent
 from backends.agent.host import ToolHost, ToolResult, ToolSpec
 from backends.base import Backend, ChatRequest, Message, ToolCall, ToolDef
 from backends.finish import deliver_record
 from backends.turn import new_recorder, stream_turn
 from telemetry import events as ev
-from telemetry.agent.steps import MAX_STEPS_NOTICE, TRUNCATED_NOTICE, Stopped, ToolStatus, ToolStep, join_turn
+from telemetry.agent.steps import (
+    MAX_STEPS_NOTICE,
+    TRUNCATED_NOTICE,
+    ApprovalAnswer,
+    ApprovalStep,
+    Stopped,
+    ToolStatus,
+    ToolStep,
+    join_turn,
+    live_steps,
+)
 from telemetry.errors import ErrorKind
 from telemetry.log.turns import SessionLog
 from telemetry.probe.saved import SavedProbe
@@ -42,6 +57,15 @@ NO_TOOLS = (
     "the local engine has no tool support: use a hosted model or an OpenAI-compatible server"
     " (llama-server needs --jinja for tools)"
 )
+
+
+def denied_result(name: str) -> ToolResult:
+    """What the model reads for a call the person did not allow: it did not run, and why."""
+    return ToolResult(f"The user did not allow this call of {name}: it did not run.", is_error=True)
+
+
+# Asks the person about one call (the call, its tool, its place in the step, the step's call count).
+Ask = Callable[[ToolCall, ToolSpec | None, int, int], Awaitable[Answer]]
 
 
 def supports_tools(backend: Backend) -> bool:
@@ -82,11 +106,15 @@ class AgentTurn:
     on_step: Callable[[TurnRecorder], None] | None = None  # a model step begins (the echo follows its recorder)
     on_tool: Callable[[ToolStep, ToolResult | None], None] | None = None  # a tool call ended
     on_notice: Callable[[str], None] | None = None
-    # Passed to each model step's recorder (backends.turn.new_recorder): the load driver's tags and the
-    # target's saved probe, looked up once a level.
+    ask: Ask | None = None  # the chat: asks the person; a denial goes back to the model, and the loop goes on
+    # Passed to each model step's recorder (backends.turn.new_recorder): the load driver's tags or the chat's
+    # (compare id, pane, ...), and the target's saved probe, looked up once a level.
     extra: dict[str, Any] | None = None
     saved_probe: bool = True
     probe: SavedProbe | None = None
+    branch_of: int | None = None  # the turn whose prompt this one edits (the first step's record says it)
+    first: TurnRecorder | None = None  # the first step's recorder, made (and stamped Submitted) by the caller
+    approvals: list[ApprovalStep] = field(default_factory=list)
     models: list[TurnRecord] = field(default_factory=list)  # each model step's record, set when the turn ends
     tools: list[ToolStep] = field(default_factory=list)
     notices: dict[str, Any] = field(default_factory=dict)
@@ -95,6 +123,20 @@ class AgentTurn:
     # The model steps' recorders, finished only when the turn ends: a record's first finish() imports numpy
     # (its ITL percentiles), 150-200 ms that would otherwise sit between the first step and its tools.
     _steps: list[TurnRecorder] = field(default_factory=list)
+    # What is going on now, for a live view: the calls running (call id -> step so far), the call asked about.
+    _running: dict[str, ToolStep] = field(default_factory=dict)
+    _asking: ApprovalStep | None = None
+
+    def live_steps(self, now_ns: int) -> tuple[dict[str, Any], ...]:
+        """The steps so far as the record will list them (the running ones end now), for a live view."""
+        return live_steps(
+            list(self._steps),
+            list(self.tools),
+            list(self.approvals),
+            list(self._running.values()),
+            now_ns,
+            self._asking,
+        )
 
     async def run(self) -> TurnRecord:
         stopped: Stopped = "answer"
@@ -106,7 +148,7 @@ class AgentTurn:
             raise
         finally:
             if not self._steps:  # cancelled before the first step was even made
-                self._steps.append(self._recorder_for(self.request))
+                self._steps.append(self.first if self.first is not None else self._recorder_for(self.request))
             self.models = [r.finish() for r in self._steps]
             self.record, self.log_error = deliver_record(
                 join_turn(
@@ -116,6 +158,7 @@ class AgentTurn:
                     max_steps=self.max_steps,
                     error=error,
                     notices=self.notices,
+                    approvals=self.approvals,
                 ),
                 self.log,
             )
@@ -132,6 +175,8 @@ class AgentTurn:
             probe=self.probe,
         )
         first = not self._steps
+        if first:
+            rec.branch_of = self.branch_of
         rec.feed(ev.Submitted(self.submitted_ns if first and self.submitted_ns is not None else ev.now_ns()))
         return rec
 
@@ -146,7 +191,7 @@ class AgentTurn:
         base = replace(self.request, tools=tool_defs(list(specs.values())))
         for step in range(1, self.max_steps + 1):
             request = replace(base, messages=tuple(messages))
-            recorder = self._recorder_for(request)
+            recorder = self.first if step == 1 and self.first is not None else self._recorder_for(request)
             self._steps.append(recorder)
             if self.on_step is not None:
                 self.on_step(recorder)
@@ -166,6 +211,14 @@ class AgentTurn:
                     " the loop stopped there, without a final answer",
                 )
                 return "max_steps", None
+            if self.ask is not None:
+                results = await self._asked(calls, specs)
+                messages.append(Message("assistant", answer, tool_calls=tuple(calls)))
+                messages += [
+                    Message("tool", r.text, tool_call_id=c.call_id, is_error=r.is_error)
+                    for c, r in zip(calls, results, strict=True)
+                ]
+                continue
             refused = [c for c in calls if self.consent.decide(c.name) != "allow"]
             if refused:
                 now = ev.now_ns()
@@ -187,16 +240,61 @@ class AgentTurn:
             ]
         raise AssertionError("unreachable: the last step returns")  # pragma: no cover
 
+    async def _asked(self, calls: list[ToolCall], specs: dict[str, ToolSpec]) -> list[ToolResult]:
+        """The step's calls, each asked about in turn where nothing allowed it yet; then the allowed
+        ones run at once, and each denied one is a denied result (in the calls' order)."""
+        allowed: list[bool] = []
+        for i, c in enumerate(calls):
+            spec = specs.get(c.name)
+            decision = self.consent.decide(c.name) if spec is not None else "allow"  # no such tool: nothing runs
+            if decision == "ask":
+                assert self.ask is not None
+                answer = await self._ask(c, spec, i, len(calls))
+                if answer != "deny":  # a denial is for this call only: the next one is asked about again
+                    self.consent.answer(c.name, answer)
+                decision = self.consent.decide(c.name) if answer != "deny" else "deny"
+            allowed.append(decision == "allow")
+        denied: dict[int, ToolResult] = {}
+        for i, (c, ok) in enumerate(zip(calls, allowed, strict=True)):
+            if not ok:
+                now = ev.now_ns()
+                spec = specs.get(c.name)
+                step = ToolStep(c.name, spec.server if spec else "", now, now, "denied", call_id=c.call_id)
+                denied[i] = denied_result(c.name)
+                self._ended(step, denied[i])
+        ran = await asyncio.gather(*(self._call(c, specs) for c, ok in zip(calls, allowed, strict=True) if ok))
+        out, it = [], iter(ran)
+        for i in range(len(calls)):
+            out.append(denied[i] if i in denied else next(it))
+        return out
+
+    async def _ask(self, call: ToolCall, spec: ToolSpec | None, i: int, n: int) -> Answer:
+        assert self.ask is not None
+        server = spec.server if spec is not None else ""
+        start = ev.now_ns()
+        self._asking = ApprovalStep(call.name, server, start, start, "cancelled", call.call_id)
+        said: ApprovalAnswer = "cancelled"
+        try:
+            answer = await self.ask(call, spec, i, n)
+            said = answer
+            return answer
+        finally:
+            self._asking = None
+            self.approvals.append(ApprovalStep(call.name, server, start, ev.now_ns(), said, call.call_id))
+
     async def _call(self, call: ToolCall, specs: dict[str, ToolSpec]) -> ToolResult:
         spec = specs.get(call.name)
         server = spec.server if spec is not None else ""
         start = ev.now_ns()
         result: ToolResult | None = None
+        self._running[call.call_id] = ToolStep(call.name, server, start, start, "ok", call_id=call.call_id)
         try:
             result = await self._result(call, spec)
         except asyncio.CancelledError:
             self._ended(ToolStep(call.name, server, start, ev.now_ns(), "cancelled", call_id=call.call_id), None)
             raise
+        finally:
+            self._running.pop(call.call_id, None)
         result = cap(result, self.max_result_bytes)
         end = ev.now_ns()
         if result.truncated:

@@ -8,6 +8,10 @@ step's, E2E runs to the last token of the final answer, tokens and cost are summ
 steps), and it adds ``steps`` (in order, ``start_ms``/``end_ms`` on the turn's clock, 0 at the first
 send) and ``agent``: ``time_in_model_ms``, ``time_in_tools_ms``, ``time_in_ttft_ms`` (the rest of
 the turn: ttft's own work between steps), ``step_count``, and how the loop ended (``stopped``).
+
+Where someone was asked before a call ran (the chat's consent dialog), each wait for the answer is an
+``approval`` step, and ``agent`` adds ``time_in_approval_ms`` and ``approval_steps``: a person's time
+to decide is neither the model's, the tools' nor ttft's. A turn nobody was asked about has neither.
 """
 
 from __future__ import annotations
@@ -20,8 +24,11 @@ from typing import Any, Literal
 from telemetry.cost import Cost
 from telemetry.metrics import NS_PER_MS, TokenCounts
 from telemetry.record import ErrorInfo, Status, TurnRecord
+from telemetry.recorder import TurnRecorder
 
 ToolStatus = Literal["ok", "error", "denied", "cancelled"]
+# The person's answer to a call they were asked about; "cancelled": the turn stopped while they were asked.
+ApprovalAnswer = Literal["once", "always", "deny", "cancelled"]
 # How the loop ended: a final answer, the step limit, a call that was not allowed, the model's failure, Esc.
 Stopped = Literal["answer", "max_steps", "denied", "error", "cancelled"]
 
@@ -44,6 +51,18 @@ class ToolStep:
     call_id: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class ApprovalStep:
+    """The wait for a person's answer before a call (monotonic ns), and the answer."""
+
+    name: str
+    server: str
+    start_ns: int
+    end_ns: int
+    answer: ApprovalAnswer
+    call_id: str = ""
+
+
 def _ms(t: int | None, origin: int) -> float | None:
     return None if t is None else round((t - origin) / NS_PER_MS, 3)
 
@@ -62,6 +81,7 @@ def model_step(rec: TurnRecord, origin: int) -> dict[str, Any]:
         "kind": "model",
         "start_ms": _ms(start, origin),
         "end_ms": _ms(end, origin),
+        "duration_ms": _ms(end, start) if start is not None else None,
         "status": rec.status,
         "stop_reason": rec.stop_reason,
         "attempts": len(rec.attempts),
@@ -94,6 +114,19 @@ def tool_step(step: ToolStep, origin: int) -> dict[str, Any]:
     }
 
 
+def approval_step(step: ApprovalStep, origin: int) -> dict[str, Any]:
+    return {
+        "kind": "approval",
+        "start_ms": _ms(step.start_ns, origin),
+        "end_ms": _ms(step.end_ns, origin),
+        "name": step.name,
+        "server": step.server,
+        "call_id": step.call_id,
+        "duration_ms": round((step.end_ns - step.start_ns) / NS_PER_MS, 3),
+        "answer": step.answer,
+    }
+
+
 def _union_ms(spans: Sequence[tuple[int, int]]) -> float:
     """The time covered by these spans (parallel tool calls overlap: their time counts once)."""
     total = 0
@@ -108,22 +141,27 @@ def _union_ms(spans: Sequence[tuple[int, int]]) -> float:
     return total / NS_PER_MS
 
 
-def split(models: Sequence[TurnRecord], tools: Sequence[ToolStep]) -> dict[str, float]:
+def split(
+    models: Sequence[TurnRecord], tools: Sequence[ToolStep], approvals: Sequence[ApprovalStep] = ()
+) -> dict[str, float]:
     """The turn's time from the first send to the last step's end: in the model, in tools, and the
-    rest (ttft's own work between steps: reading the calls, starting the next request)."""
+    rest (ttft's own work between steps: reading the calls, starting the next request). With
+    ``approvals``, the time a person took to answer is ``time_in_approval_ms``, not ttft's."""
     model_spans = [(a, b) for a, b in map(_model_span, models) if a is not None and b is not None]
     tool_spans = [(t.start_ns, t.end_ns) for t in tools]
-    every = model_spans + tool_spans
-    if not every:
-        return {"time_in_model_ms": 0.0, "time_in_tools_ms": 0.0, "time_in_ttft_ms": 0.0}
-    span = (max(b for _, b in every) - min(a for a, _ in every)) / NS_PER_MS
-    in_model = _union_ms(model_spans)
-    in_tools = _union_ms(tool_spans)
-    return {
-        "time_in_model_ms": round(in_model, 3),
-        "time_in_tools_ms": round(in_tools, 3),
-        "time_in_ttft_ms": round(max(0.0, span - _union_ms(every)), 3),
-    }
+    asked = [(w.start_ns, w.end_ns) for w in approvals]
+    every = model_spans + tool_spans + asked
+    out: dict[str, float] = {"time_in_model_ms": 0.0, "time_in_tools_ms": 0.0, "time_in_ttft_ms": 0.0}
+    if every:
+        span = (max(b for _, b in every) - min(a for a, _ in every)) / NS_PER_MS
+        out = {
+            "time_in_model_ms": round(_union_ms(model_spans), 3),
+            "time_in_tools_ms": round(_union_ms(tool_spans), 3),
+            "time_in_ttft_ms": round(max(0.0, span - _union_ms(every)), 3),
+        }
+    if approvals:
+        out["time_in_approval_ms"] = round(_union_ms(asked), 3)
+    return out
 
 
 def _s(ms: float) -> str:
@@ -159,6 +197,8 @@ def diagnose(agent: dict[str, Any], tools: Sequence[ToolStep], total_ms: float |
         text = f"{_of(in_model, total)} went to the model's own steps ({n} steps in all){tools_part}."
     if own >= 50:
         text += f" ttft's own work between steps took {_s(own)}."
+    if agent.get("time_in_approval_ms"):
+        text += f" Waiting for your approval took {_s(agent['time_in_approval_ms'])}."
     match agent["stopped"]:
         case "max_steps":
             text += f" The loop stopped at --max-steps ({agent['max_steps']}) before a final answer."
@@ -210,10 +250,11 @@ def join_turn(
     max_steps: int,
     error: ErrorInfo | None = None,
     notices: dict[str, Any] | None = None,
+    approvals: Sequence[ApprovalStep] = (),
 ) -> TurnRecord:
     """The one record of a tool-using turn (see the module doc). ``models``: at least one step's record,
     in order; ``tools``: the tool steps in the order they began. ``error``: the turn's own failure where
-    no model step failed (a call that was not allowed)."""
+    no model step failed (a call that was not allowed). ``approvals``: the waits for a person's answer."""
     first, last = models[0], models[-1]
     origin = first.timestamps.sent
     if origin is None:
@@ -224,15 +265,19 @@ def join_turn(
         order.append((start if start is not None else origin, i, model_step(rec, origin)))
     for j, t in enumerate(tools):
         order.append((t.start_ns, len(models) + j, tool_step(t, origin)))
+    for k, w in enumerate(approvals):  # a wait begins before the call it asks about: ordered by its start
+        order.append((w.start_ns, len(models) + len(tools) + k, approval_step(w, origin)))
     steps = tuple(d for _, _, d in sorted(order, key=lambda o: (o[0], o[1])))
     agent: dict[str, Any] = {
-        **split(models, tools),
-        "step_count": len(steps),
+        **split(models, tools, approvals),
+        "step_count": len(models) + len(tools),
         "model_steps": len(models),
         "tool_steps": len(tools),
         "max_steps": max_steps,
         "stopped": stopped,
     }
+    if approvals:
+        agent["approval_steps"] = len(approvals)
     status: Status = last.status
     if stopped == "cancelled":
         status = "cancelled"
@@ -284,3 +329,50 @@ def join_turn(
     own = (status == "error" and error is None) or (not tools and len(models) == 1 and stopped != "max_steps")
     object.__setattr__(rec, "diagnosis", last.diagnosis if own else diagnose(agent, tools, total))
     return rec
+
+
+def live_steps(
+    recorders: Sequence[TurnRecorder],
+    tools: Sequence[ToolStep],
+    approvals: Sequence[ApprovalStep],
+    running: Sequence[ToolStep],
+    now_ns: int,
+    asking: ApprovalStep | None = None,
+) -> tuple[dict[str, Any], ...]:
+    """A turn in flight's steps so far, in the record's form (kind, ``start_ms``/``end_ms`` on the turn's
+    clock; a model step's ``ttft_ms``/``ttfvt_ms``), for a live view: the model step still streaming, the
+    calls still running (``status`` ``running``) and the call being ``asking`` about (``answer`` None)
+    end at ``now_ns``. Empty until the first send."""
+    sent = [(r, r.attempts[0].sent_ns) for r in recorders if r.attempts]
+    if not sent:
+        return ()
+    origin = sent[0][1]
+    order: list[tuple[int, int, dict[str, Any]]] = []
+    for i, (r, start) in enumerate(sent):
+        first = r.chunks[0].t_ns if r.chunks else None
+        vis = r.first_visible_ns
+        end = r.end_ns if r.end_ns is not None else now_ns
+        step: dict[str, Any] = {
+            "kind": "model",
+            "start_ms": _ms(start, origin),
+            "end_ms": _ms(end, origin),
+            "duration_ms": _ms(end, start),
+            "status": r.status or "running",
+            "ttft_ms": _ms(first, start),
+            "ttfvt_ms": _ms(vis, start),
+        }
+        order.append((start, i, step))
+    n = len(order)
+    for j, t in enumerate(tools):
+        order.append((t.start_ns, n + j, tool_step(t, origin)))
+    n = len(order)
+    for j, t in enumerate(running):
+        step = tool_step(dataclasses.replace(t, end_ns=max(now_ns, t.start_ns)), origin)
+        order.append((t.start_ns, n + j, {**step, "status": "running"}))
+    n = len(order)
+    for j, w in enumerate(approvals):
+        order.append((w.start_ns, n + j, approval_step(w, origin)))
+    if asking is not None:
+        step = approval_step(dataclasses.replace(asking, end_ns=max(now_ns, asking.start_ns)), origin)
+        order.append((asking.start_ns, n + len(approvals), {**step, "answer": None}))
+    return tuple(d for _, _, d in sorted(order, key=lambda o: (o[0], o[1])))

@@ -9,6 +9,11 @@ it is at least ``OWN_DELAY_SHOWN_MS``).
 A turn whose wait was split on the wire (``metrics.wait_ms`` with a network part) draws its
 waiting as three parts on the same axis: ``waiting`` (earlier attempts and the pool),
 ``network`` (dns + connect + tls + send) and ``server`` (request written -> first token).
+
+A tool-using turn (its record's ``steps``) draws each step as its own segments: a model step as its
+wait, reasoning and answer (from its own TTFT and TTFVT), a tool call as ``tool``, a wait for the
+person's approval as ``approval``, and the time between steps that none of them covers as ``ttft``
+(ttft's own work: reading the calls, sending the next request).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ STALL_MIN_MS = 100.0  # a gap a person can see; below it a 10x jump is jitter, n
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    phase: str  # client | loading | waiting | network | server | reasoning | streaming
+    phase: str  # client | loading | waiting | network | server | reasoning | streaming | tool | approval | ttft
     start_ms: float
     end_ms: float
 
@@ -78,7 +83,40 @@ def _client(own_ms: float | None, before_ms: float) -> list[Segment]:
     return _seg("client", before_ms - own_ms, before_ms)
 
 
+def step_segments(steps: Sequence[dict[str, Any]]) -> list[Segment]:
+    """A tool-using turn's steps (the record's ``steps``, or a live turn's so far) as segments, with the
+    gaps no step covers as ``ttft``. A step without its times (a hand-edited line) is left out."""
+    segs: list[Segment] = []
+    spans: list[tuple[float, float]] = []
+    for st in steps:
+        a, b = st.get("start_ms"), st.get("end_ms")
+        if not isinstance(a, int | float) or not isinstance(b, int | float) or b < a:
+            continue
+        a, b = float(a), float(b)
+        spans.append((a, b))
+        kind = st.get("kind")
+        if kind == "model":
+            ttft, vis = st.get("ttft_ms"), st.get("ttfvt_ms")
+            first = a + ttft if isinstance(ttft, int | float) else None
+            shown = a + vis if isinstance(vis, int | float) else None
+            segs += _seg("waiting", a, min(first, b) if first is not None else b)
+            if first is not None:
+                segs += _seg("reasoning", first, min(shown, b) if shown is not None else b)
+            if shown is not None:
+                segs += _seg("streaming", max(shown, a), b)
+        elif kind in ("tool", "approval"):
+            segs += _seg(str(kind), a, max(b, a))
+    covered: float | None = None
+    for a, b in sorted(spans):
+        if covered is not None and a > covered:
+            segs += _seg("ttft", covered, a)
+        covered = b if covered is None else max(covered, b)
+    return segs
+
+
 def turn_timeline(rec: TurnRecord) -> Timeline:
+    if rec.steps:
+        return _steps_timeline(rec)
     ev = rec.timestamps.relative_ms()  # the record's events_ms
     m = rec.metrics
     status = rec.status or "ok"
@@ -113,6 +151,25 @@ def turn_timeline(rec: TurnRecord) -> Timeline:
     markers += stalls([round((c.t_ns - t0) / 1e6, 3) for c in rec.chunks])
     end_ms = max([s.end_ms for s in segs] + [end or 0.0, stop or 0.0, 0.0])
     return Timeline(tuple(segs), tuple(markers), start, end_ms, status)
+
+
+def _steps_timeline(rec: TurnRecord) -> Timeline:
+    """A tool-using turn: ttft's own delay before the first send, then each step (``step_segments``)."""
+    segs = step_segments(rec.steps)
+    client = _client(rec.metrics.own_delay_ms, 0.0)
+    start = client[0].start_ms if client else 0.0
+    end = rec.timestamps.relative_ms()["end"]
+    end_ms = max([s.end_ms for s in segs] + [end or 0.0, 0.0])
+    return Timeline(tuple(client + segs), (), start, end_ms, rec.status or "ok")
+
+
+def live_steps_timeline(steps: Sequence[dict[str, Any]], own_delay_ms: float | None, phase: str) -> Timeline:
+    """A tool-using turn in flight, from its steps so far (``telemetry.agent.steps.live_steps``)."""
+    segs = step_segments(steps)
+    client = _client(own_delay_ms, 0.0)
+    start = client[0].start_ms if client else 0.0
+    end_ms = max([s.end_ms for s in segs] + [0.0])
+    return Timeline(tuple(client + segs), (), start, end_ms, phase)
 
 
 def _origin_ns(rec: TurnRecord) -> int:

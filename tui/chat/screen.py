@@ -45,13 +45,14 @@ from telemetry.log.prompt_history import PromptHistory
 from telemetry.log.secrets import MASK
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from telemetry.view.render import RenderLag
-from telemetry.view.timeline import Timeline, live_timeline, turn_timeline
+from telemetry.view.timeline import Timeline, live_steps_timeline, live_timeline, turn_timeline
 from tui.chat import attach as chat_attach
 from tui.chat import commands as chat_commands
 from tui.chat.attach import Pending
 from tui.chat.compare import CompareSpecScreen, CouldNotStart, compare_screen, compare_specs, take_over
 from tui.chat.prompt import ChatPrompt
 from tui.chat.sessions import RESUME_DRAWN, Reopened, export_session, reopen
+from tui.chat.tools import ApprovalAsked, ChatTools, StepBegan, ToolEnded, ToolNotice, ToolSteps, live_steps
 from tui.chat.turn import ChatTurns, TurnFailed, TurnFinished, TurnStarted
 from tui.format import fmt_settings, short_spec, turn_label, visible_controls
 from tui.runner import LiveTurn, collect_between_turns
@@ -119,6 +120,9 @@ class ChatScreen(Screen[None]):
         self.warm_up_at_start = warm_up
         self.turns = ChatTurns(session, self)
         self.tools = tools if tools is not None else ToolServers()  # the MCP servers (--mcp), started on mount
+        self.chat_tools = ChatTools(self.tools, self)  # their tools offered to the model (tui.chat.tools)
+        self.turns.agent = self.chat_tools.agent
+        self.steps = ToolSteps(self)  # a tool-using turn's steps, drawn
         self.answer: AssistantMessage | None = None  # the answer of the turn on screen, while it is drawn
         self.lag = RenderLag()  # the turn on screen's render lag
         self.lag_by_turn: dict[int, dict[str, Any]] = {}  # each finished turn's render-lag summary
@@ -212,6 +216,11 @@ class ChatScreen(Screen[None]):
     def live(self) -> LiveTurn | None:
         """The turn in flight, until its record is handed off."""
         return self.turns.live
+
+    @property
+    def on_screen(self) -> LiveTurn | None:
+        """The turn being drawn: from ``TurnStarted`` until its figures are shown."""
+        return self._on_screen
 
     @property
     def busy(self) -> bool:
@@ -321,7 +330,7 @@ class ChatScreen(Screen[None]):
         with self._drawing():
             self.frame(force=True, pane=False)  # every chunk painted before the full render; the pane's figures follow
             record, transcript = event.record, self.transcript
-            if self.answer is not None:
+            if not await self.steps.finalize(event.live, record) and self.answer is not None:
                 await self.answer.finalize(record)
             self._blocks.append((record.turn_index, code_blocks(record.answer)))
             await transcript.add_outcome(record)
@@ -369,8 +378,31 @@ class ChatScreen(Screen[None]):
                 answer.finish_early(rec, snap)
         if pane and (force or snap.phase != self._pane_phase or now - self._pane_ns >= 1e9 / PANE_FPS):
             self._pane_phase, self._pane_ns = snap.phase, now
-            self.pane.show_live(snap, rec.attempts, self.lag.summary())
-            self.pane.set_timelines([*self.timelines, ("now", live_timeline(snap, rec.attempts))])
+            steps = live_steps(live, now)  # a tool-using turn's steps so far
+            self.pane.show_live(snap, rec.attempts, self.lag.summary(), steps)
+            now_row = live_steps_timeline(steps, snap.own_delay_ms, snap.phase) if steps else None
+            self.pane.set_timelines([*self.timelines, ("now", now_row or live_timeline(snap, rec.attempts))])
+
+    # --- a tool-using turn (tui.chat.tools) --------------------------------------------
+    async def on_step_began(self, event: StepBegan) -> None:
+        with self._drawing():
+            await self.steps.step_began(event)
+
+    async def on_tool_ended(self, event: ToolEnded) -> None:
+        with self._drawing():
+            await self.steps.tool_ended(event)
+
+    def on_approval_asked(self, event: ApprovalAsked) -> None:
+        self.steps.approval_asked(event)
+
+    def on_tool_notice(self, event: ToolNotice) -> None:
+        self.notify(visible_controls(event.text), severity="warning", markup=False, timeout=10)
+
+    def cancel_turn(self) -> bool:
+        return self.turns.cancel()
+
+    def focus_prompt(self) -> None:
+        self.prompt.focus()
 
     # --- actions -------------------------------------------------------------------
     def action_cancel_turn(self) -> None:
@@ -639,6 +671,7 @@ class ChatScreen(Screen[None]):
             self._draft_written = self._draft_taken
             drafts.drop(self.session.log.session_id)  # the box's text goes with the new chat
         self.session.new_chat()
+        self.chat_tools.new_chat()
         self.timelines, self.lag_by_turn = [], {}
         self._blocks, self._branch = [], None
         if self.editing is not None:

@@ -22,7 +22,7 @@ from telemetry.log.turns import SessionLog
 from telemetry.record import ErrorInfo, TurnRecord
 from telemetry.view.render import RenderLag
 from tui.runner import LiveTurn
-from tui.session import ChatSession
+from tui.session import AgentFactory, ChatSession
 
 
 class TurnStarted(Message):
@@ -75,6 +75,7 @@ class ChatTurns:
         self.host = host
         self.live: LiveTurn | None = None
         self.starting = False  # from Enter until the request is on its way (a backend may be starting)
+        self.agent: AgentFactory | None = None  # the tool-using loop, where tools are offered (tui.chat.tools)
         self._handed_off: asyncio.Event | None = None  # set once the turn in flight is handed off
 
     @property
@@ -88,7 +89,7 @@ class ChatTurns:
         session = self.session
         self.starting = True
         try:
-            live = await session.start(prompt, submitted_ns=submitted_ns, attachments=attachments)
+            live = await session.start(prompt, submitted_ns=submitted_ns, attachments=attachments, agent=self.agent)
         except Exception as exc:  # the backend could not even be created (unknown model, missing key, ...)
             error = ErrorInfo(
                 type=getattr(exc, "kind", None) or type(exc).__name__,

@@ -43,6 +43,7 @@ KEYS = (
     ("F3", "sessions: reopen a past chat"),
     ("F4", "show or hide the telemetry pane"),
     ("/tools", "the MCP tool servers (--mcp): each one's state, start times and tools"),
+    ("a, A/s, d, x", "in a tool call's dialog: allow once, always allow the tool, deny (Esc too), stop the turn"),
     ("F9, /compare SPEC", "compare this model with another side by side (F10, Esc: back; /chat A: go on with pane A)"),
     ("ctrl+p", "command palette: every action above, and more"),
     ("F1", "this help"),

@@ -45,9 +45,19 @@ def _row(t: Text, label: str, value: str | Text, style: str = "") -> None:
     t.append("\n")
 
 
-def live_text(snap: Snapshot, attempts: Sequence[Any] = (), lag: dict[str, Any] | None = None) -> Text:
-    """The lines describing a turn in flight."""
+def live_text(
+    snap: Snapshot,
+    attempts: Sequence[Any] = (),
+    lag: dict[str, Any] | None = None,
+    steps: Sequence[dict[str, Any]] = (),
+) -> Text:
+    """The lines describing a turn in flight (``steps``: a tool-using turn's so far; the figures below
+    them are its current model step's)."""
     t = Text()
+    if steps:  # where the loop is: the step running now, and how many so far
+        n = sum(1 for st in steps if st.get("kind") != "approval")  # as the record's step_count counts
+        t.append(f" STEP {n} ", style="bold reverse blue")
+        t.append(f"  {_now_doing(steps[-1])}\n", style="bold")
     color = PHASE_COLOR.get(snap.phase, "")
     t.append(f" {snap.phase.upper()} ", style=f"bold reverse {color}")
     t.append("  ")
@@ -212,6 +222,70 @@ def _cost_rows(t: Text, rec: TurnRecord) -> None:
     _row(t, "  priced as", f"{c.priced_as} ({c.source})", "dim")
 
 
+STEP_ROWS = 12  # a long loop's first steps shown one a row; the rest counted
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def _step_value(st: dict[str, Any]) -> tuple[str, str]:
+    """One step of a tool-using turn as a row: its label and what it took, from the record's step."""
+    took = fmt_ms(_num(st.get("duration_ms")))
+    match st.get("kind"):
+        case "model":
+            ttft = _num(st.get("ttft_ms"))
+            calls = st.get("tool_calls") or 0
+            asked = f" · {calls} call{'s' * (calls != 1)}" if isinstance(calls, int) and calls else ""
+            status = st.get("status")
+            end = f" · {status}" if status not in ("ok", None) else ""
+            return "model", f"{took} · TTFT {fmt_ms(ttft)}{asked}{end}"
+        case "tool":
+            size = st.get("result_bytes")
+            shown = f" · {fmt_size(size)}" if isinstance(size, int) and st.get("status") in ("ok", "error") else ""
+            cut = " (cut)" if st.get("truncated") else ""
+            return "tool", f"{st.get('name') or '?'} · {took} · {st.get('status') or '?'}{shown}{cut}"
+        case "approval":
+            answer = st.get("answer") or "asking"
+            return "asked", f"{st.get('name') or '?'} · {took} · {answer}"
+    return str(st.get("kind") or "?"), took
+
+
+def _now_doing(st: dict[str, Any]) -> str:
+    label, value = _step_value(st)
+    if st.get("kind") == "approval" and st.get("answer") is None:
+        return f"waiting for your answer about {st.get('name') or '?'} ({fmt_ms(_num(st.get('duration_ms')))})"
+    if st.get("kind") == "tool" and st.get("status") == "running":
+        return f"running tool {st.get('name') or '?'} ({fmt_ms(_num(st.get('duration_ms')))})"
+    return f"{label}: {value}"
+
+
+def steps_rows(t: Text, steps: Sequence[dict[str, Any]]) -> None:
+    """Each step of a tool-using turn as a row (the first ``STEP_ROWS``; the rest counted)."""
+    for i, st in enumerate(steps[:STEP_ROWS], 1):
+        label, value = _step_value(st)
+        _row(t, f"  {i} {label}"[:LABEL_W], value, "dim" if st.get("kind") == "approval" else "")
+    if len(steps) > STEP_ROWS:
+        _row(t, "", f"… {len(steps) - STEP_ROWS} more steps", "dim")
+
+
+def _agent_rows(t: Text, rec: TurnRecord) -> None:
+    """A tool-using turn's split and its steps, as the record has them."""
+    a = rec.agent
+    if a is None:
+        return
+    n = a.get("step_count")
+    split = (
+        f"{n} · model {fmt_ms(_num(a.get('time_in_model_ms')))} · tools {fmt_ms(_num(a.get('time_in_tools_ms')))}"
+        f" · ttft {fmt_ms(_num(a.get('time_in_ttft_ms')), digits=1)}"
+    )
+    _row(t, "steps", split)
+    if "time_in_approval_ms" in a:
+        asked = a.get("approval_steps")
+        _row(t, "  your approval", f"{fmt_ms(_num(a.get('time_in_approval_ms')))} ({asked} asked)")
+    steps_rows(t, rec.steps)
+
+
 def record_text(rec: TurnRecord, lag: dict[str, Any] | None = None) -> Text:
     """A finished turn's figures, in the order the reference defines them."""
     m, tok, status = rec.metrics, rec.tokens, rec.status
@@ -241,6 +315,7 @@ def record_text(rec: TurnRecord, lag: dict[str, Any] | None = None) -> Text:
     if itl.p50 is not None:
         _row(t, "ITL p50/95/99", " / ".join(fmt_ms(v, digits=1) for v in (itl.p50, itl.p95, itl.p99)))
     _row(t, "E2E", fmt_ms(m.e2e_ms) + (f" (stream end {fmt_ms(m.total_ms)})" if m.total_ms else ""))
+    _agent_rows(t, rec)
     if m.retry_ms:
         _row(t, "retries", f"{max(len(rec.attempts), 1) - 1} ({fmt_ms(m.retry_ms)} lost)", "red")
     if m.queue_ms:
@@ -295,11 +370,17 @@ class TelemetryPane(VerticalScroll):
         self._live_room = 0  # lines the live block keeps while a turn is in flight (it never shrinks then)
         self.query_one("#live-gaps").display = False
 
-    def show_live(self, snap: Snapshot, attempts: Sequence[Any] = (), lag: dict[str, Any] | None = None) -> None:
+    def show_live(
+        self,
+        snap: Snapshot,
+        attempts: Sequence[Any] = (),
+        lag: dict[str, Any] | None = None,
+        steps: Sequence[dict[str, Any]] = (),
+    ) -> None:
         """A turn in flight. Its block only grows, and starts with the room a streaming turn takes, and the
         gaps' sparkline keeps its place from the first frame: a layout pass of the whole screen each time a
         row appeared cost more than all the repaints of the turn's figures."""
-        text = live_text(snap, attempts, lag)
+        text = live_text(snap, attempts, lag, steps)
         lines = text.plain.count("\n")
         self._live_room = max(self._live_room, lines, LIVE_ROOM)
         text.append("\n" * (self._live_room - lines))

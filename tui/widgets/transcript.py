@@ -38,6 +38,7 @@ from tui.widgets.code_blocks import CodeMarkdown
 from tui.widgets.error_card import ErrorCard
 from tui.widgets.greeting import Greeting
 from tui.widgets.stream import StreamingMarkdown
+from tui.widgets.tool_steps import ToolRun, logged_results
 
 KEEP_FULL_TURNS = 2  # the last turns stay full widgets; older ones are drawn as one widget each
 CODE_THEME = "monokai"
@@ -133,10 +134,17 @@ def tool_arguments(arguments: str, *, pretty: bool = True) -> str:
     return shown_arguments(arguments, pretty=pretty)[0]
 
 
-def tool_calls_view(calls: Sequence[Mapping[str, str]], stop_reason: str | None, *, final: bool) -> Group:
+def tool_calls_view(
+    calls: Sequence[Mapping[str, str]],
+    stop_reason: str | None,
+    *,
+    final: bool,
+    results: Sequence[Any | None] | None = None,
+) -> Group:
     """Each tool call the model asked for as a block of the answer (its name, then its arguments),
     and, once the turn has ended, why the answer stopped (``finish_reason: tool_calls``, Anthropic's
-    ``tool_use``): the answer to a tool-only turn is these calls, not an empty message.
+    ``tool_use``): the answer to a tool-only turn is these calls, not an empty message. ``results``:
+    what each call gave back, drawn under it (a logged tool-using turn's, ``tui.widgets.tool_steps``).
 
     While the turn streams (``final`` False) the arguments show as they arrive; at the end, as
     indented JSON. The record keeps them exact; everything shown here is made visible first.
@@ -155,6 +163,8 @@ def tool_calls_view(calls: Sequence[Mapping[str, str]], stop_reason: str | None,
         if notice is not None:  # below the arguments: the chat follows an answer's end, where it is seen
             body = Group(body, Text(f"⚠ {visible_controls(notice)}", style="yellow"))
         parts.append(Panel(body, title=title, title_align="left", border_style="cyan", padding=(0, 1)))
+        if results is not None and i - 1 < len(results) and results[i - 1] is not None:
+            parts.append(results[i - 1])
     if final and stop_reason:
         parts.append(Text(f"finish_reason: {visible_controls(stop_reason)}", style="dim"))
     return Group(*parts)
@@ -175,10 +185,17 @@ class ToolCalls(Static):
         super().__init__("", classes="tool-calls")
         self.display = False
 
-    def show(self, calls: Sequence[Mapping[str, str]], stop_reason: str | None = None, *, final: bool) -> None:
+    def show(
+        self,
+        calls: Sequence[Mapping[str, str]],
+        stop_reason: str | None = None,
+        *,
+        final: bool,
+        results: Sequence[Any | None] | None = None,
+    ) -> None:
         self.display = bool(calls)
         if calls:
-            self.update(tool_calls_view(calls, stop_reason, final=final))
+            self.update(tool_calls_view(calls, stop_reason, final=final, results=results))
 
 
 class ReasoningBlock(Collapsible):
@@ -225,6 +242,9 @@ class AssistantMessage(Vertical):
         self._next_paint_ns = 0
         self.final = False
         self.record: TurnRecord | None = None
+        # The whole turn's record: this answer's own, or, for the last step of a tool-using turn, the
+        # joined one (its steps), which a compacted turn draws.
+        self.turn: TurnRecord | None = None
         self._early: asyncio.Future[None] | None = None  # the full render begun when the stream ended
         self._drawn: str | None = None  # the text the full render shows
 
@@ -337,9 +357,12 @@ class AssistantMessage(Vertical):
         if first_block is not None and first_block != self.first_block:
             self.first_block = first_block
             self.answer.number_blocks(first_block)
+        if self.turn is None:
+            self.turn = record
         if self._drawn != record.answer:
             await self._render_full(record.answer)
-        self.tools.show(record.tool_calls, record.stop_reason, final=True)
+        results = logged_results(record.steps, len(record.tool_calls)) if record.steps else None
+        self.tools.show(record.tool_calls, record.stop_reason, final=True, results=results)
         self.show_reasoning_summary(record)
 
     def _drop_stream(self) -> None:
@@ -379,7 +402,8 @@ class CompactTurn(Static):
         if rec.answer:
             parts.append(RichMarkdown(visible_controls(rec.answer), code_theme=CODE_THEME))
         if rec.tool_calls:
-            parts.append(tool_calls_view(rec.tool_calls, rec.stop_reason, final=True))
+            results = logged_results(rec.steps, len(rec.tool_calls)) if rec.steps else None
+            parts.append(tool_calls_view(rec.tool_calls, rec.stop_reason, final=True, results=results))
         if rec.status == "error":
             err = rec.error
             code = f" · HTTP {err.status_code}" if err is not None and err.status_code else ""
@@ -503,7 +527,7 @@ class Transcript(VerticalScroll):
                 current = [w]
                 groups.append(current)
             elif current is not None and (
-                isinstance(w, AssistantMessage | ErrorCard)
+                isinstance(w, AssistantMessage | ErrorCard | ToolRun)
                 or w.has_class("pane-turn")
                 or (isinstance(w, NoteMessage) and w.outcome)
             ):
@@ -525,13 +549,14 @@ class Transcript(VerticalScroll):
             messages = [
                 m for w in group for m in ([w] if isinstance(w, AssistantMessage) else w.query(AssistantMessage))
             ]
-            if len(messages) != 1 or messages[0].record is None:
+            # One answer, or a tool-using turn's steps whose last holds the joined record.
+            turn = messages[-1].turn if messages and (len(messages) == 1 or messages[-1].turn) else None
+            if turn is None or (len(messages) > 1 and not turn.steps):
                 continue
             user = group[0]
             assert isinstance(user, UserMessage)
-            msg = messages[0]
-            assert msg.record is not None  # checked above
-            compact = CompactTurn(user.prompt, msg.record, msg.first_block, editable=user.turn_index is not None)
+            first = messages[0].first_block
+            compact = CompactTurn(user.prompt, turn, first, editable=user.turn_index is not None)
             with self.app.batch_update():
                 await self.mount(compact, before=user)
                 await self.remove_children(group)

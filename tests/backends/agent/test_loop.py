@@ -4,6 +4,7 @@ cancellation (every step that arrived is kept), and capped results."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 
@@ -169,3 +170,71 @@ def test_the_local_engine_says_it_has_no_tools() -> None:
         api = "llama.cpp"
 
     assert not supports_tools(Local())  # type: ignore[arg-type]
+
+
+def _asking(answers: list[str], asked: list[tuple[str, int, int]]) -> Callable[..., object]:
+    async def ask(call: object, spec: object, index: int, count: int) -> str:
+        asked.append((getattr(call, "name", ""), index, count))
+        return answers.pop(0)
+
+    return ask
+
+
+def test_with_someone_to_ask_each_call_is_asked_about_and_a_denial_goes_back_to_the_model() -> None:
+    host = FakeHost(FakeTool("a", "A!"), FakeTool("b", "B!"))
+    asked: list[tuple[str, int, int]] = []
+    consent = Consent(ask=True)
+    with AgentServer([Step(calls=(Call("a"), Call("b"), Call("a"))), Step(text="done")]) as srv:
+        backend = create_backend("compat:m", base_url=srv.base_url, lean=True)
+        agent = AgentTurn(backend, build_request("go"), host, consent, session_id="s", turn_index=0)
+        agent.ask = _asking(["always", "deny"], asked)  # type: ignore[assignment]
+
+        async def go() -> None:
+            try:
+                await agent.run()
+            finally:
+                await backend.aclose()
+
+        asyncio.run(go())
+        sent = srv.requests[-1]["messages"]
+    rec = agent.record
+    assert rec is not None and rec.status == "ok" and rec.answer.strip() == "done"
+    assert asked == [("a", 0, 3), ("b", 1, 3)]  # the second call of `a` was allowed by "always"
+    assert [c for c, _ in host.calls] == ["a", "a"]
+    results = [m["content"] for m in sent if m.get("role") == "tool"]
+    assert results == ["A!", "Error: The user did not allow this call of b: it did not run.", "A!"]  # no error flag
+    kinds = [(s["kind"], s.get("status") or s.get("answer")) for s in rec.steps]
+    assert kinds[:3] == [("model", "ok"), ("approval", "always"), ("approval", "deny")]
+    assert sorted(k for k in kinds[3:6]) == [("tool", "denied"), ("tool", "ok"), ("tool", "ok")]
+    assert rec.agent is not None and rec.agent["stopped"] == "answer" and rec.agent["approval_steps"] == 2
+    assert "b" not in consent.denied  # a denial is for that call only
+
+
+def test_cancelling_while_asked_keeps_the_wait_as_an_unanswered_approval() -> None:
+    host = FakeHost(FakeTool("a"))
+
+    async def never(*_: object) -> str:
+        await asyncio.Event().wait()
+        return "once"
+
+    async def cancel_while_asked(agent: AgentTurn, task: asyncio.Task[TurnRecord]) -> None:
+        while agent.live_steps(0) == () or agent._asking is None:
+            await asyncio.sleep(0.01)
+        task.cancel()
+
+    with AgentServer([Step(calls=(Call("a"),)), Step(text="never")]) as srv:
+        backend = create_backend("compat:m", base_url=srv.base_url, lean=True)
+        agent = AgentTurn(backend, build_request("go"), host, Consent(ask=True), session_id="s", turn_index=0)
+        agent.ask = never  # type: ignore[assignment]
+
+        async def go() -> None:
+            task = asyncio.ensure_future(agent.run())
+            await cancel_while_asked(agent, task)
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await backend.aclose()
+
+        asyncio.run(go())
+    rec = agent.record
+    assert rec is not None and rec.status == "cancelled" and host.calls == []
+    assert [(s["kind"], s.get("answer")) for s in rec.steps] == [("model", None), ("approval", "cancelled")]

@@ -99,3 +99,55 @@ def test_the_flat_table_has_the_split_and_the_steps() -> None:
     assert unlisted(d) == []
     plain = row(_model(0, 10, 20, text="hi").to_dict())
     assert plain["agent.step_count"] is None and plain["steps"] is None
+
+
+def test_a_wait_for_an_answer_is_an_approval_step_and_not_ttfts_own_time() -> None:
+    from telemetry.agent.steps import ApprovalStep
+
+    models = [_model(0, 150, 160, call="search"), _model(2420, 2520, 2530, text="noon")]
+    asked = [ApprovalStep("search", "web", at(162), at(2162), "once", "c1")]
+    tools = [ToolStep("search", "web", at(2165), at(2415), "ok", 1200, False, "c1")]
+    rec = join_turn(models, tools, stopped="answer", max_steps=10, approvals=asked)
+    assert [s["kind"] for s in rec.steps] == ["model", "approval", "tool", "model"]
+    assert rec.steps[1] == {
+        "kind": "approval",
+        "start_ms": 162.0,
+        "end_ms": 2162.0,
+        "name": "search",
+        "server": "web",
+        "call_id": "c1",
+        "duration_ms": 2000.0,
+        "answer": "once",
+    }
+    assert rec.steps[0]["duration_ms"] == 160.0  # a model step's own span
+    agent = rec.agent
+    assert agent is not None
+    assert agent["time_in_approval_ms"] == 2000.0 and agent["approval_steps"] == 1
+    assert agent["time_in_ttft_ms"] == 10.0 and agent["step_count"] == 3  # approvals are not steps of the loop
+    assert "Waiting for your approval took 2.0 s." in rec.diagnosis
+    from telemetry.export.table import row, unlisted
+
+    d = rec.to_dict()
+    assert unlisted(d) == [] and row(d)["agent.approval_steps"] == 1
+
+
+def test_the_steps_of_a_turn_in_flight_end_now() -> None:
+    from telemetry.agent.steps import ApprovalStep, live_steps
+
+    r = recorder()
+    r.feed(ev.AttemptSent(at(0)))
+    r.feed(ev.ToolCallDelta(at(100), "search", "{}", index=0, call_id="c1"))
+    r.feed(ev.Finished(at(110), "tool_calls"))
+    waiting = recorder()
+    assert live_steps([waiting], [], [], [], at(5)) == ()  # nothing sent yet
+    running = ToolStep("search", "web", at(300), at(300), "ok", call_id="c1")
+    asked = ApprovalStep("search", "web", at(120), at(290), "once", "c1")
+    steps = live_steps([r], [], [asked], [running], at(500))
+    assert [(s["kind"], s["start_ms"], s["end_ms"]) for s in steps] == [
+        ("model", 0.0, 110.0),
+        ("approval", 120.0, 290.0),
+        ("tool", 300.0, 500.0),
+    ]
+    assert steps[0]["ttft_ms"] == 100.0 and steps[2]["status"] == "running"
+    pending = live_steps([r], [], [], [], at(400), ApprovalStep("search", "web", at(120), at(120), "cancelled"))
+    assert pending[-1]["answer"] is None and pending[-1]["end_ms"] == 400.0
