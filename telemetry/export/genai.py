@@ -584,7 +584,11 @@ def agent_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs
         "ttft.agent.time_in_model": _sec(agent.get("time_in_model_ms")),
         "ttft.agent.time_in_tools": _sec(agent.get("time_in_tools_ms")),
         "ttft.agent.time_in_ttft": _sec(agent.get("time_in_ttft_ms")),
-        **{f"ttft.agent.{k}": _count(agent.get(k)) for k in ("step_count", "model_steps", "tool_steps", "max_steps")},
+        "ttft.agent.time_in_approval": _sec(agent.get("time_in_approval_ms")),  # the chat's: a person deciding
+        **{
+            f"ttft.agent.{k}": _count(agent.get(k))
+            for k in ("step_count", "model_steps", "tool_steps", "approval_steps", "max_steps")
+        },
         "ttft.agent.stopped": _label(agent.get("stopped")),
         "ttft.diagnosis": _label(rec.diagnosis),
         **_extra_attributes(rec),

@@ -45,8 +45,8 @@ TURN_KEYS: tuple[Column, ...] = (
 
 STEP_COLUMNS: tuple[Column, ...] = (
     Column("step_index", "int", "0-based, in the order the steps began"),
-    Column("step_count", "int", "steps in the turn (1 for a turn without tools)"),
-    Column("kind", "str", "model | tool"),
+    Column("step_count", "int", "the turn's rows: its steps, approvals included (1 for a turn without tools)"),
+    Column("kind", "str", "model | tool | approval (the chat's wait for the person's answer)"),
     *_cols("", "float", "start_ms end_ms", "ms since the turn's first send"),
     Column("duration_ms", "float", "end_ms - start_ms (a tool step: its own, to the ns)"),
     Column("status", "str", "model: ok | error | cancelled; tool: ok | error | denied | cancelled"),
@@ -64,6 +64,7 @@ STEP_COLUMNS: tuple[Column, ...] = (
     *_cols("", "str", "name server call_id", "a tool step's tool, its MCP server, the API's id for the call"),
     Column("result_bytes", "int", "the result's size before any cut"),
     Column("truncated", "bool", "the model got the result cut to the size cap"),
+    Column("answer", "str", "an approval step's: once | always | deny | cancelled"),
 )
 
 COLUMNS: tuple[Column, ...] = (*TURN_KEYS, *STEP_COLUMNS)
@@ -97,7 +98,7 @@ def plain_step(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _duration(step: dict[str, Any]) -> Any:
-    if step.get("kind") == "tool" and step.get("duration_ms") is not None:
+    if step.get("kind") in ("tool", "approval") and step.get("duration_ms") is not None:
         return step["duration_ms"]
     a, b = step.get("start_ms"), step.get("end_ms")
     ok = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (a, b))

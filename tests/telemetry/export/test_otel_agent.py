@@ -233,3 +233,19 @@ def test_odd_steps_in_a_log_line_are_left_out_not_raised(tmp_path: Path, monkeyp
     assert "gen_ai.execute_tool.duration" not in metrics  # its duration is no number
     (dur,) = metrics["gen_ai.client.inference.duration"].histogram.data_points
     assert dur.count == 1  # the one model step whose times make a duration
+
+
+def test_the_chats_wait_for_an_answer_has_no_span_but_its_time_is_on_the_agent_span(tmp_path: Path) -> None:
+    from telemetry.agent.steps import ApprovalStep
+
+    models = [_model(0, 50, 60, calls=("search",)), _model(600, 650, 700, texts=2)]
+    tools = [ToolStep("search", "web", at(400), at(590), "ok", 10, False, "call_0")]
+    asked = [ApprovalStep("search", "web", at(61), at(399), "once", "call_0")]
+    rec = join_turn(models, tools, stopped="answer", max_steps=10, approvals=asked).to_dict()
+    spans = _spans([rec], tmp_path)
+    (root,) = [s for s in spans if not s.parent_span_id]
+    assert [s.name for s in spans if s.parent_span_id == root.span_id] == ["chat m", "execute_tool search", "chat m"]
+    a = attrs(root.attributes)
+    assert a["ttft.agent.time_in_approval"] == pytest.approx(0.338) and a["ttft.agent.approval_steps"] == 1
+    (plain,) = [s for s in _spans([_turn()], tmp_path) if not s.parent_span_id]  # ask's turn: nobody was asked
+    assert plain.name == "invoke_agent" and "ttft.agent.time_in_approval" not in attrs(plain.attributes)

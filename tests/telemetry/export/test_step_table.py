@@ -4,7 +4,7 @@ log lines (a step of the wrong shape, values of the wrong type) as empty cells, 
 from __future__ import annotations
 
 from telemetry import events as ev
-from telemetry.agent.steps import ToolStep, join_turn
+from telemetry.agent.steps import ApprovalStep, ToolStep, join_turn
 from telemetry.export import step_table
 from tests.support.turns import at, play, recorder, stream
 
@@ -69,3 +69,28 @@ def test_odd_steps_become_empty_cells() -> None:
     odd, tool = step_table.rows(rec)
     assert odd["kind"] is None and odd["step_index"] == 0 and odd["turn_index"] is None
     assert (tool["start_ms"], tool["duration_ms"], tool["result_bytes"], tool["truncated"]) == (None, None, None, None)
+
+
+def test_the_chats_wait_for_an_answer_is_a_row_of_its_own_with_the_answer() -> None:
+    base = _tool_turn()
+    r = recorder()
+    for e in (ev.AttemptSent(at(0), 1), ev.ToolCallDelta(at(100), "search", "{}", index=0, call_id="c1")):
+        r.feed(e)
+    r.feed(ev.Finished(at(110), "tool_calls"))
+    first = r.finish()
+    r = recorder()
+    for e in (ev.AttemptSent(at(600), 1), ev.TextDelta(at(650), "noon", 1), ev.Finished(at(660), "stop")):
+        r.feed(e)
+    tools = [ToolStep("search", "web", at(412), at(595), "ok", 42, False, "c1")]
+    asked = [ApprovalStep("search", "web", at(111), at(411), "once", "c1")]
+    rec = join_turn([first, r.finish()], tools, stopped="answer", max_steps=5, approvals=asked).to_dict()
+    rows = list(step_table.rows(rec))
+    assert [r["kind"] for r in rows] == ["model", "approval", "tool", "model"]
+    approval = rows[1]
+    assert (approval["answer"], approval["name"], approval["call_id"], approval["duration_ms"]) == (
+        "once",
+        "search",
+        "c1",
+        300.0,
+    )
+    assert all(r["answer"] is None for r in rows if r["kind"] != "approval") and len(list(step_table.rows(base))) == 3
