@@ -9,6 +9,11 @@ trial, so no pane always goes first). A pane that fails fails alone.
 
 Trials resend the same conversation: only the last trial's answer joins the
 pane's history, so every trial of a prompt sees the same context.
+
+With :class:`PaneTools` (``ttft compare --mcp``) every pane whose backend takes tools runs its turn as
+the agent loop (:class:`backends.agent.loop.AgentTurn`) on the same host and under the same consent,
+so each model is offered the same tools and an "always" given in one pane holds in every pane; the
+front end hears each pane's steps, tool results and questions tagged with the pane.
 """
 
 from __future__ import annotations
@@ -21,10 +26,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from backends.base import Backend, ChatRequest, Message, build_request
+from backends.agent.consent import Answer, Consent
+from backends.agent.host import ToolHost, ToolResult, ToolSpec
+from backends.agent.loop import DEFAULT_MAX_STEPS, AgentTurn, supports_tools
+from backends.base import Backend, ChatRequest, Message, ToolCall, build_request
 from backends.finish import finish_turn
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
+from telemetry.agent.steps import ToolStep
 from telemetry.cost import warm as warm_prices
 from telemetry.log.turns import SessionLog
 from telemetry.record import TurnRecord
@@ -40,6 +49,24 @@ OnDone = Callable[[int, int, TurnRecord], None]
 OnEvent = Callable[[int, ev.Event], None]
 Ready = Callable[[], Awaitable[None]]  # resolves when the front end is ready to show the turns just started
 READY_TIMEOUT_S = 2.0  # a front end that never answers delays a release by this much, no more
+
+# Asks the person about one pane's call: the pane, the call, its tool, its place in the step, the step's calls.
+PaneAsk = Callable[[int, ToolCall, ToolSpec | None, int, int], Awaitable[Answer]]
+
+
+@dataclass
+class PaneTools:
+    """The tools every pane is offered: one host, one consent (shared: an "always" holds in every pane),
+    and the front end's ears, each call tagged with the pane. ``ask`` None: nobody to ask (headless), a
+    call the consent does not allow stops that pane's turn (``tool_not_allowed``)."""
+
+    host: ToolHost
+    consent: Consent
+    max_steps: int = DEFAULT_MAX_STEPS
+    ask: PaneAsk | None = None
+    on_step: Callable[[int, TurnRecorder], None] | None = None  # a model step begins (the first one too)
+    on_tool: Callable[[int, ToolStep, ToolResult | None], None] | None = None  # a tool call ended
+    on_notice: Callable[[int, str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +131,7 @@ class CompareRunner:
         comparison_id: str | None = None,
         mode: CompareMode = "parallel",
         system: str | None = None,
+        tools: PaneTools | None = None,
     ) -> None:
         if not panes:
             raise ValueError("a comparison needs at least one pane")
@@ -116,6 +144,8 @@ class CompareRunner:
         self.comparison_id = comparison_id or new_comparison_id()
         self.mode: CompareMode = mode
         self.system = system
+        self.tools = tools  # may be set later (the screen's servers start while the user types)
+        self.agents: dict[int, AgentTurn] = {}  # the tool-using turn in flight in each pane (a live view reads it)
         self.session_id = log.session_id if log is not None else self.comparison_id
         self.prompt_index = 0
         self._turn_index = log.next_turn_index() if log is not None else 0
@@ -232,7 +262,45 @@ class CompareRunner:
         rec.feed(ev.Submitted(asked if asked is not None and trial == 0 and position == 0 else ev.now_ns()))
         return rec
 
+    def _agent(
+        self, i: int, request: ChatRequest, recorder: TurnRecorder, on_event: OnEvent | None
+    ) -> AgentTurn | None:
+        """The pane's turn as the agent loop, where tools are offered and its backend takes them."""
+        tools = self.tools
+        backend = self.panes[i].backend
+        if tools is None or not tools.host.tools() or not supports_tools(backend):
+            return None
+        turn = AgentTurn(
+            backend,
+            request,
+            tools.host,
+            tools.consent,
+            recorder.session_id,
+            recorder.turn_index,
+            max_steps=tools.max_steps,
+            log=self.log,
+            on_event=(lambda e: on_event(i, e)) if on_event is not None else None,
+            extra=dict(recorder.extra),
+            first=recorder,
+        )
+        if tools.on_step is not None:
+            on_step = tools.on_step
+            turn.on_step = lambda rec: on_step(i, rec)
+        if tools.on_tool is not None:
+            on_tool = tools.on_tool
+            turn.on_tool = lambda step, result: on_tool(i, step, result)
+        if tools.on_notice is not None:
+            on_notice = tools.on_notice
+            turn.on_notice = lambda text: on_notice(i, text)
+        if tools.ask is not None:
+            ask = tools.ask
+            turn.ask = lambda call, spec, k, n: ask(i, call, spec, k, n)
+        return turn
+
     async def _one(self, i: int, request: ChatRequest, recorder: TurnRecorder, on_event: OnEvent | None) -> TurnRecord:
+        agent = self._agent(i, request, recorder, on_event)
+        if agent is not None:
+            return await self._one_agent(i, agent, recorder)
         cb = (lambda e: on_event(i, e)) if on_event is not None else None
         try:
             return await run_turn(self.panes[i].backend, request, recorder, log=self.log, on_event=cb)
@@ -244,6 +312,23 @@ class CompareRunner:
         except Exception as exc:  # raised outside run_turn's own guard (e.g. closing the stream)
             recorder.feed(ev.Failed.of(exc))
             return finish_turn(recorder, self.log)  # a failed log write is in log.write_errors
+
+    async def _one_agent(self, i: int, agent: AgentTurn, recorder: TurnRecorder) -> TurnRecord:
+        """A tool-using turn: the loop records and logs it however it ends (cancelled too)."""
+        self.agents[i] = agent
+        try:
+            return await agent.run()
+        except asyncio.CancelledError:
+            if i in self._cancel_requested and agent.record is not None:
+                return agent.record
+            raise
+        except Exception as exc:  # raised outside the loop's own guards
+            if agent.record is not None:
+                return agent.record
+            recorder.feed(ev.Failed.of(exc))
+            return finish_turn(recorder, self.log)
+        finally:
+            self.agents.pop(i, None)
 
     def _never_sent(self, i: int, trial: int, recorder: TurnRecorder, hooks: _Hooks) -> TurnRecord:
         """A turn started (its pane shows it) but cancelled before its request went out."""

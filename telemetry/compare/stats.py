@@ -9,11 +9,15 @@ A pair of panes is declared different in a metric only when the 95% bootstrap
 interval of the difference of their medians excludes zero, and only with at
 least ``MIN_TRIALS`` good turns each; with fewer, the verdict reports what was
 seen and says it cannot be told from noise.
+
+A comparison of tool-using turns (any record with ``agent``: ``backends.agent.loop``) adds
+:data:`AGENT_METRICS`: steps per turn, time in tools and ttft's own time between steps, and E2E is
+then said as the time to the final answer. A comparison without them is exactly as it was.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
@@ -65,7 +69,32 @@ METRICS: tuple[MetricSpec, ...] = (
     # Fewest wins: output length dominates latency, so this column explains E2E.
     MetricSpec("output_tokens", "output tokens", "tokens", _output_tokens, "writes {bare} fewer output tokens than"),
 )
-METRIC_BY_KEY = {m.key: m for m in METRICS}
+
+
+def _agent(name: str) -> Callable[[TurnRecord], float | None]:
+    def get(rec: TurnRecord) -> float | None:
+        v = (rec.agent or {}).get(name)
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+    return get
+
+
+# A tool-using turn's E2E runs from the first send to the last token of the final answer (telemetry.agent.steps).
+ANSWER = MetricSpec("e2e", "E2E", "ms", _metric("e2e_ms"), "reaches the final answer {amount} sooner than")
+AGENT_METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("steps", "steps", "steps", _agent("step_count"), "takes {bare} fewer steps to the answer than"),
+    MetricSpec("tools", "tool time", "ms", _agent("time_in_tools_ms"), "spends {amount} less in tools than"),
+    MetricSpec("own", "ttft's own", "ms", _agent("time_in_ttft_ms"), "spends {amount} less in ttft's own work than"),
+)
+METRIC_BY_KEY = {m.key: m for m in (*METRICS, *AGENT_METRICS)}
+
+
+def metrics_for(records: Iterable[TurnRecord]) -> tuple[MetricSpec, ...]:
+    """The columns of a comparison of these turns: :data:`METRICS`, and where any turn used tools, E2E as
+    the time to the final answer and :data:`AGENT_METRICS` after it."""
+    if not any(r.agent for r in records):
+        return METRICS
+    return tuple(ANSWER if m.key == "e2e" else m for m in METRICS) + AGENT_METRICS
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +151,7 @@ class Comparison:
     verdicts: tuple[Verdict, ...]
     trials: int
     extra: dict[str, Any] = field(default_factory=dict)
+    metrics: tuple[MetricSpec, ...] = METRICS  # the columns, in order (metrics_for)
 
     def clear_verdicts(self) -> list[Verdict]:
         return [v for v in self.verdicts if v.clear]
@@ -141,7 +171,7 @@ class Comparison:
         pane compared with nobody, where every column would be a trivial win."""
         if len(self.panes) < 2:
             return ()
-        return tuple(m.key for m in METRICS if pane in self.rankings[m.key].winners)
+        return tuple(m.key for m in self.metrics if pane in self.rankings[m.key].winners)
 
     def rows(self) -> list[dict[str, Any]]:
         """One flat row per pane (the CSV summary)."""
@@ -160,7 +190,7 @@ class Comparison:
                 "cost_priced_turns": s.cost.priced,
                 "cost_unpriced_turns": s.cost.unpriced,
             }
-            for m in METRICS:
+            for m in self.metrics:
                 ms = s.metrics[m.key]
                 r = self.rankings[m.key]
                 row[f"{m.key}_median"] = ms.median
@@ -173,10 +203,10 @@ class Comparison:
 
 
 # --- statistics ----------------------------------------------------------------------
-def pane_stats(pane: str, records: Sequence[TurnRecord]) -> PaneStats:
+def pane_stats(pane: str, records: Sequence[TurnRecord], specs: Sequence[MetricSpec] = METRICS) -> PaneStats:
     good = [r for r in records if r.status == "ok"]
     metrics: dict[str, MetricStats] = {}
-    for m in METRICS:
+    for m in specs:
         vals = [v for v in (m.get(r) for r in good) if v is not None]
         pct = percentiles(vals)
         metrics[m.key] = MetricStats(len(vals), pct.p50, pct.p90, tuple(vals))
@@ -237,8 +267,11 @@ def bootstrap_median_diff(
     return float(np.median(xa) - np.median(xb)), float(low), float(high)
 
 
-def verdict(metric: str, a: PaneStats, b: PaneStats, *, seed: int = SEED, resamples: int = RESAMPLES) -> Verdict:
-    spec = METRIC_BY_KEY[metric]
+def verdict(
+    metric: str | MetricSpec, a: PaneStats, b: PaneStats, *, seed: int = SEED, resamples: int = RESAMPLES
+) -> Verdict:
+    spec = metric if isinstance(metric, MetricSpec) else METRIC_BY_KEY[metric]
+    metric = spec.key
     va, vb = a.metrics[metric].values, b.metrics[metric].values
     if not va or not vb:
         missing = " and ".join(p.pane for p in (a, b) if not p.metrics[metric].values)
@@ -288,16 +321,18 @@ def compare(
     metrics: Sequence[str] | None = None,
 ) -> Comparison:
     """Everything a summary shows: per-pane stats, a ranking per metric, a verdict per pair and metric."""
-    stats = {p: pane_stats(p, recs) for p, recs in per_pane.items()}
-    keys = list(metrics) if metrics is not None else [m.key for m in METRICS]
-    rankings = {m.key: rank(m.key, stats) for m in METRICS}
+    specs = metrics_for(r for recs in per_pane.values() for r in recs)
+    stats = {p: pane_stats(p, recs, specs) for p, recs in per_pane.items()}
+    by_key = {m.key: m for m in specs}
+    keys = [by_key.get(k) or METRIC_BY_KEY[k] for k in metrics] if metrics is not None else list(specs)
+    rankings = {m.key: rank(m.key, stats) for m in specs}
     verdicts = tuple(
         verdict(k, stats[a], stats[b], seed=seed, resamples=resamples)
         for a, b in combinations(list(per_pane), 2)
         for k in keys
     )
     trials = max((len(r) for r in per_pane.values()), default=0)
-    return Comparison(tuple(per_pane), stats, rankings, verdicts, trials)
+    return Comparison(tuple(per_pane), stats, rankings, verdicts, trials, metrics=specs)
 
 
 # --- words ---------------------------------------------------------------------------

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sys
 from pathlib import Path
 from typing import Any
 
+from backends.agent.host import ToolHost
 from backends.base import Backend
 from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, build_panes, in_process_factory, parse_model
 from telemetry.errors import ErrorKind, TtftError
@@ -15,7 +17,6 @@ from telemetry.log.surrogates import scrub
 from tui.commands.exits import Exit, for_error_kind, for_turns
 from tui.commands.flags import (
     add_local_flags,
-    add_mcp_flags,
     add_turn_flags,
     local_flags_problem,
     mcp_servers_from_args,
@@ -24,6 +25,7 @@ from tui.commands.flags import (
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, note, print_json, warn
 from tui.commands.prompt import PromptTooLarge, read_prompt
+from tui.commands.tools import add_tool_flags, consent_of, wants_tools
 from tui.format import visible_controls
 
 LOG_FAILED = int(Exit.NOT_SAVED)  # as for ttft ask: the turns ran but could not be written to the session log
@@ -46,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             "ttft compare --sequential -m local:smollm2-135m -m local:smollm2-360m",
             'ttft compare --headless -n 10 --out cmp -m openai:gpt-4o-mini -m openai:gpt-4.1-mini "hi"',
             'cat notes.md | ttft compare --headless --json -m A -m B "summarize"   # stdin, then the prompt',
+            'ttft compare --headless -n 5 --mcp "uvx mcp-server-time" --allow-tools -m A -m B "time in Tokyo?"',
         ),
     )
     p.add_argument(
@@ -65,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, metavar="DIR", help="export the comparison: JSONL + summary and verdict CSVs")
     add_turn_flags(p)
     add_local_flags(p)
-    add_mcp_flags(p)
+    add_tool_flags(p)  # --mcp, --allow-tools, --allow-tool NAME, --max-steps N: every pane is offered the same tools
     p.add_argument("prompt", nargs="*", help="the prompt (headless: piped stdin comes before it)")
     p.set_defaults(func=run)
 
@@ -98,6 +101,9 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
     except TtftError as exc:  # a --mcp spec that names nothing: a usage error, said in a line
         print(visible_controls(f"ttft compare: {exc} {exc.hint or ''}".strip()), file=sys.stderr)
         return Exit.USAGE
+    if (args.allow_tools or args.allow_tool) and not wants_tools(args):
+        print("ttft compare: --allow-tools and --allow-tool need --mcp SPEC (the tools to allow)", file=sys.stderr)
+        return Exit.USAGE
     if args.headless:
         try:
             prompt = read_prompt(args.prompt)
@@ -121,6 +127,9 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
     except Exception as exc:  # a bad spec, a missing key: one sentence, no traceback
         print(visible_controls(f"ttft compare: {exc}"), file=sys.stderr)
         return for_error_kind(getattr(exc, "kind", ErrorKind.BAD_SPEC))
+    if args.headless and wants_tools(args) and (problem := _no_tools(backends)) is not None:
+        print(f"ttft compare: {problem}", file=sys.stderr)
+        return Exit.USAGE
     if args.headless:
         from tui import signals
 
@@ -144,6 +153,8 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
         tools=ToolServers(
             args.mcp_servers, start_timeout_s=args.mcp_start_timeout, call_timeout_s=args.mcp_call_timeout
         ),
+        consent=consent_of(args),
+        max_steps=args.max_steps,
     )
     app.run()
     for line in app.crash_lines:  # said as notifications while it ran; again now that the terminal is back
@@ -151,12 +162,22 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
     return app.return_code or 0
 
 
-async def _start_tools(args: argparse.Namespace) -> None:
-    """Headless: the --mcp servers started and timed, a line each on stderr, then closed (the panes' turns
-    do not call tools yet: the start is what a script learns here)."""
+def _no_tools(backends: list[Backend]) -> str | None:
+    """Why these panes cannot all be offered the tools (every model gets the same ones, or none runs)."""
+    from backends.agent.loop import NO_TOOLS, supports_tools
+
+    for label, b in zip(LABELS, backends, strict=False):
+        if not supports_tools(b):
+            return f"pane {label} ({visible_controls(f'{b.provider}:{b.model}')}): {NO_TOOLS}"
+    return None
+
+
+async def _start_tools(args: argparse.Namespace) -> ToolHost | None:
+    """Headless: the --mcp servers started and timed, a line each on stderr; the host every pane's turn
+    calls (the caller closes it), or None without --mcp."""
     servers = getattr(args, "mcp_servers", None)
     if not servers:
-        return
+        return None
     from backends.mcp.host import start_host
     from backends.mcp.views import startup_line
 
@@ -166,26 +187,35 @@ async def _start_tools(args: argparse.Namespace) -> None:
         start_timeout_s=args.mcp_start_timeout,
         call_timeout_s=args.mcp_call_timeout,
     )
-    try:
-        for view in host.servers():
-            note(args, startup_line(view))
-    finally:
-        await host.aclose()
+    for view in host.servers():
+        note(args, startup_line(view))
+    return host
 
 
 async def headless(args: argparse.Namespace, backends: list[Backend], prompt: str) -> int:
     from rich.console import Console
 
-    from backends.compare.runner import CompareRunner
+    from backends.compare.runner import CompareMode, CompareRunner
     from telemetry.compare.stats import compare, write_comparison
     from telemetry.log.turns import SessionLog
     from tui.compare.view import summary
 
     settings = settings_from(args)
-    await _start_tools(args)
+    host = await _start_tools(args)
+    tools = None
+    if host is not None:
+        from backends.compare.runner import PaneTools
+
+        def said(pane: int, text: str) -> None:  # a cut result, the step limit: outside words, shown
+            if not args.quiet:
+                print(visible_controls(f"ttft compare: {LABELS[pane]}: {text}"), file=sys.stderr, flush=True)
+
+        # headless has nobody to ask: the flags decide, and a call they do not allow stops that pane's turn
+        tools = PaneTools(host, consent_of(args), max_steps=args.max_steps, on_notice=said)
     panes = build_panes(backends, range(len(backends)), settings=settings)
     log = SessionLog()
-    runner = CompareRunner(panes, log=log, mode="sequential" if args.sequential else "parallel", system=args.system)
+    mode: CompareMode = "sequential" if args.sequential else "parallel"
+    runner = CompareRunner(panes, log=log, mode=mode, system=args.system, tools=tools)
     err = Console(stderr=True)
     done = 0
     total = args.repeat * len(panes)
@@ -204,6 +234,9 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
     finally:
         for b in backends:
             await b.aclose()
+        if host is not None:
+            with contextlib.suppress(Exception):  # a server that will not end never costs the comparison
+                await host.aclose()
     per_pane = {p.label: recs for p, recs in zip(panes, result.records, strict=True)}
     c = compare(per_pane)
     names = {p.label: f"{p.backend.provider}:{p.backend.model}" for p in panes}
@@ -226,7 +259,11 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
         console.print(f"comparison {runner.comparison_id} · session {log.session_id}")
         console.print(summary(c, names, mode=result.mode, skew_ms=result.start_skew_ms))
-    rc = for_turns((r.status, r.error.type if r.error else None) for recs in result.records for r in recs)
+    turns = [(r.status, r.error.type if r.error else None) for recs in result.records for r in recs]
+    # a call nothing allowed (exit 5, as ttft ask): the flags are what to change, whatever the other panes did
+    rc = Exit.TOOL_DENIED if any(k == ErrorKind.TOOL_NOT_ALLOWED for _, k in turns) else for_turns(turns)
+    if rc == Exit.TOOL_DENIED:
+        warn("ttft compare: allow a tool with --allow-tool NAME (or every tool with --allow-tools)")
     if args.out:
         records = [r for recs in result.as_dicts() for r in recs]
         parts = [({"prompt_index": result.prompt_index, "mode": result.mode}, c)]

@@ -1,9 +1,13 @@
 """One compare pane on screen: its transcript (answers, reasoning blocks, error cards), its title and its
-live status line, painted from its recorder's snapshots on the screen's shared frame."""
+live status line, painted from its recorder's snapshots on the screen's shared frame.
+
+A tool-using turn (``--mcp``) draws as the chat's does: an answer per model step, each call's result
+(``tui.widgets.tool_steps.ToolRun``, outside text shown, never run) under the step that asked for it."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,6 +24,7 @@ from telemetry.view.timeline import Timeline, live_timeline, turn_timeline
 from tui.compare.view import pane_done_text, pane_live_text
 from tui.format import short_spec_str
 from tui.widgets.error_card import ErrorCard
+from tui.widgets.tool_steps import ToolRun
 from tui.widgets.transcript import AssistantMessage, NoteMessage, Transcript, UserMessage
 
 
@@ -46,6 +51,8 @@ class PaneView(Vertical):
         self.ui_lock = asyncio.Lock()
         self._phase = ""
         self._unrendered: tuple[AssistantMessage | None, TurnRecord] | None = None
+        self._steps: list[AssistantMessage] = []  # a tool-using turn: the answer drawn for each earlier model step
+        self._models: list[TurnRecord] = []  # ... and, once it ended, each model step's own record
 
     def compose(self) -> ComposeResult:
         yield Transcript(classes="pane-transcript")
@@ -92,6 +99,22 @@ class PaneView(Vertical):
         await self.box.mount(self.message)
         self.trial, self.trials = trial, trials
         self.recorder = recorder
+        self._steps = []
+
+    async def step_began(self, recorder: TurnRecorder) -> None:
+        """A model step of a tool-using turn begins: after the first, a new answer under the tool results."""
+        if recorder is self.recorder or self.box is None or self.message is None:
+            return
+        self.tick(self.clock())  # the last step's text all painted before its answer is left
+        self._steps.append(self.message)
+        self.message = AssistantMessage(self.clock, self.lag, chain=False, settle=False)
+        await self.box.mount(self.message)
+        self.recorder = recorder
+
+    async def tool_ended(self, step: dict[str, Any], text: str | None) -> None:
+        """A call's result, under the step that asked for it."""
+        if self.box is not None:
+            await self.box.mount(ToolRun(step, text))  # the next step's answer is mounted after it
 
     def fit_room(self) -> None:
         """Once the new answer is laid out, before its request goes out: give it a fixed room, what is
@@ -117,7 +140,7 @@ class PaneView(Vertical):
             self.set_status(pane_live_text(snap, self.trial, self.trials))
             self.timeline = live_timeline(snap, rec.attempts)
 
-    async def finish_trial(self, record: TurnRecord, render: bool = True) -> None:
+    async def finish_trial(self, record: TurnRecord, render: bool = True, models: Sequence[TurnRecord] = ()) -> None:
         """The turn has ended: figures now; the full render of the answer now or (``render=False``) at
         ``render_final``, so that rendering one long answer never stalls panes still streaming."""
         self.tick(self.clock())  # last frame: every chunk painted before the full render
@@ -128,6 +151,7 @@ class PaneView(Vertical):
         self.timeline = turn_timeline(record)
         self.set_status(pane_done_text(record))
         self._unrendered = (self.message, record)
+        self._models = list(models)
         if render:
             await self.render_final()
 
@@ -136,7 +160,15 @@ class PaneView(Vertical):
             return
         message, record = self._unrendered
         self._unrendered = None
-        if message is not None and message.is_attached:
+        steps, self._steps = self._steps, []
+        models, self._models = self._models, []
+        if models and len(models) == len(steps) + 1:  # each step's answer from its own record, not the joined one
+            for msg, rec in zip(steps, models, strict=False):
+                if msg.is_attached:
+                    await msg.finalize(rec)
+            if message is not None and message.is_attached:
+                await message.finalize(dataclasses.replace(models[-1], status=record.status, error=record.error))
+        elif message is not None and message.is_attached:
             await message.finalize(record)
         if self.box is not None and self.box.is_attached:
             if record.status == "error":

@@ -28,6 +28,8 @@ from textual.containers import Container, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from backends.agent.consent import Consent
+from backends.agent.loop import DEFAULT_MAX_STEPS
 from backends.base import Backend, Message
 from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, build_panes, pane_order
 from backends.compare.runner import CompareMode, CompareRunner, PromptResult, new_comparison_id
@@ -49,7 +51,16 @@ from tui.widgets.prompt_box import PromptBox
 from tui.widgets.timeline import TimelineView
 
 FIGURES_FPS = 10  # status lines and the race view: the figures change slower than the text
-SHORT = {"ttft": "TTFT", "ttfvt": "TTFVT", "tpot": "TPOT", "e2e": "E2E", "output_tokens": "tokens"}
+SHORT = {
+    "ttft": "TTFT",
+    "ttfvt": "TTFVT",
+    "tpot": "TPOT",
+    "e2e": "E2E",
+    "output_tokens": "tokens",
+    "steps": "steps",
+    "tools": "tools",
+    "own": "own",
+}
 
 
 class CompareScreen(Screen["ChatHandoff | None"]):
@@ -91,10 +102,17 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         from_chat: bool = False,
         prompts: PromptHistory | None = None,
         tools: ToolServers | None = None,
+        consent: Consent | None = None,
+        max_steps: int = DEFAULT_MAX_STEPS,
     ) -> None:
         super().__init__()
         self._gc_policy = contextlib.ExitStack()
         self.tools = tools if tools is not None else ToolServers()  # the MCP servers (--mcp), started on mount
+        # One consent for every pane: "always" holds for the rest of the comparison, in every pane; what the
+        # command line allowed (--allow-tools, --allow-tool) is never asked about.
+        self.consent = consent if consent is not None else Consent()
+        self.consent.ask = True
+        self.max_steps = max_steps
         self.from_chat = from_chat
         self.clock = clock or ev.now_ns
         self.fps = fps
@@ -226,6 +244,8 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         # Same height as the summary it replaces: the panes do not move (a layout of every pane) mid-stream.
         pad = "\n" * max(0, summary_box.size.height - 1)
         summary_box.update(Text(f"running {n} trial{'s' if n > 1 else ''} ({self.runner.mode})…{pad}", style="dim"))
+        host = self.tools.host
+        self.runner.tools = self.panes.tools(host, self.consent, self.max_steps) if host is not None else None
         future = self.panes.run_prompt(prompt, n, submitted_ns)
         if self._tick_timer is not None:
             self._tick_timer.resume()

@@ -12,7 +12,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from telemetry.compare.stats import METRICS, RESAMPLES, Comparison, fmt_amount
+from telemetry.compare.stats import RESAMPLES, Comparison, fmt_amount
 from telemetry.cost import fmt_usd
 from telemetry.duration import fmt_ms
 from telemetry.record import TurnRecord
@@ -56,16 +56,21 @@ def mode_line(mode: str, trials: int, skew_ms: Sequence[float] = ()) -> str:
     return f"{how} · {trials} trial{'s' if trials != 1 else ''}"
 
 
+def _bare(value: float, unit: str) -> str:
+    """A cell's figure: a count's unit is the column's heading."""
+    return fmt_amount(value, unit).replace(" tokens", "").replace(" steps", "")
+
+
 def _cell(value: float | None, p90: float | None, unit: str, rank: int | None, winner: bool, trials: int) -> Text:
     if value is None:
         return Text("—", style="dim")
-    t = Text(fmt_amount(value, unit).replace(" tokens", ""))
+    t = Text(_bare(value, unit))
     if winner:
         t.append(f" {WIN}", style="bold green")
     elif rank is not None:
         t.append(f" ({rank})", style="dim")
     if trials > 1 and p90 is not None:
-        t.append(f"\np90 {fmt_amount(p90, unit).replace(' tokens', '')}", style="dim")
+        t.append(f"\np90 {_bare(p90, unit)}", style="dim")
     return t
 
 
@@ -81,7 +86,7 @@ def summary_table(
     table = Table(title=title, title_justify="left", expand=False, pad_edge=False, show_edge=False)
     table.add_column("pane", no_wrap=True)
     table.add_column("model", overflow="ellipsis", min_width=8, max_width=NAME_W)
-    for m in METRICS:
+    for m in c.metrics:
         head = "out tok" if m.key == "output_tokens" else m.label
         table.add_column(head + (" med" if multi else ""), justify="right", no_wrap=True)
     table.add_column("ok", justify="right", no_wrap=True)
@@ -93,7 +98,7 @@ def summary_table(
             Text(p, style=f"bold {(colors or {}).get(p, '')}".strip()),
             short_spec_str((names or {}).get(p, f"{s.provider}:{s.model}"), NAME_W),
         ]
-        for m in METRICS:
+        for m in c.metrics:
             ms = s.metrics[m.key]
             r = c.rankings[m.key]
             cells.append(_cell(ms.median, ms.p90, m.unit, r.rank[p], p in r.winners, c.trials))

@@ -43,6 +43,7 @@ class Approval:
     arguments: str
     index: int = 0
     count: int = 1
+    pane: str = ""  # the compare pane whose model asks (a comparison asks per call per pane)
 
 
 def shown_arguments(arguments: str) -> tuple[str, str | None]:
@@ -97,7 +98,10 @@ class ApproveScreen(ModalScreen[Reply | None]):
         a = self.approval
         tool = visible_controls(a.tool)
         which = f" ({a.index + 1} of {a.count} in this step)" if a.count > 1 else ""
-        head = Text.assemble(("Run this tool call?", "bold"), which)
+        head = Text.assemble(
+            (f"Pane {visible_controls(a.pane)}: run this tool call?" if a.pane else "Run this tool call?", "bold"),
+            which,
+        )
         where = Text.assemble(("tool    ", "dim"), (tool, "bold cyan"))
         server = Text.assemble(("server  ", "dim"), visible_controls(a.server) or "(none)")
         desc = " ".join(visible_controls(a.description).split())
@@ -120,8 +124,9 @@ class ApproveScreen(ModalScreen[Reply | None]):
                 yield Button(f"Always allow {tool[:30]} (A/s)", id="always", variant="primary")
                 yield Button("Deny (d, Esc)", id="deny", variant="error")
                 yield Button("Stop the turn (x)", id="stop")
+            scope = "this comparison, in every pane" if a.pane else "this chat"
             yield Static(
-                Text("Always: for the rest of this chat. Deny: the model is told the call did not run.", style="dim")
+                Text(f"Always: for the rest of {scope}. Deny: the model is told the call did not run.", style="dim")
             )
 
     def on_mount(self) -> None:
