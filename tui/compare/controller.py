@@ -252,6 +252,8 @@ class PaneController:
                 got = await answered
             finally:
                 self.dialog = None
+            if got == "always":  # now, not when the stream thread hears it: a dialog queued behind this one reads it
+                c.answer(approval.tool, "always")
             reply(None if got in ("stop", None) else got)  # type: ignore[arg-type]
 
     async def _ui_done(self, pane: int, record: TurnRecord, models: list[TurnRecord] | None = None) -> None:
