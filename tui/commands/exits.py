@@ -35,7 +35,7 @@ MEANING: dict[Exit, str] = {
     Exit.NOT_SAVED: "it ran, but the session log or an output file could not be written (said on stderr)",
     Exit.PARTIAL: "some turns failed and others succeeded (a compare pane failed), or a bench lost a cluster node",
     Exit.TOOL_DENIED: "the model called a tool that --allow-tool/--allow-tools did not allow: the turn stopped"
-    " there (ttft ask --mcp)",
+    " there (ttft ask --mcp; ttft compare --mcp --headless: that pane's turn)",
     Exit.BUG: "an unexpected error in ttft (a bug): one line on stderr names its crash report; what was logged is kept",
     Exit.HANGUP: "stopped by SIGHUP (a closed terminal); the turn in flight is logged as cancelled",
     Exit.INTERRUPTED: "stopped by Ctrl-C; the turn in flight is logged as cancelled",
