@@ -29,7 +29,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from backends.agent.consent import Consent
-from backends.agent.loop import DEFAULT_MAX_STEPS
+from backends.agent.loop import DEFAULT_MAX_STEPS, NO_TOOLS, supports_tools
 from backends.base import Backend, Message
 from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, build_panes, pane_order
 from backends.compare.runner import CompareMode, CompareRunner, PromptResult, new_comparison_id
@@ -113,6 +113,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         self.consent = consent if consent is not None else Consent()
         self.consent.ask = True
         self.max_steps = max_steps
+        self._said_no_tools: list[str] = []  # the panes whose models take no tools, said once
         self.from_chat = from_chat
         self.clock = clock or ev.now_ns
         self.fps = fps
@@ -246,6 +247,11 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         summary_box.update(Text(f"running {n} trial{'s' if n > 1 else ''} ({self.runner.mode})…{pad}", style="dim"))
         host = self.tools.host
         self.runner.tools = self.panes.tools(host, self.consent, self.max_steps) if host is not None else None
+        if host is not None and host.tools():
+            bare = [p.label for p in self.runner.panes if not supports_tools(p.backend)]
+            if bare and bare != self._said_no_tools:
+                self._said_no_tools = bare
+                self.notify(f"Pane {', '.join(bare)} answers without the tools: {NO_TOOLS}.", severity="warning")
         future = self.panes.run_prompt(prompt, n, submitted_ns)
         if self._tick_timer is not None:
             self._tick_timer.resume()

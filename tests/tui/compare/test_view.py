@@ -37,3 +37,13 @@ def test_a_finished_turn_shows_the_ranked_figures_and_its_wins() -> None:
 def test_a_figure_the_turn_lacks_is_a_dash() -> None:
     plain = pane_done_text(record(status="ok", metrics={"ttft_ms": 180.0})).plain
     assert "TTFVT — · TPOT — · E2E — · — tok" in plain
+
+
+def test_a_tool_using_turn_says_its_steps_and_its_time_in_tools() -> None:
+    rec = record(
+        status="ok",
+        metrics={"ttft_ms": 180.0, "ttfvt_ms": 180.0, "tpot_ms": 2.0, "e2e_ms": 900.0},
+        tokens={"output": 12},
+        agent={"step_count": 3, "time_in_tools_ms": 420.0, "time_in_ttft_ms": 1.5},
+    )
+    assert pane_done_text(rec).plain.endswith("E2E 900 ms · 12 tok · 3 steps · tools 420 ms")
