@@ -50,6 +50,7 @@ from tui.tool_servers import ToolServers
 from tui.widgets.prompt_box import PromptBox
 from tui.widgets.timeline import TimelineView
 
+TOOLS_START_GRACE_S = 5.0  # past the servers' own start timeout, a prompt goes without waiting for them
 FIGURES_FPS = 10  # status lines and the race view: the figures change slower than the text
 SHORT = {
     "ttft": "TTFT",
@@ -194,7 +195,9 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         for p in self.runner.panes:
             self.panes.warm(p.backend)
         self.tools.begin(self, self.stream)
-        if self.initial_prompt:
+        if self.initial_prompt and self.tools.servers:  # it waits for the servers: the screen is up meanwhile
+            self.run_worker(self.send(self.initial_prompt), group="prompt")
+        elif self.initial_prompt:
             await self.send(self.initial_prompt)
 
     async def on_unmount(self) -> None:
@@ -235,6 +238,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
 
     async def send(self, prompt: str, repeat: int | None = None, submitted_ns: int | None = None) -> None:
         """Start the prompt on every pane; returns once it is running. ``submitted_ns``: the user's Enter."""
+        await self._tools_started()
         submitted_ns = self.clock() if submitted_ns is None else submitted_ns
         n = repeat or self.repeat
         self.in_flight = True
@@ -256,6 +260,16 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         if self._tick_timer is not None:
             self._tick_timer.resume()
         self._await_prompt(future)
+
+    async def _tools_started(self) -> None:
+        """A prompt sent while the --mcp servers still start (the one on the command line) waits for them:
+        every pane is to be offered the tools from its first turn."""
+        tools = self.tools
+        if not tools.servers or tools.host is not None or tools.error is not None:
+            return
+        deadline = ev.now_ns() + int((tools.start_timeout_s + TOOLS_START_GRACE_S) * 1e9)
+        while tools.host is None and tools.error is None and ev.now_ns() < deadline:
+            await asyncio.sleep(0.05)
 
     def pane_done(self) -> None:
         self._draw_race()

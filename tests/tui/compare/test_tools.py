@@ -135,3 +135,18 @@ async def test_allow_tools_from_the_command_line_asks_nothing(srv: AgentServer) 
         assert len(host.calls) == 2
         for rec in _records(app).values():
             assert rec.status == "ok" and not any(s["kind"] == "approval" for s in rec.steps)
+
+
+async def test_the_prompt_given_on_the_command_line_waits_for_the_servers(srv: AgentServer) -> None:
+    host = FakeHost(FakeTool("search", "noon"))
+    tools = ToolServers([])
+    tools.servers = [object()]  # type: ignore[list-item]  # "configured": the host lands a moment later
+    backends = [create_backend(f"compat:{m}", base_url=srv.base_url, lean=True) for m in ("a", "b")]
+    app = CompareApp(backends, tools=tools, initial_prompt="what time is it?", consent=Consent.from_flags(True, ()))
+    app.compare.tools.begin = lambda screen, runner: None  # type: ignore[method-assign]  # nothing to spawn
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.3)
+        assert not app.results and not host.calls
+        tools.host = host  # type: ignore[assignment]
+        await _done(pilot, app)
+        assert len(host.calls) == 2
