@@ -16,7 +16,10 @@ import pytest
 from telemetry.log.sessions import list_sessions
 from telemetry.log.turns import read_records
 from tests.fakes.agent_server import AgentServer, Call, Step
+from tests.support.compare_fakes import ScheduledBackend
+from tui import cli
 from tui.cli import main
+from tui.commands import compare as cmd
 from tui.commands.exits import Exit
 
 SERVER = Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py"
@@ -113,3 +116,22 @@ def test_allow_flags_without_mcp_are_a_usage_error(capsys: pytest.CaptureFixture
     rc = main(["compare", "--headless", "-m", "compat:a@http://127.0.0.1:9/v1", "--allow-tools", "go"])
     assert rc == Exit.USAGE
     assert "need --mcp SPEC" in capsys.readouterr().err
+
+
+def test_a_pane_whose_model_takes_no_tools_is_a_usage_error_before_anything_is_sent(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    made: list[ScheduledBackend] = []
+
+    def factory(spec: str, base_url: str | None) -> ScheduledBackend:
+        made.append(ScheduledBackend(spec, api="local" if spec == "local:x" else "chat.completions"))
+        return made[-1]
+
+    args = cli.build_parser("compare").parse_args(
+        ["compare", "--headless", "-m", "compat:a", "-m", "local:x", "--mcp", MCP, "--allow-tools", "go"]
+    )
+    args.started_ns = None
+    rc = cmd.run(args, factory=factory)
+    err = capsys.readouterr().err
+    assert rc == Exit.USAGE and "pane B (fake:local:x)" in err and "no tool support" in err
+    assert not any(b.requests for b in made)
