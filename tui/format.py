@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from backends.spec import split_spec
 from telemetry.duration import DASH
 
 # One colour per phase, wherever a phase is named (pane, compare status lines).
@@ -153,5 +154,5 @@ def short_spec(provider: str | None, model: str | None, width: int, sep: str = "
 
 def short_spec_str(spec: str, width: int) -> str:
     """:func:`short_spec` for a ``provider:model`` string (the model may itself hold colons)."""
-    provider, sep, model = spec.partition(":")
-    return short_spec(provider, model, width) if sep and model else short_model(spec, width)
+    provider, model = split_spec(spec)
+    return short_spec(provider, model, width) if model else short_model(spec, width)

@@ -13,16 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import Backend
+from backends.spec import split_spec
 from telemetry.log.urls import redact_url
 
-API_NAMES = {
-    "openai": "OpenAI Chat Completions",
-    "openai-responses": "OpenAI Responses API",
-    "anthropic": "Anthropic Messages",
-    "compat": "an OpenAI-compatible server",
-}
-KEY_REQUIRED = ("openai", "openai-responses", "anthropic")  # compat servers often need none
-DEFAULT_HOSTS = {"openai": "api.openai.com", "openai-responses": "api.openai.com", "anthropic": "api.anthropic.com"}
+# The provider tables are the resolved target's (backends.providers.registry): one set, read here.
+try:
+    from backends.providers.registry import API_NAMES, DEFAULT_HOSTS, KEY_REQUIRED
+except ImportError:  # a build without the hosted backends: only the local engine is described
+    API_NAMES = DEFAULT_HOSTS = {}
+    KEY_REQUIRED = frozenset[str]()
 
 
 @dataclass(frozen=True)
@@ -49,20 +48,19 @@ class Target:
 
 def describe_target(spec: str, base_url: str | None = None, backend: Backend | None = None) -> Target:
     try:
-        from backends.providers.registry import ProviderError, configured_providers, parse_spec, resolve
+        from backends.providers.registry import ProviderError, resolve
     except ImportError:  # a build without the hosted backends
-        provider, _, bare = spec.partition(":")
-        return _with_backend(Target(provider, bare or None, "local" if provider == "local" else ""), backend)
+        provider, bare = split_spec(spec)
+        return _with_backend(Target(provider, bare, "local" if provider == "local" else ""), backend)
     try:
-        provider, model = parse_spec(spec)
-        if provider == "local" and provider not in configured_providers():
-            name, about = _local_model(model)
-            return _with_backend(Target("local", name, "local", about=about), backend)
         r = resolve(spec, base_url=base_url)
     except ProviderError as exc:  # an unknown provider, a broken config file: the first prompt says so too
-        provider, _, model = spec.partition(":")
-        return _with_backend(Target(provider, model or None, "", base_url, problem=str(exc)), backend)
-    key_set = bool(r.api_key_env and os.environ.get(r.api_key_env))
+        provider, model = split_spec(spec)
+        return _with_backend(Target(provider, model, "", base_url, problem=str(exc)), backend)
+    if r.local:
+        name, about = _local_model(r.model)
+        return _with_backend(Target("local", name, "local", about=about), backend)
+    key_set = bool(r.key_env and os.environ.get(r.key_env))
     problem = None  # a missing key is ``key_missing``: the greeting says it on the key's own line
     if r.kind == "compat" and not r.base_url:
         problem = "compat needs the server's address: add --base-url (or pick it in F2)."
@@ -73,7 +71,7 @@ def describe_target(spec: str, base_url: str | None = None, backend: Backend | N
         r.model,
         r.kind,
         r.base_url,
-        r.api_key_env,
+        r.key_env,
         key_set,
         configured=r.provider != r.kind,
         problem=problem,

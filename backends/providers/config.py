@@ -15,6 +15,7 @@ from typing import Any
 import platformdirs
 
 from backends.providers.checks import url_problem, value_problem
+from backends.spec import split_spec
 from telemetry import json_guard
 from telemetry.cost import Price
 from telemetry.errors import ErrorKind, TtftError
@@ -425,7 +426,8 @@ def configured_price(provider: str, model: str | None) -> Price | None:
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
-    """``"PROVIDER:MODEL"`` -> (provider, model); the model may itself contain colons."""
+    """A ``-m`` value, checked: ``"PROVIDER:MODEL"`` -> (provider, model), split by
+    :func:`~backends.spec.split_spec` (the model may itself contain colons)."""
     spec = spec.strip()
     if not spec:
         raise ProviderError(
@@ -433,17 +435,18 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
             kind=ErrorKind.BAD_SPEC,
             hint="Use -m PROVIDER:MODEL, e.g. -m openai:gpt-4o-mini.",
         )
-    provider, sep, model = spec.partition(":")
+    provider, model = split_spec(spec)
     if not provider:
         raise ProviderError(
             f"The model spec {spec!r} has no provider before the colon.",
             kind=ErrorKind.BAD_SPEC,
             hint="Use -m PROVIDER:MODEL, e.g. -m openai:gpt-4o-mini.",
         )
-    if sep and not model.strip():  # "openai:" would silently mean the provider's default model
+    # a colon with nothing after it ("openai:") would silently mean the provider's default model
+    if spec != provider and not (model or "").strip():
         raise ProviderError(
             f"The model spec {spec!r} has no model after the colon.",
             kind=ErrorKind.BAD_SPEC,
             hint=f"Use -m {provider}:MODEL, or -m {provider} for its default model.",
         )
-    return provider, (model or None) if sep else None
+    return provider, model

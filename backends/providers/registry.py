@@ -25,17 +25,21 @@ a line break or a control character inside it is refused. So is a base URL (``--
 config's, ``OPENAI_BASE_URL``) that is not an http:// or https:// address with a host.
 
 Reading and checking the config file is :mod:`backends.providers.config`; this module resolves a
-spec against it and builds the backend.
+spec against it, once, into a :class:`Target` (provider, kind and API, model, base URL, where the key
+comes from, local or hosted, price reference) that every other part reads, and builds the backend from
+that Target. The spec string itself is split only by :func:`backends.spec.split_spec`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 from backends.base import Backend
 from backends.providers.checks import url_problem, value_problem
@@ -65,6 +69,7 @@ if TYPE_CHECKING:
 
 # Everything `-m PROVIDER:MODEL` needs, from one module: the config file's names come with this one's.
 __all__ = [
+    "API_BY_KIND",
     "BUILTIN",
     "DEFAULT_MODELS",
     "KEY_ENV",
@@ -72,6 +77,8 @@ __all__ = [
     "ProviderConfig",
     "ProviderError",
     "ResolvedSpec",
+    "Target",
+    "check_base_url",
     "check_config",
     "config_dir",
     "config_path",
@@ -93,31 +100,100 @@ DEFAULT_MODELS = {
     "anthropic": "claude-haiku-4-5",
 }
 KEY_ENV = {"openai": "OPENAI_API_KEY", "openai-responses": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+KEY_REQUIRED = frozenset({"openai", "openai-responses", "anthropic"})  # compat servers often need none
 # Where each SDK (and the lean reader) takes its address from when none is given.
 BASE_URL_ENV = {"openai": "OPENAI_BASE_URL", "openai-responses": "OPENAI_BASE_URL", "anthropic": "ANTHROPIC_BASE_URL"}
+DEFAULT_HOSTS = {"openai": "api.openai.com", "openai-responses": "api.openai.com", "anthropic": "api.anthropic.com"}
+# The wire API each kind of provider speaks (Backend.api), known before any backend exists.
+API_BY_KIND = {
+    "openai": "chat.completions",
+    "compat": "chat.completions",
+    "openai-responses": "responses",
+    "anthropic": "messages",
+    "local": "llama.cpp",
+}
+# The same, for people (the greeting, the header).
+API_NAMES = {
+    "openai": "OpenAI Chat Completions",
+    "openai-responses": "OpenAI Responses API",
+    "anthropic": "Anthropic Messages",
+    "compat": "an OpenAI-compatible server",
+}
+# The price table's provider for each kind that names one; a compat server is priced only when the
+# table knows its address (a loopback or self-hosted one is not a hosted provider, whatever its model's name).
+PRICE_PROVIDER = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic"}
+
+KeyFrom = Literal["env", "config", "none"]
 
 
-@dataclass(frozen=True)
-class ResolvedSpec:
+@dataclass(frozen=True, repr=False)
+class Target:
+    """What ``-m`` names, resolved: immutable, and safe to print (no key; the address redacted)."""
+
     provider: str  # the name the user typed (built-in or configured)
     kind: str  # openai | openai-responses | anthropic | compat | local
-    model: str | None
-    base_url: str | None
-    api_key_env: str | None
-    headers: dict[str, str]
-    timeout: float | None
+    model: str | None  # None: the provider's default (the local engine's own, or none known)
+    base_url: str | None = None  # --base-url, else the configured one; None for the local engine
+    key_env: str | None = None  # the NAME of the variable the key is read from, never the key
+    headers: Mapping[str, str] = field(default_factory=dict)  # configured; their values may be secrets
+    timeout: float | None = None  # configured read timeout, seconds
+    configured: bool = False  # a named provider from config.toml
+    price: PriceRef | None = None  # where a hosted turn's cost comes from; the local engine prices its own
+
+    @property
+    def api(self) -> str:
+        """The wire API (``Backend.api``): chat.completions, responses, messages or llama.cpp."""
+        return API_BY_KIND[self.kind]
+
+    @property
+    def local(self) -> bool:
+        """The in-process llama.cpp engine (not a configured provider that happens to be named local)."""
+        return self.kind == "local"
+
+    @property
+    def key_from(self) -> KeyFrom:
+        """Where the key comes from: a built-in provider's variable, a configured provider's, or none."""
+        if not self.key_env:
+            return "none"
+        return "config" if self.configured else "env"
+
+    @property
+    def key_required(self) -> bool:
+        """A hosted API that refuses every request without a key (a compat server often needs none)."""
+        return self.kind in KEY_REQUIRED
+
+    @property
+    def spec(self) -> str:
+        return f"{self.provider}:{self.model}" if self.model else self.provider
+
+    def __repr__(self) -> str:
+        # the headers are left out (a configured one may carry a token) and the address is redacted
+        return (
+            f"Target(provider={self.provider!r}, kind={self.kind!r}, model={self.model!r}, "
+            f"base_url={redact_url(self.base_url)!r}, key_from={self.key_from!r}, key_env={self.key_env!r})"
+        )
+
+    __str__ = __repr__
 
 
-def resolve(spec: str, *, base_url: str | None = None) -> ResolvedSpec:
-    """``-m spec`` (and ``--base-url``) against the built-in and configured providers; ProviderError
-    for an unknown provider or a base URL that is no http(s) address."""
+def is_local_provider(provider: str) -> bool:
+    """``local`` means the in-process engine unless config.toml names a provider ``local``."""
+    return provider == "local" and provider not in configured_providers()
+
+
+def resolve(spec: str, *, base_url: str | None = None) -> Target:
+    """``-m spec`` (and ``--base-url``) against the built-in and configured providers; ProviderError for
+    a spec that does not parse, a config file that does not read, an unknown provider or a base URL that
+    is no http(s) address. The local engine takes no address: ``--base-url`` is not read for it."""
     provider, model = parse_spec(spec)
+    if is_local_provider(provider):  # reads the config file: a broken one is this call's ProviderError
+        return Target("local", "local", model)
     providers = configured_providers()
     if base_url is not None:
         check_base_url(base_url, "--base-url")
     if provider in providers:
         c = providers[provider]  # its base_url was checked with the config file
-        r = ResolvedSpec(
+        t = Target(
             provider,
             c.kind,
             model or c.default_model,
@@ -125,6 +201,7 @@ def resolve(spec: str, *, base_url: str | None = None) -> ResolvedSpec:
             c.api_key_env,
             c.headers,
             c.timeout,
+            configured=True,
         )
     elif provider not in BUILTIN:
         known = ", ".join([*BUILTIN, *providers])
@@ -134,19 +211,11 @@ def resolve(spec: str, *, base_url: str | None = None) -> ResolvedSpec:
             hint=f"Use one of: {known}; or add [providers.{provider}] to {config_path()}.",
         )
     else:
-        r = ResolvedSpec(
-            provider,
-            provider,
-            model or DEFAULT_MODELS.get(provider),
-            base_url,
-            KEY_ENV.get(provider),
-            {},
-            None,
-        )
-    env = BASE_URL_ENV.get(r.kind)
-    if r.base_url is None and env and os.environ.get(env):
+        t = Target(provider, provider, model or DEFAULT_MODELS.get(provider), base_url, KEY_ENV.get(provider))
+    env = BASE_URL_ENV.get(t.kind)
+    if t.base_url is None and env and os.environ.get(env):
         check_base_url(os.environ[env], env)  # the SDK (or the lean reader) reads it itself
-    return r
+    return dataclasses.replace(t, price=_price(t))
 
 
 def check_base_url(url: str, source: str) -> None:
@@ -159,6 +228,38 @@ def check_base_url(url: str, source: str) -> None:
             kind=ErrorKind.BAD_URL,
             hint="Give the server's address, e.g. --base-url http://127.0.0.1:8080/v1 or https://api.example.com/v1.",
         )
+
+
+def _price(t: Target) -> PriceRef | None:
+    """Where a hosted target's turns get their cost (telemetry.cost): the config's own prices for it, else
+    the price table under the provider its address or its kind names; None when nothing would."""
+    if not t.model:
+        return None
+    own = configured_price(t.provider, t.model)
+    if own is not None:
+        return PriceRef(t.model, config=own)
+    url = redact_url(t.base_url)  # only matched against the table's patterns; never kept with a secret in it
+    provider_id = PRICE_PROVIDER.get(t.kind)
+    if provider_id is None and (url is None or _on_this_network(url)):
+        return None  # no hosted provider answers there: not even the table's import is paid
+    return PriceRef(t.model, provider_id=provider_id, api_url=url)
+
+
+def _on_this_network(url: str) -> bool:
+    """A loopback or private address (a self-hosted server), or a name without a dot (``localhost``)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(url).hostname or ""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return "." not in host
+    return ip.is_loopback or ip.is_private or ip.is_link_local
+
+
+# The resolved spec's old name (a Target is what ``resolve`` gives).
+ResolvedSpec = Target
 
 
 _TOLD: set[str] = set()  # the variables whose surrounding whitespace was already said
@@ -192,87 +293,51 @@ def _around(value: str, key: str, source: str) -> str:
     return f"{source} {' and '.join(said)}"
 
 
-def _key(r: ResolvedSpec, api_key: str | None) -> str | None:
+def _key(r: Target, api_key: str | None) -> str | None:
     if api_key:
         return checked_key(api_key, "the api_key given") or None
-    if r.api_key_env:
-        value = os.environ.get(r.api_key_env)
-        key = checked_key(value, r.api_key_env) if value else None
+    if r.key_env:
+        value = os.environ.get(r.key_env)
+        key = checked_key(value, r.key_env) if value else None
         if key:
             return key
-        if r.kind in ("openai", "openai-responses", "anthropic"):
+        if r.key_required:
             raise ProviderError(
-                f"No API key for {r.provider}: the environment variable {r.api_key_env} is not set.",
+                f"No API key for {r.provider}: the environment variable {r.key_env} is not set.",
                 kind=ErrorKind.MISSING_KEY,
-                hint=f"export {r.api_key_env}=... (or pick another provider with -m, e.g. -m local).",
+                hint=f"export {r.key_env}=... (or pick another provider with -m, e.g. -m local).",
             )
     return None  # compat servers often need none
 
 
-# The price table's provider for each kind that names one; a compat server is priced only when the
-# table knows its address (a loopback or self-hosted one is not a hosted provider, whatever its model's name).
-PRICE_PROVIDER = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic"}
+def price_ref(r: Target) -> PriceRef | None:
+    """Where this target's turns get their cost (telemetry.cost), as :func:`resolve` worked it out."""
+    return r.price
 
 
-def price_ref(r: ResolvedSpec) -> PriceRef | None:
-    """Where this spec's turns get their cost (telemetry.cost): the config's own prices for it, else
-    the price table under the provider its address or its kind names; None when nothing would."""
-    if not r.model:
-        return None
-    own = configured_price(r.provider, r.model)
-    if own is not None:
-        return PriceRef(r.model, config=own)
-    url = redact_url(r.base_url)  # only matched against the table's patterns; never kept with a secret in it
-    provider_id = PRICE_PROVIDER.get(r.kind)
-    if provider_id is None and (url is None or _on_this_network(url)):
-        return None  # no hosted provider answers there: not even the table's import is paid
-    return PriceRef(r.model, provider_id=provider_id, api_url=url)
-
-
-# The wire API each kind of provider speaks (Backend.api), known before any backend exists.
-API_BY_KIND = {
-    "openai": "chat.completions",
-    "compat": "chat.completions",
-    "openai-responses": "responses",
-    "anthropic": "messages",
-    "local": "llama.cpp",
-}
-
-
-def target_api(spec: str, base_url: str | None = None) -> tuple[str, str]:
+def target_api(spec: str | Target, base_url: str | None = None) -> tuple[str, str]:
     """(api, model) that ``-m spec`` will talk to, without creating its backend (what a check of the
     turn's attachments needs before a child process starts or a key is read). Raises ProviderError."""
-    if is_local_spec(spec):
-        _, rest = parse_spec(spec)
-        return API_BY_KIND["local"], rest or "local"
-    r = resolve(spec, base_url=base_url)
-    return API_BY_KIND[r.kind], r.model or ""
-
-
-def _on_this_network(url: str) -> bool:
-    """A loopback or private address (a self-hosted server), or a name without a dot (``localhost``)."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
-    host = urlsplit(url).hostname or ""
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return "." not in host
-    return ip.is_loopback or ip.is_private or ip.is_link_local
+    t = _target(spec, base_url)
+    return t.api, t.model or ("local" if t.local else "")
 
 
 def is_local_spec(spec: str) -> bool:
-    """Whether ``-m spec`` means the in-process llama.cpp engine (not a configured provider named local)."""
+    """Whether ``-m spec`` means the in-process llama.cpp engine (not a configured provider named local);
+    False for a spec that does not parse or names an unknown provider, which is not this test's to report."""
     try:
         provider, _ = parse_spec(spec)
     except ProviderError:
         return False
-    return provider == "local" and provider not in configured_providers()
+    return is_local_provider(provider)
+
+
+def _target(spec: str | Target, base_url: str | None) -> Target:
+    return spec if isinstance(spec, Target) else resolve(spec, base_url=base_url)
 
 
 def create_backend(
-    spec: str,
+    spec: str | Target,
     *,
     base_url: str | None = None,
     api_key: str | None = None,
@@ -282,22 +347,22 @@ def create_backend(
     server_gauges: bool = False,
     **local_opts: Any,
 ) -> Backend:
-    """The backend for ``-m spec``. Raises ProviderError with a printable message.
+    """The backend for ``-m spec`` (or a Target already resolved from it, when ``base_url`` is not read).
+    Raises ProviderError with a printable message.
 
     ``lean``: every hosted API without its SDK (backends.providers.lean: Chat Completions, Responses,
     Messages): the same record, without the SDK's 0.5-2 s import.
     ``server_gauges``: a compat server's turns also record its own queue and KV use as each request
     leaves, read from its ``/metrics`` (backends.providers.gauged; the chat's, never a load test's).
     """
-    provider, rest = parse_spec(spec)
-    if provider == "local" and provider not in configured_providers():
-        local = _create_local(rest, **local_opts)
-        own = configured_price("local", local.model)
+    r = _target(spec, base_url)
+    if r.local:
+        local = _create_local(r.model, **local_opts)
+        own = configured_price("local", local.model)  # priced by the name the engine gives its model
         local.price = PriceRef(local.model, config=own) if own is not None else None
         return local
-    backend = _create_hosted(spec, base_url, api_key, timeout_s, max_connections, lean)
-    r = resolve(spec, base_url=base_url)
-    backend.price = price_ref(r)
+    backend = _create_hosted(r, api_key, timeout_s, max_connections, lean)
+    backend.price = r.price
     if server_gauges and r.kind == "compat" and r.base_url:
         from backends.providers.gauged import GaugedBackend
         from backends.transport.prometheus import MetricsEndpoint, metrics_url
@@ -307,14 +372,12 @@ def create_backend(
 
 
 def _create_hosted(
-    spec: str,
-    base_url: str | None,
+    r: Target,
     api_key: str | None,
     timeout_s: float | None,
     max_connections: int | None,
     lean: bool,
 ) -> HostedBackend:
-    r = resolve(spec, base_url=base_url)
     if not r.model:
         raise ProviderError(
             f"No model given for {r.provider}.",
@@ -333,7 +396,7 @@ def _create_hosted(
         "provider": r.provider,
         "base_url": r.base_url,
         "api_key": key,
-        "key_env": r.api_key_env,
+        "key_env": r.key_env,
         "headers": r.headers,
         "timeout_s": timeout,
         "max_connections": max_connections,
@@ -401,9 +464,10 @@ def default_spec() -> str:
     return "local"
 
 
-def list_models(spec: str, base_url: str | None = None, *, api_key: str | None = None) -> list[str]:
+def list_models(spec: str | Target, base_url: str | None = None, *, api_key: str | None = None) -> list[str]:
     """Model ids the server offers at ``/v1/models`` (sorted). Raises ProviderError."""
-    if is_local_spec(spec):
+    r = _target(spec, base_url)
+    if r.local:
         from backends.local.models import installed_models
 
         return [m.name for m in installed_models()]
@@ -411,7 +475,6 @@ def list_models(spec: str, base_url: str | None = None, *, api_key: str | None =
     from telemetry.log.secrets import Secrets, header_secrets
     from telemetry.log.urls import split_query, url_secrets
 
-    r = resolve(spec, base_url=base_url)
     if r.kind == "compat" and not r.base_url:
         raise ProviderError(
             "The compat provider needs the server's address (--base-url).",
@@ -422,7 +485,7 @@ def list_models(spec: str, base_url: str | None = None, *, api_key: str | None =
     timeout = r.timeout or 30.0
     url, query = split_query(r.base_url)  # the query as the SDK's default parameters, as for a turn
     where = redact_url(r.base_url) or r.provider
-    sent = (key, *header_secrets(r.headers), *url_secrets(r.base_url))
+    sent = (key, *header_secrets(dict(r.headers)), *url_secrets(r.base_url))
     remember(*sent)
     secrets = Secrets(sent)
     options: dict[str, Any] = {"base_url": url, "default_query": query or None, "default_headers": r.headers or None}

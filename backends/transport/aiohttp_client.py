@@ -36,10 +36,10 @@ from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
-import httpcore2
 import httpx2
 
-from backends.transport.http import Probe, no_tls_context, parse_retry_after
+from backends.transport.http import Probe, parse_retry_after
+from backends.transport.load_client import LoadClient
 from backends.transport.meta import http_info
 from backends.transport.response import LeanResponse
 from telemetry import events as ev
@@ -242,7 +242,7 @@ def _tracing() -> aiohttp.TraceConfig:
     return tc
 
 
-class AiohttpClient:
+class AiohttpClient(LoadClient):
     """An aiohttp session for many concurrent streams, feeding per-turn probes."""
 
     def __init__(
@@ -253,10 +253,9 @@ class AiohttpClient:
         max_connections: int | None = None,
         tls: bool = True,
     ) -> None:
-        self.timeout_s = timeout_s
-        self.connect_timeout_s = connect_timeout_s
-        self.max_connections = max_connections
-        self.tls = tls
+        super().__init__(
+            timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, max_connections=max_connections, tls=tls
+        )
         self._session: aiohttp.ClientSession | None = None
         self._ip_hosts: dict[str, bool] = {}
 
@@ -264,11 +263,10 @@ class AiohttpClient:
         import aiohttp
 
         connector = _connector_class()(
-            limit=self.max_connections or 100,
+            limit=self.limit,
             limit_per_host=0,
-            # httpx2's trust (SSL_CERT_FILE / SSL_CERT_DIR read now, as the SDK clients do), not aiohttp's
-            # context built when aiohttp was imported.
-            ssl=httpcore2.default_ssl_context() if self.tls else no_tls_context(),
+            # httpx2's trust (LoadClient.ssl_context), not aiohttp's context built when aiohttp was imported.
+            ssl=self.ssl_context(),
             ttl_dns_cache=300,
         )
         # No per-read timeout: aiohttp re-arms it on every socket read (a timer per chunk). The wait

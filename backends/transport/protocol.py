@@ -30,13 +30,13 @@ from collections import deque
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-import httpcore2
 import httpx2
 
 from backends.transport import pacing
 from backends.transport.aiohttp_client import STALE_RETRIES
-from backends.transport.http import Probe, no_tls_context, parse_retry_after
+from backends.transport.http import Probe, parse_retry_after
 from backends.transport.http1 import Closed, Conn, ProtoResponse, as_httpx
+from backends.transport.load_client import LoadClient
 from backends.transport.meta import http_info
 from telemetry import events as ev
 
@@ -66,7 +66,7 @@ def _header_block(headers: dict[str, str], url: str) -> bytes:
     return "".join(lines).encode()
 
 
-class ProtoClient:
+class ProtoClient(LoadClient):
     """Pooled HTTP/1.1 connections for many concurrent streams, feeding per-turn probes."""
 
     def __init__(
@@ -77,10 +77,9 @@ class ProtoClient:
         max_connections: int | None = None,
         tls: bool = True,
     ) -> None:
-        self.timeout_s = timeout_s
-        self.connect_timeout_s = connect_timeout_s
-        self.limit = max_connections or 100
-        self.tls = tls
+        super().__init__(
+            timeout_s=timeout_s, connect_timeout_s=connect_timeout_s, max_connections=max_connections, tls=tls
+        )
         self._ssl: ssl.SSLContext | None = None
         self._idle: dict[tuple[str, str, int], deque[Conn]] = {}
         self._closes_after_response: set[tuple[str, str, int]] = set()  # targets not to pool for (_pooled)
@@ -146,7 +145,7 @@ class ProtoClient:
                 if scheme == "https":
                     probe.step(attempt, "tls")
                     if self._ssl is None:
-                        self._ssl = httpcore2.default_ssl_context() if self.tls else no_tls_context()
+                        self._ssl = self.ssl_context()
                     try:
                         tls = await loop.start_tls(transport, conn, self._ssl, server_hostname=host)
                     except BaseException:

@@ -5,15 +5,16 @@ is lost and old logs stay readable): llama-server's ``timings`` (ms), Ollama's f
 (durations in ns), the in-process llama.cpp engine's figures. ``server_timings`` reads them
 into ``ServerTimings``: prefill and decode (tokens, ms, tokens/s), prompt tokens reused from
 the cache, model load, KV cache use. Front ends draw these fields and know no server's names.
-A source of no known format comes back with its scalar fields as text (``other``). Every
-text field (names included) comes from a server or an old log, so its control characters are
-replaced and its length bounded here, once, for whichever front end draws it.
+Each known server is one row of ``FORMATS`` (the keys that mark its format, and where each field is
+found), read by one reader. A source of no known format comes back with its scalar fields as text
+(``other``). Every text field (names included) comes from a server or an old log, so its control
+characters are replaced and its length bounded here, once, for whichever front end draws it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,36 +69,28 @@ def _int(d: Mapping[str, Any], key: str) -> int | None:
     return None if v is None else int(v)
 
 
-def _ns_to_ms(d: Mapping[str, Any], key: str) -> float | None:
+def _ns_measured(d: Mapping[str, Any], key: str) -> float | None:
+    """Nanoseconds as ms; 0 reads as not measured (Ollama says 0 for what it did not time)."""
     v = _num(d, key)
-    return None if v is None else v / NS_PER_MS
+    return v / NS_PER_MS if v else None
 
 
-def _llama_server(source: str, d: Mapping[str, Any]) -> ServerTimings:
-    return ServerTimings(
-        source,
-        source,
-        prefill_tokens=_int(d, "prompt_n"),
-        prefill_ms=_num(d, "prompt_ms"),
-        prefill_tokens_per_s=_num(d, "prompt_per_second"),
-        decode_tokens=_int(d, "predicted_n"),
-        decode_ms=_num(d, "predicted_ms"),
-        decode_tokens_per_s=_num(d, "predicted_per_second"),
-        cache_reused_tokens=_int(d, "cache_n"),
-    )
+Reader = Callable[[Mapping[str, Any], str], Any]
 
 
-def _ollama(source: str, d: Mapping[str, Any]) -> ServerTimings:
-    load = _ns_to_ms(d, "load_duration")
-    return ServerTimings(
-        source,
-        source,
-        prefill_tokens=_int(d, "prompt_eval_count"),
-        prefill_ms=_ns_to_ms(d, "prompt_eval_duration") or None,  # 0: Ollama did not measure it
-        decode_tokens=_int(d, "eval_count"),
-        decode_ms=_ns_to_ms(d, "eval_duration") or None,
-        load_ms=load or None,
-    )
+@dataclass(frozen=True, slots=True)
+class _Format:
+    """One server's way of reporting a turn: the keys that say a source is in it, and where each
+    ServerTimings field is found there and how it is read."""
+
+    markers: tuple[str, ...]  # any of these keys in a source's object says it is in this format
+    fields: Mapping[str, tuple[str, Reader]]  # ServerTimings field -> (the server's key, its reader)
+    label: str | None = None  # what a front end calls it; None: the source's own name
+    extra: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None  # fields read otherwise
+
+    def read(self, source: str, d: Mapping[str, Any]) -> ServerTimings:
+        found = {name: reader(d, key) for name, (key, reader) in self.fields.items()}
+        return ServerTimings(source, self.label or source, **found, **(self.extra(d) if self.extra else {}))
 
 
 def placement(d: Mapping[str, Any]) -> str:
@@ -128,26 +121,59 @@ def load_import_ms(server: object) -> float | None:
     return _num(model, "llama_import_ms") if isinstance(model, Mapping) else None
 
 
-def _engine(source: str, d: Mapping[str, Any]) -> ServerTimings:
+def _engine_extras(d: Mapping[str, Any]) -> dict[str, Any]:
+    """What the in-process engine says beyond the figures: its backend and model, a refused draft, where it ran."""
     spec = d.get("speculative")
     backend, name = d.get("backend"), d.get("model_name")
-    return ServerTimings(
-        source,
-        "engine",
-        prefill_tokens=_int(d, "prompt_eval_tokens"),
-        prefill_ms=_num(d, "prompt_eval_ms"),
-        prefill_tokens_per_s=_num(d, "prefill_tokens_per_s"),
-        decode_tokens=_int(d, "decode_tokens"),
-        decode_ms=_num(d, "decode_ms"),
-        decode_tokens_per_s=_num(d, "decode_tokens_per_s"),
-        cache_reused_tokens=_int(d, "prompt_tokens_reused"),
-        kv_used_tokens=_int(d, "kv_used_tokens"),
-        kv_used_bytes=_int(d, "kv_used_bytes"),
-        n_ctx=_int(d, "n_ctx"),
-        engine=" · ".join(_text(x) for x in (backend, name) if x) if backend else "",
-        draft_refused=isinstance(spec, Mapping) and spec.get("verify_batch") == 1,
-        placement=placement(d),
-    )
+    return {
+        "engine": " · ".join(_text(x) for x in (backend, name) if x) if backend else "",
+        "draft_refused": isinstance(spec, Mapping) and spec.get("verify_batch") == 1,
+        "placement": placement(d),
+    }
+
+
+# The servers whose accounts are known, tried in this order.
+FORMATS = (
+    _Format(  # llama-server's ``timings`` (ms)
+        ("prompt_ms", "predicted_ms"),
+        {
+            "prefill_tokens": ("prompt_n", _int),
+            "prefill_ms": ("prompt_ms", _num),
+            "prefill_tokens_per_s": ("prompt_per_second", _num),
+            "decode_tokens": ("predicted_n", _int),
+            "decode_ms": ("predicted_ms", _num),
+            "decode_tokens_per_s": ("predicted_per_second", _num),
+            "cache_reused_tokens": ("cache_n", _int),
+        },
+    ),
+    _Format(  # Ollama's final chunk (ns)
+        ("eval_duration", "prompt_eval_duration"),
+        {
+            "prefill_tokens": ("prompt_eval_count", _int),
+            "prefill_ms": ("prompt_eval_duration", _ns_measured),
+            "decode_tokens": ("eval_count", _int),
+            "decode_ms": ("eval_duration", _ns_measured),
+            "load_ms": ("load_duration", _ns_measured),
+        },
+    ),
+    _Format(  # the in-process llama.cpp engine (ms)
+        ("prompt_eval_ms", "decode_ms"),
+        {
+            "prefill_tokens": ("prompt_eval_tokens", _int),
+            "prefill_ms": ("prompt_eval_ms", _num),
+            "prefill_tokens_per_s": ("prefill_tokens_per_s", _num),
+            "decode_tokens": ("decode_tokens", _int),
+            "decode_ms": ("decode_ms", _num),
+            "decode_tokens_per_s": ("decode_tokens_per_s", _num),
+            "cache_reused_tokens": ("prompt_tokens_reused", _int),
+            "kv_used_tokens": ("kv_used_tokens", _int),
+            "kv_used_bytes": ("kv_used_bytes", _int),
+            "n_ctx": ("n_ctx", _int),
+        },
+        label="engine",
+        extra=_engine_extras,
+    ),
+)
 
 
 def server_timings(server: object) -> list[ServerTimings]:
@@ -159,12 +185,9 @@ def server_timings(server: object) -> list[ServerTimings]:
         if not isinstance(data, Mapping):
             continue
         name = _text(source)
-        if "prompt_ms" in data or "predicted_ms" in data:
-            out.append(_llama_server(name, data))
-        elif "eval_duration" in data or "prompt_eval_duration" in data:
-            out.append(_ollama(name, data))
-        elif "prompt_eval_ms" in data or "decode_ms" in data:
-            out.append(_engine(name, data))
+        known = next((f for f in FORMATS if any(m in data for m in f.markers)), None)
+        if known is not None:
+            out.append(known.read(name, data))
         elif name not in ("model", GAUGES_SOURCE):  # the engine's load (in its entry), the server's gauges (no timings)
             shown = [(_text(k), _text(v)) for k, v in data.items() if not isinstance(v, dict | list)]
             if shown:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backends.providers.registry import ProviderError, default_spec, is_local_spec, list_models
+from backends.providers.registry import ProviderError, default_spec, is_local_spec, list_models, resolve
 from tui.commands.exits import Exit, for_error_kind
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, note, print_json
@@ -64,13 +64,13 @@ def run(args: argparse.Namespace) -> int:
     if is_local_spec(spec):
         return _local(args.json)
     try:
-        ids = list_models(spec, args.base_url)
+        target = resolve(spec, base_url=args.base_url)
+        ids = list_models(target)
     except ProviderError as err:
         print(visible_controls(f"error: {err.message}" + (f" {err.hint}" if err.hint else "")), file=sys.stderr)
         return for_error_kind(err.kind)
     if args.json:
-        provider = spec.partition(":")[0]
-        print_json({"schema": "ttft.models/1", "provider": provider, "models": [{"name": i} for i in ids]})
+        print_json({"schema": "ttft.models/1", "provider": target.provider, "models": [{"name": i} for i in ids]})
     else:
         for i in ids:
             print(visible_controls(i))  # the server's own names: shown, never run

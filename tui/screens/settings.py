@@ -45,10 +45,10 @@ def known_model_specs() -> list[str]:
 
 def server_models(spec: str, base_url: str | None) -> list[str]:
     """The models a server lists at /v1/models, as specs for the same provider."""
-    from backends.providers.registry import list_models, parse_spec
+    from backends.providers.registry import list_models, resolve
 
-    provider, _ = parse_spec(spec)
-    return [f"{provider}:{m}" for m in list_models(spec, base_url)]
+    target = resolve(spec, base_url=base_url)
+    return [f"{target.provider}:{m}" for m in list_models(target)]
 
 
 def _int(text: str, name: str) -> int | None:

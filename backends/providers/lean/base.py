@@ -27,8 +27,7 @@ from backends.providers.lean.sse import LeanChunks, loads
 from backends.transport.http import Probe, needs_ca_bundle
 
 if TYPE_CHECKING:
-    from backends.transport.aiohttp_client import AiohttpClient
-    from backends.transport.protocol import ProtoClient
+    from backends.transport.load_client import LoadClient
 
 JSON_HEADERS = {"Accept": "application/json", "Content-Type": "application/json", "User-Agent": "ttft"}
 
@@ -55,7 +54,7 @@ class LeanHosted(HostedBackend):
         self._url = url
         self._params_query: dict[str, str] = dict(getattr(self, "_query", None) or {})
         self._headers = {**JSON_HEADERS, **headers, **self.headers}
-        self._aio: AiohttpClient | ProtoClient | None = None
+        self._aio: LoadClient | None = None
 
     async def _warm_up(self) -> None:
         """No SDK models to build: nothing to pay ahead of the first send."""
@@ -67,10 +66,11 @@ class LeanHosted(HostedBackend):
         stamps, events and errors."""
         from backends.transport.http import CONNECT_TIMEOUT_S
 
+        client_class: type[LoadClient]
         if transport == "proto":
             from backends.transport.protocol import ProtoClient as client_class
         else:
-            from backends.transport.aiohttp_client import AiohttpClient as client_class  # type: ignore[assignment]
+            from backends.transport.aiohttp_client import AiohttpClient as client_class
 
         self._aio = client_class(
             timeout_s=self.timeout_s,

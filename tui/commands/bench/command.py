@@ -33,6 +33,7 @@ from backends.load.driver import LevelCancelled, LoadConfig
 from backends.load.runner import BackendSpec, LoadRunner, Runner, default_transport, through_proxy
 from backends.load.scrape import INTERVAL_S, LevelScraper, scraped
 from backends.load.tools import ToolsConfig
+from backends.spec import split_spec
 from telemetry.bench import summary as bench_summary
 from telemetry.bench.cluster import partial_line
 from telemetry.bench.requests import read_bench
@@ -358,7 +359,7 @@ async def target_server(args: argparse.Namespace, out: Path) -> AsyncIterator[Ta
     )
 
     try:
-        path = spec.partition(":")[2]
+        path = split_spec(spec)[1]
         model = Path(path).expanduser() if path else default_model()
         server = LlamaServer(
             model,
