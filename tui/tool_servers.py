@@ -37,6 +37,10 @@ class ToolServers:
         self.host: McpHost | None = None
         self.error: str | None = None
 
+    def again(self) -> ToolServers:
+        """The same servers, not started: another screen's own set (a comparison opened from the chat)."""
+        return ToolServers(self.servers, start_timeout_s=self.start_timeout_s, call_timeout_s=self.call_timeout_s)
+
     def begin(self, screen: Screen[Any], runner: LoopThread) -> None:
         """Start them in the background of ``screen`` (while the user types); each notice said there."""
         if not self.servers:

@@ -26,6 +26,7 @@ from tui.session import ChatSession
 if TYPE_CHECKING:
     from tui.compare.output import ChatHandoff
     from tui.compare.screen import CompareScreen
+    from tui.tool_servers import ToolServers
 
 Spec = tuple[str, str | None]  # a model spec and its base URL
 
@@ -79,11 +80,16 @@ class CouldNotStart:
 
 
 async def compare_screen(
-    session: ChatSession, specs: Sequence[Spec], clock: Callable[[], int], prompts: PromptHistory | None = None
+    session: ChatSession,
+    specs: Sequence[Spec],
+    clock: Callable[[], int],
+    prompts: PromptHistory | None = None,
+    tools: ToolServers | None = None,
 ) -> CompareScreen | CouldNotStart:
     """The compare screen for ``specs``, with the chat's settings and conversation as every pane's
     context, each backend started on the chat's stream thread; or the first that could not start
-    (those started before it are closed)."""
+    (those started before it are closed). ``tools``: the chat's MCP servers, which the comparison
+    starts again for itself (its own host, its own consent, closed when it closes: the chat's stay up)."""
     from tui.compare.screen import CompareScreen  # imported late: the chat starts without the compare screen
 
     factory = session.factory
@@ -109,6 +115,7 @@ async def compare_screen(
         factory=factory,
         clock=clock,
         prompts=prompts,
+        tools=None if tools is None or not tools.servers else tools.again(),
     )
 
 

@@ -828,7 +828,7 @@ class ChatScreen(Screen[None]):
     async def open_compare(self, spec: str) -> None:
         specs = compare_specs(self.session, spec)
         self.notify(visible_controls(f"starting {specs[1][0]}…"), markup=False)  # typed text, not markup
-        opened = await compare_screen(self.session, specs, self.clock, self.prompts)
+        opened = await compare_screen(self.session, specs, self.clock, self.prompts, self.tools)
         if isinstance(opened, CouldNotStart):
             # the spec and the error's words (a server's, maybe) are shown as written, never as markup or run
             said = visible_controls(f"could not start {opened.spec}: {opened.error}")

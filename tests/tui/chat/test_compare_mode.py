@@ -148,3 +148,25 @@ async def test_a_spec_or_error_with_brackets_and_controls_is_said_as_written() -
         assert not any("\x1b" in m for m in notices)
         await pilot.pause(0.2)  # the toasts render: a markup error here would end the app
         assert app.is_running
+
+
+async def test_a_comparison_opened_from_the_chat_starts_the_chats_tool_servers_for_itself(data_dir: Path) -> None:
+    from tests.backends.mcp.servers import stdio
+    from tui.tool_servers import ToolServers
+
+    tools = ToolServers([stdio("fake")], start_timeout_s=90)
+    app = ChatApp("fake:first", factory=Factory(), tools=tools)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await wait_until(pilot, lambda: tools.host is not None, timeout=90)
+        await submit(pilot, app, "/compare fake:second")
+        await wait_until(pilot, lambda: isinstance(app.screen, CompareScreen), timeout=15)
+        screen = app.screen
+        assert isinstance(screen, CompareScreen)
+        # the same servers, its own set: the comparison's host is closed with it, the chat's stays up
+        assert screen.tools is not tools and screen.tools.servers == tools.servers
+        await wait_until(pilot, lambda: screen.tools.host is not None, timeout=90)
+        assert screen.tools.host is not tools.host
+        await pilot.press("f10")
+        await wait_until(pilot, lambda: not isinstance(app.screen, CompareScreen))
+        await wait_until(pilot, lambda: screen.tools.host is None, timeout=30)
+        assert tools.host is not None and [t.name for t in tools.host.tools()]  # the chat's servers still serve
