@@ -5,17 +5,25 @@ folder), reads each with :func:`backends.attachments.read_attachment` and checks
 the next turn talks to (:func:`backends.attachments.check_attachments`): a file that cannot go is
 said at once, before anything is sent, and is not added. The files are listed above the prompt until
 the prompt is sent (or ``/detach`` or a click removes them). Tab completes the path being typed.
+
+:class:`Attachments` holds the files for the next prompt on the chat's screen, says what each command
+did, and posts ``AttachmentsChanged`` whenever the list changes: the screen shows it above the prompt
+and keeps it in the draft.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+from textual.message import Message
+from textual.widget import Widget
 
 from backends.attachments import Attachment, Refused, check_attachments, read_attachment
 from backends.providers.registry import target_api
+from tui.format import visible_controls
 
 ATTACH = "/attach"
 DETACH = "/detach"
@@ -139,3 +147,61 @@ def complete(text: str) -> tuple[str, list[str]] | None:
 
 def _hidden(name: str, stem: str) -> bool:
     return name.startswith(".") and not stem.startswith(".")
+
+
+class AttachmentsChanged(Message):
+    """The files for the next prompt changed: the tray above the prompt and the draft follow them."""
+
+
+class Attachments:
+    """The chat's files for the next prompt (``pending``), and those of the turn being started
+    (``sending``: back in place if the turn cannot start). ``target``: the API and model the next
+    turn talks to, read at each check (the model may change)."""
+
+    def __init__(self, screen: Widget, target: Callable[[], tuple[str, str] | None]) -> None:
+        self.screen = screen
+        self.target = target
+        self.pending: list[Pending] = []
+        self.sending: list[Pending] = []
+
+    def _changed(self) -> None:
+        self.screen.post_message(AttachmentsChanged())
+
+    def attach(self, args: str) -> None:
+        """``/attach args``: each file read and checked; what was added and what refused, said."""
+        done = attach(args, self.pending, self.target())
+        self.pending += done.added
+        for sentence in done.refused:
+            self.screen.notify(visible_controls(f"/attach {sentence}"), severity="error", markup=False, timeout=10)
+        if done.added:
+            names = ", ".join(p.file.name for p in done.added)
+            self.screen.notify(visible_controls(f"Attached {names}: it goes with the next prompt."), markup=False)
+        self._changed()
+
+    def detach(self, args: str) -> None:
+        """``/detach args`` (or a click on the tray: its number as text)."""
+        self.screen.notify(detach(args, self.pending))
+        self._changed()
+
+    def refused(self) -> str | None:
+        """Why the files attached cannot go with the next turn (the model changed since), or None."""
+        return recheck([p.file for p in self.pending], self.target())
+
+    def take(self) -> tuple[Attachment, ...]:
+        """The files leave the tray with the prompt; kept aside until the turn has started."""
+        self.sending, self.pending = self.pending, []
+        self._changed()
+        return tuple(p.file for p in self.sending)
+
+    def started(self) -> None:
+        self.sending = []
+
+    def put_back(self) -> None:
+        """The turn could not start: its files back in the tray, unless others were attached meanwhile."""
+        files, self.sending = self.sending, []
+        if files and not self.pending:
+            self.pending = files
+            self._changed()
+
+    def names(self) -> list[str]:
+        return [p.file.name for p in self.pending]

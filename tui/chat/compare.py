@@ -2,6 +2,8 @@
 model and conversation, and the chat's session taking over a pane handed back.
 
 The functions take the chat's ``ChatSession`` and return what the chat screen pushes, draws or says.
+:class:`Launcher` opens the comparison over the chat (asking for the model when none was typed) and
+tells the screen in a ``HandedBack`` message when a pane is chosen to go on with; the screen draws it.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
+from textual.message import Message
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from backends.base import Backend
 from backends.compare.panes import parse_model
 from telemetry.log.prompt_history import PromptHistory
 from telemetry.log.urls import without_masked
+from tui.format import visible_controls
 from tui.session import ChatSession
 
 if TYPE_CHECKING:
@@ -126,3 +131,55 @@ def take_over(session: ChatSession, handoff: ChatHandoff) -> str:
     session.continue_with(list(handoff.messages))
     n = len(handoff.records)
     return f"continuing pane {handoff.label} ({handoff.spec}) from the comparison: {n} turn{'s' if n != 1 else ''}"
+
+
+class HandedBack(Message):
+    """The comparison closed with a pane chosen: the chat goes on from it (``handoff``)."""
+
+    def __init__(self, handoff: ChatHandoff) -> None:
+        super().__init__()
+        self.handoff = handoff
+
+
+class Launcher:
+    """Opens the compare screen over the chat on ``screen``: this chat's model, session, prompt
+    history and MCP servers (started again for the comparison), and another model."""
+
+    def __init__(
+        self,
+        screen: Widget,
+        session: ChatSession,
+        clock: Callable[[], int],
+        prompts: PromptHistory | None,
+        tools: ToolServers | None,
+    ) -> None:
+        self.screen, self.session, self.clock, self.prompts, self.tools = screen, session, clock, prompts, tools
+
+    async def launch(self, spec: str | None) -> None:
+        """The compare screen with ``spec``; asked for first when None."""
+        if spec is not None:
+            await self.open(spec)
+            return
+
+        def asked(answer: str | None) -> None:
+            if answer:
+                self.screen.run_worker(self.open(answer), group="compare")
+
+        self.screen.app.push_screen(CompareSpecScreen(self.session.spec), asked)
+
+    async def open(self, spec: str) -> None:
+        specs = compare_specs(self.session, spec)
+        self.screen.notify(visible_controls(f"starting {specs[1][0]}…"), markup=False)  # typed text, not markup
+        opened = await compare_screen(self.session, specs, self.clock, self.prompts, self.tools)
+        if isinstance(opened, CouldNotStart):
+            # the spec and the error's words (a server's, maybe) are shown as written, never as markup or run
+            said = visible_controls(f"could not start {opened.spec}: {opened.error}")
+            self.screen.notify(said, severity="error", markup=False)
+            return
+        self.screen.app.push_screen(opened, self._back)
+
+    def _back(self, handoff: ChatHandoff | None) -> None:
+        if handoff is None:
+            self.screen.notify("Back to the chat.")
+            return
+        self.screen.post_message(HandedBack(handoff))

@@ -7,24 +7,21 @@ Attributes down, messages up: the prompt box says ``PromptBox.Submitted`` (:mod:
 a prompt in the transcript ``Picked`` (edit it and send it again: a new branch), a code block's
 header ``CodeFence.CopyAsked``, the turn driver ``TurnStarted``, ``TurnFinished`` or ``TurnFailed``
 (:mod:`tui.chat.turn`), and the handlers here call the widgets' methods. What the handlers route
-to, one idea each: the key bindings and palette table (:mod:`tui.chat.commands`), export and
-reopening a session (:mod:`tui.chat.sessions`), ``/attach`` (:mod:`tui.chat.attach`), and the
-compare screen over the chat (:mod:`tui.chat.compare`).
+to, one idea each: the key bindings and palette table (:mod:`tui.chat.commands`), the slash
+commands typed in the box (:mod:`tui.chat.slash`), the turn painted (:mod:`tui.chat.paint`), the
+files for the next prompt (:mod:`tui.chat.attach`, which says ``AttachmentsChanged``), edit-and-resend
+and regenerate (:mod:`tui.chat.branches`), the code blocks' numbers (:mod:`tui.chat.blocks`), the
+draft kept for ``--resume`` (:mod:`tui.chat.drafts`), export and reopening a session
+(:mod:`tui.chat.sessions`), the compare screen over the chat (:mod:`tui.chat.compare`, which says
+``HandedBack``) and a tool-using turn's steps and dialogs (:mod:`tui.chat.tools`).
 
 What is typed is never lost: it stays in the box until a turn takes it, Esc cancels a turn and
-never the draft, an edit sets the draft aside and gives it back, and the draft is kept on disk
-(:mod:`telemetry.log.drafts`) for ``--resume``.
-
-A turn in flight is painted by the screen's frames (:meth:`ChatScreen.frame`): new text into the answer
-every frame, the telemetry pane at ``PANE_FPS`` or on a phase change, both from the recorder's snapshot.
+never the draft, an edit sets the draft aside and gives it back, and the draft is kept on disk.
 """
 
 from __future__ import annotations
 
-import contextlib
-import shlex
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,27 +29,26 @@ from rich.text import Text
 from textual.app import ComposeResult, CSSPathType, SystemCommand
 from textual.binding import BindingType
 from textual.containers import Container, Vertical
-from textual.css.query import NoMatches
 from textual.screen import Screen
-from textual.timer import Timer
-from textual.widget import MountError
 from textual.widgets import Footer, Static, TextArea
 
 from backends.attachments import Attachment
-from telemetry.log import drafts
-from telemetry.log.branches import branch_pair, links
 from telemetry.log.prompt_history import PromptHistory
-from telemetry.log.secrets import MASK
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from telemetry.view.render import RenderLag
-from telemetry.view.timeline import Timeline, live_steps_timeline, live_timeline, turn_timeline
+from telemetry.view.timeline import Timeline, turn_timeline
 from tui.chat import attach as chat_attach
 from tui.chat import commands as chat_commands
-from tui.chat.attach import Pending
-from tui.chat.compare import CompareSpecScreen, CouldNotStart, compare_screen, compare_specs, take_over
+from tui.chat import slash
+from tui.chat.attach import Attachments, AttachmentsChanged, Pending
+from tui.chat.blocks import DrawnBlocks
+from tui.chat.branches import Branches, is_after
+from tui.chat.compare import HandedBack, Launcher, take_over
+from tui.chat.drafts import ChatDrafts
+from tui.chat.paint import TurnPainter
 from tui.chat.prompt import ChatPrompt
 from tui.chat.sessions import RESUME_DRAWN, Reopened, export_session, reopen
-from tui.chat.tools import ApprovalAsked, ChatTools, StepBegan, ToolEnded, ToolNotice, ToolSteps, live_steps
+from tui.chat.tools import ApprovalAsked, ChatTools, StepBegan, ToolEnded, ToolNotice, ToolSteps
 from tui.chat.turn import ChatTurns, TurnFailed, TurnFinished, TurnStarted
 from tui.format import fmt_settings, short_spec, turn_label, visible_controls
 from tui.runner import LiveTurn, collect_between_turns
@@ -61,9 +57,7 @@ from tui.target import Target, describe_target
 from tui.terminal import visible_text
 from tui.tool_servers import ToolServers
 from tui.widgets.attachments import AttachmentTray
-from tui.widgets.code_blocks import CodeBlock, CodeFence, code_blocks
-from tui.widgets.error_card import ErrorCard
-from tui.widgets.pastes import Folds
+from tui.widgets.code_blocks import CodeBlock, CodeFence
 from tui.widgets.prompt_box import PromptBox
 from tui.widgets.telemetry_pane import TelemetryPane
 from tui.widgets.transcript import AssistantMessage, Picked, Transcript
@@ -72,9 +66,6 @@ if TYPE_CHECKING:
     from tui.compare.output import ChatHandoff
 
 EFFORTS = (None, "minimal", "low", "medium", "high")
-PANE_FPS = 10  # the figures change slower than the text; a layout-free repaint at 10 fps reads as live
-DRAFT_SAVE_S = 1.0  # a draft is written this long after the last keystroke (and when the chat closes)
-EDIT_TITLE_W = 60
 
 
 class ChatScreen(Screen[None]):
@@ -103,16 +94,7 @@ class ChatScreen(Screen[None]):
         self.prompts = prompts if prompts is not None else PromptHistory().load()
         # Held here, not only queried: the draft is read from it as the screen closes, its widgets gone.
         self._box = ChatPrompt(clock, prompts=self.prompts, id="prompt")
-        self.pending: list[Pending] = []  # files for the next prompt (/attach)
-        self.editing: int | None = None  # the turn whose prompt the box holds to send again (a new branch)
-        self._stash: tuple[str, dict[str, str]] | None = None  # the draft set aside while editing
-        self._draft_timer: Timer | None = None
-        self._draft_lock = threading.Lock()  # drafts are written on a thread while typing, here on closing
-        self._draft_taken = self._draft_written = 0  # which draft, in the order taken from the box
-        self._branch: int | None = None  # the first turn of the newest branch, for the pane's side by side
-        # Each drawn answer's turn (None: not this log's) and code blocks, in transcript order: they number them.
-        self._blocks: list[tuple[int | None, tuple[CodeBlock, ...]]] = []
-        self._sending: list[Pending] = []  # the files of the turn being started
+        self.blocks = DrawnBlocks()  # the transcript's code blocks, numbered
         self.session = session
         self.clock = clock
         self.fps = fps
@@ -123,15 +105,16 @@ class ChatScreen(Screen[None]):
         self.chat_tools = ChatTools(self.tools, self)  # their tools offered to the model (tui.chat.tools)
         self.turns.agent = self.chat_tools.agent
         self.steps = ToolSteps(self)  # a tool-using turn's steps, drawn
+        self.attachments = Attachments(self, self.attach_target)  # the files for the next prompt (/attach)
+        self.branches = Branches(self)  # edit and resend, regenerate: a new branch
+        self.drafts = ChatDrafts(self, self._box, session, self.attachments)  # the box kept on disk
+        self.launcher = Launcher(self, session, clock, self.prompts, self.tools)  # the comparison over the chat
         self.answer: AssistantMessage | None = None  # the answer of the turn on screen, while it is drawn
         self.lag = RenderLag()  # the turn on screen's render lag
         self.lag_by_turn: dict[int, dict[str, Any]] = {}  # each finished turn's render-lag summary
         self.timelines: list[tuple[str, Timeline]] = []  # each finished turn's, for the pane
         self.last_export: list[Path] = []
-        self._on_screen: LiveTurn | None = None  # the turn being drawn: from TurnStarted to its figures shown
-        self._frames: Timer | None = None
-        self._pane_phase = ""
-        self._pane_ns = 0
+        self.painter = TurnPainter(self)  # the turn on screen, drawn from the driver's messages
 
     # --- layout --------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -157,15 +140,29 @@ class ChatScreen(Screen[None]):
     def prompt(self) -> ChatPrompt:
         return self._box
 
+    @property
+    def edit_bar(self) -> Static:
+        return self.query_one("#edit-bar", Static)
+
+    @property
+    def pending(self) -> list[Pending]:
+        """The files for the next prompt."""
+        return self.attachments.pending
+
+    @property
+    def editing(self) -> int | None:
+        """The turn whose prompt the box holds to send again (a new branch), if any."""
+        return self.branches.editing
+
     async def on_mount(self) -> None:
-        self._frames = self.set_interval(1 / self.fps, self.frame, pause=True)
+        self.painter.mounted(self.fps)
         self.update_header()
         self.prompt.focus()
         if self.prompts.error:
             self.notify(visible_controls(self.prompts.error), severity="warning", markup=False)
         if self.resume_path is not None:
             await self.load_session(self.resume_path)
-            await self.restore_draft()
+            self.drafts.restore()
         else:
             await self.transcript.show_greeting(self.target())
         self.warm_up()
@@ -220,12 +217,12 @@ class ChatScreen(Screen[None]):
     @property
     def on_screen(self) -> LiveTurn | None:
         """The turn being drawn: from ``TurnStarted`` until its figures are shown."""
-        return self._on_screen
+        return self.painter.on_screen
 
     @property
     def busy(self) -> bool:
         """From Enter until the finished turn's figures are shown: a new prompt waits."""
-        return self.turns.busy or self._on_screen is not None
+        return self.turns.busy or self.painter.on_screen is not None
 
     async def on_prompt_box_submitted(self, event: PromptBox.Submitted) -> None:
         """Enter in the prompt box: a slash command, or the prompt (with any attached files) sent.
@@ -233,39 +230,39 @@ class ChatScreen(Screen[None]):
         The text leaves the box only when it goes: one that cannot go now (a turn in flight, a file
         the model cannot take) stays, and the user is told why."""
         event.stop()
-        text = event.text
-        word, _, args = text.strip().partition(" ")
-        if word == chat_attach.ATTACH:
+        command = slash.parse(event.text)
+        if command is not None and command.while_busy:
             self.prompt.take()
-            await self.attach(args)
-            return
-        if word == chat_attach.DETACH:
-            self.prompt.take()
-            self.notify(chat_attach.detach(args, self.pending))
-            await self.show_pending()
-            return
-        if word == "/tools":  # only a list: fine while a turn runs
-            self.prompt.take()
-            self.action_tools()
+            await self.run_command(command)
             return
         if self.busy:
             self.notify("A turn is in flight: Esc cancels it (your prompt stays here).", severity="warning")
             return  # the text stays in the prompt
-        if word == "/compare":
+        if command is not None:
             self.prompt.take()
-            await self.action_compare(args.strip() or None)
+            await self.run_command(command)
             return
-        refused = chat_attach.recheck([p.file for p in self.pending], self.attach_target())
+        refused = self.attachments.refused()
         if refused is not None:
             self.notify(visible_controls(f"Not sent: {refused}. /detach N removes it."), severity="error", markup=False)
             return
         text = self.prompt.take()
-        self._sending, self.pending = self.pending, []
-        files = tuple(p.file for p in self._sending)
-        await self.show_pending()
+        files = self.attachments.take()
         if self.editing is not None:
-            await self.branch_from(self.editing)
+            await self.branches.branch_from(self.editing)
         await self.send(text, event.submitted_ns, files)
+
+    async def run_command(self, command: slash.Command) -> None:
+        """A slash command typed in the box (:mod:`tui.chat.slash`), carried out."""
+        match command:
+            case slash.Attach(args):
+                self.attachments.attach(args)
+            case slash.Detach(args):
+                self.attachments.detach(args)
+            case slash.Tools():
+                self.action_tools()
+            case slash.Compare(spec):
+                await self.action_compare(spec)
 
     async def send(
         self, prompt: str, submitted_ns: int | None = None, attachments: tuple[Attachment, ...] = ()
@@ -275,121 +272,34 @@ class ChatScreen(Screen[None]):
         self.pane.show_message(f"starting {self.session.spec}…")
         await self.turns.start(prompt, self.clock() if submitted_ns is None else submitted_ns, attachments)
 
-    def _put_back(self, prompt: str) -> None:
+    def put_back(self, prompt: str) -> None:
         """A turn that could not start: its prompt and files back where they were typed, unless the
         user has typed on meanwhile (the transcript shows the prompt with the error either way)."""
-        files, self._sending = self._sending, []
         if not self.prompt.value.strip():
             self.prompt.load(prompt)
-        if files and not self.pending:
-            self.pending = files
-            self.run_worker(self.show_pending(), group="attach")
+        self.attachments.put_back()
 
-    @contextlib.contextmanager
-    def _drawing(self) -> Iterator[None]:
-        """What a turn's message draws. The app may close meanwhile (ctrl+q, SIGTERM after the turn is
-        logged): its widgets are going, and the drawing is dropped; while it runs, a failure is a bug."""
-        try:
-            yield
-        except (MountError, NoMatches):
-            if self.app.is_running and self.is_attached:
-                raise
-
+    # The turn driver's messages (tui.chat.turn), painted (tui.chat.paint).
     async def on_turn_failed(self, event: TurnFailed) -> None:
-        with self._drawing():
-            transcript = self.transcript
-            await transcript.hide_greeting()
-            await transcript.compact()
-            await transcript.add_user(event.prompt)
-            await transcript.add_error(ErrorCard(event.error, event.spec, ""))
-            self._put_back(event.prompt)
-            self.pane.show_message(f"could not start {event.spec}: {event.error.message}")
+        await self.painter.failed(event)
 
     async def on_turn_started(self, event: TurnStarted) -> None:
-        """The request is on its way: the pane goes live at once, and the prompt and the answer's widgets
-        are mounted while it travels (10-30 ms), not before it leaves, where they were ttft's own delay."""
-        self._on_screen, self.lag = event.live, event.lag
-        self._sending = []
-        if self._frames is not None:
-            self._frames.resume()
-        with self._drawing():
-            self.frame(force=True)  # the phase and the wait so far
-            transcript = self.transcript
-            await transcript.hide_greeting()
-            await transcript.compact()  # a paint must not cost more the longer the chat
-            await transcript.add_user(event.prompt, event.turn_index, event.files)
-            self.answer = await transcript.add_assistant(self.clock, event.lag)
-            self.answer.first_block = self._next_block()
-            self.update_header()
+        await self.painter.started(event)
 
     async def on_turn_finished(self, event: TurnFinished) -> None:
-        """The answer's full render and how the turn ended; its figures once that render is on screen."""
-        if event.live is not self._on_screen:
-            return  # the chat moved on (a new chat, another session): the turn is logged, not drawn
-        self._stop_frames()
-        with self._drawing():
-            self.frame(force=True, pane=False)  # every chunk painted before the full render; the pane's figures follow
-            record, transcript = event.record, self.transcript
-            if not await self.steps.finalize(event.live, record) and self.answer is not None:
-                await self.answer.finalize(record)
-            self._blocks.append((record.turn_index, code_blocks(record.answer)))
-            await transcript.add_outcome(record)
-            if event.log_error:
-                await transcript.add_note(event.log_error, "error")
-            if event.trouble:
-                self.notify(event.trouble, severity="error")
-            self.call_after_refresh(self._show_figures, event)  # after the full render's own lag stamp
-
-    def _show_figures(self, event: TurnFinished) -> None:
-        if event.live is not self._on_screen:
-            return
-        record = event.record
-        lag = event.lag.summary()
-        self.lag_by_turn[record.turn_index] = lag
-        with self._drawing():
-            self.pane.show_record(record, lag)
-            self.timelines.append((turn_label(record.turn_index), turn_timeline(record)))
-            self.pane.set_timelines(self.timelines)
-            self.pane.set_history(self.session.records)
-            if record.branch_of is not None:
-                self._branch = record.turn_index
-            self.show_branches()
-        self._on_screen = self.answer = None
-        self.call_after_refresh(collect_between_turns)
-
-    def _stop_frames(self) -> None:
-        if self._frames is not None:
-            self._frames.pause()
+        await self.painter.finished(event)
 
     def frame(self, force: bool = False, pane: bool = True) -> None:
-        """One frame: new text into the answer every frame; the pane at PANE_FPS or on a phase change
-        (``force``: now; not at all without ``pane``)."""
-        live, answer = self._on_screen, self.answer
-        # Shutting down: Textual removes the widgets before it stops the timers, so a frame may still
-        # fire with the pane gone (a turn in flight at exit is cancelled and logged elsewhere).
-        if live is None or not self.app.is_running:
-            return
-        rec = live.recorder
-        now = self.clock()
-        snap = rec.snapshot(now)
-        if answer is not None:  # None for the first frames: the answer's widget is mounted after the send
-            answer.pump(rec, snap)
-            if snap.phase == "ok":  # the stream is over and its text whole: the full render need not wait
-                answer.finish_early(rec, snap)
-        if pane and (force or snap.phase != self._pane_phase or now - self._pane_ns >= 1e9 / PANE_FPS):
-            self._pane_phase, self._pane_ns = snap.phase, now
-            steps = live_steps(live, now)  # a tool-using turn's steps so far
-            self.pane.show_live(snap, rec.attempts, self.lag.summary(), steps)
-            now_row = live_steps_timeline(steps, snap.own_delay_ms, snap.phase) if steps else None
-            self.pane.set_timelines([*self.timelines, ("now", now_row or live_timeline(snap, rec.attempts))])
+        """One frame of the turn in flight (:meth:`tui.chat.paint.TurnPainter.frame`)."""
+        self.painter.frame(force, pane)
 
     # --- a tool-using turn (tui.chat.tools) --------------------------------------------
     async def on_step_began(self, event: StepBegan) -> None:
-        with self._drawing():
+        with self.painter.drawing():
             await self.steps.step_began(event)
 
     async def on_tool_ended(self, event: ToolEnded) -> None:
-        with self._drawing():
+        with self.painter.drawing():
             await self.steps.tool_ended(event)
 
     def on_approval_asked(self, event: ApprovalAsked) -> None:
@@ -411,140 +321,44 @@ class ChatScreen(Screen[None]):
         if self.turns.cancel():
             return
         if self.editing is not None:
-            self.stop_editing()
+            self.branches.stop_editing()
 
     async def action_regenerate(self) -> None:
         submitted = self.clock()
         if self.busy:
             self.notify("A turn is in flight: Esc cancels it first.", severity="warning")
             return
-        last = self.session.path[-1] if self.session.path else None
-        if last is None:
-            self.notify("Nothing to regenerate yet.")
-            return
-        files = self.session.files_sent_with(last.turn_index)
-        refused = chat_attach.recheck(files, self.attach_target())
-        if refused is not None:  # the model changed since: say so, and change nothing
-            self.notify(visible_controls(f"Not regenerated: {refused}."), severity="error", markup=False)
-            return
-        if len(files) < len(last.attachments):  # a resumed turn's, or one that failed: no contents to resend
-            n = len(last.attachments)
-            self.notify(
-                f"Regenerating without the {n} file{'s' if n != 1 else ''} the prompt was sent with (a log keeps "
-                "no contents): /attach them and send the prompt to include them.",
-                severity="warning",
-                timeout=10,
-            )
-        await self.branch_from(last.turn_index)
-        await self.send(last.prompt, submitted, files)
+        again = self.branches.again()
+        if again is not None:
+            await self.branches.branch_from(again.turn_index)
+            await self.send(again.prompt, submitted, again.files)
 
-    # --- edit and resend: a new branch ----------------------------------------------------
+    # --- edit and resend: a new branch (tui.chat.branches) ----------------------------------
     def editable_prompts(self) -> list[tuple[int, str]]:
-        """(turn_index, first line) of each prompt on the chat's branch that can be edited and sent again."""
-        out = []
-        for r in self.session.path:
-            first = next((ln for ln in r.prompt.split("\n") if ln.strip()), "")
-            out.append((r.turn_index, visible_controls(first[:EDIT_TITLE_W])))
-        return out
+        return self.branches.editable_prompts()
 
     def on_picked(self, event: Picked) -> None:
         event.stop()
         self.run_worker(self.action_edit_prompt(event.turn_index), group="edit")
 
     async def action_edit_prompt(self, turn_index: int) -> None:
-        """Put prompt ``turn_index`` in the box to change and send again: the conversation from there
-        becomes a new branch. What the box held is set aside, and back once the edit is sent or dropped."""
-        rec = next((r for r in self.session.path if r.turn_index == turn_index), None)
-        if rec is None:
-            self.notify("That prompt is not on this branch of the chat any more.", severity="warning")
-            return
-        if self.editing is None:
-            box = self.prompt
-            self._stash = (box.value, dict(box.folds.texts))
-        self.editing = turn_index
-        self.prompt.load(rec.prompt)
-        self.prompt.focus()
-        bar = self.query_one("#edit-bar", Static)
-        label = turn_label(turn_index, "prompt ")
-        bar.update(
-            Text.assemble(
-                (f"✎ editing {label}", "bold"),
-                " · Enter sends it as a new branch from there (the old one stays in the log) · Esc stops editing",
-            )
-        )
-        bar.remove_class("-empty")
+        self.branches.edit(turn_index)
 
-    def stop_editing(self) -> None:
-        """The edit dropped: the draft set aside comes back. An edit already changed stays in the box
-        (never lost), and the draft goes to the prompt history (Up brings it back), as the user is told."""
-        turn, self.editing = self.editing, None
-        self.query_one("#edit-bar", Static).add_class("-empty")
-        stash, self._stash = self._stash, None
-        if stash is None or not (stash[0] or stash[1]):
-            return
-        box = self.prompt
-        before = next((r.prompt for r in self.session.path if r.turn_index == turn), None)
-        if box.text_to_send.strip() and box.text_to_send != before:
-            self.prompts.add(Folds(dict(stash[1])).expand(stash[0]))
-            self.notify("Your edit stays in the box; the draft you had is in the history (↑).")
-            return
-        box.folds.texts.update(stash[1])
-        box.value = stash[0]
-
-    async def branch_from(self, turn_index: int) -> None:
-        """The next turn replaces ``turn_index``: its context goes back to before it, and the transcript
-        from there on makes room for the new branch (the old one stays in the log and the history)."""
-        sent_edit = self.editing is not None
-        if self.session.branch_at(turn_index) is None:
-            return
-        if await self.transcript.remove_from(turn_index):
-            cut = next((k for k, (i, _) in enumerate(self._blocks) if i == turn_index), len(self._blocks))
-            del self._blocks[cut:]
-        else:  # older than the turns drawn: none of them stays on screen
-            await self.transcript.remove_children()
-            self._blocks = []
-            label = turn_label(turn_index, "turn ")
-            await self.transcript.add_note(
-                f"a new branch from before {label}: the turns before it are in the log", "ok"
-            )
-        self.timelines = [(label, t) for label, t in self.timelines if not _is_after(label, turn_index)]
-        if sent_edit:
-            self.editing = None
-            self.query_one("#edit-bar", Static).add_class("-empty")
-            self.call_after_refresh(self._restore_stash)
-
-    def _restore_stash(self) -> None:
-        stash, self._stash = self._stash, None
-        if stash is not None and (stash[0] or stash[1]) and not self.prompt.value:
-            self.prompt.folds.texts.update(stash[1])
-            self.prompt.value = stash[0]
-
-    def show_branches(self) -> None:
-        """The newest edit's two branches side by side in the pane (hidden while there is none)."""
-        nodes = links({"turn_index": r.turn_index, "branch_of": r.branch_of} for r in self.session.records)
-        pair = branch_pair(nodes, self._branch) if self._branch is not None else None
-        if pair is None:
-            self.pane.set_branches([], [])
-            return
-        by_index = {r.turn_index: r for r in self.session.records}
-        old, new = ([by_index[i] for i in side if i in by_index] for side in pair)
-        self.pane.set_branches(old, new)
+    def forget_from(self, turn_index: int, *, drawn: bool) -> None:
+        """A new branch replaces ``turn_index``: its code blocks (all of them, when the turns before it
+        are not ``drawn`` either) and timeline rows, and those after it, go."""
+        if drawn:
+            self.blocks.cut_from(turn_index)
+        else:
+            self.blocks.clear()
+        self.timelines = [(label, t) for label, t in self.timelines if not is_after(label, turn_index)]
 
     # --- code blocks --------------------------------------------------------------------
-    def _next_block(self) -> int:
-        """The number the next drawn answer's first code block gets."""
-        return 1 + sum(len(b) for _, b in self._blocks)
-
-    def numbered_blocks(self) -> list[tuple[int, CodeBlock]]:
-        """Every code block of the answers in the transcript, numbered from 1 in the order drawn."""
-        return list(enumerate((b for _, blocks in self._blocks for b in blocks), start=1))
-
     def code_block_titles(self) -> list[tuple[int, str]]:
-        return [(n, b.describe()) for n, b in self.numbered_blocks()]
+        return self.blocks.titles()
 
     def action_copy_code(self, number: int) -> None:
-        blocks = dict(self.numbered_blocks())
-        block = blocks.get(number)
+        block = self.blocks.get(number)
         if block is None:
             self.notify(f"No code block {number}.", severity="warning")
             return
@@ -558,24 +372,15 @@ class ChatScreen(Screen[None]):
     def on_code_fence_copy_asked(self, event: CodeFence.CopyAsked) -> None:
         event.stop()
         self.prompt.focus()  # the click focused the block: typing goes on in the prompt
-        exact = dict(self.numbered_blocks()).get(event.number) if event.number is not None else None
+        exact = self.blocks.get(event.number) if event.number is not None else None
         self.copy_block(event.number, exact or event.block)  # the record's text, not the shown one
 
     # --- /attach ------------------------------------------------------------------------
     def attach_target(self) -> tuple[str, str] | None:
         return chat_attach.target_of(self.session.spec, self.session.base_url, self.session.backend)
 
-    async def attach(self, args: str) -> None:
-        done = chat_attach.attach(args, self.pending, self.attach_target())
-        self.pending += done.added
-        for sentence in done.refused:
-            self.notify(visible_controls(f"/attach {sentence}"), severity="error", markup=False, timeout=10)
-        if done.added:
-            names = ", ".join(p.file.name for p in done.added)
-            self.notify(visible_controls(f"Attached {names}: it goes with the next prompt."), markup=False)
-        await self.show_pending()
-
-    async def show_pending(self) -> None:
+    async def on_attachments_changed(self, event: AttachmentsChanged) -> None:
+        event.stop()
         await self.query_one(AttachmentTray).show([(p.file.name, p.file.size, p.file.media_type) for p in self.pending])
         self._schedule_draft()
 
@@ -584,11 +389,10 @@ class ChatScreen(Screen[None]):
         await self.action_detach(event.index)
 
     async def action_detach(self, index: int) -> None:
-        self.notify(chat_attach.detach(str(index + 1), self.pending))
-        await self.show_pending()
+        self.attachments.detach(str(index + 1))
 
     def attached_names(self) -> list[str]:
-        return [p.file.name for p in self.pending]
+        return self.attachments.names()
 
     def action_attach_file(self) -> None:
         box = self.prompt
@@ -613,69 +417,23 @@ class ChatScreen(Screen[None]):
             self._schedule_draft()
 
     def _schedule_draft(self) -> None:
-        if self._draft_timer is not None:
-            self._draft_timer.stop()
-        self._draft_timer = self.set_timer(DRAFT_SAVE_S, self._save_draft_aside)
+        self.drafts.schedule()
 
     def save_draft(self) -> None:
-        """What the box holds (folded pastes whole) and the attached files' paths, kept for ``--resume``;
-        written before this returns (the chat closing, its terminal gone)."""
-        self._write_draft(*self._take_draft())
+        """The box and the files attached, written for ``--resume`` before this returns (:mod:`tui.chat.drafts`)."""
+        self.drafts.save()
 
     def _save_draft_aside(self) -> None:
-        """The same, written on a thread: masking the secrets of a large paste (every URL of a pasted
-        access log) takes a while, and typing goes on meanwhile."""
-        taken = self._take_draft()
-        self.run_worker(lambda: self._write_draft(*taken), thread=True, group="draft", exit_on_error=False)
-
-    def _take_draft(self) -> tuple[int, str, drafts.Draft]:
-        self._draft_taken += 1
-        draft = drafts.Draft(self.prompt.text_to_send, tuple(p.path for p in self.pending))
-        return self._draft_taken, self.session.log.session_id, draft
-
-    def _write_draft(self, taken: int, session_id: str, draft: drafts.Draft) -> None:
-        with self._draft_lock:  # one at a time, and never an older one after a newer
-            if taken < self._draft_written:
-                return
-            self._draft_written = taken
-            with contextlib.suppress(OSError, ValueError):  # the chat goes on; the box still holds it
-                drafts.save(session_id, draft)
-
-    async def restore_draft(self) -> None:
-        """The draft left in this session (or, newest, in a chat quit before its first turn) back in the box."""
-        sid = self.session.log.session_id
-        draft = drafts.load(sid)
-        if draft is None:
-            try:
-                since = self.session.log.path.stat().st_mtime
-            except OSError:
-                since = 0.0
-            found = drafts.orphan(since)
-            if found is None:
-                return
-            old_sid, draft = found
-            drafts.drop(old_sid)
-        if draft.text and not self.prompt.value:
-            self.prompt.load(draft.text)
-        if draft.attachments:
-            await self.attach(" ".join(shlex.quote(p) for p in draft.attachments))
-        masked = " Secrets in it were kept as *** (URL credentials, query values, keys): type them again." * (
-            MASK in draft.text
-        )
-        self.notify(f"Your unsent prompt is back in the box.{masked}")
+        self.drafts.save_aside()
 
     async def action_new_chat(self) -> None:
         await self._leave_turn()
-        with self._draft_lock:  # after a draft being written, and no older one written after it
-            self._draft_taken += 1
-            self._draft_written = self._draft_taken
-            drafts.drop(self.session.log.session_id)  # the box's text goes with the new chat
+        self.drafts.drop()
         self.session.new_chat()
         self.chat_tools.new_chat()
         self.timelines, self.lag_by_turn = [], {}
-        self._blocks, self._branch = [], None
-        if self.editing is not None:
-            self.stop_editing()
+        self.blocks.clear()
+        self.branches.reset()
         self.pane.set_branches([], [])
         self._schedule_draft()
         await self.transcript.remove_children()
@@ -689,8 +447,8 @@ class ChatScreen(Screen[None]):
         """The turn in flight cancelled and handed off, and no longer drawn: the chat moves on."""
         self.turns.cancel()
         await self.turns.wait_idle()
-        self._stop_frames()
-        self._on_screen = self.answer = None
+        self.painter.stop()
+        self.painter.forget()
 
     def action_copy_answer(self) -> None:
         answer = next((r.answer for r in reversed(self.session.records) if r.answer), None)
@@ -786,15 +544,15 @@ class ChatScreen(Screen[None]):
     async def show_reopened(self, reopened: Reopened) -> None:
         transcript = self.transcript
         await transcript.remove_children()
-        if self.editing is not None:
-            self.stop_editing()
+        self.branches.reset()
         path = self.session.path  # the branch the log ended on
         drawn = path[-RESUME_DRAWN:]
-        self._branch = None
-        self._blocks = [(r.turn_index, code_blocks(r.answer)) for r in path[: len(path) - len(drawn)]]
+        self.blocks.clear()
+        for r in path[: len(path) - len(drawn)]:  # numbered, not drawn
+            self.blocks.add(r.turn_index, r.answer)
         for rec in drawn:
-            await transcript.add_record(rec, self.clock, first_block=self._next_block())
-            self._blocks.append((rec.turn_index, code_blocks(rec.answer)))
+            await transcript.add_record(rec, self.clock, first_block=self.blocks.next_number())
+            self.blocks.add(rec.turn_index, rec.answer)
         await transcript.compact()
         self.timelines = [(turn_label(r.turn_index), turn_timeline(r)) for r in reopened.records]
         self.pane.set_timelines(self.timelines)
@@ -815,32 +573,11 @@ class ChatScreen(Screen[None]):
         if self.busy:
             self.notify("A turn is in flight: Esc cancels it first.", severity="warning")
             return
-        if spec is None:
+        await self.launcher.launch(spec)
 
-            def asked(answer: str | None) -> None:
-                if answer:
-                    self.run_worker(self.open_compare(answer), group="compare")
-
-            self.app.push_screen(CompareSpecScreen(self.session.spec), asked)
-            return
-        await self.open_compare(spec)
-
-    async def open_compare(self, spec: str) -> None:
-        specs = compare_specs(self.session, spec)
-        self.notify(visible_controls(f"starting {specs[1][0]}…"), markup=False)  # typed text, not markup
-        opened = await compare_screen(self.session, specs, self.clock, self.prompts, self.tools)
-        if isinstance(opened, CouldNotStart):
-            # the spec and the error's words (a server's, maybe) are shown as written, never as markup or run
-            said = visible_controls(f"could not start {opened.spec}: {opened.error}")
-            self.notify(said, severity="error", markup=False)
-            return
-        self.app.push_screen(opened, self._back_from_compare)
-
-    def _back_from_compare(self, handoff: ChatHandoff | None) -> None:
-        if handoff is None:
-            self.notify("Back to the chat.")
-            return
-        self.run_worker(self.continue_from(handoff), group="compare")
+    async def on_handed_back(self, event: HandedBack) -> None:
+        event.stop()
+        await self.continue_from(event.handoff)
 
     async def continue_from(self, handoff: ChatHandoff) -> None:
         """The chat goes on with a compare pane: its model, its conversation, its turns drawn."""
@@ -849,17 +586,11 @@ class ChatScreen(Screen[None]):
         await self.transcript.hide_greeting()
         await self.transcript.add_note(note, "ok")
         for rec in handoff.records:  # the pane's turns: another log's, so not this chat's to edit
-            await self.transcript.add_record(rec, self.clock, editable=False, first_block=self._next_block())
-            self._blocks.append((None, code_blocks(rec.answer)))
+            await self.transcript.add_record(rec, self.clock, editable=False, first_block=self.blocks.next_number())
+            self.blocks.add(None, rec.answer)
         self.update_header()
 
     # --- command palette -----------------------------------------------------------
     def system_commands(self) -> Iterable[SystemCommand]:
         """The chat's entries in the command palette (``tui.palette``)."""
         return chat_commands.palette(self, self.session.settings)
-
-
-def _is_after(label: str, turn_index: int) -> bool:
-    """Whether a timeline row's label (``turn_label``) names turn ``turn_index`` or a later one."""
-    digits = label.lstrip("#").strip()
-    return digits.isdigit() and int(digits) - 1 >= turn_index
