@@ -231,17 +231,13 @@ class ChatScreen(Screen[None]):
         the model cannot take) stays, and the user is told why."""
         event.stop()
         command = slash.parse(event.text)
-        if command is not None and command.while_busy:
+        if command is not None and (command.while_busy or not self.busy):
             self.prompt.take()
             await self.run_command(command)
             return
         if self.busy:
             self.notify("A turn is in flight: Esc cancels it (your prompt stays here).", severity="warning")
             return  # the text stays in the prompt
-        if command is not None:
-            self.prompt.take()
-            await self.run_command(command)
-            return
         refused = self.attachments.refused()
         if refused is not None:
             self.notify(visible_controls(f"Not sent: {refused}. /detach N removes it."), severity="error", markup=False)
