@@ -11,7 +11,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from telemetry.export import genai
+from telemetry.export import genai_instruments, genai_points, genai_spans
 from telemetry.record import TurnRecord
 
 SPAN_QUEUE = 8192  # spans the SDK's batch processor holds (a turn is 2-10 spans)
@@ -85,23 +85,23 @@ class Sdk:
                 else meter.create_histogram(
                     i.name, unit=i.unit, description=i.description, explicit_bucket_boundaries_advisory=i.bounds
                 )
-                for i in (g.INSTRUMENTS if self._legacy else g.CURRENT)
+                for i in (genai_instruments.INSTRUMENTS if self._legacy else genai_instruments.CURRENT)
             }
             self._providers.append(meter_provider)
 
     def emit(self, rec: TurnRecord, capture_content: bool) -> None:
         if self._tracer is not None:
-            span = genai.turn_span(rec, capture_content=capture_content)
+            span = genai_spans.turn_span(rec, capture_content=capture_content)
             if span is not None:
                 self._span(span, None)
-        for p in genai.turn_points(rec, legacy=self._legacy) if self._instruments else ():
+        for p in genai_points.turn_points(rec, legacy=self._legacy) if self._instruments else ():
             instrument = self._instruments[p.metric.name]
             if p.metric.kind == "counter":
                 instrument.add(int(p.value), p.attributes)
             else:
                 instrument.record(p.value, p.attributes)
 
-    def _span(self, s: genai.Span, parent: Any) -> None:
+    def _span(self, s: genai_spans.Span, parent: Any) -> None:
         from opentelemetry import trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 

@@ -14,7 +14,7 @@ import anthropic
 import httpx2
 
 from backends.base import ChatRequest
-from backends.providers.errors import check_stream, count, shape_checked
+from backends.providers.answers.stream_shape import check_stream, count, shape_checked
 from backends.providers.fields import field, require_object
 from backends.providers.hosted import HostedBackend, TurnState, anthropic_parses, guarded_client
 from backends.providers.messages_wire import MessagesWire, read_usage

@@ -7,34 +7,31 @@ try; an HTTP error status goes through :data:`STATUSES`, the same way. Never a t
 secret: every sentence is masked with the turn's known secret values (``telemetry.log.secrets``).
 
 A backend (the SDK ones, the lean readers) calls :func:`failed_from_exception` for whatever its
-stream raised, and :func:`error_answer` for a body that was one JSON error object in place of a
-stream. Whatever the server said is put into words by one function, :func:`error_message` (and
-:func:`wire_text` for a single value), read from the parsed body, never from an SDK's own text, so
-every path (each SDK at any version, each lean reader) words the same error the same way.
+stream raised, and :func:`~backends.providers.answers.error_body.error_answer` for a body that was one
+JSON error object in place of a stream. Whatever the server said is put into words by
+:mod:`backends.providers.answers.error_body`; a chunk of the wrong shape is caught by
+:mod:`backends.providers.answers.stream_shape`. This module holds the table and what reads it.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx2
 
-from backends.providers.fields import field as read_field
+from backends.providers.answers.error_body import ErrorAnswer, body_of, error_message, kept, label
+from backends.providers.answers.stream_shape import MalformedStream
 from backends.transport.http import Probe
 from telemetry import events as ev
-from telemetry import json_guard
 from telemetry.errors import ErrorKind, TtftError, describe
 from telemetry.json_guard import JsonRefused
 from telemetry.log.crashes import BUG_HINT, report_once
-from telemetry.log.secrets import Secrets, mask
+from telemetry.log.secrets import Secrets
 
 SDKS = ("openai", "anthropic", "backends.providers.lean.sdk_errors")  # the lean path mirrors the SDK's error classes
-
-Translate = Callable[[Any, Any, int, Any], Iterable[ev.Event]]
 
 
 def sdk_errors(name: str) -> tuple[type[BaseException], ...]:
@@ -50,182 +47,6 @@ def sdk_errors(name: str) -> tuple[type[BaseException], ...]:
         if isinstance(cls, type) and issubclass(cls, BaseException):
             out.append(cls)
     return tuple(out)
-
-
-class MalformedStream(TtftError):
-    """A stream that is not this API's (a chunk of the wrong shape, an HTML page): a clear message,
-    reported as ``malformed_stream`` rather than as a bug in ttft."""
-
-    kind = ErrorKind.MALFORMED_STREAM
-
-
-class ErrorAnswer(TtftError):
-    """An answer whose whole body is the API's error object (``{"error": {...}}``) where a stream or
-    a completion was expected, sent with HTTP 200: the server's own words, kept."""
-
-    kind = ErrorKind.API_ERROR
-    status_code = 200  # what the answer's status said, and what the record keeps
-
-    def __init__(self, message: str, *, error_type: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.error_type = error_type
-        self.code = code
-
-
-ERROR_ANSWER_MAX = 16_384  # a body longer than this is no error object: never parsed as one (but see ``cut``)
-ERROR_BODY_MAX = 1024 * 1024  # an error body read whole for its message; a longer one, by its first bytes
-MESSAGE_MAX = 2_000  # characters of a server's message kept in the record; the rest is said, not kept
-
-
-def _plain(value: object) -> object:
-    """An SDK model (built without validation) as the JSON dict it was built from: its fields as sent."""
-    to_dict = getattr(value, "to_dict", None)
-    if callable(to_dict):
-        try:
-            return to_dict(warnings=False)
-        except Exception:  # a model too broken to dump is quoted as Python writes it
-            return repr(value)
-    return repr(value)
-
-
-def wire_text(value: object) -> str:
-    """One value a server sent (an error's message, type or code, a chunk), as text that does not depend
-    on which path read it: a string as itself, anything else as compact JSON with sorted keys (``null``,
-    ``true``, an integer at full size, an SDK's model as the fields it was sent), never Python's repr."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=_plain)
-    except (TypeError, ValueError, RecursionError):  # keys of mixed types, a cycle, a depth past the stack
-        return repr(value)
-
-
-def words(value: object) -> str | None:
-    """One value a server sent as its :func:`wire_text` (kept up to ``MESSAGE_MAX`` characters), or None
-    when it says nothing (absent, ``null``, an empty or blank string)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    return _kept(wire_text(value))
-
-
-def error_message(body: object) -> str | None:
-    """The provider's own words in an error body, read alike by every path: ``error.message``, a string
-    ``error``, the top-level ``message`` (in that order; a message that is not a string is written as
-    its JSON), else the whole body as text (a text body, or JSON without a message). None when the body
-    says nothing (absent, ``null``, empty). The body may be a JSON dict or an SDK's model of one."""
-    if body is None:
-        return None
-    if isinstance(body, dict) or hasattr(body, "model_extra"):
-        inner = read_field(body, "error")
-        inner = body if inner is None else inner
-        nested = isinstance(inner, dict) or hasattr(inner, "model_extra")
-        for said in (read_field(inner, "message") if nested else inner, read_field(body, "message")):
-            if (text := words(said)) is not None:
-                return text
-    return words(body)
-
-
-def label(value: object) -> str | None:
-    """An error's type or code as a label: the :func:`words` of a truthy value, else None."""
-    return words(value) if value else None
-
-
-def error_document(text: str | bytes) -> Any:
-    """A server's error body as JSON, read through the guard (``telemetry.json_guard``): parts nested
-    past its depth left out, so the message beside them is kept; a body past ``ERROR_BODY_MAX``, by
-    its first bytes (:func:`~telemetry.json_guard.salvage`). None when it is not JSON."""
-    try:
-        return json_guard.loads_pruned(text, "the error body", max_bytes=ERROR_BODY_MAX)[0]
-    except JsonRefused as exc:
-        if exc.reason != "too_large":
-            return None
-    return json_guard.salvage(text[:ERROR_ANSWER_MAX])
-
-
-def error_answer(body: bytes, *, cut: bool = False) -> ErrorAnswer | None:
-    """The error a whole response body states, when it is one JSON object holding an error:
-    ``{"error": {"message", "type", "code"}}`` (OpenAI, and the proxies that copy it),
-    ``{"type": "error", "error": {...}}`` (Anthropic), ``{"error": "text"}``, or vLLM's
-    ``{"object": "error", "message", "type", "code"}``. None for anything else (a stream, a completion).
-
-    ``cut``: ``body`` is only the first bytes of a longer one (a body nested 100,000 deep beside its
-    message): what of it reads, with its cut end closed (:func:`~telemetry.json_guard.salvage`)."""
-    text = body.strip()
-    if not text.startswith(b"{") or len(text) > ERROR_ANSWER_MAX:
-        return None
-    doc = json_guard.salvage(text) if cut else error_document(text)
-    if not isinstance(doc, dict):
-        return None
-    inner = doc.get("error")
-    if isinstance(inner, str) and inner.strip():
-        return ErrorAnswer(_kept(inner))
-    if not isinstance(inner, dict):
-        if doc.get("object") != "error":
-            return None
-        inner = doc
-    etype, code = label(inner.get("type")), label(inner.get("code"))
-    return ErrorAnswer(error_message(inner) or "no message", error_type=etype, code=code if code != etype else None)
-
-
-_TEXT_FIELDS = {ev.TextDelta: ("text",), ev.ReasoningDelta: ("text",), ev.ToolCallDelta: ("name", "arguments")}
-
-
-def _preview(item: object) -> str:
-    """A chunk quoted in a message: its JSON (an SDK's model as the fields it was sent), cut to 80 characters."""
-    text = wire_text(item)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def shape_checked(api: str) -> Callable[[Translate], Translate]:
-    """Wrap a backend's chunk translation: a chunk of the wrong shape (``[1,2,3]``, ``null``,
-    ``{"choices": "x"}``; the SDKs build their models without validating) fails the lookups
-    with AttributeError/TypeError/KeyError, and a text field that is not a string would break
-    the record later: both become MalformedStream, naming the chunk."""
-
-    def wrap(translate: Translate) -> Translate:
-        def checked(self: Any, item: Any, t: int, state: Any) -> Iterator[ev.Event]:
-            try:
-                for e in translate(self, item, t, state):
-                    for name in _TEXT_FIELDS.get(type(e), ()):
-                        if not isinstance(getattr(e, name), str):
-                            raise MalformedStream(f"a chunk whose {name} is not a string ({api}): {_preview(item)}")
-                    yield e
-                stop = getattr(state, "stop_reason", None)  # set on the state, not an event: checked here
-                if stop is not None and not isinstance(stop, str):
-                    raise MalformedStream(f"a chunk whose stop reason is not a string ({api}): {_preview(item)}")
-            except (AttributeError, TypeError, KeyError, IndexError) as exc:
-                raise MalformedStream(f"a chunk that is not a {api} event: {_preview(item)}") from exc
-
-        return checked
-
-    return wrap
-
-
-def check_content_type(response: Any) -> None:
-    """An HTML page with HTTP 200 (a web UI, a captive portal, a wrong path) is not an API answer;
-    without this it reads as a stream that ended early."""
-    headers = getattr(response, "headers", None)
-    ctype = str(headers.get("content-type", "")) if headers is not None else ""
-    if "html" in ctype.lower():
-        raise MalformedStream("The server answered with an HTML page, not an API response")
-
-
-async def check_stream(out: Any) -> None:
-    """:func:`check_content_type` on an SDK stream's response, closing the stream when it fails
-    (the caller never gets it to close)."""
-    response = getattr(out, "response", None)  # a complete (non-streamed) answer has none
-    if response is None:
-        return
-    try:
-        check_content_type(response)
-    except MalformedStream:
-        await out.close()
-        raise
-
-
-def count(value: object) -> int | None:
-    """A token count from the server's usage: an int, else None (a string or a float is not one)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass
@@ -249,48 +70,19 @@ class ErrorContext:
         return "in the middle of the answer" if self.streaming_started else "before the answer started"
 
 
-def _kept(message: str) -> str:
-    """A server's message as the record keeps it: whole up to ``MESSAGE_MAX`` characters. Known secrets
-    are masked before the cut, which could leave a key's first characters where masking no longer sees it."""
-    if len(message) <= MESSAGE_MAX:
-        return message
-    message = mask(message)
-    if len(message) <= MESSAGE_MAX:
-        return message
-    return f"{message[:MESSAGE_MAX]}… ({len(message) - MESSAGE_MAX:,} more characters not kept)"
-
-
-def _body(exc: BaseException) -> object:
-    """An exception's error body as ttft reads it, whichever path parsed it: through the guard, parts
-    nested past its depth left out. The lean path keeps such a body as its text, an SDK parses it (to
-    Python's recursion limit): both become the same pruned document."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, str):
-        if body.lstrip().startswith("{") and (doc := error_document(body)) is not None:
-            return doc
-        return body
-    if isinstance(body, dict | list):
-        try:
-            text = json.dumps(body)
-        except (TypeError, ValueError, RecursionError):
-            return body
-        if json_guard.depth_bound(text) > json_guard.MAX_DEPTH:
-            return error_document(text)
-    return body
-
-
 def provider_message(exc: BaseException) -> str:
-    """The provider's own error message (:func:`error_message` of the body the SDK kept), never the SDK's
-    own wording of it (``Error code: ... - {...}``, which differs between SDKs and their versions). An
-    error with no body from a server (a connection error) is said in its own words.
+    """The provider's own error message (:func:`~backends.providers.answers.error_body.error_message` of
+    the body the SDK kept), never the SDK's own wording of it (``Error code: ... - {...}``, which differs
+    between SDKs and their versions). An error with no body from a server (a connection error) is said in
+    its own words.
 
     A body the SDK could not parse (nested past Python's recursion limit, the SDK keeps it as its
     text) is read through the guard, so the message beside a hostile part survives on every path."""
-    body = _body(exc)
+    body = body_of(exc)
     if body is not None or isinstance(exc, sdk_errors("APIStatusError")):
         return error_message(body) or "no message"
     msg = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return _kept(str(msg))
+    return kept(str(msg))
 
 
 def _sentence(s: str) -> str:
@@ -322,7 +114,7 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
 
 
 def _body_type(exc: BaseException) -> str | None:
-    body = _body(exc)
+    body = body_of(exc)
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict):

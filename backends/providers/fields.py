@@ -25,6 +25,6 @@ def field(obj: Any, name: str) -> Any:
 def require_object(item: Any) -> None:
     """Raise TypeError for a streamed event that is not a JSON object: the SDKs hand ``null``, a list, a
     number or a string over as they are, where the lean readers' dict lookups fail; either way
-    :func:`backends.providers.errors.shape_checked` then reports the chunk as not this API's event."""
+    :func:`backends.providers.answers.stream_shape.shape_checked` then reports the chunk as not this API's event."""
     if item is None or isinstance(item, list | str | int | float):
         raise TypeError(f"not an event: {type(item).__name__}")

@@ -33,7 +33,8 @@ from typing import Any, TypeVar, cast
 import httpx2
 
 from backends.base import ChatRequest
-from backends.providers.errors import ErrorAnswer, ErrorContext, error_answer, failed_from_exception
+from backends.providers.answers.error_body import ErrorAnswer, error_answer
+from backends.providers.errors import ErrorContext, failed_from_exception
 from backends.transport.http import DEFAULT_TIMEOUT_S, NO_KEY, InstrumentedHTTP, Probe, needs_ca_bundle
 from telemetry import events as ev
 from telemetry import json_guard

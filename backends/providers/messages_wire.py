@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from backends.base import ChatRequest
-from backends.providers.errors import count, shape_checked
+from backends.providers.answers.stream_shape import count, shape_checked
 from backends.providers.fields import field
 from backends.providers.hosted import TurnState
 from backends.providers.tools_wire import messages_messages, messages_tools, text_id

@@ -30,6 +30,7 @@ import httpx2
 import openai
 
 from backends.base import ChatRequest
+from backends.providers.answers.stream_shape import check_stream, count, shape_checked
 from backends.providers.chat_wire import (
     SERVER_FIELDS,
     STREAM_OPTIONS_NOT_SENT,
@@ -38,7 +39,6 @@ from backends.providers.chat_wire import (
     ChatWire,
     server_events_raw,
 )
-from backends.providers.errors import check_stream, count, shape_checked
 from backends.providers.fields import field
 from backends.providers.hosted import HostedBackend, TurnState, guarded_client, openai_parses
 from backends.providers.tools_wire import text_id

@@ -15,7 +15,7 @@ import httpx2
 import openai
 
 from backends.base import ChatRequest
-from backends.providers.errors import check_stream, count, shape_checked
+from backends.providers.answers.stream_shape import check_stream, count, shape_checked
 from backends.providers.fields import require_object
 from backends.providers.hosted import HostedBackend, TurnState, guarded_client, openai_parses
 from backends.providers.responses_wire import REASONING_DELTAS, TEXT_DELTAS, ResponsesWire

@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from backends.base import ChatRequest
+from backends.providers.answers.error_body import error_message, label, words
+from backends.providers.answers.stream_shape import count, shape_checked
 from backends.providers.chat_wire import per_request_events
-from backends.providers.errors import count, error_message, label, shape_checked, words
 from backends.providers.fields import field
 from backends.providers.hosted import TurnState
 from backends.providers.tools_wire import responses_input, responses_tools, text_id

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from telemetry.export import genai
+from telemetry.export import genai, genai_instruments, genai_points, genai_spans, genai_values
 from telemetry.record import TurnRecord
 
 SPAN_KIND_INTERNAL = 1
@@ -45,7 +45,7 @@ def resource(service_name: str = "ttft") -> dict[str, Any]:
     return {"attributes": attributes({"service.name": service_name, "telemetry.sdk.language": "python"})}
 
 
-def _span(s: genai.Span, trace_id: str, span_id: str, parent: str | None, kind: int) -> dict[str, Any]:
+def _span(s: genai_spans.Span, trace_id: str, span_id: str, parent: str | None, kind: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "traceId": trace_id,
         "spanId": span_id,
@@ -73,20 +73,20 @@ def turn_spans(rec: TurnRecord, *, capture_content: bool = False, used: set[str]
     ``used`` holds the trace ids already written to this document; a record whose identity repeats
     one gets the next salted id, so two turns never share a trace (or their children a parent).
     """
-    root = genai.turn_span(rec, capture_content=capture_content)
+    root = genai_spans.turn_span(rec, capture_content=capture_content)
     if root is None:
         return []
     salt = 0
-    trace_id, root_id = genai.trace_ids(rec)
+    trace_id, root_id = genai_spans.trace_ids(rec)
     while used is not None and trace_id in used:
         salt += 1
-        trace_id, root_id = genai.trace_ids(rec, salt)
+        trace_id, root_id = genai_spans.trace_ids(rec, salt)
     if used is not None:
         used.add(trace_id)
     out = [_span(root, trace_id, root_id, None, _kind(root, SPAN_KIND_CLIENT))]
     n = 0
 
-    def children(parent: genai.Span, parent_id: str) -> None:
+    def children(parent: genai_spans.Span, parent_id: str) -> None:
         """Depth first, each span the next id after the root's (a turn's children: root + 1, + 2, ...)."""
         nonlocal n
         for child in parent.children:
@@ -99,7 +99,7 @@ def turn_spans(rec: TurnRecord, *, capture_content: bool = False, used: set[str]
     return out
 
 
-def _kind(s: genai.Span, by_place: int) -> int:
+def _kind(s: genai_spans.Span, by_place: int) -> int:
     return {"client": SPAN_KIND_CLIENT, "internal": SPAN_KIND_INTERNAL}[s.kind] if s.kind else by_place
 
 
@@ -154,19 +154,19 @@ def metrics_document(
     cumulative; ``legacy`` (default: :func:`genai.legacy_names` of the environment) adds the 1.44.0 names."""
     if legacy is None:
         legacy = genai.legacy_names()
-    instruments = genai.INSTRUMENTS if legacy else genai.CURRENT
+    instruments = genai_instruments.INSTRUMENTS if legacy else genai_instruments.CURRENT
     series: dict[str, dict[tuple[tuple[str, Any], ...], _Series]] = {h.name: {} for h in instruments}
     first: int | None = None
     last: int | None = None
     n = 0
     for rec in records:
         n += 1
-        sent, end = genai.sent_unix_ns(rec), genai.turn_end_unix_ns(rec)
+        sent, end = genai_values.sent_unix_ns(rec), genai_values.turn_end_unix_ns(rec)
         if sent is not None:
             first = sent if first is None else min(first, sent)
         if end is not None:
             last = end if last is None else max(last, end)
-        for p in genai.turn_points(rec, legacy=legacy):
+        for p in genai_points.turn_points(rec, legacy=legacy):
             key = tuple(sorted(p.attributes.items()))
             s = series[p.metric.name].setdefault(key, _Series(p.metric.bounds, p.attributes))
             s.add(p.value)

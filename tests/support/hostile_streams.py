@@ -253,7 +253,7 @@ def hostile_body(draw: st.DrawFn, api: str, max_events: int = 3) -> list[bytes]:
 def outcome(rec: dict[str, Any]) -> dict[str, Any]:
     """What must not depend on the reader: the record less its times (and the loopback port). The error's
     words are whole: every path quotes a chunk and words a server's error through one function
-    (``backends.providers.errors.wire_text``)."""
+    (``backends.providers.answers.error_body.wire_text``)."""
     err = rec.get("error") or {}
     message = re.sub(r"127\.0\.0\.1:\d+", "HOST", err.get("message") or "")
     return {

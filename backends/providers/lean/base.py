@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from backends.providers.errors import MalformedStream, check_content_type
+from backends.providers.answers.stream_shape import MalformedStream, check_content_type
 from backends.providers.hosted import HostedBackend
 from backends.providers.lean.retry import OPENAI, RetryPolicy
 from backends.providers.lean.sdk_errors import APIConnectionError, APIStatusError, APITimeoutError, status_error

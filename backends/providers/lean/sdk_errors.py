@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import httpx2
 
-from backends.providers.errors import ERROR_BODY_MAX
+from backends.providers.answers.error_body import ERROR_BODY_MAX
 from telemetry import json_guard
 
 

@@ -20,7 +20,7 @@ import pytest
 from backends.finish import finish_turn
 from backends.otel import push as otel
 from backends.turn import new_recorder, run_turn
-from telemetry.export import genai
+from telemetry.export import genai, genai_values
 from telemetry.record import chunk_times_ms
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.agent_server import AgentServer, Call, Step
@@ -88,7 +88,7 @@ def assert_span_is_the_record(span: Any, rec: dict[str, Any], rx: OtlpReceiver) 
     a = attrs(span.attributes)
     assert span.name == f"chat {rec['model']}" and span.kind == span.SPAN_KIND_CLIENT
     assert abs(span.start_time_unix_nano - time.time_ns()) < 300 * 1_000_000_000  # a real wall-clock time
-    assert span.start_time_unix_nano == genai.unix_ns(rec["sent_at"])
+    assert span.start_time_unix_nano == genai_values.unix_ns(rec["sent_at"])
     ev = rec["events_ms"]
     assert (span.end_time_unix_nano - span.start_time_unix_nano) / MS == pytest.approx(ev["end"], abs=0.002)
     assert a["gen_ai.response.time_to_first_chunk"] == pytest.approx(rec["metrics"]["ttft_ms"] / 1000, abs=1e-9)
@@ -380,7 +380,7 @@ def test_a_tool_using_turn_arrives_as_an_agent_span_with_its_steps(
     spans = rx.spans()
     (root,) = [s for s in spans if not s.parent_span_id]
     assert root.name == "invoke_agent" and root.kind == root.SPAN_KIND_INTERNAL
-    assert root.start_time_unix_nano == genai.unix_ns(rec["sent_at"])
+    assert root.start_time_unix_nano == genai_values.unix_ns(rec["sent_at"])
     assert (root.end_time_unix_nano - root.start_time_unix_nano) / MS == pytest.approx(
         rec["events_ms"]["end"], abs=0.002
     )

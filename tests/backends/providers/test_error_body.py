@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from backends.providers.errors import error_answer
+from backends.providers.answers.error_body import error_answer
 from backends.providers.lean.chat import LeanChatBackend
 from backends.transport.http import BODY_HEAD_MAX, Probe
 from tests.fakes import FakeServer, Schedule, fake_server_fixture  # noqa: F401

@@ -198,12 +198,12 @@ async def test_key_is_scrubbed_from_errors(fake_server: FakeServer) -> None:
 def test_a_long_message_masks_a_key_that_straddles_its_cut() -> None:
     """A server's message is cut at MESSAGE_MAX characters; a known key crossing that point is masked
     first, so none of its characters is kept (cut first, its head would no longer match the key)."""
-    from backends.providers.errors import MESSAGE_MAX, _kept
+    from backends.providers.answers.error_body import MESSAGE_MAX, kept
     from telemetry.log.secrets import remember
 
     key = "sk-straddle-" + "k" * 40
     remember(key)
     message = "x" * (MESSAGE_MAX - 10) + key + " tail" * 50
-    kept = _kept(message)
-    assert "sk-straddle" not in kept and "***" in kept
-    assert kept.endswith("more characters not kept)")
+    said = kept(message)
+    assert "sk-straddle" not in said and "***" in said
+    assert said.endswith("more characters not kept)")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from backends.providers.errors import MESSAGE_MAX
+from backends.providers.answers.error_body import MESSAGE_MAX
 from backends.providers.lean.chat import LeanChatBackend
 from telemetry.json_guard import MAX_DEPTH
 from tests.fakes import FakeServer, Schedule, fake_server_fixture  # noqa: F401

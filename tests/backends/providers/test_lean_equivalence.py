@@ -403,7 +403,7 @@ def test_lean_fast_translation_of_plain_chunks_matches_the_general_one() -> None
     """The lean reader's shortcut for a plain text chunk gives the general walk's events and state."""
     import random
 
-    from backends.providers.errors import MalformedStream
+    from backends.providers.answers.stream_shape import MalformedStream
     from backends.providers.hosted import TurnState
     from backends.providers.lean.chat import LeanChatBackend
     from backends.think import ThinkSplitter

@@ -13,7 +13,7 @@ import pytest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AGGREGATION_TEMPORALITY_CUMULATIVE
 
 from telemetry import events as ev
-from telemetry.export import genai
+from telemetry.export import genai, genai_spans, genai_values
 from telemetry.export.formats import export
 from telemetry.log.turns import SessionLog
 from telemetry.record import TurnRecord
@@ -70,7 +70,7 @@ def test_spans_carry_the_turn_with_real_times(records: list[dict[str, Any]], tmp
     ok = roots[0]
     rec = records[0]
     assert ok.kind == ok.SPAN_KIND_CLIENT and len(ok.trace_id) == 16 and len(ok.span_id) == 8
-    assert ok.start_time_unix_nano == genai.unix_ns(rec["sent_at"])
+    assert ok.start_time_unix_nano == genai_values.unix_ns(rec["sent_at"])
     assert (ok.end_time_unix_nano - ok.start_time_unix_nano) / MS == pytest.approx(rec["metrics"]["total_ms"], abs=1e-3)
     a = attrs(ok.attributes)
     assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.provider.name"] == "openai"
@@ -214,7 +214,7 @@ def test_old_records_and_either_chunk_shape(records: list[dict[str, Any]], tmp_p
     (p,) = metrics["gen_ai.client.inference.time_per_output_chunk"].histogram.data_points
     assert p.count == 12
     root = _traces([old], tmp_path).resource_spans[0].scope_spans[0].spans[0]
-    assert root.start_time_unix_nano == genai.unix_ns(old["started_at"])
+    assert root.start_time_unix_nano == genai_values.unix_ns(old["started_at"])
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
@@ -263,7 +263,7 @@ def test_odd_records_give_a_valid_document_not_an_error(records: list[dict[str, 
     doc = parse_traces_json(out.read_text())
     roots = [s for s in doc.resource_spans[0].scope_spans[0].spans if not s.parent_span_id]
     assert len(roots) == 4
-    assert roots[0].start_time_unix_nano == genai.unix_ns(ok["started_at"])
+    assert roots[0].start_time_unix_nano == genai_values.unix_ns(ok["started_at"])
     a = attrs(roots[1].attributes)
     assert "gen_ai.response.time_to_first_chunk" not in a
     assert "server.address" not in attrs(roots[2].attributes)
@@ -314,9 +314,10 @@ def test_trace_ids_key_on_the_logged_identity(records: list[dict[str, Any]]) -> 
     d = records[0]
     key = "/".join(str(d[k]) for k in ("session_id", "turn_index", "started_at", "sent_at", "provider", "model"))
     digest = hashlib.sha256(f"{key}/{d['base_url']}/3".encode()).hexdigest()
-    assert genai.trace_ids(TurnRecord.from_dict(d), 3) == (digest[:32], digest[32:48])
+    assert genai_spans.trace_ids(TurnRecord.from_dict(d), 3) == (digest[:32], digest[32:48])
     assert (
-        genai.trace_ids(TurnRecord.from_dict(d | {"sent_at": None}))[0] != genai.trace_ids(TurnRecord.from_dict(d))[0]
+        genai_spans.trace_ids(TurnRecord.from_dict(d | {"sent_at": None}))[0]
+        != genai_spans.trace_ids(TurnRecord.from_dict(d))[0]
     )
 
 
@@ -349,7 +350,7 @@ def test_times_past_what_otlp_carries_are_dropped_not_the_batch(records: list[di
     roots = [s for s in spans if not s.parent_span_id]
     assert len(roots) == 2  # the year-9999 turn has no time OTLP can carry: no span, as an unreadable clock
     assert all(0 <= s.start_time_unix_nano <= s.end_time_unix_nano < 2**64 for s in spans)
-    assert roots[1].start_time_unix_nano == genai.sent_unix_ns(TurnRecord.from_dict(far))
+    assert roots[1].start_time_unix_nano == genai_values.sent_unix_ns(TurnRecord.from_dict(far))
     (sm,) = parse_metrics_json(_export_metrics([ok, far, future], tmp_path)).resource_metrics[0].scope_metrics
     assert sm.metrics
 

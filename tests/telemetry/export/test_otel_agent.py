@@ -13,7 +13,7 @@ import pytest
 
 from telemetry import events as ev
 from telemetry.agent.steps import ToolStep, join_turn
-from telemetry.export import genai
+from telemetry.export import genai, genai_instruments, genai_values
 from telemetry.export.formats import export
 from telemetry.record import ErrorInfo, TurnRecord
 from tests.fakes.otlp_receiver import attrs, parse_metrics_json, parse_traces_json
@@ -77,7 +77,7 @@ def test_a_tool_using_turn_is_an_agent_span_with_a_child_per_step(tmp_path: Path
     spans = _spans([rec], tmp_path)
     (root,) = [s for s in spans if not s.parent_span_id]
     assert root.name == "invoke_agent" and root.kind == root.SPAN_KIND_INTERNAL  # the loop runs in ttft
-    assert root.start_time_unix_nano == genai.unix_ns(rec["sent_at"])
+    assert root.start_time_unix_nano == genai_values.unix_ns(rec["sent_at"])
     assert _rel(root, root) == (0.0, rec["metrics"]["total_ms"]) == (0.0, 560.0)
     a = attrs(root.attributes)
     assert a["gen_ai.operation.name"] == "invoke_agent" and a["gen_ai.provider.name"] == "openai"
@@ -142,8 +142,8 @@ def test_the_tool_and_agent_histograms_and_each_model_step_as_an_inference(
     search = by_tool["search"]
     assert attrs(search.attributes) == {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "search"}
     assert (search.count, search.sum) == (1, pytest.approx(0.25))
-    assert list(search.explicit_bounds) == list(genai.DURATION_BOUNDS)
-    assert list(search.bucket_counts)[genai.DURATION_BOUNDS.index(0.32)] == 1  # 0.25 s: in (0.16, 0.32]
+    assert list(search.explicit_bounds) == list(genai_instruments.DURATION_BOUNDS)
+    assert list(search.bucket_counts)[genai_instruments.DURATION_BOUNDS.index(0.32)] == 1  # 0.25 s: in (0.16, 0.32]
     assert attrs(by_tool["boom"].attributes)["error.type"] == "tool_error" and by_tool["boom"].sum == pytest.approx(
         0.035
     )
@@ -158,7 +158,7 @@ def test_the_tool_and_agent_histograms_and_each_model_step_as_an_inference(
         "gen_ai.request.model": "m",
     }
     assert agent["tool_not_allowed"].sum == pytest.approx(0.06)
-    assert list(agent[None].explicit_bounds) == list(genai.AGENT_DURATION_BOUNDS)
+    assert list(agent[None].explicit_bounds) == list(genai_instruments.AGENT_DURATION_BOUNDS)
     # each model step is one inference: its own duration and TTFT, its chunk gaps (never the tool's gap)
     (dur,) = metrics["gen_ai.client.inference.duration"].histogram.data_points
     assert (dur.count, dur.sum) == (3, pytest.approx(0.16 + 0.14 + 0.06))
