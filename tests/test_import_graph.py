@@ -142,7 +142,7 @@ SUB_ALLOWED: dict[str, set[str]] = {
     "backends.transport": set(),
     "backends.local": set(),
     "backends.otel": set(),
-    "backends.probe": set(),
+    "backends.probe": {"backends.providers"},
     "backends.agent": {"backends.providers"},
     "backends.mcp": {"backends.agent", "backends.providers"},
     "backends.providers": {"backends.transport", "backends.local"},
