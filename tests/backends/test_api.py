@@ -37,7 +37,8 @@ def srv():
 
 
 def _logged(data: Path) -> list[dict]:
-    return [json.loads(line) for f in sorted((data / "sessions").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    files = sorted((data / "sessions").glob("*.jsonl"))
+    return [json.loads(line) for f in files for line in f.read_text().splitlines()]
 
 
 def test_resolve_is_the_registrys_target_and_a_bad_spec_is_ttfts_error(srv: FakeServer, env: Path) -> None:
