@@ -142,7 +142,7 @@ SUB_ALLOWED: dict[str, set[str]] = {
     "backends.transport": set(),
     "backends.local": set(),
     "backends.otel": set(),
-    "backends.probe": set(),
+    "backends.probe": {"backends.providers"},
     "backends.agent": {"backends.providers"},
     "backends.mcp": {"backends.agent", "backends.providers"},
     "backends.providers": {"backends.transport", "backends.local"},
@@ -155,8 +155,9 @@ SUB_ALLOWED: dict[str, set[str]] = {
     "tui.chat": {"tui.compare", "tui.widgets", "tui.screens"},
     "tui.commands": {"tui.chat", "tui.compare", "tui.report"},
 }
-# The one root module above its own package's sub-packages: the entry point, which dispatches to them.
-ENTRY_POINTS = {"tui.cli"}
+# The root modules above their own package's sub-packages: the entry points, which dispatch to them
+# (the CLI, and the Python API: the library's front door).
+ENTRY_POINTS = {"tui.cli", "backends.api"}
 
 
 def part_of(name: str) -> str:

@@ -72,7 +72,9 @@ class Design:
 
 
 @dataclass(frozen=True, slots=True)
-class ProbePlan:
+class Schedule:
+    """The designed experiment: the design and its steps, in the order they are sent."""
+
     design: Design
     steps: tuple[Step, ...]
     quick: bool
@@ -151,7 +153,7 @@ def _steps(d: Design, seed: int) -> tuple[Step, ...]:
 
 def make_plan(
     context_tokens: int | None = None, *, quick: bool = False, budget: int | None = None, seed: int | None = None
-) -> ProbePlan:
+) -> Schedule:
     """The plan, shrunk to ``budget`` tokens when one is given; BudgetError when even the least cannot fit.
 
     ``seed`` None (a run's default) draws new texts: a server's prompt cache outlives a probe (OpenAI's
@@ -160,7 +162,7 @@ def make_plan(
     if seed is None:
         seed = secrets.randbits(32)
     d = design_for(context_tokens, quick)
-    plan = ProbePlan(d, _steps(d, seed), quick)
+    plan = Schedule(d, _steps(d, seed), quick)
     while budget is not None and plan.tokens > budget:
         if d.trials > MIN_TRIALS:
             d = Design(d.inputs, d.cache_prefix, d.outputs, d.trials - 1)
@@ -174,7 +176,7 @@ def make_plan(
                 f"the smallest probe needs about {plan.tokens:,} tokens ({plan.requests} requests), "
                 f"more than the budget of {budget:,}"
             )
-        plan = ProbePlan(d, _steps(d, seed), quick)
+        plan = Schedule(d, _steps(d, seed), quick)
     return plan
 
 

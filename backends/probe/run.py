@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from backends.base import Backend, ChatRequest, Message
-from backends.probe.plan import ProbePlan, Step, prompt_text
+from backends.probe.plan import Schedule, Step, prompt_text
 from backends.turn import new_recorder, run_turn
 from telemetry.errors import TtftError
 from telemetry.log.turns import SessionLog, new_session_id
@@ -26,11 +26,12 @@ ENGINE_PREFILL_KEYS = {"llama.cpp": "prompt_eval_ms", "llama-server": "prompt_ms
 
 
 @dataclass(frozen=True, slots=True)
-class ProbeResult:
-    plan: ProbePlan
+class ProbeRun:
+    plan: Schedule
     fit: ProbeFit
     engine_prefill_per_1k: Estimate | None  # llama.cpp's t_p_eval per 1k tokens, where the engine reports it
     records: tuple[dict[str, Any], ...]
+    session_id: str
 
 
 class WarmupFailed(TtftError, RuntimeError):
@@ -65,14 +66,14 @@ def point_of(step: Step, record: TurnRecord) -> ProbePoint:
     )
 
 
-async def run_probe(
+async def run_steps(
     backend: Backend,
-    plan: ProbePlan,
+    plan: Schedule,
     *,
     log: SessionLog | None = None,
     on_turn: Callable[[int, Step, TurnRecord], None] | None = None,
     settings: TurnSettings | None = None,
-) -> ProbeResult:
+) -> ProbeRun:
     """Every step of ``plan`` in order, then the fit of the points. WarmupFailed when the first request fails."""
     base = settings or TurnSettings()
     session_id = log.session_id if log is not None else f"probe-{new_session_id()}"
@@ -95,4 +96,4 @@ async def run_probe(
             continue
         points.append(point_of(step, record))
     fit = fit_probe(points)
-    return ProbeResult(plan, fit, engine_prefill_per_1k(points), tuple(records))
+    return ProbeRun(plan, fit, engine_prefill_per_1k(points), tuple(records), session_id)

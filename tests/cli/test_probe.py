@@ -152,7 +152,7 @@ def test_a_local_model_scales_the_plan_to_the_smaller_of_its_contexts() -> None:
     import asyncio
     from types import SimpleNamespace
 
-    from tui.commands.probe import _context
+    from backends.probe.orchestrate import model_context as _context  # moved below the CLI
 
     async def load() -> dict:
         return {"n_ctx": 4096, "n_ctx_train": 2048}

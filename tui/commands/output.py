@@ -4,16 +4,11 @@ summary and notes on stderr unless ``-q``. Errors are never silenced."""
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import sys
 from typing import Any
 
+from telemetry.export.json_text import json_text
 from tui.format import visible_controls
-
-# JSON escapes C0 itself; DEL and C1 (0x9b is a CSI) it leaves raw with ensure_ascii=False, and the
-# bidi embeddings, overrides and isolates too (tui.format.BIDI_CONTROLS): all escaped here, as \u202e.
-_JSON_RAW_CONTROLS = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def add_output_flags(p: argparse.ArgumentParser, json_help: str) -> None:
@@ -22,13 +17,6 @@ def add_output_flags(p: argparse.ArgumentParser, json_help: str) -> None:
     p.add_argument(
         "-q", "--quiet", action="store_true", help="no summary or progress on stderr (errors are still said)"
     )
-
-
-def json_text(doc: Any) -> str:
-    """One JSON document, indented, every control character (and bidi control) escaped: the same values,
-    safe on a terminal."""
-    text = json.dumps(doc, ensure_ascii=False, indent=2, default=str)
-    return _JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def print_json(doc: Any) -> None:

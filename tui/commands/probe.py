@@ -23,7 +23,7 @@ from tui.commands.args import model_spec, positive_int
 from tui.commands.exits import Exit, for_error_kind
 from tui.commands.flags import add_local_flags, add_turn_flags, local_extra, local_flags_problem, settings_from_args
 from tui.commands.help import examples
-from tui.commands.output import add_output_flags, json_text, print_json
+from tui.commands.output import add_output_flags, print_json
 from tui.format import visible_controls
 
 USAGE_ERROR = int(Exit.USAGE)
@@ -60,92 +60,83 @@ def _err(msg: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from backends.probe.plan import BudgetError, make_plan
-    from backends.providers.registry import ProviderError, create_backend, default_spec, is_local_spec
+    from backends.probe.orchestrate import ModelLoadFailed, OutDirError, run_probe
+    from backends.probe.plan import BudgetError
+    from backends.probe.run import WarmupFailed
+    from backends.providers.registry import ProviderError, default_spec, is_local_spec
 
     spec = args.model or default_spec()
     try:
         if (problem := local_flags_problem(args, is_local_spec(spec))) is not None:
             _err(problem)
             return USAGE_ERROR
-        # the engine's options as the turns' settings give them: the load before the plan is the turns' own
-        backend = create_backend(
-            spec, base_url=args.base_url, timeout_s=args.timeout, lean=not args.sdk, **local_extra(args)
-        )
-    except ProviderError as err:
-        _err(f"{err.message}{' ' + err.hint if err.hint else ''}")
-        return for_error_kind(err.kind)
-    try:
-        return asyncio.run(_probe(args, backend, make_plan, BudgetError))
-    except KeyboardInterrupt:
-        _err("interrupted; nothing saved")
-        return Exit.INTERRUPTED
-
-
-async def _context(backend: Any) -> int | None:
-    """A local model's context window (the plan must fit in it); None for a hosted API."""
-    load = getattr(backend, "load", None)
-    if load is None:
-        return None
-    info = await load()
-    sizes = [info.get(k) for k in ("n_ctx", "n_ctx_train")] if isinstance(info, dict) else []
-    known = [n for n in sizes if isinstance(n, int) and n > 0]
-    return min(known) if known else None  # the context the engine opened, never past what the model was trained on
-
-
-async def _probe(args: argparse.Namespace, backend: Any, make_plan: Any, budget_error: type[Exception]) -> int:
-    from backends.probe.run import WarmupFailed, run_probe
-    from telemetry.log.turns import SessionLog, new_session_id
-
-    try:
+        plan = plan_of(args, spec)
+        progress = _Progress(args.quiet)
         try:
-            context = await _context(backend)
-        except Exception as exc:  # a local model that does not load: its own message, no traceback
-            _err(f"could not load the model: {getattr(exc, 'message', None) or exc}")
-            return Exit.FAILED
-        try:
-            plan = make_plan(context, quick=args.quick, budget=args.budget)
-        except budget_error as exc:
-            _err(f"{exc}; raise --budget or use --quick")
-            return USAGE_ERROR
-        who = f"{backend.provider}:{backend.model}"
-        if not args.quiet:
-            _err(f"{who}: {plan.summary()}")
-        log = None
-        if args.out is not None:
-            try:
-                args.out.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                _err(f"cannot create {args.out}: {exc.strerror or exc}")
-                return Exit.NOT_SAVED
-            log = SessionLog(f"probe-{new_session_id()}", directory=args.out)
-        try:
-            result = await run_probe(
-                backend, plan, log=log, on_turn=_progress(plan.requests, args.quiet), settings=settings_from_args(args)
-            )
+            result = asyncio.run(run_probe(plan, on_plan=progress.plan, on_turn=progress.turn))
         except WarmupFailed as exc:
             _done_progress()
             _err(str(exc))
             return Exit.FAILED
-        _done_progress()
-    finally:
-        await backend.aclose()
-    return _report(args, backend, result, log)
+    except ProviderError as err:
+        _err(f"{err.message}{' ' + err.hint if err.hint else ''}")
+        return for_error_kind(err.kind)
+    except ModelLoadFailed as exc:
+        _err(str(exc))
+        return Exit.FAILED
+    except BudgetError as exc:
+        _err(f"{exc}; raise --budget or use --quick")
+        return USAGE_ERROR
+    except OutDirError as exc:
+        _err(str(exc))
+        return Exit.NOT_SAVED
+    except KeyboardInterrupt:
+        _err("interrupted; nothing saved")
+        return Exit.INTERRUPTED
+    _done_progress()
+    return _report(args, result)
 
 
-def _progress(total: int, quiet: bool = False) -> Any:
-    shown = sys.stderr.isatty() and not quiet
+def plan_of(args: argparse.Namespace, spec: str) -> Any:
+    """The flags as a ProbePlan (ProviderError when ``-m`` or ``--base-url`` does not resolve); the
+    engine's options as the turns' settings give them: the load before the schedule is the turns' own."""
+    from backends.probe.orchestrate import ProbePlan
+    from backends.providers.registry import resolve
 
-    def on_turn(i: int, step: Any, record: Any) -> None:
-        if not shown:
+    return ProbePlan(
+        target=resolve(spec, base_url=args.base_url),
+        quick=args.quick,
+        budget=args.budget,
+        settings=settings_from_args(args),
+        out=args.out,
+        sdk=args.sdk,
+        timeout_s=args.timeout,
+        local_options=local_extra(args),
+    )
+
+
+class _Progress:
+    """The plan's summary on stderr before the first request (unless ``-q``), then one line that each
+    turn rewrites, on a terminal only."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.shown = sys.stderr.isatty() and not quiet
+        self.total = 0
+
+    def plan(self, who: str, schedule: Any) -> None:
+        self.total = schedule.requests
+        if not self.quiet:
+            _err(f"{who}: {schedule.summary()}")
+
+    def turn(self, i: int, step: Any, record: Any) -> None:
+        if not self.shown:
             return
         m = record.metrics
         ttft = fmt_ms(m.ttft_ms) if m.ttft_ms is not None else record.status
         what = step.kind or "warm-up"
-        sys.stderr.write(f"\r\x1b[K  {i + 1}/{total} {what}: TTFT {ttft}")
+        sys.stderr.write(f"\r\x1b[K  {i + 1}/{self.total} {what}: TTFT {ttft}")
         sys.stderr.flush()
-
-    return on_turn
 
 
 def _done_progress() -> None:
@@ -154,40 +145,38 @@ def _done_progress() -> None:
         sys.stderr.flush()
 
 
-def _report(args: argparse.Namespace, backend: Any, result: Any, log: Any) -> int:
+def _report(args: argparse.Namespace, result: Any) -> int:
     from telemetry.probe.fit import curvature_note, levers
-    from telemetry.probe.store import save_probe
     from tui.report.figures import probe_chart
 
     fit = result.fit
-    data = fit.to_dict()
-    chart = probe_chart(fit, f"TTFT by input tokens · {backend.provider}:{backend.model}")
+    chart = probe_chart(fit, f"TTFT by input tokens · {result.provider}:{result.model}")
     if args.json:
-        print_json({"schema": "ttft.probe/1", **data})
+        print_json(result.to_dict())
     else:
         print(visible_controls(chart.terminal()))
         for line in figure_lines(fit, result.engine_prefill_per_1k):
             print(line)
         if note := curvature_note(fit):
             print(note)
-        print(levers(fit, result.plan.design.cache_prefix))
+        print(levers(fit, result.schedule.design.cache_prefix))
     not_saved = False  # a file asked for that is missing is exit 3, as on every command
-    for err in getattr(log, "write_errors", ()):
-        _err(str(err))
+    for err in result.log_errors:
+        _err(err)
         not_saved = True
     if args.out is not None:
         try:
             (args.out / "probe.svg").write_text(chart.svg(), encoding="utf-8")
-            (args.out / "probe.json").write_text(json_text(data) + "\n", encoding="utf-8")
+            result.save(args.out)  # probe.json; the turns are there already
         except OSError as exc:
             _err(f"could not write to {args.out}: {exc.strerror or exc}")
             not_saved = True
-    if fit.base_ttft_ms is None and fit.output_ms_per_100_tokens is None:
+    if not result.fitted:
         _err("not enough successful turns to fit anything; nothing saved")
         return Exit.FAILED
     if not args.no_save:
         try:
-            path = save_probe(backend.provider, backend.model, backend.base_url, fit)
+            path = result.save_fit()
         except OSError as exc:
             _err(f"could not save the probe: {exc.strerror or exc}")
             not_saved = True

@@ -1,0 +1,166 @@
+"""The library's front door: ttft from Python, through the same core as the CLI.
+
+``resolve`` turns a spec into the registry's typed Target; ``run_turn`` (and its async twin
+``arun_turn``) runs one turn as ``ttft ask`` does (:func:`backends.turn.run_turn`, ended by
+:mod:`backends.finish`, written to the session log unless ``log=False``) and returns its
+``TurnRecord``; ``run_probe`` runs :func:`backends.probe.orchestrate.run_probe`, as ``ttft
+probe`` does; ``turns_frame`` gives records as a pandas DataFrame typed as the exports are.
+Nothing here is a second implementation: each function is the CLI's own, minus the printing.
+Every failure ttft knows is a :class:`TtftError` (a bad spec: its ``ProviderError``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Callable, Coroutine, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields, replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from backends.base import build_request
+from backends.probe.orchestrate import ProbePlan, ProbeResult
+from backends.probe.orchestrate import run_probe as _run_probe
+from backends.providers.registry import ProviderError, Target, create_backend
+from backends.providers.registry import resolve as _resolve
+from backends.turn import new_recorder
+from backends.turn import run_turn as _run_turn
+from telemetry import events as ev
+from telemetry.errors import TtftError
+from telemetry.export import formats, table
+from telemetry.log.turns import SessionLog, new_session_id
+from telemetry.record import TurnRecord
+from telemetry.settings import TurnSettings
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "ProbePlan",
+    "ProbeResult",
+    "ProviderError",
+    "Target",
+    "TtftError",
+    "TurnRecord",
+    "TurnSettings",
+    "arun_probe",
+    "arun_turn",
+    "resolve",
+    "run_probe",
+    "run_turn",
+    "turn_settings",
+    "turns_frame",
+]
+# The bench's BenchPlan / run_bench join this front door here (issue 30, item 4; another change).
+
+T = TypeVar("T")
+SETTINGS = frozenset(f.name for f in fields(TurnSettings))
+TARGET_SETTINGS = frozenset({"timeout", "headers"})  # a Target's own connection settings
+
+
+def resolve(spec: str, base_url: str | None = None, **settings: Any) -> Target:
+    """``-m spec`` (and ``--base-url``) as the registry resolves it: a frozen Target (no key in it).
+
+    ``settings``: the Target's connection settings to override (``timeout`` in seconds, ``headers``).
+    ProviderError (a TtftError) for a spec that does not parse, an unknown provider or a bad URL."""
+    unknown = set(settings) - TARGET_SETTINGS
+    if unknown:
+        raise TypeError(f"resolve() got unknown settings {sorted(unknown)}; it takes {sorted(TARGET_SETTINGS)}")
+    target = _resolve(spec, base_url=base_url)
+    return replace(target, **settings) if settings else target
+
+
+def turn_settings(**settings: Any) -> TurnSettings:
+    """The keyword arguments as TurnSettings (``temperature=0.2, max_output_tokens=64, ...``);
+    TypeError naming any that is not one of its fields."""
+    unknown = set(settings) - SETTINGS
+    if unknown:
+        raise TypeError(f"unknown turn settings {sorted(unknown)}; the settings are {sorted(SETTINGS)}")
+    return TurnSettings(**settings)
+
+
+async def arun_turn(
+    target: Target | str,
+    prompt: str,
+    *,
+    system: str | None = None,
+    log: bool = True,
+    session: str | None = None,
+    sdk: bool = False,
+    timeout_s: float | None = None,
+    on_event: Callable[[ev.Event], None] | None = None,
+    **settings: Any,
+) -> TurnRecord:
+    """One turn, as ``ttft ask`` runs it; the record as logged.
+
+    ``target``: a Target, or a spec resolved here. ``system``: the system prompt. ``log``: append the
+    turn to the session log (``session``: that session's id; default a new one), as ``ttft ask`` does.
+    ``sdk``: read with the API's SDK rather than ttft's own reader. ``on_event``: each event as it
+    arrives (the answer's text is in ``TextDelta`` events). ``settings``: TurnSettings' fields.
+
+    A turn that fails at the server is a record with ``status == "error"``, never an exception; a
+    target that cannot be reached as given (bad spec, no key) raises ProviderError. The local engine
+    runs in this process (``ttft ask`` gives it a process of its own).
+    """
+    submitted = ev.now_ns()  # ttft's own delay runs from this call to the send, as from ask's start
+    request = build_request(prompt, system=system, settings=turn_settings(**settings))
+    resolved = target if isinstance(target, Target) else _resolve(target)
+    backend = create_backend(resolved, timeout_s=timeout_s, lean=not sdk)
+    session_log = SessionLog(session) if log else None
+    recorder = new_recorder(
+        backend,
+        request,
+        session_id=session_log.session_id if session_log is not None else new_session_id(),
+        turn_index=session_log.next_turn_index() if session_log is not None else 0,
+    )
+    recorder.feed(ev.Submitted(submitted))
+    try:
+        record = await _run_turn(backend, request, recorder, log=session_log, on_event=on_event)
+    finally:
+        await backend.aclose()
+    for err in session_log.write_errors if session_log is not None else ():
+        warnings.warn(f"{err}; the turn was not saved (its record is returned)", RuntimeWarning, stacklevel=2)
+    return record
+
+
+def run_turn(target: Target | str, prompt: str, **kwargs: Any) -> TurnRecord:
+    """:func:`arun_turn`, synchronously (also from inside a running event loop, a notebook's)."""
+    return _sync(lambda: arun_turn(target, prompt, **kwargs))
+
+
+async def arun_probe(
+    plan: ProbePlan,
+    *,
+    on_plan: Callable[[str, Any], None] | None = None,
+    on_turn: Callable[[int, Any, TurnRecord], None] | None = None,
+) -> ProbeResult:
+    """``ttft probe`` without the printing: the plan's schedule run and fitted. The fit is saved only
+    when asked (``result.save_fit()``); ``result.save(dir)`` writes what ``--out DIR`` does."""
+    return await _run_probe(plan, on_plan=on_plan, on_turn=on_turn)
+
+
+def run_probe(plan: ProbePlan, **kwargs: Any) -> ProbeResult:
+    """:func:`arun_probe`, synchronously."""
+    return _sync(lambda: arun_probe(plan, **kwargs))
+
+
+def turns_frame(records: Iterable[TurnRecord | dict[str, Any]]) -> pd.DataFrame:
+    """The turns as a pandas DataFrame: the export's columns (telemetry.export.table), in its order and
+    with its types as nullable pandas dtypes, base URLs without credentials. Needs pandas installed."""
+    import pandas as pd
+
+    dicts = (r.to_dict() if isinstance(r, TurnRecord) else r for r in records)
+    rows = [table.row(formats.safe_urls(d)) for d in dicts]
+    frame = pd.DataFrame.from_records(rows, columns=list(table.HEADER))
+    return frame.astype(formats.pandas_dtypes(table.COLUMNS))
+
+
+def _sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine to its end from synchronous code: in this thread, or in a thread of its own when
+    this one already runs an event loop (asyncio.run refuses to nest)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())
+    with ThreadPoolExecutor(1, thread_name_prefix="ttft-api") as pool:
+        return pool.submit(lambda: asyncio.run(make())).result()

@@ -1,0 +1,148 @@
+"""The Python API (backends.api) against loopback servers speaking the real wire: a turn as ``ttft ask``
+runs it (settings on the wire, the record's figures, the session log on and off), a probe as ``ttft
+probe`` runs it, and the turns as a typed DataFrame."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from backends import api
+from telemetry.export import formats, table
+from telemetry.record import TurnRecord
+from tests.fakes.prefill_server import PrefillServer
+from tests.fakes.schedule import Schedule
+from tests.fakes.server import FakeServer
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    data, conf = tmp_path / "data", tmp_path / "conf"
+    conf.mkdir()
+    for k in ("ANTHROPIC_API_KEY", "TTFT_MODEL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("TTFT_DATA_DIR", str(data))
+    monkeypatch.setenv("TTFT_CONFIG_DIR", str(conf))
+    return data
+
+
+@pytest.fixture(scope="module")
+def srv():
+    with FakeServer(Schedule(first_token_ms=30, token_ms=2, visible_tokens=6)) as s:
+        yield s
+
+
+def _logged(data: Path) -> list[dict]:
+    files = sorted((data / "sessions").glob("*.jsonl"))
+    return [json.loads(line) for f in files for line in f.read_text().splitlines()]
+
+
+def test_resolve_is_the_registrys_target_and_a_bad_spec_is_ttfts_error(srv: FakeServer, env: Path) -> None:
+    t = api.resolve("compat:fake-model", srv.openai_base_url, timeout=7.5)
+    assert (t.provider, t.api, t.model, t.base_url, t.timeout) == (
+        "compat",
+        "chat.completions",
+        "fake-model",
+        srv.openai_base_url,
+        7.5,
+    )
+    assert not t.local and t.key_from == "none"
+    with pytest.raises(api.ProviderError) as bad:
+        api.resolve("nosuch:model")
+    assert isinstance(bad.value, api.TtftError) and "Unknown provider" in bad.value.message
+    with pytest.raises(api.ProviderError):
+        api.run_turn("nosuch:model", "hi")
+    with pytest.raises(TypeError, match="temprature"):
+        api.run_turn("compat:fake-model", "hi", temprature=0.1)  # a misspelt setting is said, not dropped
+
+
+def test_run_turn_sends_the_settings_and_logs_the_turn_like_ask(srv: FakeServer, env: Path) -> None:
+    t = api.resolve("compat:fake-model", srv.openai_base_url)
+    srv.reset()
+    rec = api.run_turn(t, "why?", system="be brief", temperature=0.25, max_output_tokens=40, session="nb-1")
+    assert isinstance(rec, TurnRecord) and rec.status == "ok"
+    body = srv.generation_requests()[-1].body
+    assert body["temperature"] == 0.25 and body["max_completion_tokens"] == 40
+    assert body["messages"][0] == {"role": "system", "content": "be brief"}
+    assert body["messages"][-1] == {"role": "user", "content": "why?"}
+    assert rec.settings.temperature == 0.25 and rec.settings.max_output_tokens == 40
+    m = rec.metrics
+    assert m.ttft_ms is not None and 30 <= m.ttft_ms < 5000  # the server holds the first token 30 ms
+    assert m.e2e_ms is not None and m.e2e_ms >= m.ttft_ms
+    assert rec.tokens.output == 6 and rec.answer
+    logged = _logged(env)
+    assert [(r["session_id"], r["turn_index"], r["prompt"]) for r in logged] == [("nb-1", 0, "why?")]
+    again = api.run_turn(t, "and?", session="nb-1")  # the same session: the next index, as ask --session
+    assert again.turn_index == 1 and len(_logged(env)) == 2
+
+
+def test_log_false_writes_nothing(srv: FakeServer, env: Path) -> None:
+    rec = api.run_turn(api.resolve("compat:fake-model", srv.openai_base_url), "hi", log=False)
+    assert rec.status == "ok"
+    assert not (env / "sessions").exists() or not list((env / "sessions").glob("*.jsonl"))
+
+
+def test_the_async_twin_and_the_sync_call_inside_a_running_loop(srv: FakeServer, env: Path) -> None:
+    t = api.resolve("compat:fake-model", srv.openai_base_url)
+    texts: list[str] = []
+
+    async def main() -> tuple[TurnRecord, TurnRecord]:
+        a = await api.arun_turn(t, "one", log=False, on_event=lambda e: texts.append(getattr(e, "text", "")))
+        b = api.run_turn(t, "two", log=False, reasoning_effort="low")  # a notebook's cell runs in a loop
+        return a, b
+
+    a, b = asyncio.run(main())
+    assert a.status == b.status == "ok" and "".join(texts) == a.answer
+    assert b.settings.reasoning_effort == "low"
+    assert srv.generation_requests()[-1].body["reasoning_effort"] == "low"
+
+
+def test_a_failed_turn_is_a_record_not_an_exception(env: Path) -> None:
+    with FakeServer(Schedule(fail_status=500, fail_message="boom")) as bad:
+        rec = api.run_turn(api.resolve("compat:fake-model", bad.openai_base_url), "hi", max_retries=0)
+    assert rec.status == "error" and rec.error is not None and "boom" in rec.error.message
+    assert [r["status"] for r in _logged(env)] == ["error"]
+
+
+def test_turns_frame_is_typed_as_the_exports(srv: FakeServer, env: Path) -> None:
+    t = api.resolve("compat:fake-model", srv.openai_base_url.replace("http://", "http://user:secret@"))
+    recs = [api.run_turn(t, "hi", log=False, temperature=0.5), api.run_turn(t, "hi", log=False)]
+    frame = api.turns_frame([recs[0], recs[1].to_dict()])
+    assert list(frame.columns) == list(table.HEADER) and len(frame) == 2
+    assert {c: str(d) for c, d in frame.dtypes.items()} == formats.pandas_dtypes(table.COLUMNS)
+    assert frame["settings.temperature"].iloc[0] == 0.5 and frame["settings.temperature"].isna().iloc[1]
+    assert frame["metrics.ttft_ms"].notna().all() and "secret" not in "".join(frame["base_url"])
+
+
+def test_run_probe_fits_a_fast_fake_and_saves_what_the_cli_writes(env: Path, tmp_path: Path) -> None:
+    with PrefillServer(base_ms=5, prefill_ms_per_token=0.01, token_ms=0.5) as fake:
+        plan = api.ProbePlan(target=api.resolve("compat:prefill-fake", fake.base_url), quick=True, budget=12000)
+        seen: list[str] = []
+        result = api.run_probe(plan, on_plan=lambda who, schedule: seen.append(who))
+    assert seen == ["compat:prefill-fake"] and result.fitted
+    assert result.fit.base_ttft_ms is not None and result.fit.prefill_ms_per_1k_input_tokens is not None
+    assert len(result.points) == len(result.records) - 1  # every turn but the warm-up is a point
+    assert result.schedule.tokens <= 12000
+    assert not (env / "probes").exists()  # the fit is saved only when asked
+    out = tmp_path / "out"
+    written = result.save(out)
+    assert json.loads((out / "probe.json").read_text()) == result.fit.to_dict()
+    assert result.to_dict()["schema"] == "ttft.probe/1"
+    turns = [p for p in written if p.suffix == ".jsonl"]
+    assert len(turns) == 1 and len(turns[0].read_text().splitlines()) == len(result.records)
+    assert result.save_fit().exists()
+
+
+def test_run_probe_refuses_a_budget_too_small_before_sending(env: Path) -> None:
+    from backends.probe.plan import BudgetError
+
+    with PrefillServer() as fake:
+        plan = api.ProbePlan(target=api.resolve("compat:prefill-fake", fake.base_url), budget=100)
+        with pytest.raises(BudgetError) as err:
+            api.run_probe(plan)
+        assert fake.requests == []
+    assert isinstance(err.value, api.TtftError)

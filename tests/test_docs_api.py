@@ -1,0 +1,50 @@
+"""docs/api.md runs: its ```python blocks, in order and in one namespace as a reader would paste them,
+against a loopback server that stands in for the page's ``http://127.0.0.1:8080/v1``."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.prefill_server import PrefillServer
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "api.md"
+PAGE_URL = "http://127.0.0.1:8080/v1"
+BLOCK = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
+
+
+def blocks() -> list[str]:
+    return BLOCK.findall(PAGE.read_text(encoding="utf-8"))
+
+
+def test_the_page_has_examples_and_each_names_the_stand_in_address_only() -> None:
+    found = blocks()
+    assert len(found) >= 5
+    urls = {u for b in found for u in re.findall(r"https?://[^\"' ]+", b)}
+    assert urls == {PAGE_URL}  # an address the test does not replace would reach out
+
+
+def test_every_example_on_the_page_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for k in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "TTFT_MODEL", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(k, raising=False)
+    data, conf = tmp_path / "data", tmp_path / "conf"
+    conf.mkdir()
+    monkeypatch.setenv("TTFT_DATA_DIR", str(data))
+    monkeypatch.setenv("TTFT_CONFIG_DIR", str(conf))
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": "docs_api"}
+    out = io.StringIO()
+    with PrefillServer(base_ms=5, prefill_ms_per_token=0.01, token_ms=0.5) as srv:
+        for i, code in enumerate(blocks()):
+            source = code.replace(PAGE_URL, srv.base_url)
+            with contextlib.redirect_stdout(out):
+                exec(compile(source, f"docs/api.md block {i + 1}", "exec"), namespace)
+    printed = out.getvalue()
+    assert printed.startswith("ok\nTTFT ")  # the first example's record, as the page shows it
+    assert "Unknown provider" in printed  # the error example caught ttft's own error
+    assert (tmp_path / "probe-out" / "probe.json").is_file()  # the probe example saved what --out writes
+    assert len(list((data / "sessions").glob("*.jsonl"))) == 1  # the first turn logged; log=False ones not
