@@ -422,7 +422,7 @@ def settle(args: argparse.Namespace) -> None:
         ("slots", DEFAULT_SLOTS),
         ("ctx", DEFAULT_CTX),
         ("max_in_flight", DEFAULT_MAX_IN_FLIGHT),
-        ("attainment", bench_capacity.cap.DEFAULT_ATTAINMENT),
+        ("attainment", cap.DEFAULT_ATTAINMENT),
         ("capacity_limit", bench_capacity.DEFAULT_LIMIT),
         ("max_steps", DEFAULT_MAX_STEPS),
     ):
@@ -530,6 +530,19 @@ def load_config(args: argparse.Namespace, chosen: bench_workload.Chosen) -> Load
     )
 
 
+def parse_objectives(args: argparse.Namespace) -> cap.Objectives:
+    """The search's objectives, or ValueError with the words to print."""
+    if not args.slo:
+        raise ValueError("--find-capacity needs --slo, e.g. --slo ttft_p90=500ms,tpot_p90=50ms")
+    return cap.Objectives.parse(args.slo, args.attainment)
+
+
+def start_level(args: argparse.Namespace) -> float:
+    """Where the capacity search starts: the first --rate or --concurrency given, else 1."""
+    given = args.rate or args.concurrency
+    return float(given[0]) if given else 1.0
+
+
 def plan(
     args: argparse.Namespace, chosen: bench_workload.Chosen, slo: SLO | None, objectives: cap.Objectives | None
 ) -> BenchPlan:
@@ -547,7 +560,7 @@ def plan(
         )
     capacity = None
     if args.find_capacity and objectives is not None:
-        start = bench_capacity.start_level(args)
+        start = start_level(args)
         capacity = Capacity(objectives, start, args.capacity_limit, args.probe_max_requests)
     return BenchPlan(
         args.model,

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     objectives = None
     try:
         if args.find_capacity:
-            objectives = bench_capacity.parse_objectives(args)
+            objectives = bench_args.parse_objectives(args)
             slo: SLO | None = objectives.slo()
         else:
             slo = SLO.parse(args.slo)
@@ -87,12 +87,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         if not args.json:
             # SIGTERM and SIGHUP stop it like Ctrl-C; on uvloop when installed (backends.load.event_loop)
-            return signals.run(bench(plan, args, shown), event_loop.loop_factory())
+            return signals.run(bench(plan, shown, quiet=args.quiet, fmt=args.charts), event_loop.loop_factory())
         # --json: stdout holds the summary alone; the tables and charts go to stderr (or nowhere, -q)
         with contextlib.ExitStack() as stack:
             sink = stack.enter_context(open(os.devnull, "w")) if args.quiet else sys.stderr
             stack.enter_context(contextlib.redirect_stdout(sink))
-            rc = signals.run(bench(plan, args, shown), event_loop.loop_factory())
+            rc = signals.run(bench(plan, shown, quiet=args.quiet, fmt=args.charts), event_loop.loop_factory())
         if (summary := shown.get("summary")) is not None:
             print_json(summary)
         return rc
@@ -116,7 +116,7 @@ async def _scraper(
     return await scraper(args.server_metrics, spec, base_url, local_url, meta, hooks)
 
 
-def hooks(args: argparse.Namespace, progress: ProgressLine) -> Hooks:
+def hooks(quiet: bool, progress: ProgressLine) -> Hooks:
     """What the run shows: each level's row and lines, each probe's, notes (not with -q) and faults."""
 
     def ended(show: Callable[[T], None]) -> Callable[[T], None]:  # the progress line cleared first
@@ -131,7 +131,7 @@ def hooks(args: argparse.Namespace, progress: ProgressLine) -> Hooks:
         on_probe=ended(print_probe),
         on_start=lambda: print(HEADER),
         on_progress=progress,
-        on_note=ended(lambda text: note(args, text)),
+        on_note=ended(lambda text: None if quiet else warn(text)),  # as note(): left out with -q
         on_warn=ended(warn),
         on_problem=lambda text: print(visible_controls(text), file=sys.stderr),
     )
@@ -180,16 +180,16 @@ def print_probe(p: Probe) -> None:
     print(verdict, flush=True)
 
 
-async def bench(plan: BenchPlan, args: argparse.Namespace, shown: dict[str, Any]) -> int:
+async def bench(plan: BenchPlan, shown: dict[str, Any], *, quiet: bool, fmt: str) -> int:
     """The plan run (its rows printed as they end), then the charts and the conclusion."""
-    progress = ProgressLine(args.quiet, search=plan.capacity is not None)
+    progress = ProgressLine(quiet, search=plan.capacity is not None)
     try:
-        result = await run_bench(plan, hooks(args, progress))
+        result = await run_bench(plan, hooks(quiet, progress))
     except BenchAbort as exc:
         progress.end()
         return report(exc)
     shown["summary"] = {**result.summary, "out": str(result.out)}  # for --json
-    return conclude(result, args.charts)
+    return conclude(result, fmt)
 
 
 def conclude(result: BenchResult, fmt: str) -> int:
