@@ -140,7 +140,12 @@ class BenchPlan:
 
         if len({type(lv) for lv in levels}) > 1:
             raise ValueError("a run's levels are all of one kind (users, a rate or a trace's speedup)")
+        from telemetry.bench.workload.lengths import Lengths
+        from telemetry.bench.workload.plan import Workload
+
         names = {f.name for f in fields(LoadConfig)}
+        if settings.get("workload") is None:  # the plain bench's: fixed-length unique prompts
+            settings["workload"] = Workload(input=Lengths.fixed(int(settings.get("input_tokens", 128))))  # type: ignore[call-overload]
         load = LoadConfig(
             mode=levels[0].mode if levels else "concurrency",
             levels=tuple(lv.value for lv in levels),
