@@ -170,12 +170,23 @@ class _Run:
             self.meta.update({k: records[0].get(k) for k in ("provider", "api", "model")})
 
 
-async def run_bench(plan: BenchPlan, hooks: Hooks | None = None, **callbacks: Any) -> BenchResult:
+async def run_bench(
+    plan: BenchPlan,
+    *,
+    on_level: Callable[[dict[str, Any]], None] = _quiet,
+    on_probe: Callable[[Probe], None] = _quiet,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_note: Say = _quiet,
+    on_warn: Say = _quiet,
+    hooks: Hooks | None = None,
+) -> BenchResult:
     """Run ``plan``: its folder created, the target server's lifetime, the warm-up, the levels (or the capacity
-    search), then ``summary.json`` and ``levels.csv``. ``callbacks`` are :class:`Hooks`' fields
-    (``on_level=print``, ...). :class:`BenchAbort` when a step cannot go on; a failure after some levels
-    keeps those levels."""
-    hooks = hooks or Hooks(**callbacks)
+    search), then ``summary.json`` and ``levels.csv``. Each level's figures reach ``on_level`` as it ends
+    (``hooks``, when given, holds every callback and wins). :class:`BenchAbort` when a step cannot go on;
+    a failure after some levels keeps those levels."""
+    hooks = hooks or Hooks(
+        on_level=on_level, on_probe=on_probe, on_progress=on_progress, on_note=on_note, on_warn=on_warn
+    )
     try:
         plan.out.mkdir(parents=True, exist_ok=True)
         turns = TurnsFile(plan.out / "turns.jsonl")

@@ -37,11 +37,8 @@ async def test_run_bench_runs_a_plan_and_shows_each_level(tmp_path: Path) -> Non
             out=tmp_path / "run",
         )
         shown: list[float] = []
-        started: list[bool] = []
-        result = await run_bench(
-            plan, on_level=lambda a: shown.append(a["level"]), on_start=lambda: started.append(True)
-        )
-    assert shown == [1.0, 2.0] and started == [True]
+        result = await run_bench(plan, on_level=lambda a: shown.append(a["level"]))
+    assert shown == [1.0, 2.0]
     assert [lv["completed"] for lv in result.levels] == [4, 4]
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["mode"] == "concurrency" and summary == json.loads(json.dumps(result.summary, default=str))

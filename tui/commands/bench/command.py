@@ -184,7 +184,7 @@ async def bench(plan: BenchPlan, shown: dict[str, Any], *, quiet: bool, fmt: str
     """The plan run (its rows printed as they end), then the charts and the conclusion."""
     progress = ProgressLine(quiet, search=plan.capacity is not None)
     try:
-        result = await run_bench(plan, hooks(quiet, progress))
+        result = await run_bench(plan, hooks=hooks(quiet, progress))
     except BenchAbort as exc:
         progress.end()
         return report(exc)
