@@ -3,87 +3,41 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime
+import time
 from pathlib import Path
 from typing import Any
 
 from backends.agent.loop import DEFAULT_MAX_STEPS
-from backends.agent.stub import latency_problem
-from backends.load.cluster.address import ClusterAddress
-from backends.load.cluster.address import parse as parse_cluster_address
-from telemetry.bench.probe import check_rate
+from backends.load.bench import BenchAbort
+from backends.load.driver import LoadConfig
+from backends.load.plan import BenchPlan, Capacity, LocalServer, new_run_id
+from backends.load.tools import ToolsConfig
+from telemetry.bench import capacity as cap
 from telemetry.bench.slo import SLO
-from telemetry.bench.workload.lengths import Lengths
+from telemetry.settings import TurnSettings
 from tui.commands.args import model_spec
 from tui.commands.bench import capacity as bench_capacity
-from tui.commands.flags import add_local_flags, add_mcp_flags, add_turn_flags
+from tui.commands.bench import workload as bench_workload
+from tui.commands.bench.flag_types import (
+    _count,
+    _floats,
+    _lengths,
+    _probe_rate,
+    _seconds,
+    _tool_latency,
+    check_start,
+    cluster_address,
+    start_time,
+)
+from tui.commands.flags import add_local_flags, add_mcp_flags, add_turn_flags, local_flags_problem, settings_from_args
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags
+from tui.commands.tools import MCP_HOST, NOT_INSTALLED, mcp_module
 
 LOCAL_SERVER = "local-server"
 DEFAULT_SLOTS = 4
 DEFAULT_CTX = 4096
 DEFAULT_MAX_IN_FLIGHT = 1024
-
-
-def _floats(text: str) -> tuple[float, ...]:
-    try:
-        vals = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from exc
-    if not vals or any(v <= 0 for v in vals):
-        raise argparse.ArgumentTypeError("levels must be > 0")
-    return vals
-
-
-MAX_START_AHEAD_S = 24 * 3600  # a start further ahead than this is a typo, not a plan
-
-
-def start_time(text: str) -> float:
-    """``--start-at``: an ISO 8601 time with its zone (``2026-12-01T16:00:00Z``) or Unix seconds, as
-    Unix seconds. A time without a zone is refused: each machine would read it in its own."""
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a time like 2026-12-01T16:00:00Z or Unix seconds, got {text!r}"
-        ) from None
-    if when.tzinfo is None:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} has no zone: add Z or +HH:MM, so every machine reads the same moment"
-        )
-    return when.timestamp()
-
-
-def check_start(start_at: float | None, now: float) -> str | None:
-    """Why ``--start-at`` cannot be kept, or None. A time already past at launch is refused: a run
-    started late would not load the server together with the others."""
-    if start_at is None:
-        return None
-    if start_at < now:
-        return f"--start-at has already passed ({now - start_at:.0f} s ago)"
-    if start_at - now > MAX_START_AHEAD_S:
-        return "--start-at is more than 24 hours ahead"
-    return None
-
-
-def cluster_address(text: str) -> ClusterAddress:
-    """``--cluster``'s address (``backends.load.cluster.address``; read without importing Ray)."""
-    try:
-        return parse_cluster_address(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _lengths(text: str) -> Lengths:
-    try:
-        return Lengths.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def check_cluster(args: argparse.Namespace) -> str | None:
@@ -95,51 +49,6 @@ def check_cluster(args: argparse.Namespace) -> str | None:
     if args.workers is not None and args.workers < 1:
         return "--workers with --cluster takes a number of drivers from 1 up"
     return None
-
-
-def _count(least: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if n < least:
-            raise argparse.ArgumentTypeError(f"expected {least} or more, got {n}")
-        return n
-
-    return parse
-
-
-def _seconds(text: str) -> float:
-    try:
-        s = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not 0 <= s <= 3600:
-        raise argparse.ArgumentTypeError(f"expected 0 to 3600 seconds, got {text}")
-    return s
-
-
-def _probe_rate(text: str) -> float:
-    """``--probe-rate``: requests/s of the one user beside the load, above 0 and at most a thousand."""
-    try:
-        rate = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected requests/s, e.g. 0.5, got {text!r}") from None
-    if (why := check_rate(rate)) is not None:
-        raise argparse.ArgumentTypeError(why)
-    return rate
-
-
-def _tool_latency(text: str) -> float:
-    """``--tool-latency``: the stub tool's delay in milliseconds, from 0 up (never NaN or infinite)."""
-    try:
-        ms = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected milliseconds, e.g. 50, got {text!r}") from None
-    if (why := latency_problem(ms)) is not None:
-        raise argparse.ArgumentTypeError(why)
-    return ms
 
 
 def _goodput(text: str) -> str:
@@ -192,6 +101,15 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
     )
     p.add_argument("-m", "--model", type=model_spec, required=True, help="PROVIDER:MODEL, or local-server[:PATH.gguf]")
     p.add_argument("--base-url", help="server base URL (compat servers, or to point a provider at another host)")
+    _add_load(p)
+    _add_workload(p)
+    _add_run(p)
+    _add_client(p)
+    return p
+
+
+def _add_load(p: argparse.ArgumentParser) -> None:
+    """The load: its levels (closed or open loop), its requests and warm-up."""
     load = p.add_mutually_exclusive_group()
     load.add_argument(
         "--concurrency",
@@ -218,6 +136,10 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         "up to whole conversations)",
     )
     p.add_argument("--warmup", type=int, default=2, help="unmeasured requests before the first level (default 2)")
+
+
+def _add_workload(p: argparse.ArgumentParser) -> None:
+    """The workload group: what each request is."""
     work = p.add_argument_group(
         "workload (what each request is; docs/bench/workloads.md)",
     )
@@ -288,6 +210,10 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         metavar="X[,Y...]",
         help="with --trace: replay it X times faster; several values are levels (default 1)",
     )
+
+
+def _add_run(p: argparse.ArgumentParser) -> None:
+    """The run's seed, objectives, folder, processes, cluster, start and probe user."""
     p.add_argument("--seed", type=int, default=0, help="prompts and arrival times repeat with the same seed")
     p.add_argument("--slo", help="goodput objectives, e.g. ttft=500ms,tpot=50ms,e2e=10s (errors count as misses)")
     p.add_argument(
@@ -336,6 +262,10 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
         "until the load ends; its TTFT and TPOT are reported apart (the probe line, summary.json's probe) and "
         "kept out of the load's figures",
     )
+
+
+def _add_client(p: argparse.ArgumentParser) -> None:
+    """Tools, how the client reads, the server's gauges, charts and llama-server's flags."""
     tools = p.add_argument_group("tools: each request an agent turn (docs/bench/index.md, Tools under load)")
     tools.add_argument(
         "--tool-latency",
@@ -399,7 +329,6 @@ def build(sub: argparse._SubParsersAction, description: str | None) -> argparse.
     add_local_flags(p, server=True)  # -m local's engine, and -m local-server's -t, -ngl, -fa and binary
     add_output_flags(p, "print the ttft.bench/1 summary (summary.json, with the results folder) instead of the tables")
     bench_capacity.add_arguments(p)
-    return p
 
 
 def is_local_server(spec: str) -> bool:
@@ -493,9 +422,163 @@ def settle(args: argparse.Namespace) -> None:
         ("slots", DEFAULT_SLOTS),
         ("ctx", DEFAULT_CTX),
         ("max_in_flight", DEFAULT_MAX_IN_FLIGHT),
-        ("attainment", bench_capacity.cap.DEFAULT_ATTAINMENT),
+        ("attainment", cap.DEFAULT_ATTAINMENT),
         ("capacity_limit", bench_capacity.DEFAULT_LIMIT),
         ("max_steps", DEFAULT_MAX_STEPS),
     ):
         if getattr(args, dest) is None:
             setattr(args, dest, default)
+
+
+# --- the plan: the flags read once into a backends.load.plan.BenchPlan ------------------------------
+def kind(spec: str, base_url: str | None) -> str | None:
+    """The provider kind ``-m`` names (openai, anthropic, compat, ...), or None when it does not resolve (the
+    run says why when it builds the backend)."""
+    from backends.providers.registry import ProviderError, resolve
+
+    if is_local_server(spec):
+        return None
+    try:
+        return resolve(spec, base_url=base_url).kind
+    except ProviderError:
+        return None
+
+
+def context_limit(args: argparse.Namespace) -> bench_workload.ContextLimit | None:
+    """The most tokens one request may hold on the target, where ttft knows it: each slot's share of the
+    context of the llama-server it starts (``-c`` is split over the ``-np`` slots)."""
+    if not is_local_server(args.model):
+        return None
+    return bench_workload.ContextLimit(
+        args.ctx // args.slots, f"the context of each llama-server slot (--ctx {args.ctx} over --slots {args.slots})"
+    )
+
+
+def turn_settings(args: argparse.Namespace) -> TurnSettings:
+    """The turn flags' settings, with ``--ignore-eos`` as the request's ``ignore_eos`` (sent to a Chat
+    Completions server that is not OpenAI's; :func:`misfits` refused the others)."""
+    turn = settings_from_args(args)
+    return turn.with_(extra={**turn.extra, "ignore_eos": True}) if args.ignore_eos else turn
+
+
+def tools_config(args: argparse.Namespace) -> ToolsConfig | None:
+    """The run's tools: the stub of ``--tool-latency``, the servers of ``--mcp`` (their specs resolved here, so a
+    spec that names nothing is a usage error before anything runs), or None."""
+    if args.tool_latency is not None:
+        return ToolsConfig(latency_ms=args.tool_latency, max_steps=args.max_steps)
+    if not args.mcp:
+        return None
+    config, host = mcp_module(), mcp_module(MCP_HOST)
+    if config is None or host is None:
+        raise BenchAbort("usage", NOT_INSTALLED)
+    try:
+        servers = config.resolve_specs(args.mcp)
+    except config.McpSpecError as exc:
+        raise BenchAbort("usage", str(exc)) from None
+    return ToolsConfig(
+        servers=tuple(servers),
+        max_steps=args.max_steps,
+        start_timeout_s=args.mcp_start_timeout,
+        call_timeout_s=args.mcp_call_timeout,
+    )
+
+
+def local_problem(args: argparse.Namespace) -> str | None:
+    """--gpu-layers, --threads, --flash-attn: for -m local and -m local-server; --server-bin: local-server."""
+    from backends.providers.registry import ProviderError, is_local_spec
+
+    if is_local_server(args.model):
+        return None
+    try:
+        local = is_local_spec(args.model)
+    except ProviderError:  # a config that does not read: the run's start says so
+        local = True
+    problem = local_flags_problem(args, local)
+    return f"{problem} (or -m local-server)" if problem and "--server-bin" not in problem else problem
+
+
+def workload(args: argparse.Namespace) -> bench_workload.Chosen:
+    """The workload the flags ask for; :class:`BenchAbort` (a usage error) naming the flag that does not fit."""
+    try:
+        return bench_workload.choose(args, context_limit(args))
+    except bench_workload.WorkloadError as exc:
+        raise BenchAbort("usage", str(exc)) from None  # a file's name or bytes: shown, never run
+
+
+def load_config(args: argparse.Namespace, chosen: bench_workload.Chosen) -> LoadConfig:
+    """The driver's configuration: the mode and levels (a trace's are its speedups; a capacity search's, its
+    limit, which sizes the HTTP pool), the workload and the turn flags."""
+    mode = "trace" if chosen.trace else "rate" if args.rate else "concurrency"
+    levels = (args.speedup or (1.0,)) if chosen.trace else (args.rate or args.concurrency or (1.0, 2.0, 4.0, 8.0))
+    return LoadConfig(
+        mode=mode,  # type: ignore[arg-type]
+        levels=(args.capacity_limit,) if args.find_capacity else tuple(levels),
+        requests=chosen.requests,
+        warmup=args.warmup,
+        input_tokens=chosen.input_tokens,
+        workload=chosen.workload,
+        max_output_tokens=args.max_output_tokens,
+        seed=args.seed,
+        workers=1 if args.cluster else max(1, args.workers or 1),  # a cluster's drivers are its own
+        max_in_flight=args.max_in_flight,
+        max_retries=args.max_retries,
+        temperature=args.temperature,
+        turn=turn_settings(args),
+        system=args.system,
+        probe_rate=args.probe_rate,
+        tools=tools_config(args),
+    )
+
+
+def parse_objectives(args: argparse.Namespace) -> cap.Objectives:
+    """The search's objectives, or ValueError with the words to print."""
+    if not args.slo:
+        raise ValueError("--find-capacity needs --slo, e.g. --slo ttft_p90=500ms,tpot_p90=50ms")
+    return cap.Objectives.parse(args.slo, args.attainment)
+
+
+def start_level(args: argparse.Namespace) -> float:
+    """Where the capacity search starts: the first --rate or --concurrency given, else 1."""
+    given = args.rate or args.concurrency
+    return float(given[0]) if given else 1.0
+
+
+def plan(
+    args: argparse.Namespace, chosen: bench_workload.Chosen, slo: SLO | None, objectives: cap.Objectives | None
+) -> BenchPlan:
+    """The run's plan from the flags, read once; :class:`BenchAbort` (a usage error) for flags that cannot
+    go together. The run's id and its folder's name are settled here."""
+    load = load_config(args, chosen)
+    if (why := check_start(args.start_at, time.time()) or check_cluster(args) or local_problem(args)) is not None:
+        raise BenchAbort("usage", why)
+    run_id = new_run_id()
+    local = None
+    if is_local_server(args.model):
+        server_bin = str(args.server_bin) if args.server_bin is not None else None
+        local = LocalServer(
+            args.slots, args.ctx, args.threads, args.gpu_layers, args.flash_attn, args.ignore_eos, server_bin
+        )
+    capacity = None
+    if args.find_capacity and objectives is not None:
+        start = start_level(args)
+        capacity = Capacity(objectives, start, args.capacity_limit, args.probe_max_requests)
+    return BenchPlan(
+        args.model,
+        load,
+        args.out or Path(f"ttft-{run_id}"),
+        run_id,
+        base_url=args.base_url,
+        local=local,
+        slo=slo,
+        capacity=capacity,
+        cluster=args.cluster,
+        cluster_workers=args.workers,
+        raw_stream=args.raw_stream,
+        sdk=args.sdk,
+        aiohttp=args.aiohttp,
+        timeout_s=args.timeout,
+        server_metrics=args.server_metrics,
+        start_at=args.start_at,
+        workload_source=chosen.source or None,
+        workload_notes=tuple(chosen.notes),
+    )

@@ -1,8 +1,8 @@
 """``ttft bench --find-capacity``: the capacity search's options and its live output.
 
 The search itself is :func:`backends.load.capacity.find_capacity` (judged by :mod:`telemetry.bench.capacity`);
-this module adds its flags to ``ttft bench``, prints each probe as it ends (the level table's
-row, then each objective's share met and verdict) and hands the run back for the summary.
+this module adds its flags to ``ttft bench`` and words each probe as it ends (the level table's
+row, then each objective's share met and verdict); ``tui.commands.bench.args`` reads them into the plan.
 """
 
 from __future__ import annotations
@@ -12,10 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from backends.load.capacity import CapacityRun, Probe, find_capacity
-from backends.load.runner import Runner
-from backends.load.scrape import LevelScraper
-from telemetry.bench import capacity as cap
+from backends.load.capacity import Probe
 from tui.commands.args import positive_int
 
 DEFAULT_LIMIT = 1024
@@ -72,39 +69,5 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def parse_objectives(args: argparse.Namespace) -> cap.Objectives:
-    """The search's objectives, or ValueError with the words to print."""
-    if not args.slo:
-        raise ValueError("--find-capacity needs --slo, e.g. --slo ttft_p90=500ms,tpot_p90=50ms")
-    return cap.Objectives.parse(args.slo, args.attainment)
-
-
-def start_level(args: argparse.Namespace) -> float:
-    given = args.rate or args.concurrency
-    return float(given[0]) if given else 1.0
-
-
 def probe_lines(p: Probe, row: Callable[[dict[str, Any]], str]) -> list[str]:
     return [row(p.aggregate), f"          {p.result.verdict.upper()}: {p.result.describe()}"]
-
-
-async def run_search(
-    runner: Runner,
-    args: argparse.Namespace,
-    objectives: cap.Objectives,
-    *,
-    on_records: Callable[[list[dict[str, Any]]], None],
-    on_probe: Callable[[Probe], None],
-    scraper: LevelScraper | None = None,
-) -> CapacityRun:
-    return await find_capacity(
-        runner,
-        objectives,
-        start=start_level(args),
-        limit=args.capacity_limit,
-        requests=runner.cfg.requests,  # the workload's (a conversation is never cut), from the flags
-        max_requests=args.probe_max_requests,
-        on_records=on_records,
-        on_probe=on_probe,
-        scraper=scraper,
-    )
