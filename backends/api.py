@@ -4,7 +4,8 @@
 ``arun_turn``) runs one turn as ``ttft ask`` does (:func:`backends.turn.run_turn`, ended by
 :mod:`backends.finish`, written to the session log unless ``log=False``) and returns its
 ``TurnRecord``; ``run_probe`` runs :func:`backends.probe.orchestrate.run_probe`, as ``ttft
-probe`` does; ``turns_frame`` gives records as a pandas DataFrame typed as the exports are.
+probe`` does; ``run_bench`` runs :func:`backends.load.bench.run_bench` on a ``BenchPlan``, as ``ttft
+bench`` does; ``turns_frame`` gives records as a pandas DataFrame typed as the exports are.
 Nothing here is a second implementation: each function is the CLI's own, minus the printing.
 Every failure ttft knows is a :class:`TtftError` (a bad spec: its ``ProviderError``).
 """
@@ -16,9 +17,13 @@ import warnings
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from backends.base import build_request
+from backends.load.bench import BenchAbort, BenchResult
+from backends.load.bench import run_bench as _run_bench
+from backends.load.plan import BenchPlan, Level, Rate, Speedup, Users
 from backends.probe.orchestrate import ProbePlan, ProbeResult
 from backends.probe.orchestrate import run_probe as _run_probe
 from backends.providers.registry import ProviderError, Target, create_backend
@@ -27,7 +32,7 @@ from backends.turn import new_recorder
 from backends.turn import run_turn as _run_turn
 from telemetry import events as ev
 from telemetry.errors import TtftError
-from telemetry.export import formats, table
+from telemetry.export import formats
 from telemetry.log.turns import SessionLog, new_session_id
 from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
@@ -36,22 +41,31 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "BenchAbort",
+    "BenchPlan",
+    "BenchResult",
+    "Level",
     "ProbePlan",
     "ProbeResult",
     "ProviderError",
+    "Rate",
+    "Speedup",
     "Target",
     "TtftError",
     "TurnRecord",
     "TurnSettings",
+    "Users",
+    "arun_bench",
     "arun_probe",
     "arun_turn",
+    "bench_plan",
     "resolve",
+    "run_bench",
     "run_probe",
     "run_turn",
     "turn_settings",
     "turns_frame",
 ]
-# The bench's BenchPlan / run_bench join this front door here (issue 30, item 4; another change).
 
 T = TypeVar("T")
 SETTINGS = frozenset(f.name for f in fields(TurnSettings))
@@ -147,12 +161,33 @@ def run_probe(plan: ProbePlan, **kwargs: Any) -> ProbeResult:
 def turns_frame(records: Iterable[TurnRecord | dict[str, Any]]) -> pd.DataFrame:
     """The turns as a pandas DataFrame: the export's columns (telemetry.export.table), in its order and
     with its types as nullable pandas dtypes, base URLs without credentials. Needs pandas installed."""
-    import pandas as pd
+    frame: pd.DataFrame = formats.turns_frame(records)
+    return frame
 
-    dicts = (r.to_dict() if isinstance(r, TurnRecord) else r for r in records)
-    rows = [table.row(formats.safe_urls(d)) for d in dicts]
-    frame = pd.DataFrame.from_records(rows, columns=list(table.HEADER))
-    return frame.astype(formats.pandas_dtypes(table.COLUMNS))
+
+def bench_plan(
+    target: Target | str, *, levels: Iterable[Level], out: str | Path | None = None, **settings: Any
+) -> BenchPlan:
+    """What ``ttft bench``'s flags say, as a typed, immutable plan: ``levels`` all of one kind (``Users(n)``,
+    ``Rate(r)``, ``Speedup(x)``); ``settings``: the load's (``requests``, ``warmup``, ``seed``,
+    ``max_output_tokens``, ``input_tokens``, ...) and the plan's (``server_metrics``, ...). A Target gives
+    its spec and base URL. Results go to ``out`` (default ``ttft-RUN_ID``)."""
+    if isinstance(target, Target):
+        settings.setdefault("base_url", target.base_url)
+        target = target.spec
+    return BenchPlan.of(target, levels=tuple(levels), out=None if out is None else Path(out), **settings)
+
+
+async def arun_bench(plan: BenchPlan, **callbacks: Any) -> BenchResult:
+    """``ttft bench`` without the printing (its charts too: they are drawn by the CLI). ``callbacks``:
+    ``on_level`` (each level's figures as it ends), ``on_progress``, ``on_note``, ``on_warn``. BenchAbort
+    (a TtftError) when a step cannot go on; the levels already run are in its folder."""
+    return await _run_bench(plan, **callbacks)
+
+
+def run_bench(plan: BenchPlan, **callbacks: Any) -> BenchResult:
+    """:func:`arun_bench`, synchronously."""
+    return _sync(lambda: arun_bench(plan, **callbacks))
 
 
 def _sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:

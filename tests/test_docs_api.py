@@ -47,4 +47,7 @@ def test_every_example_on_the_page_runs(tmp_path: Path, monkeypatch: pytest.Monk
     assert printed.startswith("ok\nTTFT ")  # the first example's record, as the page shows it
     assert "Unknown provider" in printed  # the error example caught ttft's own error
     assert (tmp_path / "probe-out" / "probe.json").is_file()  # the probe example saved what --out writes
+    assert "\n8 turns\n" in printed and printed.count(" TTFT p50 ") == 2  # the bench: 2 levels of 4 requests
+    for name in ("summary.json", "turns.jsonl", "levels.csv"):  # the bench ran there and was copied
+        assert (tmp_path / "bench-out" / name).is_file() and (tmp_path / "bench-copy" / name).is_file()
     assert len(list((data / "sessions").glob("*.jsonl"))) == 1  # the first turn logged; log=False ones not

@@ -93,6 +93,32 @@ class BenchResult:
     def out(self) -> Path:
         return self.plan.out
 
+    def records(self) -> list[dict[str, Any]]:
+        """Every turn of the run as ``turns.jsonl`` holds it (the warm-up's too: ``extra.bench.warmup``)."""
+        from telemetry.log.turns import read_records
+
+        path = self.out / "turns.jsonl"
+        return list(read_records(path)) if path.exists() else []
+
+    def turns_frame(self) -> Any:
+        """Every turn as a pandas DataFrame typed as ``ttft export`` types it (needs pandas)."""
+        from telemetry.export.formats import turns_frame
+
+        return turns_frame(self.records())
+
+    def save(self, to: str | Path) -> Path:
+        """The run's files (``summary.json``, ``turns.jsonl``, ``levels.csv``) copied to ``to``, as ``ttft bench
+        --out`` leaves them there (a run already writes them to its plan's ``out``; the charts are the CLI's)."""
+        import shutil
+
+        dest = Path(to)
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in ("summary.json", "turns.jsonl", "levels.csv"):
+            src = self.out / name
+            if src.exists() and src.resolve() != (dest / name).resolve():
+                shutil.copyfile(src, dest / name)
+        return dest
+
 
 class TurnsFile:
     """``turns.jsonl``: every record as a valid UTF-8 line. A failed write (disk full) is kept, not raised:

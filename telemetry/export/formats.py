@@ -312,3 +312,14 @@ def export(
     if out != STDOUT:
         out.parent.mkdir(parents=True, exist_ok=True)
     return writers[fmt](prepared(), out)
+
+
+def turns_frame(records: Iterable[Any]) -> Any:
+    """Turns (``TurnRecord`` s or record dicts) as a pandas DataFrame: the export's columns (``table``), in
+    its order and with its types as nullable pandas dtypes, base URLs without credentials. Needs pandas."""
+    import pandas as pd
+
+    dicts = (r.to_dict() if hasattr(r, "to_dict") else r for r in records)
+    rows = [table.row(safe_urls(d)) for d in dicts]
+    frame = pd.DataFrame.from_records(rows, columns=list(table.HEADER))
+    return frame.astype(pandas_dtypes(table.COLUMNS))

@@ -146,3 +146,12 @@ def test_run_probe_refuses_a_budget_too_small_before_sending(env: Path) -> None:
             api.run_probe(plan)
         assert fake.requests == []
     assert isinstance(err.value, api.TtftError)
+
+
+def test_a_bench_plan_from_a_target_takes_its_spec_and_address_and_one_kind_of_level(tmp_path: Path) -> None:
+    target = api.resolve("compat:m", base_url="http://127.0.0.1:9/v1")
+    plan = api.bench_plan(target, levels=[api.Users(1), api.Users(4)], requests=3, out=tmp_path / "o")
+    assert (plan.spec, plan.base_url, plan.out) == ("compat:m", "http://127.0.0.1:9/v1", tmp_path / "o")
+    assert plan.levels == (api.Users(1), api.Users(4)) and plan.load.requests == 3
+    with pytest.raises(ValueError, match="one kind"):
+        api.bench_plan(target, levels=[api.Users(1), api.Rate(2.0)])
