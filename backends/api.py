@@ -5,7 +5,9 @@
 :mod:`backends.finish`, written to the session log unless ``log=False``) and returns its
 ``TurnRecord``; ``run_probe`` runs :func:`backends.probe.orchestrate.run_probe`, as ``ttft
 probe`` does; ``run_bench`` runs :func:`backends.load.bench.run_bench` on a ``BenchPlan``, as ``ttft
-bench`` does; ``turns_frame`` gives records as a pandas DataFrame typed as the exports are.
+bench`` does; ``run_compare`` runs :func:`backends.compare.run.run_compare` on a ``ComparePlan``
+(``compare_plan`` builds one), as ``ttft compare --headless`` does; ``turns_frame`` gives records as
+a pandas DataFrame typed as the exports are.
 Nothing here is a second implementation: each function is the CLI's own, minus the printing.
 Every failure ttft knows is a :class:`TtftError` (a bad spec: its ``ProviderError``).
 """
@@ -21,6 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from backends.base import build_request
+from backends.compare.panes import MAX_PANES, PaneSpec, parse_model
+from backends.compare.run import ComparePlan, CompareResult
+from backends.compare.run import run_compare as _run_compare
 from backends.load.bench import BenchAbort, BenchResult
 from backends.load.bench import run_bench as _run_bench
 from backends.load.plan import BenchPlan, Level, Rate, Speedup, Users
@@ -44,6 +49,8 @@ __all__ = [
     "BenchAbort",
     "BenchPlan",
     "BenchResult",
+    "ComparePlan",
+    "CompareResult",
     "Level",
     "ProbePlan",
     "ProbeResult",
@@ -56,11 +63,14 @@ __all__ = [
     "TurnSettings",
     "Users",
     "arun_bench",
+    "arun_compare",
     "arun_probe",
     "arun_turn",
     "bench_plan",
+    "compare_plan",
     "resolve",
     "run_bench",
+    "run_compare",
     "run_probe",
     "run_turn",
     "turn_settings",
@@ -188,6 +198,50 @@ async def arun_bench(plan: BenchPlan, **callbacks: Any) -> BenchResult:
 def run_bench(plan: BenchPlan, **callbacks: Any) -> BenchResult:
     """:func:`arun_bench`, synchronously."""
     return _sync(lambda: arun_bench(plan, **callbacks))
+
+
+def compare_plan(
+    targets: Iterable[Target | str],
+    prompt: str,
+    *,
+    repeat: int = 1,
+    sequential: bool = False,
+    system: str | None = None,
+    out: str | Path | None = None,
+    timeout_s: float | None = None,
+    **settings: Any,
+) -> ComparePlan:
+    """What ``ttft compare --headless``'s flags say, as a typed, immutable plan: one pane per target (1 to 4;
+    a Target gives its spec and base URL), ``prompt`` sent to each ``repeat`` times, at the same instant
+    or (``sequential``) one pane after another. ``settings``: TurnSettings' fields, every pane's."""
+    panes = [(t.spec, t.base_url) if isinstance(t, Target) else parse_model(t, None) for t in targets]
+    if not 1 <= len(panes) <= MAX_PANES:
+        raise ValueError(f"compare takes 1 to {MAX_PANES} targets (got {len(panes)})")
+    if repeat < 1:
+        raise ValueError("repeat must be at least 1")
+    return ComparePlan(
+        panes=tuple(p if isinstance(p, PaneSpec) else PaneSpec(*p) for p in panes),
+        prompt=prompt,
+        repeat=repeat,
+        mode="sequential" if sequential else "parallel",
+        system=system,
+        settings=turn_settings(**settings),
+        timeout_s=timeout_s,
+        out=None if out is None else Path(out),
+    )
+
+
+async def arun_compare(plan: ComparePlan, **callbacks: Any) -> CompareResult:
+    """``ttft compare --headless`` without the printing: every pane's turns, logged to a session, and the
+    comparison's figures and verdicts. ``callbacks``: ``on_turn`` (pane, trial, record, as each turn ends),
+    ``on_tool_notice``, ``on_warn``, ``on_note``. ``result.save(dir)`` writes what ``--out DIR`` does
+    (``plan.out`` is the CLI's; the API leaves saving to you)."""
+    return await _run_compare(plan, **callbacks)
+
+
+def run_compare(plan: ComparePlan, **callbacks: Any) -> CompareResult:
+    """:func:`arun_compare`, synchronously."""
+    return _sync(lambda: arun_compare(plan, **callbacks))
 
 
 def _sync(make: Callable[[], Coroutine[Any, Any, T]]) -> T:

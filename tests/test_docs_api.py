@@ -50,4 +50,7 @@ def test_every_example_on_the_page_runs(tmp_path: Path, monkeypatch: pytest.Monk
     assert "\n8 turns\n" in printed and printed.count(" TTFT p50 ") == 2  # the bench: 2 levels of 4 requests
     for name in ("summary.json", "turns.jsonl", "levels.csv"):  # the bench ran there and was copied
         assert (tmp_path / "bench-out" / name).is_file() and (tmp_path / "bench-copy" / name).is_file()
-    assert len(list((data / "sessions").glob("*.jsonl"))) == 1  # the first turn logged; log=False ones not
+    assert "\nA compat:a 2 " in printed and "\nB compat:b 2 " in printed  # the comparison: 2 ok turns a pane
+    assert len(list((tmp_path / "compare-out").glob("cmp-*"))) == 3  # its turns, summary and verdicts
+    # the first turn's session and the comparison's; the log=False turns wrote none
+    assert len(list((data / "sessions").glob("*.jsonl"))) == 2

@@ -146,7 +146,7 @@ SUB_ALLOWED: dict[str, set[str]] = {
     "backends.agent": {"backends.providers"},
     "backends.mcp": {"backends.agent", "backends.providers"},
     "backends.providers": {"backends.transport", "backends.local"},
-    "backends.compare": {"backends.providers", "backends.agent"},
+    "backends.compare": {"backends.providers", "backends.agent", "backends.mcp"},
     "backends.load": {
         "backends.transport",
         "backends.providers",

@@ -155,3 +155,27 @@ def test_a_bench_plan_from_a_target_takes_its_spec_and_address_and_one_kind_of_l
     assert plan.levels == (api.Users(1), api.Users(4)) and plan.load.requests == 3
     with pytest.raises(ValueError, match="one kind"):
         api.bench_plan(target, levels=[api.Users(1), api.Rate(2.0)])
+
+
+def test_run_compare_runs_two_panes_on_the_real_wire_as_ttft_compare_does(env: Path, srv, tmp_path: Path) -> None:
+    plan = api.compare_plan(
+        [f"compat:a@{srv.openai_base_url}", api.resolve("compat:b", srv.openai_base_url)], "hi", repeat=2
+    )
+    assert (plan.panes[1].spec, plan.panes[1].base_url, plan.mode) == ("compat:b", srv.openai_base_url, "parallel")
+    seen: list[tuple[int, int]] = []
+    result = api.run_compare(plan, on_turn=lambda pane, trial, record: seen.append((pane, trial)))
+    assert sorted(seen) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert result.names == {"A": "compat:a", "B": "compat:b"}
+    assert all(r.status == "ok" and r.metrics.ttft_ms is not None for recs in result.records for r in recs)
+    assert [row["ok"] for row in result.to_dict()["panes"]] == [2, 2]
+    assert len(_logged(env)) == 4  # every turn in the session log, as the CLI's
+    assert len(result.save(tmp_path / "cmp")) == 3
+
+
+def test_a_compare_plan_refuses_what_ttft_compare_refuses() -> None:
+    with pytest.raises(ValueError, match="1 to 4"):
+        api.compare_plan([f"compat:m{i}" for i in range(5)], "hi")
+    with pytest.raises(ValueError, match="repeat"):
+        api.compare_plan(["compat:a"], "hi", repeat=0)
+    with pytest.raises(TypeError, match="unknown turn settings"):
+        api.compare_plan(["compat:a"], "hi", temprature=0.1)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import sys
 from pathlib import Path
 from typing import Any
 
-from backends.agent.host import ToolHost
 from backends.base import Backend
-from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, build_panes, in_process_factory, parse_model
+from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, parse_model
+from backends.compare.run import ComparePlan, make_backends, no_tools, run_compare
+from backends.providers.config import McpServerConfig
 from telemetry.errors import ErrorKind, TtftError
 from telemetry.log.surrogates import scrub
 from tui.commands.exits import Exit, for_error_kind, for_turns
@@ -82,6 +82,28 @@ def _is_local(spec: str) -> bool:
         return True
 
 
+def plan_of(args: argparse.Namespace, prompt: str, mcp_servers: list[McpServerConfig]) -> ComparePlan:
+    """The flags as the comparison's typed, immutable plan (built once; everything after reads it)."""
+    return ComparePlan.of(
+        args.model,
+        args.base_url,
+        prompt=prompt,
+        repeat=args.repeat,
+        mode="sequential" if args.sequential else "parallel",
+        blind=args.blind,
+        settings=settings_from(args),
+        system=args.system,
+        timeout_s=args.timeout,
+        mcp_servers=tuple(mcp_servers),
+        consent=consent_of(args),
+        max_steps=args.max_steps,
+        mcp_start_timeout_s=args.mcp_start_timeout,
+        mcp_call_timeout_s=args.mcp_call_timeout,
+        out=args.out,
+        submitted_ns=getattr(args, "started_ns", None),  # the process start (tui.cli): the first turns' delay
+    )
+
+
 def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
     """``factory`` makes each pane's backend (tests pass fakes); by default headless runs make them in
     this process, the screen each in its own process, as in the chat, so painting four panes can never
@@ -97,7 +119,7 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
         print(f"ttft compare: {problem} (it applies to the local panes only)", file=sys.stderr)
         return Exit.USAGE
     try:
-        args.mcp_servers = mcp_servers_from_args(args)
+        mcp_servers = mcp_servers_from_args(args)
     except TtftError as exc:  # a --mcp spec that names nothing: a usage error, said in a line
         print(visible_controls(f"ttft compare: {exc} {exc.hint or ''}".strip()), file=sys.stderr)
         return Exit.USAGE
@@ -115,26 +137,24 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
     if args.headless and not prompt:
         print("ttft compare --headless: give a prompt (argument or stdin)", file=sys.stderr)
         return Exit.USAGE
-    if factory is None:
-        if args.headless:
-            factory = functools.partial(in_process_factory, timeout_s=args.timeout)
-        else:
-            from tui.session import default_backend_factory
+    plan = plan_of(args, prompt, mcp_servers)
+    if factory is None and not args.headless:
+        from tui.session import default_backend_factory
 
-            factory = functools.partial(default_backend_factory, timeout_s=args.timeout)
+        factory = functools.partial(default_backend_factory, timeout_s=plan.timeout_s)
     try:
-        backends = [factory(s.spec, s.base_url) for s in specs]
+        backends = make_backends(plan, factory)
     except Exception as exc:  # a bad spec, a missing key: one sentence, no traceback
         print(visible_controls(f"ttft compare: {exc}"), file=sys.stderr)
         return for_error_kind(getattr(exc, "kind", ErrorKind.BAD_SPEC))
-    if args.headless and wants_tools(args) and (problem := _no_tools(backends)) is not None:
-        print(f"ttft compare: {problem}", file=sys.stderr)
+    if args.headless and plan.mcp_servers and (problem := no_tools(backends)) is not None:
+        print(visible_controls(f"ttft compare: {problem}"), file=sys.stderr)
         return Exit.USAGE
     if args.headless:
         from tui import signals
 
         try:
-            return signals.run(headless(args, backends, prompt))  # SIGTERM, SIGHUP: like Ctrl-C, turns kept
+            return signals.run(headless(args, plan, backends))  # SIGTERM, SIGHUP: like Ctrl-C, turns kept
         except KeyboardInterrupt as exc:
             return signals.exit_code(exc)
     from tui.compare.app import CompareApp
@@ -142,19 +162,19 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
 
     app = CompareApp(
         backends,
-        settings=settings_from(args),
-        mode="sequential" if args.sequential else "parallel",
-        repeat=args.repeat,
-        blind=args.blind,
-        system=args.system,
-        initial_prompt=prompt or None,
-        out_dir=args.out,
+        settings=plan.settings,
+        mode=plan.mode,
+        repeat=plan.repeat,
+        blind=plan.blind,
+        system=plan.system,
+        initial_prompt=plan.prompt or None,
+        out_dir=plan.out,
         factory=factory,
         tools=ToolServers(
-            args.mcp_servers, start_timeout_s=args.mcp_start_timeout, call_timeout_s=args.mcp_call_timeout
+            list(plan.mcp_servers), start_timeout_s=plan.mcp_start_timeout_s, call_timeout_s=plan.mcp_call_timeout_s
         ),
-        consent=consent_of(args),
-        max_steps=args.max_steps,
+        consent=plan.consent,
+        max_steps=plan.max_steps,
     )
     app.run()
     for line in app.crash_lines:  # said as notifications while it ran; again now that the terminal is back
@@ -162,63 +182,15 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
     return app.return_code or 0
 
 
-def _no_tools(backends: list[Backend]) -> str | None:
-    """Why these panes cannot all be offered the tools (every model gets the same ones, or none runs)."""
-    from backends.agent.loop import NO_TOOLS, supports_tools
-
-    for label, b in zip(LABELS, backends, strict=False):
-        if not supports_tools(b):
-            return f"pane {label} ({visible_controls(f'{b.provider}:{b.model}')}): {NO_TOOLS}"
-    return None
-
-
-async def _start_tools(args: argparse.Namespace) -> ToolHost | None:
-    """Headless: the --mcp servers started and timed, a line each on stderr; the host every pane's turn
-    calls (the caller closes it), or None without --mcp."""
-    servers = getattr(args, "mcp_servers", None)
-    if not servers:
-        return None
-    from backends.mcp.host import start_host
-    from backends.mcp.views import startup_line
-
-    host = await start_host(
-        servers,
-        on_notice=lambda text: warn(f"ttft compare: {text}"),  # a server that failed: said even with -q
-        start_timeout_s=args.mcp_start_timeout,
-        call_timeout_s=args.mcp_call_timeout,
-    )
-    for view in host.servers():
-        note(args, startup_line(view))
-    return host
-
-
-async def headless(args: argparse.Namespace, backends: list[Backend], prompt: str) -> int:
+async def headless(args: argparse.Namespace, plan: ComparePlan, backends: list[Backend]) -> int:
+    """Run the plan (:func:`backends.compare.run.run_compare`), then print, export and choose the exit code."""
     from rich.console import Console
 
-    from backends.compare.runner import CompareMode, CompareRunner
-    from telemetry.compare.stats import compare, write_comparison
-    from telemetry.log.turns import SessionLog
     from tui.compare.view import summary
 
-    settings = settings_from(args)
-    host = await _start_tools(args)
-    tools = None
-    if host is not None:
-        from backends.compare.runner import PaneTools
-
-        def said(pane: int, text: str) -> None:  # a cut result, the step limit: outside words, shown
-            if not args.quiet:
-                print(visible_controls(f"ttft compare: {LABELS[pane]}: {text}"), file=sys.stderr, flush=True)
-
-        # headless has nobody to ask: the flags decide, and a call they do not allow stops that pane's turn
-        tools = PaneTools(host, consent_of(args), max_steps=args.max_steps, on_notice=said)
-    panes = build_panes(backends, range(len(backends)), settings=settings)
-    log = SessionLog()
-    mode: CompareMode = "sequential" if args.sequential else "parallel"
-    runner = CompareRunner(panes, log=log, mode=mode, system=args.system, tools=tools)
     err = Console(stderr=True)
     done = 0
-    total = args.repeat * len(panes)
+    total = plan.repeat * len(backends)
 
     def progress(pane: int, trial: int, record: Any) -> None:
         nonlocal done
@@ -226,56 +198,39 @@ async def headless(args: argparse.Namespace, backends: list[Backend], prompt: st
         if not args.quiet:
             err.print(f"[dim]{done}/{total} {LABELS[pane]} trial {trial + 1}: {record.status}[/dim]", highlight=False)
 
-    try:
-        # the process start (tui.cli) is what the first turns' own delay runs from
-        result = await runner.run_prompt(
-            prompt, repeat=args.repeat, on_done=progress, submitted_ns=getattr(args, "started_ns", None)
-        )
-    finally:
-        for b in backends:
-            await b.aclose()
-        if host is not None:
-            with contextlib.suppress(Exception):  # a server that will not end never costs the comparison
-                await host.aclose()
-    per_pane = {p.label: recs for p, recs in zip(panes, result.records, strict=True)}
-    c = compare(per_pane)
-    names = {p.label: f"{p.backend.provider}:{p.backend.model}" for p in panes}
+    def said(pane: int, text: str) -> None:  # a cut result, the step limit: outside words, shown
+        if not args.quiet:
+            print(visible_controls(f"ttft compare: {LABELS[pane]}: {text}"), file=sys.stderr, flush=True)
+
+    result = await run_compare(
+        plan,
+        backends=backends,
+        on_turn=progress,
+        on_tool_notice=said,
+        on_warn=lambda text: warn(f"ttft compare: {text}"),  # a server that failed: said even with -q
+        on_note=lambda text: note(args, text),
+    )
     if args.json:
-        out: dict[str, Any] = {
-            "schema": "ttft.compare/1",
-            "comparison_id": runner.comparison_id,
-            "session_id": log.session_id,
-            "mode": result.mode,
-            "trials": c.trials,
-            "start_skew_ms": result.start_skew_ms,
-            "panes": [{**row, "name": names[row["pane"]]} for row in c.rows()],
-            "verdicts": [
-                {"metric": v.metric, "a": v.a, "b": v.b, "clear": v.clear, "better": v.better, "text": v.text}
-                for v in c.verdicts
-            ],
-        }
-        print_json(out)
+        print_json(result.to_dict())
     else:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-        console.print(f"comparison {runner.comparison_id} · session {log.session_id}")
-        console.print(summary(c, names, mode=result.mode, skew_ms=result.start_skew_ms))
+        console.print(f"comparison {result.comparison_id} · session {result.session_id}")
+        console.print(summary(result.comparison, result.names, mode=result.run.mode, skew_ms=result.run.start_skew_ms))
     turns = [(r.status, r.error.type if r.error else None) for recs in result.records for r in recs]
     # a call nothing allowed (exit 5, as ttft ask): the flags are what to change, whatever the other panes did
     rc = Exit.TOOL_DENIED if any(k == ErrorKind.TOOL_NOT_ALLOWED for _, k in turns) else for_turns(turns)
     if rc == Exit.TOOL_DENIED:
         warn("ttft compare: allow a tool with --allow-tool NAME (or every tool with --allow-tools)")
-    if args.out:
-        records = [r for recs in result.as_dicts() for r in recs]
-        parts = [({"prompt_index": result.prompt_index, "mode": result.mode}, c)]
+    if plan.out:
         try:
-            paths = write_comparison(records, parts, args.out, runner.comparison_id)
+            paths = result.save(plan.out)
         except OSError as exc:
-            print(f"ttft compare: could not write the export to {args.out}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"ttft compare: could not write the export to {plan.out}: {exc.strerror or exc}", file=sys.stderr)
             return Exit.NOT_SAVED
         note(args, "wrote " + ", ".join(str(p) for p in paths))
-    if log.write_errors:  # the panes' answers are above; the user must know they are not in the log
-        n = len(log.write_errors)
+    if result.log_errors:  # the panes' answers are above; the user must know they are not in the log
+        n = len(result.log_errors)
         lost = f"{n} turn{'s were' if n != 1 else ' was'} not saved"
-        print(f"ttft compare: {log.write_errors[0]}; {lost}", file=sys.stderr)
+        print(f"ttft compare: {result.log_errors[0]}; {lost}", file=sys.stderr)
         return LOG_FAILED
     return rc
