@@ -23,7 +23,7 @@ from tui.commands.flags import (
     settings_from_args,
 )
 from tui.commands.help import examples
-from tui.commands.output import add_output_flags, note, print_json, warn
+from tui.commands.output import add_output_flags, print_json, warn
 from tui.commands.prompt import PromptTooLarge, read_prompt
 from tui.commands.tools import add_tool_flags, consent_of, wants_tools
 from tui.format import visible_controls
@@ -154,7 +154,8 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
         from tui import signals
 
         try:
-            return signals.run(headless(args, plan, backends))  # SIGTERM, SIGHUP: like Ctrl-C, turns kept
+            # SIGTERM, SIGHUP: like Ctrl-C, turns kept
+            return signals.run(headless(plan, backends, quiet=args.quiet, as_json=args.json))
         except KeyboardInterrupt as exc:
             return signals.exit_code(exc)
     from tui.compare.app import CompareApp
@@ -182,24 +183,29 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
     return app.return_code or 0
 
 
-async def headless(args: argparse.Namespace, plan: ComparePlan, backends: list[Backend]) -> int:
+async def headless(plan: ComparePlan, backends: list[Backend], *, quiet: bool, as_json: bool) -> int:
     """Run the plan (:func:`backends.compare.run.run_compare`), then print, export and choose the exit code."""
     from rich.console import Console
 
     from tui.compare.view import summary
 
     err = Console(stderr=True)
+
+    def note(text: str) -> None:  # a summary or progress line, left out with -q (tui.commands.output.note)
+        if not quiet:
+            print(visible_controls(text), file=sys.stderr, flush=True)
+
     done = 0
     total = plan.repeat * len(backends)
 
     def progress(pane: int, trial: int, record: Any) -> None:
         nonlocal done
         done += 1
-        if not args.quiet:
+        if not quiet:
             err.print(f"[dim]{done}/{total} {LABELS[pane]} trial {trial + 1}: {record.status}[/dim]", highlight=False)
 
     def said(pane: int, text: str) -> None:  # a cut result, the step limit: outside words, shown
-        if not args.quiet:
+        if not quiet:
             print(visible_controls(f"ttft compare: {LABELS[pane]}: {text}"), file=sys.stderr, flush=True)
 
     result = await run_compare(
@@ -208,9 +214,9 @@ async def headless(args: argparse.Namespace, plan: ComparePlan, backends: list[B
         on_turn=progress,
         on_tool_notice=said,
         on_warn=lambda text: warn(f"ttft compare: {text}"),  # a server that failed: said even with -q
-        on_note=lambda text: note(args, text),
+        on_note=note,
     )
-    if args.json:
+    if as_json:
         print_json(result.to_dict())
     else:
         console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -227,7 +233,7 @@ async def headless(args: argparse.Namespace, plan: ComparePlan, backends: list[B
         except OSError as exc:
             print(f"ttft compare: could not write the export to {plan.out}: {exc.strerror or exc}", file=sys.stderr)
             return Exit.NOT_SAVED
-        note(args, "wrote " + ", ".join(str(p) for p in paths))
+        note("wrote " + ", ".join(str(p) for p in paths))
     if result.log_errors:  # the panes' answers are above; the user must know they are not in the log
         n = len(result.log_errors)
         lost = f"{n} turn{'s were' if n != 1 else ' was'} not saved"
