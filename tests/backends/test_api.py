@@ -109,13 +109,13 @@ def test_a_failed_turn_is_a_record_not_an_exception(env: Path) -> None:
 
 
 def test_turns_frame_is_typed_as_the_exports(srv: FakeServer, env: Path) -> None:
-    t = api.resolve("compat:fake-model", srv.openai_base_url.replace("http://", "http://user:secret@"))
+    t = api.resolve("compat:fake-model", srv.openai_base_url.replace("http://", "http://user:pw-Zq81-api@"))
     recs = [api.run_turn(t, "hi", log=False, temperature=0.5), api.run_turn(t, "hi", log=False)]
     frame = api.turns_frame([recs[0], recs[1].to_dict()])
     assert list(frame.columns) == list(table.HEADER) and len(frame) == 2
     assert {c: str(d) for c, d in frame.dtypes.items()} == formats.pandas_dtypes(table.COLUMNS)
     assert frame["settings.temperature"].iloc[0] == 0.5 and frame["settings.temperature"].isna().iloc[1]
-    assert frame["metrics.ttft_ms"].notna().all() and "secret" not in "".join(frame["base_url"])
+    assert frame["metrics.ttft_ms"].notna().all() and "pw-Zq81-api" not in "".join(frame["base_url"])
 
 
 def test_run_probe_fits_a_fast_fake_and_saves_what_the_cli_writes(env: Path, tmp_path: Path) -> None:

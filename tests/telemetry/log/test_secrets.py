@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from telemetry import events as ev
-from telemetry.log.secrets import KNOWN, MASK, Secrets, header_secrets, masked, remember
+from telemetry.log.secrets import MASK, Secrets, header_secrets, masked, remember
 
 
 def test_a_short_unusual_key_that_no_pattern_knows_is_masked_where_it_stands() -> None:
@@ -50,14 +50,21 @@ def test_header_secrets_are_each_value_and_the_token_of_a_bearer() -> None:
     assert got == ("Bearer HDR-1", "HDR-1", "ttft")
 
 
-def test_remembered_values_mask_a_failed_events_message_and_leave_a_clean_one_as_it_is() -> None:
+def test_remembered_values_mask_a_failed_events_message_and_leave_a_clean_one_as_it_is(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from telemetry.log import secrets
+
+    # this process's own set, as the test begins: what earlier tests remembered (a URL's password
+    # "secret", say) would mask the clean message below
+    monkeypatch.setattr(secrets, "KNOWN", Secrets())
     remember("Qx7-remembered-for-this-test")
     e = ev.Failed(1, "auth", "key Qx7-remembered-for-this-test refused", 401, "Check KEY.")
     out = masked(e)
     assert out.message == f"key {MASK} refused" and out.hint == "Check KEY." and out.status_code == 401
     clean = ev.Failed(1, "auth", "nothing secret here", 401)
     assert masked(clean) is clean
-    assert "Qx7-remembered-for-this-test" in KNOWN
+    assert "Qx7-remembered-for-this-test" in secrets.KNOWN
 
 
 def test_nothing_known_masks_nothing() -> None:
