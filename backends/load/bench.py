@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from backends.load import event_loop
-from backends.load.driver import LevelCancelled, Progress
+from backends.load.outcome import LevelCancelled, Progress
 from backends.load.plan import BenchPlan
 from backends.load.runner import BackendSpec, LoadRunner, Runner, default_transport, through_proxy
 from backends.load.scrape import INTERVAL_S, LevelScraper, scraped

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.load.driver import LevelResult
+from backends.load.outcome import LevelResult
 from backends.load.runner import Runner
 from backends.load.scrape import LevelScraper
 from telemetry.bench import aggregate as agg

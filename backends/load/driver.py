@@ -35,20 +35,20 @@ import functools
 import gc
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
-
-import psutil
 
 from backends.agent.host import ToolHost
 from backends.agent.loop import AgentTurn
 from backends.base import Backend, ChatRequest, Message
 from backends.finish import finish_turn
+from backends.load.outcome import Finished, LevelCancelled, LevelResult, Progress, as_dicts
 from backends.load.prompts import prefix_text, synthetic_prompt, trace_prompt
 from backends.load.spread import PassSpreader
 from backends.load.tools import ToolsConfig, open_host
 from backends.load.tools import consent as bench_consent
+from backends.load.watch import ClientWatch
 from backends.transport import pacing
 from backends.turn import new_recorder, stream_turn, target_probe
 from telemetry import events as ev
@@ -60,10 +60,7 @@ from telemetry.bench.workload.plan import PlannedConversation, PlannedTurn, Work
 from telemetry.cost import warm as warm_prices
 from telemetry.metrics import percentiles
 from telemetry.probe.saved import SavedProbe
-from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
-
-LAG_INTERVAL_S = 0.010
 
 
 @dataclass(frozen=True)
@@ -110,83 +107,6 @@ class LoadConfig:
             temperature=self.temperature,
             max_retries=self.max_retries,
         )
-
-
-@dataclass
-class Progress:
-    """What a live progress line shows; sent after every finished request."""
-
-    mode: Mode
-    level: float
-    level_index: int
-    levels: int
-    done: int
-    total: int
-    errors: int
-    in_flight: int
-    elapsed_s: float
-    warmup: bool = False
-    last_ttft_ms: float | None = None
-    output_tokens: int = 0
-    nodes: int = 0  # a cluster run: the nodes whose drivers run the level (0: this machine alone)
-
-
-class LevelCancelled(asyncio.CancelledError):
-    """A level cut short (Ctrl-C, SIGTERM): its finished turns and, recorded as cancelled with what had
-    arrived, the ones in flight. Still a CancelledError, so cancellation goes on as usual."""
-
-    def __init__(self, records: list[dict[str, Any]]) -> None:
-        super().__init__("level cancelled")
-        self.records = records
-
-
-@dataclass
-class LevelResult:
-    mode: Mode
-    level: float
-    records: list[dict[str, Any]]
-    client: dict[str, Any]
-    wall_s: float
-
-
-@dataclass
-class _ClientWatch:
-    """Event-loop lag and process CPU for one level."""
-
-    lags_ms: list[float] = field(default_factory=list)
-    _task: asyncio.Task[None] | None = None
-    _cpu0: float = 0.0
-    _t0: float = 0.0
-
-    async def _tick(self) -> None:
-        clock = time.perf_counter  # not loop.time(): uvloop's counts whole milliseconds
-        while True:
-            t = clock()
-            await asyncio.sleep(LAG_INTERVAL_S)
-            self.lags_ms.append(max(0.0, (clock() - t - LAG_INTERVAL_S) * 1000))
-
-    def start(self) -> None:
-        times = psutil.Process().cpu_times()
-        self._cpu0 = times.user + times.system
-        self._t0 = time.monotonic()
-        psutil.cpu_percent(None)  # starts the system-wide window
-        self._task = asyncio.get_running_loop().create_task(self._tick())
-
-    async def stop(self) -> dict[str, Any]:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        times = psutil.Process().cpu_times()
-        wall = max(time.monotonic() - self._t0, 1e-9)
-        cpu = (times.user + times.system - self._cpu0) / wall * 100
-        return {
-            "loop_lag_ms": percentiles(self.lags_ms).to_dict(),
-            "cpu_percent": cpu,  # this process, % of one core
-            "host_cpu_percent": psutil.cpu_percent(None),  # the whole machine, % of all cores
-            "cpus": psutil.cpu_count(),
-            "lag_samples": len(self.lags_ms),
-        }
 
 
 @functools.cache
@@ -403,37 +323,6 @@ async def _probe_user(lv: _Level, rate: float, load_over: asyncio.Event) -> None
         at = next_at_s(at, loop.time() - base, rate)
 
 
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """One finished request, its record turned into the ``ttft.turn`` dict only once the level is over.
-
-    Streams of one level end together (a batching server finishes them on one step): converting
-    each record as it ends would stall every stream still running for that burst, inside the
-    figures being measured.
-    """
-
-    record: TurnRecord
-    called_ns: int
-    origin_ns: int
-
-    @property
-    def sent_at_ms(self) -> float:
-        """The send in ms since the level started (when the stream was called, for one never sent)."""
-        sent = self.record.timestamps.sent if self.record.timestamps.sent is not None else self.called_ns
-        return (sent - self.origin_ns) / 1e6
-
-    def to_dict(self) -> dict[str, Any]:
-        d = self.record.to_dict()
-        d["extra"]["bench"]["sent_at_ms"] = self.sent_at_ms
-        return d
-
-
-def _as_dicts(done: list[Finished]) -> list[dict[str, Any]]:
-    records = [f.to_dict() for f in done]
-    records.sort(key=lambda r: r["extra"]["bench"]["index"])
-    return records
-
-
 async def run_level(
     backend: Backend,
     cfg: LoadConfig,
@@ -486,154 +375,198 @@ async def run_level(
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        return await _run_level(
-            backend,
-            cfg,
-            level,
-            run_id,
-            level_index,
-            start_index,
-            total,
-            warmup,
-            start_at_ns,
-            worker,
-            on_progress,
-            first_user,
-            part,
-            on_record,
-            host if cfg.tools is not None else None,
-        )
+        return await LevelRun(
+            backend=backend, cfg=cfg, level=level, run_id=run_id, level_index=level_index,
+            start_index=start_index, total=total, warmup=warmup, start_at_ns=start_at_ns, worker=worker,
+            on_progress=on_progress, first_user=first_user, part=part, on_record=on_record,
+            host=host if cfg.tools is not None else None,
+        ).run()  # fmt: skip
     finally:
         if gc_was_on:
             gc.enable()
 
 
-async def _run_level(
-    backend: Backend,
-    cfg: LoadConfig,
-    level: float,
-    run_id: str,
-    level_index: int,
-    start_index: int,
-    total: int,
-    warmup: bool,
-    start_at_ns: int | None,
-    worker: int,
-    on_progress: Callable[[Progress], None] | None,
-    first_user: int,
-    part: tuple[int, int],
-    on_record: Callable[[Finished], None] | None,
-    host: ToolHost | None,
-) -> LevelResult:
-    mode = cfg.mode
-    workload = cfg.plan()
-    watch = _ClientWatch()
-    watch.start()
-    origin = start_at_ns if start_at_ns is not None else ev.now_ns()
-    records: list[Finished] = []
-    hand_on = records.append if on_record is None else on_record
-    late: list[float] = []  # open loop and traces: how late each request left against its schedule
-    # unsent: turns of conversations cut short
-    state = {"in_flight": 0, "errors": 0, "tokens": 0, "done": 0, "unsent": 0}
-    spreader = PassSpreader() if cfg.spread else PassSpreader(1 << 30, 1 << 30, 0, 0.0)
-    turns = 1 if mode == "trace" else max(1, workload.turns)
+@dataclass
+class _Counts:
+    """A level's running tallies, as its progress line shows them."""
 
-    def finished(f: Finished) -> None:
-        hand_on(f)
-        state["done"] += 1
+    in_flight: int = 0
+    errors: int = 0
+    tokens: int = 0  # output tokens of the finished requests
+    done: int = 0
+    unsent: int = 0  # turns of conversations cut short
+
+
+@dataclass
+class LevelRun:
+    """One level in this process (``run_level``'s arguments, named): :meth:`run` sends its requests,
+    closed loop (:meth:`_closed`) or open loop and traces (:meth:`_open`), and collects their records."""
+
+    backend: Backend
+    cfg: LoadConfig
+    level: float
+    run_id: str
+    level_index: int
+    start_index: int
+    total: int
+    warmup: bool
+    start_at_ns: int | None
+    worker: int
+    on_progress: Callable[[Progress], None] | None
+    first_user: int
+    part: tuple[int, int]
+    on_record: Callable[[Finished], None] | None
+    host: ToolHost | None
+    counts: _Counts = field(default_factory=_Counts)
+    records: list[Finished] = field(default_factory=list)
+    late: list[float] = field(default_factory=list)  # open loop and traces: how late each request left
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)  # open loop: the sends started
+    # Set as run() starts, in the order the level's clock needs (the watch first, then the origin):
+    workload: Workload = field(init=False)
+    origin: int = field(init=False)
+    hand_on: Callable[[Finished], None] = field(init=False)
+    spreader: PassSpreader = field(init=False)
+    turns: int = field(init=False)
+    lv: _Level = field(init=False)
+
+    async def run(self) -> LevelResult:
+        cfg, level, warmup = self.cfg, self.level, self.warmup
+        mode = cfg.mode
+        self.workload = workload = cfg.plan()
+        watch = ClientWatch()
+        watch.start()
+        self.origin = self.start_at_ns if self.start_at_ns is not None else ev.now_ns()
+        records = self.records
+        self.hand_on = hand_on = records.append if self.on_record is None else self.on_record
+        self.spreader = spreader = PassSpreader() if cfg.spread else PassSpreader(1 << 30, 1 << 30, 0, 0.0)
+        self.turns = 1 if mode == "trace" else max(1, workload.turns)
+        self.lv = lv = _Level(
+            backend=self.backend,
+            cfg=cfg,
+            workload=workload,
+            run_id=self.run_id,
+            mode=mode,
+            level=level,
+            level_index=self.level_index,
+            origin_ns=self.origin,
+            warmup=warmup,
+            worker=self.worker,
+            on_cancel=hand_on,
+            on_finished=self.finished,
+            spreader=spreader,
+            # the same for every request of the level: built and looked up once, not per request
+            settings=cfg.settings(),
+            probe=target_probe(self.backend),
+            system=(Message("system", cfg.system),) if cfg.system else (),
+            host=self.host,
+        )
+        t0 = time.monotonic()
+        tasks = self.tasks
+        active = pacing.ACTIVE.set(spreader)  # the transport's responses share the openings' budget
+        load_over = asyncio.Event()
+        side: list[asyncio.Task[None]] = []  # the probe user beside the load (made here: it shares the context)
+        if cfg.probe_rate and not warmup:
+            # its records are handed on as they end, never counted in the load's progress or lateness
+            side.append(asyncio.create_task(_probe_user(replace(lv, on_finished=hand_on), cfg.probe_rate, load_over)))
+        try:
+            await (self._closed() if mode == "concurrency" else self._open())
+            wall = time.monotonic() - t0  # the requests' span; ending the last records is not the server's time
+            load_over.set()  # no probe leaves after the load's last request
+            await asyncio.gather(*side)
+            await spreader.drain()
+        except asyncio.CancelledError:
+            for t in (*tasks, *side):  # open loop: the sends already started are not children of a gather yet
+                t.cancel()
+            await asyncio.gather(*tasks, *side, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                spreader.end_now()
+            with contextlib.suppress(Exception):
+                await watch.stop()
+            raise LevelCancelled(as_dicts(records)) from None
+        finally:
+            for t in side:  # a load that failed leaves no user sending beside it
+                t.cancel()
+            pacing.ACTIVE.reset(active)
+        client = await watch.stop()
+        dicts = as_dicts(records)
+        if self.late:
+            client["send_late_ms"] = percentiles(self.late).to_dict()
+        client["workers"] = 1
+        return LevelResult(mode, level, dicts, client, wall)
+
+    def finished(self, f: Finished) -> None:
+        """A load request's record is ended: hand it on, count it, show the progress."""
+        self.hand_on(f)
+        state = self.counts
+        state.done += 1
         if (scheduled := f.record.extra["bench"].get("scheduled_at_ms")) is not None:
-            late.append(f.sent_at_ms - scheduled)
+            self.late.append(f.sent_at_ms - scheduled)
         if f.record.status != "ok":
-            state["errors"] += 1
-        state["tokens"] += int(f.record.tokens.output or 0)
-        if on_progress is not None:
-            on_progress(
+            state.errors += 1
+        state.tokens += int(f.record.tokens.output or 0)
+        if self.on_progress is not None:
+            self.on_progress(
                 Progress(
-                    mode=mode,
-                    level=level,
-                    level_index=level_index,
-                    levels=len(cfg.levels),
-                    done=state["done"],
-                    total=total - state["unsent"],
-                    errors=state["errors"],
-                    in_flight=state["in_flight"],
-                    elapsed_s=(ev.now_ns() - origin) / 1e9,
-                    warmup=warmup,
+                    mode=self.cfg.mode,
+                    level=self.level,
+                    level_index=self.level_index,
+                    levels=len(self.cfg.levels),
+                    done=state.done,
+                    total=self.total - state.unsent,
+                    errors=state.errors,
+                    in_flight=state.in_flight,
+                    elapsed_s=(ev.now_ns() - self.origin) / 1e9,
+                    warmup=self.warmup,
                     last_ttft_ms=f.record.metrics.ttft_ms,
-                    output_tokens=state["tokens"],
+                    output_tokens=state.tokens,
                 )
             )
 
-    lv = _Level(
-        backend=backend,
-        cfg=cfg,
-        workload=workload,
-        run_id=run_id,
-        mode=mode,
-        level=level,
-        level_index=level_index,
-        origin_ns=origin,
-        warmup=warmup,
-        worker=worker,
-        on_cancel=hand_on,
-        on_finished=finished,
-        spreader=spreader,
-        # the same for every request of the level: built and looked up once, not per request
-        settings=cfg.settings(),
-        probe=target_probe(backend),
-        system=(Message("system", cfg.system),) if cfg.system else (),
-        host=host,
-    )
-    default_out = cfg.max_output_tokens
-
-    def plan(c: int, position: int | None = None) -> PlannedConversation:
-        return workload.conversation(
-            start_index + c * turns, seed=cfg.seed, default_output=default_out, position=position
+    def plan(self, c: int, position: int | None = None) -> PlannedConversation:
+        """The level's conversation number ``c`` (a trace's: at ``position`` in it)."""
+        return self.workload.conversation(
+            self.start_index + c * self.turns,
+            seed=self.cfg.seed,
+            default_output=self.cfg.max_output_tokens,
+            position=position,
         )
 
-    t0 = time.monotonic()
-    tasks: list[asyncio.Task[None]] = []
+    async def _closed(self) -> None:
+        """Closed loop: ``level`` users, each sending its next conversation as soon as the last ends."""
+        conversations = -(-self.total // self.turns)
+        numbers = iter(range(conversations))
+        users = max(1, min(int(self.level), conversations))
+        await asyncio.gather(*(self._user(k, users, numbers) for k in range(users)))
 
-    async def drive() -> None:
-        conversations = -(-total // turns)
-        if mode == "concurrency":
-            numbers = iter(range(conversations))
-            users = max(1, min(int(level), conversations))
+    async def _user(self, k: int, users: int, numbers: Iterator[int]) -> None:
+        if self.cfg.ramp_s > 0 and k:
+            await asyncio.sleep(self.cfg.ramp_s * k / users)
+        prefix = self.workload.prefix_of(self.first_user + k)
+        for c in numbers:
+            self.counts.in_flight += 1
+            try:
+                self.counts.unsent += await _conversation(self.lv, self.plan(c), prefix, self.first_user + k)
+            finally:
+                self.counts.in_flight -= 1
 
-            async def user(k: int) -> None:
-                if cfg.ramp_s > 0 and k:
-                    await asyncio.sleep(cfg.ramp_s * k / users)
-                prefix = workload.prefix_of(first_user + k)
-                for c in numbers:
-                    state["in_flight"] += 1
-                    try:
-                        state["unsent"] += await _conversation(lv, plan(c), prefix, first_user + k)
-                    finally:
-                        state["in_flight"] -= 1
-
-            await asyncio.gather(*(user(k) for k in range(users)))
-            return
+    async def _open(self) -> None:
+        """Open loop and traces: each conversation sent at its moment on the schedule, whatever the server does."""
+        cfg, level, workload, turns = self.cfg, self.level, self.workload, self.turns
+        conversations = -(-self.total // turns)
         gate = asyncio.Semaphore(cfg.max_in_flight)
         loop = asyncio.get_running_loop()
-        base = loop.time() - (ev.now_ns() - origin) / 1e9
-
-        async def send(conv: PlannedConversation, at_s: float, first: tuple[Message, ...], prefix: int | None) -> None:
-            async with gate:
-                state["in_flight"] += 1
-                try:
-                    state["unsent"] += await _conversation(lv, conv, prefix, None, at_s * 1000, first)
-                finally:
-                    state["in_flight"] -= 1
-
+        base = loop.time() - (ev.now_ns() - self.origin) / 1e9
         arrivals: list[tuple[PlannedConversation, int | None]]
-        if mode == "trace":
+        if cfg.mode == "trace":
             speedup = level if level > 0 else 1.0
-            mine = [c for c in range(min(total, len(workload.trace))) if c % part[1] == part[0]]
-            arrivals = [(plan(c, position=c), None) for c in mine]
+            part = self.part
+            mine = [c for c in range(min(self.total, len(workload.trace))) if c % part[1] == part[0]]
+            arrivals = [(self.plan(c, position=c), None) for c in mine]
             schedule = [(conv.at_s or 0.0) / speedup for conv, _ in arrivals]
         else:
-            schedule = poisson_schedule(level, conversations, cfg.seed + level_index * 1000 + worker)
-            arrivals = [(plan(c), workload.prefix_of(start_index // turns + c)) for c in range(conversations)]
+            schedule = poisson_schedule(level, conversations, cfg.seed + self.level_index * 1000 + self.worker)
+            arrivals = [(self.plan(c), workload.prefix_of(self.start_index // turns + c)) for c in range(conversations)]
+        lv = self.lv
         for (conv, prefix), at in zip(arrivals, schedule, strict=True):
             # The request is made before its moment comes (a trace's long prompts take milliseconds to
             # draw), so at its moment only the send is left.
@@ -641,37 +574,20 @@ async def _run_level(
             delay = base + at - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(send(conv, at, first, prefix)))
-        await asyncio.gather(*tasks)
+            self.tasks.append(asyncio.create_task(self._send(gate, conv, at, first, prefix)))
+        await asyncio.gather(*self.tasks)
 
-    active = pacing.ACTIVE.set(spreader)  # the transport's responses share the openings' budget
-    load_over = asyncio.Event()
-    side: list[asyncio.Task[None]] = []  # the probe user beside the load (made here: it shares the context)
-    if cfg.probe_rate and not warmup:
-        # its records are handed on as they end, never counted in the load's progress or lateness
-        side.append(asyncio.create_task(_probe_user(replace(lv, on_finished=hand_on), cfg.probe_rate, load_over)))
-    try:
-        await drive()
-        wall = time.monotonic() - t0  # the requests' span; ending the last records is not the server's time
-        load_over.set()  # no probe leaves after the load's last request
-        await asyncio.gather(*side)
-        await spreader.drain()
-    except asyncio.CancelledError:
-        for t in (*tasks, *side):  # open loop: the sends already started are not children of a gather yet
-            t.cancel()
-        await asyncio.gather(*tasks, *side, return_exceptions=True)
-        with contextlib.suppress(Exception):
-            spreader.end_now()
-        with contextlib.suppress(Exception):
-            await watch.stop()
-        raise LevelCancelled(_as_dicts(records)) from None
-    finally:
-        for t in side:  # a load that failed leaves no user sending beside it
-            t.cancel()
-        pacing.ACTIVE.reset(active)
-    client = await watch.stop()
-    dicts = _as_dicts(records)
-    if late:
-        client["send_late_ms"] = percentiles(late).to_dict()
-    client["workers"] = 1
-    return LevelResult(mode, level, dicts, client, wall)
+    async def _send(
+        self,
+        gate: asyncio.Semaphore,
+        conv: PlannedConversation,
+        at_s: float,
+        first: tuple[Message, ...],
+        prefix: int | None,
+    ) -> None:
+        async with gate:
+            self.counts.in_flight += 1
+            try:
+                self.counts.unsent += await _conversation(self.lv, conv, prefix, None, at_s * 1000, first)
+            finally:
+                self.counts.in_flight -= 1

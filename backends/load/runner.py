@@ -24,7 +24,8 @@ from typing import Any, Protocol, Self
 from backends.agent.host import ToolHost
 from backends.base import Backend
 from backends.load import event_loop
-from backends.load.driver import LevelResult, LoadConfig, Progress, run_level
+from backends.load.driver import LoadConfig, run_level
+from backends.load.outcome import LevelResult, Progress
 from backends.load.tools import ToolsConfig, open_host
 from telemetry import events as ev
 from telemetry.bench.aggregate import aggregate_level

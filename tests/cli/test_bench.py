@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.load.driver import LoadConfig, Progress
+from backends.load.driver import LoadConfig
+from backends.load.outcome import Progress
 from backends.load.prompts import synthetic_prompt
 from backends.load.runner import BackendSpec, LoadRunner, build_backend
 from telemetry.bench.aggregate import aggregate_level

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from backends.load.capacity import find_capacity
-from backends.load.driver import LevelResult, LoadConfig
+from backends.load.driver import LoadConfig
+from backends.load.outcome import LevelResult
 from telemetry.bench import capacity as cap
 from telemetry.bench.requests import BenchTurn
 from tests.fakes.batching_server import BatchingServer, free_port, wait_http

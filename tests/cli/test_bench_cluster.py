@@ -323,7 +323,7 @@ def test_cluster_and_start_at_do_not_go_together(tmp_path: Path) -> None:
 
 
 def test_the_table_names_the_busiest_node_and_the_progress_line_the_nodes(capsys: pytest.CaptureFixture[str]) -> None:
-    from backends.load.driver import Progress
+    from backends.load.outcome import Progress
     from telemetry.bench.cluster import Node, Share, level_figures
     from tui.commands.bench.output import ProgressLine, level_row
 

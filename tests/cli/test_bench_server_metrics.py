@@ -69,7 +69,9 @@ def test_server_metrics_fill_each_level_the_table_and_the_conclusion(tmp_path: P
 
 def test_an_explicit_url_and_another_servers_names(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    with GaugedServer(slots=2, token_ms=5, prefill_ms=5, dialect="tgi") as srv:
+    # 20 ms tokens: the level of six users lasts about 1.2 s, so the reads (every 0.25 s) see both slots busy;
+    # with 5 ms tokens it lasted about 0.3 s, and a loaded machine could make its one or two reads miss it
+    with GaugedServer(slots=2, token_ms=20, prefill_ms=5, dialect="tgi") as srv:
         rc = _bench(srv.base_url, out, "--server-metrics", f"{srv.url}/metrics", "--json", "-q")
     assert rc == Exit.OK
     summary = json.loads((out / "summary.json").read_text())

@@ -112,8 +112,8 @@ async def chat_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
             first_text = False
             delta = {"content": piece}
         mid = server_timings(s, (n_sent + 1) / len(chunks)) if s.timings_per_chunk else {}
-        await st.data(chunk(delta, **mid))
         st.sent_token(kind)
+        await st.data(chunk(delta, **mid))
         st.rec.chunks_sent += 1
     if await failures(st, s, len(chunks), error):
         return
@@ -122,8 +122,8 @@ async def chat_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
         call: dict[str, Any] = {"index": i, "function": {"arguments": piece}}
         if name:
             call = {"index": i, "id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": ""}}
-        await st.data(chunk({"tool_calls": [call]}))
         st.sent_token("tool")
+        await st.data(chunk({"tool_calls": [call]}))
         st.rec.chunks_sent += 1
     if s.no_done:  # cut off cleanly: no finish chunk, no usage, no [DONE]
         await st.end()

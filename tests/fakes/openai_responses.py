@@ -132,6 +132,7 @@ async def responses_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
                     }
                 )
             summary += piece
+            st.sent_token("reasoning")
             await emit(
                 {
                     "type": "response.reasoning_summary_text.delta",
@@ -141,7 +142,6 @@ async def responses_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
                     "delta": piece,
                 }
             )
-            st.sent_token("reasoning")
         else:
             if reasoning_open:
                 reasoning_open = False
@@ -173,6 +173,7 @@ async def responses_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
                     }
                 )
             text += piece
+            st.sent_token("text")
             await emit(
                 {
                     "type": "response.output_text.delta",
@@ -183,7 +184,6 @@ async def responses_sse(st: Stream, body: dict[str, Any], s: Schedule) -> None:
                     "logprobs": [],
                 }
             )
-            st.sent_token("text")
         st.rec.chunks_sent += 1
     if await failures(st, s, len(chunks), error):
         return

@@ -106,7 +106,9 @@ class Stream:
         self.last_at: float | None = None
 
     def sent_token(self, kind: str) -> None:
-        """A token-bearing chunk of ``kind`` (reasoning | text | tool) was written: for the per-request metrics."""
+        """A token-bearing chunk of ``kind`` (reasoning | text | tool) is about to be written: for the per-request
+        metrics. Stamped before the write, as a server times its tokens: stamped after it, a client thread that
+        read the chunk first could measure a shorter TTFT than the server's own."""
         now = asyncio.get_running_loop().time()
         self.first_at.setdefault(kind, now)
         self.first_at.setdefault("any", now)

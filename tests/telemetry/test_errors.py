@@ -67,7 +67,7 @@ def _project_exceptions() -> list[type[BaseException]]:
 # Left outside the root, each for its reason: a CancelledError or KeyboardInterrupt subclass must
 # stay a BaseException only (a TtftError is an Exception, which every `except Exception` would
 # swallow); the lean reader's classes are the OpenAI SDK's hierarchy, rebuilt name for name.
-OUTSIDE = {"backends.load.driver.LevelCancelled", "tui.signals.Interrupted"}
+OUTSIDE = {"backends.load.outcome.LevelCancelled", "tui.signals.Interrupted"}
 SDK_MIRROR = "backends.providers.lean.sdk_errors"
 
 
@@ -85,7 +85,7 @@ def test_every_exception_class_of_the_project_has_one_root() -> None:
 
 
 def test_each_keeps_the_base_its_callers_catch() -> None:
-    from backends.load.driver import LevelCancelled
+    from backends.load.outcome import LevelCancelled
     from backends.local.gguf import GGUFError
     from backends.local.llama_server import LlamaServerError
     from backends.probe.plan import BudgetError

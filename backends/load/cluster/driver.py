@@ -31,7 +31,8 @@ import psutil
 import ray
 
 from backends.load import event_loop
-from backends.load.driver import Finished, LoadConfig, Progress, run_level
+from backends.load.driver import LoadConfig, run_level
+from backends.load.outcome import Finished, Progress
 from backends.load.runner import BackendSpec, build_backend, warmup_workload
 from telemetry.bench.requests import Mode
 

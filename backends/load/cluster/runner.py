@@ -39,7 +39,8 @@ from backends.base import Backend
 from backends.load.cluster.address import ClusterAddress, loopback_elsewhere, unreachable
 from backends.load.cluster.driver import Barrier, Batch, Driver, Job, ttft_version
 from backends.load.cluster.local import LocalCluster
-from backends.load.driver import LevelCancelled, LevelResult, LoadConfig, Progress
+from backends.load.driver import LoadConfig
+from backends.load.outcome import LevelCancelled, LevelResult, Progress
 from backends.load.runner import BackendSpec, merge_clients, parts, pool_size, warmup_workload
 from telemetry.bench.cluster import Node, Share, cluster_block, level_figures
 from telemetry.bench.merge import worst_client

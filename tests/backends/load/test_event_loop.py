@@ -51,10 +51,10 @@ def test_bench_falls_back_to_asyncio(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_the_lag_monitor_is_finer_than_uvloops_millisecond_clock() -> None:
     pytest.importorskip("uvloop")
-    from backends.load.driver import _ClientWatch
+    from backends.load.watch import ClientWatch
 
     async def watch() -> list[float]:
-        w = _ClientWatch()
+        w = ClientWatch()
         w.start()
         import asyncio
 

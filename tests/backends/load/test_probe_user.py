@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.load.driver import LevelCancelled, LoadConfig, run_level
+from backends.load.driver import LoadConfig, run_level
+from backends.load.outcome import LevelCancelled
 from backends.load.runner import BackendSpec, build_backend, default_transport
 from tests.fakes.batching_server import BatchingServer
 

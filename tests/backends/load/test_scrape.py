@@ -153,7 +153,7 @@ async def test_each_level_is_scraped_beside_it_and_the_warm_up_is_not() -> None:
 
 
 async def test_a_level_cut_short_leaves_the_scraper_ready_for_the_next() -> None:
-    from backends.load.driver import LevelCancelled
+    from backends.load.outcome import LevelCancelled
 
     with GaugedServer(slots=1, token_ms=30, prefill_ms=5, default_tokens=20) as srv:
         e = MetricsEndpoint(srv.url + "/metrics")

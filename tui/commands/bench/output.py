@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from backends.load.driver import Progress
+from backends.load.outcome import Progress
 from telemetry.bench.agent import agent_sentence
 from telemetry.bench.probe import probe_sentence
 from telemetry.bench.requests import level_label
