@@ -1,80 +1,74 @@
-"""argparse ``type=`` functions shared by the commands: a bad value is refused at the edge with a
-message that says what was wrong, never sent to a server or silently replaced by a default."""
+"""The parsed flags read into typed, frozen records: the one place a command's ``argparse.Namespace``
+is read. Everything after (a command's ``run``, the shared helpers) takes the record.
+
+Only the records' own modules are imported here; the types they hold from elsewhere are named for
+type checking only, so ``ttft --help`` (which imports every command) pays for nothing more.
+"""
 
 from __future__ import annotations
 
 import argparse
-import math
+from typing import TYPE_CHECKING, Any
+
+from telemetry.settings import TurnSettings
+from tui.commands.flags import (
+    ADAPTIVE,
+    DEFAULT_MAX_RETRIES,
+    MCP_CALL_TIMEOUT_S,
+    MCP_START_TIMEOUT_S,
+    LocalFlags,
+    McpFlags,
+    local_extra,
+)
+
+if TYPE_CHECKING:
+    from tui.commands.tools import ToolFlags
 
 
-def model_spec(value: str) -> str:
-    """``-m PROVIDER[:MODEL]``: ``''`` and ``openai:`` would otherwise mean the default model."""
-    from backends.providers.registry import ProviderError, parse_spec  # late: `ttft --help` imports every command
-
-    try:
-        parse_spec(value)
-    except ProviderError as exc:
-        raise argparse.ArgumentTypeError(f"{exc} {exc.hint or ''}".strip()) from None
-    return value.strip()
-
-
-def _number(value: str, kind: type[int] | type[float]) -> int | float:
-    try:
-        n = kind(value)
-    except ValueError:
-        what = "a whole number" if kind is int else "a number"
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
-    if isinstance(n, float) and not math.isfinite(n):  # nan would reach the request body as invalid JSON
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {value!r}")
-    return n
+# --- the flag groups that several commands share ---------------------------------------------------
+def local_flags(args: argparse.Namespace) -> LocalFlags:
+    """``--gpu-layers``, ``--threads``, ``--flash-attn`` (and the bench's ``--server-bin``), as given."""
+    return LocalFlags(
+        gpu_layers=getattr(args, "gpu_layers", None),
+        threads=getattr(args, "threads", None),
+        flash_attn=getattr(args, "flash_attn", None),
+        server_bin=getattr(args, "server_bin", None),
+    )
 
 
-def positive_int(value: str) -> int:
-    """``--max-output-tokens N``: at least 1 (0 or less is a request no server can answer)."""
-    n = int(_number(value, int))
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
+def settings_from_args(args: argparse.Namespace) -> TurnSettings:
+    """The settings the turn flags asked for (any not added to the parser keep TurnSettings' default)."""
+    extra: dict[str, Any] = {}
+    extra.update(local_extra(local_flags(args)))
+    budget = getattr(args, "thinking_budget", None)
+    if budget == ADAPTIVE:
+        extra["thinking"] = ADAPTIVE
+        budget = None
+    return TurnSettings(
+        stream=not getattr(args, "no_stream", False),
+        max_output_tokens=getattr(args, "max_output_tokens", None),
+        temperature=getattr(args, "temperature", None),
+        reasoning_effort=getattr(args, "reasoning_effort", None),
+        reasoning_summary=getattr(args, "reasoning_summary", None),
+        thinking_budget=budget,
+        thinking_display=getattr(args, "thinking_display", None),
+        max_retries=getattr(args, "max_retries", DEFAULT_MAX_RETRIES),
+        deadline_s=getattr(args, "deadline", None),
+        extra=extra,
+    )
 
 
-def non_negative_int(value: str) -> int:
-    """``--max-retries N``: 0 means no retry."""
-    n = int(_number(value, int))
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {n}")
-    return n
+def mcp_flags(args: argparse.Namespace) -> McpFlags:
+    """``--mcp`` (each spec as given) and its timeouts."""
+    return McpFlags(
+        specs=tuple(getattr(args, "mcp", None) or ()),
+        start_timeout_s=getattr(args, "mcp_start_timeout", MCP_START_TIMEOUT_S),
+        call_timeout_s=getattr(args, "mcp_call_timeout", MCP_CALL_TIMEOUT_S),
+    )
 
 
-def gpu_layers(value: str) -> int:
-    """``--gpu-layers N``: 0 (the CPU) or more, or -1 for every layer."""
-    n = int(_number(value, int))
-    if n < -1:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, or -1 for every layer, got {n}")
-    return n
+def tool_flags(args: argparse.Namespace) -> ToolFlags:
+    """``--mcp`` and the consent and step flags of ``tui.commands.tools.add_tool_flags`` (ask, compare)."""
+    from tui.commands.tools import ToolFlags  # late: the agent loop it names is for the commands with tools
 
-
-def seconds(value: str) -> float:
-    """``--timeout S``: above 0 (0 would mean the default, a negative one nothing sensible)."""
-    s = float(_number(value, float))
-    if s <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {value!r}")
-    return s
-
-
-def temperature(value: str) -> float:
-    """``--temperature T``: finite and not negative (each API caps it itself: 2 for OpenAI, 1 for Anthropic)."""
-    t = float(_number(value, float))
-    if t < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value!r}")
-    return t
-
-
-def deadline(value: str) -> float:
-    """``--deadline S``: a positive, finite number of seconds for the whole turn."""
-    try:
-        secs = float(value)
-    except ValueError:
-        secs = float("nan")
-    if not secs > 0 or secs == float("inf"):
-        raise argparse.ArgumentTypeError(f"takes a positive number of seconds, not {value!r}")
-    return secs
+    return ToolFlags(mcp_flags(args), bool(args.allow_tools), tuple(args.allow_tool), args.max_steps)

@@ -40,9 +40,9 @@ from telemetry.record import ErrorInfo, TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.wire import WaitSplit
 from tui import signals
-from tui.commands.args import model_spec
+from tui.commands.args import local_flags, mcp_flags, settings_from_args, tool_flags
 from tui.commands.exits import Exit, for_error_kind
-from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem, settings_from_args
+from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem, model_spec
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, json_text, note
 from tui.commands.prompt import PromptTooLarge, read_prompt
@@ -340,7 +340,7 @@ async def _ask_agent(agent: AgentTurn, args: argparse.Namespace, echo: bool) -> 
         agent.on_step = answer.follow
         agent.on_tool = answer.tool_ended
     try:
-        agent.host = await start_host(args, on_notice)
+        agent.host = await start_host(mcp_flags(args), on_notice)
         try:
             return await agent.run()
         finally:
@@ -416,10 +416,10 @@ def run(args: argparse.Namespace) -> int:
         )
         return Exit.USAGE
     spec = args.model or default_spec()
-    if (problem := local_flags_problem(args, _local_or_unknown(spec))) is not None:
+    if (problem := local_flags_problem(local_flags(args), _local_or_unknown(spec))) is not None:
         print(f"ttft ask: {problem}", file=sys.stderr)
         return Exit.USAGE
-    if (problem := tools_problem(args, _is_local(spec))) is not None:
+    if (problem := tools_problem(tool_flags(args), _is_local(spec))) is not None:
         print(f"ttft ask: {problem}", file=sys.stderr)
         return Exit.USAGE
     files = read_attachments(paths, spec, args.base_url) if paths else ()
@@ -438,14 +438,14 @@ def run(args: argparse.Namespace) -> int:
         except TtftError as err:  # a ProviderError, a BackendStartError: said and recorded, never a traceback
             record = _failed_record(spec, args.base_url, request, err, log, started)
         else:
-            if wants_tools(args):
+            if wants_tools(mcp_flags(args).specs):
                 from backends.agent.loop import AgentTurn
 
                 agent = AgentTurn(
                     backend,
                     request,
                     None,  # type: ignore[arg-type]  # the MCP host, started inside the turn's event loop
-                    consent_of(args),
+                    consent_of(bool(args.allow_tools), args.allow_tool),
                     session_id=log.session_id,
                     turn_index=log.next_turn_index(),
                     submitted_ns=started,
@@ -502,4 +502,4 @@ def _print_record(record: TurnRecord, args: argparse.Namespace) -> None:
         e = record.error or ErrorInfo("", "")
         print(visible_controls(error_line(e)), file=sys.stderr)
     else:
-        note(args, summary_line(record))  # the server's error text among it: shown, never run
+        note(args.quiet, summary_line(record))  # the server's error text among it: shown, never run

@@ -12,15 +12,16 @@ from telemetry.log.sessions import resolve
 from telemetry.log.turns import tail_records
 from telemetry.log.urls import without_masked
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
-from tui.commands.args import model_spec
+from tui.commands.args import local_flags, mcp_flags
+from tui.commands.args import settings_from_args as turn_settings
 from tui.commands.flags import (
     add_local_flags,
     add_mcp_flags,
     add_turn_flags,
     local_flags_problem,
-    mcp_servers_from_args,
+    mcp_servers,
+    model_spec,
 )
-from tui.commands.flags import settings_from_args as turn_settings
 from tui.commands.help import examples
 
 
@@ -93,11 +94,11 @@ def run(args: argparse.Namespace) -> int:
     spec = args.model
     base_url = args.base_url
     settings = settings_from_args(args)
-    if spec is not None and (problem := local_flags_problem(args, _is_local(spec))) is not None:
+    if spec is not None and (problem := local_flags_problem(local_flags(args), _is_local(spec))) is not None:
         print(f"ttft chat: {problem}", file=sys.stderr)
         return 2
     try:
-        servers = mcp_servers_from_args(args)
+        servers = mcp_servers(mcp_flags(args).specs)
     except TtftError as exc:  # a --mcp spec that names nothing: a usage error, said in a line
         from tui.format import visible_controls
 

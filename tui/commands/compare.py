@@ -14,14 +14,9 @@ from backends.compare.run import ComparePlan, make_backends, no_tools, run_compa
 from backends.providers.config import McpServerConfig
 from telemetry.errors import ErrorKind, TtftError
 from telemetry.log.surrogates import scrub
+from tui.commands.args import local_flags, mcp_flags, settings_from_args, tool_flags
 from tui.commands.exits import Exit, for_error_kind, for_turns
-from tui.commands.flags import (
-    add_local_flags,
-    add_turn_flags,
-    local_flags_problem,
-    mcp_servers_from_args,
-    settings_from_args,
-)
+from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem, mcp_servers
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json, warn
 from tui.commands.prompt import PromptTooLarge, read_prompt
@@ -95,7 +90,7 @@ def plan_of(args: argparse.Namespace, prompt: str, mcp_servers: list[McpServerCo
         system=args.system,
         timeout_s=args.timeout,
         mcp_servers=tuple(mcp_servers),
-        consent=consent_of(args),
+        consent=consent_of(bool(args.allow_tools), args.allow_tool),
         max_steps=args.max_steps,
         mcp_start_timeout_s=args.mcp_start_timeout,
         mcp_call_timeout_s=args.mcp_call_timeout,
@@ -115,15 +110,15 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
         print("ttft compare: --repeat must be at least 1", file=sys.stderr)
         return Exit.USAGE
     specs = [parse_model(m, args.base_url) for m in args.model]
-    if (problem := local_flags_problem(args, any(_is_local(s.spec) for s in specs))) is not None:
+    if (problem := local_flags_problem(local_flags(args), any(_is_local(s.spec) for s in specs))) is not None:
         print(f"ttft compare: {problem} (it applies to the local panes only)", file=sys.stderr)
         return Exit.USAGE
     try:
-        mcp_servers = mcp_servers_from_args(args)
+        servers = mcp_servers(mcp_flags(args).specs)
     except TtftError as exc:  # a --mcp spec that names nothing: a usage error, said in a line
         print(visible_controls(f"ttft compare: {exc} {exc.hint or ''}".strip()), file=sys.stderr)
         return Exit.USAGE
-    if (args.allow_tools or args.allow_tool) and not wants_tools(args):
+    if (tools := tool_flags(args)).consent_asked and not wants_tools(tools.mcp.specs):
         print("ttft compare: --allow-tools and --allow-tool need --mcp SPEC (the tools to allow)", file=sys.stderr)
         return Exit.USAGE
     if args.headless:
@@ -137,7 +132,7 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
     if args.headless and not prompt:
         print("ttft compare --headless: give a prompt (argument or stdin)", file=sys.stderr)
         return Exit.USAGE
-    plan = plan_of(args, prompt, mcp_servers)
+    plan = plan_of(args, prompt, servers)
     if factory is None and not args.headless:
         from tui.session import default_backend_factory
 

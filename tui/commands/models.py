@@ -75,5 +75,5 @@ def run(args: argparse.Namespace) -> int:
         for i in ids:
             print(visible_controls(i))  # the server's own names: shown, never run
         if not ids:
-            note(args, "the server listed no models")
+            note(args.quiet, "the server listed no models")
     return Exit.OK

@@ -19,9 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.duration import fmt_ms
-from tui.commands.args import model_spec, positive_int
+from tui.commands.args import local_flags, settings_from_args
 from tui.commands.exits import Exit, for_error_kind
-from tui.commands.flags import add_local_flags, add_turn_flags, local_extra, local_flags_problem, settings_from_args
+from tui.commands.flags import (
+    add_local_flags,
+    add_turn_flags,
+    local_extra,
+    local_flags_problem,
+    model_spec,
+    positive_int,
+)
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json
 from tui.format import visible_controls
@@ -67,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec = args.model or default_spec()
     try:
-        if (problem := local_flags_problem(args, is_local_spec(spec))) is not None:
+        if (problem := local_flags_problem(local_flags(args), is_local_spec(spec))) is not None:
             _err(problem)
             return USAGE_ERROR
         plan = plan_of(args, spec)
@@ -111,7 +118,7 @@ def plan_of(args: argparse.Namespace, spec: str) -> Any:
         out=args.out,
         sdk=args.sdk,
         timeout_s=args.timeout,
-        local_options=local_extra(args),
+        local_options=local_extra(local_flags(args)),
     )
 
 

@@ -15,7 +15,7 @@ from backends.load.tools import ToolsConfig
 from telemetry.bench import capacity as cap
 from telemetry.bench.slo import SLO
 from telemetry.settings import TurnSettings
-from tui.commands.args import model_spec
+from tui.commands.args import local_flags, settings_from_args
 from tui.commands.bench import capacity as bench_capacity
 from tui.commands.bench import workload as bench_workload
 from tui.commands.bench.flag_types import (
@@ -29,7 +29,7 @@ from tui.commands.bench.flag_types import (
     cluster_address,
     start_time,
 )
-from tui.commands.flags import add_local_flags, add_mcp_flags, add_turn_flags, local_flags_problem, settings_from_args
+from tui.commands.flags import add_local_flags, add_mcp_flags, add_turn_flags, local_flags_problem, model_spec
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags
 from tui.commands.tools import MCP_HOST, NOT_INSTALLED, mcp_module
@@ -493,7 +493,7 @@ def local_problem(args: argparse.Namespace) -> str | None:
         local = is_local_spec(args.model)
     except ProviderError:  # a config that does not read: the run's start says so
         local = True
-    problem = local_flags_problem(args, local)
+    problem = local_flags_problem(local_flags(args), local)
     return f"{problem} (or -m local-server)" if problem and "--server-bin" not in problem else problem
 
 

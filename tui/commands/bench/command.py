@@ -112,7 +112,7 @@ async def _scraper(
     args: argparse.Namespace, spec: str, base_url: str | None, local_url: str | None, meta: dict[str, Any]
 ) -> LevelScraper | None:
     """:func:`backends.load.bench.scraper` with the flags' ``--server-metrics`` and notes (kept for callers)."""
-    hooks = Hooks(on_note=lambda text: note(args, text), on_warn=warn)
+    hooks = Hooks(on_note=lambda text: note(args.quiet, text), on_warn=warn)
     return await scraper(args.server_metrics, spec, base_url, local_url, meta, hooks)
 
 

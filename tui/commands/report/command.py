@@ -222,7 +222,7 @@ def report_json(loaded: Loaded) -> dict[str, Any]:
 def _wrote(args: argparse.Namespace, text: str) -> None:
     """Which files were written: with the report on stdout, on stderr (and not at all with -q) beside JSON."""
     if args.json:
-        note(args, text.strip())
+        note(args.quiet, text.strip())
     elif not args.quiet:
         print(text)
 
