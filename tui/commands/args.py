@@ -1,16 +1,21 @@
 """The parsed flags read into typed, frozen records: the one place a command's ``argparse.Namespace``
 is read. Everything after (a command's ``run``, the shared helpers) takes the record.
 
-Only the records' own modules are imported here; the types they hold from elsewhere are named for
-type checking only, so ``ttft --help`` (which imports every command) pays for nothing more.
+Each command registers its reader beside its ``run`` (``set_defaults(func=run, read=ask_args)``);
+``tui.cli`` parses, then runs :func:`invocation`'s answer. A package command (``bench``, ``report``)
+reads its flags in its own ``args.py``. Modules a record names from afar are imported for type
+checking only: ``ttft --help``, which imports every command, pays for nothing more.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from telemetry.settings import TurnSettings
+from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from tui.commands.flags import (
     ADAPTIVE,
     DEFAULT_MAX_RETRIES,
@@ -72,3 +77,223 @@ def tool_flags(args: argparse.Namespace) -> ToolFlags:
     from tui.commands.tools import ToolFlags  # late: the agent loop it names is for the commands with tools
 
     return ToolFlags(mcp_flags(args), bool(args.allow_tools), tuple(args.allow_tool), args.max_steps)
+
+
+# --- what tui.cli runs ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """A command to run: its name (``tui.cli`` checks the config for those that read it) and its run."""
+
+    command: str
+    run: Callable[[], int]
+
+
+def invocation(args: argparse.Namespace) -> Invocation:
+    """The command the parsed flags name; each registers its reader (``read``) beside its ``run``
+    (``func``). The flags are read as it starts: after ``tui.cli``'s config check, as they always were
+    (the bench's reading resolves ``-m``, so a bad config.toml is said before anything of the command's)."""
+    read: Callable[[argparse.Namespace], Any] = args.read
+    run: Callable[[Any], int] = args.func
+    return Invocation(args.command, lambda: run(read(args)))
+
+
+# --- each command's record ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class AskArgs:
+    """``ttft ask``'s flags."""
+
+    prompt: tuple[str, ...]
+    model: str | None
+    base_url: str | None
+    settings: TurnSettings
+    system: str | None
+    timeout: float | None
+    local: LocalFlags
+    tools: ToolFlags
+    attach: tuple[str, ...]
+    session: str | None
+    sdk: bool
+    json: bool
+    quiet: bool
+    started_ns: int | None  # the process start (tui.cli): what the turn's own delay runs from
+
+
+def ask_args(args: argparse.Namespace) -> AskArgs:
+    return AskArgs(
+        prompt=tuple(args.prompt),
+        model=args.model,
+        base_url=args.base_url,
+        settings=settings_from_args(args),
+        system=args.system,
+        timeout=args.timeout,
+        local=local_flags(args),
+        tools=tool_flags(args),
+        attach=tuple(args.attach or ()),
+        session=args.session,
+        sdk=args.sdk,
+        json=args.json,
+        quiet=args.quiet,
+        started_ns=getattr(args, "started_ns", None),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ChatArgs:
+    """``ttft chat``'s flags; ``settings`` holds ``--speculative`` too."""
+
+    model: str | None
+    base_url: str | None
+    resume: str | None  # "": the most recent session
+    settings: TurnSettings
+    system: str | None
+    timeout: float | None
+    sdk: bool
+    local: LocalFlags
+    mcp: McpFlags
+
+
+def chat_args(args: argparse.Namespace) -> ChatArgs:
+    settings = settings_from_args(args)
+    return ChatArgs(
+        model=args.model,
+        base_url=args.base_url,
+        resume=args.resume,
+        settings=settings.with_(speculative=dict(PROMPT_LOOKUP)) if args.speculative else settings,
+        system=args.system,
+        timeout=args.timeout,
+        sdk=args.sdk,
+        local=local_flags(args),
+        mcp=mcp_flags(args),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CompareArgs:
+    """``ttft compare``'s flags (``tui.commands.compare.plan_of`` makes them its ComparePlan)."""
+
+    models: tuple[str, ...]
+    base_url: str | None
+    sequential: bool
+    repeat: int
+    headless: bool
+    blind: bool
+    out: Path | None
+    settings: TurnSettings
+    system: str | None
+    timeout: float | None
+    local: LocalFlags
+    tools: ToolFlags
+    prompt: tuple[str, ...]
+    json: bool
+    quiet: bool
+    started_ns: int | None
+
+
+def compare_args(args: argparse.Namespace) -> CompareArgs:
+    return CompareArgs(
+        models=tuple(args.model),
+        base_url=args.base_url,
+        sequential=args.sequential,
+        repeat=args.repeat,
+        headless=args.headless,
+        blind=args.blind,
+        out=args.out,
+        settings=settings_from_args(args),
+        system=args.system,
+        timeout=args.timeout,
+        local=local_flags(args),
+        tools=tool_flags(args),
+        prompt=tuple(args.prompt),
+        json=args.json,
+        quiet=args.quiet,
+        started_ns=getattr(args, "started_ns", None),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeArgs:
+    """``ttft probe``'s flags (``tui.commands.probe.plan_of`` makes them its ProbePlan)."""
+
+    model: str | None
+    base_url: str | None
+    quick: bool
+    budget: int | None
+    settings: TurnSettings
+    timeout: float | None
+    local: LocalFlags
+    out: Path | None
+    no_save: bool
+    sdk: bool
+    json: bool
+    quiet: bool
+
+
+def probe_args(args: argparse.Namespace) -> ProbeArgs:
+    return ProbeArgs(
+        model=args.model,
+        base_url=args.base_url,
+        quick=args.quick,
+        budget=args.budget,
+        settings=settings_from_args(args),
+        timeout=args.timeout,
+        local=local_flags(args),
+        out=args.out,
+        no_save=args.no_save,
+        sdk=args.sdk,
+        json=args.json,
+        quiet=args.quiet,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ModelsArgs:
+    """``ttft models``' flags."""
+
+    model: str | None
+    base_url: str | None
+    json: bool
+    quiet: bool
+
+
+def models_args(args: argparse.Namespace) -> ModelsArgs:
+    return ModelsArgs(args.model, args.base_url, args.json, args.quiet)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportArgs:
+    """``ttft export``'s flags."""
+
+    source: str | None
+    format: str
+    out: Path | None
+    redact: bool
+    steps: bool
+    json: bool
+    quiet: bool
+
+
+def export_args(args: argparse.Namespace) -> ExportArgs:
+    return ExportArgs(args.source, args.format, args.out, args.redact, args.steps, args.json, args.quiet)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionsArgs:
+    """``ttft sessions``' flags."""
+
+    json: bool
+
+
+def sessions_args(args: argparse.Namespace) -> SessionsArgs:
+    return SessionsArgs(args.json)
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionArgs:
+    """``ttft completion``'s shell, and the whole parser it describes (``tui.cli`` builds every command's)."""
+
+    shell: str
+    parser: argparse.ArgumentParser
+
+
+def completion_args(args: argparse.Namespace) -> CompletionArgs:
+    return CompletionArgs(args.shell, args.parser)

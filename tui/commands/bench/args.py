@@ -1,9 +1,11 @@
-"""``ttft bench``'s command line: its flags, their vLLM aliases and their parsing (see ``bench``)."""
+"""``ttft bench``'s command line: its flags, their vLLM aliases and their parsing, read once into the
+record the command runs (:class:`BenchArgs`, its plan a :class:`backends.load.plan.BenchPlan`)."""
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ from tui.commands.flags import add_local_flags, add_mcp_flags, add_turn_flags, l
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags
 from tui.commands.tools import MCP_HOST, NOT_INSTALLED, mcp_module
+from tui.format import visible_controls
 
 LOCAL_SERVER = "local-server"
 DEFAULT_SLOTS = 4
@@ -500,9 +503,28 @@ def local_problem(args: argparse.Namespace) -> str | None:
 def workload(args: argparse.Namespace) -> bench_workload.Chosen:
     """The workload the flags ask for; :class:`BenchAbort` (a usage error) naming the flag that does not fit."""
     try:
-        return bench_workload.choose(args, context_limit(args))
+        return bench_workload.choose(workload_flags(args), context_limit(args))
     except bench_workload.WorkloadError as exc:
         raise BenchAbort("usage", str(exc)) from None  # a file's name or bytes: shown, never run
+
+
+def workload_flags(args: argparse.Namespace) -> bench_workload.WorkloadFlags:
+    return bench_workload.WorkloadFlags(
+        input_tokens=args.input_tokens,
+        output_tokens=args.output_tokens,
+        max_output_tokens=args.max_output_tokens,
+        prefix_tokens=args.prefix_tokens,
+        prefixes=args.prefixes,
+        turns=args.turns,
+        think_time=args.think_time,
+        dataset=args.dataset,
+        trace=args.trace,
+        speedup=args.speedup,
+        concurrency=args.concurrency,
+        rate=args.rate,
+        find_capacity=args.find_capacity,
+        requests=args.requests,
+    )
 
 
 def load_config(args: argparse.Namespace, chosen: bench_workload.Chosen) -> LoadConfig:
@@ -582,3 +604,45 @@ def plan(
         workload_source=chosen.source or None,
         workload_notes=tuple(chosen.notes),
     )
+
+
+# --- the record the command runs ---------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BenchArgs:
+    """The flags read: what to say first, then the plan, or why there is none; and how results show."""
+
+    said: tuple[str, ...]  # whole lines for stderr, before anything runs: refused flags, the workload's notes
+    plan: BenchPlan | BenchAbort  # the run's plan, or why the flags make none (its exit, any sentence left)
+    json: bool
+    quiet: bool
+    charts: str  # the chart files' format
+
+
+def read(args: argparse.Namespace) -> BenchArgs:
+    """The flags, checked against the target (``-m`` resolved: after ``tui.cli``'s config check) and read
+    once into the plan; flags that do not fit are refused before anything is sent."""
+    said: list[str] = []
+
+    def refused(abort: BenchAbort) -> BenchArgs:
+        return BenchArgs(tuple(said), abort, args.json, args.quiet, args.charts)
+
+    if misfit := misfits(args, kind(args.model, args.base_url)):  # a flag that would do nothing here
+        said += [visible_controls(f"ttft bench: {why}") for why in misfit]
+        return refused(BenchAbort("usage"))
+    settle(args)
+    objectives = None
+    try:
+        if args.find_capacity:
+            objectives = parse_objectives(args)
+            slo: SLO | None = objectives.slo()
+        else:
+            slo = SLO.parse(args.slo)
+    except ValueError as exc:
+        said.append(f"ttft bench: {exc}")
+        return refused(BenchAbort("usage"))
+    try:
+        chosen = workload(args)
+        said += [visible_controls(f"ttft bench: {note}") for note in chosen.notes]
+        return BenchArgs(tuple(said), plan(args, chosen, slo, objectives), args.json, args.quiet, args.charts)
+    except BenchAbort as exc:
+        return refused(exc)
