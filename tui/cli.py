@@ -1,4 +1,5 @@
-"""The ``ttft`` command line. Each subcommand lives in its own module and registers itself here.
+"""The ``ttft`` command line. Each subcommand lives in its own module and registers itself here; its
+flags are read into its typed record (``tui.commands.args``) and the command runs on that.
 
 Only the module of the command being run is imported (``ttft ask`` never pays for
 Textual, numpy-heavy reports or the bench driver); ``ttft --help`` and an unknown
@@ -21,6 +22,7 @@ import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
 
+from tui.commands.args import Invocation, invocation  # noqa: E402
 from tui.commands.exits import Exit  # noqa: E402
 from tui.commands.help import Parser, examples  # noqa: E402
 
@@ -180,7 +182,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     args.parser = parser
     push = _live_otel(args.command)
     try:
-        code = _dispatch(args)
+        code = _dispatch(invocation(args))
     except BrokenPipeError:  # `ttft sessions | head -1`: the reader has all it wanted
         code = _reader_gone()
     finally:
@@ -216,15 +218,15 @@ def _reader_gone() -> int:
     return int(Exit.PIPE_CLOSED)  # 128 + SIGPIPE, what a shell reports for a command killed by it
 
 
-def _dispatch(args: argparse.Namespace) -> int:
-    if args.command not in CONFIG_COMMANDS:  # these never read it (nor pay for importing the HTTP stack)
-        return int(args.func(args) or 0)
+def _dispatch(command: Invocation) -> int:
+    if command.command not in CONFIG_COMMANDS:  # these never read it (nor pay for importing the HTTP stack)
+        return int(command.run() or 0)
     from backends.providers.registry import ProviderError, check_config
     from telemetry.errors import ErrorKind
 
     try:
         check_config()
-        return int(args.func(args) or 0)
+        return int(command.run() or 0)
     except ProviderError as err:
         if err.kind is not ErrorKind.CONFIG_ERROR:
             raise

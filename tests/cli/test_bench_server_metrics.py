@@ -139,10 +139,8 @@ def test_a_capacity_search_reads_the_gauges_beside_each_probe(tmp_path: Path, ca
 
 
 async def test_no_gauges_are_read_unless_asked() -> None:
-    import argparse
-
     from tui.commands.bench.command import _scraper
 
     meta: dict = {}
-    args = argparse.Namespace(server_metrics=None, find_capacity=False, quiet=True)
-    assert await _scraper(args, "compat:m", "http://127.0.0.1:9/v1", None, meta) is None and meta == {}  # not asked
+    not_asked = await _scraper(None, True, "compat:m", "http://127.0.0.1:9/v1", None, meta)  # -q, no --server-metrics
+    assert not_asked is None and meta == {}

@@ -14,6 +14,7 @@ from telemetry.log.turns import read_records
 from tests.support.compare_fakes import ScheduledBackend
 from tui import cli
 from tui.commands import compare as cmd
+from tui.commands.args import compare_args
 
 SCHEDULES = {
     "quick-start": {"ttft_s": 0.005, "gap_s": 0.006, "tokens": 6},
@@ -40,8 +41,7 @@ def run(argv: list[str], made: list[tuple[str, str | None]] | None = None) -> in
             raise ValueError(f"unknown model {model!r}")
         return ScheduledBackend(model, provider=provider, base_url=base_url, **SCHEDULES[model])  # type: ignore[arg-type]
 
-    args = cli.build_parser("compare").parse_args(argv)
-    args.started_ns = None
+    args = compare_args(cli.build_parser("compare").parse_args(argv))
     return cmd.run(args, factory=factory)
 
 

@@ -20,6 +20,7 @@ from tests.support.compare_fakes import ScheduledBackend
 from tui import cli
 from tui.cli import main
 from tui.commands import compare as cmd
+from tui.commands.args import compare_args
 from tui.commands.exits import Exit
 
 SERVER = Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py"
@@ -127,10 +128,11 @@ def test_a_pane_whose_model_takes_no_tools_is_a_usage_error_before_anything_is_s
         made.append(ScheduledBackend(spec, api="local" if spec == "local:x" else "chat.completions"))
         return made[-1]
 
-    args = cli.build_parser("compare").parse_args(
-        ["compare", "--headless", "-m", "compat:a", "-m", "local:x", "--mcp", MCP, "--allow-tools", "go"]
+    args = compare_args(
+        cli.build_parser("compare").parse_args(
+            ["compare", "--headless", "-m", "compat:a", "-m", "local:x", "--mcp", MCP, "--allow-tools", "go"]
+        )
     )
-    args.started_ns = None
     rc = cmd.run(args, factory=factory)
     err = capsys.readouterr().err
     assert rc == Exit.USAGE and "pane B (fake:local:x)" in err and "no tool support" in err

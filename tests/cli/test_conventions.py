@@ -21,8 +21,8 @@ from telemetry.record import SCHEMA
 from tests.fakes import FakeServer, Schedule
 from tests.support.paths import ROOT
 from tui.cli import COMMANDS, build_parser, main
+from tui.commands.args import settings_from_args
 from tui.commands.exits import MEANING, Exit, for_turns
-from tui.commands.flags import settings_from_args
 from tui.commands.prompt import STDIN_LIMIT_BYTES
 
 TURN_COMMANDS = ("ask", "chat", "compare", "bench", "probe")

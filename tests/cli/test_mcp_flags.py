@@ -14,6 +14,7 @@ from tests.backends.mcp.servers import FAKE
 from tests.support.compare_fakes import ScheduledBackend
 from tui import cli
 from tui.commands import compare as cmd
+from tui.commands.args import compare_args
 
 
 @pytest.fixture(autouse=True)
@@ -26,8 +27,7 @@ def _compare(argv: list[str]) -> int:
     def factory(spec: str, base_url: str | None) -> ScheduledBackend:
         return ScheduledBackend(spec.partition(":")[2], provider="fake", ttft_s=0.005, gap_s=0.001, tokens=3)
 
-    args = cli.build_parser("compare").parse_args(argv)
-    args.started_ns = None
+    args = compare_args(cli.build_parser("compare").parse_args(argv))
     return cmd.run(args, factory=factory)
 
 

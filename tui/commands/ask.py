@@ -40,9 +40,9 @@ from telemetry.record import ErrorInfo, TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.wire import WaitSplit
 from tui import signals
-from tui.commands.args import model_spec
+from tui.commands.args import AskArgs, ask_args
 from tui.commands.exits import Exit, for_error_kind
-from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem, settings_from_args
+from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem, model_spec
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, json_text, note
 from tui.commands.prompt import PromptTooLarge, read_prompt
@@ -117,7 +117,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         " part, or a text file inline under its name; checked before the send (exit 2 when it cannot go)",
     )
     p.add_argument("prompt", nargs="*", help="the question; piped stdin comes before it (or is the whole of it)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, read=ask_args)
 
 
 def error_line(e: ErrorInfo) -> str:
@@ -325,7 +325,7 @@ async def _ask(
         await backend.aclose()
 
 
-async def _ask_agent(agent: AgentTurn, args: argparse.Namespace, echo: bool) -> TurnRecord:
+async def _ask_agent(agent: AgentTurn, args: AskArgs, echo: bool) -> TurnRecord:
     """A turn with tools (``--mcp``): the MCP servers started, the loop run, the servers ended; the
     record is the agent's (logged by it, also when cancelled)."""
     answer = AnswerEcho(None)
@@ -340,7 +340,7 @@ async def _ask_agent(agent: AgentTurn, args: argparse.Namespace, echo: bool) -> 
         agent.on_step = answer.follow
         agent.on_tool = answer.tool_ended
     try:
-        agent.host = await start_host(args, on_notice)
+        agent.host = await start_host(args.tools.mcp, on_notice)
         try:
             return await agent.run()
         finally:
@@ -402,31 +402,31 @@ def read_attachments(paths: list[str], spec: str, base_url: str | None) -> tuple
     return tuple(files)
 
 
-def run(args: argparse.Namespace) -> int:
-    started = getattr(args, "started_ns", None) or ev.now_ns()  # tui.cli stamps the process start
+def run(args: AskArgs) -> int:
+    started = args.started_ns or ev.now_ns()  # tui.cli stamps the process start
     try:
         prompt = read_prompt(args.prompt)
     except PromptTooLarge as exc:
         print(f"ttft ask: {exc}", file=sys.stderr)
         return Exit.USAGE
-    paths = list(getattr(args, "attach", None) or [])
+    paths = list(args.attach)
     if not prompt and not paths:
         print(
             'ttft ask: give a question, e.g. ttft ask -m openai:gpt-4o-mini "hi" (or pipe it on stdin)', file=sys.stderr
         )
         return Exit.USAGE
     spec = args.model or default_spec()
-    if (problem := local_flags_problem(args, _local_or_unknown(spec))) is not None:
+    if (problem := local_flags_problem(args.local, _local_or_unknown(spec))) is not None:
         print(f"ttft ask: {problem}", file=sys.stderr)
         return Exit.USAGE
-    if (problem := tools_problem(args, _is_local(spec))) is not None:
+    if (problem := tools_problem(args.tools, _is_local(spec))) is not None:
         print(f"ttft ask: {problem}", file=sys.stderr)
         return Exit.USAGE
     files = read_attachments(paths, spec, args.base_url) if paths else ()
     if not isinstance(files, tuple):  # nothing was sent: a file that cannot go is the command line's problem
         print(f"ttft ask: -a {visible_controls(files.sentence)}", file=sys.stderr)
         return Exit.USAGE
-    settings = settings_from_args(args)
+    settings = args.settings
     system = scrub(args.system) if args.system else None
     request = build_request(prompt, system=system, settings=settings, attachments=files)
     log = SessionLog(args.session)
@@ -434,22 +434,22 @@ def run(args: argparse.Namespace) -> int:
     agent: AgentTurn | None = None
     try:
         try:
-            backend = _make_backend(spec, args.base_url, args.timeout, sdk=getattr(args, "sdk", False))
+            backend = _make_backend(spec, args.base_url, args.timeout, sdk=args.sdk)
         except TtftError as err:  # a ProviderError, a BackendStartError: said and recorded, never a traceback
             record = _failed_record(spec, args.base_url, request, err, log, started)
         else:
-            if wants_tools(args):
+            if wants_tools(args.tools.mcp.specs):
                 from backends.agent.loop import AgentTurn
 
                 agent = AgentTurn(
                     backend,
                     request,
                     None,  # type: ignore[arg-type]  # the MCP host, started inside the turn's event loop
-                    consent_of(args),
+                    consent_of(args.tools.allow_all, args.tools.allowed),
                     session_id=log.session_id,
                     turn_index=log.next_turn_index(),
                     submitted_ns=started,
-                    max_steps=args.max_steps,
+                    max_steps=args.tools.max_steps,
                     log=log,
                 )
                 try:
@@ -484,7 +484,7 @@ def run(args: argparse.Namespace) -> int:
     return Exit.OK if record.status == "ok" else for_error_kind(record.error.type if record.error else None)
 
 
-def _print(record: TurnRecord, args: argparse.Namespace, log: SessionLog) -> None:
+def _print(record: TurnRecord, args: AskArgs, log: SessionLog) -> None:
     """The record (``--json``), the summary, and any log write that failed, on stderr; a closed terminal
     (after SIGHUP) or a closed pipe just ends the printing: the turn is in the log."""
     try:
@@ -495,11 +495,11 @@ def _print(record: TurnRecord, args: argparse.Namespace, log: SessionLog) -> Non
         pass
 
 
-def _print_record(record: TurnRecord, args: argparse.Namespace) -> None:
+def _print_record(record: TurnRecord, args: AskArgs) -> None:
     if args.json:  # every control character escaped: the same JSON values, and safe on a terminal
         print(json_text(record.to_dict()))
     if record.status == "error" and args.quiet:  # -q drops the summary, never the error
         e = record.error or ErrorInfo("", "")
         print(visible_controls(error_line(e)), file=sys.stderr)
     else:
-        note(args, summary_line(record))  # the server's error text among it: shown, never run
+        note(args.quiet, summary_line(record))  # the server's error text among it: shown, never run

@@ -11,16 +11,15 @@ from telemetry.errors import TtftError
 from telemetry.log.sessions import resolve
 from telemetry.log.turns import tail_records
 from telemetry.log.urls import without_masked
-from telemetry.settings import PROMPT_LOOKUP, TurnSettings
-from tui.commands.args import model_spec
+from tui.commands.args import ChatArgs, chat_args
 from tui.commands.flags import (
     add_local_flags,
     add_mcp_flags,
     add_turn_flags,
     local_flags_problem,
-    mcp_servers_from_args,
+    mcp_servers,
+    model_spec,
 )
-from tui.commands.flags import settings_from_args as turn_settings
 from tui.commands.help import examples
 
 
@@ -56,12 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_turn_flags(p)
     add_local_flags(p)
     add_mcp_flags(p)
-    p.set_defaults(func=run)
-
-
-def settings_from_args(args: argparse.Namespace) -> TurnSettings:
-    settings = turn_settings(args)
-    return settings.with_(speculative=dict(PROMPT_LOOKUP)) if args.speculative else settings
+    p.set_defaults(func=run, read=chat_args)
 
 
 def spec_from_record(rec: dict) -> str | None:
@@ -84,7 +78,7 @@ def _is_local(spec: str) -> bool:
         return True
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: ChatArgs) -> int:
     from tui.chat.app import ChatApp
     from tui.session import default_backend_factory
     from tui.tool_servers import ToolServers
@@ -92,12 +86,12 @@ def run(args: argparse.Namespace) -> int:
     resume: Path | None = None
     spec = args.model
     base_url = args.base_url
-    settings = settings_from_args(args)
-    if spec is not None and (problem := local_flags_problem(args, _is_local(spec))) is not None:
+    settings = args.settings
+    if spec is not None and (problem := local_flags_problem(args.local, _is_local(spec))) is not None:
         print(f"ttft chat: {problem}", file=sys.stderr)
         return 2
     try:
-        servers = mcp_servers_from_args(args)
+        servers = mcp_servers(args.mcp.specs)
     except TtftError as exc:  # a --mcp spec that names nothing: a usage error, said in a line
         from tui.format import visible_controls
 
@@ -122,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         if args.timeout or args.sdk
         else None
     )
-    tools = ToolServers(servers, start_timeout_s=args.mcp_start_timeout, call_timeout_s=args.mcp_call_timeout)
+    tools = ToolServers(servers, start_timeout_s=args.mcp.start_timeout_s, call_timeout_s=args.mcp.call_timeout_s)
     app = ChatApp(spec, settings=settings, base_url=base_url, resume=resume, factory=factory, warm_up=True, tools=tools)
     app.chat.session.system_prompt = args.system
     app.run()

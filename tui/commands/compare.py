@@ -14,14 +14,9 @@ from backends.compare.run import ComparePlan, make_backends, no_tools, run_compa
 from backends.providers.config import McpServerConfig
 from telemetry.errors import ErrorKind, TtftError
 from telemetry.log.surrogates import scrub
+from tui.commands.args import CompareArgs, compare_args
 from tui.commands.exits import Exit, for_error_kind, for_turns
-from tui.commands.flags import (
-    add_local_flags,
-    add_turn_flags,
-    local_flags_problem,
-    mcp_servers_from_args,
-    settings_from_args,
-)
+from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem, mcp_servers
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json, warn
 from tui.commands.prompt import PromptTooLarge, read_prompt
@@ -29,8 +24,6 @@ from tui.commands.tools import add_tool_flags, consent_of, wants_tools
 from tui.format import visible_controls
 
 LOG_FAILED = int(Exit.NOT_SAVED)  # as for ttft ask: the turns ran but could not be written to the session log
-
-settings_from = settings_from_args  # the turn flags, as every command reads them
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_local_flags(p)
     add_tool_flags(p)  # --mcp, --allow-tools, --allow-tool NAME, --max-steps N: every pane is offered the same tools
     p.add_argument("prompt", nargs="*", help="the prompt (headless: piped stdin comes before it)")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, read=compare_args)
 
 
 def _is_local(spec: str) -> bool:
@@ -82,48 +75,48 @@ def _is_local(spec: str) -> bool:
         return True
 
 
-def plan_of(args: argparse.Namespace, prompt: str, mcp_servers: list[McpServerConfig]) -> ComparePlan:
+def plan_of(args: CompareArgs, prompt: str, mcp_servers: list[McpServerConfig]) -> ComparePlan:
     """The flags as the comparison's typed, immutable plan (built once; everything after reads it)."""
     return ComparePlan.of(
-        args.model,
+        args.models,
         args.base_url,
         prompt=prompt,
         repeat=args.repeat,
         mode="sequential" if args.sequential else "parallel",
         blind=args.blind,
-        settings=settings_from(args),
+        settings=args.settings,
         system=args.system,
         timeout_s=args.timeout,
         mcp_servers=tuple(mcp_servers),
-        consent=consent_of(args),
-        max_steps=args.max_steps,
-        mcp_start_timeout_s=args.mcp_start_timeout,
-        mcp_call_timeout_s=args.mcp_call_timeout,
+        consent=consent_of(args.tools.allow_all, args.tools.allowed),
+        max_steps=args.tools.max_steps,
+        mcp_start_timeout_s=args.tools.mcp.start_timeout_s,
+        mcp_call_timeout_s=args.tools.mcp.call_timeout_s,
         out=args.out,
-        submitted_ns=getattr(args, "started_ns", None),  # the process start (tui.cli): the first turns' delay
+        submitted_ns=args.started_ns,  # the process start (tui.cli): the first turns' delay
     )
 
 
-def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
+def run(args: CompareArgs, factory: BackendFactory | None = None) -> int:
     """``factory`` makes each pane's backend (tests pass fakes); by default headless runs make them in
     this process, the screen each in its own process, as in the chat, so painting four panes can never
     delay a timestamp (``TTFT_IN_PROCESS=1`` keeps them here)."""
-    if not 1 <= len(args.model) <= MAX_PANES:
-        print(f"ttft compare: give 1 to {MAX_PANES} -m options (got {len(args.model)})", file=sys.stderr)
+    if not 1 <= len(args.models) <= MAX_PANES:
+        print(f"ttft compare: give 1 to {MAX_PANES} -m options (got {len(args.models)})", file=sys.stderr)
         return Exit.USAGE
     if args.repeat < 1:
         print("ttft compare: --repeat must be at least 1", file=sys.stderr)
         return Exit.USAGE
-    specs = [parse_model(m, args.base_url) for m in args.model]
-    if (problem := local_flags_problem(args, any(_is_local(s.spec) for s in specs))) is not None:
+    specs = [parse_model(m, args.base_url) for m in args.models]
+    if (problem := local_flags_problem(args.local, any(_is_local(s.spec) for s in specs))) is not None:
         print(f"ttft compare: {problem} (it applies to the local panes only)", file=sys.stderr)
         return Exit.USAGE
     try:
-        mcp_servers = mcp_servers_from_args(args)
+        servers = mcp_servers(args.tools.mcp.specs)
     except TtftError as exc:  # a --mcp spec that names nothing: a usage error, said in a line
         print(visible_controls(f"ttft compare: {exc} {exc.hint or ''}".strip()), file=sys.stderr)
         return Exit.USAGE
-    if (args.allow_tools or args.allow_tool) and not wants_tools(args):
+    if args.tools.consent_asked and not wants_tools(args.tools.mcp.specs):
         print("ttft compare: --allow-tools and --allow-tool need --mcp SPEC (the tools to allow)", file=sys.stderr)
         return Exit.USAGE
     if args.headless:
@@ -137,7 +130,7 @@ def run(args: argparse.Namespace, factory: BackendFactory | None = None) -> int:
     if args.headless and not prompt:
         print("ttft compare --headless: give a prompt (argument or stdin)", file=sys.stderr)
         return Exit.USAGE
-    plan = plan_of(args, prompt, mcp_servers)
+    plan = plan_of(args, prompt, servers)
     if factory is None and not args.headless:
         from tui.session import default_backend_factory
 

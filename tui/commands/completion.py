@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tui.commands.args import CompletionArgs, completion_args
 from tui.commands.help import examples
 
 SHELLS = ("bash", "zsh", "fish")
@@ -25,13 +26,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
     )
     p.add_argument("shell", choices=SHELLS)
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, read=completion_args)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: CompletionArgs) -> int:
     import shtab  # late: only this command needs it
 
-    parser: argparse.ArgumentParser = args.parser  # every command's parser (tui.cli builds it whole for this one)
+    parser = args.parser  # every command's parser (tui.cli builds it whole for this one)
     _paths(parser, shtab.FILE, shtab.DIRECTORY)
     print(shtab.complete(parser, shell=args.shell), end="")
     return 0

@@ -16,6 +16,7 @@ from typing import Any
 from telemetry.export.formats import STDOUT, STEP_WRITERS, WRITERS, export
 from telemetry.log.sessions import resolve
 from telemetry.log.turns import Skipped, read_records
+from tui.commands.args import ExportArgs, export_args
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json
@@ -49,10 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"{', '.join(STEP_WRITERS)} only",
     )
     add_output_flags(p, "print what was written as a ttft.export/1 JSON object")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, read=export_args)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: ExportArgs) -> int:
     try:
         path = resolve(args.source)
     except FileNotFoundError as exc:

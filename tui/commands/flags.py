@@ -1,11 +1,10 @@
 """The turn flags: one set of names, aliases, choices and help for every command that sends turns
-(``ask``, ``chat``, ``compare``, ``bench``, ``probe``), and the one way they become ``TurnSettings``.
+(``ask``, ``chat``, ``compare``, ``bench``, ``probe``), which ``tui.commands.args`` reads into ``TurnSettings``.
 
-A command adopts them with one call, then reads them back with one more::
+A command adopts them with one call; ``tui.commands.args`` reads them back, once, into its record::
 
     add_turn_flags(parser)                      # or add_turn_flags(parser, max_output_tokens=64, max_retries=0)
-    settings = settings_from_args(args)         # TurnSettings for every turn the command sends
-    backend = create_backend(spec, base_url=..., timeout_s=args.timeout)
+    settings = settings_from_args(args)         # (tui.commands.args) TurnSettings for every turn it sends
 
 Only the defaults may differ by command (a load test retries nothing, by default); the help says
 each command's own default.
@@ -13,21 +12,101 @@ each command's own default.
 The local engine's flags (``--gpu-layers``, ``--threads``, ``--flash-attn``; ``add_local_flags``) go
 the same way, into the settings' ``extra``: the engine loads the model as each turn's settings ask
 (again when they change), and every record says what was asked. ``local_flags_problem`` refuses them
-for a target that would ignore them.
+for a target that would ignore them. The groups' flags as given are typed records here (``LocalFlags``,
+``McpFlags``), read from the command line by ``tui.commands.args``.
+
+Every value is checked at the edge by its ``type=`` function here (``model_spec``, ``positive_int``, ...,
+shared with every command's own flags): a bad one is refused with a message that says what was wrong,
+never sent to a server or silently replaced by a default.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Collection
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from telemetry.settings import TurnSettings
-from tui.commands.args import deadline, gpu_layers, non_negative_int, positive_int, seconds, temperature
 
 if TYPE_CHECKING:
     from backends.providers.config import McpServerConfig
 
+
+# --- the type= functions: a value checked as the command line is parsed ---------------------------
+def model_spec(value: str) -> str:
+    """``-m PROVIDER[:MODEL]``: ``''`` and ``openai:`` would otherwise mean the default model."""
+    from backends.providers.registry import ProviderError, parse_spec  # late: `ttft --help` imports every command
+
+    try:
+        parse_spec(value)
+    except ProviderError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} {exc.hint or ''}".strip()) from None
+    return value.strip()
+
+
+def _number(value: str, kind: type[int] | type[float]) -> int | float:
+    try:
+        n = kind(value)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
+    if isinstance(n, float) and not math.isfinite(n):  # nan would reach the request body as invalid JSON
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {value!r}")
+    return n
+
+
+def positive_int(value: str) -> int:
+    """``--max-output-tokens N``: at least 1 (0 or less is a request no server can answer)."""
+    n = int(_number(value, int))
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def non_negative_int(value: str) -> int:
+    """``--max-retries N``: 0 means no retry."""
+    n = int(_number(value, int))
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {n}")
+    return n
+
+
+def gpu_layers(value: str) -> int:
+    """``--gpu-layers N``: 0 (the CPU) or more, or -1 for every layer."""
+    n = int(_number(value, int))
+    if n < -1:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, or -1 for every layer, got {n}")
+    return n
+
+
+def seconds(value: str) -> float:
+    """``--timeout S``: above 0 (0 would mean the default, a negative one nothing sensible)."""
+    s = float(_number(value, float))
+    if s <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {value!r}")
+    return s
+
+
+def temperature(value: str) -> float:
+    """``--temperature T``: finite and not negative (each API caps it itself: 2 for OpenAI, 1 for Anthropic)."""
+    t = float(_number(value, float))
+    if t < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value!r}")
+    return t
+
+
+def deadline(value: str) -> float:
+    """``--deadline S``: a positive, finite number of seconds for the whole turn."""
+    try:
+        secs = float(value)
+    except ValueError:
+        secs = float("nan")
+    if not secs > 0 or secs == float("inf"):
+        raise argparse.ArgumentTypeError(f"takes a positive number of seconds, not {value!r}")
+    return secs
+
+
+# --- the turn flags -------------------------------------------------------------------------------
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 SUMMARIES = ("auto", "concise", "detailed")
 THINKING_DISPLAYS = ("summarized", "omitted")
@@ -148,21 +227,31 @@ def add_local_flags(p: argparse.ArgumentParser, *, server: bool = False) -> None
         )
 
 
-def local_extra(args: argparse.Namespace) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class LocalFlags:
+    """The local engine's flags as given (None: not given); ``server_bin`` is the bench's alone."""
+
+    gpu_layers: int | None = None
+    threads: int | None = None
+    flash_attn: str | None = None
+    server_bin: str | None = None
+
+
+def local_extra(flags: LocalFlags) -> dict[str, Any]:
     """The local flags given, as the settings' ``extra`` names them (the engine's own option names)."""
     names = {"gpu_layers": "n_gpu_layers", "threads": "n_threads", "flash_attn": "flash_attn"}
-    return {names[k]: v for k in LOCAL_FLAGS if (v := getattr(args, k, None)) is not None}
+    return {names[k]: v for k in LOCAL_FLAGS if (v := getattr(flags, k)) is not None}
 
 
-def local_flags_problem(args: argparse.Namespace, local: bool, *, server: bool = False) -> str | None:
+def local_flags_problem(flags: LocalFlags, local: bool, *, server: bool = False) -> str | None:
     """A usage error when local flags were given for a target that is not the local engine (``local``
     False): taking a flag and ignoring it would let a user believe the run used it. ``server``: the
     target is the bench's own llama-server, which takes them all; ``--server-bin`` it alone."""
     if server:
         return None
-    if getattr(args, "server_bin", None) is not None:
+    if flags.server_bin is not None:
         return "--server-bin runs your own llama-server: use it with -m local-server"
-    given = [flag for k, flag in LOCAL_FLAGS.items() if getattr(args, k, None) is not None]
+    given = [flag for k, flag in LOCAL_FLAGS.items() if getattr(flags, k) is not None]
     if local or not given:
         return None
     return f"{', '.join(given)} set{'s' if len(given) == 1 else ''} where the local engine runs; use it with -m local"
@@ -177,28 +266,6 @@ class _Group:
     def add_argument(self, *names: str, **kw: Any) -> None:
         if self.without.isdisjoint(names):
             self.group.add_argument(*names, **kw)
-
-
-def settings_from_args(args: argparse.Namespace) -> TurnSettings:
-    """The settings the turn flags asked for (any not added to the parser keep TurnSettings' default)."""
-    extra: dict[str, Any] = {}
-    extra.update(local_extra(args))
-    budget = getattr(args, "thinking_budget", None)
-    if budget == ADAPTIVE:
-        extra["thinking"] = ADAPTIVE
-        budget = None
-    return TurnSettings(
-        stream=not getattr(args, "no_stream", False),
-        max_output_tokens=getattr(args, "max_output_tokens", None),
-        temperature=getattr(args, "temperature", None),
-        reasoning_effort=getattr(args, "reasoning_effort", None),
-        reasoning_summary=getattr(args, "reasoning_summary", None),
-        thinking_budget=budget,
-        thinking_display=getattr(args, "thinking_display", None),
-        max_retries=getattr(args, "max_retries", DEFAULT_MAX_RETRIES),
-        deadline_s=getattr(args, "deadline", None),
-        extra=extra,
-    )
 
 
 MCP_START_TIMEOUT_S = 10.0
@@ -233,12 +300,20 @@ def add_mcp_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def mcp_servers_from_args(args: argparse.Namespace) -> list[McpServerConfig]:
+@dataclass(frozen=True, slots=True)
+class McpFlags:
+    """``--mcp SPEC`` (each, as given) and its timeouts: the servers are resolved when the command runs."""
+
+    specs: tuple[str, ...] = ()
+    start_timeout_s: float = MCP_START_TIMEOUT_S
+    call_timeout_s: float = MCP_CALL_TIMEOUT_S
+
+
+def mcp_servers(specs: Sequence[str]) -> list[McpServerConfig]:
     """The ``--mcp`` servers to start (``McpServerConfig`` each; none without the flag). A spec that
     names nothing is ``McpSpecError`` (a usage error: its message fits a line as it is)."""
-    specs = getattr(args, "mcp", None) or []
     if not specs:
         return []
     from backends.mcp.config import resolve_specs
 
-    return resolve_specs(specs)
+    return resolve_specs(list(specs))

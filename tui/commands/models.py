@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from backends.providers.registry import ProviderError, default_spec, is_local_spec, list_models, resolve
+from tui.commands.args import ModelsArgs, models_args
 from tui.commands.exits import Exit, for_error_kind
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, note, print_json
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-m", "--model", metavar="PROVIDER[:MODEL]", help="provider to ask (default: the default model's)")
     p.add_argument("--base-url", help="the server's address, e.g. http://127.0.0.1:8080/v1")
     add_output_flags(p, "print the models as a ttft.models/1 JSON object")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, read=models_args)
 
 
 def _local(as_json: bool) -> int:
@@ -59,7 +60,7 @@ def _local(as_json: bool) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: ModelsArgs) -> int:
     spec = args.model or default_spec()
     if is_local_spec(spec):
         return _local(args.json)
@@ -75,5 +76,5 @@ def run(args: argparse.Namespace) -> int:
         for i in ids:
             print(visible_controls(i))  # the server's own names: shown, never run
         if not ids:
-            note(args, "the server listed no models")
+            note(args.quiet, "the server listed no models")
     return Exit.OK

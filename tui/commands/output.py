@@ -23,9 +23,9 @@ def print_json(doc: Any) -> None:
     print(json_text(doc))
 
 
-def note(args: argparse.Namespace, text: str) -> None:
+def note(quiet: bool, text: str) -> None:
     """A summary or progress line on stderr, left out with ``-q``; text from outside is shown, never run."""
-    if not getattr(args, "quiet", False):
+    if not quiet:
         print(visible_controls(text), file=sys.stderr, flush=True)
 
 

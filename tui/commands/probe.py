@@ -19,9 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.duration import fmt_ms
-from tui.commands.args import model_spec, positive_int
+from tui.commands.args import ProbeArgs, probe_args
 from tui.commands.exits import Exit, for_error_kind
-from tui.commands.flags import add_local_flags, add_turn_flags, local_extra, local_flags_problem, settings_from_args
+from tui.commands.flags import (
+    add_local_flags,
+    add_turn_flags,
+    local_extra,
+    local_flags_problem,
+    model_spec,
+    positive_int,
+)
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json
 from tui.format import visible_controls
@@ -52,14 +59,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--sdk", action="store_true", help="read with the API's SDK, not ttft's own reader (as ttft ask --sdk)"
     )
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, read=probe_args)
 
 
 def _err(msg: str) -> None:
     print(visible_controls(f"ttft probe: {msg}"), file=sys.stderr)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: ProbeArgs) -> int:
     from backends.probe.orchestrate import ModelLoadFailed, OutDirError, run_probe
     from backends.probe.plan import BudgetError
     from backends.probe.run import WarmupFailed
@@ -67,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec = args.model or default_spec()
     try:
-        if (problem := local_flags_problem(args, is_local_spec(spec))) is not None:
+        if (problem := local_flags_problem(args.local, is_local_spec(spec))) is not None:
             _err(problem)
             return USAGE_ERROR
         plan = plan_of(args, spec)
@@ -97,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     return _report(args, result)
 
 
-def plan_of(args: argparse.Namespace, spec: str) -> Any:
+def plan_of(args: ProbeArgs, spec: str) -> Any:
     """The flags as a ProbePlan (ProviderError when ``-m`` or ``--base-url`` does not resolve); the
     engine's options as the turns' settings give them: the load before the schedule is the turns' own."""
     from backends.probe.orchestrate import ProbePlan
@@ -107,11 +114,11 @@ def plan_of(args: argparse.Namespace, spec: str) -> Any:
         target=resolve(spec, base_url=args.base_url),
         quick=args.quick,
         budget=args.budget,
-        settings=settings_from_args(args),
+        settings=args.settings,
         out=args.out,
         sdk=args.sdk,
         timeout_s=args.timeout,
-        local_options=local_extra(args),
+        local_options=local_extra(args.local),
     )
 
 
@@ -145,7 +152,7 @@ def _done_progress() -> None:
         sys.stderr.flush()
 
 
-def _report(args: argparse.Namespace, result: Any) -> int:
+def _report(args: ProbeArgs, result: Any) -> int:
     from telemetry.probe.fit import curvature_note, levers
     from tui.report.figures import probe_chart
 

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from telemetry.duration import fmt_ms
 from telemetry.log.sessions import list_sessions
 from telemetry.log.turns import Skipped, sessions_dir
+from tui.commands.args import SessionsArgs, sessions_args
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, print_json
@@ -25,14 +26,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     add_output_flags(p, "print the sessions as a ttft.sessions/1 JSON object")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, read=sessions_args)
 
 
 def _fmt(v: float | None) -> str:
     return fmt_ms(v, unit="ms", bare=True, missing="-")  # the column header names the unit
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: SessionsArgs) -> int:
     skipped = Skipped()
     sessions = list_sessions(skipped=skipped)
     if skipped:  # once, for every file: the other sessions are listed as usual

@@ -11,12 +11,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from backends.agent.consent import Consent
 from backends.agent.host import ToolHost
 from backends.agent.loop import DEFAULT_MAX_RESULT_BYTES, DEFAULT_MAX_STEPS, NO_TOOLS
-from tui.commands.flags import add_mcp_flags
+from tui.commands.flags import McpFlags, add_mcp_flags
 
 MCP_CONFIG, MCP_HOST = "backends.mcp.config", "backends.mcp.host"  # imported by name: a ttft without them still runs
 NOT_INSTALLED = "MCP support is not installed in this ttft (the backends.mcp package is missing)"
@@ -48,8 +50,22 @@ def add_tool_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def wants_tools(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "mcp", None))
+@dataclass(frozen=True, slots=True)
+class ToolFlags:
+    """The tool flags as given: the servers, the consent asked for, the step limit."""
+
+    mcp: McpFlags
+    allow_all: bool = False  # --allow-tools
+    allowed: tuple[str, ...] = ()  # each --allow-tool NAME
+    max_steps: int = DEFAULT_MAX_STEPS
+
+    @property
+    def consent_asked(self) -> bool:
+        return self.allow_all or bool(self.allowed)
+
+
+def wants_tools(specs: Sequence[str]) -> bool:
+    return bool(specs)
 
 
 def mcp_module(name: str = MCP_CONFIG) -> Any | None:
@@ -62,10 +78,10 @@ def mcp_module(name: str = MCP_CONFIG) -> Any | None:
         raise
 
 
-def tools_problem(args: argparse.Namespace, local: bool) -> str | None:
+def tools_problem(tools: ToolFlags, local: bool) -> str | None:
     """Why these tool flags cannot make a turn (exit 2), or None."""
-    if not wants_tools(args):
-        if args.allow_tools or args.allow_tool:
+    if not wants_tools(tools.mcp.specs):
+        if tools.consent_asked:
             return "--allow-tools and --allow-tool need --mcp SPEC (the tools to allow)"
         return None
     if local:
@@ -74,28 +90,29 @@ def tools_problem(args: argparse.Namespace, local: bool) -> str | None:
     if mod is None or mcp_module(MCP_HOST) is None:
         return NOT_INSTALLED
     try:
-        mod.resolve_specs(args.mcp)  # a spec that names nothing is the command line's problem
+        mod.resolve_specs(list(tools.mcp.specs))  # a spec that names nothing is the command line's problem
     except mod.McpSpecError as exc:
         return str(exc)
     return None
 
 
-def consent_of(args: argparse.Namespace) -> Consent:
-    return Consent.from_flags(bool(args.allow_tools), args.allow_tool)
+def consent_of(allow_all: bool, allowed: Sequence[str]) -> Consent:
+    """A fresh consent (it is spent as the turn goes: an allow-once answer is used up)."""
+    return Consent.from_flags(allow_all, allowed)
 
 
-async def start_host(args: argparse.Namespace, on_notice: Any) -> ToolHost:
+async def start_host(mcp: McpFlags, on_notice: Any) -> ToolHost:
     """The MCP servers of ``--mcp``, started (a bad spec raises ``McpSpecError``, a usage error; a server
     that fails to start is a notice, and the turn goes on with the others' tools)."""
     config, mod = mcp_module(), mcp_module(MCP_HOST)
     if config is None or mod is None:
         raise RuntimeError(NOT_INSTALLED)
-    servers = config.resolve_specs(args.mcp)
+    servers = config.resolve_specs(list(mcp.specs))
     host = mod.start_host(
         servers,
         on_notice=on_notice,
-        start_timeout_s=args.mcp_start_timeout,
-        call_timeout_s=args.mcp_call_timeout,
+        start_timeout_s=mcp.start_timeout_s,
+        call_timeout_s=mcp.call_timeout_s,
         max_result_bytes=DEFAULT_MAX_RESULT_BYTES,
     )
     if inspect.isawaitable(host):

@@ -149,7 +149,7 @@ async def test_a_clock_never_cancels_the_consumer_between_events(srv: FakeServer
 
 def test_chat_takes_a_deadline_for_its_turns() -> None:
     from tui.cli import build_parser
-    from tui.commands.chat import settings_from_args
+    from tui.commands.args import chat_args
 
-    assert settings_from_args(build_parser().parse_args(["chat", "--deadline", "2.5"])).deadline_s == 2.5
-    assert settings_from_args(build_parser().parse_args(["chat"])).deadline_s is None
+    assert chat_args(build_parser().parse_args(["chat", "--deadline", "2.5"])).settings.deadline_s == 2.5
+    assert chat_args(build_parser().parse_args(["chat"])).settings.deadline_s is None

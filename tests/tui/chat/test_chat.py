@@ -273,12 +273,12 @@ async def test_regenerate_copy_help_and_pane_toggle() -> None:
 
 def test_chat_command_parses_and_builds_settings() -> None:
     from tui.cli import build_parser
-    from tui.commands.chat import settings_from_args
+    from tui.commands.args import chat_args
 
-    args = build_parser().parse_args(
-        ["chat", "-m", "openai:gpt-x", "--effort", "low", "--max-tokens", "9", "--no-stream"]
+    args = chat_args(
+        build_parser().parse_args(["chat", "-m", "openai:gpt-x", "--effort", "low", "--max-tokens", "9", "--no-stream"])
     )
-    s = settings_from_args(args)
+    s = args.settings
     assert (args.model, s.reasoning_effort, s.max_output_tokens, s.stream) == ("openai:gpt-x", "low", 9, False)
     assert build_parser().parse_args(["chat", "--resume"]).resume == ""
 

@@ -1,9 +1,11 @@
-"""``ttft bench``'s command line: its flags, their vLLM aliases and their parsing (see ``bench``)."""
+"""``ttft bench``'s command line: its flags, their vLLM aliases and their parsing, read once into the
+record the command runs (:class:`BenchArgs`, its plan a :class:`backends.load.plan.BenchPlan`)."""
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from backends.load.tools import ToolsConfig
 from telemetry.bench import capacity as cap
 from telemetry.bench.slo import SLO
 from telemetry.settings import TurnSettings
-from tui.commands.args import model_spec
+from tui.commands.args import local_flags, settings_from_args
 from tui.commands.bench import capacity as bench_capacity
 from tui.commands.bench import workload as bench_workload
 from tui.commands.bench.flag_types import (
@@ -29,10 +31,11 @@ from tui.commands.bench.flag_types import (
     cluster_address,
     start_time,
 )
-from tui.commands.flags import add_local_flags, add_mcp_flags, add_turn_flags, local_flags_problem, settings_from_args
+from tui.commands.flags import add_local_flags, add_mcp_flags, add_turn_flags, local_flags_problem, model_spec
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags
 from tui.commands.tools import MCP_HOST, NOT_INSTALLED, mcp_module
+from tui.format import visible_controls
 
 LOCAL_SERVER = "local-server"
 DEFAULT_SLOTS = 4
@@ -493,16 +496,35 @@ def local_problem(args: argparse.Namespace) -> str | None:
         local = is_local_spec(args.model)
     except ProviderError:  # a config that does not read: the run's start says so
         local = True
-    problem = local_flags_problem(args, local)
+    problem = local_flags_problem(local_flags(args), local)
     return f"{problem} (or -m local-server)" if problem and "--server-bin" not in problem else problem
 
 
 def workload(args: argparse.Namespace) -> bench_workload.Chosen:
     """The workload the flags ask for; :class:`BenchAbort` (a usage error) naming the flag that does not fit."""
     try:
-        return bench_workload.choose(args, context_limit(args))
+        return bench_workload.choose(workload_flags(args), context_limit(args))
     except bench_workload.WorkloadError as exc:
         raise BenchAbort("usage", str(exc)) from None  # a file's name or bytes: shown, never run
+
+
+def workload_flags(args: argparse.Namespace) -> bench_workload.WorkloadFlags:
+    return bench_workload.WorkloadFlags(
+        input_tokens=args.input_tokens,
+        output_tokens=args.output_tokens,
+        max_output_tokens=args.max_output_tokens,
+        prefix_tokens=args.prefix_tokens,
+        prefixes=args.prefixes,
+        turns=args.turns,
+        think_time=args.think_time,
+        dataset=args.dataset,
+        trace=args.trace,
+        speedup=args.speedup,
+        concurrency=args.concurrency,
+        rate=args.rate,
+        find_capacity=args.find_capacity,
+        requests=args.requests,
+    )
 
 
 def load_config(args: argparse.Namespace, chosen: bench_workload.Chosen) -> LoadConfig:
@@ -582,3 +604,45 @@ def plan(
         workload_source=chosen.source or None,
         workload_notes=tuple(chosen.notes),
     )
+
+
+# --- the record the command runs ---------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class BenchArgs:
+    """The flags read: what to say first, then the plan, or why there is none; and how results show."""
+
+    said: tuple[str, ...]  # whole lines for stderr, before anything runs: refused flags, the workload's notes
+    plan: BenchPlan | BenchAbort  # the run's plan, or why the flags make none (its exit, any sentence left)
+    json: bool
+    quiet: bool
+    charts: str  # the chart files' format
+
+
+def read(args: argparse.Namespace) -> BenchArgs:
+    """The flags, checked against the target (``-m`` resolved: after ``tui.cli``'s config check) and read
+    once into the plan; flags that do not fit are refused before anything is sent."""
+    said: list[str] = []
+
+    def refused(abort: BenchAbort) -> BenchArgs:
+        return BenchArgs(tuple(said), abort, args.json, args.quiet, args.charts)
+
+    if misfit := misfits(args, kind(args.model, args.base_url)):  # a flag that would do nothing here
+        said += [visible_controls(f"ttft bench: {why}") for why in misfit]
+        return refused(BenchAbort("usage"))
+    settle(args)
+    objectives = None
+    try:
+        if args.find_capacity:
+            objectives = parse_objectives(args)
+            slo: SLO | None = objectives.slo()
+        else:
+            slo = SLO.parse(args.slo)
+    except ValueError as exc:
+        said.append(f"ttft bench: {exc}")
+        return refused(BenchAbort("usage"))
+    try:
+        chosen = workload(args)
+        said += [visible_controls(f"ttft bench: {note}") for note in chosen.notes]
+        return BenchArgs(tuple(said), plan(args, chosen, slo, objectives), args.json, args.quiet, args.charts)
+    except BenchAbort as exc:
+        return refused(exc)

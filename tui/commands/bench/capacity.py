@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from backends.load.capacity import Probe
-from tui.commands.args import positive_int
+from tui.commands.flags import positive_int
 
 DEFAULT_LIMIT = 1024
 

@@ -27,7 +27,6 @@ from backends.load.capacity import Probe
 from backends.load.plan import BenchPlan
 from backends.load.scrape import LevelScraper
 from telemetry.bench.cluster import partial_line
-from telemetry.bench.slo import SLO
 from tui import signals
 from tui.commands.bench import args as bench_args
 from tui.commands.bench import capacity as bench_capacity
@@ -57,32 +56,15 @@ EXITS = {"usage": Exit.USAGE, "failed": Exit.FAILED, "not_saved": Exit.NOT_SAVED
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    bench_args.build(sub, __doc__).set_defaults(func=run)
+    bench_args.build(sub, __doc__).set_defaults(func=run, read=bench_args.read)
 
 
-def run(args: argparse.Namespace) -> int:
-    if refused := bench_args.misfits(args, bench_args.kind(args.model, args.base_url)):
-        for why in refused:  # a flag that would do nothing here: said, nothing sent
-            print(visible_controls(f"ttft bench: {why}"), file=sys.stderr)
-        return Exit.USAGE
-    bench_args.settle(args)
-    objectives = None
-    try:
-        if args.find_capacity:
-            objectives = bench_args.parse_objectives(args)
-            slo: SLO | None = objectives.slo()
-        else:
-            slo = SLO.parse(args.slo)
-    except ValueError as exc:
-        print(f"ttft bench: {exc}", file=sys.stderr)
-        return 2
-    try:
-        chosen = bench_args.workload(args)
-        for said in chosen.notes:
-            print(visible_controls(f"ttft bench: {said}"), file=sys.stderr)
-        plan = bench_args.plan(args, chosen, slo, objectives)
-    except BenchAbort as exc:
-        return report(exc)
+def run(args: bench_args.BenchArgs) -> int:
+    for line in args.said:  # a flag refused, or what the workload's files held
+        print(line, file=sys.stderr)
+    plan = args.plan
+    if isinstance(plan, BenchAbort):
+        return report(plan)
     shown: dict[str, Any] = {}
     try:
         if not args.json:
@@ -109,11 +91,16 @@ def report(exc: BenchAbort) -> int:
 
 
 async def _scraper(
-    args: argparse.Namespace, spec: str, base_url: str | None, local_url: str | None, meta: dict[str, Any]
+    server_metrics: str | None,
+    quiet: bool,
+    spec: str,
+    base_url: str | None,
+    local_url: str | None,
+    meta: dict[str, Any],
 ) -> LevelScraper | None:
-    """:func:`backends.load.bench.scraper` with the flags' ``--server-metrics`` and notes (kept for callers)."""
-    hooks = Hooks(on_note=lambda text: note(args, text), on_warn=warn)
-    return await scraper(args.server_metrics, spec, base_url, local_url, meta, hooks)
+    """:func:`backends.load.bench.scraper` for ``--server-metrics``, its notes left out with ``-q``."""
+    hooks = Hooks(on_note=lambda text: note(quiet, text), on_warn=warn)
+    return await scraper(server_metrics, spec, base_url, local_url, meta, hooks)
 
 
 def hooks(quiet: bool, progress: ProgressLine) -> Hooks:

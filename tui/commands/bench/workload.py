@@ -14,8 +14,8 @@ left out (said), as ``vllm bench serve`` filters ShareGPT's.
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from telemetry.bench.workload.dataset import DatasetError, read_dataset
@@ -44,6 +44,27 @@ class ContextLimit:
 CAP = ContextLimit(MAX_TOKENS, "ttft's cap (no model's context is longer)")
 
 
+@dataclass(frozen=True, slots=True)
+class WorkloadFlags:
+    """The flags that shape the workload, as given (None, 0 or empty: not given; read by
+    ``tui.commands.bench.args.workload_flags``)."""
+
+    input_tokens: Lengths | None
+    output_tokens: Lengths | None
+    max_output_tokens: int
+    prefix_tokens: int | None
+    prefixes: int | None
+    turns: int
+    think_time: float
+    dataset: Path | None
+    trace: Path | None
+    speedup: tuple[float, ...] | None
+    concurrency: tuple[float, ...] | None
+    rate: tuple[float, ...] | None
+    find_capacity: bool
+    requests: int | None
+
+
 @dataclass
 class Chosen:
     """The workload, the mode and levels it runs at, the requests per level and what to tell the user."""
@@ -56,7 +77,7 @@ class Chosen:
     source: dict[str, Any] = field(default_factory=dict)  # what the dataset or trace held, for summary.json
 
 
-def choose(args: argparse.Namespace, limit: ContextLimit | None = None) -> Chosen:
+def choose(args: WorkloadFlags, limit: ContextLimit | None = None) -> Chosen:
     """The workload the flags ask for; WorkloadError naming the flag that does not fit, or the limit
     (``limit``, else ttft's cap) that its longest request passes."""
     inputs: Lengths | None = args.input_tokens
@@ -107,7 +128,7 @@ def choose(args: argparse.Namespace, limit: ContextLimit | None = None) -> Chose
         notes += data.notes()
         source = data.summary()
         w = replace(w, dataset=tuple(data.conversations), dataset_source=data.source)
-    if trace:
+    if args.trace is not None:
         try:
             tr = read_trace(resolve(str(args.trace.expanduser())))  # a file, or a session's id
         except FileNotFoundError as exc:

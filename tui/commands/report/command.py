@@ -34,6 +34,7 @@ from tui.commands.bench.output import (
 from tui.commands.exits import Exit
 from tui.commands.help import examples
 from tui.commands.output import add_output_flags, note, print_json
+from tui.commands.report.args import ReportArgs, report_args
 from tui.commands.report.inputs import TIMELINE_TURNS, Group, Loaded, capacity_block, load, load_merged, wanted
 from tui.format import short_model, visible_controls
 from tui.report import charts
@@ -71,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         " level k of each together, its concurrency or rate their sum, every figure over all their requests",
     )
     add_output_flags(p, "print the figures as a ttft.report/1 JSON object instead of the tables and charts")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, read=report_args)
 
 
 # --- tables ------------------------------------------------------------------------------
@@ -219,23 +220,23 @@ def report_json(loaded: Loaded) -> dict[str, Any]:
     }
 
 
-def _wrote(args: argparse.Namespace, text: str) -> None:
+def _wrote(args: ReportArgs, text: str) -> None:
     """Which files were written: with the report on stdout, on stderr (and not at all with -q) beside JSON."""
     if args.json:
-        note(args, text.strip())
+        note(args.quiet, text.strip())
     elif not args.quiet:
         print(text)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: ReportArgs) -> int:
     if args.merge:
         try:
-            loaded = load_merged(args.files)
+            loaded = load_merged(list(args.files))
         except MergeRefused as exc:  # not one load (or nothing to merge): said, exit 2, no report
             print(visible_controls(f"ttft report: cannot merge: {exc}"), file=sys.stderr)
             return Exit.USAGE
     else:
-        loaded = load(args.files, args.turns)
+        loaded = load(list(args.files), args.turns)
     for p in loaded.problems:
         print(visible_controls(f"ttft report: {p}"), file=sys.stderr)
     if not loaded.benches and not loaded.groups:
