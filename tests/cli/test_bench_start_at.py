@@ -16,7 +16,7 @@ import pytest
 from tests.fakes.batching_server import BatchingServer
 from tests.support.paths import ROOT
 from tui.cli import main
-from tui.commands.bench.args import check_start, start_time
+from tui.commands.bench.flag_types import check_start, start_time
 from tui.commands.exits import Exit
 
 BENCH = ["-m", "compat:batching-fake", "--concurrency", "2", "--requests", "8", "--warmup", "1"]

@@ -30,6 +30,7 @@ from telemetry.bench.cluster import partial_line
 from tui import signals
 from tui.commands.bench import args as bench_args
 from tui.commands.bench import capacity as bench_capacity
+from tui.commands.bench.flags import build
 from tui.commands.bench.output import (
     HEADER,
     ProgressLine,
@@ -56,7 +57,7 @@ EXITS = {"usage": Exit.USAGE, "failed": Exit.FAILED, "not_saved": Exit.NOT_SAVED
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    bench_args.build(sub, __doc__).set_defaults(func=run, read=bench_args.read)
+    build(sub, __doc__).set_defaults(func=run, read=bench_args.read)
 
 
 def run(args: bench_args.BenchArgs) -> int:
