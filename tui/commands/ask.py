@@ -22,11 +22,11 @@ from backends.base import Backend, ChatRequest, build_request
 from backends.finish import finish_turn
 from backends.providers.registry import (
     ProviderError,
+    Target,
     create_backend,
     default_spec,
-    is_local_spec,
     parse_spec,
-    target_api,
+    resolve,
 )
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev
@@ -351,19 +351,27 @@ async def _ask_agent(agent: AgentTurn, args: AskArgs, echo: bool) -> TurnRecord:
         await agent.backend.aclose()
 
 
-def _make_backend(spec: str, base_url: str | None, timeout: float | None, *, sdk: bool = False) -> Backend:
+def _make_backend(
+    spec: str, base_url: str | None, target: Target | ProviderError, timeout: float | None, *, sdk: bool = False
+) -> Backend:
     """The local engine runs in its own process, so a native crash ends the turn with a record instead of
-    killing ttft; a hosted backend stays in this process (spawning one would cost more than the answer)."""
-    if is_local_spec(spec) and os.environ.get("TTFT_IN_PROCESS") != "1":
+    killing ttft; a hosted backend stays in this process (spawning one would cost more than the answer).
+    A spec that did not resolve is raised here, to become the turn's recorded error."""
+    if isinstance(target, ProviderError):
+        raise target
+    if target.local and os.environ.get("TTFT_IN_PROCESS") != "1":
         from tui.isolated import ProcessBackend
 
         return ProcessBackend(spec, base_url)  # a BackendStartError (a TtftError) when it cannot start
     # Without the SDK unless asked: importing it is most of a hosted ask's own delay.
-    return create_backend(spec, base_url=base_url, timeout_s=timeout, lean=not sdk)
+    return create_backend(target, timeout_s=timeout, lean=not sdk)
 
 
 def _local_or_unknown(spec: str) -> bool:
-    """Whether ``spec`` is the local engine; a config that does not read is the turn's error to report."""
+    """For a spec that did not resolve: whether it names the local engine; a config that does not read is
+    the turn's error to report, not a reason to refuse the local flags."""
+    from backends.providers.registry import is_local_spec
+
     try:
         return is_local_spec(spec)
     except ProviderError:
@@ -371,15 +379,27 @@ def _local_or_unknown(spec: str) -> bool:
 
 
 def _is_local(spec: str) -> bool:
-    """Whether ``spec`` is the local engine; a config that does not read is the turn's error, not this."""
+    """For a spec that did not resolve: whether it names the local engine (a config that does not read is
+    the turn's error, not this)."""
+    from backends.providers.registry import is_local_spec
+
     try:
         return is_local_spec(spec)
     except ProviderError:
         return False
 
 
-def read_attachments(paths: list[str], spec: str, base_url: str | None) -> tuple[Attachment, ...] | Refused:
-    """``-a`` files, read and checked against the API and model ``spec`` names, before anything is sent.
+def _resolved(spec: str, base_url: str | None) -> Target | ProviderError:
+    """``-m`` and ``--base-url`` resolved once for the whole command; a spec, key or config that does not
+    resolve is kept, to be the turn's error when the backend is made (after the flags are checked)."""
+    try:
+        return resolve(spec, base_url=base_url)
+    except ProviderError as err:
+        return err
+
+
+def read_attachments(paths: list[str], target: Target | ProviderError) -> tuple[Attachment, ...] | Refused:
+    """``-a`` files, read and checked against the API and model ``target`` names, before anything is sent.
 
     A spec that does not resolve is not this check's to report: the turn then fails with its own error.
     """
@@ -391,12 +411,9 @@ def read_attachments(paths: list[str], spec: str, base_url: str | None) -> tuple
         if isinstance(got, Refused):
             return got
         files.append(got)
-    if files:
-        try:
-            api, model = target_api(spec, base_url)
-        except ProviderError:
-            return tuple(files)
-        refused = check_attachments(files, api=api, model=model)
+    if files and not isinstance(target, ProviderError):
+        model = target.model or ("local" if target.local else "")
+        refused = check_attachments(files, api=target.api, model=model)
         if refused is not None:
             return refused
     return tuple(files)
@@ -416,13 +433,16 @@ def run(args: AskArgs) -> int:
         )
         return Exit.USAGE
     spec = args.model or default_spec()
-    if (problem := local_flags_problem(args.local, _local_or_unknown(spec))) is not None:
+    target = _resolved(spec, args.base_url)
+    resolved = not isinstance(target, ProviderError)
+    local = target.local if not isinstance(target, ProviderError) else _local_or_unknown(spec)
+    if (problem := local_flags_problem(args.local, local)) is not None:
         print(f"ttft ask: {problem}", file=sys.stderr)
         return Exit.USAGE
-    if (problem := tools_problem(args.tools, _is_local(spec))) is not None:
+    if (problem := tools_problem(args.tools, local if resolved else _is_local(spec))) is not None:
         print(f"ttft ask: {problem}", file=sys.stderr)
         return Exit.USAGE
-    files = read_attachments(paths, spec, args.base_url) if paths else ()
+    files = read_attachments(paths, target) if paths else ()
     if not isinstance(files, tuple):  # nothing was sent: a file that cannot go is the command line's problem
         print(f"ttft ask: -a {visible_controls(files.sentence)}", file=sys.stderr)
         return Exit.USAGE
@@ -434,7 +454,7 @@ def run(args: AskArgs) -> int:
     agent: AgentTurn | None = None
     try:
         try:
-            backend = _make_backend(spec, args.base_url, args.timeout, sdk=args.sdk)
+            backend = _make_backend(spec, args.base_url, target, args.timeout, sdk=args.sdk)
         except TtftError as err:  # a ProviderError, a BackendStartError: said and recorded, never a traceback
             record = _failed_record(spec, args.base_url, request, err, log, started)
         else:
