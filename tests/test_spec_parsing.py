@@ -20,7 +20,7 @@ OTHER_SYNTAX = {
     ("backends/spec.py", "split_spec"): "THE model spec",
     ("backends/providers/lean/messages.py", "custom_headers"): "a 'Name: value' header line",
     ("backends/local/amx.py", "cpu_has_amx"): "a /proc/cpuinfo line",
-    ("tui/commands/bench/args.py", "_goodput"): "vLLM's --goodput ttft:500",
+    ("tui/commands/bench/flags.py", "_goodput"): "vLLM's --goodput ttft:500",
     ("telemetry/log/urls.py", "url_secrets"): "a URL's user:password",
     ("telemetry/log/urls.py", "_host_and_port"): "a URL's host:port",
     ("telemetry/bench/workload/lengths.py", "parse"): "a MEAN:STD length",
