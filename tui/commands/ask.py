@@ -434,12 +434,14 @@ def run(args: AskArgs) -> int:
         return Exit.USAGE
     spec = args.model or default_spec()
     target = _resolved(spec, args.base_url)
-    resolved = not isinstance(target, ProviderError)
-    local = target.local if not isinstance(target, ProviderError) else _local_or_unknown(spec)
-    if (problem := local_flags_problem(args.local, local)) is not None:
+    if isinstance(target, ProviderError):  # the turn's error later; these checks read the spec alone
+        local_for_flags, local_for_tools = _local_or_unknown(spec), _is_local(spec)
+    else:
+        local_for_flags = local_for_tools = target.local
+    if (problem := local_flags_problem(args.local, local_for_flags)) is not None:
         print(f"ttft ask: {problem}", file=sys.stderr)
         return Exit.USAGE
-    if (problem := tools_problem(args.tools, local if resolved else _is_local(spec))) is not None:
+    if (problem := tools_problem(args.tools, local_for_tools)) is not None:
         print(f"ttft ask: {problem}", file=sys.stderr)
         return Exit.USAGE
     files = read_attachments(paths, target) if paths else ()
