@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from backends.transport.http import Probe, parse_retry_after
+from backends.transport.http import Probe, parse_retry_after, url_credentials
 from backends.transport.load_client import LoadClient
 from backends.transport.meta import http_info
 from backends.transport.response import LeanResponse
@@ -301,6 +301,9 @@ class AiohttpClient(LoadClient):
 
         if self._session is None:
             self._session = self._open_session()
+        url, auth = url_credentials(url)  # aiohttp refuses credentials in the URL beside an Authorization header
+        if auth is not None:
+            headers = {**{k: v for k, v in headers.items() if k.lower() != "authorization"}, "Authorization": auth}
         probe.begin_attempt()
         stale = 0
         while True:

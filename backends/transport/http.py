@@ -40,6 +40,7 @@ sent, so the server never sees it.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import email.utils
 import itertools
@@ -226,6 +227,18 @@ def parse_retry_after(headers: httpx2.Headers) -> float | None:
         if parsed is None:
             return None
         return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+
+
+def url_credentials(url: str) -> tuple[str, str | None]:
+    """``url`` without credentials, and the ``Authorization`` value that httpx2 sends for them
+    (``http://user:pass@host/v1``: Basic, percent-decoded, in place of any other header's); None when it
+    has none. The load clients send what httpx2 sends."""
+    u = urllib.parse.urlsplit(url)
+    if u.username is None and u.password is None:
+        return url, None
+    pair = f"{urllib.parse.unquote(u.username or '')}:{urllib.parse.unquote(u.password or '')}"
+    bare = u._replace(netloc=u.netloc.rpartition("@")[2]).geturl()
+    return bare, "Basic " + base64.b64encode(pair.encode()).decode("ascii")
 
 
 PROXY_ENV = ("http_proxy", "https_proxy", "all_proxy")

@@ -34,7 +34,7 @@ import httpx2
 
 from backends.transport import pacing
 from backends.transport.aiohttp_client import STALE_RETRIES
-from backends.transport.http import Probe, parse_retry_after
+from backends.transport.http import Probe, parse_retry_after, url_credentials
 from backends.transport.http1 import Closed, Conn, ProtoResponse, as_httpx
 from backends.transport.load_client import LoadClient
 from backends.transport.meta import http_info
@@ -54,8 +54,11 @@ def _header_block(headers: dict[str, str], url: str) -> bytes:
     """The request's header lines. A name or value that would break a line (configured headers are
     untrusted) is refused, as httpx2 refuses it, before anything is sent."""
     lines = []
+    auth = url_credentials(url)[1]
+    if auth is not None:
+        lines.append(f"Authorization: {auth}\r\n")
     for k, v in headers.items():
-        if k.lower() in _OWN_HEADERS:
+        if k.lower() in _OWN_HEADERS or (auth is not None and k.lower() == "authorization"):
             continue
         bad_name = not k or any(c in k for c in "\r\n\0: \t")
         if bad_name or any(c in v for c in "\r\n\0"):
