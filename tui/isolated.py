@@ -12,7 +12,9 @@ do not know the difference. The child sends the events that are ready together: 
 message for all those one read of the socket gave (each keeps its own stamp), not a pickle, a
 write and a wakeup of the parent per token. Chat Completions are read by the lean reader by
 default (``lean``; ``ttft chat --sdk`` for the OpenAI SDK): the SDK's parsing of each chunk
-into its types was the larger part of this process's CPU per token.
+into its types was the larger part of this process's CPU per token. A lean reader's bytes come over the
+asyncio Protocol + httptools transport, as the bench's do, where no proxy is in the way
+(:mod:`backends.providers.lean.transport`): h11's parsing under httpx2 was most of what was left.
 
 Cancelling a turn tells the child to close its stream, and waits (briefly) until it has, so
 the server sees the disconnect at once.
@@ -126,11 +128,15 @@ def _child(
 async def _child_main(
     conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None, lean: bool = True
 ) -> None:  # pragma: no cover
+    from backends.providers.lean.transport import chat_transport
     from backends.providers.registry import create_backend
 
     try:
         # server_gauges: a compat server's queue and KV use, recorded with each turn for the pane
         backend = create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True, lean=lean)
+        use_proto = getattr(backend, "use_aiohttp", None)  # a lean reader's, through the gauges' wrapper
+        if use_proto is not None and chat_transport(spec, base_url, lean) == "proto":
+            use_proto("proto")
     except Exception as exc:
         conn.send(("error", *start_error(exc)))
         return

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any
 from backends.load import event_loop
 from backends.load.outcome import LevelCancelled, Progress
 from backends.load.plan import BenchPlan
-from backends.load.runner import BackendSpec, LoadRunner, Runner, default_transport, through_proxy
+from backends.load.runner import BackendSpec, LoadRunner, Runner
 from backends.load.scrape import INTERVAL_S, LevelScraper, scraped
+from backends.providers.lean.transport import default_transport, through_proxy
 from backends.spec import split_spec
 from telemetry.bench import summary as bench_summary
 from telemetry.bench.requests import read_bench

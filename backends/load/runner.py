@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import importlib.util
 import multiprocessing as mp
 import re
 import sys
@@ -52,32 +51,6 @@ class BackendSpec:
     transport: str = "aiohttp"
     # Run each worker process on uvloop when it is installed (backends.load.event_loop), as the parent runs.
     fast_loop: bool = False
-
-
-def default_transport() -> str:
-    """The lean reader's load client: ``"proto"`` (backends.transport.protocol) when httptools is installed
-    (it comes with the bench extra), else ``"aiohttp"``."""
-    return "proto" if importlib.util.find_spec("httptools") is not None else "aiohttp"
-
-
-def through_proxy(spec: str, base_url: str | None) -> bool:
-    """Whether a load on ``spec`` (any hosted API: each has a lean reader) would go through a proxy set
-    in the environment. The load clients (aiohttp, the Protocol transport) speak no proxy; such a run
-    reads over httpx2, as every other ttft command reaches that server."""
-    from backends.providers.lean.chat import chat_url
-    from backends.providers.lean.messages import messages_url
-    from backends.providers.lean.responses import responses_url
-    from backends.providers.registry import ProviderError, resolve
-    from backends.transport.http import proxied
-
-    try:
-        resolved = resolve(spec, base_url=base_url)
-    except ProviderError:
-        return False  # the bench says what is wrong with the spec when it builds the backend
-    url = {"openai": chat_url, "compat": chat_url, "openai-responses": responses_url, "anthropic": messages_url}.get(
-        resolved.kind
-    )
-    return url is not None and proxied(url(resolved.base_url))
 
 
 def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:

@@ -53,7 +53,8 @@ sys.path.insert(0, str(ROOT))
 
 from backends.load import event_loop  # noqa: E402
 from backends.load.driver import LoadConfig, run_level  # noqa: E402
-from backends.load.runner import BackendSpec, build_backend, default_transport  # noqa: E402
+from backends.load.runner import BackendSpec, build_backend  # noqa: E402
+from backends.providers.lean.transport import default_transport  # noqa: E402
 from telemetry import events as ev  # noqa: E402
 from telemetry.bench.workload.lengths import Lengths  # noqa: E402
 from telemetry.bench.workload.plan import Workload  # noqa: E402

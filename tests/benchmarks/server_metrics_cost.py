@@ -33,8 +33,9 @@ sys.path.insert(0, str(ROOT))
 
 from backends.load import event_loop  # noqa: E402
 from backends.load.driver import LoadConfig  # noqa: E402
-from backends.load.runner import BackendSpec, LoadRunner, default_transport  # noqa: E402
+from backends.load.runner import BackendSpec, LoadRunner  # noqa: E402
 from backends.load.scrape import LevelScraper  # noqa: E402
+from backends.providers.lean.transport import default_transport  # noqa: E402
 from backends.transport.prometheus import MetricsEndpoint  # noqa: E402
 from telemetry.bench.aggregate import aggregate_level  # noqa: E402
 from telemetry.bench.requests import read_bench  # noqa: E402

@@ -109,3 +109,55 @@ async def test_the_terminals_signals_leave_the_child_to_the_parent(
         await backend.aclose()
     assert not any(isinstance(e, ev.Failed) for e in events), [e for e in events if isinstance(e, ev.Failed)]
     assert "".join(e.text for e in events if isinstance(e, ev.TextDelta)) == Schedule(visible_tokens=40).visible_text()
+
+
+@pytest.mark.parametrize("proxy", [False, True])
+async def test_the_lean_reader_streams_over_the_protocol_transport_unless_a_proxy_is_set(
+    srv: FakeServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, proxy: bool
+) -> None:
+    """The child reads a lean stream over the Protocol + httptools transport (it asks for the body as sent,
+    ``identity``; httpx2 asks for gzip), with the same record and wait phases as httpx2. That transport
+    speaks no proxy: with ``HTTP_PROXY`` set, the chat reaches the server through it, over httpx2."""
+    from tests.fakes.forward_proxy import ForwardProxy
+
+    monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path))
+    for k in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    with ForwardProxy() as fwd:
+        if proxy:
+            monkeypatch.setenv("HTTP_PROXY", fwd.url)
+        backend = ProcessBackend("compat:fake-model", srv.openai_base_url)  # the child reads the environment
+        request = ChatRequest((Message("user", "go"),))
+        try:
+            recs = []
+            for i in range(2):  # a new connection, then the kept-alive one
+                recs.append(
+                    await run_turn(backend, request, new_recorder(backend, request, session_id="s", turn_index=i))
+                )
+        finally:
+            await backend.aclose()
+    # the turns' requests (the server's gauges are read beside them, by their own client)
+    encodings = [r.headers.get("accept-encoding", "") for r in srv.requests if r.path.endswith("/chat/completions")]
+    streamed_via_proxy = [r for r in fwd.requests if r.endswith("/chat/completions")]
+    if proxy:
+        assert len(streamed_via_proxy) == 2 and len(encodings) == 2 and all("gzip" in e for e in encodings)
+    else:
+        assert fwd.requests == [] and encodings == ["identity", "identity"]
+    for rec in recs:
+        assert rec.status == "ok" and rec.answer == Schedule(visible_tokens=600).visible_text()
+        assert len(rec.chunks) == 600
+    first, second = (rec.to_dict() for rec in recs)
+    assert first["http"]["connection"] == "new" and first["metrics"]["wait_ms"]["connect"] > 0
+    if not proxy:  # the proxy closes each connection it forwards
+        assert second["http"]["connection"] == "reused" and not second["metrics"]["wait_ms"].get("connect")
+    for d in (first, second):  # the phases tile the wait, as on httpx2
+        assert sum(d["metrics"]["wait_ms"].values()) == pytest.approx(d["metrics"]["ttft_ms"], abs=0.01)
+
+
+def test_which_client_the_chat_streams_with() -> None:
+    from backends.providers.lean.transport import chat_transport, proto_available
+
+    assert proto_available()  # a core dependency: the chat's cheaper stream
+    assert chat_transport("compat:m", "http://127.0.0.1:9/v1", lean=True) == "proto"
+    assert chat_transport("compat:m", "http://127.0.0.1:9/v1", lean=False) == "httpx2"  # --sdk
+    assert chat_transport("local", None, lean=True) == "none"  # the in-process engine has no wire

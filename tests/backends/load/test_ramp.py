@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from backends.load.driver import LoadConfig, run_level
-from backends.load.runner import BackendSpec, build_backend, default_transport
+from backends.load.runner import BackendSpec, build_backend
+from backends.providers.lean.transport import default_transport
 from tests.fakes.batching_server import BatchingServer
 
 

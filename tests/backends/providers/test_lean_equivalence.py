@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from pathlib import Path
@@ -153,15 +154,17 @@ def test_think_splitter_fast_path_matches_the_general_path() -> None:
 
 
 # --- the lean path (backends.providers.lean.chat): no SDK, the same records ------------------------------
-CLIENTS = ("httpx2", "aiohttp")  # the lean reader's two HTTP clients: ttft ask's, and the bench's
+# The lean reader's HTTP clients: ttft ask's (httpx2), and the Protocol + httptools transport that the bench and
+# the chat's backend process read with (aiohttp where httptools is not installed).
+CLIENTS = ("httpx2", "aiohttp", "proto")
 
 
 def lean_for(srv: Any, client: str = "httpx2", **kw: Any) -> Any:
     from backends.providers.lean.chat import LeanChatBackend
 
     b = LeanChatBackend("fake-model", provider="compat", base_url=srv.openai_base_url, compat=True, **kw)
-    if client == "aiohttp":
-        b.use_aiohttp()
+    if client != "httpx2":
+        b.use_aiohttp(client)
     return b
 
 
@@ -274,8 +277,8 @@ async def test_lean_path_on_a_refused_connection_retries_and_fails_as_the_sdk_do
     recs = []
     for cls in (OpenAIChatBackend, LeanChatBackend):
         b = cls("m", provider="compat", base_url=url, compat=True)
-        if cls is LeanChatBackend and client == "aiohttp":
-            b.use_aiohttp()
+        if cls is LeanChatBackend and client != "httpx2":
+            b.use_aiohttp(client)
         try:
             recs.append(await one_turn(b, stream=True, max_retries=1))
         finally:
@@ -477,3 +480,24 @@ def test_bench_goes_through_a_configured_proxy(tmp_path: Path, monkeypatch: pyte
     else:
         assert summary["reader"] == "lean (orjson, httpx2 through the proxy)"
         assert len(proxy.requests) == 5 and all(r.endswith("/chat/completions") for r in proxy.requests)
+
+
+async def test_credentials_in_the_url_go_as_httpx2_sends_them() -> None:
+    """``http://user:pass@host/v1``: every client sends Basic auth, percent-decoded, in place of the key's."""
+    from backends.providers.lean.chat import LeanChatBackend
+
+    sent = {}
+    with FakeServer(Schedule(visible_tokens=2)) as srv:
+        url = srv.openai_base_url.replace("http://", "http://al%40ice:p%3Ass@")
+        for client in CLIENTS:
+            b = LeanChatBackend("fake-model", provider="compat", base_url=url, compat=True, api_key="sk-not-this")
+            if client != "httpx2":
+                b.use_aiohttp(client)
+            try:
+                d = await one_turn(b, stream=True)
+            finally:
+                await b.aclose()
+            assert d["status"] == "ok", (client, d.get("error"))
+            sent[client] = srv.requests[-1].headers.get("authorization")
+    assert sent["httpx2"] == "Basic " + base64.b64encode(b"al@ice:p:ss").decode()
+    assert sent["proto"] == sent["aiohttp"] == sent["httpx2"]
