@@ -261,15 +261,21 @@ async def one_run(base_url: str, turns: int, size: tuple[int, int]) -> list[dict
             return out
 
         setattr(Screen, name, wrapped)
-    original = ChatScreen._show_figures
+    # Where the chat shows a turn's figures: its painter (tui.chat.paint), or the screen in an older checkout.
+    try:
+        from tui.chat.paint import TurnPainter as owner
+    except ImportError:
+        owner = ChatScreen
+    original = owner._show_figures
 
     def show_figures(self: Any, event: Any) -> None:
         figures.setdefault(event.record.turn_index, time.monotonic_ns())
-        if self.answer is not None:
-            answers[event.record.turn_index] = id(self.answer)
+        screen = getattr(self, "screen", self)
+        if screen.answer is not None:
+            answers[event.record.turn_index] = id(screen.answer)
         original(self, event)
 
-    ChatScreen._show_figures = show_figures  # type: ignore[method-assign]
+    owner._show_figures = show_figures  # type: ignore[method-assign]
     app = ChatApp(
         "fake:fake-model",
         factory=lambda spec, url: ProcessBackend("compat:fake-model", base_url),
