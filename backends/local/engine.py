@@ -199,7 +199,7 @@ class LocalLlamaBackend:
         loop = asyncio.get_running_loop()
         handoff = Handoff(loop)
         cancel = threading.Event()
-        fut = loop.run_in_executor(self._executor, self._turn_guarded, request, handoff.put, cancel)
+        fut = loop.run_in_executor(self._executor, self._turn_guarded, request, handoff, cancel)
         try:
             while True:
                 for e in await handoff.take():
@@ -252,14 +252,16 @@ class LocalLlamaBackend:
                 self._loaded.llm.close()
             self._loaded = None
 
-    def _turn_guarded(self, request: ChatRequest, emit: Callable[[ev.Event], None], cancel: threading.Event) -> None:
+    def _turn_guarded(self, request: ChatRequest, handoff: Handoff, cancel: threading.Event) -> None:
+        emit = handoff.put
+
         def emit_and_keep(e: ev.Event) -> None:
             if isinstance(e, ev.ServerTimings):
                 self.last_timings = e.data  # what the engine did, even when nobody read the end of the stream
             emit(e)
 
         try:
-            self._turn(request, emit_and_keep, cancel)
+            self._turn(request, emit_and_keep, cancel, handoff)
         except Cancelled:
             emit(ev.Cancelled(ev.now_ns()))
         except Exception as exc:  # a LocalModelError with its kind and hint; any other failure, a failed turn too
@@ -391,7 +393,9 @@ class LocalLlamaBackend:
         }
         return LoadedModel(llm, self.model_path, info, template, shape, n_gpu_layers, bufts, want)
 
-    def _turn(self, request: ChatRequest, emit: Callable[[ev.Event], None], cancel: threading.Event) -> None:
+    def _turn(
+        self, request: ChatRequest, emit: Callable[[ev.Event], None], cancel: threading.Event, handoff: Handoff
+    ) -> None:
         s = request.settings
         if cancel.is_set():
             raise Cancelled
@@ -443,7 +447,8 @@ class LocalLlamaBackend:
                 "Start a new chat (ctrl+n) or shorten the prompt, lower max output tokens, or load the model with a"
                 " larger n_ctx.",
             )
-        Generation(lm, tokens, prompt, spec, s, emit, cancel).run(max_new)
+        with handoff.held():  # the loop is woken once a decode step, as the step enters llama.cpp (see handoff)
+            Generation(lm, tokens, prompt, spec, s, emit, cancel, handoff.flush).run(max_new)
 
 
 _OPTIONS = frozenset(

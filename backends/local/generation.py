@@ -63,12 +63,16 @@ class Generation:
         settings: TurnSettings,
         emit: Callable[[ev.Event], None],
         cancel: threading.Event,
+        flush: Callable[[], None] = lambda: None,
     ) -> None:
+        """``flush``: deliver the events emitted so far; called as each decode step enters llama.cpp, which
+        then runs without the GIL (:mod:`backends.local.handoff`)."""
         self.lm = lm
         self.llm = lm.llm
         self.prompt_tokens = tokens
         self.spec = spec
         self.emit = emit
+        self.flush = flush
         self.cancel = cancel
         self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.think = ThinkSplitter(inside=prompt.text.rstrip().endswith("<think>"))
@@ -214,6 +218,7 @@ class Generation:
             if n_past + len(batch) > n_ctx:
                 stop_reason = "length"
                 break
+            self.flush()
             llm.decode(batch, n_past, bool(draft))
             self.steps += 1
             self.drafted += len(draft)

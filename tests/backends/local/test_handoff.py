@@ -62,3 +62,41 @@ def test_a_put_after_the_loop_closed_is_dropped_quietly() -> None:
     h = Handoff(loop)
     loop.close()
     h.put(ev.Cancelled(ev.now_ns()))  # no listener left: no RuntimeError reaches the engine thread
+
+
+def test_held_events_wait_for_the_flush_and_leaving_delivers_the_rest() -> None:
+    """A decode holds its events and wakes the loop once a step (see the module doc): a loop waiting on
+    the hand-off is not woken by a held event, but by the worker's flush, and when the hold ends."""
+
+    async def run() -> tuple[bool, list[str], list[str]]:
+        h = Handoff(asyncio.get_running_loop())
+        put, step = threading.Event(), threading.Event()
+
+        def worker() -> None:
+            with h.held():
+                h.put(ev.TextDelta(ev.now_ns(), "a", 1))
+                h.put(ev.TextDelta(ev.now_ns(), "b", 1))
+                put.set()
+                step.wait(30)
+                h.flush()  # a decode step begins
+                h.put(ev.TextDelta(ev.now_ns(), "c", 1))
+            # the hold ends (the turn's end): "c" goes without a flush of the worker's own
+
+        waiting = asyncio.ensure_future(h.take())  # the loop waits on an empty hand-off
+        await asyncio.sleep(0.05)
+        th = threading.Thread(target=worker)
+        th.start()
+        await asyncio.get_running_loop().run_in_executor(None, put.wait, 30)
+        done, _ = await asyncio.wait({waiting}, timeout=0.2)
+        woken_early = bool(done)
+        step.set()
+        first = [e.text for e in await asyncio.wait_for(waiting, 30) if isinstance(e, ev.TextDelta)]
+        th.join()
+        rest: list[str] = []
+        while len(first) + len(rest) < 3:  # "c" came with the flush's batch, or with the hold's end
+            rest += [e.text for e in await asyncio.wait_for(h.take(), 30) if isinstance(e, ev.TextDelta)]
+        return woken_early, first, rest
+
+    woken_early, first, rest = asyncio.run(run())
+    assert not woken_early  # held: the loop slept through both puts
+    assert first + rest == ["a", "b", "c"] and first[:2] == ["a", "b"]
