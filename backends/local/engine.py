@@ -209,6 +209,7 @@ class LocalLlamaBackend:
         finally:
             cancel.set()
             await asyncio.wait({fut}, timeout=30)  # stops within a token; keeps turns from overlapping
+            fut.add_done_callback(lambda _: handoff.close())  # its pipe goes once the worker cannot write to it
 
     async def aclose(self) -> None:
         if self._closed:

@@ -11,6 +11,9 @@ of a ``--tokens`` answer from an empty KV cache, after one unmeasured turn. For 
 - the gap: TPOT minus decode per token (the issue's figure), and minus sampling as well (ttft's loop);
 - the process's CPU per token while decoding (user + system, µs).
 
+``--chat`` runs the engine as the chat does, in its backend process (:mod:`tui.isolated`), whose event
+loop pickles each event and sends it over the pipe beside the decoding thread; the CPU is that process's.
+
 ``--versus DIR`` runs the checkout in DIR (main before a change, say) in the same way, alternating
 run by run, and prints both; compare the medians of one such run, not figures from separate runs.
 """
@@ -31,7 +34,7 @@ HERE = Path(__file__).resolve().parents[2]
 PROMPT = "Write a long story about a dragon who learns to bake bread. Use many short paragraphs."
 
 
-def one_run(tokens: int, threads: int) -> dict[str, Any]:
+def one_run(tokens: int, threads: int, chat: bool = False) -> dict[str, Any]:
     """In the child: a warm turn, then the measured one; its figures as a dict."""
     import asyncio
     import resource
@@ -56,11 +59,32 @@ def one_run(tokens: int, threads: int) -> dict[str, Any]:
         r1 = resource.getrusage(resource.RUSAGE_SELF)
         return events, (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
 
+    async def chat_turn(backend: Any, n: int) -> tuple[list[Any], float]:
+        """The turn as the chat runs it: the engine in the backend process, its events sent over the pipe."""
+        import psutil
+
+        settings = TurnSettings(max_output_tokens=n, temperature=0, extra={"n_threads": threads})
+        request = ChatRequest((Message("user", PROMPT),), settings)
+        if backend.pid is None:  # the process starts with the first turn
+            return [e async for e in backend.stream(request)], 0.0
+        proc = psutil.Process(backend.pid)
+        c0 = proc.cpu_times()
+        events = [e async for e in backend.stream(request)]
+        c1 = proc.cpu_times()
+        return events, (c1.user + c1.system) - (c0.user + c0.system)
+
     async def main() -> dict[str, Any]:
-        backend = LocalLlamaBackend(n_threads=threads)
+        if chat:
+            from tui.isolated import ProcessBackend
+
+            backend: Any = ProcessBackend("local")
+            run = chat_turn
+        else:
+            backend = LocalLlamaBackend(n_threads=threads)
+            run = turn
         try:
-            await turn(backend, 16)
-            events, cpu_s = await turn(backend, tokens)
+            await run(backend, 16)
+            events, cpu_s = await run(backend, tokens)
         finally:
             await backend.aclose()
         if not isinstance(events[-1], ev.Finished):
@@ -85,7 +109,7 @@ def one_run(tokens: int, threads: int) -> dict[str, Any]:
     return asyncio.run(main())
 
 
-def run_child(code: str, tokens: int, threads: int) -> dict[str, Any]:
+def run_child(code: str, tokens: int, threads: int, chat: bool = False) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": code, "TTFT_DATA_DIR": tempfile.mkdtemp(prefix="ttft-own-")}
     cmd = [
         sys.executable,
@@ -95,6 +119,7 @@ def run_child(code: str, tokens: int, threads: int) -> dict[str, Any]:
         str(tokens),
         "--threads",
         str(threads),
+        *(["--chat"] if chat else []),
     ]
     out = subprocess.run(cmd, cwd=code, env=env, capture_output=True, text=True, timeout=600, check=False)
     if out.returncode != 0:
@@ -116,19 +141,23 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--versus", metavar="DIR", help="also run the checkout in DIR, alternating run by run")
+    ap.add_argument(
+        "--chat", action="store_true", help="the engine in the chat's backend process (events over its pipe)"
+    )
     ap.add_argument("--one-run", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one_run:
-        print(json.dumps(one_run(args.tokens, args.threads)))
+        print(json.dumps(one_run(args.tokens, args.threads, args.chat)))
         return
     codes = {"this checkout": str(HERE)}
     if args.versus:
         codes[f"--versus {args.versus}"] = str(Path(args.versus).resolve())
     results: dict[str, list[dict[str, Any]]] = {k: [] for k in codes}
-    print(f"{args.tokens}-token answers, {args.threads} thread(s), load average {os.getloadavg()[0]:.2f}")
+    where = "in the chat's backend process" if args.chat else "in this process"
+    print(f"{args.tokens}-token answers, {args.threads} thread(s), {where}, load average {os.getloadavg()[0]:.2f}")
     for r in range(args.runs):
         for name in list(codes) if r % 2 == 0 else list(reversed(codes)):
-            res = run_child(codes[name], args.tokens, args.threads)
+            res = run_child(codes[name], args.tokens, args.threads, args.chat)
             results[name].append(res)
             print(f"  run {r + 1} {name:<24} {cells(res)}", flush=True)
     print(f"medians of {args.runs} runs (load average now {os.getloadavg()[0]:.2f}):")

@@ -100,3 +100,32 @@ def test_held_events_wait_for_the_flush_and_leaving_delivers_the_rest() -> None:
     woken_early, first, rest = asyncio.run(run())
     assert not woken_early  # held: the loop slept through both puts
     assert first + rest == ["a", "b", "c"] and first[:2] == ["a", "b"]
+
+
+def test_the_wake_up_pipe_is_closed_with_the_hand_off_and_puts_still_arrive() -> None:
+    """On a loop that watches file descriptors, the worker wakes the loop through a pipe of the hand-off's own;
+    closing it closes both ends, and a later put still reaches the loop (through its own wake-up)."""
+    import os
+    import sys
+
+    async def run() -> tuple[tuple[int, int] | None, list[str]]:
+        h = Handoff(asyncio.get_running_loop())
+        pipe = h._pipe
+        got: list[str] = []
+        threading.Thread(target=h.put, args=(ev.TextDelta(ev.now_ns(), "a", 1),)).start()
+        got += [e.text for e in await asyncio.wait_for(h.take(), 30) if isinstance(e, ev.TextDelta)]
+        h.close()
+        threading.Thread(target=h.put, args=(ev.TextDelta(ev.now_ns(), "b", 1),)).start()
+        got += [e.text for e in await asyncio.wait_for(h.take(), 30) if isinstance(e, ev.TextDelta)]
+        return pipe, got
+
+    pipe, got = asyncio.run(run())
+    assert got == ["a", "b"]
+    if sys.platform != "win32":
+        assert pipe is not None
+        for fd in pipe:
+            try:
+                os.fstat(fd)
+            except OSError:
+                continue
+            raise AssertionError(f"fd {fd} is still open")
