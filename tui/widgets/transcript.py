@@ -215,8 +215,8 @@ class AssistantMessage(Vertical):
     once, the open block as incrementally wrapped plain text), so a paint costs the same
     whatever the answer's length. One paint is in flight at a time: text arriving meanwhile
     waits for the next, and after a paint that took X (from the change to the screen) the
-    next waits X * PAINT_PACING, and starts no sooner than 1 / PAINT_FPS after the last
-    one started. When a paint is on screen, the arrival stamp of the oldest chunk it showed
+    next waits X * PAINT_PACING, and (chained) starts no sooner than 1 / PAINT_FPS after
+    the last one started. When a paint is on screen, the arrival stamp of the oldest chunk it showed
     goes into ``RenderLag``. ``finalize`` renders the whole answer as Markdown.
     """
 
@@ -308,8 +308,11 @@ class AssistantMessage(Vertical):
             backlog = max(0, len(recorder.chunks) - batches[-1][1])
             done = time.monotonic_ns()
             self.lag.add(batches[0][0], now, backlog, paint_ms=(done - started) / 1e6)
-            # Pace painting to at most 1 / (1 + PAINT_PACING) of the UI thread's time and PAINT_FPS ...
-            self._next_paint_ns = max(done + int((done - started) * PAINT_PACING), started + 1_000_000_000 // PAINT_FPS)
+            # Pace painting to at most 1 / (1 + PAINT_PACING) of the UI thread's time, and a chain to PAINT_FPS
+            # (unchained, the caller's frame ticks pace it: a floor of one tick would skip every other one) ...
+            self._next_paint_ns = done + int((done - started) * PAINT_PACING)
+            if self.chain:
+                self._next_paint_ns = max(self._next_paint_ns, started + 1_000_000_000 // PAINT_FPS)
             pause = (self._next_paint_ns - done) / 1e9
             self._painting = False
             if self.chain:  # ... and paint again as soon as that allows, not at the next frame tick.
