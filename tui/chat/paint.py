@@ -34,6 +34,9 @@ from tui.widgets.telemetry_pane import TelemetryPane
 from tui.widgets.transcript import AssistantMessage, Transcript
 
 PANE_FPS = 10  # the figures change slower than the text; a layout-free repaint at 10 fps reads as live
+# The gaps' sparkline and the live timeline row at this rate (and at once on a phase change): each costs
+# a compositor pass as large as the figures' own, about 1.5 ms at 160x48, for a picture that moves slowly.
+PANE_GRAPH_FPS = 4
 
 
 class PaintedScreen(Protocol):
@@ -74,6 +77,7 @@ class TurnPainter:
         self._frames: Timer | None = None
         self._pane_phase = ""
         self._pane_ns = 0
+        self._graphs_ns = 0
 
     def mounted(self, fps: float) -> None:
         self._frames = self.screen.set_interval(1 / fps, self.frame, pause=True)
@@ -160,8 +164,8 @@ class TurnPainter:
             self._frames.pause()
 
     def frame(self, force: bool = False, pane: bool = True) -> None:
-        """One frame: new text into the answer every frame; the pane at PANE_FPS or on a phase change
-        (``force``: now; not at all without ``pane``)."""
+        """One frame: new text into the answer every frame; the pane's figures at PANE_FPS and its graphs at
+        PANE_GRAPH_FPS, both at once on a phase change (``force``: now; not at all without ``pane``)."""
         screen = self.screen
         live, answer = self.on_screen, screen.answer
         # Shutting down: Textual removes the widgets before it stops the timers, so a frame may still
@@ -175,9 +179,13 @@ class TurnPainter:
             answer.pump(rec, snap)
             if snap.phase == "ok":  # the stream is over and its text whole: the full render need not wait
                 answer.finish_early(rec, snap)
-        if pane and (force or snap.phase != self._pane_phase or now - self._pane_ns >= 1e9 / PANE_FPS):
+        changed = force or snap.phase != self._pane_phase
+        if pane and (changed or now - self._pane_ns >= 1e9 / PANE_FPS):
+            graphs = changed or now - self._graphs_ns >= 1e9 / PANE_GRAPH_FPS
             self._pane_phase, self._pane_ns = snap.phase, now
             steps = live_steps(live, now)  # a tool-using turn's steps so far
-            screen.pane.show_live(snap, rec.attempts, screen.lag.summary(), steps)
-            now_row = live_steps_timeline(steps, snap.own_delay_ms, snap.phase) if steps else None
-            screen.pane.set_timelines([*screen.timelines, ("now", now_row or live_timeline(snap, rec.attempts))])
+            screen.pane.show_live(snap, rec.attempts, screen.lag.summary(), steps, graphs=graphs)
+            if graphs:
+                self._graphs_ns = now
+                now_row = live_steps_timeline(steps, snap.own_delay_ms, snap.phase) if steps else None
+                screen.pane.set_timelines([*screen.timelines, ("now", now_row or live_timeline(snap, rec.attempts))])

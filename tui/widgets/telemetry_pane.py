@@ -376,10 +376,13 @@ class TelemetryPane(VerticalScroll):
         attempts: Sequence[Any] = (),
         lag: dict[str, Any] | None = None,
         steps: Sequence[dict[str, Any]] = (),
+        *,
+        graphs: bool = True,
     ) -> None:
         """A turn in flight. Its block only grows, and starts with the room a streaming turn takes, and the
         gaps' sparkline keeps its place from the first frame: a layout pass of the whole screen each time a
-        row appeared cost more than all the repaints of the turn's figures."""
+        row appeared cost more than all the repaints of the turn's figures. Without ``graphs`` the
+        sparkline keeps what it shows (the caller redraws it less often than the figures)."""
         text = live_text(snap, attempts, lag, steps)
         lines = text.plain.count("\n")
         self._live_room = max(self._live_room, lines, LIVE_ROOM)
@@ -387,9 +390,10 @@ class TelemetryPane(VerticalScroll):
         self._set_live(text)
         spark = self.query_one("#live-gaps", Sparkline)
         spark.display = True
-        data = list(snap.recent_gaps_ms)
-        if data != spark.data:
-            spark.data = data
+        if graphs:
+            data = list(snap.recent_gaps_ms)
+            if data != spark.data:
+                spark.data = data
 
     def _set_live(self, text: Text) -> None:
         text = visible_text(text)  # model names, server figures, quoted errors: shown, never run

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -315,3 +317,37 @@ def test_pane_shows_the_engines_own_split_for_each_server_format() -> None:
     assert "engine prefill" in text and "135 reused from cache" in text and "119 tok in 4.7 s" in text
     assert "282 tokens = 3.0 MiB of n_ctx 4,096" in text and "78% accepted (31/40)" in text
     assert "n_ctx 4096" not in text  # the load info is not dumped raw
+
+
+async def test_the_panes_graphs_redraw_slower_than_its_figures_but_at_once_on_a_phase_change() -> None:
+    """The figures at PANE_FPS, the sparkline and the live timeline at PANE_GRAPH_FPS (each costs a
+    compositor pass), and both on every change of phase, so no phase is missed by the timeline."""
+    from tui.chat.paint import PANE_GRAPH_FPS
+
+    backend = TimedBackend(first_ms=100, token_ms=10, reasoning=20, visible=100)  # ~1.3 s of stream
+    app = ChatApp("fake:timed", factory=factory_for(backend))
+    frames: list[tuple[int, str, bool]] = []  # (when, phase, graphs redrawn) per pane frame
+    async with app.run_test(size=(120, 40)) as pilot:
+        show_live = app.chat.pane.show_live
+
+        def spy(snap, *a, **k):
+            frames.append((time.monotonic_ns(), snap.phase, k.get("graphs", True)))
+            show_live(snap, *a, **k)
+
+        app.chat.pane.show_live = spy
+        await send(pilot, app, "hello")
+        await wait_until(pilot, lambda: not app.chat.busy and len(app.chat.session.records) == 1)
+    assert app.chat.session.records[0].status == "ok"
+    period_ns, slack_ns = 1e9 / PANE_GRAPH_FPS, 20e6  # the spy's clock reads a moment after the painter's
+    last_graphs = frames[0][0]
+    for (_, before, _), (t, phase, graphs) in itertools.pairwise(frames):
+        if phase != before:
+            assert graphs, frames  # a new phase is drawn in the timeline at once
+        elif graphs:
+            assert t - last_graphs >= period_ns - slack_ns, frames
+        else:
+            assert t - last_graphs < period_ns + slack_ns, frames
+        if graphs:
+            last_graphs = t
+    streaming = [g for _, phase, g in frames if phase == "streaming"]
+    assert True in streaming and False in streaming, frames  # the figures went on between the graphs' redraws
