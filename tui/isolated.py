@@ -11,10 +11,11 @@ system-wide CLOCK_MONOTONIC), so the two processes share one clock.
 do not know the difference. The child sends the events that are ready together: one pipe
 message for all those that arrived within ``SEND_EVERY_S`` (each keeps its own stamp; a turn's end
 goes at once), not a pickle, a write and a wakeup of the parent per token. Chat Completions are
-read by the lean reader by default (``lean``; ``ttft chat --sdk`` for the OpenAI SDK): the SDK's parsing of each chunk
-into its types was the larger part of this process's CPU per token. A lean reader's bytes come over the
-asyncio Protocol + httptools transport, as the bench's do, where no proxy is in the way
-(:mod:`backends.providers.lean.transport`): h11's parsing under httpx2 was most of what was left.
+read by the lean reader by default (``lean``; ``ttft chat --sdk`` for the OpenAI SDK): the SDK's
+parsing of each chunk into its types was the larger part of this process's CPU per token. A lean
+reader's bytes come over the asyncio Protocol + httptools transport, as the bench's do, where no
+proxy is in the way (:mod:`backends.providers.lean.transport`): h11's parsing under httpx2 was most
+of what was left.
 
 Cancelling a turn tells the child to close its stream, and waits (briefly) until it has, so
 the server sees the disconnect at once.
