@@ -185,6 +185,9 @@ def test_secrets_typed_in_the_chat_reach_no_file(term: Tmux) -> None:
         while sum(r["prompt"] == "race me" for r in logged(term)) < 2:  # both panes' turns done and logged
             assert time.monotonic() < deadline, "the compare turns were not logged"
             time.sleep(0.1)
+        # The log can hold both turns before the screen has taken their ends: Escape cancels a prompt in flight
+        # and leaves only an idle screen, which the summary shows (CI once sent it a moment too soon).
+        term.wait(lambda s: "every pane started" in s, "the prompt's summary")
         term.keys("Escape")
         term.wait(lambda s: "Ask anything" in s, "the chat again")
         term.type("unsent: see https://bob:DRAFTPW-5@example.com/x?token=T0KEN-3 later")
