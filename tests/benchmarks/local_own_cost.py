@@ -1,9 +1,11 @@
 """ttft's own cost per token on the local engine: TPOT against the engine's own time per token.
 
-    python tests/benchmarks/local_own_cost.py [--runs 3] [--tokens 200] [--threads 1] [--versus DIR]
+    python tests/benchmarks/local_own_cost.py [--runs 3] [--tokens 200] [--threads 1] [--chat] [--temperature T]
+                                              [--versus DIR]
 
 One process per run (a fresh engine), the default model (SmolLM2 135M Instruct Q4_1), greedy decoding
-of a ``--tokens`` answer from an empty KV cache, after one unmeasured turn. For each run it prints:
+(or ``--temperature T``, seed 1) of a ``--tokens`` answer from an empty KV cache, after one unmeasured
+turn. For each run it prints:
 
 - ttft's TPOT (the stamps of the first and last tokens, as ``metrics.tpot_ms`` reads them);
 - llama.cpp's own decode ms per token (``t_eval``), and the sampler chain's ms per token where the
@@ -34,7 +36,7 @@ HERE = Path(__file__).resolve().parents[2]
 PROMPT = "Write a long story about a dragon who learns to bake bread. Use many short paragraphs."
 
 
-def one_run(tokens: int, threads: int, chat: bool = False) -> dict[str, Any]:
+def one_run(tokens: int, threads: int, chat: bool = False, temperature: float = 0.0) -> dict[str, Any]:
     """In the child: a warm turn, then the measured one; its figures as a dict."""
     import asyncio
     import resource
@@ -53,7 +55,7 @@ def one_run(tokens: int, threads: int, chat: bool = False) -> dict[str, Any]:
                 lm.kv_tokens = []
 
         backend._executor.submit(lambda: clear(backend.loaded)).result()
-        settings = TurnSettings(max_output_tokens=n, temperature=0)
+        settings = TurnSettings(max_output_tokens=n, temperature=temperature, extra={"seed": 1})
         r0 = resource.getrusage(resource.RUSAGE_SELF)
         events = [e async for e in backend.stream(ChatRequest((Message("user", PROMPT),), settings))]
         r1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -63,7 +65,7 @@ def one_run(tokens: int, threads: int, chat: bool = False) -> dict[str, Any]:
         """The turn as the chat runs it: the engine in the backend process, its events sent over the pipe."""
         import psutil
 
-        settings = TurnSettings(max_output_tokens=n, temperature=0, extra={"n_threads": threads})
+        settings = TurnSettings(max_output_tokens=n, temperature=temperature, extra={"n_threads": threads, "seed": 1})
         request = ChatRequest((Message("user", PROMPT),), settings)
         if backend.pid is None:  # the process starts with the first turn
             return [e async for e in backend.stream(request)], 0.0
@@ -109,7 +111,7 @@ def one_run(tokens: int, threads: int, chat: bool = False) -> dict[str, Any]:
     return asyncio.run(main())
 
 
-def run_child(code: str, tokens: int, threads: int, chat: bool = False) -> dict[str, Any]:
+def run_child(code: str, tokens: int, threads: int, chat: bool = False, temperature: float = 0.0) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": code, "TTFT_DATA_DIR": tempfile.mkdtemp(prefix="ttft-own-")}
     cmd = [
         sys.executable,
@@ -120,6 +122,8 @@ def run_child(code: str, tokens: int, threads: int, chat: bool = False) -> dict[
         "--threads",
         str(threads),
         *(["--chat"] if chat else []),
+        "--temperature",
+        str(temperature),
     ]
     out = subprocess.run(cmd, cwd=code, env=env, capture_output=True, text=True, timeout=600, check=False)
     if out.returncode != 0:
@@ -144,20 +148,24 @@ def main() -> None:
     ap.add_argument(
         "--chat", action="store_true", help="the engine in the chat's backend process (events over its pipe)"
     )
+    ap.add_argument(
+        "--temperature", type=float, default=0.0, help="0: greedy; the chat samples at 0.2 (top-k 40) by default"
+    )
     ap.add_argument("--one-run", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one_run:
-        print(json.dumps(one_run(args.tokens, args.threads, args.chat)))
+        print(json.dumps(one_run(args.tokens, args.threads, args.chat, args.temperature)))
         return
     codes = {"this checkout": str(HERE)}
     if args.versus:
         codes[f"--versus {args.versus}"] = str(Path(args.versus).resolve())
     results: dict[str, list[dict[str, Any]]] = {k: [] for k in codes}
     where = "in the chat's backend process" if args.chat else "in this process"
-    print(f"{args.tokens}-token answers, {args.threads} thread(s), {where}, load average {os.getloadavg()[0]:.2f}")
+    how = "greedy" if args.temperature == 0 else f"temperature {args.temperature}"
+    print(f"{args.tokens}-token {how} answers, {args.threads} thread(s), {where}, load {os.getloadavg()[0]:.2f}")
     for r in range(args.runs):
         for name in list(codes) if r % 2 == 0 else list(reversed(codes)):
-            res = run_child(codes[name], args.tokens, args.threads, args.chat)
+            res = run_child(codes[name], args.tokens, args.threads, args.chat, args.temperature)
             results[name].append(res)
             print(f"  run {r + 1} {name:<24} {cells(res)}", flush=True)
     print(f"medians of {args.runs} runs (load average now {os.getloadavg()[0]:.2f}):")
