@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from telemetry import json_guard
 from telemetry.events import Event
 from telemetry.settings import TurnSettings
 
@@ -18,6 +19,13 @@ if TYPE_CHECKING:  # a request without files never loads the module that reads t
     from backends.attachments import Attachment
 
 Role = Literal["system", "user", "assistant", "tool"]
+# A call's arguments past this are refused before any parser reads them: real calls are a few KB, and a
+# tool that takes more (a file's text) still fits; the depth limit is json_guard's (128 levels).
+MAX_TOOL_ARGUMENT_BYTES = 4 * 1024 * 1024
+
+
+class ArgumentsRefused(json_guard.JsonRefused):
+    """A call's arguments that no tool may get: too large, too deep, not JSON, or not an object."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +45,22 @@ class ToolCall:
     call_id: str
     name: str
     arguments: str = ""
+
+    def arguments_object(self) -> dict[str, Any]:
+        """The arguments read as the JSON object a tool takes (empty text: ``{}``), through the
+        untrusted-JSON guard: the model's text is outside input, and a document nested thousands deep
+        would make a plain parser, or any code that walks what it returns, raise ``RecursionError``.
+        Anything else raises :class:`ArgumentsRefused`, whose message says why in words."""
+        if not self.arguments.strip():
+            return {}
+        what = f"the arguments of {self.name}"
+        try:
+            value = json_guard.loads(self.arguments, what, max_bytes=MAX_TOOL_ARGUMENT_BYTES)
+        except json_guard.JsonRefused as exc:
+            raise ArgumentsRefused(str(exc), reason=exc.reason, what=what) from None
+        if not isinstance(value, dict):
+            raise ArgumentsRefused(f"{what}: not a JSON object", reason="not_json", what=what)
+        return value
 
 
 @dataclass(frozen=True, slots=True)

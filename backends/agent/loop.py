@@ -11,7 +11,9 @@ makes the one record that is logged.
 What a tool gives back is outside text: its size is capped before the model sees it (the host cuts,
 and the loop cuts what a host did not), a cut is said in a notice, and a tool's failure (its own
 error, arguments that are no JSON object, a tool no host has) goes back to the model as an error
-result rather than ending the turn.
+result rather than ending the turn. Arguments past the untrusted-JSON guard's limits (nested past 128
+levels, or over 4 MiB) are never parsed by anything that recurses: the call is ``refused``, said in a
+notice, and the model reads why.
 
 Where someone can be asked (the chat: ``ask`` is given and the consent says "ask"), each call of a
 step that nothing allowed yet is asked about in turn, before any of the step's calls runs; each wait
@@ -22,18 +24,18 @@ is an approval step of the record. A call the person denies goes back to the mod
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backends.agent.consent import Answer, Consent
 from backends.agent.host import ToolHost, ToolResult, ToolSpec
-from backends.base import Backend, ChatRequest, Message, ToolCall, ToolDef
+from backends.base import ArgumentsRefused, Backend, ChatRequest, Message, ToolCall, ToolDef
 from backends.finish import deliver_record
 from backends.turn import new_recorder, stream_turn
 from telemetry import events as ev
 from telemetry.agent.steps import (
+    ARGUMENTS_REFUSED_NOTICE,
     MAX_STEPS_NOTICE,
     TRUNCATED_NOTICE,
     ApprovalAnswer,
@@ -62,6 +64,15 @@ NO_TOOLS = (
 def denied_result(name: str) -> ToolResult:
     """What the model reads for a call the person did not allow: it did not run, and why."""
     return ToolResult(f"The user did not allow this call of {name}: it did not run.", is_error=True)
+
+
+def _readable(call: ToolCall) -> bool:
+    """Whether the call's arguments are an object a tool may get (:meth:`ToolCall.arguments_object`)."""
+    try:
+        call.arguments_object()
+    except ArgumentsRefused:
+        return False
+    return True
 
 
 # Asks the person about one call (the call, its tool, its place in the step, the step's call count).
@@ -114,6 +125,9 @@ class AgentTurn:
     probe: SavedProbe | None = None
     branch_of: int | None = None  # the turn whose prompt this one edits (the first step's record says it)
     first: TurnRecorder | None = None  # the first step's recorder, made (and stamped Submitted) by the caller
+    # When the caller started the MCP servers for this turn (``ttft ask --mcp``): (start, end) in monotonic ns,
+    # fed to the first step's recorder as ev.McpStarted so the servers' start is not ttft's own delay.
+    mcp_start_ns: tuple[int, int] | None = None
     approvals: list[ApprovalStep] = field(default_factory=list)
     models: list[TurnRecord] = field(default_factory=list)  # each model step's record, set when the turn ends
     tools: list[ToolStep] = field(default_factory=list)
@@ -145,6 +159,12 @@ class AgentTurn:
             stopped, error = await self._loop()
         except asyncio.CancelledError:
             stopped = "cancelled"
+            raise
+        except Exception as exc:  # ttft's own bug: the record must not read as an answer (the caller reports it)
+            stopped = "error"
+            error = ErrorInfo(
+                type(exc).__name__, f"ttft's tool loop failed ({type(exc).__name__}): the steps that arrived are kept"
+            )
             raise
         finally:
             if not self._steps:  # cancelled before the first step was even made
@@ -178,6 +198,8 @@ class AgentTurn:
         if first:
             rec.branch_of = self.branch_of
         rec.feed(ev.Submitted(self.submitted_ns if first and self.submitted_ns is not None else ev.now_ns()))
+        if first and self.mcp_start_ns is not None:
+            rec.feed(ev.McpStarted(self.mcp_start_ns[1], start_ns=self.mcp_start_ns[0]))
         return rec
 
     def _notice(self, key: str, text: str) -> None:
@@ -246,7 +268,8 @@ class AgentTurn:
         allowed: list[bool] = []
         for i, c in enumerate(calls):
             spec = specs.get(c.name)
-            decision = self.consent.decide(c.name) if spec is not None else "allow"  # no such tool: nothing runs
+            # No such tool, or arguments no tool may get: nothing would run, so nobody is asked (_result says why)
+            decision = self.consent.decide(c.name) if spec is not None and _readable(c) else "allow"
             if decision == "ask":
                 assert self.ask is not None
                 answer = await self._ask(c, spec, i, len(calls))
@@ -289,7 +312,7 @@ class AgentTurn:
         result: ToolResult | None = None
         self._running[call.call_id] = ToolStep(call.name, server, start, start, "ok", call_id=call.call_id)
         try:
-            result = await self._result(call, spec)
+            result, status = await self._result(call, spec)
         except asyncio.CancelledError:
             self._ended(ToolStep(call.name, server, start, ev.now_ns(), "cancelled", call_id=call.call_id), None)
             raise
@@ -303,7 +326,6 @@ class AgentTurn:
                 f"the result of {call.name} was cut to {len(result.text.encode())} of {result.size_bytes} bytes"
                 " before the model read it",
             )
-        status: ToolStatus = "error" if result.is_error else "ok"
         step = ToolStep(call.name, server, start, end, status, result.size_bytes, result.truncated, call.call_id)
         self._ended(step, result)
         return result
@@ -313,18 +335,24 @@ class AgentTurn:
         if self.on_tool is not None:
             self.on_tool(step, result)
 
-    async def _result(self, call: ToolCall, spec: ToolSpec | None) -> ToolResult:
+    async def _result(self, call: ToolCall, spec: ToolSpec | None) -> tuple[ToolResult, ToolStatus]:
         if spec is None:
-            return ToolResult(f"there is no tool named {call.name!r}", is_error=True)
+            return ToolResult(f"there is no tool named {call.name!r}", is_error=True), "error"
         try:
-            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-        except ValueError as exc:
-            return ToolResult(f"the arguments are not valid JSON ({exc})", is_error=True)
-        if not isinstance(arguments, dict):
-            return ToolResult("the arguments must be a JSON object", is_error=True)
+            arguments = call.arguments_object()
+        except ArgumentsRefused as exc:
+            if exc.reason == "not_json":  # the model's slip (a cut-off object): it reads why and tries again
+                return ToolResult(f"the arguments are not valid JSON ({exc})", is_error=True), "error"
+            # Past the guard's limits: nothing walks them, the tool never sees them, and the turn says so.
+            self._notice(
+                f"{ARGUMENTS_REFUSED_NOTICE}:{call.call_id}",
+                f"{exc}: ttft refused the call of {call.name} without running it, and told the model why",
+            )
+            return ToolResult(f"ttft refused this call without running it: {exc}.", is_error=True), "refused"
         try:
-            return await self.host.call(call.name, arguments)
+            result = await self.host.call(call.name, arguments)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a host must not raise for a tool's failure; if one does, the model hears it
-            return ToolResult(f"the tool failed: {type(exc).__name__}: {exc}", is_error=True)
+            result = ToolResult(f"the tool failed: {type(exc).__name__}: {exc}", is_error=True)
+        return result, ("error" if result.is_error else "ok")

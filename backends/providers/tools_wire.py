@@ -18,11 +18,10 @@ Chat Completions and Responses have no error flag on a result: a failed call's t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
-from backends.base import Message, ToolDef
+from backends.base import ArgumentsRefused, Message, ToolCall, ToolDef
 from backends.providers.parts import chat_content, messages_content, responses_content
 
 MAX_ID_CHARS = 256
@@ -102,13 +101,13 @@ def messages_tools(tools: Iterable[ToolDef]) -> list[dict[str, Any]]:
     return [{"name": t.name, "description": t.description, "input_schema": _schema(t)} for t in tools]
 
 
-def _input(arguments: str) -> dict[str, Any]:
-    """A call's arguments as the object ``tool_use.input`` must be (an unreadable text echoes as {})."""
+def _input(call: ToolCall) -> dict[str, Any]:
+    """A call's arguments as the object ``tool_use.input`` must be: an unreadable or refused text (too
+    deep or too large for the guard) echoes as {}; its tool result already told the model why."""
     try:
-        value = json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
+        return call.arguments_object()
+    except ArgumentsRefused:
         return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _results_only(message: dict[str, Any] | None) -> bool:
@@ -134,10 +133,7 @@ def messages_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
             out.append({"role": "user", "content": [block]})
         elif m.tool_calls:
             blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
-            blocks += [
-                {"type": "tool_use", "id": c.call_id, "name": c.name, "input": _input(c.arguments)}
-                for c in m.tool_calls
-            ]
+            blocks += [{"type": "tool_use", "id": c.call_id, "name": c.name, "input": _input(c)} for c in m.tool_calls]
             out.append({"role": "assistant", "content": blocks})
         else:
             out.append({"role": m.role, "content": messages_content(m)})

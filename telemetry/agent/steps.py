@@ -26,7 +26,8 @@ from telemetry.metrics import NS_PER_MS, TokenCounts
 from telemetry.record import ErrorInfo, Status, TurnRecord
 from telemetry.recorder import TurnRecorder
 
-ToolStatus = Literal["ok", "error", "denied", "cancelled"]
+# "refused": ttft did not run the call, its arguments being past the untrusted-JSON guard's limits.
+ToolStatus = Literal["ok", "error", "denied", "cancelled", "refused"]
 # The person's answer to a call they were asked about; "cancelled": the turn stopped while they were asked.
 ApprovalAnswer = Literal["once", "always", "deny", "cancelled"]
 # How the loop ended: a final answer, the step limit, a call that was not allowed, the model's failure, Esc.
@@ -34,6 +35,7 @@ Stopped = Literal["answer", "max_steps", "denied", "error", "cancelled"]
 
 MAX_STEPS_NOTICE = "max_steps"
 TRUNCATED_NOTICE = "tool_result_truncated"
+ARGUMENTS_REFUSED_NOTICE = "tool_arguments_refused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,10 +290,15 @@ def join_turn(
     ends = [r.timestamps for r in models]
     last_token = next((t.last_token for t in reversed(ends) if t.last_token is not None), None)
     first_visible = next((t.first_visible for t in ends if t.first_visible is not None), None)
-    timestamps = dataclasses.replace(ts, first_visible=first_visible, last_token=last_token, end=last.timestamps.end)
+    # The turn ends with its last step: a call cancelled mid-run (Esc) ends after the model step that asked for it.
+    end = last.timestamps.end
+    later = [t.end_ns for t in tools] + [w.end_ns for w in approvals]
+    if later and end is not None:
+        end = max(end, *later)
+    timestamps = dataclasses.replace(ts, first_visible=first_visible, last_token=last_token, end=end)
     sent = ts.sent
     e2e = (last_token - sent) / NS_PER_MS if last_token is not None and sent is not None else None
-    total = (last.timestamps.end - sent) / NS_PER_MS if last.timestamps.end is not None and sent is not None else None
+    total = (end - sent) / NS_PER_MS if end is not None and sent is not None else None
     tokens = _tokens(models)
     metrics = dataclasses.replace(
         first.metrics,

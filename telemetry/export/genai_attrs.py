@@ -168,7 +168,12 @@ def _content(rec: TurnRecord) -> Attrs:
 
 # --- a tool-using turn: an agent invocation, a chat span per model step, a tool span per tool call -----
 # A tool step's status as the conventions' error.type (ok: none) and as its span's status description.
-TOOL_ERRORS = {"error": "tool_error", "denied": "tool_not_allowed", "cancelled": "cancelled"}
+TOOL_ERRORS = {
+    "error": "tool_error",
+    "denied": "tool_not_allowed",
+    "cancelled": "cancelled",
+    "refused": "tool_arguments_refused",
+}
 
 
 def step_error(rec: TurnRecord, status: Any) -> str | None:

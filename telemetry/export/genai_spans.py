@@ -155,6 +155,7 @@ _TOOL_SAID = {
     "error": "the tool failed; the model got an error result",
     "denied": "the call was not allowed (--allow-tool NAME or --allow-tools)",
     "cancelled": "cancelled",
+    "refused": "its arguments were past ttft's limits for untrusted JSON: not run; the model got an error result",
 }
 
 

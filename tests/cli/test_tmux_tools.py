@@ -58,3 +58,29 @@ def test_a_whole_tool_loop_in_the_real_chat(tmux: Tmux, model: AgentServer) -> N
     tools = [m for m in model.requests[-1]["messages"] if m.get("role") == "tool"]
     assert tools and tools[0]["content"] == "tmux-hello"
     tmux.quit()
+
+
+def test_arguments_nested_3000_deep_are_a_refused_step_in_the_real_chat(tmux: Tmux) -> None:
+    # issue 39: the step vanished and the turn read "OK"; now nobody is asked, the step says refused, the model answers
+    deep = "[" * 3000 + "]" * 3000
+    with AgentServer([Step(calls=(Call("echo", raw=deep),)), Step(text="The call was refused.")]) as model:
+        tmux.start("-m", "compat:m", "--base-url", model.base_url, "--mcp", f"'{sys.executable} {FAKE}'")
+        tmux.wait(lambda s: "Ask anything" in s, "the chat's empty prompt")
+        tmux.type("/tools")
+        tmux.keys("Enter")
+        tmux.wait(lambda s: " ready " in s, "the MCP server ready in /tools")
+        tmux.keys("Escape")
+        tmux.wait(lambda s: "Ask anything" in s, "back in the chat")
+        tmux.type("echo deep")
+        tmux.keys("Enter")
+        shown = tmux.wait(lambda s: "The call was refused." in s and " OK " in s, "the final answer")
+        assert "Run this tool call?" not in shown and "Traceback" not in shown
+        assert "echo" in shown and "refused" in shown
+        (rec,) = [r for r in _logged(Path(tmux.env["TTFT_DATA_DIR"])) if r.get("prompt") == "echo deep"]
+        steps = rec["steps"]
+        assert isinstance(steps, list) and [(s["kind"], s["status"]) for s in steps] == [
+            ("model", "ok"),
+            ("tool", "refused"),
+            ("model", "ok"),
+        ]
+        tmux.quit()

@@ -21,7 +21,14 @@ from tui.format import visible_controls
 
 RESULT_LINES = 8  # a result's first lines shown; the rest folded
 RESULT_CHARS = 1_500  # and at most this many characters of them
-STATUS_STYLE = {"ok": "green", "error": "red", "denied": "yellow", "cancelled": "yellow", "running": "blue"}
+STATUS_STYLE = {
+    "ok": "green",
+    "error": "red",
+    "denied": "yellow",
+    "cancelled": "yellow",
+    "refused": "red",
+    "running": "blue",
+}
 ANSWER_WORDS = {"once": "allowed once", "always": "always allowed", "deny": "denied", "cancelled": "not answered"}
 
 
@@ -74,6 +81,8 @@ def result_view(step: Mapping[str, Any], text: str | None, asked: Mapping[str, A
         parts.append(Text("  not run: the model was told you did not allow it", style="dim italic"))
     elif status == "cancelled":
         parts.append(Text("  stopped (Esc) while it ran", style="dim italic"))
+    elif status == "refused":
+        parts.append(Text("  not run: its arguments were past ttft's limits (the model was told)", style="red italic"))
     elif text is not None:
         shown, notice = fold(visible_controls(text))
         if shown.strip():
