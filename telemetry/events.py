@@ -52,6 +52,14 @@ class ModelLoadFinished(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class McpStarted(Event):
+    """The turn's MCP servers were started (spawned, initialized, their tools listed) from ``start_ns`` to
+    ``t_ns``, before the first send: the servers' time, never counted as ttft's own delay."""
+
+    start_ns: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptSent(Event):
     """One HTTP attempt (or one local generate call) was handed to the network/engine."""
 

@@ -172,7 +172,10 @@ class TurnMetrics:
     retry_ms: float = 0.0
     queue_ms: float | None = None
     load_ms: float | None = None
-    own_delay_ms: float | None = None  # submit -> first send, less any model load: ttft's own time
+    own_delay_ms: float | None = None  # submit -> first send, less any model load or MCP start: ttft's own time
+    # ``ttft ask --mcp``, headless compare: the MCP servers' start (spawn, initialize, list tools) inside the
+    # submit -> send span; the servers' time, so outside ttft's own delay.
+    mcp_start_ms: float | None = None
     phases_ms: dict[str, float] = field(default_factory=dict)
     speculative: dict[str, Any] | None = None  # telemetry.speculative: drafted, accepted, rate, tokens/step
     wait_ms: WaitSplit | None = None  # telemetry.wire: the wait (== ttft_ms) by phase; None without a first token
@@ -232,6 +235,7 @@ def compute(
     submitted_ns: int | None = None,
     wire_steps: Sequence[tuple[str, int]] = (),
     itl_ms: Percentiles | None = None,
+    mcp_start_ns: tuple[int, int] | None = None,
 ) -> TurnMetrics:
     """``wire_steps``: the final attempt's ``(phase, began_ns)`` (``telemetry.wire``), for ``wait_ms``.
 
@@ -285,23 +289,30 @@ def compute(
         retry_ms=ms(ts.sent, ts.final_sent) or 0.0,
         queue_ms=ms(queued_ns, ts.sent),
         load_ms=ms(*load_ns) if load_ns else None,
-        own_delay_ms=own_delay_ms(submitted_ns, ts.sent, load_ns),
+        own_delay_ms=own_delay_ms(submitted_ns, ts.sent, load_ns, mcp_start_ns),
+        mcp_start_ms=ms(*mcp_start_ns) if mcp_start_ns else None,
         phases_ms=phases,
         wait_ms=split_wait(ts.sent, ts.final_sent, wire_steps, ts.headers, ts.first_token),
     )
 
 
-def own_delay_ms(submitted_ns: int | None, sent_ns: int | None, load_ns: tuple[int, int] | None) -> float | None:
+def own_delay_ms(
+    submitted_ns: int | None,
+    sent_ns: int | None,
+    load_ns: tuple[int, int] | None,
+    mcp_start_ns: tuple[int, int] | None = None,
+) -> float | None:
     """Submit -> first send: the time ttft itself made the user wait.
 
-    A model load inside that span is its own phase (``load_ms``), so it is taken out.
-    None when the request never went out.
+    A model load and an MCP servers' start inside that span are phases of their own (``load_ms``,
+    ``mcp_start_ms``), so they are taken out. None when the request never went out.
     """
     own = ms(submitted_ns, sent_ns)
-    if own is None:
-        return None
-    if load_ns is not None and submitted_ns is not None and load_ns[0] >= submitted_ns:
-        own -= (load_ns[1] - load_ns[0]) / NS_PER_MS
+    if own is None or submitted_ns is None:
+        return own
+    for span in (load_ns, mcp_start_ns):
+        if span is not None and span[0] >= submitted_ns:
+            own -= (span[1] - span[0]) / NS_PER_MS
     return own
 
 

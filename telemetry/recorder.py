@@ -100,6 +100,7 @@ class TurnRecorder:
         self.delivered: TurnRecord | None = None
         self.log_error: str | None = None
         self.submitted_ns: int | None = None  # the user's submit (ev.Submitted): ttft's own delay starts here
+        self.mcp_start_ns: tuple[int, int] | None = None  # ev.McpStarted: the MCP servers' start, not ttft's
         self.queued_ns: int | None = None
         self.load_start_ns: int | None = None
         self.load_end_ns: int | None = None
@@ -196,6 +197,8 @@ class TurnRecorder:
                 self.submitted_ns = e.t_ns
             case ev.RequestQueued():
                 self.queued_ns = e.t_ns
+            case ev.McpStarted():
+                self.mcp_start_ns = (e.start_ns, e.t_ns)
             case ev.ModelLoadStarted():
                 self.load_start_ns = e.t_ns
             case ev.ModelLoadFinished():
@@ -357,7 +360,7 @@ class TurnRecorder:
             chunk_count=len(self.chunks),
             load_ms=(load[1] - load[0]) / NS_PER_MS if load is not None else None,
             error=self.error,
-            own_delay_ms=own_delay_ms(self.submitted_ns, sent if sent is not None else now, load),
+            own_delay_ms=own_delay_ms(self.submitted_ns, sent if sent is not None else now, load, self.mcp_start_ns),
             draft=self.draft,
             wait_phase=wire[0] if wire else None,
             wait_phase_ms=(now - wire[1]) / NS_PER_MS if wire else 0.0,
@@ -410,6 +413,7 @@ class TurnRecorder:
             submitted_ns=self.submitted_ns,
             wire_steps=self.wire_steps,
             itl_ms=itl_ms,
+            mcp_start_ns=self.mcp_start_ns,
         )
         spec = speculative_summary(self.server)
         if spec is not None:  # compute() leaves it None; a replace costs ~10 us per bench request

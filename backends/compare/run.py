@@ -22,6 +22,7 @@ from backends.agent.loop import DEFAULT_MAX_STEPS
 from backends.base import Backend
 from backends.compare.panes import LABELS, BackendFactory, PaneSpec, build_panes, in_process_factory, parse_model
 from backends.compare.runner import CompareMode, CompareRunner, PaneTools, PromptResult
+from telemetry import events as ev
 from telemetry.compare.stats import Comparison, compare, write_comparison
 from telemetry.log.turns import SessionLog
 from telemetry.record import TurnRecord
@@ -158,6 +159,7 @@ async def run_compare(
     limit). ``on_warn``: a tool server that failed to start. ``on_note``: each server's startup line.
     """
     made = list(backends) if backends is not None else make_backends(plan, factory)
+    t0 = ev.now_ns()
     try:
         host = await _start_tools(plan, on_warn, on_note)
     except BaseException:
@@ -167,7 +169,9 @@ async def run_compare(
     tools = None
     if host is not None:
         # headless has nobody to ask: the plan's consent decides, and a call it does not allow stops that turn
-        tools = PaneTools(host, plan.consent, max_steps=plan.max_steps, on_notice=on_tool_notice)
+        tools = PaneTools(
+            host, plan.consent, max_steps=plan.max_steps, on_notice=on_tool_notice, mcp_start_ns=(t0, ev.now_ns())
+        )
     panes = build_panes(made, range(len(made)), settings=plan.settings)
     log = SessionLog()
     runner = CompareRunner(panes, log=log, mode=plan.mode, system=plan.system, tools=tools)

@@ -67,6 +67,9 @@ class PaneTools:
     on_step: Callable[[int, TurnRecorder], None] | None = None  # a model step begins (the first one too)
     on_tool: Callable[[int, ToolStep, ToolResult | None], None] | None = None  # a tool call ended
     on_notice: Callable[[int, str], None] | None = None
+    # Headless compare starts the servers after the submit: (start, end) in monotonic ns, fed to each pane's
+    # first turn as ev.McpStarted, the servers' time and not ttft's own delay.
+    mcp_start_ns: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -259,7 +262,11 @@ class CompareRunner:
         )
         self._turn_index += 1
         asked = self._submitted_ns
-        rec.feed(ev.Submitted(asked if asked is not None and trial == 0 and position == 0 else ev.now_ns()))
+        first = asked is not None and trial == 0 and position == 0
+        rec.feed(ev.Submitted(asked if first and asked is not None else ev.now_ns()))
+        started = self.tools.mcp_start_ns if self.tools is not None else None
+        if first and started is not None and asked is not None and started[0] >= asked:
+            rec.feed(ev.McpStarted(started[1], start_ns=started[0]))
         return rec
 
     def _agent(

@@ -75,7 +75,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("metrics.tpot_ms", "float"),
     *_cols("metrics.itl_ms.", "float", "p50 p90 p95 p99 max"),
     *_cols("metrics.", "float", "e2e_ms total_ms output_tokens_per_s decode_tokens_per_s retry_ms queue_ms"),
-    *_cols("metrics.", "float", "load_ms own_delay_ms"),
+    *_cols("metrics.", "float", "load_ms own_delay_ms mcp_start_ms"),
     *_cols("metrics.wait_ms.", "float", "retries pool dns connect tls send server first_token", "the wait, by phase"),
     Column("metrics.expected_prefill_ms", "float", "from a saved probe (ttft probe)"),
     *_cols("metrics.", "float", "server_queue_ms server_ttft_ms server_rest_ms", "the wait by the server's account"),

@@ -79,6 +79,8 @@ def test_both_panes_run_the_tool_and_the_verdict_covers_steps_and_time_to_answer
         assert rec["status"] == "ok" and rec["agent"]["step_count"] == 3
         assert [s["kind"] for s in rec["steps"]] == ["model", "tool", "model"]
         assert rec["steps"][1]["name"] == "echo" and rec["steps"][1]["status"] == "ok"
+    # the servers started after the submit: the first turn keeps that apart from ttft's own delay
+    assert any((rec["metrics"]["mcp_start_ms"] or 0) > 0 for rec in records)
 
 
 def test_the_table_shows_steps_and_the_verdict_lines_say_them(env: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -288,3 +288,15 @@ def test_streamed_chunks_keep_their_tpot() -> None:
         ]
     )
     assert rec["metrics"]["tpot_ms"] == 10.0
+
+
+def test_the_mcp_servers_start_is_its_own_figure_and_not_ttfts_own_delay() -> None:
+    r = recorder()
+    r.feed(ev.Submitted(at(-1000)))
+    r.feed(ev.McpStarted(at(-100), start_ns=at(-980)))  # spawn, initialize, list tools: 880 ms
+    assert r.snapshot(at(-50)).own_delay_ms == approx(70)  # live too: 1,000 ms since the submit, 880 the servers'
+    rec = play(stream(), r)
+    assert rec["metrics"]["mcp_start_ms"] == approx(880)
+    assert rec["metrics"]["own_delay_ms"] == approx(120)
+    assert rec["metrics"]["ttft_ms"] == approx(200)  # never inside TTFT either
+    assert play(stream())["metrics"]["mcp_start_ms"] is None  # a turn without servers has no such figure

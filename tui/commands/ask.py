@@ -194,6 +194,8 @@ def summary_line(rec: TurnRecord) -> str:
         imp = f", llama.cpp import {f(imported)}" if imported is not None and imported >= OWN_DELAY_SHOWN_MS else ""
         parts.append(f"model load {f(m.load_ms)}{imp}")
         parts += [f"on {st.placement}" for st in server_timings(rec.server) if st.placement]
+    if m.mcp_start_ms is not None:  # the servers' start: before the send, but not ttft's own delay
+        parts.append(f"MCP start {f(m.mcp_start_ms)}")
     own = m.own_delay_ms
     if own is not None and own >= OWN_DELAY_SHOWN_MS:
         parts.append(f"ttft's own {f(own)} before the send")
@@ -340,7 +342,9 @@ async def _ask_agent(agent: AgentTurn, args: AskArgs, echo: bool) -> TurnRecord:
         agent.on_step = answer.follow
         agent.on_tool = answer.tool_ended
     try:
+        t0 = ev.now_ns()
         agent.host = await start_host(args.tools.mcp, on_notice)
+        agent.mcp_start_ns = (t0, ev.now_ns())  # the servers' start: its own figure, not ttft's own delay
         try:
             return await agent.run()
         finally:
