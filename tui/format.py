@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from backends.spec import split_spec
 from telemetry.duration import DASH
+
+if TYPE_CHECKING:
+    from telemetry.record import TurnRecord
 
 # One colour per phase, wherever a phase is named (pane, compare status lines).
 PHASE_COLOR = {
@@ -156,3 +160,18 @@ def short_spec_str(spec: str, width: int) -> str:
     """:func:`short_spec` for a ``provider:model`` string (the model may itself hold colons)."""
     provider, model = split_spec(spec)
     return short_spec(provider, model, width) if model else short_model(spec, width)
+
+
+def kept_after_cancel(record: TurnRecord) -> str:
+    """What a cancelled turn kept, said after "cancelled; ": a tool-using turn that stopped with no answer
+    text still kept every step that arrived, and must not read as if nothing had."""
+    if record.answer:
+        return "the partial answer is kept"
+    steps = sum(1 for s in record.steps if isinstance(s, dict) and s.get("kind") != "approval")
+    if steps > 1:
+        return f"the {steps} steps that arrived are kept"
+    if record.tool_calls:
+        return "the tool calls that arrived are kept"
+    if record.reasoning:
+        return "the reasoning that arrived is kept"
+    return "nothing had arrived"

@@ -22,7 +22,7 @@ from telemetry.recorder import TurnRecorder
 from telemetry.view.render import RenderLag
 from telemetry.view.timeline import Timeline, live_timeline, turn_timeline
 from tui.compare.view import pane_done_text, pane_live_text
-from tui.format import short_spec_str
+from tui.format import kept_after_cancel, short_spec_str
 from tui.widgets.error_card import ErrorCard
 from tui.widgets.tool_steps import ToolRun
 from tui.widgets.transcript import AssistantMessage, NoteMessage, Transcript, UserMessage
@@ -174,7 +174,7 @@ class PaneView(Vertical):
             if record.status == "error":
                 await self.box.mount(ErrorCard.of(record))
             elif record.status == "cancelled":
-                kept = "the partial answer is kept" if record.answer else "nothing had arrived"
+                kept = kept_after_cancel(record)
                 await self.box.mount(NoteMessage(f"■ cancelled; {kept}", "warn"))
 
     def set_status(self, text: Text) -> None:

@@ -18,6 +18,7 @@ from textual.widgets import Sparkline, Static
 from backends.attachments import fmt_size
 from telemetry.cost import fmt_usd
 from telemetry.duration import DASH, fmt_ms
+from telemetry.log.secrets import mask
 from telemetry.metrics import OWN_DELAY_SHOWN_MS, TurnMetrics
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot
@@ -54,10 +55,16 @@ def live_text(
     """The lines describing a turn in flight (``steps``: a tool-using turn's so far; the figures below
     them are its current model step's)."""
     t = Text()
-    if steps:  # where the loop is: the step running now, and how many so far
-        n = sum(1 for st in steps if st.get("kind") != "approval")  # as the record's step_count counts
-        t.append(f" STEP {n} ", style="bold reverse blue")
-        t.append(f"  {_now_doing(steps[-1])}\n", style="bold")
+    if steps:  # where the loop is: the step running now, numbered as the rows and the record's step_count count
+        last = steps[-1]
+        if last.get("kind") == "approval" and last.get("answer") is None:
+            t.append(" APPROVAL ", style="bold reverse yellow")
+            t.append(f"  {_now_doing(last)}\n", style="bold")
+            return t  # likewise while the person is asked
+        t.append(f" STEP {_step_count(steps)} ", style="bold reverse blue")
+        t.append(f"  {_now_doing(last)}\n", style="bold")
+        if last.get("kind") == "tool" and last.get("status") == "running":
+            return t  # the model step before the call has ended: its phase and speed are not what happens now
     color = PHASE_COLOR.get(snap.phase, "")
     t.append(f" {snap.phase.upper()} ", style=f"bold reverse {color}")
     t.append("  ")
@@ -260,13 +267,25 @@ def _now_doing(st: dict[str, Any]) -> str:
     return f"{label}: {value}"
 
 
+def _step_count(steps: Sequence[dict[str, Any]]) -> int:
+    """Model and tool steps, as the record's ``step_count`` counts them: a wait for approval is not a step."""
+    return sum(1 for st in steps if st.get("kind") != "approval")
+
+
 def steps_rows(t: Text, steps: Sequence[dict[str, Any]]) -> None:
-    """Each step of a tool-using turn as a row (the first ``STEP_ROWS``; the rest counted)."""
-    for i, st in enumerate(steps[:STEP_ROWS], 1):
+    """Each step of a tool-using turn as a row (the first ``STEP_ROWS``; the rest counted), numbered as
+    ``step_count`` counts, so the last number is the count above them; a wait for approval is an unnumbered row."""
+    n = 0
+    for st in steps[:STEP_ROWS]:
         label, value = _step_value(st)
-        _row(t, f"  {i} {label}"[:LABEL_W], value, "dim" if st.get("kind") == "approval" else "")
-    if len(steps) > STEP_ROWS:
-        _row(t, "", f"… {len(steps) - STEP_ROWS} more steps", "dim")
+        if st.get("kind") == "approval":
+            _row(t, f"    {label}"[:LABEL_W], value, "dim")
+            continue
+        n += 1
+        _row(t, f"  {n} {label}"[:LABEL_W], value)
+    rest = _step_count(steps[STEP_ROWS:])
+    if rest:
+        _row(t, "", f"… {rest} more step{'s' * (rest != 1)}", "dim")
 
 
 def _agent_rows(t: Text, rec: TurnRecord) -> None:
@@ -409,7 +428,7 @@ class TelemetryPane(VerticalScroll):
 
     def show_message(self, text: str) -> None:
         self._live_room = 0
-        self._set_live(Text(text, style="dim"))
+        self._set_live(Text(mask(text), style="dim"))  # e.g. why a backend could not start: an error's words
         self.query_one("#live-gaps", Sparkline).display = False
 
     def set_timelines(self, rows: Sequence[tuple[str, Timeline]]) -> None:

@@ -32,7 +32,7 @@ from telemetry.json_guard import JsonRefused
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot, TurnRecorder
 from telemetry.view.render import RenderLag
-from tui.format import visible_controls
+from tui.format import kept_after_cancel, visible_controls
 from tui.target import Target
 from tui.widgets.code_blocks import CodeMarkdown
 from tui.widgets.error_card import ErrorCard
@@ -419,7 +419,7 @@ class CompactTurn(Static):
             kind = (err.type if err is not None else None) or "error"
             parts.append(Text(f"✗ {kind}{code}: {msg[0] if msg else ''}", style="red"))
         elif rec.status == "cancelled":
-            kept = "the partial answer is kept" if rec.answer else "nothing had arrived"
+            kept = kept_after_cancel(rec)
             parts.append(Text(f"■ cancelled; {kept}", style="yellow"))
         return Group(*parts)
 
@@ -521,7 +521,7 @@ class Transcript(VerticalScroll):
         if record.status == "error":
             await self.add_error(ErrorCard.of(record))
         elif record.status == "cancelled":
-            kept = "the partial answer is kept" if record.answer else "nothing had arrived"
+            kept = kept_after_cancel(record)
             total = record.metrics.total_ms
             await self.add_note(f"■ cancelled after {fmt_ms(total)}; {kept}", "warn", outcome=True)
 

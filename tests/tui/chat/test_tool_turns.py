@@ -106,7 +106,13 @@ async def test_allow_once_runs_the_call_and_the_model_reads_its_result(search_th
         assert "It is noon." in text
         # the pane draws the record's split and its steps
         assert "steps" in text and "tools " in text and "your approval" in text
-        assert re.search(r"\d tool\s+search · .* · ok", text) and re.search(r"\d asked\s+search · .* · once", text)
+        assert re.search(r"\d tool\s+search · .* · ok", text) and re.search(r"\D asked\s+search · .* · once", text)
+        # numbered as the record's step_count counts (the approval is an unnumbered row): 1 model, 2 tool, 3 model
+        assert (
+            re.search(r"3 model\s", text)
+            and not re.search(r"4 model\s", text)
+            and re.search(r"steps\s+3 · model", text)
+        )
         # the timeline draws each step as its own segment
         phases = [seg.phase for seg in app.chat.timelines[-1][1].segments]
         assert "tool" in phases and "approval" in phases and "streaming" in phases
@@ -187,6 +193,9 @@ async def test_esc_during_a_slow_tool_stops_the_loop_and_keeps_every_step(search
         assert logged["status"] == "cancelled" and len(logged["steps"]) == 3
         assert len(search_then_answer.requests) == 1  # the model was not asked again
         assert "cancelled" in _shown(app)
+        # the turn ends with the call Esc stopped, not with the model step before it: no part outweighs the whole
+        assert rec.metrics.total_ms is not None and rec.metrics.total_ms >= rec.steps[-1]["end_ms"] - 0.01
+        assert "the 2 steps that arrived are kept" in _shown(app) and "nothing had arrived" not in _shown(app)
 
 
 async def test_x_in_the_dialog_stops_the_turn_while_it_waits_for_an_answer(search_then_answer: AgentServer) -> None:
@@ -311,3 +320,28 @@ async def test_each_steps_answer_numbers_its_code_blocks_after_the_last_steps() 
             answers = list(app.chat.transcript.query(AssistantMessage))
             assert [a.first_block for a in answers] == [1, 2]
             assert [n for n, _ in app.chat.code_block_titles()] == [1, 2]
+
+
+async def test_arguments_nested_past_the_guard_are_refused_without_asking_and_the_step_is_kept() -> None:
+    # the red team's case (issue 39): the step vanished and the turn read "OK"; now it is a refused step
+    deep = "[" * 3000 + "]" * 3000
+    host = FakeHost(FakeTool("search", "never"))
+    script = [Step(calls=(Call("search", raw=deep),), first_ms=20), Step(text="I could not search.", first_ms=20)]
+    with AgentServer(script) as srv:
+        app = _app(srv, _servers(host))
+        async with app.run_test(size=SIZE) as pilot:
+            await _send(pilot, "what time is it?")
+            await _finished(pilot, app)
+            assert not isinstance(app.screen, ApproveScreen)  # nothing that cannot run is put to the person
+            rec = app.chat.session.records[-1]
+            assert rec.status == "ok" and rec.answer.strip() == "I could not search." and host.calls == []
+            assert [(s["kind"], s.get("status")) for s in rec.steps] == [
+                ("model", "ok"),
+                ("tool", "refused"),
+                ("model", "ok"),
+            ]
+            assert any(k.startswith("tool_arguments_refused:") for k in rec.notices)
+            (result,) = _tool_messages(srv.requests[-1])
+            assert "nested more than 128 levels" in result["content"]
+            await wait_until(pilot, lambda: "↳ search · fake · refused" in _shown(app), timeout=WAIT_S)
+            assert "past ttft's limits" in _shown(app)

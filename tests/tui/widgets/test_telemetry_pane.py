@@ -1,9 +1,16 @@
-"""tui.widgets.telemetry_pane: the after-turn text keeps every label apart from its value."""
+"""tui.widgets.telemetry_pane: the after-turn text keeps every label apart from its value; a tool-using turn's
+steps are numbered as the record counts them, and the live view says what happens now."""
 
 from __future__ import annotations
 
+from rich.text import Text
+
+from telemetry import events as ev
 from telemetry.record import TurnRecord
-from tui.widgets.telemetry_pane import LABEL_W, record_text
+from telemetry.recorder import Snapshot, TurnRecorder
+from telemetry.settings import TurnSettings
+from tests.support.tui_support import MS, T0
+from tui.widgets.telemetry_pane import LABEL_W, live_text, record_text, steps_rows
 
 
 def _record() -> dict:
@@ -72,3 +79,50 @@ def test_a_local_turn_says_where_its_layers_ran_and_what_the_load_spent_on_the_i
     assert "runs on        CUDA 31/31 layers, flash attn off (auto)" in text
     assert "model load     2.2 s (llama.cpp import 1.6 s)" in text
     assert "ttft's own" in text and "190 ms" in text  # both figures: the load apart from ttft's own delay
+
+
+def _finished_step() -> Snapshot:
+    """A model step that asked for a call in 2 ms: its speed, were it shown, would read in the thousands."""
+    rec = TurnRecorder("s", 0, "compat", "chat.completions", "m", None, TurnSettings(), "hi")
+    rec.feed(ev.Submitted(T0))
+    rec.feed(ev.AttemptSent(T0 + MS, 1))
+    rec.feed(ev.TextDelta(T0 + 10 * MS, "Let me look"))
+    rec.feed(ev.TextDelta(T0 + 11 * MS, " that up."))
+    rec.feed(ev.Finished(T0 + 12 * MS, "tool_calls"))
+    return rec.snapshot(T0 + 900 * MS)
+
+
+STEPS = [
+    {"kind": "model", "duration_ms": 11.0, "ttft_ms": 9.0, "status": "ok", "tool_calls": 1},
+]
+
+
+def test_while_the_person_is_asked_the_pane_says_so_and_shows_no_speed() -> None:
+    asking = {"kind": "approval", "name": "search", "duration_ms": 880.0, "answer": None}
+    text = live_text(_finished_step(), steps=[*STEPS, asking]).plain
+    assert "APPROVAL" in text and "waiting for your answer about search" in text
+    assert "speed" not in text and " OK " not in text and "STEP" not in text
+
+
+def test_while_a_tool_runs_the_pane_counts_the_step_and_shows_no_speed() -> None:
+    running = {"kind": "tool", "name": "search", "duration_ms": 300.0, "status": "running"}
+    approved = {"kind": "approval", "name": "search", "duration_ms": 500.0, "answer": "once"}
+    text = live_text(_finished_step(), steps=[*STEPS, approved, running]).plain
+    assert "STEP 2" in text and "running tool search" in text
+    assert "speed" not in text and " OK " not in text
+
+
+def test_the_rows_are_numbered_as_the_step_count_counts() -> None:
+    steps = [
+        *STEPS,
+        {"kind": "approval", "name": "search", "duration_ms": 500.0, "answer": "once"},
+        {"kind": "tool", "name": "search", "duration_ms": 30.0, "status": "ok", "result_bytes": 10},
+        {"kind": "model", "duration_ms": 40.0, "ttft_ms": 9.0, "status": "ok"},
+    ]
+    t = Text()
+    steps_rows(t, steps)
+    labels = [line[:LABEL_W].strip() for line in t.plain.splitlines()]
+    assert labels == ["1 model", "asked", "2 tool", "3 model"]
+    many = Text()
+    steps_rows(many, [*steps, *([steps[1], steps[2]] * 8)])  # 20 rows, 11 of them approvals
+    assert many.plain.splitlines()[-1].strip() == "… 4 more steps"  # 12 rows shown; the 4 tool steps after
