@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import io
 import json
 import os
 import time
@@ -39,7 +40,9 @@ from backends.spec import split_spec
 from telemetry.bench import summary as bench_summary
 from telemetry.bench.requests import read_bench
 from telemetry.errors import TtftError
+from telemetry.log import private_files
 from telemetry.log.json_line import encode_line
+from telemetry.log.secrets import masked_record
 from telemetry.log.turns import write_all
 from telemetry.log.urls import redact_url
 from telemetry.server.gauges import level_summary
@@ -117,7 +120,10 @@ class BenchResult:
         for name in ("summary.json", "turns.jsonl", "levels.csv"):
             src = self.out / name
             if src.exists() and src.resolve() != (dest / name).resolve():
-                shutil.copyfile(src, dest / name)
+                # 0600 and never through a link, as the run wrote them
+                fd = private_files.open_private(dest / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                with src.open("rb") as f, os.fdopen(fd, "wb") as copy:
+                    shutil.copyfileobj(f, copy)
         return dest
 
 
@@ -128,14 +134,15 @@ class TurnsFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.error: OSError | None = None
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        # the prompts and answers, as a session log holds them: 0600, never written through a link
+        self._fd = private_files.open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
 
     def write(self, records: list[dict[str, Any]]) -> None:
         if self.error is not None or not records:
             return
         start = os.lseek(self._fd, 0, os.SEEK_CUR)
         try:
-            write_all(self._fd, b"".join(encode_line(r) for r in records))
+            write_all(self._fd, b"".join(encode_line(masked_record(r)) for r in records))
         except OSError as exc:
             self.error = exc
             with contextlib.suppress(OSError):
@@ -148,12 +155,14 @@ class TurnsFile:
 
 def write_results(out: Path, levels: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
     summary = bench_summary.summary(levels, meta=meta)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
-    with (out / "levels.csv").open("w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, fieldnames=list(bench_summary.CSV_COLUMNS))
-        w.writeheader()
-        for lv in levels:
-            w.writerow(bench_summary.csv_row(lv))
+    text = json.dumps(summary, indent=2, default=str) + "\n"
+    private_files.replace(out / "summary.json", text.encode("utf-8"))
+    table = io.StringIO(newline="")
+    w = csv.DictWriter(table, fieldnames=list(bench_summary.CSV_COLUMNS))
+    w.writeheader()
+    for lv in levels:
+        w.writerow(bench_summary.csv_row(lv))
+    private_files.replace(out / "levels.csv", table.getvalue().encode("utf-8"))
     return summary
 
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from backends.local.amx import ExtraBufts, extra_bufts_choice
 from telemetry.errors import TtftError
+from telemetry.log import private_files
 from telemetry.server import gauges
 
 INSTALL_HINT = (
@@ -282,7 +283,10 @@ class LlamaServer:
             raise LlamaServerError(f"model file not found: {self.model}")
         self.port = self.port or free_port()
         cmd = self.command()
-        log = open(self.log_path, "wb") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
+        log: Any = subprocess.DEVNULL
+        if self.log_path:  # the server's log may quote prompts: 0600, never written through a link
+            fd = private_files.open_private(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            log = os.fdopen(fd, "wb")
         try:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         except OSError as exc:

@@ -20,6 +20,7 @@ from backends.probe.run import run_steps
 from backends.providers.registry import Target, create_backend
 from telemetry.errors import TtftError
 from telemetry.export.json_text import json_text
+from telemetry.log import private_files
 from telemetry.log.turns import SessionLog, new_session_id
 from telemetry.probe.result import Estimate, ProbeFit, ProbePoint
 from telemetry.probe.store import save_probe
@@ -86,7 +87,7 @@ class ProbeResult:
         folder = Path(directory)
         folder.mkdir(parents=True, exist_ok=True)
         written = [folder / "probe.json"]
-        written[0].write_text(json_text(self.fit.to_dict()) + "\n", encoding="utf-8")
+        private_files.replace(written[0], (json_text(self.fit.to_dict()) + "\n").encode("utf-8"))
         turns = folder / f"{self.session_id}.jsonl"
         if self.out is None or folder.resolve() != self.out.resolve():
             log = SessionLog(self.session_id, directory=folder)

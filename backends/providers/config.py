@@ -1,12 +1,14 @@
-"""The named providers' config file (``config.toml``): where it lives, reading it once per change,
-checking every key with a message that names the file, the key and what was expected (the local
-engine's ``[local]`` table and the MCP servers' ``[mcp.NAME]`` tables too); and the
-``PROVIDER:MODEL`` syntax and built-in provider names that it, like ``-m``, may refer to."""
+"""The named providers' config file (``config.toml``): where it lives, reading it once per change (and
+only when it is a regular file of at most 1 MiB), checking every key with a message that names the
+file, the key and what was expected (the local engine's ``[local]`` table and the MCP servers'
+``[mcp.NAME]`` tables too); and the ``PROVIDER:MODEL`` syntax and built-in provider names that it,
+like ``-m``, may refer to. A value a message quotes is cut to 200 characters (telemetry.log.quote)."""
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +21,7 @@ from backends.spec import split_spec
 from telemetry import json_guard
 from telemetry.cost import Price
 from telemetry.errors import ErrorKind, TtftError
+from telemetry.log.quote import cut, quoted
 from telemetry.log.urls import redact_url
 
 KINDS = ("openai", "openai-responses", "anthropic", "compat")
@@ -93,14 +96,19 @@ FLASH_ATTN = ("auto", "on", "off")
 MCP_KEYS = ("command", "args", "env", "url", "headers", "tools")
 # A server's name prefixes its tools' names on a clash and names its stderr log: letters, digits, _ and -.
 MCP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# An HTTP header's name is a token (RFC 9110 5.1, 5.6.2): no space, no colon, nothing else outside these.
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 MCP_HINT = "Fix the config file (see docs/agents.md: MCP servers), or move it away to use the defaults."
+# A config file is a few hundred bytes: a larger one is not one (a link to /dev/zero was read until
+# the kernel killed ttft at 13 GB).
+MAX_BYTES = 1 << 20
 
 _Validated = tuple[dict[str, Any], dict[str, ProviderConfig], dict[str, Price], LocalConfig, dict[str, McpServerConfig]]
 _cache: tuple[tuple[str, int, int], _Validated] | None = None
 
 
 def _config_error(path: Path, key: str, what: str, hint: str | None = None) -> ProviderError:
-    where = f"{path}: {key}: " if key else f"{path}: "
+    where = f"{path}: {cut(key)}: " if key else f"{path}: "  # a key path holds the file's own names
     return ProviderError(
         where + what,
         kind=ErrorKind.CONFIG_ERROR,
@@ -109,9 +117,13 @@ def _config_error(path: Path, key: str, what: str, hint: str | None = None) -> P
 
 
 def _shown(value: Any) -> str:
-    """A wrong value as the message quotes it: short, with its TOML type when that is the problem."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """A wrong value as the message quotes it (cut to telemetry.log.quote's limit)."""
+    return quoted(value)
+
+
+def _known(providers: dict[str, ProviderConfig]) -> str:
+    """The provider names a spec may use, for a message: the configured ones are the file's own words."""
+    return ", ".join([*BUILTIN, *(cut(name, 60) for name in providers)])
 
 
 def _unknown(path: Path, prefix: str, keys: dict[str, Any], known: tuple[str, ...]) -> None:
@@ -134,7 +146,7 @@ def _text(path: Path, key: str, value: Any, what: str) -> str:
 def _provider(path: Path, name: str, raw: Any) -> ProviderConfig:
     at = f"providers.{name}"
     if not isinstance(raw, dict):
-        raise _config_error(path, at, f"expected a table ([{at}]), got {_shown(raw)}")
+        raise _config_error(path, at, f"expected a table ([{cut(at, 80)}]), got {_shown(raw)}")
     _unknown(path, at + ".", raw, PROVIDER_KEYS)
     kind = raw.get("kind", "compat")
     if kind not in KINDS:
@@ -204,10 +216,9 @@ def _prices(path: Path, raw: Any, providers: dict[str, ProviderConfig]) -> dict[
         except ProviderError as exc:
             raise _config_error(path, at, f"{exc} {exc.hint or ''}".strip()) from None
         if name not in BUILTIN and name not in providers:
-            known = ", ".join([*BUILTIN, *providers])
-            raise _config_error(path, at, f"unknown provider {name!r}; expected one of {known}")
+            raise _config_error(path, at, f"unknown provider {quoted(name)}; expected one of {_known(providers)}")
         if not isinstance(entry, dict):
-            raise _config_error(path, at, f"expected a table of prices ([{at}]), got {_shown(entry)}")
+            raise _config_error(path, at, f"expected a table of prices ([{cut(at, 80)}]), got {_shown(entry)}")
         _unknown(path, at + ".", entry, PRICE_KEYS)
         for needed in PRICE_KEYS[:2]:
             if needed not in entry:
@@ -265,6 +276,10 @@ def _secret_table(path: Path, key: str, raw: Any, what: str) -> dict[str, str]:
         # the type only: the table written as a string may itself be the secret
         raise _config_error(path, key, f"expected a table of {what} to strings, got a {_toml_type(raw)}", MCP_HINT)
     for name, value in raw.items():
+        if key.endswith(".headers") and HEADER_NAME.fullmatch(name) is None:
+            # else it passes here and fails only when the server starts (the name is no secret)
+            what = "a header's name takes letters, digits and !#$%&'*+-.^_`|~ only (no space, no colon)"
+            raise _config_error(path, f"{key}.{quoted(name, 80)}", what, MCP_HINT)
         if not isinstance(value, str):
             raise _config_error(path, f"{key}.{name}", f"expected a string, got a {_toml_type(value)}", MCP_HINT)
         # a header goes on the wire as it is; an environment variable only cannot hold a NUL
@@ -288,7 +303,7 @@ def _mcp_server(path: Path, name: str, raw: Any) -> McpServerConfig:
     if MCP_NAME.fullmatch(name) is None:
         raise _config_error(path, at, "a server's name takes letters, digits, _ and - only (at most 64)", MCP_HINT)
     if not isinstance(raw, dict):
-        raise _config_error(path, at, f"expected a table ([{at}]), got {_shown(raw)}", MCP_HINT)
+        raise _config_error(path, at, f"expected a table ([{cut(at, 80)}]), got {_shown(raw)}", MCP_HINT)
     for key in raw:  # the checker's own words, with this table's hint
         if key not in MCP_KEYS:
             import difflib
@@ -336,6 +351,59 @@ def _mcp(path: Path, raw: Any) -> dict[str, McpServerConfig]:
     return {name: _mcp_server(path, name, value) for name, value in raw.items()}
 
 
+def _check_file(path: Path, st: os.stat_result) -> None:
+    """Refuse what is not a config file: a FIFO (reading it waits for a writer), a device (``/dev/zero``
+    never ends), a folder, or a regular file past :data:`MAX_BYTES`. A symbolic link to a regular file
+    is read: dotfile managers (stow, home-manager, chezmoi) link config.toml in, and the file it names
+    passes the same checks, on the opened file itself."""
+    hint = "Put a regular file of at most 1 MiB there, or move it away to use the defaults."
+    if not stat.S_ISREG(st.st_mode):
+        raise _config_error(path, "", f"is {_file_type(st.st_mode)}, not a regular file, so it was not read.", hint)
+    if st.st_size > MAX_BYTES:
+        what = f"is {st.st_size:,} bytes, past the 1 MiB a config file may hold, so it was not read."
+        raise _config_error(path, "", what, hint)
+
+
+def _file_type(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "something other than a file"
+
+
+def _read(path: Path) -> bytes:
+    """The file's bytes, read from what was opened (checked again there: the path may have been swapped
+    since its stat), never more than MAX_BYTES + 1. ``O_NONBLOCK``: a FIFO put in place meanwhile cannot
+    hold the open."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise _config_error(path, "", f"could not be read ({exc.strerror or exc})") from None
+    try:
+        _check_file(path, os.fstat(fd))
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_BYTES:
+            chunk = os.read(fd, MAX_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise _config_error(path, "", f"could not be read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    if size > MAX_BYTES:  # it grew after the check
+        raise _config_error(path, "", "grew past 1 MiB while it was read, so it was not read.")
+    return b"".join(chunks)
+
+
 def _validated() -> _Validated:
     """The config file read and checked once (again only when the file changes): a bad one is a
     ProviderError (kind ``config_error``) naming the file, the key and what was expected."""
@@ -347,13 +415,11 @@ def _validated() -> _Validated:
         return {}, {}, {}, LocalConfig(), {}
     except OSError as exc:
         raise _config_error(path, "", f"could not be read ({exc.strerror or exc})") from None
+    _check_file(path, st)  # before opening: opening a device may itself do something
     stamp = (str(path), st.st_mtime_ns, st.st_size)
     if _cache is not None and _cache[0] == stamp:
         return _cache[1]
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise _config_error(path, "", f"could not be read ({exc.strerror or exc})") from None
+    data = _read(path)
     if json_guard.depth_bound(data) > json_guard.MAX_DEPTH:  # tomllib recurses per level: a RecursionError
         raise _config_error(
             path,
@@ -385,8 +451,8 @@ def _validated() -> _Validated:
         except ProviderError as exc:
             raise _config_error(path, "default", f"{exc} {exc.hint or ''}".strip()) from None
         if name not in BUILTIN and name not in providers:
-            known = ", ".join([*BUILTIN, *providers])
-            raise _config_error(path, "default", f"unknown provider {name!r}; expected one of {known}")
+            what = f"unknown provider {quoted(name)}; expected one of {_known(providers)}"
+            raise _config_error(path, "default", what)
     prices = _prices(path, raw.get("prices", {}), providers)
     local = _local(path, raw.get("local", {}))
     mcp = _mcp(path, raw.get("mcp", {}))
@@ -438,15 +504,15 @@ def parse_spec(spec: str) -> tuple[str, str | None]:
     provider, model = split_spec(spec)
     if not provider:
         raise ProviderError(
-            f"The model spec {spec!r} has no provider before the colon.",
+            f"The model spec {quoted(spec)} has no provider before the colon.",
             kind=ErrorKind.BAD_SPEC,
             hint="Use -m PROVIDER:MODEL, e.g. -m openai:gpt-4o-mini.",
         )
     # a colon with nothing after it ("openai:") would silently mean the provider's default model
     if spec != provider and not (model or "").strip():
         raise ProviderError(
-            f"The model spec {spec!r} has no model after the colon.",
+            f"The model spec {quoted(spec)} has no model after the colon.",
             kind=ErrorKind.BAD_SPEC,
-            hint=f"Use -m {provider}:MODEL, or -m {provider} for its default model.",
+            hint=f"Use -m {cut(provider)}:MODEL, or -m {cut(provider)} for its default model.",
         )
     return provider, model

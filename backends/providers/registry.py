@@ -60,6 +60,7 @@ from backends.providers.config import (
 from backends.transport.http import DEFAULT_TIMEOUT_S
 from telemetry.cost import PriceRef
 from telemetry.errors import ErrorKind
+from telemetry.log.quote import cut, quoted
 from telemetry.log.secrets import remember
 from telemetry.log.urls import redact_url
 
@@ -133,7 +134,7 @@ class Target:
     provider: str  # the name the user typed (built-in or configured)
     kind: str  # openai | openai-responses | anthropic | compat | local
     model: str | None  # None: the provider's default (the local engine's own, or none known)
-    base_url: str | None = None  # --base-url, else the configured one; None for the local engine
+    base_url: str | None = None  # --base-url, else the configured one, else $OPENAI_BASE_URL / $ANTHROPIC_BASE_URL
     key_env: str | None = None  # the NAME of the variable the key is read from, never the key
     headers: Mapping[str, str] = field(default_factory=dict)  # configured; their values may be secrets
     timeout: float | None = None  # configured read timeout, seconds
@@ -204,17 +205,20 @@ def resolve(spec: str, *, base_url: str | None = None) -> Target:
             configured=True,
         )
     elif provider not in BUILTIN:
-        known = ", ".join([*BUILTIN, *providers])
+        known = ", ".join([*BUILTIN, *(cut(name, 60) for name in providers)])
         raise ProviderError(
-            f"Unknown provider {provider!r} in -m {spec}.",
+            f"Unknown provider {quoted(provider)} in -m {cut(spec)}.",
             kind=ErrorKind.BAD_SPEC,
-            hint=f"Use one of: {known}; or add [providers.{provider}] to {config_path()}.",
+            hint=f"Use one of: {known}; or add [providers.{cut(provider, 60)}] to {config_path()}.",
         )
     else:
         t = Target(provider, provider, model or DEFAULT_MODELS.get(provider), base_url, KEY_ENV.get(provider))
     env = BASE_URL_ENV.get(t.kind)
     if t.base_url is None and env and os.environ.get(env):
-        check_base_url(os.environ[env], env)  # the SDK (or the lean reader) reads it itself
+        # The SDK would read it itself; the target carries it so that the greeting shows it and the record
+        # keeps it (redacted) as base_url, instead of naming the API's own host it does not go to.
+        check_base_url(os.environ[env], env)
+        t = dataclasses.replace(t, base_url=os.environ[env])
     return dataclasses.replace(t, price=_price(t))
 
 
@@ -224,7 +228,7 @@ def check_base_url(url: str, source: str) -> None:
     problem = url_problem(url)
     if problem is not None:
         raise ProviderError(
-            f"{source} {redact_url(url)} {problem}.",
+            f"{source} {cut(redact_url(url) or '')} {problem}.",
             kind=ErrorKind.BAD_URL,
             hint="Give the server's address, e.g. --base-url http://127.0.0.1:8080/v1 or https://api.example.com/v1.",
         )

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from telemetry import json_guard
+from telemetry.log import private_files
+from telemetry.log.quote import quoted
 from telemetry.log.turns import BAD_LINE, Skipped, check_session_id, count_bad, parse_line, sessions_dir
 
 
@@ -79,15 +81,10 @@ def _load_tally(path: Path, head: bytes, size: int) -> dict[str, Any]:
 
 def _save_tally(path: Path, tally: dict[str, Any]) -> None:
     target = _index_path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with contextlib.suppress(OSError):
         target.parent.mkdir(mode=0o700, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with open(fd, "wb") as f:
-            f.write(json.dumps(tally, separators=(",", ":")).encode())
-        os.replace(tmp, target)  # whole or not at all: a reader never sees half an index
-    with contextlib.suppress(OSError):
-        tmp.unlink(missing_ok=True)
+        # whole or not at all: a reader never sees half an index; not synced, as it is built again when lost
+        private_files.replace(target, json.dumps(tally, separators=(",", ":")).encode(), sync=False)
 
 
 def _add(tally: dict[str, Any], rec: dict[str, Any]) -> None:
@@ -190,10 +187,10 @@ def resolve(session_or_file: str | None, directory: Path | None = None) -> Path:
         try:
             candidate = (directory or sessions_dir()) / f"{check_session_id(session_or_file)}.jsonl"
         except ValueError:
-            raise FileNotFoundError(f"no file named {session_or_file!r}, and it is not a session id") from None
+            raise FileNotFoundError(f"no file named {quoted(session_or_file)}, and it is not a session id") from None
         if candidate.exists():
             return candidate
-        raise FileNotFoundError(f"no session or file named {session_or_file!r}")
+        raise FileNotFoundError(f"no session or file named {quoted(session_or_file)}")
     sessions = list_sessions(directory)
     if not sessions:
         raise FileNotFoundError(f"no sessions logged yet in {directory or sessions_dir()}")

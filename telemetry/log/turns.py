@@ -3,9 +3,10 @@
 Logs live in the user data directory (``platformdirs``), one file per session;
 ``TTFT_DATA_DIR`` overrides the place (tests, CI, portable setups).
 
-Writing: each append holds an exclusive ``flock`` on the file while it picks the turn's
-index and writes, so several processes appending to one session (two ``ttft ask
---session ID``) never interleave lines or repeat a ``turn_index``. A write that fails or
+Writing: a log is opened as every private file is (``private_files.open_private``: never through a
+symbolic link, mode 0600, an older file's mode tightened). Each append holds an exclusive ``flock``
+on the file while it picks the turn's index and writes, so several processes appending to one
+session (two ``ttft ask --session ID``) never interleave lines or repeat a ``turn_index``. A write that fails or
 comes up short (disk full) is cut back off the file and raised as ``LogWriteError``; a
 line torn by a crash is closed with a newline before the next record, so it costs only
 itself. Reading: a line that is not valid UTF-8, not JSON, or not a well-formed
@@ -31,7 +32,10 @@ import platformdirs
 
 from telemetry import json_guard
 from telemetry.errors import TtftError
+from telemetry.log import private_files
 from telemetry.log.json_line import encode_line
+from telemetry.log.quote import quoted
+from telemetry.log.secrets import masked_record
 from telemetry.log.surrogates import scrub_value
 from telemetry.record import SCHEMAS, TurnRecord, upgrade
 
@@ -66,7 +70,7 @@ def check_session_id(session_id: str) -> str:
     """``session_id`` itself when it is a valid id, else ValueError with a message fit to print."""
     if not session_id or len(session_id) > 200 or _BAD_ID.search(session_id):
         raise ValueError(
-            f"{session_id!r} is not a session id: it names a file in the sessions folder, so it may not "
+            f"{quoted(session_id)} is not a session id: it names a file in the sessions folder, so it may not "
             "hold '/', '\\', ':' or control characters, start with '.', or pass 200 characters "
             "(e.g. 20260101-090000-a1b2)"
         )
@@ -139,7 +143,7 @@ class SessionLog:
     def next_turn_index(self) -> int:
         """One more than the highest index logged (a hint: ``append`` settles the index under the lock)."""
         try:
-            with self.path.open("rb") as f:
+            with os.fdopen(private_files.open_private(self.path, os.O_RDONLY), "rb") as f:  # as the append opens it
                 self._scan(f, os.fstat(f.fileno()).st_size)
         except OSError:
             pass  # missing (a new session) or unreadable: the append will say so
@@ -156,10 +160,11 @@ class SessionLog:
             raise
 
     def _append(self, record: TurnRecord | dict[str, Any]) -> TurnRecord | dict[str, Any]:
-        data = record.to_dict() if isinstance(record, TurnRecord) else dict(record)
+        data = masked_record(record.to_dict() if isinstance(record, TurnRecord) else dict(record))  # its error's words
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            # never through a link planted where the log goes; an older log found 0644 is made 0600
+            fd = private_files.open_private(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
         except OSError as exc:
             raise LogWriteError(self.path, exc) from exc
         try:

@@ -56,6 +56,9 @@ def split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
     return urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")), query
 
 
+SHORT_USER = 8  # a URL's user name shorter than this, beside a password, is a name rather than a secret
+
+
 def url_secrets(url: str | None) -> tuple[str, ...]:
     """The parts of ``url`` that must not appear in any message: user, password, query values
     (raw and percent-decoded, as a server or an HTTP library may echo either)."""
@@ -68,7 +71,13 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
     found: list[str] = []
     if "@" in parts.netloc:
         userinfo = parts.netloc.rpartition("@")[0]
-        for piece in (userinfo, *userinfo.split(":", 1)):
+        user, colon, password = userinfo.partition(":")
+        pieces = [userinfo, password]
+        # A user beside a password is a name ("user", "admin"), masked in a URL but not as a word of every
+        # message; alone, or long, it may be the credential itself (https://TOKEN@host).
+        if not colon or len(unquote(user)) >= SHORT_USER:
+            pieces.append(user)
+        for piece in pieces:
             found += [piece, unquote(piece)]
     for raw in parts.query.split("&"):
         _, _, value = raw.partition("=")

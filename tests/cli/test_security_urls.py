@@ -21,7 +21,7 @@ from telemetry.export.formats import export
 from telemetry.log.urls import redact_url, split_query, url_secrets, without_masked
 from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import one_turn
-from tests.support.security_util import env_fixture, log_text, run_ttft  # noqa: F401
+from tests.support.security_util import env_fixture, log_lines, log_text, run_ttft  # noqa: F401
 
 
 @pytest.fixture
@@ -40,7 +40,11 @@ def test_redact_and_split_urls() -> None:
         "https://user:SECRETPW@host.example:8443/v1",
         {"api-key": "QSECRET123", "api-version": "2024-06-01"},
     )
-    assert {"SECRETPW", "user", "QSECRET123"} <= set(url_secrets(url))
+    assert {"SECRETPW", "user:SECRETPW", "QSECRET123"} <= set(url_secrets(url))
+    # a short user name beside a password is masked in URLs, not as a word of every message ("one user")
+    assert "user" not in url_secrets(url)
+    assert "tok_1234567" in url_secrets("https://tok_1234567:x@h/v1")  # a long one may be the credential
+    assert "abc" in url_secrets("https://abc@h/v1")  # alone, it is the credential
     assert without_masked(redact_url(url)) == "https://host.example:8443/v1"
     assert without_masked("http://h/v1?x=1") == "http://h/v1?x=1"
 
@@ -131,3 +135,21 @@ def test_configured_header_values_echoed_by_a_server_are_masked(srv: FakeServer,
     for text in (p.stdout.decode(), p.stderr.decode(), log_text(env)):
         assert "HDR-SECRET-42" not in text and "AZ-SECRET-77" not in text
     assert "refused" in json.loads(p.stdout)["error"]["message"]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_the_sdk_s_base_url_variable_is_recorded_masked(api: str, srv: FakeServer, env: dict) -> None:
+    """``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL`` (read by the SDKs) is the record's ``base_url``, masked
+    as every base URL is: before issue 39 the turn went there and the log said ``base_url: null``."""
+    srv.schedule = Schedule(first_token_ms=5, token_ms=1, visible_tokens=3)
+    port = srv.url.rsplit(":", 1)[1].split("/")[0]
+    base = f"http://user:SECRETPW@127.0.0.1:{port}" + ("/v1" if api == "openai" else "")
+    var, spec = ("OPENAI", "openai:gpt-4o-mini") if api == "openai" else ("ANTHROPIC", "anthropic:claude-haiku-4-5")
+    env = {**env, f"{var}_BASE_URL": base, f"{var}_API_KEY": "sk-test-not-real"}
+    for sdk in ([], ["--sdk"]):
+        p = run_ttft(env, "ask", "-m", spec, "--json", *sdk, "hi")
+        assert p.returncode == 0, p.stderr
+        shown = base.replace("user:SECRETPW@", "***@")
+        assert json.loads(p.stdout)["base_url"] == shown
+        assert log_lines(env)[-1]["base_url"] == shown
+        assert srv.requests and "SECRETPW" not in p.stdout.decode() + p.stderr.decode() + log_text(env)

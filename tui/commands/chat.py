@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 from pathlib import Path
 
 from telemetry.errors import TtftError
 from telemetry.log.sessions import resolve
 from telemetry.log.turns import tail_records
-from telemetry.log.urls import without_masked
+from telemetry.log.urls import redact_url, without_masked
 from tui.commands.args import ChatArgs, chat_args
 from tui.commands.flags import (
     add_local_flags,
@@ -110,7 +111,10 @@ def run(args: ChatArgs) -> int:
             return 1
         if records and spec is None:
             spec = spec_from_record(records[-1])
-            base_url = base_url or without_masked(records[-1].get("base_url"))  # logged with "***" in it
+            logged = records[-1].get("base_url")
+            if logged in _from_variables():
+                logged = None  # $OPENAI_BASE_URL's own address: read from it again, credentials and all
+            base_url = base_url or without_masked(logged)  # logged with "***" in it
     factory = (
         functools.partial(default_backend_factory, timeout_s=args.timeout, lean=not args.sdk)
         if args.timeout or args.sdk
@@ -123,3 +127,8 @@ def run(args: ChatArgs) -> int:
     for line in app.crash_lines:  # said as notifications while it ran; again now that the terminal is back
         print(line, file=sys.stderr)
     return app.return_code or 0  # 143 / 129 after SIGTERM / SIGHUP; 70 after a burst of unexpected errors
+
+
+def _from_variables() -> set[str]:
+    """The addresses the SDKs' variables give, as a record keeps them (masked)."""
+    return {redact_url(os.environ[v]) or "" for v in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL") if os.environ.get(v)}

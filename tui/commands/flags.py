@@ -28,6 +28,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from telemetry.log.quote import cut, quoted
+
 if TYPE_CHECKING:
     from backends.providers.config import McpServerConfig
 
@@ -49,9 +51,9 @@ def _number(value: str, kind: type[int] | type[float]) -> int | float:
         n = kind(value)
     except ValueError:
         what = "a whole number" if kind is int else "a number"
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {what}, got {quoted(value)}") from None
     if isinstance(n, float) and not math.isfinite(n):  # nan would reach the request body as invalid JSON
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {value!r}")
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {quoted(value)}")
     return n
 
 
@@ -59,7 +61,7 @@ def positive_int(value: str) -> int:
     """``--max-output-tokens N``: at least 1 (0 or less is a request no server can answer)."""
     n = int(_number(value, int))
     if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {cut(str(n))}")
     return n
 
 
@@ -67,7 +69,7 @@ def non_negative_int(value: str) -> int:
     """``--max-retries N``: 0 means no retry."""
     n = int(_number(value, int))
     if n < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {n}")
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {cut(str(n))}")
     return n
 
 
@@ -75,7 +77,7 @@ def gpu_layers(value: str) -> int:
     """``--gpu-layers N``: 0 (the CPU) or more, or -1 for every layer."""
     n = int(_number(value, int))
     if n < -1:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, or -1 for every layer, got {n}")
+        raise argparse.ArgumentTypeError(f"must be 0 or more, or -1 for every layer, got {cut(str(n))}")
     return n
 
 
@@ -83,7 +85,7 @@ def seconds(value: str) -> float:
     """``--timeout S``: above 0 (0 would mean the default, a negative one nothing sensible)."""
     s = float(_number(value, float))
     if s <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {value!r}")
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {quoted(value)}")
     return s
 
 
@@ -91,7 +93,7 @@ def temperature(value: str) -> float:
     """``--temperature T``: finite and not negative (each API caps it itself: 2 for OpenAI, 1 for Anthropic)."""
     t = float(_number(value, float))
     if t < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value!r}")
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {quoted(value)}")
     return t
 
 
@@ -102,7 +104,7 @@ def deadline(value: str) -> float:
     except ValueError:
         secs = float("nan")
     if not secs > 0 or secs == float("inf"):
-        raise argparse.ArgumentTypeError(f"takes a positive number of seconds, not {value!r}")
+        raise argparse.ArgumentTypeError(f"takes a positive number of seconds, not {quoted(value)}")
     return secs
 
 
@@ -121,7 +123,7 @@ def thinking_budget(value: str) -> int | str:
     try:
         return positive_int(value)
     except argparse.ArgumentTypeError:
-        what = f"takes a number of tokens (at least 1) or 'adaptive', not {value!r}"
+        what = f"takes a number of tokens (at least 1) or 'adaptive', not {quoted(value)}"
         raise argparse.ArgumentTypeError(what) from None
 
 

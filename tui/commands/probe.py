@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from telemetry.duration import fmt_ms
+from telemetry.log import private_files
 from tui.commands.args import ProbeArgs, probe_args
 from tui.commands.exits import Exit, for_error_kind
 from tui.commands.flags import (
@@ -173,7 +174,7 @@ def _report(args: ProbeArgs, result: Any) -> int:
         not_saved = True
     if args.out is not None:
         try:
-            (args.out / "probe.svg").write_text(chart.svg(), encoding="utf-8")
+            private_files.replace(args.out / "probe.svg", chart.svg().encode("utf-8"))
             result.save(args.out)  # probe.json; the turns are there already
         except OSError as exc:
             _err(f"could not write to {args.out}: {exc.strerror or exc}")

@@ -18,6 +18,7 @@ from typing import Any
 from backends.agent.consent import Consent
 from backends.agent.host import ToolHost
 from backends.agent.loop import DEFAULT_MAX_RESULT_BYTES, DEFAULT_MAX_STEPS, NO_TOOLS
+from telemetry.log.quote import quoted
 from tui.commands.flags import McpFlags, add_mcp_flags
 
 MCP_CONFIG, MCP_HOST = "backends.mcp.config", "backends.mcp.host"  # imported by name: a ttft without them still runs
@@ -28,7 +29,7 @@ def positive_int(value: str) -> int:
     try:
         n = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{quoted(value)} is not a whole number") from None
     if n < 1:
         raise argparse.ArgumentTypeError("give 1 or more")
     return n

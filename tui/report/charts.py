@@ -16,6 +16,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
 
+from telemetry.log import private_files
 from tui.format import visible_controls
 
 PHASE_COLORS = {"waiting": "#9aa0a6", "reasoning": "#a142f4", "streaming": "#1a73e8"}
@@ -469,7 +470,7 @@ def write_chart(chart: Chart, path_stem: Path, fmt: str = "svg") -> Path:
         if chart.png(p):
             return p
     p = path_stem.with_suffix(".svg")
-    p.write_text(chart.svg(), encoding="utf-8")
+    private_files.replace(p, chart.svg().encode("utf-8"))  # 0600, as the run's other files
     return p
 
 

@@ -17,6 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from telemetry.log.quote import quoted
+
 LOCAL_PREFIX = "local:"
 MAX_LOCAL_NODES = 16  # a throwaway cluster shares this machine's cores: more nodes only measure the sharing
 CONNECT_TIMEOUT_S = 5.0
@@ -47,12 +49,12 @@ def parse(text: str) -> ClusterAddress:
     if text.startswith(LOCAL_PREFIX):
         n = text.removeprefix(LOCAL_PREFIX)
         if not n.isdigit() or not 1 <= int(n) <= MAX_LOCAL_NODES:
-            raise ValueError(f"local:N takes a number of nodes from 1 to {MAX_LOCAL_NODES}, got {text!r}")
+            raise ValueError(f"local:N takes a number of nodes from 1 to {MAX_LOCAL_NODES}, got {quoted(text)}")
         return ClusterAddress(text, int(n))
     if text == "auto":
         return ClusterAddress(text)
     if endpoint(text) is None:
-        raise ValueError(f"expected auto, HOST:PORT, ray://HOST:PORT or local:N, got {text!r}")
+        raise ValueError(f"expected auto, HOST:PORT, ray://HOST:PORT or local:N, got {quoted(text)}")
     return ClusterAddress(text)
 
 

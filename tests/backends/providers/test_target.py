@@ -149,3 +149,21 @@ def test_a_spec_that_does_not_resolve_says_why(spec: str, base_url: str | None, 
 
 def test_the_old_name_still_means_the_target() -> None:
     assert registry.ResolvedSpec is Target
+
+
+def test_the_sdk_s_base_url_variable_is_the_target_s_address(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``OPENAI_BASE_URL`` / ``ANTHROPIC_BASE_URL`` send the turns elsewhere: the Target says where (issue 39,
+    item 9), so the greeting and the record do; ``--base-url`` and a configured address still win."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://u:PW@127.0.0.1:9/v1")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:8/anthropic")
+    assert resolve("openai:gpt-x").base_url == "http://u:PW@127.0.0.1:9/v1"
+    assert resolve("openai-responses:gpt-x").base_url == "http://u:PW@127.0.0.1:9/v1"
+    assert resolve("anthropic:claude-x").base_url == "http://127.0.0.1:8/anthropic"
+    assert "PW" not in repr(resolve("openai:gpt-x"))
+    assert resolve("openai:gpt-x", base_url="http://127.0.0.1:7/v1").base_url == "http://127.0.0.1:7/v1"
+    assert resolve("compat:m").base_url is None  # the SDK reads no variable for compat: neither does the Target
+    _groq(tmp_path)
+    assert resolve("groq:m").base_url == "https://user:pw@api.groq.com/openai/v1"
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    backend = create_backend("openai:gpt-x", lean=True)
+    assert backend.base_url == "http://***@127.0.0.1:9/v1"  # what the record keeps

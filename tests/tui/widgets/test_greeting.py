@@ -131,3 +131,20 @@ async def test_the_header_shortens_a_long_model_name_to_fit() -> None:
         header = str(app.query_one("#header").content)
         assert len(header) <= 80 - 2 and header.endswith("20260101-120000-snap")  # the session id still shows
         assert "local · Very-Long-Model-Name-" in header and "…" in header
+
+
+async def test_the_greeting_names_the_address_openai_base_url_sends_to(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK follows ``OPENAI_BASE_URL``: the greeting says that address, never api.openai.com (issue 39,
+    item 9), and masks its credentials as every base URL is masked."""
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://user:SECRETPW@127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
+    backend = TimedBackend(model="gpt-x", first_ms=5, token_ms=1, visible=3)
+    backend.provider = "openai"  # a backend that names no address: the resolved target's is shown
+    app = ChatApp("openai:gpt-x", factory=factory_for(backend))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        g = greeting(app)
+        assert g is not None
+        text = g.plain
+        assert "http://***@127.0.0.1:9/v1" in text and "api.openai.com" not in text, text
+        assert "SECRETPW" not in text

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from backends.load.capacity import Probe
+from telemetry.log.quote import quoted
 from tui.commands.flags import positive_int
 
 DEFAULT_LIMIT = 1024
@@ -25,7 +26,7 @@ def attainment(text: str) -> float:
     try:
         v = float(stripped.removesuffix("%"))
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a percentage such as 95 or 95%, got {text!r}") from exc
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 95 or 95%, got {quoted(text)}") from exc
     v = v / 100 if percent or v > 1 else v
     if not 0 < v < 1:
         raise argparse.ArgumentTypeError("attainment must be between 0 and 100% (exclusive)")
@@ -39,7 +40,7 @@ def _load(text: str) -> float:
     except ValueError:
         v = math.nan
     if not (0 < v < math.inf):
-        raise argparse.ArgumentTypeError(f"expected a number of users or requests/s above 0, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number of users or requests/s above 0, got {quoted(text)}")
     return v
 
 

@@ -11,13 +11,14 @@ from backends.load.cluster.address import ClusterAddress
 from backends.load.cluster.address import parse as parse_cluster_address
 from telemetry.bench.probe import check_rate
 from telemetry.bench.workload.lengths import Lengths
+from telemetry.log.quote import quoted
 
 
 def _floats(text: str) -> tuple[float, ...]:
     try:
         vals = tuple(float(x) for x in text.split(",") if x.strip())
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from exc
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {quoted(text)}") from exc
     if not vals or any(v <= 0 for v in vals):
         raise argparse.ArgumentTypeError("levels must be > 0")
     return vals
@@ -37,11 +38,11 @@ def start_time(text: str) -> float:
         when = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected a time like 2026-12-01T16:00:00Z or Unix seconds, got {text!r}"
+            f"expected a time like 2026-12-01T16:00:00Z or Unix seconds, got {quoted(text)}"
         ) from None
     if when.tzinfo is None:
         raise argparse.ArgumentTypeError(
-            f"{text!r} has no zone: add Z or +HH:MM, so every machine reads the same moment"
+            f"{quoted(text)} has no zone: add Z or +HH:MM, so every machine reads the same moment"
         )
     return when.timestamp()
 
@@ -78,7 +79,7 @@ def _count(least: int) -> Any:
         try:
             n = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {quoted(text)}") from None
         if n < least:
             raise argparse.ArgumentTypeError(f"expected {least} or more, got {n}")
         return n
@@ -90,7 +91,7 @@ def _seconds(text: str) -> float:
     try:
         s = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected seconds, got {quoted(text)}") from None
     if not 0 <= s <= 3600:
         raise argparse.ArgumentTypeError(f"expected 0 to 3600 seconds, got {text}")
     return s
@@ -101,7 +102,7 @@ def _probe_rate(text: str) -> float:
     try:
         rate = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected requests/s, e.g. 0.5, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected requests/s, e.g. 0.5, got {quoted(text)}") from None
     if (why := check_rate(rate)) is not None:
         raise argparse.ArgumentTypeError(why)
     return rate
@@ -112,7 +113,7 @@ def _tool_latency(text: str) -> float:
     try:
         ms = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected milliseconds, e.g. 50, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected milliseconds, e.g. 50, got {quoted(text)}") from None
     if (why := latency_problem(ms)) is not None:
         raise argparse.ArgumentTypeError(why)
     return ms

@@ -9,6 +9,7 @@ from typing import Any
 
 from backends.agent.loop import DEFAULT_MAX_STEPS
 from telemetry.bench.slo import SLO
+from telemetry.log.quote import quoted
 from tui.commands.bench import capacity as bench_capacity
 from tui.commands.bench.flag_types import (
     _count,
@@ -39,7 +40,7 @@ def _goodput(text: str) -> str:
             raise ValueError("no colon")
         SLO.parse(item)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected KEY:MS with KEY ttft, tpot or e2el, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected KEY:MS with KEY ttft, tpot or e2el, got {quoted(text)}") from None
     return item
 
 

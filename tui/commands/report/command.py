@@ -21,6 +21,7 @@ from telemetry.bench.merge import MergeRefused
 from telemetry.bench.probe import ms, read_probe
 from telemetry.compare.stats import pane_stats
 from telemetry.export.formats import STDOUT, open_private
+from telemetry.log.quote import quoted
 from telemetry.record import TurnRecord
 from tui.commands.bench.output import (
     COLUMNS,
@@ -110,7 +111,7 @@ def groups_table(groups: list[Group]) -> str:
 
 def _turns_arg(value: str) -> str:
     if not all(t.strip().isdigit() and int(t) >= 1 for t in value.split(",") if t.strip()):
-        raise argparse.ArgumentTypeError(f"expected turn numbers from 1, e.g. 1,4,8; got {value!r}")
+        raise argparse.ArgumentTypeError(f"expected turn numbers from 1, e.g. 1,4,8; got {quoted(value)}")
     return value
 
 
