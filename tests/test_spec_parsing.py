@@ -24,6 +24,7 @@ OTHER_SYNTAX = {
     ("telemetry/log/urls.py", "url_secrets"): "a URL's user:password",
     ("telemetry/log/urls.py", "_host_and_port"): "a URL's host:port",
     ("telemetry/bench/workload/lengths.py", "parse"): "a MEAN:STD length",
+    ("backends/mcp/wire.py", "parse_failure"): "the SDK's 'Failed to parse ...: <pydantic dump>' message",
 }
 
 

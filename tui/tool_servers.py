@@ -2,8 +2,9 @@
 turns run (so a turn's tool calls reach them on their own loop), their notices said on the screen,
 closed with it.
 
-The start runs in the background while the user types; until it ends, ``/tools`` lists each server
-as starting.
+The start runs in the background while the user types. Each server's tools are offered as soon as
+that server is ready, and ``/tools`` says each one's own state meanwhile (before the servers are even
+spawned, each is listed as starting).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class ToolServers:
         self.call_timeout_s = call_timeout_s
         self.host: McpHost | None = None
         self.error: str | None = None
+        self._closed = False
 
     def again(self) -> ToolServers:
         """The same servers, not started: another screen's own set (a comparison opened from the chat)."""
@@ -45,6 +47,7 @@ class ToolServers:
         """Start them in the background of ``screen`` (while the user types); each notice said there."""
         if not self.servers:
             return
+        self._closed = False
         loop = asyncio.get_running_loop()
 
         def said(text: str) -> None:
@@ -62,13 +65,23 @@ class ToolServers:
             return
         from backends.mcp.host import start_host
 
+        def spawned(host: McpHost) -> None:  # on the runner's loop: a turn from now on offers what is ready
+            if not self._closed:
+                self.host = host
+
         def begin() -> Coroutine[Any, Any, McpHost]:  # a coroutine: it runs on the runner's loop
             return start_host(
-                self.servers, on_notice=notice, start_timeout_s=self.start_timeout_s, call_timeout_s=self.call_timeout_s
+                self.servers,
+                on_notice=notice,
+                start_timeout_s=self.start_timeout_s,
+                call_timeout_s=self.call_timeout_s,
+                on_start=spawned,
             )
 
         try:
-            self.host = await runner.call(begin)
+            host = await runner.call(begin)
+            if not self._closed:
+                self.host = host
         except Exception as exc:  # a bug of ours: the chat goes on without tools, and says so
             self.error = f"the MCP servers could not be started: {exc}"
             notice(self.error)
@@ -93,6 +106,7 @@ class ToolServers:
         ]
 
     async def close(self, runner: LoopThread) -> None:
+        self._closed = True
         host, self.host = self.host, None
         if host is not None:
             with contextlib.suppress(Exception):

@@ -27,11 +27,11 @@ def _free_port() -> int:
 
 
 @contextmanager
-def http_server() -> Iterator[str]:
-    """The fake served over streamable HTTP: its /mcp URL, until the block ends."""
+def http_server(*mode: str) -> Iterator[str]:
+    """The fake served over streamable HTTP (in ``mode``): its /mcp URL, until the block ends."""
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, str(FAKE), "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        [sys.executable, str(FAKE), "--http", str(port), *mode], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
         deadline = time.monotonic() + 60  # a loaded machine: the SDK's import alone may take seconds
