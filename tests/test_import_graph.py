@@ -138,7 +138,7 @@ SUB_ALLOWED: dict[str, set[str]] = {
     "telemetry.probe": {"telemetry.log"},
     "telemetry.export": {"telemetry.log"},
     "telemetry.bench": {"telemetry.log", "telemetry.server"},
-    "telemetry.compare": {"telemetry.export"},
+    "telemetry.compare": {"telemetry.export", "telemetry.log"},
     "backends.transport": set(),
     "backends.local": set(),
     "backends.otel": set(),

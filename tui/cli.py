@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING  # noqa: E402
 from tui.commands.args import Invocation, invocation  # noqa: E402
 from tui.commands.exits import Exit  # noqa: E402
 from tui.commands.help import Parser, examples  # noqa: E402
+from tui.masked_stderr import masked_stderr  # noqa: E402
 
 if TYPE_CHECKING:
     from backends.otel.push import LivePush
@@ -47,6 +48,8 @@ COMMAND_MODULES = tuple(COMMANDS.values())
 # Commands that pick a model read the config file: a bad one stops them before they start,
 # with one line (exit 2), never a traceback or a silent fall-back to another provider.
 CONFIG_COMMANDS = frozenset({"chat", "ask", "models", "compare", "bench", "probe"})
+# Commands that print or write what the logs hold: the config's secrets are masked there too.
+SHOWS_RECORDS = frozenset({"report", "sessions", "export"})
 # Commands that need every command's parser (completion describes them all).
 WHOLE_PARSER_COMMANDS = frozenset({"completion"})
 USAGE_ERROR = int(Exit.USAGE)
@@ -139,21 +142,24 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; never a traceback: a Ctrl-C that no command caught ends it with its code, and
-    anything unforeseen is written to a crash report that one line on stderr names (``tui.crash``)."""
-    try:
-        return _main(argv)
-    except KeyboardInterrupt as exc:
-        from tui.signals import exit_code
+    anything unforeseen is written to a crash report that one line on stderr names (``tui.crash``).
+    Whatever any of it says on stderr is masked there (``tui.masked_stderr``): no key, token or URL
+    credential reaches it, whoever worded the line."""
+    with masked_stderr():
+        try:
+            return _main(argv)
+        except KeyboardInterrupt as exc:
+            from tui.signals import exit_code
 
-        return exit_code(exc)
-    except Exception as exc:
-        from tui.crash import report
+            return exit_code(exc)
+        except Exception as exc:
+            from tui.crash import report
 
-        args = list(sys.argv[1:] if argv is None else argv)
-        command = next((a for a in args if a in COMMANDS), "chat")
-        with contextlib.suppress(Exception):  # stderr itself may be gone; the code still says it
-            print(report(exc, f"ttft {command}", args), file=sys.stderr)
-        return int(Exit.BUG)
+            args = list(sys.argv[1:] if argv is None else argv)
+            command = next((a for a in args if a in COMMANDS), "chat")
+            with contextlib.suppress(Exception):  # stderr itself may be gone; the code still says it
+                print(report(exc, f"ttft {command}", args), file=sys.stderr)
+            return int(Exit.BUG)
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
@@ -218,14 +224,27 @@ def _reader_gone() -> int:
     return int(Exit.PIPE_CLOSED)  # 128 + SIGPIPE, what a shell reports for a command killed by it
 
 
+def _mask_config_secrets() -> None:
+    """What the config file holds or names (a provider's key and headers, an ``[mcp.NAME]`` server's
+    headers and env) is masked in whatever the command says or writes, used or not. Best effort: a config
+    that does not read is said by the commands that need it, and stops none that does not."""
+    from backends.mcp.config_secrets import remember_config_secrets
+
+    with contextlib.suppress(Exception):
+        remember_config_secrets()
+
+
 def _dispatch(command: Invocation) -> int:
     if command.command not in CONFIG_COMMANDS:  # these never read it (nor pay for importing the HTTP stack)
+        if command.command in SHOWS_RECORDS:
+            _mask_config_secrets()
         return int(command.run() or 0)
     from backends.providers.registry import ProviderError, check_config
     from telemetry.errors import ErrorKind
 
     try:
         check_config()
+        _mask_config_secrets()
         return int(command.run() or 0)
     except ProviderError as err:
         if err.kind is not ErrorKind.CONFIG_ERROR:

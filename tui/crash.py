@@ -15,7 +15,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from telemetry.log.crashes import masked_text, version, write_report
+from telemetry.log.crashes import version, write_report
+from telemetry.log.secrets import mask
 from tui.format import visible_controls
 
 SUMMARY_CHARS = 200  # of the exception's own text, in the line a person reads
@@ -28,7 +29,7 @@ def summary(exc: BaseException) -> str:
     if len(text) > SUMMARY_CHARS:
         text = text[:SUMMARY_CHARS] + "…"
     said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return visible_controls(masked_text(said))
+    return visible_controls(mask(said))
 
 
 def report(exc: BaseException, where: str, argv: Sequence[str] | None = None) -> str:
@@ -87,6 +88,13 @@ class KeepsRunning:
         self.crash_lines: list[str] = []
         self._crash_times: list[float] = []
         super().__init__(*args, **kwargs)
+
+    def notify(self, message: Any, *, title: str = "", **kwargs: Any) -> None:
+        """Textual's notification, its text masked (``telemetry.log.secrets.mask``): every notice of the
+        app, whoever words it (an MCP server's failure, a command's error), reaches the screen here."""
+        if isinstance(message, str):
+            message = mask(message)
+        super().notify(message, title=mask(title), **kwargs)  # type: ignore[misc]
 
     def _handle_exception(self, error: Exception) -> None:
         import time

@@ -133,9 +133,12 @@ def _child(
 async def _child_main(
     conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None, lean: bool = True
 ) -> None:  # pragma: no cover
+    from backends.mcp.config_secrets import remember_config_secrets
     from backends.providers.lean.transport import chat_transport
     from backends.providers.registry import create_backend
 
+    with contextlib.suppress(Exception):  # a config that does not read is create_backend's to say
+        remember_config_secrets()  # as tui.cli does: what this process writes (a crash report) masks them too
     try:
         # server_gauges: a compat server's queue and KV use, recorded with each turn for the pane
         backend = create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True, lean=lean)
@@ -287,7 +290,7 @@ class ProcessBackend:
             self._kill()
             raise BackendStartError(msg[1], kind=msg[2], hint=msg[3])
         _, self.provider, self.api, self.model, self.base_url, self.price, known = msg
-        remember(*known)  # a key pasted into a prompt is masked in the history and drafts (secrets.typed)
+        remember(*known)  # a key pasted into a prompt is masked in the history and drafts (secrets.mask)
 
     @property
     def pid(self) -> int | None:

@@ -15,9 +15,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import PurePath
 
+from backends.mcp.config_secrets import server_secrets
 from backends.providers.checks import url_problem
 from backends.providers.config import McpServerConfig
 from telemetry.errors import ErrorKind, TtftError
+from telemetry.log.quote import cut, quoted
+from telemetry.log.secrets import remember
 from telemetry.log.urls import redact_url
 
 __all__ = ["McpServerConfig", "McpSpecError", "parse_spec", "resolve_specs", "shown"]
@@ -59,7 +62,8 @@ def parse_spec(spec: str) -> McpServerConfig:
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
         problem = url_problem(text)
         if problem is not None:
-            raise McpSpecError(f"--mcp {redact_url(text)}: expected an http:// or https:// URL, which it {problem}.")
+            shown = cut(redact_url(text) or "")
+            raise McpSpecError(f"--mcp {shown}: expected an http:// or https:// URL, which it {problem}.")
         from urllib.parse import urlsplit
 
         host = urlsplit(text).hostname or "server"
@@ -67,7 +71,7 @@ def parse_spec(spec: str) -> McpServerConfig:
     try:
         words = shlex.split(text)  # a shell's words, and no shell: no globbing, no $VAR, no pipes
     except ValueError as exc:  # an unclosed quote
-        raise McpSpecError(f"--mcp {text!r} does not split into words ({exc}).") from None
+        raise McpSpecError(f"--mcp {quoted(text)} does not split into words ({exc}).") from None
     return McpServerConfig(name=_name_from(words), command=words[0], args=tuple(words[1:]))
 
 
@@ -87,7 +91,7 @@ def resolve_specs(
         key = spec.strip()
         if key in configured:
             if key in named:
-                raise McpSpecError(f"--mcp {key} is given twice.")
+                raise McpSpecError(f"--mcp {cut(key)} is given twice.")
             named.add(key)
             server = configured[key]
         else:
@@ -98,6 +102,7 @@ def resolve_specs(
                 n += 1
             server = replace(server, name=f"{server.name}-{n}")
         taken.add(server.name)
+        remember(*server_secrets(server))  # used by this process: masked wherever text leaves it
         out.append(server)
     return out
 

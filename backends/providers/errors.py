@@ -29,7 +29,7 @@ from telemetry import events as ev
 from telemetry.errors import ErrorKind, TtftError, describe
 from telemetry.json_guard import JsonRefused
 from telemetry.log.crashes import BUG_HINT, report_once
-from telemetry.log.secrets import Secrets
+from telemetry.log.secrets import Secrets, mask
 
 SDKS = ("openai", "anthropic", "backends.providers.lean.sdk_errors")  # the lean path mirrors the SDK's error classes
 
@@ -412,7 +412,7 @@ def describe_exception(exc: BaseException, ctx: ErrorContext, attempts: int = 0)
     row = next(r for r in EXCEPTIONS if r.matches(seen))  # the last row catches everything
     kind = row.kind(seen) if callable(row.kind) else row.kind
     hint = row.hint(seen) if callable(row.hint) else row.hint
-    sentence = ctx.secrets.mask(_sentence(row.sentence(seen)))
+    sentence = mask(ctx.secrets.mask(_sentence(row.sentence(seen))))  # the backend's own values, then every kind
     return Described(kind, sentence, hint, seen.status if row.keeps_status else None)
 
 

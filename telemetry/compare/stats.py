@@ -28,6 +28,7 @@ import numpy as np
 from telemetry.cost import CostSum, sum_costs
 from telemetry.duration import fmt_ms, unit_for
 from telemetry.export.formats import write_csv, write_jsonl
+from telemetry.log.secrets import mask, masked_record
 from telemetry.metrics import percentiles
 from telemetry.record import TurnRecord
 
@@ -231,7 +232,7 @@ def _error_line(rec: TurnRecord) -> str:
     if e is None:
         return "error:"
     status = f"HTTP {e.status_code} " if e.status_code else ""
-    return f"{status}{e.type}: {e.message}".strip()
+    return f"{status}{e.type}: {mask(e.message)}".strip()
 
 
 def rank(metric: str, stats: Mapping[str, PaneStats]) -> Ranking:
@@ -375,7 +376,7 @@ def write_comparison(
     jsonl = out_dir / f"{name}.jsonl"
     summary = out_dir / f"{name}-summary.csv"
     verdicts = out_dir / f"{name}-verdicts.csv"
-    write_jsonl(records, jsonl)
+    write_jsonl((masked_record(r) for r in records), jsonl)  # raw, but no secret in an error's words
     write_csv([{**common, **row} for common, c in parts for row in c.rows()], summary)
     vrows = [
         {

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from telemetry.export import genai, otlp_json, step_table, table
+from telemetry.log.secrets import masked_record
 from telemetry.log.urls import redact_url
 from telemetry.record import TurnRecord
 from telemetry.typed_read import RecordError, convert, field_types
@@ -99,7 +100,9 @@ def _field(rec: dict[str, Any], name: str) -> Any:
 
 
 def safe_urls(rec: dict[str, Any]) -> dict[str, Any]:
-    """``base_url`` without credentials or query values, also for lines logged before ttft masked them."""
+    """``base_url`` without credentials or query values, also for lines logged before ttft masked them;
+    the error, notices and diagnosis masked (:func:`telemetry.log.secrets.masked_record`) the same way."""
+    rec = masked_record(rec)
     try:
         url: str | None = _field(rec, "base_url")
     except RecordError:  # no URL, so no way to mask what it holds: none of it is written

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from telemetry.export.genai_attrs import (
@@ -31,6 +31,7 @@ from telemetry.export.genai_values import (
     turn_end_unix_ns,
     unix,
 )
+from telemetry.log.secrets import mask, mask_optional
 from telemetry.record import TurnRecord
 
 SpanKind = Literal["client", "internal"]
@@ -64,6 +65,7 @@ WAIT_PHASES = ("retries", "pool", "dns", "connect", "tls", "send", "server", "fi
 def turn_span(rec: TurnRecord, *, capture_content: bool = False) -> Span | None:
     """The turn as a client span with its phases as children; None when it has no wall clock.
     A tool-using turn (one with ``steps``) is an agent invocation: :func:`agent_span`."""
+    rec = masked_turn(rec)
     if rec.agent is not None and rec.steps:
         return agent_span(rec, capture_content=capture_content)
     sent = sent_unix_ns(rec)
@@ -88,6 +90,17 @@ def turn_span(rec: TurnRecord, *, capture_content: bool = False) -> Span | None:
         span_attributes(rec, capture_content=capture_content),
         (message or err) if err is not None else None,
     )
+
+
+def masked_turn(rec: TurnRecord) -> TurnRecord:
+    """The record as a span may carry it: its error's words and its diagnosis masked
+    (:func:`telemetry.log.secrets.mask`), whichever exporter sends it (a file, the live OTLP push)."""
+    err = rec.error
+    error = err if err is None else replace(err, message=mask(err.message), hint=mask_optional(err.hint))
+    diagnosis = mask(rec.diagnosis)
+    if error == err and diagnosis == rec.diagnosis:
+        return rec
+    return replace(rec, error=error, diagnosis=diagnosis)
 
 
 def _after(origin: int, ms: Any) -> int | None:

@@ -2,10 +2,9 @@
 
 A person never sees a traceback: the command line and the chat say one line naming this file
 instead (``tui.crash``). The file holds what a maintainer needs (the traceback, where it happened,
-the versions) and no secret: every text in it is masked with the values this process sends
-(:data:`telemetry.log.secrets.KNOWN`), the values of environment variables named like secrets
-(``*_API_KEY``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``), and each URL's credentials and query
-values (``telemetry.log.urls``). No local variable is written, and of the command line only its
+the versions) and no secret: the whole text goes through :func:`telemetry.log.secrets.mask`, the one
+masker of every text that leaves ttft (known keys, secret-named environment variables, header values,
+URL credentials and query values). No local variable is written, and of the command line only its
 command and option names: a prompt or a URL typed there stays out.
 
 The files live in ``crashes/`` under the data folder, mode 0600 (``private_files``); the newest
@@ -16,24 +15,20 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 import sys
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from telemetry import events as ev
 from telemetry.errors import ErrorKind
 from telemetry.log import private_files
-from telemetry.log.secrets import KNOWN, Secrets
+from telemetry.log.secrets import mask
 from telemetry.log.turns import data_dir
-from telemetry.log.urls import redact_url
 
 KEEP = 20  # crash reports kept; older ones are removed as new ones are written
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
-_URL = re.compile(r"""\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'"<>)\]]+""")
 
 
 BUG_HINT = "This looks like a bug in ttft; the turn and its partial answer are kept in the session log."
@@ -53,19 +48,6 @@ def version() -> str:
 
 def crashes_dir() -> Path:
     return data_dir() / "crashes"
-
-
-def environment_secrets(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
-    """The values of environment variables whose names say they hold a secret."""
-    env = os.environ if environ is None else environ
-    return tuple(v for k, v in env.items() if v.strip() and _SECRET_NAME.search(k))
-
-
-def masked_text(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with every secret this module knows of masked (see the module doc)."""
-    text = KNOWN.mask(text)
-    text = Secrets(environment_secrets(environ)).mask(text)
-    return _URL.sub(lambda m: redact_url(m.group(0)) or m.group(0), text)
 
 
 def command_shape(argv: Sequence[str]) -> str:
@@ -88,7 +70,7 @@ def report_text(exc: BaseException, where: str, *, version: str, argv: Sequence[
         "",
         *traceback.format_exception(exc),
     ]
-    return masked_text("\n".join(line.rstrip("\n") for line in lines) + "\n")
+    return mask("\n".join(line.rstrip("\n") for line in lines) + "\n")
 
 
 def write_report(exc: BaseException, where: str, *, version: str, argv: Sequence[str] = ()) -> Path:

@@ -3,7 +3,7 @@
 One JSON file per session, ``drafts/<session id>.json`` beside the logs, mode 0600
 (:mod:`telemetry.log.private_files`): ``{"text": the prompt box's text, with any folded paste
 whole, "attachments": [paths], "at": ISO 8601 UTC}``. The text is kept with its secrets masked, as
-the prompt history keeps it (:func:`telemetry.log.secrets.typed`: a URL's credentials and query
+the prompt history keeps it (:func:`telemetry.log.secrets.mask`: a URL's credentials and query
 values, a known key), even while half typed. Only the paths of files attached to the
 draft are kept, never their contents: they are read again when the draft comes back. The chat
 writes it while the user types and when it quits, and removes it once the box is empty;
@@ -25,7 +25,7 @@ from pathlib import Path
 from telemetry import json_guard
 from telemetry.log import private_files
 from telemetry.log.json_line import encode_line
-from telemetry.log.secrets import typed
+from telemetry.log.secrets import mask
 from telemetry.log.surrogates import scrub
 from telemetry.log.turns import check_session_id, data_dir, sessions_dir
 
@@ -58,7 +58,7 @@ def save(session_id: str, draft: Draft) -> None:
         return
     data = {
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "text": typed(draft.text),
+        "text": mask(draft.text),
         "attachments": list(draft.attachments),
     }
     private_files.replace(path, encode_line(data))

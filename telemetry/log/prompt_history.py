@@ -4,7 +4,7 @@ One JSON object a line, ``{"at": ISO 8601 UTC, "text": the prompt as sent}``, in
 ``prompt_history.jsonl`` beside the session logs (``data_dir()``), mode 0600
 (:mod:`telemetry.log.private_files`). It holds what was typed or pasted, never an attachment's
 contents (a ``/attach`` line keeps its path only), never a secret in what was typed (URL credentials
-and query values, a known API key: :func:`telemetry.log.secrets.typed`; the chat that typed it still
+and query values, a known API key: :func:`telemetry.log.secrets.mask`; the chat that typed it still
 recalls it whole, from memory), and at most :data:`MAX_ENTRIES` prompts: past
 twice that many lines the file is rewritten with the newest ones. A prompt longer than
 :data:`MAX_ENTRY_CHARS` is sent and logged, but not kept here.
@@ -27,7 +27,7 @@ from pathlib import Path
 from telemetry import json_guard
 from telemetry.log import private_files
 from telemetry.log.json_line import encode_line
-from telemetry.log.secrets import typed
+from telemetry.log.secrets import mask
 from telemetry.log.surrogates import scrub
 from telemetry.log.turns import data_dir
 
@@ -82,7 +82,7 @@ class PromptHistory:
             self.entries, self.error = [], f"the prompt history {self.path} could not be read ({exc.strerror or exc})"
             return self
         found, self.skipped = parse(data)
-        self.entries = [typed(t) for t in found]
+        self.entries = [mask(t) for t in found]
         self.error = None
         self._seen = (st.st_size, st.st_mtime_ns) if st is not None else None
         if len(self.entries) + self.skipped > 2 * self.cap or self.entries != found:
@@ -152,4 +152,4 @@ class PromptHistory:
 
 
 def _line(text: str) -> bytes:
-    return encode_line({"at": datetime.now(UTC).isoformat(timespec="seconds"), "text": scrub(typed(text))})
+    return encode_line({"at": datetime.now(UTC).isoformat(timespec="seconds"), "text": scrub(mask(text))})

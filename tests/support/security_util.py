@@ -44,3 +44,48 @@ def log_lines(env: dict[str, str]) -> list[dict[str, Any]]:
 def log_text(env: dict[str, str]) -> str:
     """Every file ttft wrote under its data folder, as text."""
     return "".join(f.read_text(encoding="utf-8") for f in Path(env["TTFT_DATA_DIR"]).rglob("*.jsonl"))
+
+
+# An unforeseen error with chosen words, in a child ttft: a ``sitecustomize`` (run by the interpreter at
+# start, in every process that finds it on PYTHONPATH: the command, and the chat's backend processes)
+# makes every hosted backend's turn raise ``RuntimeError(TTFT_TEST_FAIL_WITH)`` once the module loads.
+FAILING_TURNS = """
+import os
+import sys
+
+_SAID = os.environ.get("TTFT_TEST_FAIL_WITH")
+if _SAID:
+    import importlib.abc
+    import importlib.machinery
+
+    class _FailingTurns(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name != "backends.providers.hosted":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or spec.loader is None:
+                return spec
+            real = spec.loader.exec_module
+
+            def exec_module(module, _real=real):
+                _real(module)
+
+                async def stream(self, request):
+                    raise RuntimeError(_SAID)
+                    yield  # an async generator, as the real one is
+
+                module.HostedBackend.stream = stream
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, _FailingTurns())
+"""
+
+
+def failing_turns(env: dict[str, str], site: Path, said: str) -> dict[str, str]:
+    """``env`` for a ttft whose every hosted turn fails with an unforeseen ``RuntimeError(said)``."""
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "sitecustomize.py").write_text(FAILING_TURNS, encoding="utf-8")
+    path = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH", "")) if p)
+    return {**env, "TTFT_TEST_FAIL_WITH": said, "PYTHONPATH": path}

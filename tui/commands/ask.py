@@ -33,6 +33,7 @@ from telemetry import events as ev
 from telemetry.cost import fmt_usd
 from telemetry.duration import fmt_ms
 from telemetry.errors import TtftError
+from telemetry.log.secrets import mask, masked_record
 from telemetry.log.surrogates import scrub
 from telemetry.log.turns import SessionLog, check_session_id
 from telemetry.metrics import OWN_DELAY_SHOWN_MS
@@ -123,8 +124,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def error_line(e: ErrorInfo) -> str:
     """``error: MESSAGE HINT``, one sentence after the other even when the message has no full stop
     (the local engine's "...exceeds the context of 4096 tokens" ran into "shorten the ...")."""
-    message = (e.message or "").rstrip()
-    hint = (e.hint or "").strip()
+    message = mask(e.message or "").rstrip()
+    hint = mask(e.hint or "").strip()
     if hint and message and message[-1] not in ".!?:;":
         message += "."
         hint = hint[0].upper() + hint[1:]
@@ -462,7 +463,8 @@ def run(args: AskArgs) -> int:
         try:
             backend = _make_backend(spec, args.base_url, target, args.timeout, sdk=args.sdk)
         except TtftError as err:  # a ProviderError, a BackendStartError: said and recorded, never a traceback
-            record = _failed_record(spec, args.base_url, request, err, log, started)
+            where = target.base_url if isinstance(target, Target) else args.base_url  # $OPENAI_BASE_URL too
+            record = _failed_record(spec, where, request, err, log, started)
         else:
             if wants_tools(args.tools.mcp.specs):
                 from backends.agent.loop import AgentTurn
@@ -523,7 +525,7 @@ def _print(record: TurnRecord, args: AskArgs, log: SessionLog) -> None:
 
 def _print_record(record: TurnRecord, args: AskArgs) -> None:
     if args.json:  # every control character escaped: the same JSON values, and safe on a terminal
-        print(json_text(record.to_dict()))
+        print(json_text(masked_record(record.to_dict())))  # its error's words: no key, token or URL credential
     if record.status == "error" and args.quiet:  # -q drops the summary, never the error
         e = record.error or ErrorInfo("", "")
         print(visible_controls(error_line(e)), file=sys.stderr)

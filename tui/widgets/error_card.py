@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from telemetry.errors import ErrorKind
+from telemetry.log.secrets import mask
 from telemetry.record import ErrorInfo, TurnRecord
 from tui.format import visible_controls
 
@@ -56,12 +57,12 @@ def _text(err: ErrorInfo | None, provider: str, model: str, *, partial: bool) ->
     # (made visible before Rich, which would silently drop BEL and CR but send ESC)
     t.append(visible_controls(f"{provider} · {model}") + "\n", style="dim")
     t.append("What happened: " if words else "Provider said: ", style="bold")
-    message = err.message if err is not None else ""
+    message = mask(err.message) if err is not None else ""  # masked here too: a card may show an old record
     t.append(visible_controls((message or "no message").strip()[:800]) + "\n")
     hint = (err.hint if err is not None else None) or GENERIC_HINTS.get(status or 0)
     if hint:
         t.append("Try: ", style="bold")
-        t.append(visible_controls(hint) + "\n")
+        t.append(visible_controls(mask(hint)) + "\n")
     if partial:
         t.append("The partial answer above is kept.", style="italic")
     else:

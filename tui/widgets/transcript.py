@@ -29,6 +29,7 @@ from textual.widgets import Collapsible, Static
 from telemetry import json_guard
 from telemetry.duration import fmt_ms
 from telemetry.json_guard import JsonRefused
+from telemetry.log.secrets import mask
 from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot, TurnRecorder
 from telemetry.view.render import RenderLag
@@ -415,7 +416,7 @@ class CompactTurn(Static):
         if rec.status == "error":
             err = rec.error
             code = f" · HTTP {err.status_code}" if err is not None and err.status_code else ""
-            msg = visible_controls(err.message if err is not None else "").strip().splitlines()
+            msg = visible_controls(mask(err.message) if err is not None else "").strip().splitlines()
             kind = (err.type if err is not None else None) or "error"
             parts.append(Text(f"✗ {kind}{code}: {msg[0] if msg else ''}", style="red"))
         elif rec.status == "cancelled":

@@ -70,14 +70,18 @@ def words(value: object) -> str | None:
 def error_message(body: object) -> str | None:
     """The provider's own words in an error body, read alike by every path: ``error.message``, a string
     ``error``, the top-level ``message`` (in that order; a message that is not a string is written as
-    its JSON), else the whole body as text (a text body, or JSON without a message). None when the body
-    says nothing (absent, ``null``, empty). The body may be a JSON dict or an SDK's model of one."""
+    its JSON), else the whole body as text (a text body, or JSON without a message). A string ``error``
+    beside a top-level ``message`` (``{"error": "Bad Request", "message": "key ... is not valid"}``, as
+    gateways and NestJS write it) is the status's name: both are said, the message after it. None when
+    the body says nothing (absent, ``null``, empty). The body may be a JSON dict or an SDK's model of one."""
     if body is None:
         return None
     if isinstance(body, dict) or hasattr(body, "model_extra"):
         inner = read_field(body, "error")
         inner = body if inner is None else inner
         nested = isinstance(inner, dict) or hasattr(inner, "model_extra")
+        if not nested and (name := words(inner)) is not None and (message := words(read_field(body, "message"))):
+            return message if message == name else kept(f"{name}: {message}")
         for said in (read_field(inner, "message") if nested else inner, read_field(body, "message")):
             if (text := words(said)) is not None:
                 return text
@@ -117,7 +121,7 @@ def error_answer(body: bytes, *, cut: bool = False) -> ErrorAnswer | None:
         return None
     inner = doc.get("error")
     if isinstance(inner, str) and inner.strip():
-        return ErrorAnswer(kept(inner))
+        return ErrorAnswer(error_message(doc) or kept(inner))  # with a top-level message beside it
     if not isinstance(inner, dict):
         if doc.get("object") != "error":
             return None
@@ -137,6 +141,23 @@ def kept(message: str) -> str:
     return f"{message[:MESSAGE_MAX]}… ({len(message) - MESSAGE_MAX:,} more characters not kept)"
 
 
+def _whole_body(exc: BaseException, error: str) -> dict[str, Any] | None:
+    """The response's whole JSON body where the SDK kept only its string ``error`` member (OpenAI's SDK,
+    and the lean path that mirrors it, keep ``body["error"]``) and a top-level ``message`` stood beside
+    it: ``{"error": "Bad Request", "message": "key ... is not valid"}`` would otherwise say only "Bad
+    Request". None when there is no such body (not read, not JSON, no message)."""
+    try:
+        text = exc.response.text  # type: ignore[attr-defined]  # read already: the SDK read it for its message
+    except Exception:  # no response, or one not read
+        return None
+    if not isinstance(text, str) or not text.lstrip().startswith("{"):
+        return None
+    doc = error_document(text)
+    if isinstance(doc, dict) and doc.get("error") == error and doc.get("message") is not None:
+        return doc
+    return None
+
+
 def body_of(exc: BaseException) -> object:
     """An exception's error body as ttft reads it, whichever path parsed it: through the guard, parts
     nested past its depth left out. The lean path keeps such a body as its text, an SDK parses it (to
@@ -145,7 +166,7 @@ def body_of(exc: BaseException) -> object:
     if isinstance(body, str):
         if body.lstrip().startswith("{") and (doc := error_document(body)) is not None:
             return doc
-        return body
+        return _whole_body(exc, body) or body
     if isinstance(body, dict | list):
         try:
             text = json.dumps(body)
