@@ -6,16 +6,15 @@ tmux draws before anything is scrolled, an allow typed then does nothing, and En
 from __future__ import annotations
 
 import re
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.backends.mcp.servers import FAKE
 from tests.cli.test_tmux_prompt import Tmux, needs_tmux
 from tests.cli.test_tmux_prompt import tmux as tmux  # the fixture
+from tests.cli.test_tmux_tools import start_with_tools
 from tests.fakes.agent_server import AgentServer, Call, Step
 
 pytestmark = needs_tmux()
@@ -34,13 +33,7 @@ def spoof(request: pytest.FixtureRequest) -> Iterator[tuple[AgentServer, dict[st
 def test_the_dialog_shows_the_command_before_any_allow(tmux: Tmux, spoof: tuple[AgentServer, dict[str, Any]]) -> None:
     model, arguments = spoof
     command = re.escape(arguments["command"])
-    tmux.start("-m", "compat:m", "--base-url", model.base_url, "--mcp", f"'{sys.executable} {FAKE}'")
-    tmux.wait(lambda s: "Ask anything" in s, "the chat's empty prompt")
-    tmux.type("/tools")
-    tmux.keys("Enter")
-    tmux.wait(lambda s: " ready " in s, "the MCP server ready in /tools")
-    tmux.keys("Escape")
-    tmux.wait(lambda s: "Ask anything" in s, "back in the chat")
+    start_with_tools(tmux, model)
     tmux.type("run it")
     tmux.keys("Enter")
     shown = tmux.wait(lambda s: "Run this tool call?" in s and "scroll to the end" in s, "the gated dialog")

@@ -37,7 +37,8 @@ def _logged(data: Path) -> list[dict[str, object]]:
     raise AssertionError("no turn logged")
 
 
-def test_a_whole_tool_loop_in_the_real_chat(tmux: Tmux, model: AgentServer) -> None:
+def start_with_tools(tmux: Tmux, model: AgentServer) -> None:
+    """The chat on the loopback model with the real MCP server, once /tools says the server is ready."""
     tmux.start("-m", "compat:m", "--base-url", model.base_url, "--mcp", f"'{sys.executable} {FAKE}'")
     tmux.wait(lambda s: "Ask anything" in s, "the chat's empty prompt")
     tmux.type("/tools")
@@ -45,6 +46,10 @@ def test_a_whole_tool_loop_in_the_real_chat(tmux: Tmux, model: AgentServer) -> N
     tmux.wait(lambda s: " ready " in s, "the MCP server ready in /tools")
     tmux.keys("Escape")
     tmux.wait(lambda s: "Ask anything" in s, "back in the chat")
+
+
+def test_a_whole_tool_loop_in_the_real_chat(tmux: Tmux, model: AgentServer) -> None:
+    start_with_tools(tmux, model)
     tmux.type("echo it")
     tmux.keys("Enter")
     shown = tmux.wait(lambda s: "Run this tool call?" in s, "the approval dialog")
@@ -64,13 +69,7 @@ def test_arguments_nested_3000_deep_are_a_refused_step_in_the_real_chat(tmux: Tm
     # issue 39: the step vanished and the turn read "OK"; now nobody is asked, the step says refused, the model answers
     deep = "[" * 3000 + "]" * 3000
     with AgentServer([Step(calls=(Call("echo", raw=deep),)), Step(text="The call was refused.")]) as model:
-        tmux.start("-m", "compat:m", "--base-url", model.base_url, "--mcp", f"'{sys.executable} {FAKE}'")
-        tmux.wait(lambda s: "Ask anything" in s, "the chat's empty prompt")
-        tmux.type("/tools")
-        tmux.keys("Enter")
-        tmux.wait(lambda s: " ready " in s, "the MCP server ready in /tools")
-        tmux.keys("Escape")
-        tmux.wait(lambda s: "Ask anything" in s, "back in the chat")
+        start_with_tools(tmux, model)
         tmux.type("echo deep")
         tmux.keys("Enter")
         shown = tmux.wait(lambda s: "The call was refused." in s and " OK " in s, "the final answer")

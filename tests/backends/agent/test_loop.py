@@ -56,7 +56,9 @@ def _run(
 
 
 def test_parallel_calls_run_at_once_and_count_once_in_the_split() -> None:
-    host = FakeHost(FakeTool("a", delay_s=0.3), FakeTool("b", delay_s=0.3))
+    # 1 s each: the diagnosis names the tools only when they outweigh the model's steps, and the suite's first
+    # turn spent 400 ms in its model steps on a loaded machine (cold imports), more than 0.3 s tools took
+    host = FakeHost(FakeTool("a", delay_s=1.0), FakeTool("b", delay_s=1.0))
     agent, _ = _run([Step(calls=(Call("a"), Call("b"))), Step(text="done")], host)
     rec = agent.record
     assert rec is not None and rec.status == "ok"
