@@ -261,7 +261,7 @@ def _step_value(st: dict[str, Any]) -> tuple[str, str]:
 def _now_doing(st: dict[str, Any]) -> str:
     label, value = _step_value(st)
     if st.get("kind") == "approval" and st.get("answer") is None:
-        return f"waiting for your answer about {st.get('name') or '?'} ({fmt_ms(_num(st.get('duration_ms')))})"
+        return f"waiting for your approval of {st.get('name') or '?'} ({fmt_ms(_num(st.get('duration_ms')))})"
     if st.get("kind") == "tool" and st.get("status") == "running":
         return f"running tool {st.get('name') or '?'} ({fmt_ms(_num(st.get('duration_ms')))})"
     return f"{label}: {value}"

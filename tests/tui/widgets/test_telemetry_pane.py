@@ -100,7 +100,7 @@ STEPS = [
 def test_while_the_person_is_asked_the_pane_says_so_and_shows_no_speed() -> None:
     asking = {"kind": "approval", "name": "search", "duration_ms": 880.0, "answer": None}
     text = live_text(_finished_step(), steps=[*STEPS, asking]).plain
-    assert "APPROVAL" in text and "waiting for your answer about search" in text
+    assert "APPROVAL" in text and "waiting for your approval of search" in text
     assert "speed" not in text and " OK " not in text and "STEP" not in text
 
 
