@@ -98,6 +98,7 @@ MCP_KEYS = ("command", "args", "env", "url", "headers", "tools")
 MCP_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # An HTTP header's name is a token (RFC 9110 5.1, 5.6.2): no space, no colon, nothing else outside these.
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+HEADER_NAME_RULE = "a header's name takes letters, digits and !#$%&'*+-.^_`|~ only (no space, no colon)"
 MCP_HINT = "Fix the config file (see docs/agents.md: MCP servers), or move it away to use the defaults."
 # A config file is a few hundred bytes: a larger one is not one (a link to /dev/zero was read until
 # the kernel killed ttft at 13 GB).
@@ -172,6 +173,8 @@ def _provider(path: Path, name: str, raw: Any) -> ProviderConfig:
             path, f"{at}.headers", f"expected a table of header names to strings, got {_shown(headers)}"
         )
     for hname, hvalue in headers.items():
+        if HEADER_NAME.fullmatch(hname) is None:  # else every request fails with the HTTP client's own error
+            raise _config_error(path, f"{at}.headers.{quoted(hname, 80)}", HEADER_NAME_RULE)
         if not isinstance(hvalue, str):
             raise _config_error(path, f"{at}.headers.{hname}", f"expected a string, got {_shown(hvalue)}")
         problem = value_problem(hvalue.strip())
@@ -278,8 +281,7 @@ def _secret_table(path: Path, key: str, raw: Any, what: str) -> dict[str, str]:
     for name, value in raw.items():
         if key.endswith(".headers") and HEADER_NAME.fullmatch(name) is None:
             # else it passes here and fails only when the server starts (the name is no secret)
-            what = "a header's name takes letters, digits and !#$%&'*+-.^_`|~ only (no space, no colon)"
-            raise _config_error(path, f"{key}.{quoted(name, 80)}", what, MCP_HINT)
+            raise _config_error(path, f"{key}.{quoted(name, 80)}", HEADER_NAME_RULE, MCP_HINT)
         if not isinstance(value, str):
             raise _config_error(path, f"{key}.{name}", f"expected a string, got a {_toml_type(value)}", MCP_HINT)
         # a header goes on the wire as it is; an environment variable only cannot hold a NUL

@@ -149,6 +149,14 @@ def test_a_config_files_base_url_and_header_values_are_checked(tmp_path: Path) -
         create_backend("p:m")
     assert exc.value.kind is ErrorKind.CONFIG_ERROR and "providers.p.headers.X-Key" in str(exc.value)
     assert "line break" in str(exc.value) and "HDR-SECRET" not in str(exc.value)
+    # a name HTTP cannot carry is the config's error too, as for [mcp.NAME] (it failed every request before)
+    cfg.write_text(
+        '[providers.p]\nkind = "compat"\nbase_url = "http://127.0.0.1:9/v1"\nheaders = { "X Api Key" = "HDR-SECRET" }\n'
+    )
+    with pytest.raises(ProviderError) as exc:
+        create_backend("p:m")
+    assert exc.value.kind is ErrorKind.CONFIG_ERROR and "providers.p.headers.'X Api Key'" in str(exc.value)
+    assert "a header's name takes letters" in str(exc.value) and "HDR-SECRET" not in str(exc.value)
 
 
 def _seen(exc: BaseException, secrets: tuple[str, ...] = ()) -> tuple[str, str, str | None, int | None]:
