@@ -7,7 +7,8 @@
 probe`` does; ``run_bench`` runs :func:`backends.load.bench.run_bench` on a ``BenchPlan``, as ``ttft
 bench`` does; ``run_compare`` runs :func:`backends.compare.run.run_compare` on a ``ComparePlan``
 (``compare_plan`` builds one), as ``ttft compare --headless`` does; ``turns_frame`` gives records as
-a pandas DataFrame typed as the exports are.
+a pandas DataFrame typed as the exports are; ``read_log`` reads a session log back as typed records,
+and ``log_frame`` as a pandas or polars DataFrame or a DuckDB relation (:mod:`telemetry.export.log_data`).
 Nothing here is a second implementation: each function is the CLI's own, minus the printing.
 Every failure ttft knows is a :class:`TtftError` (a bad spec: its ``ProviderError``).
 """
@@ -38,6 +39,14 @@ from backends.turn import run_turn as _run_turn
 from telemetry import events as ev
 from telemetry.errors import TtftError
 from telemetry.export import formats
+from telemetry.export.log_data import (
+    LogReadError,
+    LogRecords,
+    MissingEngine,
+    SkippedLinesWarning,
+    log_frame,
+    read_log,
+)
 from telemetry.log.turns import SessionLog, new_session_id
 from telemetry.record import TurnRecord
 from telemetry.settings import TurnSettings
@@ -52,10 +61,14 @@ __all__ = [
     "ComparePlan",
     "CompareResult",
     "Level",
+    "LogReadError",
+    "LogRecords",
+    "MissingEngine",
     "ProbePlan",
     "ProbeResult",
     "ProviderError",
     "Rate",
+    "SkippedLinesWarning",
     "Speedup",
     "Target",
     "TtftError",
@@ -68,6 +81,8 @@ __all__ = [
     "arun_turn",
     "bench_plan",
     "compare_plan",
+    "log_frame",
+    "read_log",
     "resolve",
     "run_bench",
     "run_compare",

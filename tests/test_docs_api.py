@@ -46,6 +46,9 @@ def test_every_example_on_the_page_runs(tmp_path: Path, monkeypatch: pytest.Monk
     printed = out.getvalue()
     assert printed.startswith("ok\nTTFT ")  # the first example's record, as the page shows it
     assert "Unknown provider" in printed  # the error example caught ttft's own error
+    # the log read back: the first turn's session, its one turn typed, then as polars and DuckDB
+    assert re.search(r"\n0 qwen3 TTFT [\d.]+ ms\n\d{8}-\d{6}-[0-9a-f]{6}\.jsonl 0 lines skipped\n", printed)
+    assert "shape: (1, 4)" in printed and re.search(r"\n\[\(1, [\d.]+\)\]\n", printed)
     assert (tmp_path / "probe-out" / "probe.json").is_file()  # the probe example saved what --out writes
     assert "\n8 turns\n" in printed and printed.count(" TTFT p50 ") == 2  # the bench: 2 levels of 4 requests
     for name in ("summary.json", "turns.jsonl", "levels.csv"):  # the bench ran there and was copied

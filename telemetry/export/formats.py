@@ -227,6 +227,12 @@ def pandas_dtypes(columns: Sequence[table.Column]) -> dict[str, str]:
     return {c.name: types[c.type] for c in columns}
 
 
+def duckdb_types(columns: Sequence[table.Column]) -> dict[str, str]:
+    """A table's columns as DuckDB types (``read_csv(path, columns=...)``); a JSON column is its text."""
+    types = {"str": "VARCHAR", "json": "VARCHAR", "int": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN"}
+    return {c.name: types[c.type] for c in columns}
+
+
 def _write_table_parquet(columns: Sequence[table.Column], rows: Iterable[dict[str, Any]], out: Path) -> int:
     import polars as pl
 
@@ -322,7 +328,12 @@ def turns_frame(records: Iterable[Any]) -> Any:
     its order and with its types as nullable pandas dtypes, base URLs without credentials. Needs pandas."""
     import pandas as pd
 
-    dicts = (r.to_dict() if hasattr(r, "to_dict") else r for r in records)
-    rows = [table.row(safe_urls(d)) for d in dicts]
-    frame = pd.DataFrame.from_records(rows, columns=list(table.HEADER))
+    frame = pd.DataFrame.from_records(list(turn_rows(records)), columns=list(table.HEADER))
     return frame.astype(pandas_dtypes(table.COLUMNS))
+
+
+def turn_rows(records: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    """Turns (``TurnRecord`` s or record dicts) as the turn table's rows, masked as an export masks them
+    (:func:`safe_urls`): what every frame of turns is built from."""
+    for r in records:
+        yield table.row(safe_urls(r.to_dict() if hasattr(r, "to_dict") else r))

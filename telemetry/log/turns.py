@@ -217,15 +217,27 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 # --- reading -----------------------------------------------------------------------------
+NUMBERED = 20  # unreadable lines whose numbers a Skipped keeps, per file
+
+
 @dataclass
 class Skipped:
     """What the readers could not use, per file, so a command can say so once (never a traceback)."""
 
     lines: dict[Path, int] = field(default_factory=dict)  # unreadable lines per file
     files: dict[Path, str] = field(default_factory=dict)  # files that could not be read at all, and why
+    # The 1-based numbers of a file's first unreadable lines (up to NUMBERED), where the reader knows
+    # them (read_records does): a reader of the log is told where to look, and a damaged year of logs
+    # does not fill memory with numbers.
+    numbers: dict[Path, list[int]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.lines or self.files)
+
+    def number(self, path: Path, line: int) -> None:
+        kept = self.numbers.setdefault(path, [])
+        if len(kept) < NUMBERED:
+            kept.append(line)
 
     def message(self) -> str | None:
         """One sentence for everything skipped, or None."""
@@ -357,14 +369,16 @@ def count_bad(path: Path, bad: int, skipped: Skipped | None) -> None:
 def read_records(path: Path, skipped: Skipped | None = None) -> Iterator[dict[str, Any]]:
     """Every well-formed ``ttft.turn`` line, in the current form, one at a time (never the whole file
     in memory). Any other line (a torn last line from a crash, bytes that are not UTF-8, a field of
-    the wrong type) is skipped, and counted in ``skipped`` when given."""
+    the wrong type) is skipped, and counted (and its line number kept) in ``skipped`` when given."""
     bad = 0
     try:
         with path.open("rb") as f:
-            for raw in f:
+            for number, raw in enumerate(f, 1):
                 rec = parse_line(raw)
                 if rec is BAD_LINE:
                     bad += 1
+                    if skipped is not None:
+                        skipped.number(path, number)
                 elif rec is not None:
                     yield rec
     finally:

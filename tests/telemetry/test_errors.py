@@ -66,8 +66,13 @@ def _project_exceptions() -> list[type[BaseException]]:
 
 # Left outside the root, each for its reason: a CancelledError or KeyboardInterrupt subclass must
 # stay a BaseException only (a TtftError is an Exception, which every `except Exception` would
-# swallow); the lean reader's classes are the OpenAI SDK's hierarchy, rebuilt name for name.
-OUTSIDE = {"backends.load.outcome.LevelCancelled", "tui.signals.Interrupted"}
+# swallow); a warning category is said, never raised (read_log's skipped lines); the lean reader's classes
+# are the OpenAI SDK's hierarchy, rebuilt name for name.
+OUTSIDE = {
+    "backends.load.outcome.LevelCancelled",
+    "tui.signals.Interrupted",
+    "telemetry.export.log_data.SkippedLinesWarning",
+}
 SDK_MIRROR = "backends.providers.lean.sdk_errors"
 
 
