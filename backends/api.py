@@ -27,6 +27,7 @@ from backends.base import build_request
 from backends.compare.panes import MAX_PANES, PaneSpec, parse_model
 from backends.compare.run import ComparePlan, CompareResult
 from backends.compare.run import run_compare as _run_compare
+from backends.load import shared as _share
 from backends.load.bench import BenchAbort, BenchResult
 from backends.load.bench import run_bench as _run_bench
 from backends.load.plan import BenchPlan, Level, Rate, Speedup, Users
@@ -49,6 +50,7 @@ from telemetry.export.log_data import (
 )
 from telemetry.log.turns import SessionLog, new_session_id
 from telemetry.record import TurnRecord
+from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ __all__ = [
     "TurnRecord",
     "TurnSettings",
     "Users",
+    "aclose",
     "arun_bench",
     "arun_compare",
     "arun_probe",
@@ -140,11 +143,23 @@ async def arun_turn(
     A turn that fails at the server is a record with ``status == "error"``, never an exception; a
     target that cannot be reached as given (bad spec, no key) raises ProviderError. The local engine
     runs in this process (``ttft ask`` gives it a process of its own).
+
+    Turns run together on one event loop (``asyncio.gather``) take the bench's path: one client (one
+    connection pool) per target, set up once per loop and read by the lean reader, closed when the loop
+    ends through ``asyncio.run`` or by :func:`aclose`. Each record carries the loop's lag while it waited
+    (``metrics.loop_lag_ms``); when that lag is a large part of the wait, the split puts it in
+    ``wait_ms.client_lag`` (ttft's own) and the diagnosis says so, rather than blaming the server.
     """
     submitted = ev.now_ns()  # ttft's own delay runs from this call to the send, as from ask's start
     request = build_request(prompt, system=system, settings=turn_settings(**settings))
     resolved = target if isinstance(target, Target) else _resolve(target)
-    backend = create_backend(resolved, timeout_s=timeout_s, lean=not sdk)
+    share = await _share.loop_share()
+    # The local engine runs in this process, one model per backend: never shared across turns.
+    own = resolved.local
+    if own:
+        backend = create_backend(resolved, timeout_s=timeout_s, lean=not sdk)
+    else:
+        backend = share.backend(resolved, timeout_s, sdk)
     session_log = SessionLog(session) if log else None
     recorder = new_recorder(
         backend,
@@ -153,18 +168,37 @@ async def arun_turn(
         turn_index=session_log.next_turn_index() if session_log is not None else 0,
     )
     recorder.feed(ev.Submitted(submitted))
+
+    def lag(rec: TurnRecorder) -> None:
+        ts = rec.timestamps()
+        rec.loop_lag_ms = share.lag_ms(ts.sent, ts.first_token)
+
+    share.begin(recorder, submitted)
     try:
-        record = await _run_turn(backend, request, recorder, log=session_log, on_event=on_event)
+        record = await _run_turn(backend, request, recorder, log=session_log, on_event=on_event, before_finish=lag)
     finally:
-        await backend.aclose()
+        share.end(recorder)
+        if own:
+            await backend.aclose()
     for err in session_log.write_errors if session_log is not None else ():
         warnings.warn(f"{err}; the turn was not saved (its record is returned)", RuntimeWarning, stacklevel=2)
     return record
 
 
 def run_turn(target: Target | str, prompt: str, **kwargs: Any) -> TurnRecord:
-    """:func:`arun_turn`, synchronously (also from inside a running event loop, a notebook's)."""
-    return _sync(lambda: arun_turn(target, prompt, **kwargs))
+    """:func:`arun_turn`, synchronously (also from inside a running event loop, a notebook's, and from
+    many threads at once). Every synchronous turn runs on one event loop of ttft's own, in a daemon
+    thread, so they share its clients as ``arun_turn`` calls on one loop do; ``on_event`` is called on
+    that thread."""
+    return _share.run_sync(lambda: arun_turn(target, prompt, **kwargs))
+
+
+async def aclose() -> None:
+    """Close the clients the turns on the running event loop share (the next turn opens new ones).
+
+    Optional: ``asyncio.run`` closes them as its loop ends, and the synchronous turns' at exit. Await it
+    in a notebook to drop the pooled connections, or after changing a provider's settings mid-loop."""
+    await _share.aclose()
 
 
 async def arun_probe(

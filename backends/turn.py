@@ -118,9 +118,11 @@ async def run_turn(
     *,
     log: SessionLog | None = None,
     on_event: Callable[[ev.Event], None] | None = None,
+    before_finish: Callable[[TurnRecorder], None] | None = None,
 ) -> TurnRecord:
     """Drive the stream to its end (:func:`stream_turn`) and end the turn, also when it is cancelled,
-    which then re-raises.
+    which then re-raises. ``before_finish``: given the recorder once the stream is over, before the
+    record is made (the API sets the loop's lag on it there).
 
     Returns the record as logged (:func:`backends.finish.finish_turn`, which also hands it to the
     sinks). A log write that fails does not lose the turn: the record is still returned, and the
@@ -129,5 +131,7 @@ async def run_turn(
     try:
         await stream_turn(backend, request, recorder, on_event=on_event)
     finally:
+        if before_finish is not None:
+            before_finish(recorder)
         record = finish_turn(recorder, log)
     return record

@@ -16,7 +16,7 @@ from datetime import datetime
 from telemetry.cost import fmt_usd, sum_costs
 from telemetry.duration import fmt_ms as _s  # the one duration formatter, short in these sentences
 from telemetry.record import TurnRecord
-from telemetry.wire import LLAMA_SERVER, VLLM, HttpInfo, WaitSplit
+from telemetry.wire import LLAMA_SERVER, VLLM, HttpInfo, WaitSplit, lag_dominates
 
 GOOD_TTFT_MS = 500.0
 FLOW_MS = 1_000.0
@@ -49,6 +49,12 @@ def diagnose_turn(rec: TurnRecord) -> str:
         return f"Cancelled {_s(got)} in, after the first token at {_s(ttft)}; the partial answer is kept."
     if ttft is None:
         return "The stream ended without a single token: check the model name and max output tokens."
+    if lag_dominates(m.loop_lag_ms, ttft):  # ttft's own time: never handed to the server
+        return (
+            f"ttft's own event loop was busy for {_s(m.loop_lag_ms or 0.0)} of the {_s(ttft)} wait, not the "
+            "server: too many turns set up or read at once in this process (share one event loop and "
+            "client, as api.arun_turn does, or spread the work)."
+        )
     split = _split_layers(rec.server)
     if split:
         return split

@@ -16,7 +16,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from telemetry.plain import as_dict, field_names, json_copy
-from telemetry.wire import WaitSplit, split_wait
+from telemetry.wire import WaitSplit, split_wait, with_client_lag
 
 NS_PER_MS = 1_000_000
 PERCENTILES = (50, 90, 95, 99)
@@ -176,6 +176,10 @@ class TurnMetrics:
     # ``ttft ask --mcp``, headless compare: the MCP servers' start (spawn, initialize, list tools) inside the
     # submit -> send span; the servers' time, so outside ttft's own delay.
     mcp_start_ms: float | None = None
+    # This process's event-loop lag while the turn waited (send -> first token): the time the loop woke
+    # late, as the bench's lag watcher reads it (backends.load.watch); None: not watched. When it is a large
+    # part of the wait (telemetry.wire.lag_dominates) the split moves it to ``wait_ms.client_lag``.
+    loop_lag_ms: float | None = None
     phases_ms: dict[str, float] = field(default_factory=dict)
     speculative: dict[str, Any] | None = None  # telemetry.speculative: drafted, accepted, rate, tokens/step
     wait_ms: WaitSplit | None = None  # telemetry.wire: the wait (== ttft_ms) by phase; None without a first token
@@ -236,8 +240,11 @@ def compute(
     wire_steps: Sequence[tuple[str, int]] = (),
     itl_ms: Percentiles | None = None,
     mcp_start_ns: tuple[int, int] | None = None,
+    loop_lag_ms: float | None = None,
 ) -> TurnMetrics:
-    """``wire_steps``: the final attempt's ``(phase, began_ns)`` (``telemetry.wire``), for ``wait_ms``.
+    """``loop_lag_ms``: the event loop's lag while the turn waited, when it was watched.
+
+    ``wire_steps``: the final attempt's ``(phase, began_ns)`` (``telemetry.wire``), for ``wait_ms``.
 
     ``itl_ms``: ``percentiles(itl_gaps(chunks))`` when the caller already has it (a batch computed
     by ``percentiles_many``); computed here otherwise.
@@ -292,7 +299,10 @@ def compute(
         own_delay_ms=own_delay_ms(submitted_ns, ts.sent, load_ns, mcp_start_ns),
         mcp_start_ms=ms(*mcp_start_ns) if mcp_start_ns else None,
         phases_ms=phases,
-        wait_ms=split_wait(ts.sent, ts.final_sent, wire_steps, ts.headers, ts.first_token),
+        loop_lag_ms=loop_lag_ms,
+        wait_ms=with_client_lag(
+            split_wait(ts.sent, ts.final_sent, wire_steps, ts.headers, ts.first_token), loop_lag_ms
+        ),
     )
 
 

@@ -101,6 +101,8 @@ class TurnRecorder:
         self.log_error: str | None = None
         self.submitted_ns: int | None = None  # the user's submit (ev.Submitted): ttft's own delay starts here
         self.mcp_start_ns: tuple[int, int] | None = None  # ev.McpStarted: the MCP servers' start, not ttft's
+        # Set by a front end that watches its event loop (backends.api): the loop's lag while this turn waited.
+        self.loop_lag_ms: float | None = None
         self.queued_ns: int | None = None
         self.load_start_ns: int | None = None
         self.load_end_ns: int | None = None
@@ -414,6 +416,7 @@ class TurnRecorder:
             wire_steps=self.wire_steps,
             itl_ms=itl_ms,
             mcp_start_ns=self.mcp_start_ns,
+            loop_lag_ms=self.loop_lag_ms,
         )
         spec = speculative_summary(self.server)
         if spec is not None:  # compute() leaves it None; a replace costs ~10 us per bench request

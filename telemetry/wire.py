@@ -38,7 +38,13 @@ NS_PER_MS = 1_000_000
 # The phases of one attempt, in the order they happen.
 PHASES = ("pool", "dns", "connect", "tls", "send", "server", "first_token")
 NETWORK = ("dns", "connect", "tls", "send")
-KEYS = ("retries", *PHASES)
+# ``client_lag``: no wire phase but this process's own: the event loop's lag while the turn waited, taken
+# out of the server's part when it was a large share of the wait (:func:`with_client_lag`).
+KEYS = ("retries", *PHASES, "client_lag")
+# When the loop's lag counts as ttft's own in the split (and the diagnosis): at least this share of
+# the TTFT and at least this many ms; below, it is the loop's ordinary jitter, left where it fell.
+LAG_SHARE = 0.25
+LAG_MIN_MS = 10.0
 _UNPRINTABLE = re.compile(r"[^\x21-\x7e]")  # the rule backends.transport.meta applies to the headers it reads
 
 
@@ -73,6 +79,7 @@ class WaitSplit:
     send: float = 0.0
     server: float = 0.0
     first_token: float = 0.0
+    client_lag: float = 0.0  # this process's event loop was busy: ttft's own, not the server's
 
     @property
     def network_ms(self) -> float:
@@ -86,7 +93,7 @@ class WaitSplit:
 
     @property
     def total_ms(self) -> float:
-        return self.retries + self.pool + self.network_ms + self.server_ms
+        return self.retries + self.pool + self.network_ms + self.server_ms + self.client_lag
 
     def to_dict(self) -> dict[str, float]:
         return {k: round(getattr(self, k), 3) for k in KEYS}  # KEYS: its fields, in order (not asdict: per record)
@@ -192,6 +199,32 @@ def split_wait(
     for (name, t), (_, nxt) in zip(bounded, [*bounded[1:], ("end", first_token_ns)], strict=True):
         out[name] += (nxt - t) / NS_PER_MS
     return WaitSplit(retries=(final - first_sent_ns) / NS_PER_MS, **out)
+
+
+def lag_dominates(loop_lag_ms: float | None, ttft_ms: float | None) -> bool:
+    """Whether the event loop's lag during a wait was a large part of it (:data:`LAG_SHARE`, :data:`LAG_MIN_MS`)."""
+    if loop_lag_ms is None or ttft_ms is None or ttft_ms <= 0:
+        return False
+    return loop_lag_ms >= LAG_MIN_MS and loop_lag_ms >= LAG_SHARE * ttft_ms
+
+
+def with_client_lag(split: WaitSplit | None, loop_lag_ms: float | None) -> WaitSplit | None:
+    """``split`` with the loop's lag moved out of the server's part into ``client_lag`` when it dominates.
+
+    A token that arrived while the loop was busy is read (and stamped) late, so the lag lands at the
+    end of the wait: it is taken from ``first_token``, then ``server``, never more than they hold, and
+    the split still sums to the TTFT. Lag below the rule stays where it fell."""
+    if split is None or not lag_dominates(loop_lag_ms, split.total_ms):
+        return split
+    assert loop_lag_ms is not None
+    take_first = min(loop_lag_ms, split.first_token)
+    take_server = min(loop_lag_ms - take_first, split.server)
+    return replace(
+        split,
+        first_token=split.first_token - take_first,
+        server=split.server - take_server,
+        client_lag=split.client_lag + take_first + take_server,
+    )
 
 
 def live_phase(

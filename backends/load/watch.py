@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,16 +23,57 @@ class ClientWatch:
     """Event-loop lag and process CPU for one level."""
 
     lags_ms: list[float] = field(default_factory=list)
+    # With ``spans``: when each late wake was due and when it came (ns on telemetry.events' clock), so
+    # that one turn's share of the lag can be read (:meth:`lag_between`); the oldest are dropped by
+    # :meth:`forget_before`. Off for the bench, which reads only the level's percentiles.
+    spans: bool = False
+    late: deque[tuple[int, int]] = field(default_factory=deque)
+    _due_ns: int | None = None  # the wake now awaited: a loop still busy past it is late now
     _task: asyncio.Task[None] | None = None
     _cpu0: float = 0.0
     _t0: float = 0.0
 
     async def _tick(self) -> None:
         clock = time.perf_counter  # not loop.time(): uvloop's counts whole milliseconds
+        step_ns = int(LAG_INTERVAL_S * 1e9)
         while True:
             t = clock()
+            if self.spans:
+                self._due_ns = time.monotonic_ns() + step_ns
             await asyncio.sleep(LAG_INTERVAL_S)
-            self.lags_ms.append(max(0.0, (clock() - t - LAG_INTERVAL_S) * 1000))
+            lag_ms = max(0.0, (clock() - t - LAG_INTERVAL_S) * 1000)
+            if self.spans:
+                woke = time.monotonic_ns()
+                if self._due_ns is not None and woke > self._due_ns:
+                    self.late.append((self._due_ns, woke))
+                self._due_ns = None
+            else:
+                self.lags_ms.append(lag_ms)
+
+    def lag_between(self, start_ns: int, end_ns: int) -> float:
+        """The ms the loop woke late within ``[start_ns, end_ns]`` (telemetry.events' clock), counting a
+        wake still overdue now (the loop busy at this moment). Needs ``spans``."""
+        total = 0
+        overdue = [(self._due_ns, time.monotonic_ns())] if self._due_ns is not None else []
+        for due, woke in [*self.late, *overdue]:
+            total += max(0, min(woke, end_ns) - max(due, start_ns))
+        return total / 1e6
+
+    def forget_before(self, t_ns: int) -> None:
+        """Drop the late wakes that ended before ``t_ns`` (no turn waiting then is left to read them)."""
+        while self.late and self.late[0][1] < t_ns:
+            self.late.popleft()
+
+    def start_ticking(self) -> None:
+        """The lag ticker alone (no CPU window), on the running loop."""
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+
+    def stop_ticking(self) -> None:
+        """Stop the ticker without waiting for it (a loop shutting down cancels what is left)."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        self._due_ns = None
 
     def start(self) -> None:
         times = psutil.Process().cpu_times()

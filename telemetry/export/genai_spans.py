@@ -59,7 +59,7 @@ class Span:
 
 
 # --- the span tree --------------------------------------------------------------------------
-WAIT_PHASES = ("retries", "pool", "dns", "connect", "tls", "send", "server", "first_token")
+WAIT_PHASES = ("retries", "pool", "dns", "connect", "tls", "send", "server", "first_token", "client_lag")
 
 
 def turn_span(rec: TurnRecord, *, capture_content: bool = False) -> Span | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from telemetry.export.table import Column, ColumnType, cast, get
 
-WAIT_PHASES = ("retries", "pool", "dns", "connect", "tls", "send", "server", "first_token")
+WAIT_PHASES = ("retries", "pool", "dns", "connect", "tls", "send", "server", "first_token", "client_lag")
 TOKEN_FIELDS = ("input", "cached_input", "output", "reasoning", "cache_write_input")
 
 

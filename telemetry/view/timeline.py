@@ -179,10 +179,12 @@ def _origin_ns(rec: TurnRecord) -> int:
 
 
 def _wait_parts(wait: WaitSplit, first_ms: float) -> list[Segment]:
-    """The wait as waiting (retries, pool) -> network -> server, ending exactly at the first token."""
+    """The wait as waiting (retries, pool) -> network -> server -> client (ttft's own loop lag, where the
+    split names it), ending exactly at the first token."""
     a = min(wait.retries + wait.pool, first_ms)
     b = min(a + wait.network_ms, first_ms)
-    return _seg("waiting", 0.0, a) + _seg("network", a, b) + _seg("server", b, first_ms)
+    c = max(b, first_ms - wait.client_lag)
+    return _seg("waiting", 0.0, a) + _seg("network", a, b) + _seg("server", b, c) + _seg("client", c, first_ms)
 
 
 def live_timeline(snap: Snapshot, attempts: Sequence[Any] = ()) -> Timeline:

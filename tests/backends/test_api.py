@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from backends import api
+from backends.load import shared as api_share
+from telemetry.diagnosis import diagnose_turn
 from telemetry.export import formats, table
 from telemetry.record import TurnRecord
 from tests.fakes.prefill_server import PrefillServer
 from tests.fakes.schedule import Schedule
 from tests.fakes.server import FakeServer
+from tests.support.turns import reads_back
 
 
 @pytest.fixture
@@ -179,3 +184,78 @@ def test_a_compare_plan_refuses_what_ttft_compare_refuses() -> None:
         api.compare_plan(["compat:a"], "hi", repeat=0)
     with pytest.raises(TypeError, match="unknown turn settings"):
         api.compare_plan(["compat:a"], "hi", temprature=0.1)
+
+
+# --- turns run together: one shared client, and the loop's lag told apart from the server's ---------
+def test_concurrent_turns_share_one_client_and_its_pool(srv: FakeServer, env: Path) -> None:
+    t = api.resolve("compat:fake-model", srv.openai_base_url)
+    srv.reset()
+
+    async def main() -> tuple[list[TurnRecord], api_share.LoopShare]:
+        first = await asyncio.gather(*(api.arun_turn(t, f"a{i}", log=False) for i in range(5)))
+        second = await asyncio.gather(*(api.arun_turn(t, f"b{i}", log=False) for i in range(5)))
+        share = await api_share.loop_share()
+        assert len(share.backends) == 1  # one client for the target, made once on this loop
+        return [*first, *second], share
+
+    recs, share = asyncio.run(main())
+    assert all(r.status == "ok" for r in recs)
+    peers = {r.peer for r in srv.generation_requests()}
+    assert len(srv.generation_requests()) == 10
+    assert None not in peers and len(peers) <= 5  # the second five reused the first five's connections
+    assert share.backends == {}  # closed as asyncio.run's loop shut down
+    for r in recs:
+        reads_back(r.to_dict())
+        assert r.metrics.loop_lag_ms is not None and r.metrics.loop_lag_ms >= 0
+
+
+def test_turns_from_many_threads_share_the_sync_api_loop(srv: FakeServer, env: Path) -> None:
+    t = api.resolve("compat:fake-model", srv.openai_base_url)
+    srv.reset()
+    with ThreadPoolExecutor(4) as pool:
+        recs = list(pool.map(lambda i: api.run_turn(t, f"thread {i}", log=False), range(8)))
+    assert all(r.status == "ok" for r in recs)
+    assert len({r.peer for r in srv.generation_requests()}) <= 4  # one pool, never one client per call
+
+
+def test_a_turn_waiting_on_a_blocked_loop_says_the_wait_was_ttfts_own(env: Path) -> None:
+    with FakeServer(Schedule(first_token_ms=100, token_ms=2, visible_tokens=4)) as slow:
+        t = api.resolve("compat:fake-model", slow.openai_base_url)
+
+        async def block() -> None:
+            await asyncio.sleep(0.02)  # the request is out, its first token not yet in
+            time.sleep(0.4)  # a notebook cell's CPU work on the turn's loop
+
+        async def main() -> TurnRecord:
+            rec, _ = await asyncio.gather(api.arun_turn(t, "blocked", log=False), block())
+            return rec
+
+        rec = asyncio.run(main())
+    m = rec.metrics
+    assert rec.status == "ok" and m.ttft_ms is not None and m.wait_ms is not None
+    assert m.loop_lag_ms is not None and m.loop_lag_ms >= 200  # ~380 ms of the blocked 400 fell in the wait
+    assert m.wait_ms.client_lag >= 200 and m.wait_ms.first_token + m.wait_ms.server < m.ttft_ms - 200
+    assert sum(m.wait_ms.to_dict().values()) == pytest.approx(m.ttft_ms, abs=1)
+    said = diagnose_turn(rec)
+    assert "ttft's own event loop" in said and "not the server" in said
+    reads_back(rec.to_dict())
+
+
+def test_the_log_reads_back_through_the_api_as_records_and_frames(srv: FakeServer, env: Path) -> None:
+    from telemetry.export import log_data
+
+    assert (api.read_log, api.log_frame, api.SkippedLinesWarning) == (
+        log_data.read_log,
+        log_data.log_frame,
+        log_data.SkippedLinesWarning,
+    )
+    t = api.resolve("compat:fake-model", srv.openai_base_url)
+    turns = [api.run_turn(t, q, session="nb-log") for q in ("one", "two")]
+    back = list(api.read_log("nb-log"))
+    assert [(r.turn_index, r.prompt) for r in back] == [(0, "one"), (1, "two")]
+    assert [r.metrics.ttft_ms for r in back] == [r.metrics.ttft_ms for r in turns]
+    assert api.read_log().path == api.read_log("nb-log").path  # the newest session
+    frame = api.log_frame(engine="polars")
+    assert frame["prompt"].to_list() == ["one", "two"] and frame["metrics.ttft_ms"].null_count() == 0
+    with pytest.raises(api.LogReadError):
+        api.read_log("no-such-session")

@@ -156,4 +156,5 @@ class RecordedRequest:
     disconnect_ns: int | None = None
     chunks_sent: int = 0
     query: dict[str, str] = field(default_factory=dict)  # the URL's query parameters, as they arrived
+    peer: str | None = None  # the client's "host:port": one per TCP connection (counts a client's pool)
     server_metrics: dict[str, Any] | None = None  # the vLLM per-request metrics object it sent

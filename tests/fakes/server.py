@@ -90,6 +90,7 @@ class FakeServer(LoopThreadServer):
             time.monotonic_ns(),
             attempt,
             query=dict(request.query),
+            peer=_peer(request),
         )
         self.requests.append(rec)
         is_anthropic = "anthropic-version" in rec.headers or path.endswith("/messages")
@@ -194,6 +195,11 @@ class FakeServer(LoopThreadServer):
         else:
             body = {"error": {"message": message, "type": etype, "param": None, "code": etype}}
         return web.json_response(body, status=status, headers=headers)
+
+
+def _peer(request: web.Request) -> str | None:
+    peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+    return f"{peer[0]}:{peer[1]}" if peer else None
 
 
 def _main() -> None:  # pragma: no cover - manual use
