@@ -225,13 +225,9 @@ def _reader_gone() -> int:
 
 
 def _mask_config_secrets() -> None:
-    """What the config file holds or names (a provider's key and headers, an ``[mcp.NAME]`` server's
-    headers and env) is masked in whatever the command says or writes, used or not. Best effort: a config
-    that does not read is said by the commands that need it, and stops none that does not."""
-    from backends.mcp.config_secrets import remember_config_secrets
+    from backends.mcp.config_secrets import remember_config_secrets  # only the commands that show secrets
 
-    with contextlib.suppress(Exception):
-        remember_config_secrets()
+    remember_config_secrets()
 
 
 def _dispatch(command: Invocation) -> int:

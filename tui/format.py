@@ -167,7 +167,9 @@ def kept_after_cancel(record: TurnRecord) -> str:
     text still kept every step that arrived, and must not read as if nothing had."""
     if record.answer:
         return "the partial answer is kept"
-    steps = sum(1 for s in record.steps if isinstance(s, dict) and s.get("kind") != "approval")
+    from telemetry.agent.steps import step_count  # a cancelled tool turn only
+
+    steps = step_count(record.steps)
     if steps > 1:
         return f"the {steps} steps that arrived are kept"
     if record.tool_calls:

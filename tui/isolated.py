@@ -117,8 +117,11 @@ def start_error(exc: BaseException) -> tuple[str, ErrorKind, str | None]:
 def _child(
     conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None, lean: bool = True
 ) -> None:  # pragma: no cover - runs in the child
+    from backends.mcp.config_secrets import remember_config_secrets
+
     for s in TERMINAL_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
+    remember_config_secrets()  # as tui.cli does: what this process writes (a crash report) masks them too
     try:
         asyncio.run(_child_main(conn, spec, base_url, timeout_s, lean))
     except Exception as exc:  # never a traceback on the terminal the chat draws on: a crash report
@@ -133,12 +136,9 @@ def _child(
 async def _child_main(
     conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None, lean: bool = True
 ) -> None:  # pragma: no cover
-    from backends.mcp.config_secrets import remember_config_secrets
     from backends.providers.lean.transport import chat_transport
     from backends.providers.registry import create_backend
 
-    with contextlib.suppress(Exception):  # a config that does not read is create_backend's to say
-        remember_config_secrets()  # as tui.cli does: what this process writes (a crash report) masks them too
     try:
         # server_gauges: a compat server's queue and KV use, recorded with each turn for the pane
         backend = create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True, lean=lean)

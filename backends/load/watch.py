@@ -41,14 +41,13 @@ class ClientWatch:
             if self.spans:
                 self._due_ns = time.monotonic_ns() + step_ns
             await asyncio.sleep(LAG_INTERVAL_S)
-            lag_ms = max(0.0, (clock() - t - LAG_INTERVAL_S) * 1000)
             if self.spans:
                 woke = time.monotonic_ns()
                 if self._due_ns is not None and woke > self._due_ns:
                     self.late.append((self._due_ns, woke))
                 self._due_ns = None
             else:
-                self.lags_ms.append(lag_ms)
+                self.lags_ms.append(max(0.0, (clock() - t - LAG_INTERVAL_S) * 1000))
 
     def lag_between(self, start_ns: int, end_ns: int) -> float:
         """The ms the loop woke late within ``[start_ns, end_ns]`` (telemetry.events' clock), counting a

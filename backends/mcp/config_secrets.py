@@ -11,6 +11,7 @@ does not import ``backends.mcp``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from backends.providers.config import McpServerConfig, configured_mcp_servers, configured_providers
@@ -48,5 +49,8 @@ def config_secrets() -> tuple[str, ...]:
 
 
 def remember_config_secrets() -> None:
-    """:func:`config_secrets` added to the values this process masks."""
-    remember(*config_secrets())
+    """:func:`config_secrets` added to the values this process masks, in whatever it says or writes, used
+    or not. Best effort: a config that does not read is said by the commands that need it, and stops
+    none that does not."""
+    with contextlib.suppress(Exception):
+        remember(*config_secrets())

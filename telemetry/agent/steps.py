@@ -65,6 +65,12 @@ class ApprovalStep:
     call_id: str = ""
 
 
+def step_count(steps: Sequence[Any]) -> int:
+    """The model and tool steps among a record's ``steps`` (or a live view's), as ``agent.step_count``
+    counts them: a wait for a person's approval is not a step of the loop."""
+    return sum(1 for st in steps if isinstance(st, dict) and st.get("kind") != "approval")
+
+
 def _ms(t: int | None, origin: int) -> float | None:
     return None if t is None else round((t - origin) / NS_PER_MS, 3)
 

@@ -16,6 +16,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
 from backends.attachments import fmt_size
+from telemetry.agent.steps import step_count
 from telemetry.cost import fmt_usd
 from telemetry.duration import DASH, fmt_ms
 from telemetry.log.secrets import mask
@@ -61,7 +62,7 @@ def live_text(
             t.append(" APPROVAL ", style="bold reverse yellow")
             t.append(f"  {_now_doing(last)}\n", style="bold")
             return t  # likewise while the person is asked
-        t.append(f" STEP {_step_count(steps)} ", style="bold reverse blue")
+        t.append(f" STEP {step_count(steps)} ", style="bold reverse blue")
         t.append(f"  {_now_doing(last)}\n", style="bold")
         if last.get("kind") == "tool" and last.get("status") == "running":
             return t  # the model step before the call has ended: its phase and speed are not what happens now
@@ -267,11 +268,6 @@ def _now_doing(st: dict[str, Any]) -> str:
     return f"{label}: {value}"
 
 
-def _step_count(steps: Sequence[dict[str, Any]]) -> int:
-    """Model and tool steps, as the record's ``step_count`` counts them: a wait for approval is not a step."""
-    return sum(1 for st in steps if st.get("kind") != "approval")
-
-
 def steps_rows(t: Text, steps: Sequence[dict[str, Any]]) -> None:
     """Each step of a tool-using turn as a row (the first ``STEP_ROWS``; the rest counted), numbered as
     ``step_count`` counts, so the last number is the count above them; a wait for approval is an unnumbered row."""
@@ -283,7 +279,7 @@ def steps_rows(t: Text, steps: Sequence[dict[str, Any]]) -> None:
             continue
         n += 1
         _row(t, f"  {n} {label}"[:LABEL_W], value)
-    rest = _step_count(steps[STEP_ROWS:])
+    rest = step_count(steps[STEP_ROWS:])
     if rest:
         _row(t, "", f"… {rest} more step{'s' * (rest != 1)}", "dim")
 
