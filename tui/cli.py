@@ -205,12 +205,12 @@ def _names_local_model(args: Sequence[str]) -> bool:
     the default model local)."""
     from itertools import pairwise
 
-    from backends.providers.registry import ProviderError, default_spec, is_local_spec
+    from backends.providers.registry import ProviderError, default_spec, names_local_engine
 
     specs = [v for flag, v in pairwise(args) if flag in ("-m", "--model")]
     specs += [a.split("=", 1)[1] for a in args if a.startswith(("-m=", "--model="))]
     try:
-        return any(is_local_spec(s) for s in specs or [default_spec()])
+        return any(names_local_engine(s) is True for s in specs or [default_spec()])
     except ProviderError:  # a config that does not read: the command says so
         return False
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.screen import Screen
 
-from backends.mcp.config import shown
+from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, shown
 from backends.mcp.views import ServerView, Startup, State
 from backends.providers.config import McpServerConfig
 from tui.format import visible_controls
@@ -30,7 +30,11 @@ CLOSE_WAIT_S = 15.0
 
 class ToolServers:
     def __init__(
-        self, servers: Sequence[McpServerConfig] = (), *, start_timeout_s: float = 10.0, call_timeout_s: float = 60.0
+        self,
+        servers: Sequence[McpServerConfig] = (),
+        *,
+        start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
         self.servers = list(servers)
         self.start_timeout_s = start_timeout_s

@@ -7,7 +7,7 @@ failure is a :class:`ToolResult` with ``is_error`` set, which goes back to the m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 
@@ -30,6 +30,20 @@ class ToolResult:
     is_error: bool = False
     size_bytes: int = 0
     truncated: bool = False
+
+
+# A tool result the model reads is cut to this many bytes of UTF-8 (the host's cap).
+DEFAULT_MAX_RESULT_BYTES = 65536
+
+
+def cap(result: ToolResult, max_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> ToolResult:
+    """The result with its text cut to ``max_bytes`` of UTF-8 (a character cut in two is dropped whole),
+    ``truncated`` set and ``size_bytes`` the size before any cut; a host that already cut it keeps its figures."""
+    raw = result.text.encode("utf-8", "surrogatepass")
+    size = result.size_bytes or len(raw)
+    if len(raw) <= max_bytes:
+        return replace(result, size_bytes=size)
+    return replace(result, text=raw[:max_bytes].decode("utf-8", "ignore"), size_bytes=size, truncated=True)
 
 
 class ToolHost(Protocol):

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backends.agent.consent import Answer, Consent
-from backends.agent.host import ToolHost, ToolResult, ToolSpec
+from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolHost, ToolResult, ToolSpec, cap
 from backends.base import ArgumentsRefused, Backend, ChatRequest, Message, ToolCall, ToolDef
 from backends.finish import deliver_record
 from backends.turn import new_recorder, stream_turn
@@ -53,7 +53,6 @@ from telemetry.record import ErrorInfo, TurnRecord
 from telemetry.recorder import TurnRecorder
 
 DEFAULT_MAX_STEPS = 10
-DEFAULT_MAX_RESULT_BYTES = 65536
 TOOL_APIS = frozenset({"chat.completions", "responses", "messages"})  # the in-process engine has none
 NO_TOOLS = (
     "the local engine has no tool support: use a hosted model or an OpenAI-compatible server"
@@ -85,17 +84,6 @@ def supports_tools(backend: Backend) -> bool:
 
 def tool_defs(specs: list[ToolSpec]) -> tuple[ToolDef, ...]:
     return tuple(ToolDef(s.name, s.description, dict(s.input_schema)) for s in specs)
-
-
-def cap(result: ToolResult, max_bytes: int) -> ToolResult:
-    """The result with its text cut to ``max_bytes`` of UTF-8 (on a character boundary), ``truncated``
-    set and ``size_bytes`` the size before any cut; a host that already cut it keeps its figures."""
-    raw = result.text.encode("utf-8", "replace")
-    size = result.size_bytes or len(raw)
-    if len(raw) <= max_bytes:
-        return replace(result, size_bytes=size)
-    text = raw[:max_bytes].decode("utf-8", "ignore")
-    return replace(result, text=text, size_bytes=size, truncated=True)
 
 
 @dataclass

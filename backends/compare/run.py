@@ -22,6 +22,7 @@ from backends.agent.loop import DEFAULT_MAX_STEPS
 from backends.base import Backend
 from backends.compare.panes import LABELS, BackendFactory, PaneSpec, build_panes, in_process_factory, parse_model
 from backends.compare.runner import CompareMode, CompareRunner, PaneTools, PromptResult
+from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
 from telemetry import events as ev
 from telemetry.compare.stats import Comparison, compare, write_comparison
 from telemetry.log.turns import SessionLog
@@ -51,8 +52,8 @@ class ComparePlan:
     mcp_servers: tuple[McpServerConfig, ...] = ()  # --mcp: one host, every pane offered the same tools
     consent: Consent = field(default_factory=Consent)  # --allow-tools / --allow-tool: no one to ask headless
     max_steps: int = DEFAULT_MAX_STEPS  # --max-steps: model steps a pane's turn may take
-    mcp_start_timeout_s: float = 10.0  # backends.mcp.host's defaults (imported there only with --mcp)
-    mcp_call_timeout_s: float = 60.0
+    mcp_start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    mcp_call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
     out: Path | None = None  # --out DIR: the comparison exported there (the CLI's, after printing)
     submitted_ns: int | None = None  # what the first turns' own delay runs from (the process start)
 

@@ -13,13 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from backends.agent.consent import Consent
-from backends.agent.host import ToolHost
-from backends.agent.loop import DEFAULT_MAX_RESULT_BYTES, DEFAULT_MAX_STEPS
+from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolHost
+from backends.agent.loop import DEFAULT_MAX_STEPS
 from backends.agent.stub import StubHost
+from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
 from backends.providers.config import McpServerConfig
-
-DEFAULT_START_TIMEOUT_S = 10.0
-DEFAULT_CALL_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,11 @@ from telemetry.log.urls import redact_url
 __all__ = ["McpServerConfig", "McpSpecError", "parse_spec", "resolve_specs", "shown"]
 
 # Programs that run a script or a package: the server's name is the thing they run, not "python".
+# A server that is not ready after START seconds is reported and left out; a call with no answer after
+# CALL seconds is an error result (--mcp-start-timeout / --mcp-call-timeout; every front end's default).
+DEFAULT_START_TIMEOUT_S = 10.0
+DEFAULT_CALL_TIMEOUT_S = 60.0
+
 RUNNERS = frozenset({"python", "python3", "node", "npx", "uvx", "uv", "bun", "bunx", "deno", "pipx", "docker"})
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 

@@ -12,9 +12,7 @@ from typing import Any
 
 import mcp_types as types
 
-from backends.agent.host import ToolResult
-
-DEFAULT_MAX_RESULT_BYTES = 65536
+from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolResult, cap
 
 
 def _size(n: int) -> str:
@@ -59,15 +57,5 @@ def result_text(result: types.CallToolResult) -> str:
     return "\n".join(parts)
 
 
-def capped(text: str, *, is_error: bool, max_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> ToolResult:
-    """``text`` as a result, cut to ``max_bytes`` of UTF-8 (never mid-character); ``size_bytes`` is the
-    size before the cut."""
-    raw = text.encode("utf-8", "surrogatepass")
-    if len(raw) <= max_bytes:
-        return ToolResult(text=text, is_error=is_error, size_bytes=len(raw))
-    cut = raw[:max_bytes].decode("utf-8", "ignore")  # a character cut in two is dropped whole
-    return ToolResult(text=cut, is_error=is_error, size_bytes=len(raw), truncated=True)
-
-
 def to_result(result: types.CallToolResult, max_bytes: int = DEFAULT_MAX_RESULT_BYTES) -> ToolResult:
-    return capped(result_text(result), is_error=bool(result.is_error), max_bytes=max_bytes)
+    return cap(ToolResult(result_text(result), is_error=bool(result.is_error)), max_bytes)

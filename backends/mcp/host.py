@@ -38,9 +38,9 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from backends.agent.host import ToolResult, ToolSpec
-from backends.mcp.config import McpServerConfig, shown
-from backends.mcp.content import DEFAULT_MAX_RESULT_BYTES, capped, to_result
+from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolResult, ToolSpec, cap
+from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, McpServerConfig, shown
+from backends.mcp.content import to_result
 from backends.mcp.views import ServerView, Startup, State
 from backends.mcp.wire import (
     CODEC,
@@ -62,8 +62,6 @@ from backends.mcp.wire import (
 )
 from telemetry.log.turns import data_dir
 
-DEFAULT_START_TIMEOUT_S = 10.0
-DEFAULT_CALL_TIMEOUT_S = 60.0
 CLOSE_WAIT_S = 10.0  # the SDK's own shutdown is bounded (stdin closed, SIGTERM, SIGKILL: about 6 s at worst)
 MAX_TOOL_PAGES = 100  # a server whose tools/list never stops paging cannot hang the start
 # What providers accept as a tool's name (OpenAI, Anthropic): these characters, at most 64 of them.
@@ -461,12 +459,12 @@ class McpHost:
                 return ToolResult(self._gone(server, "the connection closed"), is_error=True)
             if exc.code == types.PARSE_ERROR and exc.message.startswith("Failed to parse"):
                 return self._unreadable(server, name, parse_failure(exc.message))  # the HTTP transport's words
-            return capped(f"The tool {name!r} failed: {said(exc)}", is_error=True, max_bytes=self.max_result_bytes)
+            return cap(ToolResult(f"The tool {name!r} failed: {said(exc)}", is_error=True), self.max_result_bytes)
         except Exception as exc:  # a result that does not parse, a transport error: the turn goes on
             if server.session is None or server.state != "ready":
                 return ToolResult(self._gone(server, said(exc)), is_error=True)
             self._notice(f"MCP server {server.config.name}: {name} failed ({said(exc)})")
-            return capped(f"The tool {name!r} failed: {said(exc)}", is_error=True, max_bytes=self.max_result_bytes)
+            return cap(ToolResult(f"The tool {name!r} failed: {said(exc)}", is_error=True), self.max_result_bytes)
         if not isinstance(result, types.CallToolResult):
             return ToolResult(f"The tool {name!r} answered with something that is not a result.", is_error=True)
         return to_result(result, self.max_result_bytes)

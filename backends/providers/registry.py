@@ -89,6 +89,7 @@ __all__ = [
     "is_local_spec",
     "list_models",
     "load_config",
+    "names_local_engine",
     "parse_spec",
     "price_ref",
     "resolve",
@@ -334,6 +335,16 @@ def is_local_spec(spec: str) -> bool:
     except ProviderError:
         return False
     return is_local_provider(provider)
+
+
+def names_local_engine(spec: str) -> bool | None:
+    """:func:`is_local_spec`, or None when nobody can tell: the config file that would say whether a provider
+    is named ``local`` does not read. A command then refuses nothing on that account (its local flags nor its
+    tools): the turn's start reports the config."""
+    try:
+        return is_local_spec(spec)
+    except ProviderError:
+        return None
 
 
 def _target(spec: str | Target, base_url: str | None) -> Target:

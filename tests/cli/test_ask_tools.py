@@ -11,14 +11,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import types
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.fakes.agent_server import AgentServer, Call, Step
-from tests.support.tool_host import FakeHost, FakeTool
+from tests.support.tool_host import FakeHost, FakeTool, stand_in_mcp
 from tui.cli import main
 from tui.commands.exits import Exit
 
@@ -40,22 +38,7 @@ def env(tmp_path, monkeypatch):
 def host(monkeypatch) -> FakeHost:
     """A stand-in MCP client whose host holds one tool, ``search`` on server ``web``."""
     made = FakeHost(FakeTool("search", "\x1b]52;c;ZXZpbA==\x07Tokyo 12:00", delay_s=0.05, server="web"))
-    mod = types.ModuleType("backends.mcp.host")
-    config = types.ModuleType("backends.mcp.config")
-    seen: dict[str, Any] = {}
-
-    def resolve_specs(specs: list[str]) -> list[str]:
-        return list(specs)
-
-    async def start_host(servers: list[str], **kw: Any) -> FakeHost:
-        seen["servers"], seen["kw"] = servers, kw
-        return made
-
-    config.resolve_specs = resolve_specs  # type: ignore[attr-defined]
-    config.McpSpecError = ValueError  # type: ignore[attr-defined]
-    mod.start_host = start_host  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "backends.mcp.config", config)
-    monkeypatch.setitem(sys.modules, "backends.mcp.host", mod)
+    seen = stand_in_mcp(monkeypatch, made)
     made.seen = seen  # type: ignore[attr-defined]
     return made
 
@@ -111,13 +94,6 @@ def test_without_consent_no_tool_runs_and_the_exit_code_says_so(srv, env, host, 
     assert rec["steps"][-1]["status"] == "denied" and "--allow-tool" in err
 
 
-def test_mcp_without_the_client_installed_is_a_usage_error(srv, env, capsys, monkeypatch) -> None:
-    monkeypatch.setitem(sys.modules, "backends.mcp.host", None)  # import fails as when the module is absent
-    assert _ask(srv, "--allow-tools") == Exit.USAGE
-    assert "MCP support is not installed" in capsys.readouterr().err
-    assert not (env / "data" / "sessions").exists() or _log(env) == []
-
-
 def test_the_local_engine_has_no_tools(env, host, capsys) -> None:
     assert main(["ask", "-m", "local:/nowhere/m.gguf", "--mcp", "x", "hi"]) == Exit.USAGE
     assert "no tool support" in capsys.readouterr().err
@@ -131,17 +107,13 @@ def test_allow_flags_without_mcp_are_a_usage_error(srv, env, capsys) -> None:
 
 # The stand-in MCP client for a ttft run in its own process: one tool that takes 60 s.
 _SLOW_MCP = """
-import sys, types
-from tests.support.tool_host import FakeHost, FakeTool
-mod = types.ModuleType("backends.mcp.host")
-config = types.ModuleType("backends.mcp.config")
-config.resolve_specs = lambda specs: list(specs)
-config.McpSpecError = ValueError
-sys.modules["backends.mcp.config"] = config
+import sys
+import backends.mcp.config, backends.mcp.host
+from tests.support.tool_host import FakeHost, FakeTool, stand_in_mcp
+backends.mcp.config.resolve_specs = lambda specs: list(specs)
 async def start_host(servers, **kw):
     return FakeHost(FakeTool("search", "late", delay_s=60, server="web"))
-mod.start_host = start_host
-sys.modules["backends.mcp.host"] = mod
+backends.mcp.host.start_host = start_host
 from tui.cli import main
 sys.exit(main(sys.argv[1:]))
 """

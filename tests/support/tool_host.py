@@ -8,14 +8,14 @@ tell parallel calls from sequential ones.
 from __future__ import annotations
 
 import asyncio
-import sys
-import types
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from backends.agent.host import ToolResult, ToolSpec
+from backends.agent.host import ToolHost, ToolResult, ToolSpec
+from tests.fakes.agent_server import Call, Step
+from tui.tool_servers import ToolServers
 
 
 @dataclass(frozen=True)
@@ -64,19 +64,29 @@ class FakeHost:
 
 
 def stand_in_mcp(mp: pytest.MonkeyPatch, host: FakeHost) -> dict[str, Any]:
-    """Stand in for the MCP client's two modules (``backends.mcp.config``, ``backends.mcp.host``) with modules
-    of the same interface whose ``start_host`` hands out ``host``: ``ttft ask --mcp SPEC`` then runs its tools.
+    """Stand in for the MCP client: ``backends.mcp.config.resolve_specs`` takes any spec as it is, and
+    ``backends.mcp.host.start_host`` hands out ``host``: ``ttft ask --mcp SPEC`` then runs its tools.
     Returns what ``start_host`` was given (``servers``, ``kw``)."""
-    mod, config = types.ModuleType("backends.mcp.host"), types.ModuleType("backends.mcp.config")
+    import backends.mcp.config
+    import backends.mcp.host
+
     seen: dict[str, Any] = {}
 
     async def start_host(servers: list[str], **kw: Any) -> FakeHost:
         seen["servers"], seen["kw"] = servers, kw
         return host
 
-    config.resolve_specs = lambda specs: list(specs)  # type: ignore[attr-defined]
-    config.McpSpecError = ValueError  # type: ignore[attr-defined]
-    mod.start_host = start_host  # type: ignore[attr-defined]
-    mp.setitem(sys.modules, "backends.mcp.config", config)
-    mp.setitem(sys.modules, "backends.mcp.host", mod)
+    mp.setattr(backends.mcp.config, "resolve_specs", lambda specs: list(specs))
+    mp.setattr(backends.mcp.host, "start_host", start_host)
     return seen
+
+
+# The model's script of the usual tool turn (tests/fakes/agent_server.py): one call of ``search``, then the answer.
+SEARCH_THEN_ANSWER = (Step(calls=(Call("search", {"q": "noon"}),), first_ms=20), Step(text="It is noon.", first_ms=20))
+
+
+def servers_holding(host: ToolHost) -> ToolServers:
+    """The chat's and compare's tool servers with an in-process host in the MCP host's place, started."""
+    tools = ToolServers()
+    tools.host = host  # type: ignore[assignment]
+    return tools

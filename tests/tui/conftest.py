@@ -18,3 +18,11 @@ def _own_data_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     path = tmp_path_factory.mktemp("ttft-data")
     monkeypatch.setenv("TTFT_DATA_DIR", str(path))
     return path
+
+
+@pytest.fixture
+def fresh_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Data and config folders of this test alone (a module asks for it with ``pytestmark``): its sessions,
+    tool consent and config never meet another test's."""
+    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path / "conf"))

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
 from tui.commands.flags import (
     ADAPTIVE,
     DEFAULT_MAX_RETRIES,
-    MCP_CALL_TIMEOUT_S,
-    MCP_START_TIMEOUT_S,
     LocalFlags,
     McpFlags,
     local_extra,
@@ -67,8 +66,8 @@ def mcp_flags(args: argparse.Namespace) -> McpFlags:
     """``--mcp`` (each spec as given) and its timeouts."""
     return McpFlags(
         specs=tuple(getattr(args, "mcp", None) or ()),
-        start_timeout_s=getattr(args, "mcp_start_timeout", MCP_START_TIMEOUT_S),
-        call_timeout_s=getattr(args, "mcp_call_timeout", MCP_CALL_TIMEOUT_S),
+        start_timeout_s=getattr(args, "mcp_start_timeout", DEFAULT_START_TIMEOUT_S),
+        call_timeout_s=getattr(args, "mcp_call_timeout", DEFAULT_CALL_TIMEOUT_S),
     )
 
 

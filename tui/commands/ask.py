@@ -25,6 +25,7 @@ from backends.providers.registry import (
     Target,
     create_backend,
     default_spec,
+    names_local_engine,
     parse_spec,
     resolve,
 )
@@ -372,28 +373,6 @@ def _make_backend(
     return create_backend(target, timeout_s=timeout, lean=not sdk)
 
 
-def _local_or_unknown(spec: str) -> bool:
-    """For a spec that did not resolve: whether it names the local engine; a config that does not read is
-    the turn's error to report, not a reason to refuse the local flags."""
-    from backends.providers.registry import is_local_spec
-
-    try:
-        return is_local_spec(spec)
-    except ProviderError:
-        return True
-
-
-def _is_local(spec: str) -> bool:
-    """For a spec that did not resolve: whether it names the local engine (a config that does not read is
-    the turn's error, not this)."""
-    from backends.providers.registry import is_local_spec
-
-    try:
-        return is_local_spec(spec)
-    except ProviderError:
-        return False
-
-
 def _resolved(spec: str, base_url: str | None) -> Target | ProviderError:
     """``-m`` and ``--base-url`` resolved once for the whole command; a spec, key or config that does not
     resolve is kept, to be the turn's error when the backend is made (after the flags are checked)."""
@@ -440,7 +419,8 @@ def run(args: AskArgs) -> int:
     spec = args.model or default_spec()
     target = _resolved(spec, args.base_url)
     if isinstance(target, ProviderError):  # the turn's error later; these checks read the spec alone
-        local_for_flags, local_for_tools = _local_or_unknown(spec), _is_local(spec)
+        named = names_local_engine(spec)  # None (a config that does not read) refuses neither: it is the turn's error
+        local_for_flags, local_for_tools = named is not False, named is True
     else:
         local_for_flags = local_for_tools = target.local
     if (problem := local_flags_problem(args.local, local_for_flags)) is not None:

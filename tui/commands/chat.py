@@ -69,17 +69,8 @@ def spec_from_record(rec: dict) -> str | None:
     return f"{provider}:{model}" if model else provider
 
 
-def _is_local(spec: str) -> bool:
-    """Whether ``spec`` is the local engine (a config that does not read: the chat says so itself)."""
-    from backends.providers.registry import ProviderError, is_local_spec
-
-    try:
-        return is_local_spec(spec)
-    except ProviderError:
-        return True
-
-
 def run(args: ChatArgs) -> int:
+    from backends.providers.registry import names_local_engine
     from tui.chat.app import ChatApp
     from tui.session import default_backend_factory
     from tui.tool_servers import ToolServers
@@ -88,7 +79,8 @@ def run(args: ChatArgs) -> int:
     spec = args.model
     base_url = args.base_url
     settings = args.settings
-    if spec is not None and (problem := local_flags_problem(args.local, _is_local(spec))) is not None:
+    local = spec is not None and names_local_engine(spec) is not False  # unknown (None): the chat's start says why
+    if spec is not None and (problem := local_flags_problem(args.local, local)) is not None:
         print(f"ttft chat: {problem}", file=sys.stderr)
         return 2
     try:

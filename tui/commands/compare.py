@@ -66,15 +66,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run, read=compare_args)
 
 
-def _is_local(spec: str) -> bool:
-    from backends.providers.registry import ProviderError, is_local_spec
-
-    try:
-        return is_local_spec(spec)
-    except ProviderError:  # a config that does not read: the pane's start says so
-        return True
-
-
 def plan_of(args: CompareArgs, prompt: str, mcp_servers: list[McpServerConfig]) -> ComparePlan:
     """The flags as the comparison's typed, immutable plan (built once; everything after reads it)."""
     return ComparePlan.of(
@@ -108,7 +99,10 @@ def run(args: CompareArgs, factory: BackendFactory | None = None) -> int:
         print("ttft compare: --repeat must be at least 1", file=sys.stderr)
         return Exit.USAGE
     specs = [parse_model(m, args.base_url) for m in args.models]
-    if (problem := local_flags_problem(args.local, any(_is_local(s.spec) for s in specs))) is not None:
+    from backends.providers.registry import names_local_engine
+
+    any_local = any(names_local_engine(s.spec) is not False for s in specs)  # unknown (None): the pane says why
+    if (problem := local_flags_problem(args.local, any_local)) is not None:
         print(f"ttft compare: {problem} (it applies to the local panes only)", file=sys.stderr)
         return Exit.USAGE
     try:

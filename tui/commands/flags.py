@@ -28,6 +28,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
 from telemetry.log.quote import cut, quoted
 
 if TYPE_CHECKING:
@@ -270,10 +271,6 @@ class _Group:
             self.group.add_argument(*names, **kw)
 
 
-MCP_START_TIMEOUT_S = 10.0
-MCP_CALL_TIMEOUT_S = 60.0
-
-
 def add_mcp_flags(p: argparse.ArgumentParser) -> None:
     """``--mcp SPEC`` (repeatable) and its timeouts, as one help group (ask, chat, compare)."""
     g = p.add_argument_group("MCP tool servers (see docs/agents.md)")
@@ -288,17 +285,17 @@ def add_mcp_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--mcp-start-timeout",
         type=seconds,
-        default=MCP_START_TIMEOUT_S,
+        default=DEFAULT_START_TIMEOUT_S,
         metavar="S",
         help=f"a server not ready (spawned, initialized, tools listed) after S seconds is left out"
-        f" (default {MCP_START_TIMEOUT_S:g})",
+        f" (default {DEFAULT_START_TIMEOUT_S:g})",
     )
     g.add_argument(
         "--mcp-call-timeout",
         type=seconds,
-        default=MCP_CALL_TIMEOUT_S,
+        default=DEFAULT_CALL_TIMEOUT_S,
         metavar="S",
-        help=f"a tool call with no answer after S seconds is an error result (default {MCP_CALL_TIMEOUT_S:g})",
+        help=f"a tool call with no answer after S seconds is an error result (default {DEFAULT_CALL_TIMEOUT_S:g})",
     )
 
 
@@ -307,8 +304,8 @@ class McpFlags:
     """``--mcp SPEC`` (each, as given) and its timeouts: the servers are resolved when the command runs."""
 
     specs: tuple[str, ...] = ()
-    start_timeout_s: float = MCP_START_TIMEOUT_S
-    call_timeout_s: float = MCP_CALL_TIMEOUT_S
+    start_timeout_s: float = DEFAULT_START_TIMEOUT_S
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
 
 
 def mcp_servers(specs: Sequence[str]) -> list[McpServerConfig]:

@@ -9,30 +9,14 @@ still runs every other turn and says so for ``--mcp`` (exit 2). No tool runs wit
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from backends.agent.consent import Consent
-from backends.agent.host import ToolHost
-from backends.agent.loop import DEFAULT_MAX_RESULT_BYTES, DEFAULT_MAX_STEPS, NO_TOOLS
-from telemetry.log.quote import quoted
-from tui.commands.flags import McpFlags, add_mcp_flags
-
-MCP_CONFIG, MCP_HOST = "backends.mcp.config", "backends.mcp.host"  # imported by name: a ttft without them still runs
-NOT_INSTALLED = "MCP support is not installed in this ttft (the backends.mcp package is missing)"
-
-
-def positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{quoted(value)} is not a whole number") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError("give 1 or more")
-    return n
+from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolHost
+from backends.agent.loop import DEFAULT_MAX_STEPS, NO_TOOLS
+from tui.commands.flags import McpFlags, add_mcp_flags, positive_int
 
 
 def add_tool_flags(p: argparse.ArgumentParser) -> None:
@@ -69,16 +53,6 @@ def wants_tools(specs: Sequence[str]) -> bool:
     return bool(specs)
 
 
-def mcp_module(name: str = MCP_CONFIG) -> Any | None:
-    """One module of the MCP client, or None where this ttft has none."""
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and name.startswith(exc.name):
-            return None
-        raise
-
-
 def tools_problem(tools: ToolFlags, local: bool) -> str | None:
     """Why these tool flags cannot make a turn (exit 2), or None."""
     if not wants_tools(tools.mcp.specs):
@@ -87,12 +61,11 @@ def tools_problem(tools: ToolFlags, local: bool) -> str | None:
         return None
     if local:
         return NO_TOOLS
-    mod = mcp_module()
-    if mod is None or mcp_module(MCP_HOST) is None:
-        return NOT_INSTALLED
+    from backends.mcp.config import McpSpecError, resolve_specs
+
     try:
-        mod.resolve_specs(list(tools.mcp.specs))  # a spec that names nothing is the command line's problem
-    except mod.McpSpecError as exc:
+        resolve_specs(list(tools.mcp.specs))  # a spec that names nothing is the command line's problem
+    except McpSpecError as exc:
         return str(exc)
     return None
 
@@ -105,17 +78,13 @@ def consent_of(allow_all: bool, allowed: Sequence[str]) -> Consent:
 async def start_host(mcp: McpFlags, on_notice: Any) -> ToolHost:
     """The MCP servers of ``--mcp``, started (a bad spec raises ``McpSpecError``, a usage error; a server
     that fails to start is a notice, and the turn goes on with the others' tools)."""
-    config, mod = mcp_module(), mcp_module(MCP_HOST)
-    if config is None or mod is None:
-        raise RuntimeError(NOT_INSTALLED)
-    servers = config.resolve_specs(list(mcp.specs))
-    host = mod.start_host(
-        servers,
+    from backends.mcp.config import resolve_specs
+    from backends.mcp.host import start_host as start  # the MCP SDK's import, paid only by a turn with --mcp
+
+    return await start(
+        resolve_specs(list(mcp.specs)),
         on_notice=on_notice,
         start_timeout_s=mcp.start_timeout_s,
         call_timeout_s=mcp.call_timeout_s,
         max_result_bytes=DEFAULT_MAX_RESULT_BYTES,
     )
-    if inspect.isawaitable(host):
-        host = await host
-    return host

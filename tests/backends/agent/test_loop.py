@@ -11,8 +11,8 @@ from collections.abc import Callable
 import pytest
 
 from backends.agent.consent import Consent
-from backends.agent.host import ToolResult
-from backends.agent.loop import AgentTurn, cap, supports_tools
+from backends.agent.host import ToolResult, cap
+from backends.agent.loop import AgentTurn, supports_tools
 from backends.base import build_request
 from backends.providers.registry import create_backend
 from telemetry.record import TurnRecord

@@ -7,7 +7,8 @@ import base64
 
 import mcp_types as types
 
-from backends.mcp.content import capped, result_text, to_result
+from backends.agent.host import ToolResult, cap
+from backends.mcp.content import result_text, to_result
 
 
 def test_text_is_joined_and_other_content_described() -> None:
@@ -46,7 +47,7 @@ def test_structured_content_alone_is_its_json_and_an_error_stays_one() -> None:
 
 def test_the_cap_cuts_at_a_characters_boundary_and_keeps_the_full_size() -> None:
     text = "é" * 10  # 2 bytes each
-    got = capped(text, is_error=False, max_bytes=5)
+    got = cap(ToolResult(text), max_bytes=5)
     assert (got.text, got.size_bytes, got.truncated) == ("éé", 20, True)
-    whole = capped(text, is_error=False, max_bytes=20)
+    whole = cap(ToolResult(text), max_bytes=20)
     assert (whole.text, whole.size_bytes, whole.truncated) == (text, 20, False)

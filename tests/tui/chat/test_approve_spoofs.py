@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,10 +34,7 @@ SPOOFS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path / "conf"))
+pytestmark = pytest.mark.usefixtures("fresh_dirs")
 
 
 def on_screen(app: App[Any]) -> str:

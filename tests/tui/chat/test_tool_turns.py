@@ -17,12 +17,11 @@ import pytest
 from rich.console import Console
 from textual.widgets import Static
 
-from backends.agent.host import ToolHost
 from backends.providers.registry import create_backend
 from telemetry.log.turns import read_records
 from tests.backends.mcp.servers import stdio
 from tests.fakes.agent_server import AgentServer, Call, Step
-from tests.support.tool_host import FakeHost, FakeTool
+from tests.support.tool_host import SEARCH_THEN_ANSWER, FakeHost, FakeTool, servers_holding
 from tests.support.tui_support import TimedBackend, factory_for, said, wait_until
 from tui.chat.app import ChatApp
 from tui.screens.approve import ApproveScreen
@@ -33,23 +32,13 @@ SIZE = (160, 60)
 WAIT_S = 60  # a loaded 2-core machine: generous
 
 
-@pytest.fixture(autouse=True)
-def _dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path / "conf"))
+pytestmark = pytest.mark.usefixtures("fresh_dirs")
 
 
 @pytest.fixture
 def search_then_answer() -> Iterator[AgentServer]:
-    script = [Step(calls=(Call("search", {"q": "noon"}),), first_ms=20), Step(text="It is noon.", first_ms=20)]
-    with AgentServer(script) as srv:
+    with AgentServer(list(SEARCH_THEN_ANSWER)) as srv:
         yield srv
-
-
-def _servers(host: ToolHost) -> ToolServers:
-    tools = ToolServers()
-    tools.host = host  # type: ignore[assignment]  # an in-process host in the MCP host's place
-    return tools
 
 
 def _app(srv: AgentServer, tools: ToolServers, **kw: Any) -> ChatApp:
@@ -85,7 +74,7 @@ def _tool_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def test_allow_once_runs_the_call_and_the_model_reads_its_result(search_then_answer: AgentServer) -> None:
     host = FakeHost(FakeTool("search", "found: it is noon\x1b[31m", server="web"))
-    app = _app(search_then_answer, _servers(host))
+    app = _app(search_then_answer, servers_holding(host))
     async with app.run_test(size=SIZE) as pilot:
         await _send(pilot, "what time is it?")
         await wait_until(pilot, lambda: isinstance(app.screen, ApproveScreen), timeout=WAIT_S)
@@ -124,7 +113,7 @@ async def test_allow_once_runs_the_call_and_the_model_reads_its_result(search_th
 
 async def test_always_allow_holds_for_the_chat_and_a_new_turn_is_not_asked(search_then_answer: AgentServer) -> None:
     host = FakeHost(FakeTool("search", "noon"))
-    app = _app(search_then_answer, _servers(host))
+    app = _app(search_then_answer, servers_holding(host))
     async with app.run_test(size=SIZE) as pilot:
         await _send(pilot, "first")
         await _answer(pilot, app, "A")
@@ -143,7 +132,7 @@ async def test_deny_tells_the_model_the_call_did_not_run_and_the_loop_goes_on(
     search_then_answer: AgentServer,
 ) -> None:
     host = FakeHost(FakeTool("search", "noon"))
-    app = _app(search_then_answer, _servers(host))
+    app = _app(search_then_answer, servers_holding(host))
     async with app.run_test(size=SIZE) as pilot:
         await _send(pilot, "what time is it?")
         await _answer(pilot, app, "d")
@@ -159,7 +148,7 @@ async def test_deny_tells_the_model_the_call_did_not_run_and_the_loop_goes_on(
 
 async def test_escape_in_the_dialog_denies_and_a_regenerate_asks_again(search_then_answer: AgentServer) -> None:
     host = FakeHost(FakeTool("search", "noon"))
-    app = _app(search_then_answer, _servers(host))
+    app = _app(search_then_answer, servers_holding(host))
     async with app.run_test(size=SIZE) as pilot:
         await _send(pilot, "what time is it?")
         await _answer(pilot, app, "escape")
@@ -175,7 +164,7 @@ async def test_escape_in_the_dialog_denies_and_a_regenerate_asks_again(search_th
 
 async def test_esc_during_a_slow_tool_stops_the_loop_and_keeps_every_step(search_then_answer: AgentServer) -> None:
     host = FakeHost(FakeTool("search", "late", delay_s=60))
-    app = _app(search_then_answer, _servers(host))
+    app = _app(search_then_answer, servers_holding(host))
     async with app.run_test(size=SIZE) as pilot:
         await _send(pilot, "what time is it?")
         await _answer(pilot, app, "a")
@@ -200,7 +189,7 @@ async def test_esc_during_a_slow_tool_stops_the_loop_and_keeps_every_step(search
 
 async def test_x_in_the_dialog_stops_the_turn_while_it_waits_for_an_answer(search_then_answer: AgentServer) -> None:
     host = FakeHost(FakeTool("search", "noon"))
-    app = _app(search_then_answer, _servers(host))
+    app = _app(search_then_answer, servers_holding(host))
     async with app.run_test(size=SIZE) as pilot:
         await _send(pilot, "what time is it?")
         await _answer(pilot, app, "x")
@@ -213,7 +202,7 @@ async def test_x_in_the_dialog_stops_the_turn_while_it_waits_for_an_answer(searc
 
 async def test_a_resumed_session_shows_each_call_and_how_it_ended(search_then_answer: AgentServer) -> None:
     host = FakeHost(FakeTool("search", "found: noon", server="web"))
-    app = _app(search_then_answer, _servers(host))
+    app = _app(search_then_answer, servers_holding(host))
     async with app.run_test(size=SIZE) as pilot:
         await _send(pilot, "what time is it?")
         await _answer(pilot, app, "a")
@@ -258,7 +247,7 @@ async def test_the_local_engine_says_once_that_it_takes_no_tools() -> None:
         api = "local"
 
     backend = Local(first_ms=5, token_ms=1, visible=3)
-    app = ChatApp("local", factory=factory_for(backend), tools=_servers(FakeHost(FakeTool("search"))))
+    app = ChatApp("local", factory=factory_for(backend), tools=servers_holding(FakeHost(FakeTool("search"))))
     async with app.run_test(size=SIZE) as pilot:
         await _send(pilot, "one")
         await _finished(pilot, app)
@@ -286,7 +275,7 @@ async def test_an_older_tool_using_turn_is_compacted_with_its_calls_and_results(
     from tui.widgets.transcript import CompactTurn
 
     host = FakeHost(FakeTool("search", "found: noon", server="web"))
-    app = _app(search_then_answer, _servers(host))
+    app = _app(search_then_answer, servers_holding(host))
     async with app.run_test(size=SIZE) as pilot:
         await _send(pilot, "first")
         await _answer(pilot, app, "s")  # always: the later turns run without a dialog
@@ -312,7 +301,7 @@ async def test_each_steps_answer_numbers_its_code_blocks_after_the_last_steps() 
     first = "Let me look:\n\n```python\nprint(1)\n```\n"
     script = [Step(text=first, calls=(Call("search", {"q": "x"}),)), Step(text="Here:\n\n```python\nprint(2)\n```\n")]
     with AgentServer(script) as srv:
-        app = _app(srv, _servers(FakeHost(FakeTool("search", "ok"))))
+        app = _app(srv, servers_holding(FakeHost(FakeTool("search", "ok"))))
         async with app.run_test(size=SIZE) as pilot:
             await _send(pilot, "code please")
             await _answer(pilot, app, "a")
@@ -328,7 +317,7 @@ async def test_arguments_nested_past_the_guard_are_refused_without_asking_and_th
     host = FakeHost(FakeTool("search", "never"))
     script = [Step(calls=(Call("search", raw=deep),), first_ms=20), Step(text="I could not search.", first_ms=20)]
     with AgentServer(script) as srv:
-        app = _app(srv, _servers(host))
+        app = _app(srv, servers_holding(host))
         async with app.run_test(size=SIZE) as pilot:
             await _send(pilot, "what time is it?")
             await _finished(pilot, app)

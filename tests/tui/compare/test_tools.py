@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
 from backends.agent.consent import Consent
-from backends.agent.host import ToolHost
 from backends.providers.registry import create_backend
-from tests.fakes.agent_server import AgentServer, Call, Step
-from tests.support.tool_host import FakeHost, FakeTool
+from tests.fakes.agent_server import AgentServer
+from tests.support.tool_host import SEARCH_THEN_ANSWER, FakeHost, FakeTool, servers_holding
 from tests.support.tui_support import wait_until
 from tui.compare.app import CompareApp
 from tui.compare.pane import PaneView
@@ -29,23 +27,13 @@ SIZE = (160, 48)
 WAIT_S = 60  # a loaded 2-core machine: generous
 
 
-@pytest.fixture(autouse=True)
-def _dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path / "conf"))
+pytestmark = pytest.mark.usefixtures("fresh_dirs")
 
 
 @pytest.fixture
 def srv() -> Iterator[AgentServer]:
-    script = [Step(calls=(Call("search", {"q": "noon"}),), first_ms=20), Step(text="It is noon.", first_ms=20)]
-    with AgentServer(script) as server:
+    with AgentServer(list(SEARCH_THEN_ANSWER)) as server:
         yield server
-
-
-def _servers(host: ToolHost) -> ToolServers:
-    tools = ToolServers()
-    tools.host = host  # type: ignore[assignment]  # an in-process host in the MCP host's place
-    return tools
 
 
 def _app(srv: AgentServer, host: FakeHost, **kw: Any) -> CompareApp:
@@ -54,7 +42,7 @@ def _app(srv: AgentServer, host: FakeHost, **kw: Any) -> CompareApp:
     def factory(spec: str, base_url: str | None) -> Any:
         return create_backend(spec, base_url=base_url, lean=True)
 
-    return CompareApp(backends, factory=factory, tools=_servers(host), session_id="s1", **kw)
+    return CompareApp(backends, factory=factory, tools=servers_holding(host), session_id="s1", **kw)
 
 
 async def _send(pilot: Any, app: CompareApp) -> None:
@@ -137,7 +125,7 @@ async def test_allow_tools_from_the_command_line_asks_nothing(srv: AgentServer) 
             assert rec.status == "ok" and not any(s["kind"] == "approval" for s in rec.steps)
 
 
-async def test_the_prompt_given_on_the_command_line_waits_for_the_servers(srv: AgentServer) -> None:
+async def test_the_prompt_given_on_the_command_line_waits_for_theservers_holding(srv: AgentServer) -> None:
     host = FakeHost(FakeTool("search", "noon"))
     tools = ToolServers([])
     tools.servers = [object()]  # type: ignore[list-item]  # "configured": the host lands a moment later

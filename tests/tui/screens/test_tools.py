@@ -23,10 +23,7 @@ from tui.tool_servers import ToolServers
 SIZE = (160, 48)
 
 
-@pytest.fixture(autouse=True)
-def _dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path / "conf"))
+pytestmark = pytest.mark.usefixtures("fresh_dirs")
 
 
 def _quick() -> TimedBackend:

@@ -24,7 +24,6 @@ from tui.commands.bench.flag_types import (
 )
 from tui.commands.bench.flags import DEFAULT_CTX, DEFAULT_MAX_IN_FLIGHT, DEFAULT_SLOTS, LOCAL_SERVER
 from tui.commands.flags import local_flags_problem
-from tui.commands.tools import MCP_HOST, NOT_INSTALLED, mcp_module
 from tui.format import visible_controls
 
 
@@ -176,12 +175,11 @@ def tools_config(args: argparse.Namespace) -> ToolsConfig | None:
         return ToolsConfig(latency_ms=args.tool_latency, max_steps=args.max_steps)
     if not args.mcp:
         return None
-    config, host = mcp_module(), mcp_module(MCP_HOST)
-    if config is None or host is None:
-        raise BenchAbort("usage", NOT_INSTALLED)
+    from backends.mcp.config import McpSpecError, resolve_specs
+
     try:
-        servers = config.resolve_specs(args.mcp)
-    except config.McpSpecError as exc:
+        servers = resolve_specs(args.mcp)
+    except McpSpecError as exc:
         raise BenchAbort("usage", str(exc)) from None
     return ToolsConfig(
         servers=tuple(servers),
@@ -193,15 +191,12 @@ def tools_config(args: argparse.Namespace) -> ToolsConfig | None:
 
 def local_problem(args: argparse.Namespace) -> str | None:
     """--gpu-layers, --threads, --flash-attn: for -m local and -m local-server; --server-bin: local-server."""
-    from backends.providers.registry import ProviderError, is_local_spec
+    from backends.providers.registry import names_local_engine
 
     if is_local_server(args.model):
         return None
-    try:
-        local = is_local_spec(args.model)
-    except ProviderError:  # a config that does not read: the run's start says so
-        local = True
-    problem = local_flags_problem(local_flags(args), local)
+    # a config that does not read (None): the run's start says so
+    problem = local_flags_problem(local_flags(args), names_local_engine(args.model) is not False)
     return f"{problem} (or -m local-server)" if problem and "--server-bin" not in problem else problem
 
 
