@@ -19,7 +19,7 @@ import asyncio
 import warnings
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -48,15 +48,18 @@ from telemetry.export.log_data import (
     log_frame,
     read_log,
 )
-from telemetry.log.turns import SessionLog, new_session_id
+from telemetry.log.turns import SessionLog, check_session_id, new_session_id
 from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
+from telemetry.values import checked
+from telemetry.values.checked import BadValue
 
 if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "BadValue",
     "BenchAbort",
     "BenchPlan",
     "BenchResult",
@@ -96,7 +99,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-SETTINGS = frozenset(f.name for f in fields(TurnSettings))
 TARGET_SETTINGS = frozenset({"timeout", "headers"})  # a Target's own connection settings
 
 
@@ -108,17 +110,45 @@ def resolve(spec: str, base_url: str | None = None, **settings: Any) -> Target:
     unknown = set(settings) - TARGET_SETTINGS
     if unknown:
         raise TypeError(f"resolve() got unknown settings {sorted(unknown)}; it takes {sorted(TARGET_SETTINGS)}")
-    target = _resolve(spec, base_url=base_url)
+    if not isinstance(spec, str):
+        raise TypeError(f"the spec is text such as 'openai:gpt-4o-mini' or 'local', not {type(spec).__name__}")
+    pane = parse_model(spec, base_url)  # PROVIDER:MODEL@URL, as compare's panes take it: the URL is the address
+    if "timeout" in settings and settings["timeout"] is not None:
+        settings["timeout"] = _checked("timeout", checked.seconds, settings["timeout"])
+    target = _resolve(pane.spec, base_url=pane.base_url)
     return replace(target, **settings) if settings else target
 
 
 def turn_settings(**settings: Any) -> TurnSettings:
-    """The keyword arguments as TurnSettings (``temperature=0.2, max_output_tokens=64, ...``);
-    TypeError naming any that is not one of its fields."""
-    unknown = set(settings) - SETTINGS
-    if unknown:
-        raise TypeError(f"unknown turn settings {sorted(unknown)}; the settings are {sorted(SETTINGS)}")
-    return TurnSettings(**settings)
+    """The keyword arguments as TurnSettings (``temperature=0.2, max_output_tokens=64, ...``), each checked
+    as its flag is (``BadValue``, a TtftError and a ValueError, in the CLI's words); TypeError naming any
+    that is not one of its fields."""
+    return checked.settings(**settings)
+
+
+def _checked(name: str, check: Callable[[object], T], value: object) -> T:
+    """``value`` through one of telemetry.checked's checks, its refusal naming the argument."""
+    try:
+        return check(value)
+    except BadValue as exc:
+        raise BadValue(f"{name} {exc}") from None
+
+
+def _turn_arguments(target: object, prompt: object, timeout_s: object, session: object) -> None:
+    """What arun_turn is given, checked before anything is sent (the CLI's checks, the API's names)."""
+    if not isinstance(target, Target | str):
+        raise TypeError(f"target is a Target (ttft.resolve) or a spec such as 'openai:gpt-4o-mini', not {target!r}")
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt is text, not {type(prompt).__name__}")
+    if timeout_s is not None:
+        _checked("timeout_s", checked.seconds, timeout_s)
+    if session is not None:
+        if not isinstance(session, str):
+            raise TypeError(f"session is a session id (text), not {type(session).__name__}")
+        try:
+            check_session_id(session)
+        except ValueError as exc:
+            raise BadValue(str(exc)) from None
 
 
 async def arun_turn(
@@ -151,8 +181,9 @@ async def arun_turn(
     ``wait_ms.client_lag`` (ttft's own) and the diagnosis says so, rather than blaming the server.
     """
     submitted = ev.now_ns()  # ttft's own delay runs from this call to the send, as from ask's start
+    _turn_arguments(target, prompt, timeout_s, session)
     request = build_request(prompt, system=system, settings=turn_settings(**settings))
-    resolved = target if isinstance(target, Target) else _resolve(target)
+    resolved = target if isinstance(target, Target) else resolve(target)
     share = await _share.loop_share()
     # The local engine runs in this process, one model per backend: never shared across turns.
     own = resolved.local

@@ -140,6 +140,7 @@ SUB_ALLOWED: dict[str, set[str]] = {
     "telemetry.export": {"telemetry.log"},
     "telemetry.bench": {"telemetry.log", "telemetry.server"},
     "telemetry.compare": {"telemetry.export", "telemetry.log"},
+    "telemetry.values": {"telemetry.log"},
     "backends.transport": set(),
     "backends.local": set(),
     "backends.otel": set(),

@@ -3,6 +3,8 @@
 The CLI builds one from its flags (``tui.commands.bench.args.plan``); a notebook builds one by hand::
 
     from backends.load.driver import LoadConfig
+from telemetry.values import checked
+from telemetry.values.checked import BadValue
     from backends.load.plan import BenchPlan, Users
 
     plan = BenchPlan.of(
@@ -23,6 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from backends.load.driver import LoadConfig
+from telemetry.values import checked
+from telemetry.values.checked import BadValue
 
 if TYPE_CHECKING:
     from backends.load.cluster.address import ClusterAddress
@@ -138,8 +142,8 @@ class BenchPlan:
         (``requests``, ``seed``, ...) and this class's (``base_url``, ``slo``, ...)."""
         from dataclasses import fields
 
-        if len({type(lv) for lv in levels}) > 1:
-            raise ValueError("a run's levels are all of one kind (users, a rate or a trace's speedup)")
+        _check_levels(tuple(levels), searched=settings.get("capacity") is not None)
+        _check_counts(settings)
         from telemetry.bench.workload.lengths import Lengths
         from telemetry.bench.workload.plan import Workload
 
@@ -154,6 +158,40 @@ class BenchPlan:
         rid = run_id or new_run_id()
         rest = {k: v for k, v in settings.items() if k not in names}
         return BenchPlan(spec, load, out or Path(f"ttft-{rid}"), rid, **rest)  # type: ignore[arg-type]
+
+
+# The load's counts as the flags take them: at least 1 (``--requests N``), or 0 for none (``--warmup``).
+_AT_LEAST_ONE = ("requests", "input_tokens", "max_output_tokens", "workers", "max_in_flight")
+_AT_LEAST_NONE = ("warmup",)
+
+
+def _check_levels(levels: tuple[object, ...], *, searched: bool) -> None:
+    """What ``--concurrency``/``--request-rate``/``--speedup`` accept: at least one level (a capacity search
+    finds its own), each above 0, all of one kind. A plan from the API is held to the flags' rules
+    (BadValue, in their words)."""
+    if not levels and not searched:
+        raise BadValue("levels: give at least one level, e.g. levels=[Users(1), Users(4)]")
+    for lv in levels:
+        if not isinstance(lv, Level) or type(lv) is Level:
+            raise BadValue(f"levels: each is Users(n), Rate(r) or Speedup(x), not {lv!r}")
+        try:
+            value = checked.number(lv.value)
+        except BadValue as exc:
+            raise BadValue(f"levels: {exc}") from None
+        if value <= 0:
+            raise BadValue(f"levels must be > 0, got {lv!r}")
+    if len({type(lv) for lv in levels}) > 1:
+        raise BadValue("a run's levels are all of one kind (users, a rate or a trace's speedup)")
+
+
+def _check_counts(settings: Mapping[str, object]) -> None:
+    for name in _AT_LEAST_ONE + _AT_LEAST_NONE:
+        if name in settings and settings[name] is not None:
+            check = checked.positive_int if name in _AT_LEAST_ONE else checked.non_negative_int
+            try:
+                check(settings[name])
+            except BadValue as exc:
+                raise BadValue(f"{name} {exc}") from None
 
 
 def new_run_id() -> str:

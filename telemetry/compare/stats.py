@@ -49,12 +49,15 @@ class MetricSpec:
     lower_is_better: bool = True
 
 
-def _metric(name: str) -> Callable[[TurnRecord], float | None]:
-    def get(rec: TurnRecord) -> float | None:
-        v = getattr(rec.metrics, name)
-        return float(v) if v is not None else None
+@dataclass(frozen=True, slots=True)
+class _Metric:
+    """A record's figure by name (a class, not a closure, so a comparison pickles)."""
 
-    return get
+    name: str
+
+    def __call__(self, rec: TurnRecord) -> float | None:
+        v = getattr(rec.metrics, self.name)
+        return float(v) if v is not None else None
 
 
 def _output_tokens(rec: TurnRecord) -> float | None:
@@ -63,29 +66,32 @@ def _output_tokens(rec: TurnRecord) -> float | None:
 
 
 METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("ttft", "TTFT", "ms", _metric("ttft_ms"), "reaches the first token {amount} sooner than"),
-    MetricSpec("ttfvt", "TTFVT", "ms", _metric("ttfvt_ms"), "shows the first visible text {amount} sooner than"),
-    MetricSpec("tpot", "TPOT", "ms", _metric("tpot_ms"), "spends {amount} less per output token than"),
-    MetricSpec("e2e", "E2E", "ms", _metric("e2e_ms"), "finishes {amount} sooner than"),
+    MetricSpec("ttft", "TTFT", "ms", _Metric("ttft_ms"), "reaches the first token {amount} sooner than"),
+    MetricSpec("ttfvt", "TTFVT", "ms", _Metric("ttfvt_ms"), "shows the first visible text {amount} sooner than"),
+    MetricSpec("tpot", "TPOT", "ms", _Metric("tpot_ms"), "spends {amount} less per output token than"),
+    MetricSpec("e2e", "E2E", "ms", _Metric("e2e_ms"), "finishes {amount} sooner than"),
     # Fewest wins: output length dominates latency, so this column explains E2E.
     MetricSpec("output_tokens", "output tokens", "tokens", _output_tokens, "writes {bare} fewer output tokens than"),
 )
 
 
-def _agent(name: str) -> Callable[[TurnRecord], float | None]:
-    def get(rec: TurnRecord) -> float | None:
-        v = (rec.agent or {}).get(name)
-        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+@dataclass(frozen=True, slots=True)
+class _Agent:
+    """A tool-using turn's figure from its ``agent`` split, by name."""
 
-    return get
+    name: str
+
+    def __call__(self, rec: TurnRecord) -> float | None:
+        v = (rec.agent or {}).get(self.name)
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
 # A tool-using turn's E2E runs from the first send to the last token of the final answer (telemetry.agent.steps).
-ANSWER = MetricSpec("e2e", "E2E", "ms", _metric("e2e_ms"), "reaches the final answer {amount} sooner than")
+ANSWER = MetricSpec("e2e", "E2E", "ms", _Metric("e2e_ms"), "reaches the final answer {amount} sooner than")
 AGENT_METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("steps", "steps", "steps", _agent("step_count"), "takes {bare} fewer steps to the answer than"),
-    MetricSpec("tools", "tool time", "ms", _agent("time_in_tools_ms"), "spends {amount} less in tools than"),
-    MetricSpec("own", "ttft's own", "ms", _agent("time_in_ttft_ms"), "spends {amount} less in ttft's own work than"),
+    MetricSpec("steps", "steps", "steps", _Agent("step_count"), "takes {bare} fewer steps to the answer than"),
+    MetricSpec("tools", "tool time", "ms", _Agent("time_in_tools_ms"), "spends {amount} less in tools than"),
+    MetricSpec("own", "ttft's own", "ms", _Agent("time_in_ttft_ms"), "spends {amount} less in ttft's own work than"),
 )
 METRIC_BY_KEY = {m.key: m for m in (*METRICS, *AGENT_METRICS)}
 

@@ -259,3 +259,91 @@ def test_the_log_reads_back_through_the_api_as_records_and_frames(srv: FakeServe
     assert frame["prompt"].to_list() == ["one", "two"] and frame["metrics.ttft_ms"].null_count() == 0
     with pytest.raises(api.LogReadError):
         api.read_log("no-such-session")
+
+
+# --- values checked before anything is sent, in the CLI's words; results that pickle -----------------
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"temperature": "hot"}, "temperature expected a number, got 'hot'"),
+        ({"temperature": -1}, "temperature must be 0 or more"),
+        ({"temperature": float("nan")}, "temperature expected a finite number"),
+        ({"max_output_tokens": 0}, "max_output_tokens must be at least 1, got 0"),
+        ({"max_output_tokens": True}, "max_output_tokens expected a whole number"),
+        ({"max_output_tokens": 2.5}, "max_output_tokens expected a whole number"),
+        ({"max_retries": -1}, "max_retries must be 0 or more"),
+        ({"reasoning_effort": "turbo"}, "reasoning_effort expected one of none, minimal"),
+        ({"deadline_s": 0}, "deadline_s must be a number of seconds above 0"),
+        ({"stream": "yes"}, "stream expected True or False"),
+    ],
+)
+def test_a_turns_settings_are_refused_in_the_clis_words_before_anything_is_sent(
+    srv: FakeServer, env: Path, settings: dict, said: str
+) -> None:
+    before = len(srv.generation_requests())
+    with pytest.raises(api.BadValue, match=said.replace("(", r"\(")) as caught:
+        api.run_turn(api.resolve("compat:m", srv.openai_base_url), "hi", **settings)
+    assert isinstance(caught.value, api.TtftError) and isinstance(caught.value, ValueError)
+    assert len(srv.generation_requests()) == before and not (env / "sessions").exists()
+
+
+def test_the_cli_refuses_the_same_values_with_the_same_words(capsys: pytest.CaptureFixture[str], env: Path) -> None:
+    from tui.cli import main
+
+    with pytest.raises(SystemExit) as ended:
+        main(["ask", "-m", "compat:m", "--base-url", "http://127.0.0.1:9/v1", "--temperature", "hot", "hi"])
+    assert ended.value.code == 2
+    assert "--temperature: expected a number, got 'hot'" in capsys.readouterr().err
+    with pytest.raises(api.BadValue, match="temperature expected a number, got 'hot'"):
+        api.turn_settings(temperature="hot")
+
+
+def test_adaptive_thinking_is_asked_as_the_flag_asks_it() -> None:
+    s = api.turn_settings(thinking_budget="adaptive", max_output_tokens=64)
+    assert (s.thinking_budget, s.extra, s.max_output_tokens) == (None, {"thinking": "adaptive"}, 64)
+
+
+def test_turn_arguments_of_the_wrong_kind_say_what_they_take(srv: FakeServer, env: Path) -> None:
+    with pytest.raises(TypeError, match="target is a Target"):
+        api.run_turn(None, "hi")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="prompt is text"):
+        api.run_turn("compat:m", 42)  # type: ignore[arg-type]
+    with pytest.raises(api.BadValue, match="timeout_s expected a number, got 'x'"):
+        api.run_turn(api.resolve("compat:m", srv.openai_base_url), "hi", timeout_s="x")
+    with pytest.raises(api.BadValue, match="is not a session id"):
+        api.run_turn(api.resolve("compat:m", srv.openai_base_url), "hi", session="../elsewhere")
+    assert not (env / "sessions").exists()
+
+
+def test_resolve_reads_a_panes_url_as_the_address_not_the_model(srv: FakeServer) -> None:
+    target = api.resolve(f"compat:x@{srv.openai_base_url}")
+    assert (target.model, target.base_url) == ("x", srv.openai_base_url)
+
+
+@pytest.mark.parametrize(
+    ("levels", "settings", "said"),
+    [
+        ([], {}, "give at least one level"),
+        ([api.Users(0)], {}, "levels must be > 0"),
+        ([api.Users(-1)], {}, "levels must be > 0"),
+        ([api.Rate(float("inf"))], {}, "finite"),
+        ([api.Users(1)], {"requests": 0}, "requests must be at least 1, got 0"),
+        ([api.Users(1)], {"warmup": -1}, "warmup must be 0 or more"),
+    ],
+)
+def test_a_bench_plan_is_held_to_the_flags_rules(levels: list, settings: dict, said: str) -> None:
+    with pytest.raises(api.BadValue, match=said):
+        api.bench_plan("compat:m", levels=levels, base_url="http://127.0.0.1:9/v1", **settings)
+
+
+def test_results_pickle_for_a_process_pool_or_a_cache(srv: FakeServer, env: Path) -> None:
+    import pickle
+
+    plan = api.compare_plan([f"compat:a@{srv.openai_base_url}", f"compat:b@{srv.openai_base_url}"], "hi")
+    result = api.run_compare(plan)
+    again = pickle.loads(pickle.dumps(result))
+    assert again.to_dict() == result.to_dict() and again.records[0][0].answer == result.records[0][0].answer
+    rec = api.run_turn(api.resolve("compat:m", srv.openai_base_url), "hi")
+    assert pickle.loads(pickle.dumps(rec)) == rec
+    bench = api.bench_plan("compat:m", levels=[api.Users(2)], base_url=srv.openai_base_url, requests=2)
+    assert pickle.loads(pickle.dumps(bench)) == bench

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
 from telemetry.settings import PROMPT_LOOKUP, TurnSettings
+from telemetry.values.checked import ADAPTIVE
 from tui.commands.flags import (
-    ADAPTIVE,
     DEFAULT_MAX_RETRIES,
     LocalFlags,
     McpFlags,

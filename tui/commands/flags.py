@@ -23,13 +23,14 @@ never sent to a server or silently replaced by a default.
 from __future__ import annotations
 
 import argparse
-import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
-from telemetry.log.quote import cut, quoted
+from telemetry.log.quote import cut
+from telemetry.values import checked
+from telemetry.values.checked import EFFORTS, SUMMARIES, THINKING_DISPLAYS, BadValue
 
 if TYPE_CHECKING:
     from backends.providers.config import McpServerConfig
@@ -47,31 +48,29 @@ def model_spec(value: str) -> str:
     return value.strip()
 
 
+def _typed(check: Callable[[object], Any]) -> Callable[[str], Any]:
+    """A ``type=`` function from one of :mod:`telemetry.values.checked`'s checks: the API's words, argparse's error."""
+
+    def parse(value: str) -> Any:
+        try:
+            return check(value)
+        except BadValue as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = parse.__qualname__ = check.__name__  # argparse names a failed type by it
+    parse.__doc__ = check.__doc__
+    return parse
+
+
 def _number(value: str, kind: type[int] | type[float]) -> int | float:
-    try:
-        n = kind(value)
-    except ValueError:
-        what = "a whole number" if kind is int else "a number"
-        raise argparse.ArgumentTypeError(f"expected {what}, got {quoted(value)}") from None
-    if isinstance(n, float) and not math.isfinite(n):  # nan would reach the request body as invalid JSON
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {quoted(value)}")
-    return n
+    return _typed(lambda v: checked.number(v, kind))(value)
 
 
-def positive_int(value: str) -> int:
-    """``--max-output-tokens N``: at least 1 (0 or less is a request no server can answer)."""
-    n = int(_number(value, int))
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {cut(str(n))}")
-    return n
-
-
-def non_negative_int(value: str) -> int:
-    """``--max-retries N``: 0 means no retry."""
-    n = int(_number(value, int))
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {cut(str(n))}")
-    return n
+positive_int = _typed(checked.positive_int)  # --max-output-tokens N: at least 1
+non_negative_int = _typed(checked.non_negative_int)  # --max-retries N: 0 means no retry
+seconds = _typed(checked.seconds)  # --timeout S: above 0
+temperature = _typed(checked.temperature)  # --temperature T: finite, not negative
+deadline = _typed(checked.seconds)  # --deadline S: the whole turn's limit
 
 
 def gpu_layers(value: str) -> int:
@@ -82,50 +81,10 @@ def gpu_layers(value: str) -> int:
     return n
 
 
-def seconds(value: str) -> float:
-    """``--timeout S``: above 0 (0 would mean the default, a negative one nothing sensible)."""
-    s = float(_number(value, float))
-    if s <= 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {quoted(value)}")
-    return s
-
-
-def temperature(value: str) -> float:
-    """``--temperature T``: finite and not negative (each API caps it itself: 2 for OpenAI, 1 for Anthropic)."""
-    t = float(_number(value, float))
-    if t < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {quoted(value)}")
-    return t
-
-
-def deadline(value: str) -> float:
-    """``--deadline S``: a positive, finite number of seconds for the whole turn."""
-    try:
-        secs = float(value)
-    except ValueError:
-        secs = float("nan")
-    if not secs > 0 or secs == float("inf"):
-        raise argparse.ArgumentTypeError(f"takes a positive number of seconds, not {quoted(value)}")
-    return secs
-
-
 # --- the turn flags -------------------------------------------------------------------------------
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-SUMMARIES = ("auto", "concise", "detailed")
-THINKING_DISPLAYS = ("summarized", "omitted")
-ADAPTIVE = "adaptive"
+
 DEFAULT_MAX_RETRIES = 2
-
-
-def thinking_budget(value: str) -> int | str:
-    """``--thinking-budget N|adaptive``: a number of tokens (at least 1) or Anthropic's adaptive thinking."""
-    if value.strip().lower() == ADAPTIVE:
-        return ADAPTIVE
-    try:
-        return positive_int(value)
-    except argparse.ArgumentTypeError:
-        what = f"takes a number of tokens (at least 1) or 'adaptive', not {quoted(value)}"
-        raise argparse.ArgumentTypeError(what) from None
+thinking_budget = _typed(checked.thinking_budget)  # --thinking-budget N|adaptive
 
 
 def add_turn_flags(
