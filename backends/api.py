@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
-from backends.base import build_request
+from backends.base import Message, build_request
 from backends.compare.panes import MAX_PANES, PaneSpec, parse_model
 from backends.compare.run import ComparePlan, CompareResult
 from backends.compare.run import run_compare as _run_compare
@@ -33,7 +33,7 @@ from backends.load.bench import run_bench as _run_bench
 from backends.load.plan import BenchPlan, Level, Rate, Speedup, Users
 from backends.probe.orchestrate import ProbePlan, ProbeResult
 from backends.probe.orchestrate import run_probe as _run_probe
-from backends.providers.registry import ProviderError, Target, create_backend
+from backends.providers.registry import ProviderError, Target, checked_key, create_backend
 from backends.providers.registry import resolve as _resolve
 from backends.turn import new_recorder
 from backends.turn import run_turn as _run_turn
@@ -53,7 +53,7 @@ from telemetry.record import TurnRecord
 from telemetry.recorder import TurnRecorder
 from telemetry.settings import TurnSettings
 from telemetry.values import checked
-from telemetry.values.checked import BadValue
+from telemetry.values.checked import BadValue, SettingsKw
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,11 +63,14 @@ __all__ = [
     "BenchAbort",
     "BenchPlan",
     "BenchResult",
+    "Client",
     "ComparePlan",
     "CompareResult",
+    "Conversation",
     "Level",
     "LogReadError",
     "LogRecords",
+    "Message",
     "MissingEngine",
     "ProbePlan",
     "ProbeResult",
@@ -119,7 +122,7 @@ def resolve(spec: str, base_url: str | None = None, **settings: Any) -> Target:
     return replace(target, **settings) if settings else target
 
 
-def turn_settings(**settings: Any) -> TurnSettings:
+def turn_settings(**settings: Unpack[SettingsKw]) -> TurnSettings:
     """The keyword arguments as TurnSettings (``temperature=0.2, max_output_tokens=64, ...``), each checked
     as its flag is (``BadValue``, a TtftError and a ValueError, in the CLI's words); TypeError naming any
     that is not one of its fields."""
@@ -161,14 +164,18 @@ async def arun_turn(
     sdk: bool = False,
     timeout_s: float | None = None,
     on_event: Callable[[ev.Event], None] | None = None,
-    **settings: Any,
+    key: str | None = None,
+    history: Sequence[Message] = (),
+    **settings: Unpack[SettingsKw],
 ) -> TurnRecord:
     """One turn, as ``ttft ask`` runs it; the record as logged.
 
     ``target``: a Target, or a spec resolved here. ``system``: the system prompt. ``log``: append the
     turn to the session log (``session``: that session's id; default a new one), as ``ttft ask`` does.
     ``sdk``: read with the API's SDK rather than ttft's own reader. ``on_event``: each event as it
-    arrives (the answer's text is in ``TextDelta`` events). ``settings``: TurnSettings' fields.
+    arrives (the answer's text is in ``TextDelta`` events). ``key``: the API key, in place of the
+    environment's (masked wherever ttft writes). ``history``: the conversation before this prompt
+    (:class:`Conversation` keeps it for you). ``settings``: TurnSettings' fields, checked as their flags.
 
     A turn that fails at the server is a record with ``status == "error"``, never an exception; a
     target that cannot be reached as given (bad spec, no key) raises ProviderError. The local engine
@@ -182,7 +189,9 @@ async def arun_turn(
     """
     submitted = ev.now_ns()  # ttft's own delay runs from this call to the send, as from ask's start
     _turn_arguments(target, prompt, timeout_s, session)
-    request = build_request(prompt, system=system, settings=turn_settings(**settings))
+    if key is not None and not isinstance(key, str):
+        raise TypeError(f"key is text, not {type(key).__name__}")
+    request = build_request(prompt, system=system, history=history, settings=turn_settings(**settings))
     resolved = target if isinstance(target, Target) else resolve(target)
     share = await _share.loop_share()
     # The local engine runs in this process, one model per backend: never shared across turns.
@@ -190,7 +199,7 @@ async def arun_turn(
     if own:
         backend = create_backend(resolved, timeout_s=timeout_s, lean=not sdk)
     else:
-        backend = share.backend(resolved, timeout_s, sdk)
+        backend = share.backend(resolved, timeout_s, sdk, key)
     session_log = SessionLog(session) if log else None
     recorder = new_recorder(
         backend,
@@ -222,6 +231,150 @@ def run_turn(target: Target | str, prompt: str, **kwargs: Any) -> TurnRecord:
     thread, so they share its clients as ``arun_turn`` calls on one loop do; ``on_event`` is called on
     that thread."""
     return _share.run_sync(lambda: arun_turn(target, prompt, **kwargs))
+
+
+class Client:
+    """One target held for many turns: its spec resolved, its key and settings checked once, here, before
+    anything is sent (as the CLI checks its flags), and its connections kept between turns.
+
+    ``Client("openai:gpt-4o-mini", key=..., temperature=0.2)`` then ``client.prompt("hi")`` (or ``await
+    client.aprompt("hi")``) runs one turn on it; ``client.conversation()`` keeps a history, so each prompt
+    sends the turns before it. A turn's own settings override the client's. The turns go to one session
+    log (``session``, or a new one made now); ``log=False`` writes none. A turn that fails at the server
+    is a record with ``status == "error"``; a bad argument raises here (:class:`BadValue`, TypeError,
+    ProviderError).
+
+    Connections: turns on one event loop share one pool per target and key (the bench's path, see
+    :func:`arun_turn`), so a client's second turn finds its first turn's connection kept alive
+    (``record.http.connection == "reused"``). ``close()`` / ``await aclose()`` (or ``with`` / ``async
+    with``) drop the loop's pooled connections."""
+
+    def __init__(
+        self,
+        spec: str | Target,
+        *,
+        key: str | None = None,
+        base_url: str | None = None,
+        system: str | None = None,
+        timeout_s: float | None = None,
+        sdk: bool = False,
+        log: bool = True,
+        session: str | None = None,
+        **settings: Unpack[SettingsKw],
+    ) -> None:
+        _turn_arguments(spec, "", timeout_s, session)
+        if key is not None and not isinstance(key, str):
+            raise TypeError(f"key is text, not {type(key).__name__}")
+        if system is not None and not isinstance(system, str):
+            raise TypeError(f"system is text, not {type(system).__name__}")
+        self.target = spec if isinstance(spec, Target) else resolve(spec, base_url)
+        if key is not None:
+            checked_key(key, "the key given")  # a line break or stray space, said now (and masked from here on)
+        turn_settings(**settings)  # checked now, not at the first turn
+        self.system, self.timeout_s, self.sdk, self.log = system, timeout_s, sdk, log
+        self.settings: SettingsKw = settings
+        self.session = session if session is not None or not log else new_session_id()
+        self._key = key
+
+    def __repr__(self) -> str:  # never the key
+        return f"Client({self.target.spec!r}, base_url={self.target.base_url!r})"
+
+    async def aprompt(
+        self,
+        prompt: str,
+        *,
+        system: str | None = None,
+        on_event: Callable[[ev.Event], None] | None = None,
+        history: Sequence[Message] = (),
+        **settings: Unpack[SettingsKw],
+    ) -> TurnRecord:
+        """One turn on this client: the record as logged (see :func:`arun_turn`). ``system``: this turn's
+        system prompt (default: the client's); ``settings``: this turn's, over the client's."""
+        merged: SettingsKw = {**self.settings, **settings}
+        return await arun_turn(
+            self.target,
+            prompt,
+            system=system if system is not None else self.system,
+            log=self.log,
+            session=self.session,
+            sdk=self.sdk,
+            timeout_s=self.timeout_s,
+            on_event=on_event,
+            key=self._key,
+            history=history,
+            **merged,
+        )
+
+    def prompt(
+        self,
+        prompt: str,
+        *,
+        system: str | None = None,
+        on_event: Callable[[ev.Event], None] | None = None,
+        history: Sequence[Message] = (),
+        **settings: Unpack[SettingsKw],
+    ) -> TurnRecord:
+        """:meth:`aprompt`, synchronously (on the synchronous API's own loop, as :func:`run_turn`)."""
+        return _share.run_sync(
+            lambda: self.aprompt(prompt, system=system, on_event=on_event, history=history, **settings)
+        )
+
+    def conversation(self, *, system: str | None = None) -> Conversation:
+        """A conversation on this client: each prompt sends the turns before it."""
+        return Conversation(self, system=system)
+
+    async def aclose(self) -> None:
+        """Drop the running loop's pooled connections (the next turn opens new ones)."""
+        await _share.aclose()
+
+    def close(self) -> None:
+        """Drop the synchronous turns' pooled connections."""
+        _share.run_sync(_share.aclose)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class Conversation:
+    """A conversation on a :class:`Client`: each prompt sends the system prompt, the turns so far and the
+    new prompt. A turn that gave no answer (it failed, or was cut before any text) is not added, so the
+    next prompt goes out as if it had not been asked. ``messages`` is the history so far;
+    ``records`` every turn's record, in order."""
+
+    def __init__(self, client: Client, *, system: str | None = None) -> None:
+        if system is not None and not isinstance(system, str):
+            raise TypeError(f"system is text, not {type(system).__name__}")
+        self.client = client
+        self.system = system
+        self.messages: list[Message] = []
+        self.records: list[TurnRecord] = []
+
+    async def aprompt(
+        self, prompt: str, *, on_event: Callable[[ev.Event], None] | None = None, **settings: Unpack[SettingsKw]
+    ) -> TurnRecord:
+        """The next turn of the conversation (see :meth:`Client.aprompt`)."""
+        record = await self.client.aprompt(
+            prompt, system=self.system, on_event=on_event, history=tuple(self.messages), **settings
+        )
+        self.records.append(record)
+        if record.answer:
+            self.messages += [Message("user", prompt), Message("assistant", record.answer)]
+        return record
+
+    def prompt(
+        self, prompt: str, *, on_event: Callable[[ev.Event], None] | None = None, **settings: Unpack[SettingsKw]
+    ) -> TurnRecord:
+        """:meth:`aprompt`, synchronously."""
+        return _share.run_sync(lambda: self.aprompt(prompt, on_event=on_event, **settings))
 
 
 async def aclose() -> None:

@@ -33,10 +33,10 @@ T = TypeVar("T")
 POOL = 1024  # as the bench sizes its pool: a turn waiting for a free connection would count that as TTFT
 
 
-def _key(target: Target, timeout_s: float | None, sdk: bool) -> Hashable:
-    """What makes two turns' backends interchangeable. The key's value is hashed in, so that a key set
-    after the first turn is used (never stored: only its hash, in memory)."""
-    key_value = os.environ.get(target.key_env) if target.key_env else None
+def _key(target: Target, timeout_s: float | None, sdk: bool, key: str | None) -> Hashable:
+    """What makes two turns' backends interchangeable. The API key's value (given, or the environment's)
+    is hashed in, so that a key set after the first turn is used (never stored: only its hash, in memory)."""
+    key_value = key if key is not None else os.environ.get(target.key_env) if target.key_env else None
     return (
         target.provider,
         target.kind,
@@ -51,12 +51,12 @@ def _key(target: Target, timeout_s: float | None, sdk: bool) -> Hashable:
     )
 
 
-def _bench_backend(target: Target, timeout_s: float | None, sdk: bool) -> Backend:
+def _bench_backend(target: Target, timeout_s: float | None, sdk: bool, key: str | None) -> Backend:
     """The backend the bench would build for ``target``: its pool sized for many streams and, without the
     SDK, the lean reader on the load client (unless a proxy is set for it: only httpx2 speaks one)."""
     from backends.providers.lean.transport import default_transport, through_proxy
 
-    backend = create_backend(target, timeout_s=timeout_s, lean=not sdk, max_connections=POOL)
+    backend = create_backend(target, api_key=key, timeout_s=timeout_s, lean=not sdk, max_connections=POOL)
     if not sdk and hasattr(backend, "use_aiohttp") and not through_proxy(target.spec, target.base_url):
         backend.use_aiohttp(default_transport())
     return backend
@@ -71,11 +71,12 @@ class LoopShare:
         self.waiting: dict[int, int] = {}  # id(turn) -> when it began (ns): the lag spans still to read
         self.closer: AsyncGenerator[None, None] | None = None
 
-    def backend(self, target: Target, timeout_s: float | None, sdk: bool) -> Backend:
-        key = _key(target, timeout_s, sdk)
-        backend = self.backends.get(key)
+    def backend(self, target: Target, timeout_s: float | None, sdk: bool, key: str | None = None) -> Backend:
+        """The loop's backend for these; ``key``: an API key given in place of the environment's."""
+        slot = _key(target, timeout_s, sdk, key)
+        backend = self.backends.get(slot)
         if backend is None:
-            backend = self.backends[key] = _bench_backend(target, timeout_s, sdk)
+            backend = self.backends[slot] = _bench_backend(target, timeout_s, sdk, key)
         return backend
 
     def begin(self, turn: object, t_ns: int) -> None:

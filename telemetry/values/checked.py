@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from telemetry.errors import TtftError
 from telemetry.log.quote import cut, quoted
@@ -26,6 +26,23 @@ EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 SUMMARIES = ("auto", "concise", "detailed")
 THINKING_DISPLAYS = ("summarized", "omitted")
 ADAPTIVE = "adaptive"  # Anthropic's adaptive thinking, where a budget of tokens would go
+
+
+class SettingsKw(TypedDict, total=False):
+    """TurnSettings' fields as keyword arguments (``**settings: Unpack[SettingsKw]``): what ``help()`` and a
+    type checker show of a call that takes a turn's settings."""
+
+    stream: bool
+    max_output_tokens: int | None
+    temperature: float | None
+    reasoning_effort: str | None  # one of EFFORTS
+    reasoning_summary: str | None  # one of SUMMARIES
+    thinking_budget: int | str | None  # tokens, or "adaptive"
+    thinking_display: str | None  # one of THINKING_DISPLAYS
+    speculative: dict[str, Any] | None
+    max_retries: int
+    deadline_s: float | None
+    extra: dict[str, Any]
 
 
 class BadValue(TtftError, ValueError):

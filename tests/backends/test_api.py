@@ -347,3 +347,58 @@ def test_results_pickle_for_a_process_pool_or_a_cache(srv: FakeServer, env: Path
     assert pickle.loads(pickle.dumps(rec)) == rec
     bench = api.bench_plan("compat:m", levels=[api.Users(2)], base_url=srv.openai_base_url, requests=2)
     assert pickle.loads(pickle.dumps(bench)) == bench
+
+
+# --- a client held for many turns, and a conversation on it ----------------------------------------
+def test_a_conversation_sends_every_turn_and_reuses_the_clients_connection(srv: FakeServer, env: Path) -> None:
+    srv.reset()
+    client = api.Client("compat:m", base_url=srv.openai_base_url, key="sk-given-KEY1234", temperature=0.3)
+    chat = client.conversation(system="Be brief.")
+    first = chat.prompt("What is TTFT?")
+    second = chat.prompt("And TPOT?", max_output_tokens=16)
+    assert first.status == second.status == "ok"
+    bodies = [r.body for r in srv.generation_requests()]
+    roles = [[m["role"] for m in b["messages"]] for b in bodies]
+    assert roles == [["system", "user"], ["system", "user", "assistant", "user"]]
+    assert bodies[1]["messages"][2]["content"] == first.answer and bodies[1]["messages"][3]["content"] == "And TPOT?"
+    assert bodies[1]["temperature"] == 0.3 and 16 in (
+        bodies[1].get("max_tokens"),
+        bodies[1].get("max_completion_tokens"),
+    )
+    # the key given, not the environment's, and the second turn on the first one's connection
+    assert all(r.headers.get("authorization") == "Bearer sk-given-KEY1234" for r in srv.generation_requests())
+    assert second.http is not None and second.http.connection == "reused"
+    assert len({r.peer for r in srv.generation_requests()}) == 1
+    # one session for the client's turns, and no key in it
+    logged = _logged(env)
+    assert [r["session_id"] for r in logged] == [client.session] * 2
+    assert "sk-given-KEY1234" not in (env / "sessions" / f"{client.session}.jsonl").read_text()
+    assert "KEY1234" not in repr(client)
+    client.close()
+
+
+def test_a_conversation_leaves_out_a_turn_that_gave_no_answer(env: Path) -> None:
+    chat = api.Client("compat:m", base_url="http://127.0.0.1:9/v1", log=False, max_retries=0).conversation()
+    failed = chat.prompt("hi")
+    assert failed.status == "error" and chat.messages == [] and chat.records == [failed]
+
+
+def test_a_client_checks_everything_before_its_first_turn(env: Path) -> None:
+    with pytest.raises(api.BadValue, match="temperature must be 0 or more"):
+        api.Client("compat:m", base_url="http://127.0.0.1:9/v1", temperature=-1)
+    with pytest.raises(api.ProviderError, match="line break"):
+        api.Client("compat:m", base_url="http://127.0.0.1:9/v1", key="sk-abc\nxyz")
+    with pytest.raises(TypeError, match="target is a Target"):
+        api.Client(42)  # type: ignore[arg-type]
+    with pytest.raises(api.ProviderError):
+        api.Client("nosuch:model")
+
+
+async def test_the_async_client_and_conversation(srv: FakeServer, env: Path) -> None:
+    async with api.Client("compat:m", base_url=srv.openai_base_url, log=False) as client:
+        chat = client.conversation()
+        one = await chat.aprompt("one")
+        two = await chat.aprompt("two")
+        alone = await client.aprompt("alone")
+    assert [r.status for r in (one, two, alone)] == ["ok"] * 3
+    assert len(chat.messages) == 4 and two.http is not None and two.http.connection == "reused"
