@@ -29,12 +29,14 @@ class ArgumentsRefused(json_guard.JsonRefused):
 
 
 @dataclass(frozen=True, slots=True)
-class ToolDef:
-    """A tool offered to the model: its name, what it does, its arguments' JSON Schema."""
+class ToolSpec:
+    """A tool offered to the model: its name, what it does, its arguments' JSON Schema, and the MCP server
+    that holds it (its configured name, or the spec shown masked; "" for a tool of no server)."""
 
     name: str
     description: str = ""
-    parameters: dict[str, Any] = field(default_factory=dict)
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    server: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +91,7 @@ class Message:
 class ChatRequest:
     messages: tuple[Message, ...]
     settings: TurnSettings = field(default_factory=TurnSettings)
-    tools: tuple[ToolDef, ...] = ()  # offered to the model in each API's own form (backends.providers.tools_wire)
+    tools: tuple[ToolSpec, ...] = ()  # offered to the model in each API's own form (backends.providers.tools_wire)
 
     @property
     def attachments(self) -> tuple[Attachment, ...]:

@@ -25,7 +25,7 @@ except ImportError:  # a build without the hosted backends: only the local engin
 
 
 @dataclass(frozen=True)
-class Target:
+class TargetView:
     provider: str
     model: str | None  # None: the provider's default, named by the backend once it starts
     kind: str  # local | openai | openai-responses | anthropic | compat | "" (not known here)
@@ -46,27 +46,27 @@ class Target:
         return self.kind in KEY_REQUIRED and bool(self.key_env) and not self.key_set
 
 
-def describe_target(spec: str, base_url: str | None = None, backend: Backend | None = None) -> Target:
+def describe_target(spec: str, base_url: str | None = None, backend: Backend | None = None) -> TargetView:
     try:
         from backends.providers.registry import ProviderError, resolve
     except ImportError:  # a build without the hosted backends
         provider, bare = split_spec(spec)
-        return _with_backend(Target(provider, bare, "local" if provider == "local" else ""), backend)
+        return _with_backend(TargetView(provider, bare, "local" if provider == "local" else ""), backend)
     try:
         r = resolve(spec, base_url=base_url)
     except ProviderError as exc:  # an unknown provider, a broken config file: the first prompt says so too
         provider, model = split_spec(spec)
-        return _with_backend(Target(provider, model, "", base_url, problem=str(exc)), backend)
+        return _with_backend(TargetView(provider, model, "", base_url, problem=str(exc)), backend)
     if r.local:
         name, about = _local_model(r.model)
-        return _with_backend(Target("local", name, "local", about=about), backend)
+        return _with_backend(TargetView("local", name, "local", about=about), backend)
     key_set = bool(r.key_env and os.environ.get(r.key_env))
     problem = None  # a missing key is ``key_missing``: the greeting says it on the key's own line
     if r.kind == "compat" and not r.base_url:
         problem = "compat needs the server's address: add --base-url (or pick it in F2)."
     elif not r.model:
         problem = f"no model given: use -m {r.provider}:MODEL (or pick one in F2)."
-    target = Target(
+    target = TargetView(
         r.provider,
         r.model,
         r.kind,
@@ -94,11 +94,11 @@ def _local_model(rest: str | None) -> tuple[str | None, str | None]:
     return (Path(rest).expanduser().stem if rest else None), None
 
 
-def _with_backend(t: Target, backend: Backend | None) -> Target:
+def _with_backend(t: TargetView, backend: Backend | None) -> TargetView:
     """The backend's own names win: it knows the default model and what a file holds."""
     if backend is None:
         return t
-    return Target(
+    return TargetView(
         backend.provider,
         backend.model or t.model,
         t.kind,
@@ -111,7 +111,7 @@ def _with_backend(t: Target, backend: Backend | None) -> Target:
     )
 
 
-def where_text(t: Target) -> str:
+def where_text(t: TargetView) -> str:
     """Where the turns go, in one line."""
     if t.kind == "local":
         return "runs on this machine (llama.cpp) · no API key, no network"
@@ -123,7 +123,7 @@ def where_text(t: Target) -> str:
     return f"{head} at {where}" if where else head
 
 
-def key_text(t: Target) -> str | None:
+def key_text(t: TargetView) -> str | None:
     """Where the key comes from (its variable's name, never its value); None where none is asked for."""
     if t.kind in ("local", ""):
         return None

@@ -7,18 +7,10 @@ failure is a :class:`ToolResult` with ``is_error`` set, which goes back to the m
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """One tool as offered to the model: ``input_schema`` is its JSON Schema for the arguments."""
-
-    name: str
-    description: str
-    input_schema: dict[str, Any] = field(default_factory=dict)
-    server: str = ""  # the MCP server that holds it (its configured name, or the spec shown masked)
+from backends.base import ToolSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backends.agent.consent import Answer, Consent
-from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolHost, ToolResult, ToolSpec, cap
-from backends.base import ArgumentsRefused, Backend, ChatRequest, Message, ToolCall, ToolDef
+from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolHost, ToolResult, cap
+from backends.base import ArgumentsRefused, Backend, ChatRequest, Message, ToolCall, ToolSpec
 from backends.finish import deliver_record
 from backends.turn import new_recorder, stream_turn
 from telemetry import events as ev
@@ -82,8 +82,9 @@ def supports_tools(backend: Backend) -> bool:
     return backend.api in TOOL_APIS
 
 
-def tool_defs(specs: list[ToolSpec]) -> tuple[ToolDef, ...]:
-    return tuple(ToolDef(s.name, s.description, dict(s.input_schema)) for s in specs)
+def tool_defs(specs: list[ToolSpec]) -> tuple[ToolSpec, ...]:
+    """The tools as the request offers them (each schema copied: a host's own dict is never shared)."""
+    return tuple(replace(s, input_schema=dict(s.input_schema)) for s in specs)
 
 
 @dataclass

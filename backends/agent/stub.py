@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from backends.agent.host import ToolResult, ToolSpec
+from backends.agent.host import ToolResult
+from backends.base import ToolSpec
 
 STUB_SERVER = "stub"
 STUB_ANSWER = "stub result: 42"

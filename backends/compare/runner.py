@@ -27,9 +27,9 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from backends.agent.consent import Answer, Consent
-from backends.agent.host import ToolHost, ToolResult, ToolSpec
+from backends.agent.host import ToolHost, ToolResult
 from backends.agent.loop import DEFAULT_MAX_STEPS, AgentTurn, supports_tools
-from backends.base import Backend, ChatRequest, Message, ToolCall, build_request
+from backends.base import Backend, ChatRequest, Message, ToolCall, ToolSpec, build_request
 from backends.finish import finish_turn
 from backends.turn import new_recorder, run_turn
 from telemetry import events as ev

@@ -167,7 +167,7 @@ def write_results(out: Path, levels: list[dict[str, Any]], meta: dict[str, Any])
 
 
 @dataclass(frozen=True)
-class Target:
+class LoadTarget:
     """Where the load goes: the ``-m`` spec and base URL given, or the llama-server started for the run."""
 
     spec: str
@@ -276,12 +276,12 @@ def _server_bin(given: str | None) -> str | None:
 
 
 @contextlib.asynccontextmanager
-async def target_server(plan: BenchPlan, note: Say) -> AsyncIterator[Target]:
+async def target_server(plan: BenchPlan, note: Say) -> AsyncIterator[LoadTarget]:
     """The run's target for as long as the run lasts: ``-m local-server`` starts llama.cpp's llama-server
     (its log in ``out``) and stops it on the way out, whatever ended the run; any other spec is as given."""
     local = plan.local
     if local is None:
-        yield Target(plan.spec, plan.base_url)
+        yield LoadTarget(plan.spec, plan.base_url)
         return
     from backends.local.llama_server import (
         LlamaServer,
@@ -312,12 +312,12 @@ async def target_server(plan: BenchPlan, note: Say) -> AsyncIterator[Target]:
         raise BenchAbort("failed" if isinstance(exc, LlamaServerFailed) else "usage", str(exc)) from None
     note(f"llama-server healthy on {server.url}")
     try:
-        yield Target(f"compat:{server.model_name}", server.base_url, server)
+        yield LoadTarget(f"compat:{server.model_name}", server.base_url, server)
     finally:
         server.stop()
 
 
-def choose_reader(plan: BenchPlan, target: Target, hooks: Hooks) -> Reader:
+def choose_reader(plan: BenchPlan, target: LoadTarget, hooks: Hooks) -> Reader:
     """The stream reader for this target (said when a proxy in the environment makes it the slower one)."""
     lean = not (plan.sdk or plan.raw_stream)  # every hosted API has a lean reader; --sdk reads with the SDK
     transport = "aiohttp" if plan.aiohttp else default_transport()
@@ -331,7 +331,7 @@ def choose_reader(plan: BenchPlan, target: Target, hooks: Hooks) -> Reader:
     return Reader(lean, transport, via_proxy)
 
 
-def describe(plan: BenchPlan, target: Target, reader: Reader) -> dict[str, Any]:
+def describe(plan: BenchPlan, target: LoadTarget, reader: Reader) -> dict[str, Any]:
     """The run's facts for ``summary.json``: what was loaded, how, and how it was read."""
     cfg = plan.load
     assert cfg.workload is not None  # a plan's workload is always chosen
@@ -379,7 +379,7 @@ def describe(plan: BenchPlan, target: Target, reader: Reader) -> dict[str, Any]:
     return meta
 
 
-def make_runner(run: _Run, target: Target, reader: Reader) -> Runner:
+def make_runner(run: _Run, target: LoadTarget, reader: Reader) -> Runner:
     """The runner of the levels: in this process, over ``--workers`` processes, or on a cluster's drivers
     (whose records reach ``keep`` as they arrive; Ray is imported only then)."""
     plan, hooks = run.plan, run.hooks
@@ -464,7 +464,7 @@ async def scraper(
     return LevelScraper(endpoint)
 
 
-async def measure(run: _Run, target: Target, reader: Reader) -> list[dict[str, Any]]:
+async def measure(run: _Run, target: LoadTarget, reader: Reader) -> list[dict[str, Any]]:
     """The warm-up, then the levels (or the capacity search's probes), each level shown as it ends; every
     record goes to ``turns.jsonl``. A failure after some levels keeps those levels."""
     plan, hooks, meta = run.plan, run.hooks, run.meta

@@ -38,7 +38,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolResult, ToolSpec, cap
+from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolResult, cap
+from backends.base import ToolSpec
 from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, McpServerConfig, shown
 from backends.mcp.content import to_result
 from backends.mcp.views import ServerView, Startup, State

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from backends.base import ArgumentsRefused, Message, ToolCall, ToolDef
+from backends.base import ArgumentsRefused, Message, ToolCall, ToolSpec
 from backends.providers.parts import chat_content, messages_content, responses_content
 
 MAX_ID_CHARS = 256
@@ -37,12 +37,12 @@ def _result_text(m: Message) -> str:
     return f"Error: {m.content}" if m.is_error else m.content
 
 
-def _schema(t: ToolDef) -> dict[str, Any]:
-    return t.parameters or {"type": "object", "properties": {}}
+def _schema(t: ToolSpec) -> dict[str, Any]:
+    return t.input_schema or {"type": "object", "properties": {}}
 
 
 # --- Chat Completions --------------------------------------------------------------------------------
-def chat_tools(tools: Iterable[ToolDef]) -> list[dict[str, Any]]:
+def chat_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:
     return [
         {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": _schema(t)}}
         for t in tools
@@ -71,7 +71,7 @@ def chat_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 
 # --- Responses ---------------------------------------------------------------------------------------
-def responses_tools(tools: Iterable[ToolDef]) -> list[dict[str, Any]]:
+def responses_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:
     return [
         {"type": "function", "name": t.name, "description": t.description, "parameters": _schema(t), "strict": False}
         for t in tools
@@ -97,7 +97,7 @@ def responses_input(messages: Iterable[Message]) -> list[dict[str, Any]]:
 
 
 # --- Anthropic Messages ------------------------------------------------------------------------------
-def messages_tools(tools: Iterable[ToolDef]) -> list[dict[str, Any]]:
+def messages_tools(tools: Iterable[ToolSpec]) -> list[dict[str, Any]]:
     return [{"name": t.name, "description": t.description, "input_schema": _schema(t)} for t in tools]
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from backends.agent.host import ToolHost, ToolResult, ToolSpec
+from backends.agent.host import ToolHost, ToolResult
+from backends.base import ToolSpec
 from tests.fakes.agent_server import Call, Step
 from tui.tool_servers import ToolServers
 

@@ -53,7 +53,7 @@ from tui.chat.turn import ChatTurns, TurnFailed, TurnFinished, TurnStarted
 from tui.format import fmt_settings, short_spec, turn_label, visible_controls
 from tui.runner import LiveTurn, collect_between_turns
 from tui.session import ChatSession
-from tui.target import Target, describe_target
+from tui.target import TargetView, describe_target
 from tui.terminal import visible_text
 from tui.tool_servers import ToolServers
 from tui.widgets.attachments import AttachmentTray
@@ -185,7 +185,7 @@ class ChatScreen(Screen[None]):
         if self.warm_up_at_start:
             self.run_worker(self.session.warm_up(), group="warm-up", exit_on_error=False)
 
-    def target(self) -> Target:
+    def target(self) -> TargetView:
         """What the next turn talks to (the backend's own names once it exists)."""
         return describe_target(self.session.spec, self.session.base_url, self.session.backend)
 

@@ -26,9 +26,9 @@ from textual.dom import DOMNode
 from textual.message import Message
 
 from backends.agent.consent import Answer, Consent
-from backends.agent.host import ToolResult, ToolSpec
+from backends.agent.host import ToolResult
 from backends.agent.loop import NO_TOOLS, AgentTurn, supports_tools
-from backends.base import Backend, ChatRequest, ToolCall
+from backends.base import Backend, ChatRequest, ToolCall, ToolSpec
 from telemetry.agent.steps import ToolStep, tool_step
 from telemetry.log.turns import SessionLog
 from telemetry.record import TurnRecord

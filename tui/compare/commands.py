@@ -17,7 +17,7 @@ DEFAULT_TRIALS = 5  # what the palette's and F7's trials send: enough for median
 MAX_TRIALS = 100
 
 
-class Target(Protocol):
+class CompareControls(Protocol):
     """What the commands drive: the compare screen."""
 
     repeat: int
@@ -47,7 +47,7 @@ class Target(Protocol):
     def update_header(self) -> None: ...
 
 
-Handler = Callable[[Target, str], Awaitable[str | None]]  # returns a warning for the user, or None
+Handler = Callable[[CompareControls, str], Awaitable[str | None]]  # returns a warning for the user, or None
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,19 +57,19 @@ class SlashCommand:
     run: Handler
 
 
-async def _keep(t: Target, arg: str) -> None:
+async def _keep(t: CompareControls, arg: str) -> None:
     await t.action_keep(arg)
 
 
-async def _remove(t: Target, arg: str) -> None:
+async def _remove(t: CompareControls, arg: str) -> None:
     await t.action_remove(arg)
 
 
-async def _add(t: Target, arg: str) -> None:
+async def _add(t: CompareControls, arg: str) -> None:
     await t.action_add(arg)
 
 
-async def _repeat(t: Target, arg: str) -> str | None:
+async def _repeat(t: CompareControls, arg: str) -> str | None:
     try:
         n = max(1, int(arg))
     except ValueError:
@@ -81,31 +81,31 @@ async def _repeat(t: Target, arg: str) -> str | None:
     return None
 
 
-async def _again(t: Target, arg: str) -> None:
+async def _again(t: CompareControls, arg: str) -> None:
     await t.action_trials(t.repeat)
 
 
-async def _reveal(t: Target, arg: str) -> None:
+async def _reveal(t: CompareControls, arg: str) -> None:
     t.action_reveal()
 
 
 def _mode(mode: str) -> Handler:
-    async def run(t: Target, arg: str) -> None:
+    async def run(t: CompareControls, arg: str) -> None:
         if t.mode != mode:
             t.action_toggle_mode()
 
     return run
 
 
-async def _export(t: Target, arg: str) -> None:
+async def _export(t: CompareControls, arg: str) -> None:
     await t.action_export()
 
 
-async def _chat(t: Target, arg: str) -> None:
+async def _chat(t: CompareControls, arg: str) -> None:
     t.action_to_chat(arg or None)
 
 
-async def _tools(t: Target, arg: str) -> None:
+async def _tools(t: CompareControls, arg: str) -> None:
     t.action_tools()
 
 
@@ -124,7 +124,7 @@ COMMANDS: dict[str, SlashCommand] = {
 }
 
 
-async def run_command(target: Target, text: str) -> str | None:
+async def run_command(target: CompareControls, text: str) -> str | None:
     """Run ``/NAME ARG``; returns a warning for the user (an unknown command, a bad argument) or None."""
     name, _, arg = text[1:].partition(" ")
     cmd = COMMANDS.get(name.lower())
@@ -133,7 +133,7 @@ async def run_command(target: Target, text: str) -> str | None:
     return await cmd.run(target, arg.strip())
 
 
-def palette(t: Target, labels: Sequence[str]) -> Iterator[SystemCommand]:
+def palette(t: CompareControls, labels: Sequence[str]) -> Iterator[SystemCommand]:
     """The screen's entries in the command palette; ``labels``: its panes."""
 
     def to_chat(label: str) -> Callable[[], None]:

@@ -19,9 +19,9 @@ from typing import Any, Protocol
 from textual.css.query import NoMatches
 
 from backends.agent.consent import Answer, Consent
-from backends.agent.host import ToolHost, ToolResult, ToolSpec
+from backends.agent.host import ToolHost, ToolResult
 from backends.agent.loop import AgentTurn
-from backends.base import Backend, ToolCall
+from backends.base import Backend, ToolCall, ToolSpec
 from backends.compare.runner import CompareRunner, PaneTools, PromptResult
 from backends.turn import warm_up
 from telemetry.agent.steps import ToolStep, tool_step

@@ -13,7 +13,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from tui.format import short_spec
-from tui.target import Target, key_text, where_text
+from tui.target import TargetView, key_text, where_text
 from tui.terminal import visible_text
 
 COMPAT_EXAMPLE = "ttft -m compat:MODEL --base-url http://127.0.0.1:8080/v1"
@@ -40,7 +40,7 @@ def _hosted_example() -> tuple[str, str]:
     return f"openai:{DEFAULT_MODELS.get('openai', 'MODEL')}", KEY_ENV.get("openai", "OPENAI_API_KEY")
 
 
-def model_line(target: Target, width: int) -> Text:
+def model_line(target: TargetView, width: int) -> Text:
     """``provider:model``, shortened to one line of ``width``."""
     name = visible_text(Text(short_spec(target.provider, target.model, width), style="bold"))
     if target.model is None:  # the backend names its default when it starts
@@ -48,7 +48,7 @@ def model_line(target: Target, width: int) -> Text:
     return name
 
 
-def greeting_lines(target: Target) -> dict[str, Text | None]:
+def greeting_lines(target: TargetView) -> dict[str, Text | None]:
     """Every row but the model's (which depends on the width); None: not shown for this target."""
     hosted, key_env = _hosted_example()
     key = key_text(target)
@@ -77,7 +77,7 @@ class ModelLine(Widget):
 
     DEFAULT_CSS = "ModelLine { height: 1; width: 1fr; }"
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: TargetView) -> None:
         super().__init__(classes="greeting-value")
         self.target = target
 
@@ -101,7 +101,7 @@ class Greeting(Vertical):
     Greeting .greeting-value { width: 1fr; }
     """
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: TargetView) -> None:
         super().__init__(classes="greeting")
         self.target = target
         self.border_title = "ttft · where the latency comes from"
@@ -121,7 +121,7 @@ class Greeting(Vertical):
                 self._rows[key] = (row, value)
             yield row
 
-    def set_target(self, target: Target) -> None:
+    def set_target(self, target: TargetView) -> None:
         """Another model before the first prompt (F2): the same rows, redrawn."""
         if target == self.target:
             return

@@ -34,7 +34,7 @@ from telemetry.record import TurnRecord
 from telemetry.recorder import Snapshot, TurnRecorder
 from telemetry.view.render import RenderLag
 from tui.format import kept_after_cancel, visible_controls
-from tui.target import Target
+from tui.target import TargetView
 from tui.widgets.code_blocks import CodeMarkdown
 from tui.widgets.error_card import ErrorCard
 from tui.widgets.greeting import Greeting
@@ -454,7 +454,7 @@ class Transcript(VerticalScroll):
         g = self._greeting
         return g if g is not None and g.is_attached else None  # remove_children() may have taken it
 
-    async def show_greeting(self, target: Target) -> None:
+    async def show_greeting(self, target: TargetView) -> None:
         """The greeting, first in the transcript (updated in place if it is there already)."""
         if (g := self.greeting) is not None:
             g.set_target(target)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backends.base import Message, ToolCall, ToolDef
+from backends.base import Message, ToolCall, ToolSpec
 from backends.providers.tools_wire import (
     MAX_ID_CHARS,
     chat_messages,
@@ -30,7 +30,7 @@ def test_an_id_is_echoed_only_as_bounded_text() -> None:
 
 
 def test_a_tool_without_a_schema_is_offered_as_taking_an_empty_object() -> None:
-    t = ToolDef("now")
+    t = ToolSpec("now")
     empty = {"type": "object", "properties": {}}
     assert chat_tools([t])[0]["function"]["parameters"] == empty
     assert responses_tools([t])[0]["parameters"] == empty and messages_tools([t])[0]["input_schema"] == empty
