@@ -154,10 +154,10 @@ def start_agent(runner: LoopThread, agent: AgentTurn, recorder: TurnRecorder, re
         except asyncio.CancelledError:
             pass  # the loop has recorded every step that arrived, and logged the turn as cancelled
         except Exception as exc:  # a bug in the loop: still a record, never a crash
-            if agent.record is None:
+            if agent.result.record is None:
                 recorder.feed(with_report(ev.Failed.of(exc), exc, "a chat turn with tools"))
-        live.log_error = agent.log_error
-        return agent.record if agent.record is not None else finish_turn(recorder, agent.log)
+        live.log_error = agent.result.log_error
+        return agent.result.record if agent.result.record is not None else finish_turn(recorder, agent.log)
 
     live.future = runner.submit(drive())
     return live

@@ -87,55 +87,87 @@ def tool_defs(specs: list[ToolSpec]) -> tuple[ToolSpec, ...]:
     return tuple(replace(s, input_schema=dict(s.input_schema)) for s in specs)
 
 
-@dataclass
-class AgentTurn:
-    """One tool-using turn, run by :meth:`run`; its ``record`` is set (and logged) when it ends, also
-    when it is cancelled (``run`` then re-raises)."""
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    """How a tool-using turn runs: its limits, and what each model step's recorder is given."""
 
-    backend: Backend
-    request: ChatRequest
-    host: ToolHost
-    consent: Consent
-    session_id: str
-    turn_index: int
-    submitted_ns: int | None = None
     max_steps: int = DEFAULT_MAX_STEPS
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
-    log: SessionLog | None = None
-    on_event: Callable[[ev.Event], None] | None = None
-    on_step: Callable[[TurnRecorder], None] | None = None  # a model step begins (the echo follows its recorder)
-    on_tool: Callable[[ToolStep, ToolResult | None], None] | None = None  # a tool call ended
-    on_notice: Callable[[str], None] | None = None
-    ask: Ask | None = None  # the chat: asks the person; a denial goes back to the model, and the loop goes on
     # Passed to each model step's recorder (backends.turn.new_recorder): the load driver's tags or the chat's
     # (compare id, pane, ...), and the target's saved probe, looked up once a level.
     extra: dict[str, Any] | None = None
     saved_probe: bool = True
     probe: SavedProbe | None = None
     branch_of: int | None = None  # the turn whose prompt this one edits (the first step's record says it)
-    first: TurnRecorder | None = None  # the first step's recorder, made (and stamped Submitted) by the caller
     # When the caller started the MCP servers for this turn (``ttft ask --mcp``): (start, end) in monotonic ns,
     # fed to the first step's recorder as ev.McpStarted so the servers' start is not ttft's own delay.
     mcp_start_ns: tuple[int, int] | None = None
-    approvals: list[ApprovalStep] = field(default_factory=list)
-    models: list[TurnRecord] = field(default_factory=list)  # each model step's record, set when the turn ends
+
+
+@dataclass(frozen=True, slots=True)
+class AgentListener:
+    """What a front end hears of a tool-using turn as it goes, given when the turn is made. Each is called
+    on the turn's event loop; ``ask`` is awaited (the chat's dialog), and without it consent decides alone."""
+
+    on_event: Callable[[ev.Event], None] | None = None  # each model step's events, as they arrive
+    on_step: Callable[[TurnRecorder], None] | None = None  # a model step begins (the echo follows its recorder)
+    on_tool: Callable[[ToolStep, ToolResult | None], None] | None = None  # a tool call ended
+    on_notice: Callable[[str], None] | None = None  # a cut result, a refused call, the step limit
+    ask: Ask | None = None  # the chat: asks the person; a denial goes back to the model, and the loop goes on
+
+
+@dataclass
+class AgentResult:
+    """What a tool-using turn leaves: each model step's record, the tool and approval steps, the notices,
+    and the one joined record (set, and logged, when the turn ends, also when it is cancelled)."""
+
+    models: list[TurnRecord] = field(default_factory=list)
     tools: list[ToolStep] = field(default_factory=list)
+    approvals: list[ApprovalStep] = field(default_factory=list)
     notices: dict[str, Any] = field(default_factory=dict)
     record: TurnRecord | None = None
     log_error: str | None = None
-    # The model steps' recorders, finished only when the turn ends: a record's first finish() imports numpy
-    # (its ITL percentiles), 150-200 ms that would otherwise sit between the first step and its tools.
-    _steps: list[TurnRecorder] = field(default_factory=list)
-    # What is going on now, for a live view: the calls running (call id -> step so far), the call asked about.
-    _running: dict[str, ToolStep] = field(default_factory=dict)
-    _asking: ApprovalStep | None = None
+
+
+class AgentTurn:
+    """One tool-using turn, run by :meth:`run`: its settings and its listener are given here, and what it
+    leaves is in :attr:`result` (``result.record`` is set, and logged, when it ends, also when it is
+    cancelled: ``run`` then re-raises). ``first``: the first step's recorder, made (and stamped
+    Submitted) by the caller; ``submitted_ns``: when the person asked, where the caller made none."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        request: ChatRequest,
+        host: ToolHost,
+        consent: Consent,
+        *,
+        session_id: str,
+        turn_index: int,
+        log: SessionLog | None = None,
+        settings: AgentSettings = AgentSettings(),
+        listener: AgentListener = AgentListener(),
+        first: TurnRecorder | None = None,
+        submitted_ns: int | None = None,
+    ) -> None:
+        self.backend, self.request, self.host, self.consent = backend, request, host, consent
+        self.session_id, self.turn_index, self.log = session_id, turn_index, log
+        self.settings, self.listener = settings, listener
+        self.first, self.submitted_ns = first, submitted_ns
+        self.result = AgentResult()
+        # The model steps' recorders, finished only when the turn ends: a record's first finish() imports numpy
+        # (its ITL percentiles), 150-200 ms that would otherwise sit between the first step and its tools.
+        self._steps: list[TurnRecorder] = []
+        # What is going on now, for a live view: the calls running (call id -> step so far), the call asked about.
+        self._running: dict[str, ToolStep] = {}
+        self._asking: ApprovalStep | None = None
 
     def live_steps(self, now_ns: int) -> tuple[dict[str, Any], ...]:
         """The steps so far as the record will list them (the running ones end now), for a live view."""
         return live_steps(
             list(self._steps),
-            list(self.tools),
-            list(self.approvals),
+            list(self.result.tools),
+            list(self.result.approvals),
             list(self._running.values()),
             now_ns,
             self._asking,
@@ -158,20 +190,20 @@ class AgentTurn:
         finally:
             if not self._steps:  # cancelled before the first step was even made
                 self._steps.append(self.first if self.first is not None else self._recorder_for(self.request))
-            self.models = [r.finish() for r in self._steps]
-            self.record, self.log_error = deliver_record(
+            self.result.models = [r.finish() for r in self._steps]
+            self.result.record, self.result.log_error = deliver_record(
                 join_turn(
-                    self.models,
-                    self.tools,
+                    self.result.models,
+                    self.result.tools,
                     stopped=stopped,
-                    max_steps=self.max_steps,
+                    max_steps=self.settings.max_steps,
                     error=error,
-                    notices=self.notices,
-                    approvals=self.approvals,
+                    notices=self.result.notices,
+                    approvals=self.result.approvals,
                 ),
                 self.log,
             )
-        return self.record
+        return self.result.record
 
     def _recorder_for(self, request: ChatRequest) -> TurnRecorder:
         rec = new_recorder(
@@ -179,34 +211,34 @@ class AgentTurn:
             request,
             session_id=self.session_id,
             turn_index=self.turn_index,
-            extra=self.extra,
-            saved_probe=self.saved_probe,
-            probe=self.probe,
+            extra=self.settings.extra,
+            saved_probe=self.settings.saved_probe,
+            probe=self.settings.probe,
         )
         first = not self._steps
         if first:
-            rec.branch_of = self.branch_of
+            rec.branch_of = self.settings.branch_of
         rec.feed(ev.Submitted(self.submitted_ns if first and self.submitted_ns is not None else ev.now_ns()))
-        if first and self.mcp_start_ns is not None:
-            rec.feed(ev.McpStarted(self.mcp_start_ns[1], start_ns=self.mcp_start_ns[0]))
+        if first and self.settings.mcp_start_ns is not None:
+            rec.feed(ev.McpStarted(self.settings.mcp_start_ns[1], start_ns=self.settings.mcp_start_ns[0]))
         return rec
 
     def _notice(self, key: str, text: str) -> None:
-        self.notices[key] = text
-        if self.on_notice is not None:
-            self.on_notice(text)
+        self.result.notices[key] = text
+        if self.listener.on_notice is not None:
+            self.listener.on_notice(text)
 
     async def _loop(self) -> tuple[Stopped, ErrorInfo | None]:
         specs = {s.name: s for s in self.host.tools()}
         messages = list(self.request.messages)
         base = replace(self.request, tools=tool_defs(list(specs.values())))
-        for step in range(1, self.max_steps + 1):
+        for step in range(1, self.settings.max_steps + 1):
             request = replace(base, messages=tuple(messages))
             recorder = self.first if step == 1 and self.first is not None else self._recorder_for(request)
             self._steps.append(recorder)
-            if self.on_step is not None:
-                self.on_step(recorder)
-            await stream_turn(self.backend, request, recorder, on_event=self.on_event)
+            if self.listener.on_step is not None:
+                self.listener.on_step(recorder)
+            await stream_turn(self.backend, request, recorder, on_event=self.listener.on_event)
             calls = [
                 ToolCall(cid or f"call_{step}_{i}", c["name"], c["arguments"])
                 for i, (c, cid) in enumerate(zip(recorder.tool_calls, recorder.tool_call_ids, strict=True))
@@ -215,14 +247,14 @@ class AgentTurn:
             answer = recorder.answer
             if status != "ok" or not calls:
                 return ("answer" if status == "ok" else "error"), None
-            if step == self.max_steps:
+            if step == self.settings.max_steps:
                 self._notice(
                     MAX_STEPS_NOTICE,
-                    f"the model still asked for {len(calls)} tool call(s) at --max-steps {self.max_steps}:"
+                    f"the model still asked for {len(calls)} tool call(s) at --max-steps {self.settings.max_steps}:"
                     " the loop stopped there, without a final answer",
                 )
                 return "max_steps", None
-            if self.ask is not None:
+            if self.listener.ask is not None:
                 results = await self._asked(calls, specs)
                 messages.append(Message("assistant", answer, tool_calls=tuple(calls)))
                 messages += [
@@ -235,7 +267,7 @@ class AgentTurn:
                 now = ev.now_ns()
                 for c in refused:
                     server = specs[c.name].server if c.name in specs else ""
-                    self.tools.append(ToolStep(c.name, server, now, now, "denied", call_id=c.call_id))
+                    self.result.tools.append(ToolStep(c.name, server, now, now, "denied", call_id=c.call_id))
                 names = ", ".join(sorted({c.name for c in refused}))
                 return "denied", ErrorInfo(
                     ErrorKind.TOOL_NOT_ALLOWED,
@@ -260,7 +292,7 @@ class AgentTurn:
             # No such tool, or arguments no tool may get: nothing would run, so nobody is asked (_result says why)
             decision = self.consent.decide(c.name) if spec is not None and _readable(c) else "allow"
             if decision == "ask":
-                assert self.ask is not None
+                assert self.listener.ask is not None
                 answer = await self._ask(c, spec, i, len(calls))
                 if answer != "deny":  # a denial is for this call only: the next one is asked about again
                     self.consent.answer(c.name, answer)
@@ -281,18 +313,18 @@ class AgentTurn:
         return out
 
     async def _ask(self, call: ToolCall, spec: ToolSpec | None, i: int, n: int) -> Answer:
-        assert self.ask is not None
+        assert self.listener.ask is not None
         server = spec.server if spec is not None else ""
         start = ev.now_ns()
         self._asking = ApprovalStep(call.name, server, start, start, "cancelled", call.call_id)
         said: ApprovalAnswer = "cancelled"
         try:
-            answer = await self.ask(call, spec, i, n)
+            answer = await self.listener.ask(call, spec, i, n)
             said = answer
             return answer
         finally:
             self._asking = None
-            self.approvals.append(ApprovalStep(call.name, server, start, ev.now_ns(), said, call.call_id))
+            self.result.approvals.append(ApprovalStep(call.name, server, start, ev.now_ns(), said, call.call_id))
 
     async def _call(self, call: ToolCall, specs: dict[str, ToolSpec]) -> ToolResult:
         spec = specs.get(call.name)
@@ -307,7 +339,7 @@ class AgentTurn:
             raise
         finally:
             self._running.pop(call.call_id, None)
-        result = cap(result, self.max_result_bytes)
+        result = cap(result, self.settings.max_result_bytes)
         end = ev.now_ns()
         if result.truncated:
             self._notice(
@@ -320,9 +352,9 @@ class AgentTurn:
         return result
 
     def _ended(self, step: ToolStep, result: ToolResult | None) -> None:
-        self.tools.append(step)
-        if self.on_tool is not None:
-            self.on_tool(step, result)
+        self.result.tools.append(step)
+        if self.listener.on_tool is not None:
+            self.listener.on_tool(step, result)
 
     async def _result(self, call: ToolCall, spec: ToolSpec | None) -> tuple[ToolResult, ToolStatus]:
         if spec is None:

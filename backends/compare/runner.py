@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from backends.agent.consent import Answer, Consent
 from backends.agent.host import ToolHost, ToolResult
-from backends.agent.loop import DEFAULT_MAX_STEPS, AgentTurn, supports_tools
+from backends.agent.loop import DEFAULT_MAX_STEPS, AgentListener, AgentSettings, AgentTurn, supports_tools
 from backends.base import Backend, ChatRequest, Message, ToolCall, ToolSpec, build_request
 from backends.finish import finish_turn
 from backends.turn import new_recorder, run_turn
@@ -70,6 +70,18 @@ class PaneTools:
     # Headless compare starts the servers after the submit: (start, end) in monotonic ns, fed to each pane's
     # first turn as ev.McpStarted, the servers' time and not ttft's own delay.
     mcp_start_ns: tuple[int, int] | None = None
+
+
+def _pane_listener(i: int, tools: PaneTools, on_event: OnEvent | None) -> AgentListener:
+    """The front end's ears for pane ``i``'s tool-using turn: each call tagged with the pane."""
+    on_step, on_tool, on_notice, ask = tools.on_step, tools.on_tool, tools.on_notice, tools.ask
+    return AgentListener(
+        on_event=(lambda e: on_event(i, e)) if on_event is not None else None,
+        on_step=(lambda rec: on_step(i, rec)) if on_step is not None else None,
+        on_tool=(lambda step, result: on_tool(i, step, result)) if on_tool is not None else None,
+        on_notice=(lambda text: on_notice(i, text)) if on_notice is not None else None,
+        ask=(lambda call, spec, k, n: ask(i, call, spec, k, n)) if ask is not None else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -277,32 +289,18 @@ class CompareRunner:
         backend = self.panes[i].backend
         if tools is None or not tools.host.tools() or not supports_tools(backend):
             return None
-        turn = AgentTurn(
+        return AgentTurn(
             backend,
             request,
             tools.host,
             tools.consent,
-            recorder.session_id,
-            recorder.turn_index,
-            max_steps=tools.max_steps,
+            session_id=recorder.session_id,
+            turn_index=recorder.turn_index,
             log=self.log,
-            on_event=(lambda e: on_event(i, e)) if on_event is not None else None,
-            extra=dict(recorder.extra),
+            settings=AgentSettings(max_steps=tools.max_steps, extra=dict(recorder.extra)),
+            listener=_pane_listener(i, tools, on_event),
             first=recorder,
         )
-        if tools.on_step is not None:
-            on_step = tools.on_step
-            turn.on_step = lambda rec: on_step(i, rec)
-        if tools.on_tool is not None:
-            on_tool = tools.on_tool
-            turn.on_tool = lambda step, result: on_tool(i, step, result)
-        if tools.on_notice is not None:
-            on_notice = tools.on_notice
-            turn.on_notice = lambda text: on_notice(i, text)
-        if tools.ask is not None:
-            ask = tools.ask
-            turn.ask = lambda call, spec, k, n: ask(i, call, spec, k, n)
-        return turn
 
     async def _one(self, i: int, request: ChatRequest, recorder: TurnRecorder, on_event: OnEvent | None) -> TurnRecord:
         agent = self._agent(i, request, recorder, on_event)
@@ -326,12 +324,12 @@ class CompareRunner:
         try:
             return await agent.run()
         except asyncio.CancelledError:
-            if i in self._cancel_requested and agent.record is not None:
-                return agent.record
+            if i in self._cancel_requested and agent.result.record is not None:
+                return agent.result.record
             raise
         except Exception as exc:  # raised outside the loop's own guards
-            if agent.record is not None:
-                return agent.record
+            if agent.result.record is not None:
+                return agent.result.record
             recorder.feed(ev.Failed.of(exc))
             return finish_turn(recorder, self.log)
         finally:

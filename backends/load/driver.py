@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backends.agent.host import ToolHost
-from backends.agent.loop import AgentTurn
+from backends.agent.loop import AgentSettings, AgentTurn
 from backends.base import Backend, ChatRequest, Message
 from backends.finish import finish_turn
 from backends.load.outcome import Finished, LevelCancelled, LevelResult, Progress, as_dicts
@@ -217,21 +217,21 @@ async def _agent_turn(
         bench_consent(),
         session_id=lv.run_id,
         turn_index=turn.index,
-        max_steps=lv.cfg.tools.max_steps,
-        extra={"bench": bench},
-        saved_probe=False,
-        probe=lv.probe,
+        settings=AgentSettings(
+            max_steps=lv.cfg.tools.max_steps, extra={"bench": bench}, saved_probe=False, probe=lv.probe
+        ),
     )
     called = ev.now_ns()
     try:
         record = await agent.run()
     except asyncio.CancelledError:
-        if lv.on_cancel is not None and agent.record is not None:  # every step that arrived, as cancelled
-            lv.on_cancel(Finished(agent.record, called, lv.origin_ns))
+        if lv.on_cancel is not None and agent.result.record is not None:  # every step that arrived, as cancelled
+            lv.on_cancel(Finished(agent.result.record, called, lv.origin_ns))
         raise
     lv.on_finished(Finished(record, called, lv.origin_ns))
     ok = record.status == "ok" and (record.agent or {}).get("stopped") == "answer"
-    return ok, agent.models[-1].answer if agent.models else ""
+    models = agent.result.models
+    return ok, models[-1].answer if models else ""
 
 
 async def _conversation(

@@ -27,7 +27,7 @@ from textual.message import Message
 
 from backends.agent.consent import Answer, Consent
 from backends.agent.host import ToolResult
-from backends.agent.loop import NO_TOOLS, AgentTurn, supports_tools
+from backends.agent.loop import NO_TOOLS, AgentListener, AgentSettings, AgentTurn, supports_tools
 from backends.base import Backend, ChatRequest, ToolCall, ToolSpec
 from telemetry.agent.steps import ToolStep, tool_step
 from telemetry.log.turns import SessionLog
@@ -100,19 +100,9 @@ class ChatTools:
                 self._said_no_tools = True
                 self.screen.post_message(ToolNotice(f"The MCP tools are not offered: {NO_TOOLS}."))
             return None
-        turn = AgentTurn(
-            backend,
-            request,
-            host,
-            self.consent,
-            recorder.session_id,
-            recorder.turn_index,
-            log=log,
-            extra=dict(recorder.extra),
-            branch_of=recorder.branch_of,
-            first=recorder,
-        )
         post = self.screen.post_message  # thread-safe: the callbacks run on the stream thread
+        # The listener's messages name the turn they come from: ``turn`` is read when one is called, after
+        # the turn below is made.
 
         def on_step(rec: TurnRecorder) -> None:
             post(StepBegan(turn, rec))
@@ -122,8 +112,6 @@ class ChatTools:
 
         def on_notice(text: str) -> None:
             post(ToolNotice(text))
-
-        turn.on_step, turn.on_tool, turn.on_notice = on_step, on_tool, on_notice
 
         async def ask(call: ToolCall, spec: ToolSpec | None, index: int, count: int) -> Answer:
             loop = asyncio.get_running_loop()
@@ -149,7 +137,18 @@ class ChatTools:
                 return "deny"  # the chat is closing: nobody to ask
             return await answered
 
-        turn.ask = ask
+        turn = AgentTurn(
+            backend,
+            request,
+            host,
+            self.consent,
+            session_id=recorder.session_id,
+            turn_index=recorder.turn_index,
+            log=log,
+            settings=AgentSettings(extra=dict(recorder.extra), branch_of=recorder.branch_of),
+            listener=AgentListener(on_step=on_step, on_tool=on_tool, on_notice=on_notice, ask=ask),
+            first=recorder,
+        )
         return turn
 
 
@@ -244,7 +243,7 @@ class ToolSteps:
         answers, self.answers = self.answers, []
         if not isinstance(live, AgentLive) or live.agent is None or not record.steps:
             return False
-        models = live.agent.models
+        models = live.agent.result.models
         if not answers and self.screen.answer is not None:
             answers = [self.screen.answer]
         for answer, rec in zip(answers, models, strict=False):

@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import os
 import sys
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,7 @@ from tui.commands.tools import add_tool_flags, consent_of, start_host, tools_pro
 from tui.format import visible_controls
 
 if TYPE_CHECKING:
+    from backends.agent.consent import Consent
     from backends.agent.host import ToolResult
     from backends.agent.loop import AgentTurn
     from backends.attachments import Attachment, Refused
@@ -329,32 +331,60 @@ async def _ask(
         await backend.aclose()
 
 
-async def _ask_agent(agent: AgentTurn, args: AskArgs, echo: bool) -> TurnRecord:
+@dataclass
+class _AgentAsk:
+    """A turn with tools as ``ask`` makes it: what its loop is given, and the loop once its servers are up
+    (``agent``: None until then; the record is ``agent.result.record``)."""
+
+    backend: Backend
+    request: ChatRequest
+    consent: Consent
+    log: SessionLog
+    submitted_ns: int
+    max_steps: int
+    agent: AgentTurn | None = None
+
+    def record(self) -> TurnRecord | None:
+        return self.agent.result.record if self.agent is not None else None
+
+
+async def _ask_agent(turn: _AgentAsk, args: AskArgs, echo: bool) -> TurnRecord:
     """A turn with tools (``--mcp``): the MCP servers started, the loop run, the servers ended; the
     record is the agent's (logged by it, also when cancelled)."""
+    from backends.agent.loop import AgentListener, AgentSettings, AgentTurn
+
     answer = AnswerEcho(None)
 
     def on_notice(text: str) -> None:
         if not args.quiet:
             print(f"ttft: {visible_controls(text)}", file=sys.stderr, flush=True)
 
-    agent.on_notice = on_notice
-    if echo:
-        agent.on_event = answer.feed
-        agent.on_step = answer.follow
-        agent.on_tool = answer.tool_ended
+    echoed = AgentListener(on_event=answer.feed, on_step=answer.follow, on_tool=answer.tool_ended) if echo else None
+    listener = replace(echoed or AgentListener(), on_notice=on_notice)
     try:
         t0 = ev.now_ns()
-        agent.host = await start_host(args.tools.mcp, on_notice)
-        agent.mcp_start_ns = (t0, ev.now_ns())  # the servers' start: its own figure, not ttft's own delay
+        host = await start_host(args.tools.mcp, on_notice)
+        turn.agent = AgentTurn(
+            turn.backend,
+            turn.request,
+            host,
+            turn.consent,
+            session_id=turn.log.session_id,
+            turn_index=turn.log.next_turn_index(),
+            log=turn.log,
+            # the servers' start: its own figure, not ttft's own delay
+            settings=AgentSettings(max_steps=turn.max_steps, mcp_start_ns=(t0, ev.now_ns())),
+            listener=listener,
+            submitted_ns=turn.submitted_ns,
+        )
         try:
-            return await agent.run()
+            return await turn.agent.run()
         finally:
             answer.close()
             with contextlib.suppress(Exception):  # a server that will not end never costs the turn
-                await agent.host.aclose()
+                await host.aclose()
     finally:
-        await agent.backend.aclose()
+        await turn.backend.aclose()
 
 
 def _make_backend(
@@ -438,7 +468,6 @@ def run(args: AskArgs) -> int:
     request = build_request(prompt, system=system, settings=settings, attachments=files)
     log = SessionLog(args.session)
     recorder: TurnRecorder | None = None
-    agent: AgentTurn | None = None
     try:
         try:
             backend = _make_backend(spec, args.base_url, target, args.timeout, sdk=args.sdk)
@@ -447,33 +476,22 @@ def run(args: AskArgs) -> int:
             record = _failed_record(spec, where, request, err, log, started)
         else:
             if wants_tools(args.tools.mcp.specs):
-                from backends.agent.loop import AgentTurn
-
-                agent = AgentTurn(
-                    backend,
-                    request,
-                    None,  # type: ignore[arg-type]  # the MCP host, started inside the turn's event loop
-                    consent_of(args.tools.allow_all, args.tools.allowed),
-                    session_id=log.session_id,
-                    turn_index=log.next_turn_index(),
-                    submitted_ns=started,
-                    max_steps=args.tools.max_steps,
-                    log=log,
-                )
+                consent = consent_of(args.tools.allow_all, args.tools.allowed)
+                tooled = _AgentAsk(backend, request, consent, log, started, args.tools.max_steps)
                 try:
-                    record = signals.run(_ask_agent(agent, args, echo=not args.json))
+                    record = signals.run(_ask_agent(tooled, args, echo=not args.json))
                 except KeyboardInterrupt as exc:
-                    if agent.record is None:
+                    if (cut := tooled.record()) is None:
                         return signals.exit_code(exc)
-                    _print(agent.record, args, log)
+                    _print(cut, args, log)
                     return signals.exit_code(exc)
                 except Exception as exc:  # an MCP server that did not start: said, never a traceback
-                    if agent.record is not None:
+                    if tooled.record() is not None:
                         raise
                     print(f"ttft ask: the MCP servers did not start: {visible_controls(str(exc))}", file=sys.stderr)
                     return Exit.FAILED
                 _print(record, args, log)
-                if log.write_errors or agent.log_error:
+                if log.write_errors or (tooled.agent is not None and tooled.agent.result.log_error):
                     return LOG_FAILED
                 return Exit.OK if record.status == "ok" else for_error_kind(record.error.type if record.error else None)
             recorder = new_recorder(backend, request, session_id=log.session_id, turn_index=log.next_turn_index())

@@ -183,7 +183,7 @@ class PaneController:
 
     def _done(self, pane: int, trial: int, record: TurnRecord) -> None:
         agent = self._agents.pop(pane, None)
-        models = list(agent.models) if agent is not None and agent.record is record else []
+        models = list(agent.result.models) if agent is not None and agent.result.record is record else []
         self._to_ui(self._ui_done(pane, record, models))
 
     async def _ready(self) -> None:

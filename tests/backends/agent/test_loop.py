@@ -12,7 +12,7 @@ import pytest
 
 from backends.agent.consent import Consent
 from backends.agent.host import ToolResult, cap
-from backends.agent.loop import AgentTurn, supports_tools
+from backends.agent.loop import AgentListener, AgentSettings, AgentTurn, supports_tools
 from backends.base import build_request
 from backends.providers.registry import create_backend
 from telemetry.record import TurnRecord
@@ -37,7 +37,7 @@ def _run(
             consent or Consent(allow_all=True),
             session_id="s",
             turn_index=0,
-            max_steps=max_steps,
+            settings=AgentSettings(max_steps=max_steps),
         )
 
         async def go() -> None:
@@ -60,7 +60,7 @@ def test_parallel_calls_run_at_once_and_count_once_in_the_split() -> None:
     # turn spent 400 ms in its model steps on a loaded machine (cold imports), more than 0.3 s tools took
     host = FakeHost(FakeTool("a", delay_s=1.0), FakeTool("b", delay_s=1.0))
     agent, _ = _run([Step(calls=(Call("a"), Call("b"))), Step(text="done")], host)
-    rec = agent.record
+    rec = agent.result.record
     assert rec is not None and rec.status == "ok"
     assert host.max_in_flight == 2
     tools = [s for s in rec.steps if s["kind"] == "tool"]
@@ -82,7 +82,7 @@ def test_a_tools_failure_goes_back_as_an_error_result_and_the_model_answers() ->
         Step(text="sorry"),
     ]
     agent, srv = _run(script, host)
-    rec = agent.record
+    rec = agent.result.record
     assert rec is not None and rec.status == "ok" and rec.answer.strip() == "sorry"
     results = [m for m in srv.requests[1]["messages"] if m["role"] == "tool"]
     assert [r["content"].startswith("Error:") for r in results] == [True, True, True, False]
@@ -95,7 +95,7 @@ def test_a_tools_failure_goes_back_as_an_error_result_and_the_model_answers() ->
 def test_the_step_limit_stops_the_loop_and_says_so() -> None:
     host = FakeHost(FakeTool("again"))
     agent, srv = _run([Step(calls=(Call("again"),))], host, max_steps=3)
-    rec = agent.record
+    rec = agent.result.record
     assert rec is not None and len(srv.requests) == 3 and len(host.calls) == 2
     assert rec.agent is not None and rec.agent["stopped"] == "max_steps" and rec.agent["model_steps"] == 3
     assert "max_steps" in rec.notices and "--max-steps (3)" in rec.diagnosis
@@ -106,7 +106,7 @@ def test_without_consent_no_tool_runs_and_the_turn_stops() -> None:
     agent, srv = _run(
         [Step(calls=(Call("a"), Call("b"))), Step(text="x")], host, consent=Consent.from_flags(False, ["a"])
     )
-    rec = agent.record
+    rec = agent.result.record
     assert rec is not None and host.calls == [] and len(srv.requests) == 1
     assert rec.status == "error" and rec.error is not None and rec.error.type == "tool_not_allowed"
     assert [(s["name"], s["status"]) for s in rec.steps if s["kind"] == "tool"] == [("b", "denied")]
@@ -124,7 +124,7 @@ def test_cancelling_during_a_tool_keeps_every_step_that_arrived(sunk: list[TurnR
         task.cancel()
 
     agent, _ = _run([Step(calls=(Call("slow"),)), Step(text="never")], host, during=cancel_in_the_tool)
-    rec = agent.record
+    rec = agent.result.record
     assert rec is not None and rec.status == "cancelled"
     assert [(s["kind"], s["status"]) for s in rec.steps] == [("model", "ok"), ("tool", "cancelled")]
     assert rec.tool_calls[0]["name"] == "slow" and rec.metrics.ttft_ms is not None
@@ -143,8 +143,8 @@ def test_results_are_capped_before_the_model_and_a_cut_is_said() -> None:
             Consent(allow_all=True),
             session_id="s",
             turn_index=0,
-            max_result_bytes=1001,
-            on_notice=notices.append,
+            settings=AgentSettings(max_result_bytes=1001),
+            listener=AgentListener(on_notice=notices.append),
         )
 
         async def go() -> TurnRecord:
@@ -188,8 +188,8 @@ def test_with_someone_to_ask_each_call_is_asked_about_and_a_denial_goes_back_to_
     consent = Consent(ask=True)
     with AgentServer([Step(calls=(Call("a"), Call("b"), Call("a"))), Step(text="done")]) as srv:
         backend = create_backend("compat:m", base_url=srv.base_url, lean=True)
-        agent = AgentTurn(backend, build_request("go"), host, consent, session_id="s", turn_index=0)
-        agent.ask = _asking(["always", "deny"], asked)  # type: ignore[assignment]
+        listener = AgentListener(ask=_asking(["always", "deny"], asked))  # type: ignore[arg-type]
+        agent = AgentTurn(backend, build_request("go"), host, consent, session_id="s", turn_index=0, listener=listener)
 
         async def go() -> None:
             try:
@@ -199,7 +199,7 @@ def test_with_someone_to_ask_each_call_is_asked_about_and_a_denial_goes_back_to_
 
         asyncio.run(go())
         sent = srv.requests[-1]["messages"]
-    rec = agent.record
+    rec = agent.result.record
     assert rec is not None and rec.status == "ok" and rec.answer.strip() == "done"
     assert asked == [("a", 0, 3), ("b", 1, 3)]  # the second call of `a` was allowed by "always"
     assert [c for c, _ in host.calls] == ["a", "a"]
@@ -226,8 +226,15 @@ def test_cancelling_while_asked_keeps_the_wait_as_an_unanswered_approval() -> No
 
     with AgentServer([Step(calls=(Call("a"),)), Step(text="never")]) as srv:
         backend = create_backend("compat:m", base_url=srv.base_url, lean=True)
-        agent = AgentTurn(backend, build_request("go"), host, Consent(ask=True), session_id="s", turn_index=0)
-        agent.ask = never  # type: ignore[assignment]
+        agent = AgentTurn(
+            backend,
+            build_request("go"),
+            host,
+            Consent(ask=True),
+            session_id="s",
+            turn_index=0,
+            listener=AgentListener(ask=never),  # type: ignore[arg-type]
+        )
 
         async def go() -> None:
             task = asyncio.ensure_future(agent.run())
@@ -237,6 +244,6 @@ def test_cancelling_while_asked_keeps_the_wait_as_an_unanswered_approval() -> No
             await backend.aclose()
 
         asyncio.run(go())
-    rec = agent.record
+    rec = agent.result.record
     assert rec is not None and rec.status == "cancelled" and host.calls == []
     assert [(s["kind"], s.get("answer")) for s in rec.steps] == [("model", None), ("approval", "cancelled")]
