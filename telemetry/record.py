@@ -138,6 +138,10 @@ class TurnRecord:
     # Absent from the JSON of a turn without tools, so such a line is unchanged.
     steps: tuple[dict[str, Any], ...] = ()
     agent: dict[str, Any] | None = None
+    # A call another app sent, timed by ``ttft proxy`` (backends.proxy): source "proxy" and the app's
+    # User-Agent product ("claude-cli/2.0.14"). Absent from the JSON of ttft's own turns, so such a line is unchanged.
+    source: str = ""
+    client: str = ""
 
     def sent_at(self) -> str | None:
         """The wall clock of the first send (the origin of ``events_ms``), to the microsecond, UTC."""
@@ -198,6 +202,10 @@ class TurnRecord:
         if self.agent is not None:
             out["agent"] = self.agent
             out["steps"] = list(self.steps)
+        if self.source:
+            out["source"] = self.source
+        if self.client:
+            out["client"] = self.client
         return out
 
     @classmethod

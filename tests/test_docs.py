@@ -248,6 +248,7 @@ OTHER_TOOLS_FLAGS |= {
 }
 OTHER_TOOLS_FLAGS |= {"--hypothesis-profile", "--hypothesis-seed"}  # Hypothesis's pytest plugin
 OTHER_TOOLS_FLAGS |= {"--jinja", "--enable-auto-tool-choice", "--tool-call-parser"}  # tools on llama-server, vLLM
+OTHER_TOOLS_FLAGS |= {"--allowed"}  # Claude Code's --allowedTools, as the pattern reads it (up to its capital)
 
 
 def _ttft_flags() -> set[str]:

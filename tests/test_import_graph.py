@@ -141,6 +141,7 @@ SUB_ALLOWED: dict[str, set[str]] = {
     "telemetry.bench": {"telemetry.log", "telemetry.server"},
     "telemetry.compare": {"telemetry.export", "telemetry.log"},
     "telemetry.values": {"telemetry.log"},
+    "telemetry.proxy": {"telemetry.agent", "telemetry.log"},
     "backends.transport": set(),
     "backends.local": set(),
     "backends.otel": set(),
@@ -149,6 +150,7 @@ SUB_ALLOWED: dict[str, set[str]] = {
     "backends.mcp": {"backends.agent", "backends.providers"},
     "backends.providers": {"backends.transport", "backends.local"},
     "backends.compare": {"backends.providers", "backends.agent", "backends.mcp"},
+    "backends.proxy": {"backends.providers", "backends.transport", "backends.otel"},
     "backends.load": {
         "backends.transport",
         "backends.providers",

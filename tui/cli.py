@@ -42,12 +42,13 @@ COMMANDS = {
     "sessions": "tui.commands.sessions",
     "export": "tui.commands.export",
     "probe": "tui.commands.probe",
+    "proxy": "tui.commands.proxy.command",
     "completion": "tui.commands.completion",
 }
 COMMAND_MODULES = tuple(COMMANDS.values())
 # Commands that pick a model read the config file: a bad one stops them before they start,
 # with one line (exit 2), never a traceback or a silent fall-back to another provider.
-CONFIG_COMMANDS = frozenset({"chat", "ask", "models", "compare", "bench", "probe"})
+CONFIG_COMMANDS = frozenset({"chat", "ask", "models", "compare", "bench", "probe", "proxy"})
 # Commands that print or write what the logs hold: the config's secrets are masked there too.
 SHOWS_RECORDS = frozenset({"report", "sessions", "export"})
 # Commands that need every command's parser (completion describes them all).

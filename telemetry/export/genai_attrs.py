@@ -208,6 +208,7 @@ def agent_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs
         "ttft.agent.time_in_tools": seconds(agent.get("time_in_tools_ms")),
         "ttft.agent.time_in_ttft": seconds(agent.get("time_in_ttft_ms")),
         "ttft.agent.time_in_approval": seconds(agent.get("time_in_approval_ms")),  # the chat's: a person deciding
+        "ttft.agent.time_in_app": seconds(agent.get("time_in_app_ms")),  # a proxied app's own, between its calls
         **{
             f"ttft.agent.{k}": count(agent.get(k))
             for k in ("step_count", "model_steps", "tool_steps", "approval_steps", "max_steps")

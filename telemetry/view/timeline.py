@@ -13,7 +13,8 @@ waiting as three parts on the same axis: ``waiting`` (earlier attempts and the p
 A tool-using turn (its record's ``steps``) draws each step as its own segments: a model step as its
 wait, reasoning and answer (from its own TTFT and TTFVT), a tool call as ``tool``, a wait for the
 person's approval as ``approval``, and the time between steps that none of them covers as ``ttft``
-(ttft's own work: reading the calls, sending the next request).
+(ttft's own work: reading the calls, sending the next request), or as ``app`` in a session ``ttft
+proxy`` rebuilt from another app's calls (``agent.time_in_app_ms``: that app's own time, not ttft's).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ STALL_MIN_MS = 100.0  # a gap a person can see; below it a 10x jump is jitter, n
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    phase: str  # client | loading | waiting | network | server | reasoning | streaming | tool | approval | ttft
+    phase: str  # client | loading | waiting | network | server | reasoning | streaming | tool | approval | ttft | app
     start_ms: float
     end_ms: float
 
@@ -83,9 +84,10 @@ def _client(own_ms: float | None, before_ms: float) -> list[Segment]:
     return _seg("client", before_ms - own_ms, before_ms)
 
 
-def step_segments(steps: Sequence[dict[str, Any]]) -> list[Segment]:
+def step_segments(steps: Sequence[dict[str, Any]], rest: str = "ttft") -> list[Segment]:
     """A tool-using turn's steps (the record's ``steps``, or a live turn's so far) as segments, with the
-    gaps no step covers as ``ttft``. A step without its times (a hand-edited line) is left out."""
+    gaps no step covers as ``rest`` (``ttft``; ``app`` for a proxied app's session). A step without its
+    times (a hand-edited line) is left out."""
     segs: list[Segment] = []
     spans: list[tuple[float, float]] = []
     for st in steps:
@@ -109,7 +111,7 @@ def step_segments(steps: Sequence[dict[str, Any]]) -> list[Segment]:
     covered: float | None = None
     for a, b in sorted(spans):
         if covered is not None and a > covered:
-            segs += _seg("ttft", covered, a)
+            segs += _seg(rest, covered, a)
         covered = b if covered is None else max(covered, b)
     return segs
 
@@ -155,7 +157,7 @@ def turn_timeline(rec: TurnRecord) -> Timeline:
 
 def _steps_timeline(rec: TurnRecord) -> Timeline:
     """A tool-using turn: ttft's own delay before the first send, then each step (``step_segments``)."""
-    segs = step_segments(rec.steps)
+    segs = step_segments(rec.steps, "app" if "time_in_app_ms" in (rec.agent or {}) else "ttft")
     client = _client(rec.metrics.own_delay_ms, 0.0)
     start = client[0].start_ms if client else 0.0
     end = rec.timestamps.relative_ms()["end"]

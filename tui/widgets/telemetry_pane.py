@@ -290,9 +290,11 @@ def _agent_rows(t: Text, rec: TurnRecord) -> None:
     if a is None:
         return
     n = a.get("step_count")
+    # a proxied app's session (ttft proxy): the time between its calls is the app's own, ttft did none of it
+    rest = ("app", "time_in_app_ms") if "time_in_app_ms" in a else ("ttft", "time_in_ttft_ms")
     split = (
         f"{n} · model {fmt_ms(_num(a.get('time_in_model_ms')))} · tools {fmt_ms(_num(a.get('time_in_tools_ms')))}"
-        f" · ttft {fmt_ms(_num(a.get('time_in_ttft_ms')), digits=1)}"
+        f" · {rest[0]} {fmt_ms(_num(a.get(rest[1])), digits=1)}"
     )
     _row(t, "steps", split)
     if "time_in_approval_ms" in a:

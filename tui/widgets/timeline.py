@@ -26,12 +26,15 @@ PHASE_STYLE = {
     "tool": ("━", "blue"),  # a tool call of a tool-using turn
     "approval": ("┅", "bright_black"),  # waiting for the person's answer before a call
     "ttft": ("━", "cyan"),  # ttft's own work between a tool-using turn's steps
+    "app": ("━", "bright_cyan"),  # a proxied app's own time between its calls (ttft proxy's sessions)
 }
 MARK_STYLE = {"retry": ("↻", "bold red"), "stall": ("!", "bold red")}
 END_MARK = {"error": ("✗", "bold red"), "cancelled": ("■", "bold yellow")}
 LABEL_W = 4
 AGENT_PHASES = ("tool", "approval", "ttft")  # a tool-using turn's; their legend's room only once one is drawn
-OPTIONAL_PHASES = ("client", "loading", "network", "server", *AGENT_PHASES)  # in the legend only when a turn has them
+APP_PHASES = ("app",)  # a proxied app's session's: room only once one is drawn (the chat's turns never have it)
+# in the legend only when a turn has them
+OPTIONAL_PHASES = ("client", "loading", "network", "server", *AGENT_PHASES, *APP_PHASES)
 # (glyph, style, name, the gap after it when another entry follows on its line)
 LEGEND: list[tuple[str, str, str, str]] = [
     *((ch * 2, style, name, "  ") for name, (ch, style) in PHASE_STYLE.items()),
@@ -64,8 +67,10 @@ class TimelineView(Widget):
             return 1
         # Room for the whole legend, wrapped, whichever phases show: a phase seen for the first time
         # (network, client) then changes no height, so nothing around is laid out again mid-turn.
-        agent = any(seg.phase in AGENT_PHASES for _, tl in self.rows for seg in tl.segments)
-        entries = LEGEND if agent else [e for e in LEGEND if e[2] not in AGENT_PHASES]
+        drawn = {seg.phase for _, tl in self.rows for seg in tl.segments}
+        hidden = set() if drawn & set(AGENT_PHASES) else set(AGENT_PHASES)
+        hidden |= set() if drawn & set(APP_PHASES) else set(APP_PHASES)
+        entries = [e for e in LEGEND if e[2] not in hidden]
         legend = _pack(entries, (self.size.width if width is None else width) - LABEL_W - 1)
         return n + 1 + len(legend)
 

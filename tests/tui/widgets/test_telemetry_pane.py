@@ -126,3 +126,17 @@ def test_the_rows_are_numbered_as_the_step_count_counts() -> None:
     many = Text()
     steps_rows(many, [*steps, *([steps[1], steps[2]] * 8)])  # 20 rows, 11 of them approvals
     assert many.plain.splitlines()[-1].strip() == "… 4 more steps"  # 12 rows shown; the 4 tool steps after
+
+
+def test_a_proxied_apps_session_says_the_time_between_calls_was_the_apps() -> None:
+    steps = [
+        {"kind": "model", "start_ms": 0.0, "end_ms": 900.0, "duration_ms": 900.0, "ttft_ms": 400.0, "status": "ok"},
+        {"kind": "tool", "name": "Bash", "start_ms": 900.0, "end_ms": 2100.0, "duration_ms": 1200.0, "status": "ok"},
+        {"kind": "model", "start_ms": 2400.0, "end_ms": 3000.0, "duration_ms": 600.0, "ttft_ms": 300.0, "status": "ok"},
+    ]
+    agent = {"step_count": 3, "time_in_model_ms": 1500.0, "time_in_tools_ms": 1200.0, "time_in_ttft_ms": 0.0}
+    proxied = TurnRecord.from_dict({**_record(), "steps": steps, "agent": {**agent, "time_in_app_ms": 300.0}})
+    text = record_text(proxied).plain
+    assert "· app 300.0 ms" in text and "· ttft" not in text
+    chat = record_text(TurnRecord.from_dict({**_record(), "steps": steps, "agent": agent})).plain
+    assert "· ttft 0.0 ms" in chat and "· app" not in chat

@@ -41,3 +41,21 @@ async def test_legend_keeps_every_entry_within_the_width(width: int) -> None:
         assert "loading" not in legend  # no turn had a load: left out
         assert all(len(line) <= width for line in lines), lines
         assert view.region.height >= len(lines), (view.region, lines)  # every legend line has room
+
+
+async def test_a_proxied_apps_own_time_is_drawn_and_named_apart_from_ttfts() -> None:
+    # A session ttft proxy rebuilt: its gaps between calls are the app's (``app``), never ttft's own.
+    app = _One(80)
+    async with app.run_test(size=(170, 30)) as pilot:
+        view = app.query_one(TimelineView)
+        view.set_rows([("s1", _turn(("server", "streaming", "tool", "app", "server", "streaming")))])
+        await pilot.pause()
+        text = view.render()
+        legend = " ".join(line.rstrip() for line in text.plain.splitlines()[2:])
+        assert " app" in legend and " tool" in legend and " ttft" not in legend
+        bar = [span for span in text.spans if span.style == "bright_cyan"]
+        assert bar, "the app's time has its own colour"
+        view.set_rows([("#1", _turn(("server", "streaming", "tool", "ttft", "streaming")))])
+        await pilot.pause()
+        chat = " ".join(line.rstrip() for line in view.render().plain.splitlines()[2:])
+        assert " ttft" in chat and " app" not in chat  # the chat's tool turn: ttft's own time, no app
