@@ -12,6 +12,7 @@ import concurrent.futures
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +99,7 @@ class ChatSession:
         self._warming: asyncio.Future[None] | None = None  # the warm-up of the current backend
         # A resumed session's earlier turns as context, read in a thread (see resume); the first turn waits for it.
         self._earlier: concurrent.futures.Future[list[Message]] | None = None
+        self._read_earlier: Callable[[], None] | None = None  # starts the read of _earlier (read_earlier)
 
     # --- backend -------------------------------------------------------------------
     async def ensure_backend(self, *, keep_failure: bool = False) -> Backend:
@@ -288,7 +290,7 @@ class ChatSession:
         self.messages, self.records, self.turn_index, self.live = [], [], 0, None
         self.path, self._branch_of = [], None
         self._sent = None
-        self._earlier = None
+        self._earlier, self._read_earlier = None, None
         self.log = SessionLog()
 
     def resume(self, path: Path, skipped: Skipped | None = None, *, turns: int = RESUME_TURNS) -> list[TurnRecord]:
@@ -313,14 +315,22 @@ class ChatSession:
         self._branch_of = None
         self.turn_index = max((r.get("turn_index", -1) for r in logged), default=-1) + 1
         first = branch[0].get("turn_index") if branch else None
-        self._earlier = _read_context_in_thread(path, start, nodes, first) if start > 0 else None
+        self._earlier, self._read_earlier = _context_reader(path, start, nodes, first) if start > 0 else (None, None)
         return self.records
+
+    def read_earlier(self) -> None:
+        """Start reading a resumed session's earlier context, if not begun: the chat calls it once the
+        transcript is drawn, so the read (every line of a year's log) does not slow the drawing."""
+        start, self._read_earlier = self._read_earlier, None
+        if start is not None:
+            start()
 
     async def _take_earlier(self) -> None:
         """Put a resumed session's earlier turns before the context (once, when they have been read)."""
         fut = self._earlier
         if fut is None:
             return
+        self.read_earlier()
         try:
             earlier = await asyncio.wrap_future(fut)
         except Exception:  # unreadable meanwhile: the last turns are context enough
@@ -349,16 +359,21 @@ def _exchange(rec: dict[str, Any]) -> list[Message]:
     return [Message("user", rec.get("prompt") or ""), Message("assistant", answer)] if answer else []
 
 
+YIELD_EVERY = 32  # lines of the earlier context read between offers of the interpreter to the screen
+
+
 def _context(path: Path, end: int, later: dict[int, int | None], first: int | None) -> list[Message]:
     """The prompt/answer pairs, in the first ``end`` bytes, of the branch that leads to turn ``first``
     (the oldest of the later turns read already, whose links are ``later``), read line by line."""
     exchanges: dict[int, dict[str, Any]] = {}
     pos = 0
     with path.open("rb") as f:
-        for raw in f:
+        for n, raw in enumerate(f):
             pos += len(raw)
             if pos > end:
                 break
+            if n % YIELD_EVERY == 0:
+                time.sleep(0)  # the interpreter offered to the screen: a year's read never stalls the drawing
             rec = parse_line(raw)
             if rec and isinstance(rec.get("turn_index"), int):
                 exchanges[rec["turn_index"]] = {k: rec.get(k) for k in ("turn_index", "branch_of", "prompt", "answer")}
@@ -368,16 +383,17 @@ def _context(path: Path, end: int, later: dict[int, int | None], first: int | No
     return [m for i in lineage(nodes, first) if i in exchanges and i not in later for m in _exchange(exchanges[i])]
 
 
-def _read_context_in_thread(
+def _context_reader(
     path: Path, end: int, later: dict[int, int | None], first: int | None
-) -> concurrent.futures.Future[list[Message]]:
+) -> tuple[concurrent.futures.Future[list[Message]], Callable[[], None]]:
+    """The earlier context's future, and the function that starts its read in a thread."""
     fut: concurrent.futures.Future[list[Message]] = concurrent.futures.Future()
 
     def work() -> None:
         try:
-            fut.set_result(_context(path, end, later, first))
+            with bulk_read():
+                fut.set_result(_context(path, end, later, first))
         except BaseException as exc:  # the future carries it to the turn that waits
             fut.set_exception(exc)
 
-    threading.Thread(target=work, name="ttft-resume-context", daemon=True).start()
-    return fut
+    return fut, threading.Thread(target=work, name="ttft-resume-context", daemon=True).start

@@ -7,11 +7,14 @@ from __future__ import annotations
 import csv
 import errno
 import io
+import itertools
 import json
 import os
 import re
+import shutil
 import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -152,7 +155,10 @@ def write_jsonl(records: Iterable[dict[str, Any]], out: Path) -> int:
     return n
 
 
-def _csv_value(value: Any) -> Any:
+def csv_value(value: Any) -> Any:
+    """A table's cell as CSV writes it: a bool as a word, a formula's start neutralised (:func:`csv_cell`)."""
+    if value is None:  # most cells: nothing to look at
+        return None
     if isinstance(value, bool):
         return "true" if value else "false"  # what pandas, polars and DuckDB all read as booleans
     return csv_cell(value)
@@ -176,7 +182,7 @@ def _write_table_csv(header: Sequence[str], rows: Iterable[dict[str, Any]], out:
         w = csv.writer(f)
         w.writerow(header)
         for row in rows:
-            w.writerow([_csv_value(v) for v in row.values()])
+            w.writerow([csv_value(v) for v in row.values()])
             n += 1
     return n
 
@@ -233,19 +239,51 @@ def duckdb_types(columns: Sequence[table.Column]) -> dict[str, str]:
     return {c.name: types[c.type] for c in columns}
 
 
-def _write_table_parquet(columns: Sequence[table.Column], rows: Iterable[dict[str, Any]], out: Path) -> int:
+PARQUET_BATCH = 8192  # rows held at once: a year of turns is written in parts of this many, then joined
+
+
+def write_parquet_part(columns: Sequence[table.Column], rows: Sequence[dict[str, Any]], part: Path) -> int:
+    """Rows as one part of a Parquet export (lz4: written once, read back once by :func:`join_parquet`)."""
     import polars as pl
 
-    frame = pl.from_dicts(list(rows), schema=polars_schema(columns))
-    if out == STDOUT:
-        if sys.stdout.isatty():  # binary on a terminal: garbage at best, escape sequences at worst
-            raise OSError(errno.EINVAL, "Parquet is binary: pipe it (-o - | ...) or give -o FILE")
-        sys.stdout.flush()
-        frame.write_parquet(sys.stdout.buffer)
-    else:
-        open_private(out).close()  # created 0600 first; polars then writes the bytes into it
-        frame.write_parquet(out)
+    frame = pl.from_dicts(rows, schema=polars_schema(columns))
+    frame.write_parquet(part, compression="lz4")
     return frame.height
+
+
+def join_parquet(columns: Sequence[table.Column], parts: Sequence[Path], out: Path) -> None:
+    """The parts, in order, as one Parquet file (zstd), streamed: never the whole table in memory."""
+    import polars as pl
+
+    if out == STDOUT and sys.stdout.isatty():  # binary on a terminal: garbage at best, escape sequences at worst
+        raise OSError(errno.EINVAL, "Parquet is binary: pipe it (-o - | ...) or give -o FILE")
+    schema = polars_schema(columns)
+    frame = pl.scan_parquet(list(parts), schema=schema) if parts else pl.LazyFrame(schema=schema)
+    if out != STDOUT:
+        open_private(out).close()  # created 0600 first; polars then writes the bytes into it
+        frame.sink_parquet(out, compression="zstd")
+        return
+    with tempfile.TemporaryDirectory(prefix="ttft-parquet-") as tmp:  # a pipe cannot be sunk into: copied through
+        whole = Path(tmp) / "out.parquet"
+        frame.sink_parquet(whole, compression="zstd")
+        sys.stdout.flush()
+        with whole.open("rb") as f:
+            shutil.copyfileobj(f, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+
+
+def _write_table_parquet(columns: Sequence[table.Column], rows: Iterable[dict[str, Any]], out: Path) -> int:
+    import polars  # noqa: F401  (ModuleNotFoundError before anything is read or written)
+
+    n = 0
+    with tempfile.TemporaryDirectory(prefix="ttft-parquet-") as tmp:
+        parts: list[Path] = []
+        rows = iter(rows)
+        while batch := list(itertools.islice(rows, PARQUET_BATCH)):
+            parts.append(Path(tmp) / f"{len(parts):08d}.parquet")
+            n += write_parquet_part(columns, batch, parts[-1])
+        join_parquet(columns, parts, out)
+    return n
 
 
 # --- OpenTelemetry: the mapping is telemetry.export.genai's (shared with the live push) ------------

@@ -148,6 +148,8 @@ def cast(value: Any, type_: ColumnType) -> Any:
     if value is None:
         return None
     if type_ == "json":
+        if not value and value.__class__ in (dict, list):  # most such cells: no call to the encoder
+            return "{}" if value.__class__ is dict else "[]"
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     if type_ == "bool":
         return value if isinstance(value, bool) else None
@@ -164,21 +166,51 @@ def cast(value: Any, type_: ColumnType) -> Any:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
 
 
+def _plan() -> tuple[tuple[tuple[int, str], ...], tuple[tuple[str, ColumnType, int, str], ...]]:
+    """How :func:`row` reaches each column: the nested objects the columns lie in, each found once per
+    row from its parent's slot (slot 0: the record), and each column's (name, type, slot, key); slot
+    -1 for a column computed from the whole record."""
+    slots: dict[tuple[str, ...], int] = {(): 0}
+    objects: list[tuple[int, str]] = []
+    columns: list[tuple[str, ColumnType, int, str]] = []
+    for c, path in _PATHS:
+        for depth in range(1, len(path)):
+            if path[:depth] not in slots:
+                slots[path[:depth]] = len(slots)
+                objects.append((slots[path[: depth - 1]], path[depth - 1]))
+        computed = c.name in ("chunks", "chunk_count", "extra.other")
+        columns.append((c.name, c.type, -1 if computed else slots[path[:-1]], path[-1]))
+    return tuple(objects), tuple(columns)
+
+
+_OBJECTS, _PLAN = _plan()  # row() runs per turn: each nested object is looked up once, not per column
+
+
 def row(rec: dict[str, Any]) -> dict[str, Any]:
     """One record as the table's row: every column, in order, each value of its column's type."""
-    extra = rec.get("extra") or {}
-    other = {k: v for k, v in extra.items() if k not in _TOP_EXTRA} if isinstance(extra, dict) else {}
+    objs: list[Any] = [rec]
+    for parent, key in _OBJECTS:  # as get() walks a path: None past anything that is not an object
+        o = objs[parent]
+        objs.append(o.get(key) if isinstance(o, dict) else None)
     out: dict[str, Any] = {}
-    for c, path in _PATHS:
-        if c.name == "chunks":
-            value: Any = chunk_rows(rec)
-        elif c.name == "chunk_count":
+    for name, type_, slot, key in _PLAN:
+        if slot >= 0:
+            o = objs[slot]
+            value = o.get(key) if isinstance(o, dict) else None
+        elif name == "chunks":
+            value = chunk_rows(rec)
+        elif name == "chunk_count":
             value = len(rec.get("chunks") or ())
-        elif c.name == "extra.other":
+        else:  # extra.other
+            extra = rec.get("extra") or {}
+            other = {k: v for k, v in extra.items() if k not in _TOP_EXTRA} if isinstance(extra, dict) else {}
             value = other or None
+        # the common cells kept as they are without a call (cast's answer for them); the rest through cast
+        cls = value.__class__
+        if value is None or (cls is str and type_ == "str") or (cls is float and type_ == "float"):
+            out[name] = value
         else:
-            value = get(rec, path)
-        out[c.name] = cast(value, c.type)
+            out[name] = cast(value, type_)
     return out
 
 

@@ -94,6 +94,35 @@ def test_a_logged_line_that_is_no_record_is_counted_as_skipped_and_keeps_its_con
     assert session.turn_index == 2
 
 
+async def test_a_resumed_sessions_earlier_context_is_read_once_the_chat_asks_or_the_next_turn_needs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    turns = [{**play(stream(visible=2), recorder(f"q{i}")), "turn_index": i} for i in range(6)]
+    path = _log(tmp_path / "s-long.jsonl", *turns)
+    started: list[str] = []
+    real = threading.Thread.start
+
+    def spy(self: threading.Thread) -> None:
+        started.append(self.name)
+        real(self)
+
+    monkeypatch.setattr(threading.Thread, "start", spy)
+    for asked in (True, False):
+        session = ChatSession(runner=None, spec="x:y")  # type: ignore[arg-type]
+        session.resume(path, turns=2)
+        assert [m.content for m in session.messages][::2] == ["q4", "q5"] and started == []  # not read yet
+        if asked:
+            session.read_earlier()  # the chat, once the transcript is drawn
+            session.read_earlier()  # once only
+            assert started == ["ttft-resume-context"]
+        await session._take_earlier()  # what the next turn waits for (starts the read if not begun)
+        assert started == ["ttft-resume-context"]
+        assert [m.content for m in session.messages][::2] == [f"q{i}" for i in range(6)]
+        started.clear()
+
+
 def test_a_finished_turn_is_folded_in_typed_and_regenerate_takes_it_back() -> None:
     session = ChatSession(runner=None, spec="x:y")  # type: ignore[arg-type]
     answered = TurnRecord.from_dict({**play(stream(visible=3), recorder("q")), "turn_index": 4})

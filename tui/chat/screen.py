@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from tui.compare.output import ChatHandoff
 
 EFFORTS = (None, "minimal", "low", "medium", "high")
+SETTLE_S = 0.5  # after a resumed session is drawn, before its earlier context is read (the screen settles)
 
 
 class ChatScreen(Screen[None]):
@@ -536,6 +537,9 @@ class ChatScreen(Screen[None]):
             self.notify(reopened.error, severity="error")
             return
         await self.show_reopened(reopened)
+        # The earlier context is read once the screen has settled: a year's log read in a thread
+        # meanwhile took the interpreter from the drawing (the next turn starts the read if not begun).
+        self.set_timer(SETTLE_S, self.session.read_earlier)
 
     async def show_reopened(self, reopened: Reopened) -> None:
         transcript = self.transcript

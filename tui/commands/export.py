@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from telemetry.export import log_slices
 from telemetry.export.formats import STDOUT, STEP_WRITERS, WRITERS, export
 from telemetry.log.sessions import resolve
 from telemetry.log.turns import Skipped, read_records
@@ -102,7 +103,10 @@ def run(args: ExportArgs) -> int:
     # A redacted copy gets a name of its own: written over the full export it would lose that file.
     out = args.out or Path(path.stem + (".steps" if args.steps else "") + (".redacted" if args.redact else "") + suffix)
     try:
-        n = export(records, args.format, out, redact_text=args.redact, steps=args.steps)
+        if log_slices.usable(args.format, path.stat().st_size, args.steps):  # a large log: in slices, on every core
+            n = read = log_slices.export(path, args.format, out, redact_text=args.redact, skipped=skipped)
+        else:
+            n = export(records, args.format, out, redact_text=args.redact, steps=args.steps)
     except ModuleNotFoundError:
         print("ttft export: Parquet needs polars (pip install polars); csv has the same columns", file=sys.stderr)
         return Exit.FAILED

@@ -141,3 +141,31 @@ class _FixedClock:
     @staticmethod
     def now(tz: object = None) -> datetime:
         return datetime(2026, 1, 1, 9, 0, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        (b'"tpot_ms":10.0', b'"tpot_ms":NaN'),  # orjson refuses NaN: the stdlib reads it, as before
+        (b'"attempts":1', b'"attempts":123456789012345678901234567890'),  # past 64 bits: exact, as before
+        (b'"prompt":"', b'"prompt":"\\ud800 lone '),  # a lone surrogate's escape: read, then scrubbed
+        (b'"prompt":"', b'"prompt":"\\ud83d\\ude00 paired '),
+        (b'"schema"', b'"schema":"x","schema"'),  # a repeated key: the last one counts in both parsers
+    ],
+)
+def test_a_log_line_reads_as_the_stdlib_reads_it(change: tuple[bytes, bytes]) -> None:
+    from telemetry import json_guard
+    from telemetry.log.json_line import encode_line
+    from telemetry.log.surrogates import scrub_value
+    from telemetry.log.turns import BAD_LINE, parse_line, well_formed
+    from telemetry.record import upgrade
+
+    line = encode_line(play(stream(visible=3)))
+    assert change[0] in line
+    line = line.replace(change[0], change[1], 1)
+    expected = json_guard.loads(line)  # the stdlib's reading, as parse_line read every line before
+    expected = scrub_value(upgrade(expected)) if well_formed(expected) else BAD_LINE
+    got = parse_line(line)
+    assert got is not BAD_LINE and json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
+    assert parse_line(b"[" * 200 + b"]" * 200) is BAD_LINE  # past the guard's depth: never parsed
+    assert parse_line(b'{"schema":"ttft.turn/2", "prompt": "\xff"}') is BAD_LINE  # not UTF-8
