@@ -121,6 +121,15 @@ def read_request(body: bytes, api: str, max_bytes: int = json_guard.MAX_BYTES) -
     return shape
 
 
+def _listed(shape: RequestShape, system: str, digests: list[str], results: list[str], prompt: str, chars: int) -> None:
+    """What each API's reader found of the conversation, set on the shape."""
+    shape.system_digest = system
+    shape.message_digests = tuple(digests)
+    shape.tool_results = tuple(results)
+    shape.prompt = prompt
+    shape.input_chars = chars
+
+
 def _chat(doc: dict[str, Any], shape: RequestShape) -> None:
     system: list[Any] = []
     digests: list[str] = []
@@ -143,11 +152,7 @@ def _chat(doc: dict[str, Any], shape: RequestShape) -> None:
             results.append(cid)
         if role == "user":
             last_user = text
-    shape.system_digest = digest("system", system) if system else ""
-    shape.message_digests = tuple(digests)
-    shape.tool_results = tuple(results)
-    shape.prompt = last_user
-    shape.input_chars = chars
+    _listed(shape, digest("system", system) if system else "", digests, results, last_user, chars)
 
 
 def _messages(doc: dict[str, Any], shape: RequestShape) -> None:
@@ -172,11 +177,7 @@ def _messages(doc: dict[str, Any], shape: RequestShape) -> None:
                     results.append(cid)
         if role == "user" and text:
             last_user = text
-    shape.system_digest = digest("system", system) if system else ""
-    shape.message_digests = tuple(digests)
-    shape.tool_results = tuple(results)
-    shape.prompt = last_user
-    shape.input_chars = chars
+    _listed(shape, digest("system", system) if system else "", digests, results, last_user, chars)
 
 
 def _responses(doc: dict[str, Any], shape: RequestShape) -> None:
@@ -206,7 +207,4 @@ def _responses(doc: dict[str, Any], shape: RequestShape) -> None:
             results.append(cid)
         if role == "user" and text:
             last_user = text
-    shape.message_digests = tuple(digests)
-    shape.tool_results = tuple(results)
-    shape.prompt = last_user
-    shape.input_chars = chars
+    _listed(shape, shape.system_digest, digests, results, last_user, chars)

@@ -24,13 +24,11 @@ import httpx2
 from backends.transport.aiohttp_client import (
     AiohttpClient,
     AiohttpResponse,
-    _as_httpx,
-    _connector_class,
-    _tracing,
+    as_httpx_error,
+    connector_class,
+    tracing,
 )
-from backends.transport.http import Probe, parse_retry_after
-from backends.transport.meta import http_info
-from telemetry import events as ev
+from backends.transport.http import Probe
 
 _AUTO = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 
@@ -41,7 +39,7 @@ class ProxyUpstream(AiohttpClient):
     def _open_session(self) -> Any:
         import aiohttp
 
-        connector = _connector_class()(limit=self.limit, limit_per_host=0, ssl=self.ssl_context(), ttl_dns_cache=300)
+        connector = connector_class()(limit=self.limit, limit_per_host=0, ssl=self.ssl_context(), ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s, sock_read=None)
         return aiohttp.ClientSession(
             connector=connector,
@@ -49,7 +47,7 @@ class ProxyUpstream(AiohttpClient):
             cookie_jar=aiohttp.DummyCookieJar(),
             raise_for_status=False,
             auto_decompress=False,
-            trace_configs=[_tracing()],
+            trace_configs=[tracing()],
         )
 
     async def forward(
@@ -74,15 +72,5 @@ class ProxyUpstream(AiohttpClient):
                     trace_request_ctx=(probe, probe.attempt, self._is_ip(url)),
                 )
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise _as_httpx(exc, httpx2.Request(method, url)) from exc
-        t = ev.now_ns()
-        probe.status = raw.status
-        probe.retry_after_s = parse_retry_after(raw.headers)  # type: ignore[arg-type]
-        info = http_info(
-            raw.headers,
-            connection=("new" if probe.connected else "reused") if probe.traced else None,
-            http_version=f"HTTP/{raw.version.major}.{raw.version.minor}" if raw.version else None,
-        )
-        probe.push(ev.HttpResponse(t, probe.attempt, info))
-        probe.push(ev.HeadersReceived(t, probe.attempt, raw.status, probe.retry_after_s))
-        return AiohttpResponse(raw, url, {}, probe, self.timeout_s)
+            raise as_httpx_error(exc, httpx2.Request(method, url)) from exc
+        return self._answered(raw, url, {}, probe)

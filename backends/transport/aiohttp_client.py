@@ -66,7 +66,7 @@ def ended_by_peer(sock: Any) -> bool:
 
 
 @functools.cache
-def _connector_class() -> type[aiohttp.TCPConnector]:
+def connector_class() -> type[aiohttp.TCPConnector]:
     """aiohttp's connector, checking each pooled connection before it carries a request (see send)."""
     import aiohttp
 
@@ -125,7 +125,7 @@ def resend_is_safe(exc: BaseException, reused: bool) -> bool:
     return isinstance(exc, aiohttp.ClientOSError) and exc.errno in (errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED)
 
 
-def _as_httpx(exc: BaseException, request: httpx2.Request) -> httpx2.TransportError:
+def as_httpx_error(exc: BaseException, request: httpx2.Request) -> httpx2.TransportError:
     """The httpx2 error that ``exc`` (raised by aiohttp) would have been."""
     import aiohttp
 
@@ -194,7 +194,7 @@ class AiohttpResponse(LeanResponse):
         try:
             data = await self._readany()
         except _read_errors() as exc:
-            raise _as_httpx(exc, self.request) from exc
+            raise as_httpx_error(exc, self.request) from exc
         if data:
             self._stamp(data)
         else:
@@ -228,7 +228,7 @@ def _step(phase: str, *, connected: bool = False, ip_only: bool = False) -> Any:
     return on
 
 
-def _tracing() -> aiohttp.TraceConfig:
+def tracing() -> aiohttp.TraceConfig:
     import aiohttp
 
     tc = aiohttp.TraceConfig()
@@ -262,7 +262,7 @@ class AiohttpClient(LoadClient):
     def _open_session(self) -> aiohttp.ClientSession:
         import aiohttp
 
-        connector = _connector_class()(
+        connector = connector_class()(
             limit=self.limit,
             limit_per_host=0,
             # httpx2's trust (LoadClient.ssl_context), not aiohttp's context built when aiohttp was imported.
@@ -279,7 +279,7 @@ class AiohttpClient(LoadClient):
             timeout=timeout,
             cookie_jar=aiohttp.DummyCookieJar(),
             raise_for_status=False,
-            trace_configs=[_tracing()],
+            trace_configs=[tracing()],
         )
 
     def _is_ip(self, url: str) -> bool:
@@ -324,9 +324,14 @@ class AiohttpClient(LoadClient):
                     stale += 1
                     probe.traced = False
                     continue
-                raise _as_httpx(exc, httpx2.Request("POST", url, params=params or None)) from exc
+                raise as_httpx_error(exc, httpx2.Request("POST", url, params=params or None)) from exc
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                raise _as_httpx(exc, httpx2.Request("POST", url, params=params or None)) from exc
+                raise as_httpx_error(exc, httpx2.Request("POST", url, params=params or None)) from exc
+        return self._answered(raw, url, params, probe)
+
+    def _answered(self, raw: aiohttp.ClientResponse, url: str, params: dict[str, str], probe: Probe) -> AiohttpResponse:
+        """The headers are in: the probe is told (the status, Retry-After, the http facts, the stamp) and the
+        response handed over, its body still to read."""
         t = ev.now_ns()
         probe.status = raw.status
         probe.retry_after_s = parse_retry_after(raw.headers)  # type: ignore[arg-type]
