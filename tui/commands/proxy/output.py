@@ -8,8 +8,6 @@ first product, token characters only (``backends.proxy.routing.client_name``).
 from __future__ import annotations
 
 import shlex
-import statistics
-from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -18,6 +16,7 @@ from telemetry.cost import fmt_usd
 from telemetry.duration import DASH, fmt_ms
 from telemetry.log.secrets import mask
 from telemetry.proxy.sessions import ProxySession
+from telemetry.proxy.summary import cache_share, summarize
 from telemetry.record import TurnRecord
 from tui.format import fmt_num, visible_controls
 
@@ -49,17 +48,9 @@ def status_text(call: ProxiedCall) -> str:
     return f"{code} {kind}".strip()
 
 
-def cache_share(rec: TurnRecord) -> float | None:
-    """The share of the call's input read from the provider's prompt cache; None when not said."""
-    t = rec.tokens
-    if not t.input or t.cached_input is None:
-        return None
-    return t.cached_input / t.input
-
-
 def tokens_text(rec: TurnRecord) -> str:
     t = rec.tokens
-    share = cache_share(rec)
+    share = cache_share(t)
     cached = f" ({share:.0%} cached)" if share else ""
     return f"in {fmt_num(t.input)}{cached} out {fmt_num(t.output)}"
 
@@ -78,39 +69,25 @@ def call_line(call: ProxiedCall) -> str:
     return shown(line)
 
 
-def _p50(values: Sequence[float | None]) -> float | None:
-    got = [v for v in values if v is not None]
-    return statistics.median(got) if got else None
-
-
 def summary_lines(calls: Sequence[ProxiedCall], sessions: Sequence[ProxySession]) -> list[str]:
-    """The run in a few lines: calls by client and model, TTFT and TPOT p50, tokens with the cache's
-    share, cost, errors and retries, then each rebuilt session's own line."""
+    """The run in a few lines (its figures: :func:`telemetry.proxy.summary.summarize`): calls by client and
+    model, TTFT and TPOT p50, tokens with the cache's share, cost, errors and retries, then each rebuilt
+    session's own line."""
     if not calls:
         return ["ttft proxy: no LLM calls came through"]
-    records = [c.record for c in calls]
-    by_who = Counter((c.shape.client or "-", c.record.model or c.shape.model or "-") for c in calls)
-    who = ", ".join(f"{client} {model} ×{n}" for (client, model), n in by_who.most_common())
-    n = len(calls)
-    out = [f"ttft proxy: {n} call{'s' if n != 1 else ''}: {who}"]
-    ttft = _p50([r.metrics.ttft_ms for r in records])
-    tpot = _p50([r.metrics.tpot_ms for r in records])
-    inp = sum(r.tokens.input or 0 for r in records)
-    cached = sum(r.tokens.cached_input or 0 for r in records)
-    outp = sum(r.tokens.output or 0 for r in records)
+    f = summarize([(c.record, c.shape) for c in calls])
+    who = ", ".join(f"{client} {model} ×{n}" for client, model, n in f.by_client_model)
+    out = [f"ttft proxy: {f.calls} call{'s' if f.calls != 1 else ''}: {who}"]
+    inp, cached = f.input_tokens, f.cached_input_tokens
     share = f" ({cached / inp:.0%} read from cache)" if inp and cached else ""
-    figures = f"  TTFT p50 {fmt_ms(ttft, digits=None)} · TPOT p50 {fmt_ms(tpot, digits=None)}"
-    figures += f" · tokens in {inp:,}{share}, out {outp:,}"
-    priced = [r.cost.total_usd for r in records if r.cost is not None]
-    if priced:
-        unpriced = n - len(priced)
-        figures += f" · cost {fmt_usd(sum(priced))}" + (f" ({unpriced} not priced)" if unpriced else "")
+    figures = f"  TTFT p50 {fmt_ms(f.ttft_p50_ms, digits=None)} · TPOT p50 {fmt_ms(f.tpot_p50_ms, digits=None)}"
+    figures += f" · tokens in {inp:,}{share}, out {f.output_tokens:,}"
+    if f.cost_usd is not None:
+        figures += f" · cost {fmt_usd(f.cost_usd)}" + (f" ({f.unpriced} not priced)" if f.unpriced else "")
     out.append(figures)
-    failed = Counter(status_text(c) for c in calls if c.record.status != "ok")
-    retries = sum(c.shape.retry_count > 0 for c in calls)
-    if failed or retries:
-        errors = ", ".join(f"{what} ×{k}" for what, k in failed.most_common()) or "none"
-        out.append(f"  errors: {errors} · retries: {retries}")
+    if f.failed or f.retries:
+        errors = ", ".join(f"{'' if code is None else f'{code} '}{kind} ×{k}" for code, kind, k in f.failed) or "none"
+        out.append(f"  errors: {errors} · retries: {f.retries}")
     for s in sessions:
         out.append(f"  session {_cut(s.client or '-', CLIENT_WIDTH)}: {s.summary}")
     return [shown(line) for line in out]
