@@ -164,7 +164,8 @@ SUB_ALLOWED: dict[str, set[str]] = {
     "tui.report": set(),
     "tui.compare": {"tui.widgets", "tui.screens"},
     "tui.chat": {"tui.compare", "tui.widgets", "tui.screens"},
-    "tui.commands": {"tui.chat", "tui.compare", "tui.report"},
+    "tui.proxy": {"tui.widgets"},
+    "tui.commands": {"tui.chat", "tui.compare", "tui.report", "tui.proxy"},
 }
 # The root modules above their own package's sub-packages: the entry points, which dispatch to them
 # (the CLI, and the Python API: the library's front door).

@@ -119,3 +119,28 @@ def test_headless_prints_the_lines_to_set_a_line_per_call_and_the_summary_on_ctr
     for path in Path(env["TTFT_DATA_DIR"]).rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes()
+
+
+def test_without_a_terminal_the_proxy_stays_line_per_call_without_headless(
+    srv: FakeServer, env: dict[str, str]
+) -> None:
+    # stdout a pipe (a script, `| tee`): no live view, the lines as with --headless
+    cmd = [sys.executable, "-m", "tui.cli", "proxy", "--port", "0", "--upstream", srv.url]
+    p = subprocess.Popen(
+        cmd, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        lines = Lines(p)
+        first, second = lines.next(), lines.next()
+        assert first.startswith("export ANTHROPIC_BASE_URL=") and second.startswith("export OPENAI_BASE_URL=")
+        client = openai.OpenAI(base_url=second.split("=", 1)[1], api_key=KEY, max_retries=0, timeout=30)
+        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}])
+        line = lines.next()
+        assert "OpenAI/Python" in line and "gpt-4o-mini" in line and " 200 " in line, line
+        p.send_signal(signal.SIGINT)
+        _, err_bytes = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate(timeout=30)
+    assert p.returncode == 130 and "ttft proxy: 1 call: OpenAI/Python gpt-4o-mini ×1" in err_bytes.decode()

@@ -10,7 +10,8 @@ the provider and are never stored.
 
 The command is thin: the flags are read once into a :class:`backends.proxy.plan.ProxyPlan`
 (``tui.commands.proxy.args``), :class:`backends.proxy.run.ProxyRunner` runs it, and this module prints
-what it is shown (``tui.commands.proxy.output``).
+what it is shown (``tui.commands.proxy.output``). With no program, on a terminal and without
+``--headless``, the live view (``tui.proxy.app``) shows the calls instead of the lines.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import TYPE_CHECKING
 
 from tui.commands.exits import Exit
 from tui.commands.proxy import args as proxy_args
-from tui.commands.proxy.output import call_line, export_lines, shown, summary_lines
+from tui.commands.proxy.output import call_line, export_lines, summary_lines
+from tui.proxy.cells import shown
 
 if TYPE_CHECKING:
     from backends.proxy.plan import ProxyPlan
@@ -56,6 +58,8 @@ def run(args: proxy_args.ProxyArgs) -> int:
             f"warning: listening on {plan.config.host} (not loopback): any machine that reaches it can send "
             "calls through it, with their own keys, and read nothing of yours but what they send"
         )
+    if not plan.runs_program and not args.headless and sys.stdin.isatty() and sys.stdout.isatty():
+        return _live(plan, args.quiet)
     from backends.proxy.run import Listeners, ProxyRunner
     from backends.proxy.server import ProxyError
 
@@ -67,6 +71,26 @@ def run(args: proxy_args.ProxyArgs) -> int:
         _err(f"{exc}; choose another with --port P (0: any free one) or --listen ADDR")
         return Exit.USAGE
     return view.finished(result)
+
+
+def _live(plan: ProxyPlan, quiet: bool) -> int:
+    """The live view (``tui.proxy.app``) on the terminal; once it is back, the summary as the headless
+    run prints it, and its exit status (q: 0, Ctrl-C: 130)."""
+    from backends.proxy.server import ProxyError
+    from tui.proxy.app import ProxyApp
+
+    app = ProxyApp(plan)
+    app.run()
+    for line in app.crash_lines:  # said as notifications while it ran; again now that the terminal is back
+        print(line, file=sys.stderr)
+    if isinstance(app.start_error, ProxyError):
+        _err(f"{app.start_error}; choose another with --port P (0: any free one) or --listen ADDR")
+        return Exit.USAGE
+    if app.result is None:
+        if app.start_error is not None:
+            _err(f"the proxy did not stop cleanly: {app.start_error}")
+        return Exit.FAILED
+    return _View(plan, quiet).finished(app.result)
 
 
 def _print_env(plan: ProxyPlan) -> int:

@@ -1,8 +1,8 @@
 """What ``ttft proxy`` prints: the lines to set, one line per call as it ends, and the run's summary.
 
 Every field that came from outside (a model name, an error's words, a session's summary) is masked and
-has its control characters made visible before it reaches a terminal; the client is the User-Agent's
-first product, token characters only (``backends.proxy.routing.client_name``).
+has its control characters made visible before it reaches a terminal (``tui.proxy.cells``, which the
+live view shares).
 """
 
 from __future__ import annotations
@@ -14,18 +14,9 @@ from datetime import datetime
 from backends.proxy.server import ProxiedCall
 from telemetry.cost import fmt_usd
 from telemetry.duration import DASH, fmt_ms
-from telemetry.log.secrets import mask
 from telemetry.proxy.sessions import ProxySession
-from telemetry.proxy.summary import cache_share, summarize
-from telemetry.record import TurnRecord
-from tui.format import fmt_num, visible_controls
-
-CLIENT_WIDTH, MODEL_WIDTH = 22, 26
-
-
-def shown(text: str) -> str:
-    """Text from outside, fit for a terminal: secrets masked, control characters visible."""
-    return visible_controls(mask(text))
+from telemetry.proxy.summary import summarize
+from tui.proxy.cells import CLIENT_WIDTH, MODEL_WIDTH, cut, shown, status_text, tokens_text
 
 
 def export_lines(env: dict[str, str]) -> list[str]:
@@ -33,33 +24,11 @@ def export_lines(env: dict[str, str]) -> list[str]:
     return [f"export {name}={shlex.quote(value)}" for name, value in sorted(env.items())]
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def status_text(call: ProxiedCall) -> str:
-    """The upstream's HTTP status, and the error's kind when the call failed (the kind alone when no answer
-    came: ``connection_refused``)."""
-    rec = call.record
-    code = str(call.shape.status) if call.shape.status is not None else ""
-    if rec.status == "ok":
-        return code or "-"
-    kind = str(rec.error.type) if rec.error is not None else rec.status
-    return f"{code} {kind}".strip()
-
-
-def tokens_text(rec: TurnRecord) -> str:
-    t = rec.tokens
-    share = cache_share(t)
-    cached = f" ({share:.0%} cached)" if share else ""
-    return f"in {fmt_num(t.input)}{cached} out {fmt_num(t.output)}"
-
-
 def call_line(call: ProxiedCall) -> str:
     """One call as it ends: when, client, model, status, TTFT, TPOT, tokens, cache share and cost."""
     rec, m = call.record, call.record.metrics
-    client = _cut(call.shape.client or "-", CLIENT_WIDTH)
-    model = _cut(rec.model or call.shape.model or "-", MODEL_WIDTH)
+    client = cut(call.shape.client or "-", CLIENT_WIDTH)
+    model = cut(rec.model or call.shape.model or "-", MODEL_WIDTH)
     cost = fmt_usd(rec.cost.total_usd) if rec.cost is not None else DASH
     line = (
         f"{datetime.now().strftime('%H:%M:%S')}  {client:<{CLIENT_WIDTH}}  {model:<{MODEL_WIDTH}}  "
@@ -89,5 +58,5 @@ def summary_lines(calls: Sequence[ProxiedCall], sessions: Sequence[ProxySession]
         errors = ", ".join(f"{'' if code is None else f'{code} '}{kind} ×{k}" for code, kind, k in f.failed) or "none"
         out.append(f"  errors: {errors} · retries: {f.retries}")
     for s in sessions:
-        out.append(f"  session {_cut(s.client or '-', CLIENT_WIDTH)}: {s.summary}")
+        out.append(f"  session {cut(s.client or '-', CLIENT_WIDTH)}: {s.summary}")
     return [shown(line) for line in out]
