@@ -23,8 +23,8 @@ import httpx2
 from backends.providers.chat_wire import ChatWire
 from backends.providers.errors import ErrorContext, failed_from_exception
 from backends.providers.hosted import TurnState
-from backends.providers.lean.sdk_errors import APIError, anthropic_status_error, anthropic_stream_error, status_error
-from backends.providers.lean.sse import SSESplitter, loads
+from backends.providers.lean.sdk_errors import APIError, anthropic_status_error, status_error
+from backends.providers.lean.sse import SSESplitter, loads, message_data
 from backends.providers.messages_wire import MessagesWire
 from backends.providers.responses_wire import ResponsesWire
 from backends.proxy.decode import BodyDecoder
@@ -153,18 +153,14 @@ class CallTap:
         else:
             self._stop(f"the answer is longer than {MAX_BODY_KEPT >> 20} MiB; not read")
 
+    def _answered(self) -> httpx2.Response:
+        """The answer an ``error`` event is raised against (made only then)."""
+        return httpx2.Response(200, request=self._request())
+
     def _sse(self, plain: bytes, t: int) -> None:
         if self.api == "messages":
             for event in self._split.feed_named(plain):
-                if isinstance(event, UnicodeDecodeError):
-                    raise event
-                name, payload = event
-                if name is None or name == b"ping":
-                    payload.decode()
-                    continue
-                if name == b"error":
-                    raise anthropic_stream_error(httpx2.Response(200, request=self._request()), payload)
-                if payload:
+                if (payload := message_data(event, self._answered)) is not None:
                     self._item(loads(payload), t)
                 if not self.reading:
                     return

@@ -25,8 +25,6 @@ from backends.transport.aiohttp_client import (
     AiohttpClient,
     AiohttpResponse,
     as_httpx_error,
-    connector_class,
-    tracing,
 )
 from backends.transport.http import Probe
 
@@ -36,19 +34,8 @@ _AUTO = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 class ProxyUpstream(AiohttpClient):
     """One pool of upstream connections for every call through the proxy (see the module doc)."""
 
-    def _open_session(self) -> Any:
-        import aiohttp
-
-        connector = connector_class()(limit=self.limit, limit_per_host=0, ssl=self.ssl_context(), ttl_dns_cache=300)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s, sock_read=None)
-        return aiohttp.ClientSession(
-            connector=connector,
-            timeout=timeout,
-            cookie_jar=aiohttp.DummyCookieJar(),
-            raise_for_status=False,
-            auto_decompress=False,
-            trace_configs=[tracing()],
-        )
+    def _open_session(self, **options: Any) -> Any:
+        return super()._open_session(auto_decompress=False, **options)  # the client gets the upstream's bytes
 
     async def forward(
         self, method: str, url: str, *, body: bytes, headers: list[tuple[str, str]], probe: Probe

@@ -259,7 +259,8 @@ class AiohttpClient(LoadClient):
         self._session: aiohttp.ClientSession | None = None
         self._ip_hosts: dict[str, bool] = {}
 
-    def _open_session(self) -> aiohttp.ClientSession:
+    def _open_session(self, **options: Any) -> aiohttp.ClientSession:
+        """The pooled session; ``options``: a subclass's own ``ClientSession`` settings over these."""
         import aiohttp
 
         connector = connector_class()(
@@ -280,6 +281,7 @@ class AiohttpClient(LoadClient):
             cookie_jar=aiohttp.DummyCookieJar(),
             raise_for_status=False,
             trace_configs=[tracing()],
+            **options,
         )
 
     def _is_ip(self, url: str) -> bool:

@@ -190,6 +190,24 @@ class SSESplitter:
         return (event, b"") if other or event is not None else None
 
 
+def message_data(
+    event: tuple[bytes | None, bytes] | UnicodeDecodeError, response: Callable[[], httpx2.Response]
+) -> bytes | None:
+    """One Messages SSE event as the SDK reads it: its data to parse, or None for one it skips (a ``ping``,
+    an unnamed event, an empty data). A skipped one is decoded first: the SDK's decoder reads every line as
+    UTF-8. Raises the decode error, and the SDK's error for an ``error`` event (``response``: the answer
+    it is raised against)."""
+    if isinstance(event, UnicodeDecodeError):
+        raise event
+    name, data = event
+    if name is None or name == b"ping":
+        data.decode()
+        return None
+    if name == b"error":
+        raise anthropic_stream_error(response(), data)
+    return data or None
+
+
 class LeanChunks:
     """An OpenAI streamed answer (Chat Completions, Responses) as JSON dicts, read from the (stamped)
     byte stream as it arrives."""
@@ -256,20 +274,15 @@ class LeanMessageEvents(LeanChunks):
         response = self.response
         split = SSESplitter()
         feed = split.feed_named
+
+        def errored() -> httpx2.Response:
+            return response
+
         try:
             read = self._reader()
             while raw := await read():
                 for event in feed(raw):
-                    if isinstance(event, UnicodeDecodeError):
-                        raise event
-                    name, data = event
-                    if name is None or name == b"ping":
-                        # skipped, but decoded first: the SDK's decoder reads every line as UTF-8
-                        data.decode()
-                        continue
-                    if name == b"error":
-                        raise anthropic_stream_error(response, data)
-                    if data:
+                    if (data := message_data(event, errored)) is not None:
                         yield loads(data)
             split.finish()
         except httpx2.TimeoutException as err:
