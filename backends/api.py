@@ -23,24 +23,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
-from backends.base import Message, build_request
-from backends.compare.panes import MAX_PANES, PaneSpec, parse_model
-from backends.compare.run import ComparePlan, CompareResult
-from backends.compare.run import run_compare as _run_compare
-from backends.load import shared as _share
-from backends.load.bench import BenchAbort, BenchResult
-from backends.load.bench import run_bench as _run_bench
-from backends.load.plan import BenchPlan, Level, Rate, Speedup, Users
-from backends.probe.orchestrate import ProbePlan, ProbeResult
-from backends.probe.orchestrate import run_probe as _run_probe
-from backends.providers.registry import ProviderError, Target, checked_key, create_backend
-from backends.providers.registry import resolve as _resolve
-from backends.turn import new_recorder
-from backends.turn import run_turn as _run_turn
-from telemetry import events as ev
-from telemetry.errors import TtftError
-from telemetry.export import formats
-from telemetry.export.log_data import (
+from ..telemetry import events as ev
+from ..telemetry.errors import TtftError
+from ..telemetry.export import formats
+from ..telemetry.export.log_data import (
     LogReadError,
     LogRecords,
     MissingEngine,
@@ -48,12 +34,26 @@ from telemetry.export.log_data import (
     log_frame,
     read_log,
 )
-from telemetry.log.turns import SessionLog, check_session_id, new_session_id
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
-from telemetry.settings import TurnSettings
-from telemetry.values import checked
-from telemetry.values.checked import BadValue, SettingsKw
+from ..telemetry.log.turns import SessionLog, check_session_id, new_session_id
+from ..telemetry.record import TurnRecord
+from ..telemetry.recorder import TurnRecorder
+from ..telemetry.settings import TurnSettings
+from ..telemetry.values import checked
+from ..telemetry.values.checked import BadValue, SettingsKw
+from .base import Message, build_request
+from .compare.panes import MAX_PANES, PaneSpec, parse_model
+from .compare.run import ComparePlan, CompareResult
+from .compare.run import run_compare as _run_compare
+from .load import shared as _share
+from .load.bench import BenchAbort, BenchResult
+from .load.bench import run_bench as _run_bench
+from .load.plan import BenchPlan, Level, Rate, Speedup, Users
+from .probe.orchestrate import ProbePlan, ProbeResult
+from .probe.orchestrate import run_probe as _run_probe
+from .providers.registry import ProviderError, Target, checked_key, create_backend
+from .providers.registry import resolve as _resolve
+from .turn import new_recorder
+from .turn import run_turn as _run_turn
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -26,9 +26,9 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from telemetry.log.surrogates import scrub
-from telemetry.record import AttachmentInfo
-from telemetry.tokens import image_tokens, tokens_for_chars
+from ..telemetry.log.surrogates import scrub
+from ..telemetry.record import AttachmentInfo
+from ..telemetry.tokens import image_tokens, tokens_for_chars
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 TEXT_LIMIT_BYTES = 4 * 1_000_000  # about a million tokens, past any context (stdin takes 4 MiB)

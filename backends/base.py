@@ -11,12 +11,12 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from telemetry import json_guard
-from telemetry.events import Event
-from telemetry.settings import TurnSettings
+from ..telemetry import json_guard
+from ..telemetry.events import Event
+from ..telemetry.settings import TurnSettings
 
 if TYPE_CHECKING:  # a request without files never loads the module that reads them
-    from backends.attachments import Attachment
+    from .attachments import Attachment
 
 Role = Literal["system", "user", "assistant", "tool"]
 # A call's arguments past this are refused before any parser reads them: real calls are a few KB, and a

@@ -20,10 +20,10 @@ import contextlib
 import threading
 from collections.abc import Callable, Sequence
 
-from telemetry.log.turns import LogWriteError, SessionLog
-from telemetry.metrics import Percentiles, itl_gaps, percentiles_many
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
+from ..telemetry.log.turns import LogWriteError, SessionLog
+from ..telemetry.metrics import Percentiles, itl_gaps, percentiles_many
+from ..telemetry.record import TurnRecord
+from ..telemetry.recorder import TurnRecorder
 
 Sink = Callable[[TurnRecord], None]
 

@@ -12,18 +12,18 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from backends.base import Backend, ChatRequest
-from backends.finish import finish_turn
-from telemetry import events as ev
-from telemetry.log.crashes import with_report
-from telemetry.log.secrets import masked
-from telemetry.log.surrogates import scrub, scrub_event
-from telemetry.log.turns import SessionLog
-from telemetry.log.urls import redact_url
-from telemetry.probe.saved import SavedProbe
-from telemetry.probe.store import saved_probe as saved_probe_for
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
+from ..telemetry import events as ev
+from ..telemetry.log.crashes import with_report
+from ..telemetry.log.secrets import masked
+from ..telemetry.log.surrogates import scrub, scrub_event
+from ..telemetry.log.turns import SessionLog
+from ..telemetry.log.urls import redact_url
+from ..telemetry.probe.saved import SavedProbe
+from ..telemetry.probe.store import saved_probe as saved_probe_for
+from ..telemetry.record import TurnRecord
+from ..telemetry.recorder import TurnRecorder
+from .base import Backend, ChatRequest
+from .finish import finish_turn
 
 
 def new_recorder(

@@ -30,9 +30,9 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from telemetry.duration import DASH
-from telemetry.metrics import TokenCounts
-from telemetry.plain import as_dict, field_names
+from .duration import DASH
+from .metrics import TokenCounts
+from .plain import as_dict, field_names
 
 CONFIG_SOURCE = "config"
 PER_MTOK = 1_000_000

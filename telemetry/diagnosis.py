@@ -13,10 +13,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from telemetry.cost import fmt_usd, sum_costs
-from telemetry.duration import fmt_ms as _s  # the one duration formatter, short in these sentences
-from telemetry.record import TurnRecord
-from telemetry.wire import LLAMA_SERVER, VLLM, HttpInfo, WaitSplit, lag_dominates
+from .cost import fmt_usd, sum_costs
+from .duration import fmt_ms as _s  # the one duration formatter, short in these sentences
+from .record import TurnRecord
+from .wire import LLAMA_SERVER, VLLM, HttpInfo, WaitSplit, lag_dominates
 
 GOOD_TTFT_MS = 500.0
 FLOW_MS = 1_000.0

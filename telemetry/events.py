@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from telemetry.errors import ErrorKind, describe
-from telemetry.wire import HttpInfo
+from .errors import ErrorKind, describe
+from .wire import HttpInfo
 
 
 def now_ns() -> int:

@@ -27,7 +27,7 @@ import re
 from itertools import accumulate
 from typing import Any, Literal
 
-from telemetry.errors import TtftError
+from .errors import TtftError
 
 MAX_DEPTH = 128  # real documents nest under 20 deep; 128 levels leaves room for every walker's stack
 MAX_BYTES = 64 * 1024 * 1024  # no document ttft reads is near this; a caller with a tighter bound passes it

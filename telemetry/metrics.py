@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any, Literal
 
-from telemetry.plain import as_dict, field_names, json_copy
-from telemetry.wire import WaitSplit, split_wait, with_client_lag
+from .plain import as_dict, field_names, json_copy
+from .wire import WaitSplit, split_wait, with_client_lag
 
 NS_PER_MS = 1_000_000
 PERCENTILES = (50, 90, 95, 99)

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypedDict
 
-from telemetry.cost import Cost
-from telemetry.errors import ErrorKind
-from telemetry.errors import kind_of as error_kind
-from telemetry.metrics import NS_PER_MS, Chunk, ChunkKind, Timestamps, TokenCounts, TurnMetrics
-from telemetry.settings import TurnSettings
-from telemetry.speculative import speculative_summary
-from telemetry.typed_read import RecordError, build, bulk_read, convert, exact_types, field_types, kind_of
-from telemetry.wire import HttpInfo
+from .cost import Cost
+from .errors import ErrorKind
+from .errors import kind_of as error_kind
+from .metrics import NS_PER_MS, Chunk, ChunkKind, Timestamps, TokenCounts, TurnMetrics
+from .settings import TurnSettings
+from .speculative import speculative_summary
+from .typed_read import RecordError, build, bulk_read, convert, exact_types, field_types, kind_of
+from .wire import HttpInfo
 
 SCHEMA = "ttft.turn/2"
 OLD_SCHEMAS = ("ttft.turn/1",)  # still read: upgraded by upgrade() as each line is parsed

@@ -13,15 +13,15 @@ from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any, Literal
 
-from telemetry import events as ev
-from telemetry.cost import PriceRef, price_turn
-from telemetry.diagnosis import diagnose_turn
-from telemetry.metrics import NS_PER_MS, Chunk, Percentiles, Timestamps, TokenCounts, TurnMetrics, compute, own_delay_ms
-from telemetry.record import AttachmentInfo, Attempt, ErrorInfo, Status, TurnRecord
-from telemetry.settings import TurnSettings
-from telemetry.speculative import draft_stats, speculative_summary
-from telemetry.tokens import estimate_tokens, tokens_for_chars
-from telemetry.wire import (
+from . import events as ev
+from .cost import PriceRef, price_turn
+from .diagnosis import diagnose_turn
+from .metrics import NS_PER_MS, Chunk, Percentiles, Timestamps, TokenCounts, TurnMetrics, compute, own_delay_ms
+from .record import AttachmentInfo, Attempt, ErrorInfo, Status, TurnRecord
+from .settings import TurnSettings
+from .speculative import draft_stats, speculative_summary
+from .tokens import estimate_tokens, tokens_for_chars
+from .wire import (
     ENGINE_APIS,
     PROBE,
     HttpInfo,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from telemetry.plain import as_dict, field_names
+from .plain import as_dict, field_names
 
 # What "speculative decoding on" means wherever a person turns it on: prompt lookup with the
 # engine's own defaults (draft length, shortest match, verify threads).

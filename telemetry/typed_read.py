@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
-from telemetry.errors import TtftError
+from .errors import TtftError
 
 T = TypeVar("T")
 

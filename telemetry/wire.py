@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Protocol
 
-from telemetry.typed_read import build
+from .typed_read import build
 
 NS_PER_MS = 1_000_000
 

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
-
-from backends.local.llama_adapter import import_before_numpy
+from ttft.backends.local.llama_adapter import import_before_numpy
 
 # On a CUDA build of llama.cpp a model load segfaults in a process that imported numpy first
 # (import_before_numpy's docstring): on an NVIDIA machine llama.cpp is imported here, before any test
@@ -19,8 +18,8 @@ from backends.local.llama_adapter import import_before_numpy
 ON_NVIDIA = Path("/dev/nvidiactl").exists()
 LLAMA_FIRST = import_before_numpy() if ON_NVIDIA else True
 
-from backends.finish import add_sink  # noqa: E402
-from telemetry.record import TurnRecord  # noqa: E402
+from ttft.backends.finish import add_sink  # noqa: E402
+from ttft.telemetry.record import TurnRecord  # noqa: E402
 
 # Hypothesis: one verdict per commit. The ``ci`` profile (every run's, CI's and a developer's alike)
 # draws each test's examples from its own code (derandomize), never from a random seed or from the

@@ -182,7 +182,38 @@ def part_of(name: str) -> str:
 
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_every_module_imports(name: str) -> None:
-    importlib.import_module(name)
+    importlib.import_module(f"ttft.{name}")  # installed under the one package, ttft
+
+
+def test_no_module_names_the_root_or_imports_its_own_by_string() -> None:
+    """Inside the packages, imports are relative: no module names ``ttft`` or one of the three folders, so
+    the folders install under ``ttft`` (or anywhere) unchanged, and no installed ``telemetry`` or
+    ``backends`` package of another project is ever read as ours. Nor is a project module imported by a
+    string (``importlib.import_module``, ``__import__``), which the graph, mypy and the packager cannot see
+    (optional third-party modules, such as the export's engines, are imported so by design)."""
+    roots = {"ttft", *PACKAGES}
+    absolute = sorted(
+        (name, target)
+        for name, path in MODULES.items()
+        for target, _, level in _imports(ast.parse(path.read_text()), type_checking=True)
+        if not level and target.split(".")[0] in roots
+    )
+    assert absolute == []
+    by_string = sorted(
+        (name, node.lineno)
+        for name, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and (
+            (isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+            or (isinstance(node.func, ast.Name) and node.func.id in {"__import__", "import_module"})
+        )
+        and node.args
+        and isinstance(arg := node.args[0], ast.Constant)
+        and isinstance(arg.value, str)
+        and (arg.value.startswith(".") or arg.value.split(".")[0] in roots)
+    )
+    assert by_string == []
 
 
 def test_no_import_cycle() -> None:
@@ -283,3 +314,18 @@ def test_the_architecture_page_shows_the_floor_plan_and_names_every_module() -> 
     words = set(re.findall(r"[a-z_0-9]+", page))
     unnamed = sorted(n for n, path in MODULES.items() if path.stem != "__init__" and path.stem not in words)
     assert not unnamed, f"docs/architecture.md's tree does not name: {unnamed}"
+
+
+def test_no_module_over_600_lines_and_no_function_over_100() -> None:
+    """Issue 41's measure of a room one person can hold in mind: a module past 600 lines holds more than
+    one idea, and a function past 100 lines more than one step."""
+    long_modules = {name: n for name, path in MODULES.items() if (n := path.read_text().count("\n")) > 600}
+    long_functions = sorted(
+        (name, node.name, node.end_lineno - node.lineno + 1)
+        for name, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > 100
+    )
+    assert long_modules == {} and long_functions == []

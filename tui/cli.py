@@ -10,42 +10,93 @@ from __future__ import annotations
 
 # First, before any other import: the moment this process began to serve the user, on the
 # events' shared clock. `ttft ask` measures its own delay (start -> first send) from here.
-from telemetry.events import now_ns
+from ..telemetry.events import now_ns
 
 STARTED_NS: int | None = now_ns()
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
-import importlib  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
 from collections.abc import Sequence  # noqa: E402
+from types import ModuleType  # noqa: E402
 from typing import TYPE_CHECKING  # noqa: E402
 
-from tui.commands.args import Invocation, invocation  # noqa: E402
-from tui.commands.exits import Exit  # noqa: E402
-from tui.commands.help import Parser, examples  # noqa: E402
-from tui.masked_stderr import masked_stderr  # noqa: E402
+from .commands.args import Invocation, invocation  # noqa: E402
+from .commands.exits import Exit  # noqa: E402
+from .commands.help import Parser, examples  # noqa: E402
+from .masked_stderr import masked_stderr  # noqa: E402
 
 if TYPE_CHECKING:
-    from backends.otel.push import LivePush
+    from ..backends.otel.push import LivePush
 
-# Modules that define ``register(subparsers)``; each adds one subcommand, named by the key.
-# A module not written yet is skipped, so commands can land one at a time.
-COMMANDS = {
-    "chat": "tui.commands.chat",
-    "ask": "tui.commands.ask",
-    "models": "tui.commands.models",
-    "compare": "tui.commands.compare",
-    "bench": "tui.commands.bench.command",
-    "report": "tui.commands.report.command",
-    "sessions": "tui.commands.sessions",
-    "export": "tui.commands.export",
-    "probe": "tui.commands.probe",
-    "proxy": "tui.commands.proxy.command",
-    "completion": "tui.commands.completion",
-}
-COMMAND_MODULES = tuple(COMMANDS.values())
+# The subcommands, in the order help lists them. Each one's module defines ``register(subparsers)``.
+COMMANDS = (
+    "chat",
+    "ask",
+    "models",
+    "compare",
+    "bench",
+    "report",
+    "sessions",
+    "export",
+    "probe",
+    "proxy",
+    "completion",
+)
+
+
+def command_module(command: str) -> ModuleType:
+    """The module that registers ``command``, imported only when it is asked for: ``ttft ask`` never pays
+    for the chat's imports. Plain imports, so the import graph, mypy and the packager all see them."""
+    match command:
+        case "chat":
+            from .commands import chat
+
+            return chat
+        case "ask":
+            from .commands import ask
+
+            return ask
+        case "models":
+            from .commands import models
+
+            return models
+        case "compare":
+            from .commands import compare
+
+            return compare
+        case "bench":
+            from .commands.bench import command as bench
+
+            return bench
+        case "report":
+            from .commands.report import command as report
+
+            return report
+        case "sessions":
+            from .commands import sessions
+
+            return sessions
+        case "export":
+            from .commands import export
+
+            return export
+        case "probe":
+            from .commands import probe
+
+            return probe
+        case "proxy":
+            from .commands.proxy import command as proxy
+
+            return proxy
+        case "completion":
+            from .commands import completion
+
+            return completion
+    raise KeyError(command)
+
+
 # Commands that pick a model read the config file: a bad one stops them before they start,
 # with one line (exit 2), never a traceback or a silent fall-back to another provider.
 CONFIG_COMMANDS = frozenset({"chat", "ask", "models", "compare", "bench", "probe", "proxy"})
@@ -56,15 +107,6 @@ WHOLE_PARSER_COMMANDS = frozenset({"completion"})
 USAGE_ERROR = int(Exit.USAGE)
 
 
-def package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ttft")
-    except PackageNotFoundError:
-        return "0+unknown"
-
-
 class _Version(argparse.Action):
     """``--version``: reads the installed metadata only when asked (it costs ~10 ms at every start otherwise)."""
 
@@ -72,6 +114,8 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="show the version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from ..backends.version import package_version
+
         print(f"ttft {package_version()}")
         parser.exit()
 
@@ -90,16 +134,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for cmd, name in COMMANDS.items():
-        if only is not None and cmd != only:
-            continue
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
-        module.register(sub)
+    for cmd in COMMANDS:
+        if only is None or cmd == only:
+            command_module(cmd).register(sub)
     return parser
 
 
@@ -127,7 +164,7 @@ def _live_otel(command: str) -> LivePush | None:
     """With an OTLP endpoint in the environment, every turn also goes there. Without one, not even
     ``backends.otel.push`` is imported, let alone the SDK (the first turn is measured in ms)."""
     if command in TURN_COMMANDS and any(os.environ.get(v, "").strip() for v in OTEL_ENDPOINT_VARS):
-        from backends.otel.push import install
+        from ..backends.otel.push import install
 
         return install(eager=command in ("bench", "probe"))  # a load test pays the SDK import before it times
     return None
@@ -150,11 +187,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return _main(argv)
         except KeyboardInterrupt as exc:
-            from tui.signals import exit_code
+            from .signals import exit_code
 
             return exit_code(exc)
         except Exception as exc:
-            from tui.crash import report
+            from .crash import report
 
             args = list(sys.argv[1:] if argv is None else argv)
             command = next((a for a in args if a in COMMANDS), "chat")
@@ -171,7 +208,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         args_list = ["chat", *args_list]
     only = args_list[0] if args_list[0] in COMMANDS else None
     if only in ENGINE_HERE and _names_local_model(args_list[1:]):
-        from backends.local.llama_adapter import import_before_numpy
+        from ..backends.local.llama_adapter import import_before_numpy
 
         import_before_numpy()  # before the command's modules import numpy: see its docstring
     parser = build_parser(None if only in WHOLE_PARSER_COMMANDS else only)
@@ -195,7 +232,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
     finally:
         if push is not None:  # before the interpreter shuts down: the export thread may still be starting
             push.report_at_close()
-    hangup = sys.modules.get("tui.hangup")  # loaded by the chat and compare apps only
+    hangup = sys.modules.get(f"{__package__}.hangup")  # loaded by the chat and compare apps only
     if hangup is not None and hangup.HEARD.is_set():  # their terminal closed: all is saved, end at once
         hangup.exit_now(code)
     return code
@@ -206,7 +243,7 @@ def _names_local_model(args: Sequence[str]) -> bool:
     the default model local)."""
     from itertools import pairwise
 
-    from backends.providers.registry import ProviderError, default_spec, names_local_engine
+    from ..backends.providers.registry import ProviderError, default_spec, names_local_engine
 
     specs = [v for flag, v in pairwise(args) if flag in ("-m", "--model")]
     specs += [a.split("=", 1)[1] for a in args if a.startswith(("-m=", "--model="))]
@@ -226,7 +263,7 @@ def _reader_gone() -> int:
 
 
 def _mask_config_secrets() -> None:
-    from backends.mcp.config_secrets import remember_config_secrets  # only the commands that show secrets
+    from ..backends.mcp.config_secrets import remember_config_secrets  # only the commands that show secrets
 
     remember_config_secrets()
 
@@ -236,8 +273,8 @@ def _dispatch(command: Invocation) -> int:
         if command.command in SHOWS_RECORDS:
             _mask_config_secrets()
         return int(command.run() or 0)
-    from backends.providers.registry import ProviderError, check_config
-    from telemetry.errors import ErrorKind
+    from ..backends.providers.registry import ProviderError, check_config
+    from ..telemetry.errors import ErrorKind
 
     try:
         check_config()
@@ -246,7 +283,7 @@ def _dispatch(command: Invocation) -> int:
     except ProviderError as err:
         if err.kind is not ErrorKind.CONFIG_ERROR:
             raise
-        from tui.format import visible_controls
+        from .format import visible_controls
 
         hint = f" {err.hint}" if err.hint else ""
         print(visible_controls(f"ttft: {err.message}{hint}"), file=sys.stderr)

@@ -15,9 +15,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from telemetry.log.crashes import version, write_report
-from telemetry.log.secrets import mask
-from tui.format import visible_controls
+from ..telemetry.log.crashes import version, write_report
+from ..telemetry.log.secrets import mask
+from .format import visible_controls
 
 SUMMARY_CHARS = 200  # of the exception's own text, in the line a person reads
 BUG_EXIT = 70  # tui.commands.exits.Exit.BUG (this module is imported before any command)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from backends.spec import split_spec
-from telemetry.duration import DASH
+from ..backends.spec import split_spec
+from ..telemetry.duration import DASH
 
 if TYPE_CHECKING:
-    from telemetry.record import TurnRecord
+    from ..telemetry.record import TurnRecord
 
 # One colour per phase, wherever a phase is named (pane, compare status lines).
 PHASE_COLOR = {
@@ -167,7 +167,7 @@ def kept_after_cancel(record: TurnRecord) -> str:
     text still kept every step that arrived, and must not read as if nothing had."""
     if record.answer:
         return "the partial answer is kept"
-    from telemetry.agent.steps import step_count  # a cancelled tool turn only
+    from ..telemetry.agent.steps import step_count  # a cancelled tool turn only
 
     steps = step_count(record.steps)
     if steps > 1:

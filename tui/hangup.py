@@ -36,7 +36,7 @@ from textual.driver import Driver
 from textual.drivers._writer_thread import WriterThread
 from textual.drivers.linux_driver import LinuxDriver
 
-from tui.driver import TtftDriver
+from .driver import TtftDriver
 
 POLL_MS = 250  # how often the watcher looks whether it should stop (a hangup wakes it at once)
 HEARD = threading.Event()  # a terminal of this process hung up

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO
 
-from telemetry.log.secrets import mask
+from ..telemetry.log.secrets import mask
 
 
 class MaskedStream:

@@ -20,17 +20,17 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from backends.base import Backend, ChatRequest
-from backends.finish import finish_turn
-from backends.turn import run_turn
-from telemetry import events as ev
-from telemetry.log.crashes import with_report
-from telemetry.log.turns import SessionLog
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
+from ..backends.base import Backend, ChatRequest
+from ..backends.finish import finish_turn
+from ..backends.turn import run_turn
+from ..telemetry import events as ev
+from ..telemetry.log.crashes import with_report
+from ..telemetry.log.turns import SessionLog
+from ..telemetry.record import TurnRecord
+from ..telemetry.recorder import TurnRecorder
 
 if TYPE_CHECKING:
-    from backends.agent.loop import AgentTurn
+    from ..backends.agent.loop import AgentTurn
 
 T = TypeVar("T")
 

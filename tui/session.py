@@ -18,21 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends.attachments import Attachment
-from backends.base import Backend, ChatRequest, Message, build_request
-from backends.turn import new_recorder, warm_up
-from telemetry import events as ev
-from telemetry.cost import warm as warm_prices
-from telemetry.log.branches import lineage, links, on_branch
-from telemetry.log.turns import SessionLog, Skipped, count_bad, parse_line, tail_records_from
-from telemetry.record import TurnRecord
-from telemetry.settings import TurnSettings
-from telemetry.typed_read import RecordError, bulk_read
-from tui.runner import LiveTurn, LoopThread, start_agent, start_turn
+from ..backends.attachments import Attachment
+from ..backends.base import Backend, ChatRequest, Message, build_request
+from ..backends.turn import new_recorder, warm_up
+from ..telemetry import events as ev
+from ..telemetry.cost import warm as warm_prices
+from ..telemetry.log.branches import lineage, links, on_branch
+from ..telemetry.log.turns import SessionLog, Skipped, count_bad, parse_line, tail_records_from
+from ..telemetry.record import TurnRecord
+from ..telemetry.settings import TurnSettings
+from ..telemetry.typed_read import RecordError, bulk_read
+from .runner import LiveTurn, LoopThread, start_agent, start_turn
 
 if TYPE_CHECKING:
-    from backends.agent.loop import AgentTurn
-    from telemetry.recorder import TurnRecorder
+    from ..backends.agent.loop import AgentTurn
+    from ..telemetry.recorder import TurnRecorder
 
 BackendFactory = Callable[[str, str | None], Backend]
 # A tool-using turn for this backend, request, first recorder and log, or None (no tools to offer it).
@@ -49,24 +49,24 @@ def default_backend_factory(
     ``timeout_s``: the token idle timeout (``--timeout``); None is the provider's own. ``lean``: the hosted
     APIs without their SDKs (the same record; a third of the backend's CPU per token)."""
     if os.environ.get("TTFT_IN_PROCESS") == "1":
-        from backends.providers.registry import create_backend  # imported late: the SDKs are slow to import
+        from ..backends.providers.registry import create_backend  # imported late: the SDKs are slow to import
 
         return create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True, lean=lean)
-    from tui.isolated import BackendStartError, ProcessBackend
+    from .isolated import BackendStartError, ProcessBackend
 
     try:
         return ProcessBackend(spec, base_url, timeout_s=timeout_s, lean=lean)
     except BackendStartError:
         raise  # the spec, key or config is wrong: say so
     except (OSError, RuntimeError):  # no child process here (sandbox, frozen build): stamp in this process
-        from backends.providers.registry import create_backend
+        from ..backends.providers.registry import create_backend
 
         return create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True, lean=lean)
 
 
 def default_model_spec() -> str:
     try:
-        from backends.providers.registry import default_spec
+        from ..backends.providers.registry import default_spec
     except ImportError:
         return "local"
     return default_spec()

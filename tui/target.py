@@ -12,13 +12,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.base import Backend
-from backends.spec import split_spec
-from telemetry.log.urls import redact_url
+from ..backends.base import Backend
+from ..backends.spec import split_spec
+from ..telemetry.log.urls import redact_url
 
 # The provider tables are the resolved target's (backends.providers.registry): one set, read here.
 try:
-    from backends.providers.registry import API_NAMES, DEFAULT_HOSTS, KEY_REQUIRED
+    from ..backends.providers.registry import API_NAMES, DEFAULT_HOSTS, KEY_REQUIRED
 except ImportError:  # a build without the hosted backends: only the local engine is described
     API_NAMES = DEFAULT_HOSTS = {}
     KEY_REQUIRED = frozenset[str]()
@@ -48,7 +48,7 @@ class TargetView:
 
 def describe_target(spec: str, base_url: str | None = None, backend: Backend | None = None) -> TargetView:
     try:
-        from backends.providers.registry import ProviderError, resolve
+        from ..backends.providers.registry import ProviderError, resolve
     except ImportError:  # a build without the hosted backends
         provider, bare = split_spec(spec)
         return _with_backend(TargetView(provider, bare, "local" if provider == "local" else ""), backend)
@@ -83,7 +83,7 @@ def _local_model(rest: str | None) -> tuple[str | None, str | None]:
     """The name the local backend will give ``-m local[:REST]`` (a shipped model's, or the file's
     stem), from the local package itself: the default model is its to choose."""
     try:
-        from backends.local import models as local_model
+        from ..backends.local import models as local_model
     except ImportError:
         return (Path(rest).expanduser().stem if rest else None), None
     # looked up by name: a build whose local package predates shipped models still describes a path

@@ -22,7 +22,7 @@ from rich.text import Span, Text
 from textual.color import Color
 from textual.filter import LineFilter
 
-from tui.format import visible_controls
+from .format import visible_controls
 
 # newline and tab too (in a painted line they move the cursor), and the bidi controls (they take no cell)
 _ANY_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")

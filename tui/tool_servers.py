@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from textual.screen import Screen
 
-from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, shown
-from backends.mcp.views import ServerView, Startup, State
-from backends.providers.config import McpServerConfig
-from tui.format import visible_controls
-from tui.runner import LoopThread
+from ..backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, shown
+from ..backends.mcp.views import ServerView, Startup, State
+from ..backends.providers.config import McpServerConfig
+from .format import visible_controls
+from .runner import LoopThread
 
 if TYPE_CHECKING:
-    from backends.mcp.host import McpHost
+    from ..backends.mcp.host import McpHost
 
 CLOSE_WAIT_S = 15.0
 
@@ -67,7 +67,7 @@ class ToolServers:
         """Start the servers on ``runner``'s loop; ``notice`` is called there (it must hand over itself)."""
         if not self.servers:
             return
-        from backends.mcp.host import start_host
+        from ..backends.mcp.host import start_host
 
         def spawned(host: McpHost) -> None:  # on the runner's loop: a turn from now on offers what is ready
             if not self._closed:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from backends.base import ToolSpec
+from ..base import ToolSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,13 +28,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from backends.agent.consent import Answer, Consent
-from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolHost, ToolResult, cap
-from backends.base import ArgumentsRefused, Backend, ChatRequest, Message, ToolCall, ToolSpec
-from backends.finish import deliver_record
-from backends.turn import new_recorder, stream_turn
-from telemetry import events as ev
-from telemetry.agent.steps import (
+from ...telemetry import events as ev
+from ...telemetry.agent.steps import (
     ARGUMENTS_REFUSED_NOTICE,
     MAX_STEPS_NOTICE,
     TRUNCATED_NOTICE,
@@ -46,11 +41,16 @@ from telemetry.agent.steps import (
     join_turn,
     live_steps,
 )
-from telemetry.errors import ErrorKind
-from telemetry.log.turns import SessionLog
-from telemetry.probe.saved import SavedProbe
-from telemetry.record import ErrorInfo, TurnRecord
-from telemetry.recorder import TurnRecorder
+from ...telemetry.errors import ErrorKind
+from ...telemetry.log.turns import SessionLog
+from ...telemetry.probe.saved import SavedProbe
+from ...telemetry.record import ErrorInfo, TurnRecord
+from ...telemetry.recorder import TurnRecorder
+from ..base import ArgumentsRefused, Backend, ChatRequest, Message, ToolCall, ToolSpec
+from ..finish import deliver_record
+from ..turn import new_recorder, stream_turn
+from .consent import Answer, Consent
+from .host import DEFAULT_MAX_RESULT_BYTES, ToolHost, ToolResult, cap
 
 DEFAULT_MAX_STEPS = 10
 TOOL_APIS = frozenset({"chat.completions", "responses", "messages"})  # the in-process engine has none

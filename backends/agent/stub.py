@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from backends.agent.host import ToolResult
-from backends.base import ToolSpec
+from ..base import ToolSpec
+from .host import ToolResult
 
 STUB_SERVER = "stub"
 STUB_ANSWER = "stub result: 42"

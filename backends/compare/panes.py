@@ -8,11 +8,11 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from backends.base import Backend, Message
-from telemetry.settings import TurnSettings
+from ...telemetry.settings import TurnSettings
+from ..base import Backend, Message
 
 if TYPE_CHECKING:
-    from backends.compare.runner import ComparePane
+    from .runner import ComparePane
 
 LABELS = "ABCD"
 MAX_PANES = len(LABELS)
@@ -39,7 +39,7 @@ def in_process_factory(spec: str, base_url: str | None, *, timeout_s: float | No
     """A backend in this process (headless runs: nothing paints, so nothing can delay a stamp).
 
     ``timeout_s``: the token idle timeout (``--timeout``); None is the provider's own."""
-    from backends.providers.registry import create_backend  # imported late: `ttft --help` stays fast
+    from ..providers.registry import create_backend  # imported late: `ttft --help` stays fast
 
     return create_backend(spec, base_url=base_url, timeout_s=timeout_s)
 
@@ -65,7 +65,7 @@ def build_panes(
     history: Sequence[Message] = (),
 ) -> list[ComparePane]:
     """Label ``k`` gets ``backends[order[k]]``; every pane starts from the same conversation."""
-    from backends.compare.runner import ComparePane  # imported late: the CLI's parser needs only the specs
+    from .runner import ComparePane  # imported late: the CLI's parser needs only the specs
 
     check_count(len(backends))
     return [ComparePane(backends[j], LABELS[k], history=list(history), settings=settings) for k, j in enumerate(order)]

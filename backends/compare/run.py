@@ -17,21 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends.agent.consent import Consent
-from backends.agent.loop import DEFAULT_MAX_STEPS
-from backends.base import Backend
-from backends.compare.panes import LABELS, BackendFactory, PaneSpec, build_panes, in_process_factory, parse_model
-from backends.compare.runner import CompareMode, CompareRunner, PaneTools, PromptResult
-from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
-from telemetry import events as ev
-from telemetry.compare.stats import Comparison, compare, write_comparison
-from telemetry.log.turns import SessionLog
-from telemetry.record import TurnRecord
-from telemetry.settings import TurnSettings
+from ...telemetry import events as ev
+from ...telemetry.compare.stats import Comparison, compare, write_comparison
+from ...telemetry.log.turns import SessionLog
+from ...telemetry.record import TurnRecord
+from ...telemetry.settings import TurnSettings
+from ..agent.consent import Consent
+from ..agent.loop import DEFAULT_MAX_STEPS
+from ..base import Backend
+from ..mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
+from .panes import LABELS, BackendFactory, PaneSpec, build_panes, in_process_factory, parse_model
+from .runner import CompareMode, CompareRunner, PaneTools, PromptResult
 
 if TYPE_CHECKING:
-    from backends.agent.host import ToolHost
-    from backends.providers.config import McpServerConfig
+    from ..agent.host import ToolHost
+    from ..providers.config import McpServerConfig
 
 COMPARE_SCHEMA = "ttft.compare/1"
 
@@ -112,7 +112,7 @@ def make_backends(plan: ComparePlan, factory: BackendFactory | None = None) -> l
 
 def no_tools(backends: Sequence[Backend]) -> str | None:
     """Why these panes cannot all be offered the tools (every model gets the same ones, or none runs)."""
-    from backends.agent.loop import NO_TOOLS, supports_tools
+    from ..agent.loop import NO_TOOLS, supports_tools
 
     for label, b in zip(LABELS, backends, strict=False):
         if not supports_tools(b):
@@ -128,8 +128,8 @@ async def _start_tools(plan: ComparePlan, on_warn: OnNotice | None, on_note: OnN
     """The --mcp servers started and timed; the host every pane's turn calls, or None without --mcp."""
     if not plan.mcp_servers:
         return None
-    from backends.mcp.host import start_host
-    from backends.mcp.views import startup_line
+    from ..mcp.host import start_host
+    from ..mcp.views import startup_line
 
     host = await start_host(
         list(plan.mcp_servers),

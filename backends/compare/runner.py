@@ -26,19 +26,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from backends.agent.consent import Answer, Consent
-from backends.agent.host import ToolHost, ToolResult
-from backends.agent.loop import DEFAULT_MAX_STEPS, AgentListener, AgentSettings, AgentTurn, supports_tools
-from backends.base import Backend, ChatRequest, Message, ToolCall, ToolSpec, build_request
-from backends.finish import finish_turn
-from backends.turn import new_recorder, run_turn
-from telemetry import events as ev
-from telemetry.agent.steps import ToolStep
-from telemetry.cost import warm as warm_prices
-from telemetry.log.turns import SessionLog
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
-from telemetry.settings import TurnSettings
+from ...telemetry import events as ev
+from ...telemetry.agent.steps import ToolStep
+from ...telemetry.cost import warm as warm_prices
+from ...telemetry.log.turns import SessionLog
+from ...telemetry.record import TurnRecord
+from ...telemetry.recorder import TurnRecorder
+from ...telemetry.settings import TurnSettings
+from ..agent.consent import Answer, Consent
+from ..agent.host import ToolHost, ToolResult
+from ..agent.loop import DEFAULT_MAX_STEPS, AgentListener, AgentSettings, AgentTurn, supports_tools
+from ..base import Backend, ChatRequest, Message, ToolCall, ToolSpec, build_request
+from ..finish import finish_turn
+from ..turn import new_recorder, run_turn
 
 # How a comparison runs its panes: all at once, or one after another (no pane slowed by another).
 CompareMode = Literal["parallel", "sequential"]

@@ -7,8 +7,8 @@ level's figures reach ``on_level``, each probe ``on_probe``, notes ``on_note`` (
 faults ``on_warn`` (said always). The CLI (``tui.commands.bench.command``) prints them; a notebook::
 
     import asyncio
-    from backends.load.bench import run_bench
-    from backends.load.plan import BenchPlan, Users
+    from .bench import run_bench
+    from .plan import BenchPlan, Users
 
     plan = BenchPlan.of("compat:m", base_url="http://127.0.0.1:8000/v1", levels=(Users(1), Users(4)))
     result = asyncio.run(run_bench(plan))
@@ -30,26 +30,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends.load import event_loop
-from backends.load.outcome import LevelCancelled, Progress
-from backends.load.plan import BenchPlan
-from backends.load.runner import BackendSpec, LoadRunner, Runner
-from backends.load.scrape import INTERVAL_S, LevelScraper, scraped
-from backends.providers.lean.transport import default_transport, through_proxy
-from backends.spec import split_spec
-from telemetry.bench import summary as bench_summary
-from telemetry.bench.requests import read_bench
-from telemetry.errors import TtftError
-from telemetry.log import private_files
-from telemetry.log.json_line import encode_line
-from telemetry.log.secrets import masked_record
-from telemetry.log.turns import write_all
-from telemetry.log.urls import redact_url
-from telemetry.server.gauges import level_summary
+from ...telemetry.bench import summary as bench_summary
+from ...telemetry.bench.requests import read_bench
+from ...telemetry.errors import TtftError
+from ...telemetry.log import private_files
+from ...telemetry.log.json_line import encode_line
+from ...telemetry.log.secrets import masked_record
+from ...telemetry.log.turns import write_all
+from ...telemetry.log.urls import redact_url
+from ...telemetry.server.gauges import level_summary
+from ..providers.lean.transport import default_transport, through_proxy
+from ..spec import split_spec
+from . import event_loop
+from .outcome import LevelCancelled, Progress
+from .plan import BenchPlan
+from .runner import BackendSpec, LoadRunner, Runner
+from .scrape import INTERVAL_S, LevelScraper, scraped
 
 if TYPE_CHECKING:
-    from backends.load.capacity import Probe
-    from backends.local.llama_server import LlamaServer
+    from ..local.llama_server import LlamaServer
+    from .capacity import Probe
 
 Say = Callable[[str], None]
 Keep = Callable[[list[dict[str, Any]]], None]
@@ -99,14 +99,14 @@ class BenchResult:
 
     def records(self) -> list[dict[str, Any]]:
         """Every turn of the run as ``turns.jsonl`` holds it (the warm-up's too: ``extra.bench.warmup``)."""
-        from telemetry.log.turns import read_records
+        from ...telemetry.log.turns import read_records
 
         path = self.out / "turns.jsonl"
         return list(read_records(path)) if path.exists() else []
 
     def turns_frame(self) -> Any:
         """Every turn as a pandas DataFrame typed as ``ttft export`` types it (needs pandas)."""
-        from telemetry.export.formats import turns_frame
+        from ...telemetry.export.formats import turns_frame
 
         return turns_frame(self.records())
 
@@ -270,7 +270,7 @@ def _server_bin(given: str | None) -> str | None:
     """--server-bin, else [local] server_bin in config.toml, else None (the usual places)."""
     if given is not None:
         return given
-    from backends.providers.config import local_config
+    from ..providers.config import local_config
 
     return local_config().server_bin
 
@@ -283,7 +283,7 @@ async def target_server(plan: BenchPlan, note: Say) -> AsyncIterator[LoadTarget]
     if local is None:
         yield LoadTarget(plan.spec, plan.base_url)
         return
-    from backends.local.llama_server import (
+    from ..local.llama_server import (
         LlamaServer,
         LlamaServerError,
         LlamaServerFailed,
@@ -399,7 +399,7 @@ def make_runner(run: _Run, target: LoadTarget, reader: Reader) -> Runner:
     if plan.cluster is None:  # an MCP server that did not start, or is gone: a server's words
         return LoadRunner(plan.load, spec=spec, run_id=plan.run_id, on_progress=hooks.on_progress, on_notice=fault)
     try:
-        from backends.load.cluster.runner import ClusterRunner
+        from .cluster.runner import ClusterRunner
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] != "ray":
             raise
@@ -420,8 +420,8 @@ def make_runner(run: _Run, target: LoadTarget, reader: Reader) -> Runner:
 
 def _beside_api(spec: str, base_url: str | None) -> str | None:
     """The ``/metrics`` beside the API the bench loads, or None when no address is known."""
-    from backends.providers.registry import ProviderError, resolve
-    from backends.transport.prometheus import metrics_url
+    from ..providers.registry import ProviderError, resolve
+    from ..transport.prometheus import metrics_url
 
     try:
         url = resolve(spec, base_url=base_url).base_url
@@ -436,7 +436,7 @@ async def scraper(
     """``--server-metrics`` (always, for the llama-server started here): the endpoint read once now, to know
     which server it is. One that does not answer, or has no gauge ttft reads, is a note and the run goes
     on without (said in ``summary.json``'s ``server_metrics``), never an error."""
-    from backends.transport.prometheus import MetricsEndpoint, MetricsUnavailable
+    from ..transport.prometheus import MetricsEndpoint, MetricsUnavailable
 
     if asked is None and local_url is None:
         return None
@@ -522,7 +522,7 @@ async def search_capacity(
     scrape: LevelScraper | None = None,
 ) -> None:
     """``--find-capacity``: the probes, each shown as it ends; their levels and the search's verdict kept."""
-    from backends.load.capacity import find_capacity
+    from .capacity import find_capacity
 
     assert plan.capacity is not None
     search = await find_capacity(

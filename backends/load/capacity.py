@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.load.outcome import LevelResult
-from backends.load.runner import Runner
-from backends.load.scrape import LevelScraper
-from telemetry.bench import aggregate as agg
-from telemetry.bench import capacity as cap
-from telemetry.bench.requests import BenchTurn, Mode, read_bench
-from telemetry.server.gauges import level_summary
+from ...telemetry.bench import aggregate as agg
+from ...telemetry.bench import capacity as cap
+from ...telemetry.bench.requests import BenchTurn, Mode, read_bench
+from ...telemetry.server.gauges import level_summary
+from .outcome import LevelResult
+from .runner import Runner
+from .scrape import LevelScraper
 
 UNDECIDED_GROWTH = 8
 

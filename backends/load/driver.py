@@ -39,28 +39,28 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from backends.agent.host import ToolHost
-from backends.agent.loop import AgentSettings, AgentTurn
-from backends.base import Backend, ChatRequest, Message
-from backends.finish import finish_turn
-from backends.load.outcome import Finished, LevelCancelled, LevelResult, Progress, as_dicts
-from backends.load.prompts import prefix_text, synthetic_prompt, trace_prompt
-from backends.load.spread import PassSpreader
-from backends.load.tools import ToolsConfig, open_host
-from backends.load.tools import consent as bench_consent
-from backends.load.watch import ClientWatch
-from backends.transport import pacing
-from backends.turn import new_recorder, stream_turn, target_probe
-from telemetry import events as ev
-from telemetry.bench.arrivals import poisson_schedule
-from telemetry.bench.probe import first_at_s, next_at_s, probe_index
-from telemetry.bench.requests import Mode
-from telemetry.bench.workload.lengths import Lengths
-from telemetry.bench.workload.plan import PlannedConversation, PlannedTurn, Workload
-from telemetry.cost import warm as warm_prices
-from telemetry.metrics import percentiles
-from telemetry.probe.saved import SavedProbe
-from telemetry.settings import TurnSettings
+from ...telemetry import events as ev
+from ...telemetry.bench.arrivals import poisson_schedule
+from ...telemetry.bench.probe import first_at_s, next_at_s, probe_index
+from ...telemetry.bench.requests import Mode
+from ...telemetry.bench.workload.lengths import Lengths
+from ...telemetry.bench.workload.plan import PlannedConversation, PlannedTurn, Workload
+from ...telemetry.cost import warm as warm_prices
+from ...telemetry.metrics import percentiles
+from ...telemetry.probe.saved import SavedProbe
+from ...telemetry.settings import TurnSettings
+from ..agent.host import ToolHost
+from ..agent.loop import AgentSettings, AgentTurn
+from ..base import Backend, ChatRequest, Message
+from ..finish import finish_turn
+from ..transport import pacing
+from ..turn import new_recorder, stream_turn, target_probe
+from .outcome import Finished, LevelCancelled, LevelResult, Progress, as_dicts
+from .prompts import prefix_text, synthetic_prompt, trace_prompt
+from .spread import PassSpreader
+from .tools import ToolsConfig, open_host
+from .tools import consent as bench_consent
+from .watch import ClientWatch
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from telemetry.bench.requests import Mode
-from telemetry.record import TurnRecord
+from ...telemetry.bench.requests import Mode
+from ...telemetry.record import TurnRecord
 
 
 @dataclass

@@ -2,10 +2,10 @@
 
 The CLI builds one from its flags (``tui.commands.bench.args.plan``); a notebook builds one by hand::
 
-    from backends.load.driver import LoadConfig
-from telemetry.values import checked
-from telemetry.values.checked import BadValue
-    from backends.load.plan import BenchPlan, Users
+    from .driver import LoadConfig
+from ...telemetry.values import checked
+from ...telemetry.values.checked import BadValue
+    from .plan import BenchPlan, Users
 
     plan = BenchPlan.of(
         "compat:m", base_url="http://127.0.0.1:8000/v1", levels=(Users(1), Users(4)), requests=16
@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from backends.load.driver import LoadConfig
-from telemetry.values import checked
-from telemetry.values.checked import BadValue
+from ...telemetry.values import checked
+from ...telemetry.values.checked import BadValue
+from .driver import LoadConfig
 
 if TYPE_CHECKING:
-    from backends.load.cluster.address import ClusterAddress
-    from telemetry.bench.capacity import Objectives
-    from telemetry.bench.slo import SLO
+    from ...telemetry.bench.capacity import Objectives
+    from ...telemetry.bench.slo import SLO
+    from .cluster.address import ClusterAddress
 
 Mode = Literal["concurrency", "rate", "trace"]
 
@@ -144,8 +144,8 @@ class BenchPlan:
 
         _check_levels(tuple(levels), searched=settings.get("capacity") is not None)
         _check_counts(settings)
-        from telemetry.bench.workload.lengths import Lengths
-        from telemetry.bench.workload.plan import Workload
+        from ...telemetry.bench.workload.lengths import Lengths
+        from ...telemetry.bench.workload.plan import Workload
 
         names = {f.name for f in fields(LoadConfig)}
         if settings.get("workload") is None:  # the plain bench's: fixed-length unique prompts

@@ -12,7 +12,7 @@ import functools
 import random
 from operator import itemgetter
 
-from telemetry.bench.workload.trace import BLOCK_TOKENS
+from ...telemetry.bench.workload.trace import BLOCK_TOKENS
 
 # Short, common English words: about one token each in the usual BPE vocabularies.
 _WORD_TEXT = """

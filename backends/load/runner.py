@@ -20,18 +20,18 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, Self
 
-from backends.agent.host import ToolHost
-from backends.base import Backend
-from backends.load import event_loop
-from backends.load.driver import LoadConfig, run_level
-from backends.load.outcome import LevelResult, Progress
-from backends.load.tools import ToolsConfig, open_host
-from telemetry import events as ev
-from telemetry.bench.aggregate import aggregate_level
-from telemetry.bench.requests import read_bench
-from telemetry.bench.slo import SLO
-from telemetry.bench.workload.lengths import Lengths
-from telemetry.bench.workload.plan import Workload
+from ...telemetry import events as ev
+from ...telemetry.bench.aggregate import aggregate_level
+from ...telemetry.bench.requests import read_bench
+from ...telemetry.bench.slo import SLO
+from ...telemetry.bench.workload.lengths import Lengths
+from ...telemetry.bench.workload.plan import Workload
+from ..agent.host import ToolHost
+from ..base import Backend
+from . import event_loop
+from .driver import LoadConfig, run_level
+from .outcome import LevelResult, Progress
+from .tools import ToolsConfig, open_host
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class BackendSpec:
 
 def build_backend(spec: BackendSpec, pool: int = 1024) -> Backend:
     """The backend for a load run, its HTTP pool sized for ``pool`` concurrent streams."""
-    from backends.providers.registry import create_backend
+    from ..providers.registry import create_backend
 
     backend = create_backend(spec.spec, base_url=spec.base_url, max_connections=pool, **spec.options)
     if spec.raw_stream and hasattr(backend, "raw_stream"):
@@ -115,7 +115,7 @@ def _worker_level(
     factory = event_loop.loop_factory() if spec.fast_loop else None
     # with tools, a loop kept from level to level: the MCP servers it started live on it
     res = event_loop.run(main(None), factory) if cfg.tools is None else _with_tools(cfg.tools, factory, main)
-    from backends.otel.push import installed
+    from ..otel.push import installed
 
     if (push := installed()) is not None:
         push.flush()  # a pool worker may never run its exit handlers: hand this level's spans over now
@@ -237,7 +237,7 @@ def _start_tools(tools: ToolsConfig, fast_loop: bool, barrier: Any) -> int:
 def _otel_in_worker() -> None:
     """A worker process's turns reach the live OTel push too (configured by the same variables);
     the SDK is imported here, before anything is timed."""
-    from backends.otel.push import install
+    from ..otel.push import install
 
     install(eager=True)
 

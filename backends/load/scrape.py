@@ -21,8 +21,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from backends.transport.prometheus import MetricsEndpoint, MetricsUnavailable
-from telemetry.server.gauges import LevelScrapes, Scrape
+from ...telemetry.server.gauges import LevelScrapes, Scrape
+from ..transport.prometheus import MetricsEndpoint, MetricsUnavailable
 
 T = TypeVar("T")
 

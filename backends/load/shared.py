@@ -25,9 +25,9 @@ from collections.abc import AsyncGenerator, Callable, Coroutine, Hashable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from backends.base import Backend
-from backends.load.watch import ClientWatch
-from backends.providers.registry import Target, create_backend
+from ..base import Backend
+from ..providers.registry import Target, create_backend
+from .watch import ClientWatch
 
 T = TypeVar("T")
 POOL = 1024  # as the bench sizes its pool: a turn waiting for a free connection would count that as TTFT
@@ -54,7 +54,7 @@ def _key(target: Target, timeout_s: float | None, sdk: bool, key: str | None) ->
 def _bench_backend(target: Target, timeout_s: float | None, sdk: bool, key: str | None) -> Backend:
     """The backend the bench would build for ``target``: its pool sized for many streams and, without the
     SDK, the lean reader on the load client (unless a proxy is set for it: only httpx2 speaks one)."""
-    from backends.providers.lean.transport import default_transport, through_proxy
+    from ..providers.lean.transport import default_transport, through_proxy
 
     backend = create_backend(target, api_key=key, timeout_s=timeout_s, lean=not sdk, max_connections=POOL)
     if not sdk and hasattr(backend, "use_aiohttp") and not through_proxy(target.spec, target.base_url):

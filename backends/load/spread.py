@@ -23,9 +23,9 @@ import asyncio
 from collections import deque
 from collections.abc import Callable
 
-from backends.finish import finish_turns
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
+from ...telemetry.record import TurnRecord
+from ...telemetry.recorder import TurnRecorder
+from ..finish import finish_turns
 
 # ~100-200 us each to build and send a request, ~50-110 us to end a record in a batch, on this project's
 # 2-core machines: a pass then holds about 1-2 ms of this work at most.

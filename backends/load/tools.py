@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from backends.agent.consent import Consent
-from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolHost
-from backends.agent.loop import DEFAULT_MAX_STEPS
-from backends.agent.stub import StubHost
-from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
-from backends.providers.config import McpServerConfig
+from ..agent.consent import Consent
+from ..agent.host import DEFAULT_MAX_RESULT_BYTES, ToolHost
+from ..agent.loop import DEFAULT_MAX_STEPS
+from ..agent.stub import StubHost
+from ..mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
+from ..providers.config import McpServerConfig
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class ToolsConfig:
 
     def describe(self) -> dict[str, object]:
         """What the summary says of the tools (never a server's env or headers)."""
-        from backends.mcp.config import shown
+        from ..mcp.config import shown
 
         if self.latency_ms is not None:
             return {"kind": "stub", "latency_ms": self.latency_ms, "tools": ["lookup"], "max_steps": self.max_steps}
@@ -50,7 +50,7 @@ async def open_host(tools: ToolsConfig, on_notice: Callable[[str], None] | None 
     is a notice, and the others' tools are offered)."""
     if tools.latency_ms is not None:
         return StubHost(tools.latency_ms)
-    from backends.mcp.host import start_host
+    from ..mcp.host import start_host
 
     return await start_host(
         tools.servers,

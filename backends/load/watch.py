@@ -13,7 +13,7 @@ from typing import Any
 
 import psutil
 
-from telemetry.metrics import percentiles
+from ...telemetry.metrics import percentiles
 
 LAG_INTERVAL_S = 0.010
 

@@ -14,13 +14,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from backends.base import ChatRequest
-from backends.local import llama_adapter as llama
-from backends.local.amx import ExtraBufts, extra_bufts_choice
-from backends.local.generation import Generation, resolve_verify_batch
-from backends.local.handoff import Handoff
-from backends.local.loadlog import load_error
-from backends.local.models import (
+from ...telemetry import events as ev
+from ...telemetry.cost import PriceRef
+from ...telemetry.errors import ErrorKind
+from ...telemetry.server.kvcache import kv_cache_size
+from ..base import ChatRequest
+from . import llama_adapter as llama
+from .amx import ExtraBufts, extra_bufts_choice
+from .generation import Generation, resolve_verify_batch
+from .handoff import Handoff
+from .loadlog import load_error
+from .models import (
     DEFAULT_MODEL,
     LocalModelError,
     ShippedModel,
@@ -31,13 +35,9 @@ from backends.local.models import (
     model_display_name,
     shipped_model,
 )
-from backends.local.speculative import SpecSettings, check_verify_batch
-from backends.local.state import Cancelled, LoadedModel, LoadRequest
-from backends.local.template import ChatTemplate
-from telemetry import events as ev
-from telemetry.cost import PriceRef
-from telemetry.errors import ErrorKind
-from telemetry.server.kvcache import kv_cache_size
+from .speculative import SpecSettings, check_verify_batch
+from .state import Cancelled, LoadedModel, LoadRequest
+from .template import ChatTemplate
 
 DEFAULT_N_CTX = 4096
 DEFAULT_MAX_OUTPUT_TOKENS = 512  # when the turn sets no limit

@@ -10,13 +10,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from backends.local.llama_adapter import Perf
-from backends.local.speculative import PromptLookup, SpecSettings, verify_threads
-from backends.local.state import Cancelled, LoadedModel
-from backends.local.template import FormattedPrompt, StopMatcher
-from backends.think import ThinkSplitter
-from telemetry import events as ev
-from telemetry.settings import TurnSettings
+from ...telemetry import events as ev
+from ...telemetry.settings import TurnSettings
+from ..think import ThinkSplitter
+from .llama_adapter import Perf
+from .speculative import PromptLookup, SpecSettings, verify_threads
+from .state import Cancelled, LoadedModel
+from .template import FormattedPrompt, StopMatcher
 
 # When the turn sets none: llama-cpp-python's chat default. A 135M model at 0.8 wanders off the question
 # ("What is the capital of France?" got a refusal and a riddle); at 0.2 it answers "Paris".

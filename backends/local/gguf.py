@@ -13,7 +13,7 @@ import os
 import struct
 from pathlib import Path
 
-from telemetry.errors import TtftError
+from ...telemetry.errors import TtftError
 
 MAGIC = b"GGUF"
 MAX_STRING = 16 * 2**20  # a chat template is a few KiB; anything this long is a damaged file

@@ -30,7 +30,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 
-from telemetry import events as ev
+from ...telemetry import events as ev
 
 
 def _write_keeping_the_gil() -> Callable[[int, bytes, int], int] | None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends.local.loadlog import LoadLog
+from .loadlog import LoadLog
 
 if TYPE_CHECKING:
     import numpy as np

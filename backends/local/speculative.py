@@ -8,9 +8,9 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from backends.local.models import LocalModelError
-from backends.local.state import Cancelled, LoadedModel
-from telemetry.errors import ErrorKind
+from ...telemetry.errors import ErrorKind
+from .models import LocalModelError
+from .state import Cancelled, LoadedModel
 
 if TYPE_CHECKING:
     import numpy as np

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends.local.amx import ExtraBufts
-from backends.local.llama_adapter import LlamaHandle
-from backends.local.models import KVShape
-from backends.local.template import ChatTemplate
-from telemetry.errors import TtftError
+from ...telemetry.errors import TtftError
+from .amx import ExtraBufts
+from .llama_adapter import LlamaHandle
+from .models import KVShape
+from .template import ChatTemplate
 
 
 @dataclass(frozen=True, slots=True)

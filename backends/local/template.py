@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backends.base import Message
-from backends.local import llama_adapter as llama
-from backends.local.models import LocalModelError
-from backends.think import partial_suffix
-from telemetry.errors import ErrorKind
+from ...telemetry.errors import ErrorKind
+from ..base import Message
+from ..think import partial_suffix
+from . import llama_adapter as llama
+from .models import LocalModelError
 
 GEMMA_CHAT_FORMAT = "gemma"  # Gemma GGUFs without a template of their own
 FALLBACK_CHAT_FORMAT = "chatml"

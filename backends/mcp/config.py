@@ -15,13 +15,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import PurePath
 
-from backends.mcp.config_secrets import server_secrets
-from backends.providers.checks import url_problem
-from backends.providers.config import McpServerConfig
-from telemetry.errors import ErrorKind, TtftError
-from telemetry.log.quote import cut, quoted
-from telemetry.log.secrets import remember
-from telemetry.log.urls import redact_url
+from ...telemetry.errors import ErrorKind, TtftError
+from ...telemetry.log.quote import cut, quoted
+from ...telemetry.log.secrets import remember
+from ...telemetry.log.urls import redact_url
+from ..providers.checks import url_problem
+from ..providers.config import McpServerConfig
+from .config_secrets import server_secrets
 
 __all__ = ["McpServerConfig", "McpSpecError", "parse_spec", "resolve_specs", "shown"]
 
@@ -86,7 +86,7 @@ def resolve_specs(
     """Each ``--mcp`` spec as a server: a ``[mcp.NAME]`` when it is one (``configured``, default the
     config file's), else a command line or a URL; names made unique (``-2``, ``-3``) in that order."""
     if configured is None:
-        from backends.providers.config import configured_mcp_servers
+        from ..providers.config import configured_mcp_servers
 
         configured = configured_mcp_servers()
     out: list[McpServerConfig] = []

@@ -14,9 +14,9 @@ from __future__ import annotations
 import contextlib
 import os
 
-from backends.providers.config import McpServerConfig, configured_mcp_servers, configured_providers
-from telemetry.log.secrets import header_secrets, remember, secret_name, secret_value
-from telemetry.log.urls import url_secrets
+from ...telemetry.log.secrets import header_secrets, remember, secret_name, secret_value
+from ...telemetry.log.urls import url_secrets
+from ..providers.config import McpServerConfig, configured_mcp_servers, configured_providers
 
 
 def server_secrets(server: McpServerConfig) -> tuple[str, ...]:

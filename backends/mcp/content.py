@@ -12,7 +12,7 @@ from typing import Any
 
 import mcp_types as types
 
-from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolResult, cap
+from ..agent.host import DEFAULT_MAX_RESULT_BYTES, ToolResult, cap
 
 
 def _size(n: int) -> str:

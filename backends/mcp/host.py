@@ -38,12 +38,13 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolResult, cap
-from backends.base import ToolSpec
-from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, McpServerConfig, shown
-from backends.mcp.content import to_result
-from backends.mcp.views import ServerView, Startup, State
-from backends.mcp.wire import (
+from ...telemetry.log.turns import data_dir
+from ..agent.host import DEFAULT_MAX_RESULT_BYTES, ToolResult, cap
+from ..base import ToolSpec
+from .config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S, McpServerConfig, shown
+from .content import to_result
+from .views import ServerView, Startup, State
+from .wire import (
     CODEC,
     ON_BAD_BYTES,
     REQUEST,
@@ -61,7 +62,6 @@ from backends.mcp.wire import (
     said,
     tool_problem,
 )
-from telemetry.log.turns import data_dir
 
 CLOSE_WAIT_S = 10.0  # the SDK's own shutdown is bounded (stdin closed, SIGTERM, SIGKILL: about 6 s at worst)
 MAX_TOOL_PAGES = 100  # a server whose tools/list never stops paging cannot hang the start

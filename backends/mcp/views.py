@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from backends.base import ToolSpec
+from ..base import ToolSpec
 
 State = Literal["starting", "ready", "failed", "gone", "closed"]
 

@@ -29,9 +29,9 @@ from mcp.shared.message import SessionMessage
 from mcp_types.methods import validate_server_result
 from pydantic import ValidationError
 
-from telemetry.errors import TtftError
-from telemetry.log import private_files
-from telemetry.log.urls import redact_urls_in
+from ...telemetry.errors import TtftError
+from ...telemetry.log import private_files
+from ...telemetry.log.urls import redact_urls_in
 
 STDERR_CUT_LINE = b"\n--- ttft cut this server's stderr here (%d bytes kept); the rest is dropped\n"
 # Control characters a server might put in a description: gone before the model or a screen reads it.

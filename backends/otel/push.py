@@ -27,11 +27,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from backends.finish import add_sink
-from backends.otel.sdk import Sdk, Signals
-from telemetry.export import genai
-from telemetry.log.urls import redact_url
-from telemetry.record import TurnRecord
+from ...telemetry.export import genai
+from ...telemetry.log.urls import redact_url
+from ...telemetry.record import TurnRecord
+from ..finish import add_sink
+from .sdk import Sdk, Signals
 
 QUEUE_TURNS = 1024  # finished turns waiting for the export thread; past this they are dropped, and counted
 CLOSE_TIMEOUT_S = 2.0  # the most the process's exit waits for a collector

@@ -11,8 +11,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from telemetry.export import genai_instruments, genai_points, genai_spans
-from telemetry.record import TurnRecord
+from ...telemetry.export import genai_instruments, genai_points, genai_spans
+from ...telemetry.record import TurnRecord
 
 SPAN_QUEUE = 8192  # spans the SDK's batch processor holds (a turn is 2-10 spans)
 SCHEDULE_DELAY_MS = 500
@@ -40,7 +40,8 @@ class Sdk:
 
         from opentelemetry.sdk.resources import Resource
 
-        from telemetry.export import genai as g
+        from ...telemetry.export import genai as g
+        from ..version import package_version
 
         version = package_version()
         resource = Resource.create({"service.version": version})
@@ -192,12 +193,3 @@ def counting_metrics(inner: Any) -> Any:
             inner.shutdown(timeout_millis=timeout_millis, **kw)
 
     return CountingMetrics()
-
-
-def package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("ttft")
-    except PackageNotFoundError:
-        return "0+unknown"

@@ -15,16 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends.probe.plan import Schedule, make_plan
-from backends.probe.run import run_steps
-from backends.providers.registry import Target, create_backend
-from telemetry.errors import TtftError
-from telemetry.export.json_text import json_text
-from telemetry.log import private_files
-from telemetry.log.turns import SessionLog, new_session_id
-from telemetry.probe.result import Estimate, ProbeFit, ProbePoint
-from telemetry.probe.store import save_probe
-from telemetry.settings import TurnSettings
+from ...telemetry.errors import TtftError
+from ...telemetry.export.json_text import json_text
+from ...telemetry.log import private_files
+from ...telemetry.log.turns import SessionLog, new_session_id
+from ...telemetry.probe.result import Estimate, ProbeFit, ProbePoint
+from ...telemetry.probe.store import save_probe
+from ...telemetry.settings import TurnSettings
+from ..providers.registry import Target, create_backend
+from .plan import Schedule, make_plan
+from .run import run_steps
 
 PROBE_SCHEMA = "ttft.probe/1"
 

@@ -20,8 +20,8 @@ import random
 import secrets
 from dataclasses import dataclass
 
-from telemetry.errors import TtftError
-from telemetry.probe.result import PointKind
+from ...telemetry.errors import TtftError
+from ...telemetry.probe.result import PointKind
 
 HOSTED_MAX_INPUT = 8192
 MIN_INPUT = 128

@@ -11,15 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from backends.base import Backend, ChatRequest, Message
-from backends.probe.plan import Schedule, Step, prompt_text
-from backends.turn import new_recorder, run_turn
-from telemetry.errors import TtftError
-from telemetry.log.turns import SessionLog, new_session_id
-from telemetry.probe.fit import engine_prefill_per_1k, fit_probe
-from telemetry.probe.result import Estimate, ProbeFit, ProbePoint
-from telemetry.record import TurnRecord
-from telemetry.settings import TurnSettings
+from ...telemetry.errors import TtftError
+from ...telemetry.log.turns import SessionLog, new_session_id
+from ...telemetry.probe.fit import engine_prefill_per_1k, fit_probe
+from ...telemetry.probe.result import Estimate, ProbeFit, ProbePoint
+from ...telemetry.record import TurnRecord
+from ...telemetry.settings import TurnSettings
+from ..base import Backend, ChatRequest, Message
+from ..turn import new_recorder, run_turn
+from .plan import Schedule, Step, prompt_text
 
 # The engine's own prompt-eval time, by the ServerTimings source that carries it.
 ENGINE_PREFILL_KEYS = {"llama.cpp": "prompt_eval_ms", "llama-server": "prompt_ms"}

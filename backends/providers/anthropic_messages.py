@@ -13,14 +13,14 @@ from typing import Any
 import anthropic
 import httpx2
 
-from backends.base import ChatRequest
-from backends.providers.answers.stream_shape import check_stream, count, shape_checked
-from backends.providers.fields import field, require_object
-from backends.providers.hosted import HostedBackend, TurnState, anthropic_parses, guarded_client
-from backends.providers.messages_wire import MessagesWire, read_usage
-from backends.providers.tools_wire import text_id
-from backends.transport.http import Probe
-from telemetry import events as ev
+from ...telemetry import events as ev
+from ..base import ChatRequest
+from ..transport.http import Probe
+from .answers.stream_shape import check_stream, count, shape_checked
+from .fields import field, require_object
+from .hosted import HostedBackend, TurnState, anthropic_parses, guarded_client
+from .messages_wire import MessagesWire, read_usage
+from .tools_wire import text_id
 
 SDK_BODY_ONLY = ("temperature",)
 

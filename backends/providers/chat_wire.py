@@ -10,18 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from backends.base import ChatRequest
-from backends.providers.answers.stream_shape import count, shape_checked
-from backends.providers.fields import field
-from backends.providers.hosted import TurnState
-from backends.providers.tools_wire import chat_messages, chat_tools, text_id
-from backends.think import ThinkSplitter
-from backends.transport.http import Probe
-from telemetry import events as ev
-from telemetry.errors import ErrorKind
-from telemetry.server.per_request import NOTICE as PER_REQUEST_NOTICE
-from telemetry.server.per_request import SOURCE as PER_REQUEST_SOURCE
-from telemetry.server.per_request import notice_text, read_metrics
+from ...telemetry import events as ev
+from ...telemetry.errors import ErrorKind
+from ...telemetry.server.per_request import NOTICE as PER_REQUEST_NOTICE
+from ...telemetry.server.per_request import SOURCE as PER_REQUEST_SOURCE
+from ...telemetry.server.per_request import notice_text, read_metrics
+from ..base import ChatRequest
+from ..think import ThinkSplitter
+from ..transport.http import Probe
+from .answers.stream_shape import count, shape_checked
+from .fields import field
+from .hosted import TurnState
+from .tools_wire import chat_messages, chat_tools, text_id
 
 # Body fields of OpenAI-compatible servers that OpenAI's API (and so its SDK's signature) lacks: the SDK
 # path sends them as extra_body.

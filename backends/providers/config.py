@@ -16,13 +16,13 @@ from typing import Any
 
 import platformdirs
 
-from backends.providers.checks import url_problem, value_problem
-from backends.spec import split_spec
-from telemetry import json_guard
-from telemetry.cost import Price
-from telemetry.errors import ErrorKind, TtftError
-from telemetry.log.quote import cut, quoted
-from telemetry.log.urls import redact_url
+from ...telemetry import json_guard
+from ...telemetry.cost import Price
+from ...telemetry.errors import ErrorKind, TtftError
+from ...telemetry.log.quote import cut, quoted
+from ...telemetry.log.urls import redact_url
+from ..spec import split_spec
+from .checks import url_problem, value_problem
 
 KINDS = ("openai", "openai-responses", "anthropic", "compat")
 BUILTIN = (*KINDS, "local")

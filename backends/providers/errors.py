@@ -22,16 +22,16 @@ from dataclasses import dataclass, field
 
 import httpx2
 
-from backends.providers.answers.error_body import ErrorAnswer, body_of, error_message, kept, label
-from backends.providers.answers.stream_shape import MalformedStream
-from backends.transport.http import Probe
-from telemetry import events as ev
-from telemetry.errors import ErrorKind, TtftError, describe
-from telemetry.json_guard import JsonRefused
-from telemetry.log.crashes import BUG_HINT, report_once
-from telemetry.log.secrets import Secrets, mask
+from ...telemetry import events as ev
+from ...telemetry.errors import ErrorKind, TtftError, describe
+from ...telemetry.json_guard import JsonRefused
+from ...telemetry.log.crashes import BUG_HINT, report_once
+from ...telemetry.log.secrets import Secrets, mask
+from ..transport.http import Probe
+from .answers.error_body import ErrorAnswer, body_of, error_message, kept, label
+from .answers.stream_shape import MalformedStream
 
-SDKS = ("openai", "anthropic", "backends.providers.lean.sdk_errors")  # the lean path mirrors the SDK's error classes
+SDKS = ("openai", "anthropic", f"{__package__}.lean.sdk_errors")  # the lean path mirrors the SDK's error classes
 
 
 def sdk_errors(name: str) -> tuple[type[BaseException], ...]:
@@ -216,7 +216,7 @@ def _http_sentence(s: Seen) -> str:
     retry = ""
     headers = getattr(getattr(s.exc, "response", None), "headers", None)
     if status == 429 and headers is not None:
-        from backends.transport.http import parse_retry_after
+        from ..transport.http import parse_retry_after
 
         secs = parse_retry_after(headers)
         if secs is not None:

@@ -18,10 +18,10 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from backends.base import Backend, ChatRequest
-from backends.transport.prometheus import MetricsEndpoint, MetricsUnavailable
-from telemetry import events as ev
-from telemetry.server import gauges
+from ...telemetry import events as ev
+from ...telemetry.server import gauges
+from ..base import Backend, ChatRequest
+from ..transport.prometheus import MetricsEndpoint, MetricsUnavailable
 
 GRACE_S = 0.25  # how long a turn that already ended waits for a reading still on its way
 

@@ -32,16 +32,16 @@ from typing import Any, TypeVar, cast
 
 import httpx2
 
-from backends.base import ChatRequest
-from backends.providers.answers.error_body import ErrorAnswer, error_answer
-from backends.providers.errors import ErrorContext, failed_from_exception
-from backends.transport.http import DEFAULT_TIMEOUT_S, NO_KEY, InstrumentedHTTP, Probe, needs_ca_bundle
-from telemetry import events as ev
-from telemetry import json_guard
-from telemetry.cost import PriceRef
-from telemetry.errors import ErrorKind
-from telemetry.log.secrets import Secrets, header_secrets, remember
-from telemetry.log.urls import redact_url, split_query, url_secrets
+from ...telemetry import events as ev
+from ...telemetry import json_guard
+from ...telemetry.cost import PriceRef
+from ...telemetry.errors import ErrorKind
+from ...telemetry.log.secrets import Secrets, header_secrets, remember
+from ...telemetry.log.urls import redact_url, split_query, url_secrets
+from ..base import ChatRequest
+from ..transport.http import DEFAULT_TIMEOUT_S, NO_KEY, InstrumentedHTTP, Probe, needs_ca_bundle
+from .answers.error_body import ErrorAnswer, error_answer
+from .errors import ErrorContext, failed_from_exception
 
 Client = TypeVar("Client")
 

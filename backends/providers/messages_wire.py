@@ -28,14 +28,14 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from backends.base import ChatRequest
-from backends.providers.answers.stream_shape import count, shape_checked
-from backends.providers.fields import field
-from backends.providers.hosted import TurnState
-from backends.providers.tools_wire import messages_messages, messages_tools, text_id
-from backends.transport.http import Probe
-from telemetry import events as ev
-from telemetry.errors import ErrorKind
+from ...telemetry import events as ev
+from ...telemetry.errors import ErrorKind
+from ..base import ChatRequest
+from ..transport.http import Probe
+from .answers.stream_shape import count, shape_checked
+from .fields import field
+from .hosted import TurnState
+from .tools_wire import messages_messages, messages_tools, text_id
 
 DEFAULT_MAX_TOKENS = 4096
 USAGE_FIELDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens")

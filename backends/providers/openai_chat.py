@@ -29,9 +29,13 @@ from typing import Any
 import httpx2
 import openai
 
-from backends.base import ChatRequest
-from backends.providers.answers.stream_shape import check_stream, count, shape_checked
-from backends.providers.chat_wire import (
+from ...telemetry import events as ev
+from ...telemetry import json_guard
+from ..base import ChatRequest
+from ..think import ThinkSplitter
+from ..transport.http import Probe
+from .answers.stream_shape import check_stream, count, shape_checked
+from .chat_wire import (
     SERVER_FIELDS,
     STREAM_OPTIONS_NOT_SENT,
     STREAM_OPTIONS_NOTICE,
@@ -39,13 +43,9 @@ from backends.providers.chat_wire import (
     ChatWire,
     server_events_raw,
 )
-from backends.providers.fields import field
-from backends.providers.hosted import HostedBackend, TurnState, guarded_client, openai_parses
-from backends.providers.tools_wire import text_id
-from backends.think import ThinkSplitter
-from backends.transport.http import Probe
-from telemetry import events as ev
-from telemetry import json_guard
+from .fields import field
+from .hosted import HostedBackend, TurnState, guarded_client, openai_parses
+from .tools_wire import text_id
 
 
 def _extra(obj: Any) -> dict[str, Any]:

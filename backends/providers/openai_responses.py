@@ -14,14 +14,14 @@ from typing import Any
 import httpx2
 import openai
 
-from backends.base import ChatRequest
-from backends.providers.answers.stream_shape import check_stream, count, shape_checked
-from backends.providers.fields import require_object
-from backends.providers.hosted import HostedBackend, TurnState, guarded_client, openai_parses
-from backends.providers.responses_wire import REASONING_DELTAS, TEXT_DELTAS, ResponsesWire
-from backends.providers.tools_wire import text_id
-from backends.transport.http import Probe
-from telemetry import events as ev
+from ...telemetry import events as ev
+from ..base import ChatRequest
+from ..transport.http import Probe
+from .answers.stream_shape import check_stream, count, shape_checked
+from .fields import require_object
+from .hosted import HostedBackend, TurnState, guarded_client, openai_parses
+from .responses_wire import REASONING_DELTAS, TEXT_DELTAS, ResponsesWire
+from .tools_wire import text_id
 
 
 class OpenAIResponsesBackend(ResponsesWire, HostedBackend):

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from backends.base import Message
+from ..base import Message
 
 if TYPE_CHECKING:
-    from backends.attachments import Attachment
+    from ..attachments import Attachment
 
 Content = str | list[dict[str, Any]]
 

@@ -41,9 +41,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from backends.base import Backend
-from backends.providers.checks import url_problem, value_problem
-from backends.providers.config import (
+from ...telemetry.cost import PriceRef
+from ...telemetry.errors import ErrorKind
+from ...telemetry.log.quote import cut, quoted
+from ...telemetry.log.secrets import remember
+from ...telemetry.log.urls import redact_url
+from ..base import Backend
+from ..transport.http import DEFAULT_TIMEOUT_S
+from .checks import url_problem, value_problem
+from .config import (
     BUILTIN,
     KINDS,
     ProviderConfig,
@@ -57,16 +63,10 @@ from backends.providers.config import (
     local_config,
     parse_spec,
 )
-from backends.transport.http import DEFAULT_TIMEOUT_S
-from telemetry.cost import PriceRef
-from telemetry.errors import ErrorKind
-from telemetry.log.quote import cut, quoted
-from telemetry.log.secrets import remember
-from telemetry.log.urls import redact_url
 
 if TYPE_CHECKING:
-    from backends.local.engine import LocalLlamaBackend
-    from backends.providers.hosted import HostedBackend
+    from ..local.engine import LocalLlamaBackend
+    from .hosted import HostedBackend
 
 # Everything `-m PROVIDER:MODEL` needs, from one module: the config file's names come with this one's.
 __all__ = [
@@ -379,8 +379,8 @@ def create_backend(
     backend = _create_hosted(r, api_key, timeout_s, max_connections, lean)
     backend.price = r.price
     if server_gauges and r.kind == "compat" and r.base_url:
-        from backends.providers.gauged import GaugedBackend
-        from backends.transport.prometheus import MetricsEndpoint, metrics_url
+        from ..transport.prometheus import MetricsEndpoint, metrics_url
+        from .gauged import GaugedBackend
 
         return GaugedBackend(backend, MetricsEndpoint(metrics_url(r.base_url)))
     return backend
@@ -419,14 +419,14 @@ def _create_hosted(
     if lean:
         return _create_lean(r.kind, r.model, common)
     if r.kind in ("openai", "compat"):
-        from backends.providers.openai_chat import OpenAIChatBackend
+        from .openai_chat import OpenAIChatBackend
 
         return OpenAIChatBackend(r.model, compat=r.kind == "compat", **common)
     if r.kind == "openai-responses":
-        from backends.providers.openai_responses import OpenAIResponsesBackend
+        from .openai_responses import OpenAIResponsesBackend
 
         return OpenAIResponsesBackend(r.model, **common)
-    from backends.providers.anthropic_messages import AnthropicMessagesBackend
+    from .anthropic_messages import AnthropicMessagesBackend
 
     return AnthropicMessagesBackend(r.model, **common)
 
@@ -434,22 +434,22 @@ def _create_hosted(
 def _create_lean(kind: str, model: str, common: dict[str, Any]) -> HostedBackend:
     """The lean reader of API ``kind`` (each imported alone: none imports an SDK)."""
     if kind in ("openai", "compat"):
-        from backends.providers.lean.chat import LeanChatBackend
+        from .lean.chat import LeanChatBackend
 
         return LeanChatBackend(model, compat=kind == "compat", **common)
     if kind == "openai-responses":
-        from backends.providers.lean.responses import LeanResponsesBackend
+        from .lean.responses import LeanResponsesBackend
 
         return LeanResponsesBackend(model, **common)
-    from backends.providers.lean.messages import LeanMessagesBackend
+    from .lean.messages import LeanMessagesBackend
 
     return LeanMessagesBackend(model, **common)
 
 
 def _create_local(rest: str | None, **opts: Any) -> LocalLlamaBackend:
-    if importlib.util.find_spec("backends.local.engine") is None:
+    if importlib.util.find_spec("..local.engine", __package__) is None:
         raise ProviderError("Local models are not available in this build of ttft.", kind=ErrorKind.LOCAL_UNAVAILABLE)
-    from backends.local import engine, llama_adapter
+    from ..local import engine, llama_adapter
 
     if not llama_adapter.available():
         raise ProviderError(
@@ -483,12 +483,12 @@ def list_models(spec: str | Target, base_url: str | None = None, *, api_key: str
     """Model ids the server offers at ``/v1/models`` (sorted). Raises ProviderError."""
     r = _target(spec, base_url)
     if r.local:
-        from backends.local.models import installed_models
+        from ..local.models import installed_models
 
         return [m.name for m in installed_models()]
-    from backends.providers.errors import provider_message, sdk_errors
-    from telemetry.log.secrets import Secrets, header_secrets
-    from telemetry.log.urls import split_query, url_secrets
+    from ...telemetry.log.secrets import Secrets, header_secrets
+    from ...telemetry.log.urls import split_query, url_secrets
+    from .errors import provider_message, sdk_errors
 
     if r.kind == "compat" and not r.base_url:
         raise ProviderError(

@@ -17,16 +17,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from backends.base import ChatRequest
-from backends.providers.answers.error_body import error_message, label, words
-from backends.providers.answers.stream_shape import count, shape_checked
-from backends.providers.chat_wire import per_request_events
-from backends.providers.fields import field
-from backends.providers.hosted import TurnState
-from backends.providers.tools_wire import responses_input, responses_tools, text_id
-from backends.transport.http import Probe
-from telemetry import events as ev
-from telemetry.errors import ErrorKind
+from ...telemetry import events as ev
+from ...telemetry.errors import ErrorKind
+from ..base import ChatRequest
+from ..transport.http import Probe
+from .answers.error_body import error_message, label, words
+from .answers.stream_shape import count, shape_checked
+from .chat_wire import per_request_events
+from .fields import field
+from .hosted import TurnState
+from .tools_wire import responses_input, responses_tools, text_id
 
 TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
 REASONING_DELTAS = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from backends.base import ArgumentsRefused, Message, ToolCall, ToolSpec
-from backends.providers.parts import chat_content, messages_content, responses_content
+from ..base import ArgumentsRefused, Message, ToolCall, ToolSpec
+from .parts import chat_content, messages_content, responses_content
 
 MAX_ID_CHARS = 256
 

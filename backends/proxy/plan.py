@@ -2,8 +2,8 @@
 
 The CLI builds one from its flags (``tui.commands.proxy.args``); a script builds one by hand::
 
-    from backends.proxy.plan import ProxyPlan
-    from backends.proxy.server import ProxyConfig
+    from .plan import ProxyPlan
+    from .server import ProxyConfig
 
     plan = ProxyPlan(ProxyConfig(port=0, upstream="http://127.0.0.1:8080"), command=("my-agent", "-p", "hi"))
     # asyncio.run(backends.proxy.run.ProxyRunner(plan).run()).calls: one ProxiedCall per call
@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.proxy.server import ProxyConfig
-from telemetry.errors import TtftError
+from ...telemetry.errors import TtftError
+from .server import ProxyConfig
 
 
 class UpstreamError(TtftError):
@@ -53,7 +53,7 @@ def upstream_for(spec: str) -> str:
     """``-m SPEC`` resolved as every command resolves it (config file, ``--base-url``'s variables
     included) to the root of the server it names. ProviderError for a spec that does not resolve;
     UpstreamError for the in-process engine."""
-    from backends.providers.registry import DEFAULT_HOSTS, resolve
+    from ..providers.registry import DEFAULT_HOSTS, resolve
 
     target = resolve(spec)
     if target.local:

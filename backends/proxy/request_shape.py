@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from telemetry import json_guard
+from ...telemetry import json_guard
 
 MAX_ID_CHARS = 128
 

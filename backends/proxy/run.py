@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends.proxy.plan import ProxyPlan
-from backends.proxy.server import ProxiedCall, ProxyServer
-from telemetry.export.json_text import json_text
-from telemetry.log import private_files
-from telemetry.log.secrets import mask, masked_record, masked_value
-from telemetry.log.turns import LogWriteError, SessionLog
-from telemetry.proxy.sessions import ProxySession, rebuild
-from telemetry.record import TurnRecord
+from ...telemetry.export.json_text import json_text
+from ...telemetry.log import private_files
+from ...telemetry.log.secrets import mask, masked_record, masked_value
+from ...telemetry.log.turns import LogWriteError, SessionLog
+from ...telemetry.proxy.sessions import ProxySession, rebuild
+from ...telemetry.record import TurnRecord
+from .plan import ProxyPlan
+from .server import ProxiedCall, ProxyServer
 
 SCHEMA = "ttft.proxy/1"
 NOT_FOUND, NOT_EXECUTABLE = 127, 126  # the shell's statuses for a command it could not run

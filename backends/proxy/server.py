@@ -35,9 +35,19 @@ from typing import Any
 import httpx2
 from aiohttp import web
 
-from backends.providers.errors import ErrorContext
-from backends.proxy.request_shape import read_request
-from backends.proxy.routing import (
+from ...telemetry import events as ev
+from ...telemetry.cost import PriceRef, warm
+from ...telemetry.errors import TtftError
+from ...telemetry.log.secrets import Secrets, header_secrets, mask, remember
+from ...telemetry.log.urls import redact_url
+from ...telemetry.proxy.shape import CallShape
+from ...telemetry.record import TurnRecord
+from ...telemetry.recorder import TurnRecorder
+from ...telemetry.settings import TurnSettings
+from ..providers.errors import ErrorContext
+from ..transport.http import CONNECT_TIMEOUT_S, Probe, needs_ca_bundle
+from .request_shape import read_request
+from .routing import (
     HOP_BY_HOP,
     bind_is_loopback,
     call_api,
@@ -46,18 +56,8 @@ from backends.proxy.routing import (
     loopback,
     target_url,
 )
-from backends.proxy.tap import CallTap, read_timeout_failure
-from backends.proxy.upstream import ProxyUpstream
-from backends.transport.http import CONNECT_TIMEOUT_S, Probe, needs_ca_bundle
-from telemetry import events as ev
-from telemetry.cost import PriceRef, warm
-from telemetry.errors import TtftError
-from telemetry.log.secrets import Secrets, header_secrets, mask, remember
-from telemetry.log.urls import redact_url
-from telemetry.proxy.shape import CallShape
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
-from telemetry.settings import TurnSettings
+from .tap import CallTap, read_timeout_failure
+from .upstream import ProxyUpstream
 
 DEFAULT_PORT = 8787  # named in docs/proxy.md; clear of OTLP's 4317/4318
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a long agent context with images is a few MB; 64 MiB is no real request

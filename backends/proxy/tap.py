@@ -20,21 +20,21 @@ from typing import Any
 
 import httpx2
 
-from backends.providers.chat_wire import ChatWire
-from backends.providers.errors import ErrorContext, failed_from_exception
-from backends.providers.hosted import TurnState
-from backends.providers.lean.sdk_errors import APIError, anthropic_status_error, status_error
-from backends.providers.lean.sse import SSESplitter, loads, message_data
-from backends.providers.messages_wire import MessagesWire
-from backends.providers.responses_wire import ResponsesWire
-from backends.proxy.decode import BodyDecoder
-from backends.think import ThinkSplitter
-from backends.transport.http import Probe
-from telemetry import events as ev
-from telemetry.errors import ErrorKind
-from telemetry.log.secrets import masked
-from telemetry.log.surrogates import scrub_event
-from telemetry.recorder import TurnRecorder
+from ...telemetry import events as ev
+from ...telemetry.errors import ErrorKind
+from ...telemetry.log.secrets import masked
+from ...telemetry.log.surrogates import scrub_event
+from ...telemetry.recorder import TurnRecorder
+from ..providers.chat_wire import ChatWire
+from ..providers.errors import ErrorContext, failed_from_exception
+from ..providers.hosted import TurnState
+from ..providers.lean.sdk_errors import APIError, anthropic_status_error, status_error
+from ..providers.lean.sse import SSESplitter, loads, message_data
+from ..providers.messages_wire import MessagesWire
+from ..providers.responses_wire import ResponsesWire
+from ..think import ThinkSplitter
+from ..transport.http import Probe
+from .decode import BodyDecoder
 
 NOTICE = "proxy"  # the record's notices key for what the tap could not read
 MAX_BODY_KEPT = 16 * 1024 * 1024  # a whole (non-streamed) answer read for the record; the rest passes unread

@@ -21,12 +21,12 @@ from typing import Any
 
 import httpx2
 
-from backends.transport.aiohttp_client import (
+from ..transport.aiohttp_client import (
     AiohttpClient,
     AiohttpResponse,
     as_httpx_error,
 )
-from backends.transport.http import Probe
+from ..transport.http import Probe
 
 _AUTO = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 

@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from backends.transport.http import Probe, parse_retry_after, url_credentials
-from backends.transport.load_client import LoadClient
-from backends.transport.meta import http_info
-from backends.transport.response import LeanResponse
-from telemetry import events as ev
+from ...telemetry import events as ev
+from .http import Probe, parse_retry_after, url_credentials
+from .load_client import LoadClient
+from .meta import http_info
+from .response import LeanResponse
 
 if TYPE_CHECKING:
     import aiohttp

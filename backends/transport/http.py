@@ -55,9 +55,9 @@ from typing import Any
 
 import httpx2
 
-from backends.transport.meta import http_info
-from backends.transport.resolve import RESOLVED, time_dns
-from telemetry import events as ev
+from ...telemetry import events as ev
+from .meta import http_info
+from .resolve import RESOLVED, time_dns
 
 # httpx2 imports its async backend on the first connection (50-200 ms): do it now, not inside the first TTFT.
 with contextlib.suppress(ImportError):

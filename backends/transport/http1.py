@@ -16,11 +16,11 @@ from collections.abc import Callable
 import httptools
 import httpx2
 
-from backends.transport.aiohttp_client import _DISCONNECTED, _DROPPED, ended_by_peer
-from backends.transport.http import Probe
-from backends.transport.response import LeanResponse
-from telemetry import events as ev
-from telemetry.errors import TtftError
+from ...telemetry import events as ev
+from ...telemetry.errors import TtftError
+from .aiohttp_client import _DISCONNECTED, _DROPPED, ended_by_peer
+from .http import Probe
+from .response import LeanResponse
 
 HIGH_WATER = 256 * 1024  # queued body bytes past which the socket is paused
 LOW_WATER = 64 * 1024  # and resumed once the reader is back under this

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpcore2
 
-from backends.transport.http import Probe, no_tls_context
+from .http import Probe, no_tls_context
 
 DEFAULT_POOL = 100  # connections per client when no size is given (aiohttp's own default)
 

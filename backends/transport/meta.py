@@ -12,7 +12,7 @@ import math
 import re
 from collections.abc import Mapping
 
-from telemetry.wire import HttpInfo, RateLimit
+from ...telemetry.wire import HttpInfo, RateLimit
 
 REQUEST_ID_HEADERS = ("x-request-id", "request-id")
 MAX_ID_CHARS = 128

@@ -18,11 +18,11 @@ import urllib.error
 import urllib.request
 from urllib.parse import urlsplit, urlunsplit
 
-from telemetry import events as ev
-from telemetry.errors import TtftError
-from telemetry.log.urls import redact_url
-from telemetry.server import gauges
-from telemetry.server import histograms as server_histograms
+from ...telemetry import events as ev
+from ...telemetry.errors import TtftError
+from ...telemetry.log.urls import redact_url
+from ...telemetry.server import gauges
+from ...telemetry.server import histograms as server_histograms
 
 TIMEOUT_S = 2.0
 MAX_BYTES = 8 << 20  # a vLLM endpoint with many models and histograms is a few hundred KB

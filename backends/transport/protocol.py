@@ -32,13 +32,13 @@ from urllib.parse import urlencode, urlsplit
 
 import httpx2
 
-from backends.transport import pacing
-from backends.transport.aiohttp_client import STALE_RETRIES
-from backends.transport.http import Probe, parse_retry_after, url_credentials
-from backends.transport.http1 import Closed, Conn, ProtoResponse, as_httpx
-from backends.transport.load_client import LoadClient
-from backends.transport.meta import http_info
-from telemetry import events as ev
+from ...telemetry import events as ev
+from . import pacing
+from .aiohttp_client import STALE_RETRIES
+from .http import Probe, parse_retry_after, url_credentials
+from .http1 import Closed, Conn, ProtoResponse, as_httpx
+from .load_client import LoadClient
+from .meta import http_info
 
 DNS_TTL_S = 300.0  # as the aiohttp client caches names
 _RESET = (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from telemetry.cost import Cost
-from telemetry.metrics import NS_PER_MS, TokenCounts
-from telemetry.record import ErrorInfo, Status, TurnRecord
-from telemetry.recorder import TurnRecorder
+from ..cost import Cost
+from ..metrics import NS_PER_MS, TokenCounts
+from ..record import ErrorInfo, Status, TurnRecord
+from ..recorder import TurnRecorder
 
 # "refused": ttft did not run the call, its arguments being past the untrusted-JSON guard's limits.
 ToolStatus = Literal["ok", "error", "denied", "cancelled", "refused"]

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
-from telemetry.metrics import NS_PER_MS, percentiles
-from telemetry.record import TurnRecord
+from ..metrics import NS_PER_MS, percentiles
+from ..record import TurnRecord
 
 CSV_COLUMNS = (
     "agent_steps_per_turn_p50",

@@ -22,18 +22,18 @@ from typing import Any
 
 import numpy as np
 
-from telemetry.bench.agent import agent_figures, model_tpots, step_gaps_ms
-from telemetry.bench.probe import probe_figures
-from telemetry.bench.requests import BenchTurn, measured, span_ms
-from telemetry.bench.slo import SLO
-from telemetry.bench.ttft_split import ttft_split
-from telemetry.bench.workload.figures import workload_figures
-from telemetry.cost import sum_costs
-from telemetry.metrics import NS_PER_MS, percentiles
-from telemetry.record import TurnRecord
-from telemetry.server.timings import server_timings
-from telemetry.wire import KEYS as WAIT_KEYS
-from telemetry.wire import WaitSplit
+from ..cost import sum_costs
+from ..metrics import NS_PER_MS, percentiles
+from ..record import TurnRecord
+from ..server.timings import server_timings
+from ..wire import KEYS as WAIT_KEYS
+from ..wire import WaitSplit
+from .agent import agent_figures, model_tpots, step_gaps_ms
+from .probe import probe_figures
+from .requests import BenchTurn, measured, span_ms
+from .slo import SLO
+from .ttft_split import ttft_split
+from .workload.figures import workload_figures
 
 # The client is said to distort what it measures past these (one process).
 CLIENT_LAG_P99_MS = 5.0

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from telemetry.bench.requests import BenchTurn, Mode, measured
-from telemetry.bench.slo import SLO, parse_duration_ms
-from telemetry.record import TurnRecord
+from ..record import TurnRecord
+from .requests import BenchTurn, Mode, measured
+from .slo import SLO, parse_duration_ms
 
 Verdict = Literal["pass", "fail", "undecided"]
 Z_95 = 1.959964  # two-sided 95 % normal quantile

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from telemetry.bench.aggregate import aggregate_level
-from telemetry.bench.merge import Part, union_level
-from telemetry.bench.requests import read_bench
-from telemetry.bench.slo import SLO
+from .aggregate import aggregate_level
+from .merge import Part, union_level
+from .requests import read_bench
+from .slo import SLO
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from telemetry.bench.probe import across_levels
-from telemetry.server.gauges import read_level
-from telemetry.server.histograms import Quantiles, read_latency
+from ..server.gauges import read_level
+from ..server.histograms import Quantiles, read_latency
+from .probe import across_levels
 
 # "Throughput stops growing" when the next level adds less than this.
 PLATEAU_GAIN = 0.10

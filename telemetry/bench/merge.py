@@ -19,11 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from telemetry.bench.aggregate import aggregate_level
-from telemetry.bench.requests import BenchTurn, group_levels, level_label, measured, span_ms
-from telemetry.errors import TtftError
-from telemetry.log.urls import redact_url
-from telemetry.metrics import NS_PER_MS
+from ..errors import TtftError
+from ..log.urls import redact_url
+from ..metrics import NS_PER_MS
+from .aggregate import aggregate_level
+from .requests import BenchTurn, group_levels, level_label, measured, span_ms
 
 # Below this share of the shortest run's span in common, the runs' level did not overlap enough
 # to be one load.

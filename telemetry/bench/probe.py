@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from telemetry.metrics import percentiles
+from ..metrics import percentiles
 
 MAX_RATE = 1000.0  # requests/s past which a "user" is a second load, not one person
 # Probe requests are numbered apart from the load's and the warm-up's (their synthetic text is drawn

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from telemetry.metrics import NS_PER_MS
-from telemetry.record import TurnRecord
-from telemetry.typed_read import RecordError, build, bulk_read, kind_of
+from ..metrics import NS_PER_MS
+from ..record import TurnRecord
+from ..typed_read import RecordError, build, bulk_read, kind_of
 
 # How a load run paces its requests: closed loop (``concurrency`` users, each sending on as its last
 # answer ends) or open loop (Poisson arrivals at a ``rate`` per second).

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from telemetry.bench import agent, probe
-from telemetry.bench.conclusion import conclusion
-from telemetry.server.gauges import read_level
-from telemetry.server.histograms import read_latency
+from ..server.gauges import read_level
+from ..server.histograms import read_latency
+from . import agent, probe
+from .conclusion import conclusion
 
 
 def _wait_keys(lv: dict[str, Any]) -> dict[str, float | None]:

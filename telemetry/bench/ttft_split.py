@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from telemetry.record import TurnRecord
+from ..record import TurnRecord
 
 
 def ttft_split(ok: Sequence[TurnRecord]) -> dict[str, Any] | None:

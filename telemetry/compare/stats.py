@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from telemetry.cost import CostSum, sum_costs
-from telemetry.duration import fmt_ms, unit_for
-from telemetry.export.formats import write_csv, write_jsonl
-from telemetry.log.secrets import mask, masked_record
-from telemetry.metrics import percentiles
-from telemetry.record import TurnRecord
+from ..cost import CostSum, sum_costs
+from ..duration import fmt_ms, unit_for
+from ..export.formats import write_csv, write_jsonl
+from ..log.secrets import mask, masked_record
+from ..metrics import percentiles
+from ..record import TurnRecord
 
 RESAMPLES = 2000
 SEED = 20240607

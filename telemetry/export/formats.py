@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from telemetry.export import genai, otlp_json, step_table, table
-from telemetry.log.secrets import masked_record
-from telemetry.log.urls import redact_url
-from telemetry.record import TurnRecord
-from telemetry.typed_read import RecordError, convert, field_types
+from ..log.secrets import masked_record
+from ..log.urls import redact_url
+from ..record import TurnRecord
+from ..typed_read import RecordError, convert, field_types
+from . import genai, otlp_json, step_table, table
 
 TEXT_FIELDS = ("prompt", "answer", "reasoning")
 # A CSV cell a spreadsheet would run as a formula (OWASP's list: = + - @, tab, carriage return) ...

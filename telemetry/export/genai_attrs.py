@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from telemetry.export.genai_values import as_dict, count, label, nonempty_str, number, seconds
-from telemetry.record import TurnRecord
+from ..record import TurnRecord
+from .genai_values import as_dict, count, label, nonempty_str, number, seconds
 
 Attrs = dict[str, str | bool | int | float | list[str]]
 

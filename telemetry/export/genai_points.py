@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from telemetry.export.genai_attrs import (
+from ..record import TurnRecord
+from .genai_attrs import (
     TOOL_ERRORS,
     Attrs,
     error_type,
@@ -16,7 +17,7 @@ from telemetry.export.genai_attrs import (
     metric_attributes,
     step_error,
 )
-from telemetry.export.genai_instruments import (
+from .genai_instruments import (
     DURATION,
     EXECUTE_TOOL_DURATION,
     INVOKE_AGENT_DURATION,
@@ -33,8 +34,7 @@ from telemetry.export.genai_instruments import (
     USAGE_REASONING,
     Instrument,
 )
-from telemetry.export.genai_values import as_dict, chunk_times_ms, count, label, number
-from telemetry.record import TurnRecord
+from .genai_values import as_dict, chunk_times_ms, count, label, number
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from telemetry.export.genai_attrs import (
+from ..log.secrets import mask, mask_optional
+from ..record import TurnRecord
+from .genai_attrs import (
     TOOL_ERRORS,
     Attrs,
     agent_attributes,
@@ -19,7 +21,7 @@ from telemetry.export.genai_attrs import (
     span_attributes,
     step_error,
 )
-from telemetry.export.genai_values import (
+from .genai_values import (
     NS_PER_MS,
     as_dict,
     count,
@@ -31,8 +33,6 @@ from telemetry.export.genai_values import (
     turn_end_unix_ns,
     unix,
 )
-from telemetry.log.secrets import mask, mask_optional
-from telemetry.record import TurnRecord
 
 SpanKind = Literal["client", "internal"]
 

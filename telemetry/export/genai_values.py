@@ -11,7 +11,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from telemetry.record import TurnRecord
+from ..record import TurnRecord
 
 NS_PER_MS = 1_000_000
 

@@ -26,13 +26,13 @@ from pathlib import Path
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
-from telemetry.errors import TtftError
-from telemetry.export import table
-from telemetry.export.formats import duckdb_types, polars_schema, turn_rows, turns_frame
-from telemetry.log.sessions import resolve
-from telemetry.log.turns import Skipped, read_records
-from telemetry.record import TurnRecord
-from telemetry.typed_read import RecordError
+from ..errors import TtftError
+from ..log.sessions import resolve
+from ..log.turns import Skipped, read_records
+from ..record import TurnRecord
+from ..typed_read import RecordError
+from . import table
+from .formats import duckdb_types, polars_schema, turn_rows, turns_frame
 
 if TYPE_CHECKING:
     import duckdb

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from telemetry.export import formats, table
-from telemetry.log import secrets
-from telemetry.log.turns import BAD_LINE, NUMBERED, Skipped, count_bad, parse_line
-from telemetry.typed_read import bulk_read
+from ..log import secrets
+from ..log.turns import BAD_LINE, NUMBERED, Skipped, count_bad, parse_line
+from ..typed_read import bulk_read
+from . import formats, table
 
 FORMATS = ("jsonl", "csv", "parquet")  # what is written in slices (the OTel documents are one object)
 SLICE_BYTES = 8 * 1024 * 1024  # of the log per task: ~3,000 turns, ~50 MB of a worker's memory at most

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from telemetry.export import genai, genai_instruments, genai_points, genai_spans, genai_values
-from telemetry.record import TurnRecord
+from ..record import TurnRecord
+from . import genai, genai_instruments, genai_points, genai_spans, genai_values
 
 SPAN_KIND_INTERNAL = 1
 SPAN_KIND_CLIENT = 3

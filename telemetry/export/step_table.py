@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from telemetry.export.table import Column, ColumnType, cast, get
+from .table import Column, ColumnType, cast, get
 
 WAIT_PHASES = ("retries", "pool", "dns", "connect", "tls", "send", "server", "first_token", "client_lag")
 TOKEN_FIELDS = ("input", "cached_input", "output", "reasoning", "cache_write_input")

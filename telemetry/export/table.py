@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from telemetry.record import chunk_rows
+from ..record import chunk_rows
 
 ColumnType = Literal["str", "int", "float", "bool", "json"]
 _INT64 = range(-(2**63), 2**63)  # what an int column holds (Parquet's and DuckDB's BIGINT)

@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from telemetry import events as ev
-from telemetry.errors import ErrorKind
-from telemetry.log import private_files
-from telemetry.log.secrets import mask
-from telemetry.log.turns import data_dir
+from .. import events as ev
+from ..errors import ErrorKind
+from . import private_files
+from .secrets import mask
+from .turns import data_dir
 
 KEEP = 20  # crash reports kept; older ones are removed as new ones are written
 

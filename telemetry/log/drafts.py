@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from telemetry import json_guard
-from telemetry.log import private_files
-from telemetry.log.json_line import encode_line
-from telemetry.log.secrets import mask
-from telemetry.log.surrogates import scrub
-from telemetry.log.turns import check_session_id, data_dir, sessions_dir
+from .. import json_guard
+from . import private_files
+from .json_line import encode_line
+from .secrets import mask
+from .surrogates import scrub
+from .turns import check_session_id, data_dir, sessions_dir
 
 MAX_BYTES = 16 * 1024 * 1024  # a pasted log file or two; past that, it is not a draft this reads
 

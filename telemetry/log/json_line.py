@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from telemetry.log.surrogates import scrub
+from .surrogates import scrub
 
 # datetimes and dataclasses to default=str, as the stdlib's default=str writes them
 _OPTIONS = orjson.OPT_APPEND_NEWLINE | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS

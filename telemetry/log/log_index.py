@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from telemetry.log import private_files
+from . import private_files
 
 try:
     import fcntl

@@ -17,7 +17,7 @@ import os
 import stat
 from pathlib import Path
 
-from telemetry.errors import TtftError
+from ..errors import TtftError
 
 try:
     import fcntl

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from telemetry import json_guard
-from telemetry.log import private_files
-from telemetry.log.json_line import encode_line
-from telemetry.log.secrets import mask
-from telemetry.log.surrogates import scrub
-from telemetry.log.turns import data_dir
+from .. import json_guard
+from . import private_files
+from .json_line import encode_line
+from .secrets import mask
+from .surrogates import scrub
+from .turns import data_dir
 
 FILE_NAME = "prompt_history.jsonl"
 MAX_ENTRIES = 1000

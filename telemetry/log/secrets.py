@@ -32,8 +32,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from telemetry import events as ev
-from telemetry.log.urls import redact_urls_in
+from .. import events as ev
+from .urls import redact_urls_in
 
 MASK = "***"
 MIN_ANYWHERE = 8  # shorter values are masked as whole words only

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from telemetry.log import log_index
-from telemetry.log.quote import quoted
-from telemetry.log.turns import BAD_LINE, Skipped, check_session_id, count_bad, line_index, parse_line, sessions_dir
-from telemetry.typed_read import bulk_read
+from ..typed_read import bulk_read
+from . import log_index
+from .quote import quoted
+from .turns import BAD_LINE, Skipped, check_session_id, count_bad, line_index, parse_line, sessions_dir
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from telemetry import events as ev
+from .. import events as ev
 
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")

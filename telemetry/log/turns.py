@@ -32,14 +32,14 @@ from typing import Any, TypeGuard
 import orjson
 import platformdirs
 
-from telemetry import json_guard
-from telemetry.errors import TtftError
-from telemetry.log import log_index, private_files
-from telemetry.log.json_line import encode_line
-from telemetry.log.quote import quoted
-from telemetry.log.secrets import masked_record
-from telemetry.log.surrogates import scrub_value
-from telemetry.record import SCHEMAS, TurnRecord, upgrade
+from .. import json_guard
+from ..errors import TtftError
+from ..record import SCHEMAS, TurnRecord, upgrade
+from . import log_index, private_files
+from .json_line import encode_line
+from .quote import quoted
+from .secrets import masked_record
+from .surrogates import scrub_value
 
 try:
     import fcntl

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from telemetry.duration import fmt_ms, unit_for
-from telemetry.probe.result import CacheFit, Estimate, PointKind, ProbeFit, ProbePoint
+from ..duration import fmt_ms, unit_for
+from .result import CacheFit, Estimate, PointKind, ProbeFit, ProbePoint
 
 N_BOOT = 600
 CONFIDENCE = 0.95

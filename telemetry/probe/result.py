@@ -11,8 +11,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from telemetry.metrics import TokenSource
-from telemetry.record import Status
+from ..metrics import TokenSource
+from ..record import Status
 
 PointKind = Literal["input", "cache_cold", "cache_warm", "output"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from telemetry.probe.result import ProbeFit
+from .result import ProbeFit
 
 
 @dataclass(frozen=True, slots=True)

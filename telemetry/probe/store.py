@@ -18,11 +18,11 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from telemetry import json_guard
-from telemetry.log.turns import data_dir
-from telemetry.log.urls import redact_url
-from telemetry.probe.result import ProbeFit, fit_from_dict
-from telemetry.probe.saved import SavedProbe
+from .. import json_guard
+from ..log.turns import data_dir
+from ..log.urls import redact_url
+from .result import ProbeFit, fit_from_dict
+from .saved import SavedProbe
 
 SCHEMA = "ttft.probe/1"
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")

@@ -41,11 +41,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from telemetry.agent.steps import Stopped, ToolStep, diagnose, join_turn
-from telemetry.duration import fmt_ms
-from telemetry.metrics import NS_PER_MS
-from telemetry.proxy.shape import CallShape
-from telemetry.record import TurnRecord
+from ..agent.steps import Stopped, ToolStep, diagnose, join_turn
+from ..duration import fmt_ms
+from ..metrics import NS_PER_MS
+from ..record import TurnRecord
+from .shape import CallShape
 
 APP_SERVER = "app"  # a tool step's server where the client did not name itself
 APP_SHOWN_MS = 50.0  # the app's own time the diagnosis names, as it names ttft's own from 50 ms

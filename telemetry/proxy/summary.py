@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from telemetry.metrics import TokenCounts
-from telemetry.proxy.shape import CallShape
-from telemetry.record import TurnRecord
+from ..metrics import TokenCounts
+from ..record import TurnRecord
+from .shape import CallShape
 
 
 @dataclass(frozen=True, slots=True)

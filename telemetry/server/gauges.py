@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from telemetry.errors import TtftError
-from telemetry.server import histograms as hist
+from ..errors import TtftError
+from . import histograms as hist
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric

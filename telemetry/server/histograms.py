@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from telemetry.errors import TtftError
+from ..errors import TtftError
 
 KINDS = ("ttft", "queue", "prefill", "decode", "itl", "e2e")
 QUANTILES = (("p50", 0.50), ("p90", 0.90), ("p99", 0.99))

@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from telemetry.typed_read import RecordError, convert, kind_of
+from ..typed_read import RecordError, convert, kind_of
 
 SOURCE = "vllm"  # the key of the kept object under a record's ``server``
 TIMING = ("time_to_first_token_ms", "queue_time_ms", "generation_time_ms", "mean_itl_ms", "tokens_per_second")

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from telemetry.record import AttachmentInfo
-from telemetry.server.timings import ServerTimings
+from ..record import AttachmentInfo
+from .timings import ServerTimings
 
 
 @dataclass(frozen=True, slots=True)

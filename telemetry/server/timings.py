@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from telemetry.server.gauges import GAUGES_SOURCE
+from .gauges import GAUGES_SOURCE
 
 NS_PER_MS = 1_000_000
 OTHER_SHOWN = 8  # fields of an unknown source that are shown

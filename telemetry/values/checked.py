@@ -17,9 +17,9 @@ import math
 from collections.abc import Collection, Mapping
 from typing import Any, TypedDict
 
-from telemetry.errors import TtftError
-from telemetry.log.quote import cut, quoted
-from telemetry.settings import TurnSettings
+from ..errors import TtftError
+from ..log.quote import cut, quoted
+from ..settings import TurnSettings
 
 # Reasoning effort as the APIs take it (each model accepts a subset: the server says which).
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from telemetry.metrics import NS_PER_MS, percentiles
+from ..metrics import NS_PER_MS, percentiles
 
 
 @dataclass

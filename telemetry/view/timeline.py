@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from telemetry.diagnosis import STALL_FACTOR
-from telemetry.metrics import OWN_DELAY_SHOWN_MS, TurnMetrics
-from telemetry.record import TurnRecord
-from telemetry.recorder import Snapshot
-from telemetry.wire import WaitSplit
+from ..diagnosis import STALL_FACTOR
+from ..metrics import OWN_DELAY_SHOWN_MS, TurnMetrics
+from ..record import TurnRecord
+from ..recorder import Snapshot
+from ..wire import WaitSplit
 
 STALL_MIN_MS = 100.0  # a gap a person can see; below it a 10x jump is jitter, not a stall
 

@@ -11,12 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from ttft.backends import api
+from ttft.backends.load import shared as api_share
+from ttft.telemetry.diagnosis import diagnose_turn
+from ttft.telemetry.export import formats, table
+from ttft.telemetry.record import TurnRecord
 
-from backends import api
-from backends.load import shared as api_share
-from telemetry.diagnosis import diagnose_turn
-from telemetry.export import formats, table
-from telemetry.record import TurnRecord
 from tests.fakes.prefill_server import PrefillServer
 from tests.fakes.schedule import Schedule
 from tests.fakes.server import FakeServer
@@ -143,7 +143,7 @@ def test_run_probe_fits_a_fast_fake_and_saves_what_the_cli_writes(env: Path, tmp
 
 
 def test_run_probe_refuses_a_budget_too_small_before_sending(env: Path) -> None:
-    from backends.probe.plan import BudgetError
+    from ttft.backends.probe.plan import BudgetError
 
     with PrefillServer() as fake:
         plan = api.ProbePlan(target=api.resolve("compat:prefill-fake", fake.base_url), budget=100)
@@ -242,7 +242,7 @@ def test_a_turn_waiting_on_a_blocked_loop_says_the_wait_was_ttfts_own(env: Path)
 
 
 def test_the_log_reads_back_through_the_api_as_records_and_frames(srv: FakeServer, env: Path) -> None:
-    from telemetry.export import log_data
+    from ttft.telemetry.export import log_data
 
     assert (api.read_log, api.log_frame, api.SkippedLinesWarning) == (
         log_data.read_log,
@@ -288,7 +288,7 @@ def test_a_turns_settings_are_refused_in_the_clis_words_before_anything_is_sent(
 
 
 def test_the_cli_refuses_the_same_values_with_the_same_words(capsys: pytest.CaptureFixture[str], env: Path) -> None:
-    from tui.cli import main
+    from ttft.tui.cli import main
 
     with pytest.raises(SystemExit) as ended:
         main(["ask", "-m", "compat:m", "--base-url", "http://127.0.0.1:9/v1", "--temperature", "hot", "hi"])

@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-
-from backends.attachments import (
+from ttft.backends.attachments import (
     ANTHROPIC_IMAGE_B64_BYTES,
     IMAGE_LIMIT_BYTES,
     TEXT_LIMIT_BYTES,
@@ -18,8 +17,9 @@ from backends.attachments import (
     check_attachments,
     read_attachment,
 )
-from backends.base import Message, build_request
-from telemetry.tokens import image_tokens
+from ttft.backends.base import Message, build_request
+from ttft.telemetry.tokens import image_tokens
+
 from tests.support import files
 
 

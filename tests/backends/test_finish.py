@@ -5,16 +5,17 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from backends.compare.runner import ComparePane, CompareRunner
-from backends.finish import add_sink, finish_turn
-from backends.load.driver import LoadConfig, run_level
-from backends.turn import new_recorder, run_turn
-from telemetry import events as ev
-from telemetry.log.turns import SessionLog, read_records
-from telemetry.record import TurnRecord
+from ttft.backends.compare.runner import ComparePane, CompareRunner
+from ttft.backends.finish import add_sink, finish_turn
+from ttft.backends.load.driver import LoadConfig, run_level
+from ttft.backends.turn import new_recorder, run_turn
+from ttft.telemetry import events as ev
+from ttft.telemetry.log.turns import SessionLog, read_records
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.runner import LoopThread, start_turn
+
 from tests.support.backend_util import make_request
 from tests.support.compare_fakes import ScheduledBackend
-from tui.runner import LoopThread, start_turn
 
 
 def test_a_turn_is_logged_then_sunk_once(tmp_path: Path, sunk: list[TurnRecord]) -> None:

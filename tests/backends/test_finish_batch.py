@@ -8,11 +8,10 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from backends.finish import finish_turn, finish_turns
-from telemetry import events as ev
-from telemetry.log.turns import SessionLog, read_records
-from telemetry.metrics import (
+from ttft.backends.finish import finish_turn, finish_turns
+from ttft.telemetry import events as ev
+from ttft.telemetry.log.turns import SessionLog, read_records
+from ttft.telemetry.metrics import (
     Chunk,
     Percentiles,
     Timestamps,
@@ -22,8 +21,9 @@ from telemetry.metrics import (
     percentiles,
     percentiles_many,
 )
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.recorder import TurnRecorder
+
 from tests.support.turns import at, recorder, stream
 
 

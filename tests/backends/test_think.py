@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from backends.think import ThinkSplitter
+from ttft.backends.think import ThinkSplitter
 
 
 def split_all(chunks: list[str], *, inside: bool = False) -> tuple[str, str, list[tuple[str, str]]]:

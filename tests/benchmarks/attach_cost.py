@@ -38,7 +38,7 @@ def _ask(root: Path, url: str, extra: list[str], data_dir: str) -> tuple[float, 
     cmd = [
         sys.executable,
         "-m",
-        "tui.cli",
+        "ttft.tui.cli",
         "ask",
         "-m",
         "openai:gpt-4o-mini",
@@ -63,8 +63,8 @@ def _in_process(tmp: Path) -> None:
     from tests.support import files
 
     t0 = time.perf_counter()
-    from telemetry.cost import PriceRef, price_turn
-    from telemetry.metrics import TokenCounts
+    from ttft.telemetry.cost import PriceRef, price_turn
+    from ttft.telemetry.metrics import TokenCounts
 
     tokens = TokenCounts(1800, 1024, 120, 0, "usage")
     ref = PriceRef("gpt-4o-mini", provider_id="openai")
@@ -77,7 +77,7 @@ def _in_process(tmp: Path) -> None:
     per = (time.perf_counter() - t0) / n * 1e6
     print(f"price_turn: first {first:.0f} ms (the genai-prices import and lookup), then {per:.1f} us a turn")
 
-    from backends.attachments import Attachment, read_attachment
+    from ttft.backends.attachments import Attachment, read_attachment
 
     for mb in (1, 5):
         path = tmp / f"img{mb}.png"

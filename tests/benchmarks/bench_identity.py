@@ -43,8 +43,9 @@ TIMING = re.compile(
 
 
 def run(root: Path, seed: str) -> None:
+    from ttft.tui.cli import main
+
     from tests.fakes.batching_server import BatchingServer
-    from tui.cli import main
 
     root.mkdir(parents=True, exist_ok=True)
     os.environ["TTFT_DATA_DIR"] = str(root / "data")

@@ -98,7 +98,7 @@ def run_ttft(
     base_url: str, model: str, levels: list[int], a: argparse.Namespace, out: Path, seed: int = 0
 ) -> dict[float, dict]:
     cmd = [
-        sys.executable, "-m", "tui.cli", "bench", "-m", f"compat:{model}", "--base-url", base_url,
+        sys.executable, "-m", "ttft.tui.cli", "bench", "-m", f"compat:{model}", "--base-url", base_url,
         "--concurrency", ",".join(map(str, levels)), "--requests", str(a.requests), "--warmup", str(a.warmup),
         "--input-tokens", str(a.input_tokens), "--max-output-tokens", str(a.output_tokens), "--out", str(out),
         "--quiet", "--seed", str(seed), *workload_flags(a, "ttft"),
@@ -488,7 +488,7 @@ def max_streams(a: argparse.Namespace, tmp: Path) -> None:
         for c in levels:
             out = tmp / f"streams-{c}"
             cmd = [
-                sys.executable, "-m", "tui.cli", "bench", "-m", "compat:fake", "--base-url",
+                sys.executable, "-m", "ttft.tui.cli", "bench", "-m", "compat:fake", "--base-url",
                 f"http://127.0.0.1:{port}/v1", "--concurrency", str(c), "--requests", str(2 * c), "--warmup", "4",
                 "--input-tokens", "16", "--max-output-tokens", str(a.stream_tokens), "--out", str(out), "--quiet",
             ]  # fmt: skip
@@ -580,7 +580,7 @@ def main() -> int:
             os.sched_setaffinity(0, cpus)
 
     if not a.skip_llama:
-        from backends.local.llama_server import LlamaServer, LlamaServerError, default_model
+        from ttft.backends.local.llama_server import LlamaServer, LlamaServerError, default_model
 
         try:
             threads = max(1, len(cpus) // 2) if split else None

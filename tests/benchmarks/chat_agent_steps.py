@@ -26,12 +26,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 
 async def run(turns: int, model_ms: float, tool_ms: float, answer_ms: float) -> list[tuple[float, float]]:
-    from backends.providers.registry import create_backend
+    from ttft.backends.providers.registry import create_backend
+    from ttft.tui.chat.app import ChatApp
+    from ttft.tui.tool_servers import ToolServers
+
     from tests.fakes.agent_server import AgentServer, Call, Step
     from tests.support.tool_host import FakeHost, FakeTool
     from tests.support.tui_support import factory_for
-    from tui.chat.app import ChatApp
-    from tui.tool_servers import ToolServers
 
     script = [Step(calls=(Call("search", {"q": "x"}),), first_ms=model_ms), Step(text="done", first_ms=answer_ms)]
     out: list[tuple[float, float]] = []

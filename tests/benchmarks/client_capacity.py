@@ -51,14 +51,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends.load import event_loop  # noqa: E402
-from backends.load.driver import LoadConfig, run_level  # noqa: E402
-from backends.load.runner import BackendSpec, build_backend  # noqa: E402
-from backends.providers.lean.transport import default_transport  # noqa: E402
-from telemetry import events as ev  # noqa: E402
-from telemetry.bench.workload.lengths import Lengths  # noqa: E402
-from telemetry.bench.workload.plan import Workload  # noqa: E402
-from telemetry.metrics import percentiles  # noqa: E402
+from ttft.backends.load import event_loop  # noqa: E402
+from ttft.backends.load.driver import LoadConfig, run_level  # noqa: E402
+from ttft.backends.load.runner import BackendSpec, build_backend  # noqa: E402
+from ttft.backends.providers.lean.transport import default_transport  # noqa: E402
+from ttft.telemetry import events as ev  # noqa: E402
+from ttft.telemetry.bench.workload.lengths import Lengths  # noqa: E402
+from ttft.telemetry.bench.workload.plan import Workload  # noqa: E402
+from ttft.telemetry.metrics import percentiles  # noqa: E402
+
 from tests.benchmarks.loop_stalls import StallSampler  # noqa: E402
 from tests.fakes.batching_server import free_port, wait_http  # noqa: E402
 

@@ -38,7 +38,7 @@ TOKEN_MS, ALPHA, PREFILL_MS, PORT = 10.0, 0.05, 20.0, 8123
 
 
 def run_bench(ns: LoopbackNamespace, out: Path, args: argparse.Namespace, *extra: str) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "tui.cli", "bench", "-m", "compat:batching-fake"]
+    argv = [sys.executable, "-m", "ttft.tui.cli", "bench", "-m", "compat:batching-fake"]
     argv += ["--base-url", f"http://127.0.0.1:{PORT}/v1", "--concurrency", str(args.concurrency)]
     argv += ["--requests", str(args.requests), "--max-output-tokens", str(args.tokens), "--input-tokens", "16"]
     argv += ["--out", str(out), "--quiet", *extra]
@@ -91,7 +91,9 @@ def main() -> None:
         assert fake.stdout is not None and "batching fake on" in fake.stdout.readline()
         t0 = time.monotonic()
         holder = ns.popen(
-            [sys.executable, "-m", "backends.load.cluster.local", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            [sys.executable, "-m", "ttft.backends.load.cluster.local", "2"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         )
         assert holder.stdout is not None
         address = json.loads(holder.stdout.readline())["address"]

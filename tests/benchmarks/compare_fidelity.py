@@ -40,9 +40,9 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from backends.compare.runner import ComparePane, CompareRunner
-from telemetry.metrics import percentiles
-from telemetry.record import chunk_times_ms
+from ttft.backends.compare.runner import ComparePane, CompareRunner
+from ttft.telemetry.metrics import percentiles
+from ttft.telemetry.record import chunk_times_ms
 
 TARGETS = "targets (as the single chat): TTFT and gap error median <= 1 ms, p99 <= 5 ms; render lag p95 <= 100 ms"
 
@@ -69,7 +69,7 @@ def _serve(conn: Any, schedule_kw: dict[str, Any]) -> None:
 
 
 def make_backend(base_url: str, model: str) -> Any:
-    from backends.providers.openai_chat import OpenAIChatBackend
+    from ttft.backends.providers.openai_chat import OpenAIChatBackend
 
     return OpenAIChatBackend(model, provider="fake", base_url=base_url, api_key="sk-bench")
 
@@ -122,10 +122,10 @@ async def run_headless(base_url: str, models: list[str], prompts: int) -> tuple[
 async def run_ui(
     base_url: str, models: list[str], prompts: int, size: tuple[int, int], isolated: bool = True
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[float], dict[str, float]]:
-    from tui.compare.app import CompareApp
+    from ttft.tui.compare.app import CompareApp
 
     if isolated:  # what `ttft compare` does: each backend in its own process
-        from tui.isolated import ProcessBackend
+        from ttft.tui.isolated import ProcessBackend
 
         backends = [ProcessBackend(f"compat:{m}", base_url) for m in models]
     else:

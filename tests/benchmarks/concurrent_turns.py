@@ -38,9 +38,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends import api  # noqa: E402
-from backends.local.llama_server import free_port  # noqa: E402
-from telemetry.metrics import percentiles  # noqa: E402
+from ttft.backends import api  # noqa: E402
+from ttft.backends.local.llama_server import free_port  # noqa: E402
+from ttft.telemetry.metrics import percentiles  # noqa: E402
+
 from tests.fakes.batching_server import wait_http  # noqa: E402
 from tests.fakes.schedule import Schedule  # noqa: E402
 from tests.fakes.server import FakeServer  # noqa: E402

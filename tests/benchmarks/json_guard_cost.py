@@ -21,9 +21,10 @@ import orjson
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from telemetry import events as ev  # noqa: E402
-from telemetry import json_guard  # noqa: E402
-from telemetry.log.json_line import encode_line  # noqa: E402
+from ttft.telemetry import events as ev  # noqa: E402
+from ttft.telemetry import json_guard  # noqa: E402
+from ttft.telemetry.log.json_line import encode_line  # noqa: E402
+
 from tests.support.turns import at, play  # noqa: E402
 
 

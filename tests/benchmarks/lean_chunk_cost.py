@@ -27,16 +27,15 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from multidict import CIMultiDict  # noqa: E402
-
-from backends.base import ChatRequest, Message  # noqa: E402
-from backends.load import event_loop  # noqa: E402
-from backends.providers.lean.chat import LeanChatBackend  # noqa: E402
-from backends.providers.lean.sse import SSESplitter, loads  # noqa: E402
-from backends.transport.aiohttp_client import AiohttpClient, AiohttpResponse  # noqa: E402
-from backends.transport.http import Probe  # noqa: E402
-from backends.turn import new_recorder, run_turn  # noqa: E402
-from telemetry import events as ev  # noqa: E402
-from telemetry.settings import TurnSettings  # noqa: E402
+from ttft.backends.base import ChatRequest, Message  # noqa: E402
+from ttft.backends.load import event_loop  # noqa: E402
+from ttft.backends.providers.lean.chat import LeanChatBackend  # noqa: E402
+from ttft.backends.providers.lean.sse import SSESplitter, loads  # noqa: E402
+from ttft.backends.transport.aiohttp_client import AiohttpClient, AiohttpResponse  # noqa: E402
+from ttft.backends.transport.http import Probe  # noqa: E402
+from ttft.backends.turn import new_recorder, run_turn  # noqa: E402
+from ttft.telemetry import events as ev  # noqa: E402
+from ttft.telemetry.settings import TurnSettings  # noqa: E402
 
 
 def body(tokens: int) -> list[bytes]:
@@ -116,8 +115,8 @@ async def layers_us(tokens: int) -> float:
 
 def parse_us(tokens: int) -> float:
     backend = LeanChatBackend("m", provider="compat", base_url="http://127.0.0.1:9/v1", compat=True)
-    from backends.providers.hosted import TurnState
-    from backends.think import ThinkSplitter
+    from ttft.backends.providers.hosted import TurnState
+    from ttft.backends.think import ThinkSplitter
 
     reads = body(tokens)[:-2]
     best = float("inf")

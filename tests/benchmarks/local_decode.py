@@ -38,12 +38,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends.base import ChatRequest, Message  # noqa: E402
-from backends.local.engine import create  # noqa: E402
-from backends.local.speculative import SPEC_MIN_MATCH, SPEC_NUM_PRED, PromptLookup  # noqa: E402
-from telemetry import events as ev  # noqa: E402
-from telemetry.settings import TurnSettings  # noqa: E402
-from telemetry.speculative import speculative_summary  # noqa: E402
+from ttft.backends.base import ChatRequest, Message  # noqa: E402
+from ttft.backends.local.engine import create  # noqa: E402
+from ttft.backends.local.speculative import SPEC_MIN_MATCH, SPEC_NUM_PRED, PromptLookup  # noqa: E402
+from ttft.telemetry import events as ev  # noqa: E402
+from ttft.telemetry.settings import TurnSettings  # noqa: E402
+from ttft.telemetry.speculative import speculative_summary  # noqa: E402
 
 DECODE_PROMPT = "Write a long story about a lighthouse keeper and a storm."
 ORDERS = """def summarize_orders(orders, tax_rate, discount_codes):
@@ -191,8 +191,7 @@ def med(xs: list[float | None]) -> float:
 
 async def bare_comparison(backend: Any, info: dict[str, Any], args: argparse.Namespace) -> None:
     from llama_cpp import Llama
-
-    from backends.local.llama_adapter import model_params
+    from ttft.backends.local.llama_adapter import model_params
 
     with model_params(use_extra_bufts=info["extra_bufts"]):  # the same weight buffers (AMX CPUs: off, or it crashes)
         bare = Llama(

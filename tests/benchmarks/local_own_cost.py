@@ -42,11 +42,10 @@ def one_run(tokens: int, threads: int, chat: bool = False, temperature: float = 
     import resource
 
     import llama_cpp  # noqa: F401  (before numpy, as every entry point that runs -m local does)
-
-    from backends.base import ChatRequest, Message
-    from backends.local.engine import LocalLlamaBackend
-    from telemetry import events as ev
-    from telemetry.settings import TurnSettings
+    from ttft.backends.base import ChatRequest, Message
+    from ttft.backends.local.engine import LocalLlamaBackend
+    from ttft.telemetry import events as ev
+    from ttft.telemetry.settings import TurnSettings
 
     async def turn(backend: Any, n: int) -> tuple[list[Any], float]:
         def clear(lm: Any) -> None:
@@ -77,7 +76,7 @@ def one_run(tokens: int, threads: int, chat: bool = False, temperature: float = 
 
     async def main() -> dict[str, Any]:
         if chat:
-            from tui.isolated import ProcessBackend
+            from ttft.tui.isolated import ProcessBackend
 
             backend: Any = ProcessBackend("local")
             run = chat_turn

@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[2]))
 
-from telemetry.settings import TurnSettings
+from ttft.telemetry.settings import TurnSettings
 
 PROMPTS = (
     "Explain in a paragraph why the sky is blue.",
@@ -51,8 +51,9 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def one_chat(threads: int, turns: int, tokens: int) -> dict[str, Any]:
+    from ttft.tui.chat.app import ChatApp
+
     from tests.support.tui_support import wait_until
-    from tui.chat.app import ChatApp
 
     settings = TurnSettings(max_output_tokens=tokens, temperature=0.0, extra={"n_threads": threads})
     app = ChatApp("local", settings=settings, warm_up=True)

@@ -43,9 +43,10 @@ CASES = ("sessions", "csv", "parquet", "jsonl", "resume", "ask")
 
 def make_log(folder: Path, gb: float) -> Path:
     """``gb`` of turns of a played stream, a 500-character answer each, and the writer's index."""
-    from telemetry.log import log_index
-    from telemetry.log.json_line import encode_line
-    from telemetry.log.turns import line_index, parse_line
+    from ttft.telemetry.log import log_index
+    from ttft.telemetry.log.json_line import encode_line
+    from ttft.telemetry.log.turns import line_index, parse_line
+
     from tests.support.turns import play, stream
 
     path = folder / f"{SESSION}.jsonl"
@@ -74,7 +75,7 @@ def make_log(folder: Path, gb: float) -> Path:
 
 # --- in the child -------------------------------------------------------------------------
 def _cli(*args: str) -> None:
-    from tui.cli import main
+    from ttft.tui.cli import main
 
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (kept open for the process)
     try:
@@ -89,12 +90,13 @@ def _resume(path: Path) -> None:
     """`ttft chat --resume` (the latest session), headless, until the resumed session's note is drawn."""
     import asyncio
 
+    from ttft.tui.chat.app import ChatApp
+    from ttft.tui.widgets.transcript import NoteMessage
+
     from tests.support.tui_support import TimedBackend, factory_for
-    from tui.chat.app import ChatApp
-    from tui.widgets.transcript import NoteMessage
 
     try:
-        from telemetry.log.sessions import resolve
+        from ttft.telemetry.log.sessions import resolve
 
         target = resolve(None)  # as `chat --resume` finds the latest session
     except Exception as exc:

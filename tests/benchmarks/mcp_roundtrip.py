@@ -23,8 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends.mcp.host import McpHost, start_host  # noqa: E402
-from backends.providers.config import McpServerConfig  # noqa: E402
+from ttft.backends.mcp.host import McpHost, start_host  # noqa: E402
+from ttft.backends.providers.config import McpServerConfig  # noqa: E402
+
 from tests.backends.mcp.servers import http_server, stdio  # noqa: E402
 
 

@@ -33,8 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends.otel import push as otel  # noqa: E402
-from backends.turn import new_recorder, run_turn  # noqa: E402
+from ttft.backends.otel import push as otel  # noqa: E402
+from ttft.backends.turn import new_recorder, run_turn  # noqa: E402
+
 from tests.fakes import FakeServer, Schedule  # noqa: E402
 from tests.fakes.otlp_receiver import OtlpReceiver  # noqa: E402
 from tests.support.backend_util import make_request  # noqa: E402
@@ -110,7 +111,7 @@ def ask_runs(runs: int) -> None:
                     env["OTEL_EXPORTER_OTLP_ENDPOINT"] = url
                 t0 = time.perf_counter()
                 p = subprocess.run(
-                    [sys.executable, "-m", "tui.cli", "ask", "--json", "-m", "compat:fake",
+                    [sys.executable, "-m", "ttft.tui.cli", "ask", "--json", "-m", "compat:fake",
                      "--base-url", srv.openai_base_url, "hi"],
                     env=env, capture_output=True, text=True, cwd=ROOT, timeout=120,
                 )  # fmt: skip
@@ -138,7 +139,7 @@ def bench_runs(runs: int) -> None:
                     env["OTEL_EXPORTER_OTLP_ENDPOINT"] = rx.url
                 out = Path(d, f"{name}-{k}")
                 subprocess.run(
-                    [sys.executable, "-m", "tui.cli", "bench", "-m", "compat:batching-fake", "--base-url",
+                    [sys.executable, "-m", "ttft.tui.cli", "bench", "-m", "compat:batching-fake", "--base-url",
                      server.base_url, "--concurrency", "8", "--requests", "64", "--warmup", "2",
                      "--max-output-tokens", "64", "--out", str(out), "--quiet"],
                     env=env, capture_output=True, text=True, cwd=ROOT, timeout=300, check=True,

@@ -100,9 +100,10 @@ class Server:
 
 
 async def chat_turns(url: str, server: Server, turns: int, warm: bool) -> list[dict[str, float]]:
-    from telemetry import events as ev
+    from ttft.telemetry import events as ev
+    from ttft.tui.chat.app import ChatApp
+
     from tests.support.tui_support import wait_until
-    from tui.chat.app import ChatApp
 
     app = ChatApp("compat:fake-model", base_url=url, warm_up=warm)
     out: list[dict[str, float]] = []
@@ -146,14 +147,14 @@ async def chat_turns(url: str, server: Server, turns: int, warm: bool) -> list[d
 
 
 # `python -m tui.cli`, with aiohttp unimportable (a user's install has none; the SDK then skips its aiohttp client).
-WITHOUT_AIOHTTP = "import sys; sys.modules['aiohttp'] = None; from tui.cli import main; sys.exit(main())"
+WITHOUT_AIOHTTP = "import sys; sys.modules['aiohttp'] = None; from ttft.tui.cli import main; sys.exit(main())"
 
 
 def ask_command(url: str, api: str, user_install: bool, flags: tuple[str, ...]) -> list[str]:
     """``ttft ask`` on ``api`` against the fake server at ``url`` (its OpenAI base, ending in /v1)."""
     spec, suffix = ASK_APIS[api]
     base = url.removesuffix("/v1") + suffix
-    entry = ["-c", WITHOUT_AIOHTTP] if user_install else ["-m", "tui.cli"]
+    entry = ["-c", WITHOUT_AIOHTTP] if user_install else ["-m", "ttft.tui.cli"]
     return [sys.executable, *entry, "ask", "-m", spec, "--base-url", base, "--json", *flags, "hi"]
 
 

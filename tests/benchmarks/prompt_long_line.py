@@ -34,9 +34,8 @@ sys.path.insert(0, str(ROOT))
 from textual import events  # noqa: E402
 from textual.app import App, ComposeResult  # noqa: E402
 from textual.widgets import Static  # noqa: E402
-
-from tui.widgets.pastes import MAX_LINE  # noqa: E402
-from tui.widgets.prompt_box import PromptBox  # noqa: E402
+from ttft.tui.widgets.pastes import MAX_LINE  # noqa: E402
+from ttft.tui.widgets.prompt_box import PromptBox  # noqa: E402
 
 
 def rss_mb() -> float:

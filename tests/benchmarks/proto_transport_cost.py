@@ -22,9 +22,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends.load import event_loop  # noqa: E402
-from backends.transport.http import Probe  # noqa: E402
-from backends.transport.http1 import Conn, ProtoResponse  # noqa: E402
+from ttft.backends.load import event_loop  # noqa: E402
+from ttft.backends.transport.http import Probe  # noqa: E402
+from ttft.backends.transport.http1 import Conn, ProtoResponse  # noqa: E402
 
 
 class _Transport(asyncio.Transport):

@@ -57,10 +57,10 @@ def serve_fake() -> None:
 
 
 def serve_proxy(upstream: str) -> None:
-    from backends.load.watch import ClientWatch
-    from backends.proxy import tap
-    from backends.proxy.server import ProxyConfig, ProxyServer
-    from telemetry import events as ev
+    from ttft.backends.load.watch import ClientWatch
+    from ttft.backends.proxy import tap
+    from ttft.backends.proxy.server import ProxyConfig, ProxyServer
+    from ttft.telemetry import events as ev
 
     holds: list[float] = []  # us from a read's arrival to its write to the client done (the proxy's own hold)
     feed = tap.CallTap.feed

@@ -42,27 +42,27 @@ def _serve(conn: Any, tokens: int) -> None:
 def _backend(api: str, lean: bool, url: str) -> Any:
     if api == "chat":
         if lean:
-            from backends.providers.lean.chat import LeanChatBackend as Chat
+            from ttft.backends.providers.lean.chat import LeanChatBackend as Chat
         else:
-            from backends.providers.openai_chat import OpenAIChatBackend as Chat  # type: ignore[assignment]
+            from ttft.backends.providers.openai_chat import OpenAIChatBackend as Chat  # type: ignore[assignment]
         return Chat("m", provider="compat", base_url=url + "/v1", compat=True)
     if api == "responses":
         if lean:
-            from backends.providers.lean.responses import LeanResponsesBackend as Responses
+            from ttft.backends.providers.lean.responses import LeanResponsesBackend as Responses
         else:
-            from backends.providers.openai_responses import OpenAIResponsesBackend as Responses  # type: ignore[assignment]
+            from ttft.backends.providers.openai_responses import OpenAIResponsesBackend as Responses  # type: ignore[assignment]
         return Responses("m", base_url=url + "/v1", api_key="k")
     if lean:
-        from backends.providers.lean.messages import LeanMessagesBackend as Messages
+        from ttft.backends.providers.lean.messages import LeanMessagesBackend as Messages
     else:
-        from backends.providers.anthropic_messages import AnthropicMessagesBackend as Messages  # type: ignore[assignment]
+        from ttft.backends.providers.anthropic_messages import AnthropicMessagesBackend as Messages  # type: ignore[assignment]
     return Messages("m", base_url=url, api_key="k")
 
 
 async def _cpu_s(backend: Any, tokens: int) -> float:
-    from backends.base import ChatRequest, Message
-    from backends.turn import new_recorder, run_turn
-    from telemetry.settings import TurnSettings
+    from ttft.backends.base import ChatRequest, Message
+    from ttft.backends.turn import new_recorder, run_turn
+    from ttft.telemetry.settings import TurnSettings
 
     request = ChatRequest((Message("user", "hi"),), TurnSettings(max_output_tokens=tokens, max_retries=0))
     recorder = new_recorder(backend, request, session_id="cpu", turn_index=0, saved_probe=False)

@@ -47,17 +47,17 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends.finish import finish_turn, finish_turns  # noqa: E402
-from backends.load.driver import LoadConfig, run_level  # noqa: E402
-from telemetry import events as ev  # noqa: E402
-from telemetry.bench.aggregate import aggregate_level  # noqa: E402
-from telemetry.bench.requests import group_levels, measured, read_bench  # noqa: E402
-from telemetry.bench.summary import summary  # noqa: E402
-from telemetry.log.json_line import encode_line  # noqa: E402
-from telemetry.log.surrogates import scrub_event  # noqa: E402
-from telemetry.metrics import itl_gaps, percentiles, percentiles_many  # noqa: E402
-from telemetry.recorder import TurnRecorder  # noqa: E402
-from telemetry.settings import TurnSettings  # noqa: E402
+from ttft.backends.finish import finish_turn, finish_turns  # noqa: E402
+from ttft.backends.load.driver import LoadConfig, run_level  # noqa: E402
+from ttft.telemetry import events as ev  # noqa: E402
+from ttft.telemetry.bench.aggregate import aggregate_level  # noqa: E402
+from ttft.telemetry.bench.requests import group_levels, measured, read_bench  # noqa: E402
+from ttft.telemetry.bench.summary import summary  # noqa: E402
+from ttft.telemetry.log.json_line import encode_line  # noqa: E402
+from ttft.telemetry.log.surrogates import scrub_event  # noqa: E402
+from ttft.telemetry.metrics import itl_gaps, percentiles, percentiles_many  # noqa: E402
+from ttft.telemetry.recorder import TurnRecorder  # noqa: E402
+from ttft.telemetry.settings import TurnSettings  # noqa: E402
 
 
 def fed(tokens: int) -> TurnRecorder:

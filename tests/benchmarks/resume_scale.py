@@ -30,7 +30,8 @@ CASES = ("resume", "sessions", "export", "report")
 
 def make_log(path: Path, turns: int, answer_chars: int) -> int:
     """A session of ``turns`` well-formed records (a real recorder's shape), written line by line."""
-    from telemetry.log.json_line import encode_line
+    from ttft.telemetry.log.json_line import encode_line
+
     from tests.support.turns import play, stream
 
     template = play(stream(visible=12))
@@ -45,9 +46,10 @@ def make_log(path: Path, turns: int, answer_chars: int) -> int:
 
 
 def _resume(path: Path) -> None:
+    from ttft.tui.chat.app import ChatApp
+    from ttft.tui.widgets.transcript import NoteMessage
+
     from tests.support.tui_support import TimedBackend, factory_for
-    from tui.chat.app import ChatApp
-    from tui.widgets.transcript import NoteMessage
 
     async def main() -> None:
         app = ChatApp("fake:timed", factory=factory_for(TimedBackend(visible=1)), resume=path)
@@ -59,7 +61,7 @@ def _resume(path: Path) -> None:
 
 
 def _cli(*args: str) -> None:
-    from tui.cli import main
+    from ttft.tui.cli import main
 
     devnull = open(os.devnull, "w")  # noqa: SIM115 (kept open for the process)
     sys.stdout = devnull

@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import anthropic
 import openai
+from ttft.telemetry.metrics import percentiles
 
-from telemetry.metrics import percentiles
 from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import backend_for, one_turn
 

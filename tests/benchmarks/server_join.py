@@ -23,7 +23,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from backends.providers.lean.chat import LeanChatBackend
+from ttft.backends.providers.lean.chat import LeanChatBackend
+
 from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import backend_for, one_turn
 

@@ -31,15 +31,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from backends.load import event_loop  # noqa: E402
-from backends.load.driver import LoadConfig  # noqa: E402
-from backends.load.runner import BackendSpec, LoadRunner  # noqa: E402
-from backends.load.scrape import LevelScraper  # noqa: E402
-from backends.providers.lean.transport import default_transport  # noqa: E402
-from backends.transport.prometheus import MetricsEndpoint  # noqa: E402
-from telemetry.bench.aggregate import aggregate_level  # noqa: E402
-from telemetry.bench.requests import read_bench  # noqa: E402
-from telemetry.server import gauges  # noqa: E402
+from ttft.backends.load import event_loop  # noqa: E402
+from ttft.backends.load.driver import LoadConfig  # noqa: E402
+from ttft.backends.load.runner import BackendSpec, LoadRunner  # noqa: E402
+from ttft.backends.load.scrape import LevelScraper  # noqa: E402
+from ttft.backends.providers.lean.transport import default_transport  # noqa: E402
+from ttft.backends.transport.prometheus import MetricsEndpoint  # noqa: E402
+from ttft.telemetry.bench.aggregate import aggregate_level  # noqa: E402
+from ttft.telemetry.bench.requests import read_bench  # noqa: E402
+from ttft.telemetry.server import gauges  # noqa: E402
+
 from tests.fakes.batching_server import free_port, wait_http  # noqa: E402
 from tests.fakes.gauged_server import GaugedServer  # noqa: E402
 

@@ -65,7 +65,7 @@ def main() -> int:
         wait_http(f"http://127.0.0.1:{port}/health")
         out = tmp / "run"
         env = {**os.environ, "TTFT_DATA_DIR": str(tmp / "data")}
-        cmd = [sys.executable, "-m", "tui.cli", "bench", "-m", "compat:fake", "--base-url",
+        cmd = [sys.executable, "-m", "ttft.tui.cli", "bench", "-m", "compat:fake", "--base-url",
                f"http://127.0.0.1:{port}/v1", "--trace", str(trace), "--out", str(out), "--quiet"]  # fmt: skip
         subprocess.run(cmd, cwd=ROOT, env=env, check=False, stdout=subprocess.DEVNULL)
         d = json.loads((out / "summary.json").read_text())["details"][0]

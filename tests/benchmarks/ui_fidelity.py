@@ -55,9 +55,9 @@ import psutil
 sys.path.insert(0, sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv else str(Path(__file__).parents[2]))
 
 
-from backends.base import ChatRequest, Message
-from backends.turn import new_recorder, run_turn
-from telemetry.metrics import percentiles
+from ttft.backends.base import ChatRequest, Message
+from ttft.backends.turn import new_recorder, run_turn
+from ttft.telemetry.metrics import percentiles
 
 HERE = Path(__file__).resolve().parents[2]
 TARGETS = "targets: TTFT and gap error median <= 1 ms, p99 <= 5 ms; render lag p95 <= 100 ms"
@@ -92,14 +92,15 @@ def _serve(conn: Any, schedule_kw: dict[str, Any]) -> None:
 
 
 def make_backend(base_url: str) -> Any:
-    from backends.providers.openai_chat import OpenAIChatBackend
+    from ttft.backends.providers.openai_chat import OpenAIChatBackend
 
     return OpenAIChatBackend("fake-model", provider="fake", base_url=base_url, api_key="sk-bench")
 
 
 def errors(records: list[dict[str, Any]], served: list[tuple[int, list[int]]], schedule_kw: dict[str, Any]) -> dict:
     """Measured vs scheduled (what the issue asks), and measured vs when the server really wrote each chunk."""
-    from telemetry.record import chunk_times_ms
+    from ttft.telemetry.record import chunk_times_ms
+
     from tests.fakes import Schedule
 
     at = [a for a, _, _ in Schedule(**schedule_kw).chunks()]
@@ -179,14 +180,15 @@ def history_log(template: dict[str, Any], n: int, directory: Path) -> Path:
 async def run_ui(
     base_url: str, turns: int, size: tuple[int, int], isolated: bool = True, resume: Path | None = None
 ) -> tuple[list[dict[str, Any]], list[dict], dict]:
+    from ttft.tui.chat.app import ChatApp
+
     from tests.support.tui_support import wait_until
-    from tui.chat.app import ChatApp
 
     backend_holder: dict[str, Any] = {}
 
     def factory(spec: str, url: str | None) -> Any:
         if isolated:  # what `ttft chat` does: the backend in its own process
-            from tui.isolated import ProcessBackend
+            from ttft.tui.isolated import ProcessBackend
 
             backend_holder["b"] = ProcessBackend("compat:fake-model", base_url)
         else:
@@ -238,10 +240,9 @@ async def run_headless(base_url: str, turns: int) -> list[dict[str, Any]]:
 async def one_run(base_url: str, turns: int, size: tuple[int, int]) -> list[dict[str, Any]]:
     """One fresh chat (the code on sys.path), ``turns`` turns: per turn, the stamps that bound it."""
     from textual.screen import Screen
-
-    from tui.chat.app import ChatApp
-    from tui.chat.screen import ChatScreen
-    from tui.isolated import ProcessBackend
+    from ttft.tui.chat.app import ChatApp
+    from ttft.tui.chat.screen import ChatScreen
+    from ttft.tui.isolated import ProcessBackend
 
     rendered: dict[int, int] = {}  # id(the turn's answer widget) -> when its full render was first on screen
     figures: dict[int, int] = {}  # turn index -> when the pane showed its figures
@@ -263,7 +264,7 @@ async def one_run(base_url: str, turns: int, size: tuple[int, int]) -> list[dict
         setattr(Screen, name, wrapped)
     # Where the chat shows a turn's figures: its painter (tui.chat.paint), or the screen in an older checkout.
     try:
-        from tui.chat.paint import TurnPainter as owner
+        from ttft.tui.chat.paint import TurnPainter as owner
     except ImportError:
         owner = ChatScreen
     original = owner._show_figures
@@ -486,7 +487,7 @@ def main() -> int:
         return 0
 
     # The app records the send stamp only as ms offsets; keep the absolute one for stamp errors.
-    import telemetry.record as record_mod
+    import ttft.telemetry.record as record_mod
 
     original = record_mod.TurnRecord.to_dict
 

@@ -20,9 +20,10 @@ import os
 import statistics
 from typing import Any
 
-from backends.base import Backend
-from backends.providers.lean.chat import LeanChatBackend
-from backends.transport.http import InstrumentedHTTP
+from ttft.backends.base import Backend
+from ttft.backends.providers.lean.chat import LeanChatBackend
+from ttft.backends.transport.http import InstrumentedHTTP
+
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.tls_server import TLSFakeServer
 from tests.support.backend_util import backend_for, one_turn

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def ttft(*args: str, env: dict[str, str]) -> int:
     run = subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], cwd=ROOT, env=env, check=False, stdout=subprocess.DEVNULL
+        [sys.executable, "-m", "ttft.tui.cli", *args], cwd=ROOT, env=env, check=False, stdout=subprocess.DEVNULL
     )
     return run.returncode
 
@@ -126,7 +126,7 @@ def trace(tmp: Path, a: argparse.Namespace, env: dict[str, str]) -> None:
 
 
 def session(tmp: Path, a: argparse.Namespace, env: dict[str, str]) -> None:
-    from backends.local.llama_server import LlamaServer, default_model
+    from ttft.backends.local.llama_server import LlamaServer, default_model
 
     with LlamaServer(default_model(), slots=a.slots, threads=a.threads) as srv:
         for prompt in ("Name three rivers.", "Which is the longest?", "Say why, in one sentence."):

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from ttft.backends.providers.registry import ProviderError, create_backend, default_spec, list_models, parse_spec
+from ttft.telemetry.record import ErrorInfo
+from ttft.tui.cli import main
+from ttft.tui.commands.ask import error_line
 
-from backends.providers.registry import ProviderError, create_backend, default_spec, list_models, parse_spec
-from telemetry.record import ErrorInfo
 from tests.fakes import FakeServer, Schedule
 from tests.support.paths import ROOT
-from tui.cli import main
-from tui.commands.ask import error_line
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def srv():
 
 def _ttft(env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
+        [sys.executable, "-m", "ttft.tui.cli", *args], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
     )
 
 
@@ -149,7 +149,7 @@ def test_missing_key_is_a_recorded_error(env: dict) -> None:
 def test_interrupt_exits_130_and_logs_cancelled(env: dict) -> None:
     with FakeServer(Schedule(first_token_ms=10, token_ms=50, visible_tokens=400)) as s:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tui.cli", "ask", "-m", "compat:m", "--base-url", s.openai_base_url, "hi"],
+            [sys.executable, "-m", "ttft.tui.cli", "ask", "-m", "compat:m", "--base-url", s.openai_base_url, "hi"],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -295,8 +295,8 @@ def test_a_bad_local_flag_is_refused_before_anything_runs(
 
 
 def test_a_local_turns_summary_says_its_load_apart_from_ttfts_own_delay_and_where_it_ran() -> None:
-    from telemetry.record import TurnRecord
-    from tui.commands.ask import summary_line
+    from ttft.telemetry.record import TurnRecord
+    from ttft.tui.commands.ask import summary_line
 
     engine = {"backend": "CPU", "layers_offloaded": 0, "n_layers": 30, "n_threads": 2, "flash_attn": True}
     rec = TurnRecord.from_dict(

@@ -1,7 +1,7 @@
 """``ttft ask --mcp`` end to end: the steps in ``--json``, consent (no flag: no tool runs, exit 5), the
 MCP client missing (exit 2), the local engine (exit 2), tool output neutralised on the answer's echo.
 
-The MCP client's two modules (``backends.mcp.config``, ``backends.mcp.host``) are stood in for by modules
+The MCP client's two modules (``ttft.backends.mcp.config``, ``ttft.backends.mcp.host``) are stood in for by modules
 of the same interface that hand out an in-process host (tests.support.tool_host): these test ask's side.
 The real client and server, end to end, are tests/cli/test_ask_mcp_real.py.
 """
@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from ttft.tui.cli import main
+from ttft.tui.commands.exits import Exit
 
 from tests.fakes.agent_server import AgentServer, Call, Step
 from tests.support.tool_host import FakeHost, FakeTool, stand_in_mcp
-from tui.cli import main
-from tui.commands.exits import Exit
 
 SCRIPT = [Step(calls=(Call("search", {"q": "tokyo"}),)), Step(text="It is noon.")]
 
@@ -108,13 +108,14 @@ def test_allow_flags_without_mcp_are_a_usage_error(srv, env, capsys) -> None:
 # The stand-in MCP client for a ttft run in its own process: one tool that takes 60 s.
 _SLOW_MCP = """
 import sys
-import backends.mcp.config, backends.mcp.host
+import ttft.backends.mcp.config
+import ttft.backends.mcp.host
 from tests.support.tool_host import FakeHost, FakeTool, stand_in_mcp
-backends.mcp.config.resolve_specs = lambda specs: list(specs)
+ttft.backends.mcp.config.resolve_specs = lambda specs: list(specs)
 async def start_host(servers, **kw):
     return FakeHost(FakeTool("search", "late", delay_s=60, server="web"))
-backends.mcp.host.start_host = start_host
-from tui.cli import main
+ttft.backends.mcp.host.start_host = start_host
+from ttft.tui.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 

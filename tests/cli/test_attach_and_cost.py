@@ -56,7 +56,12 @@ def two_files(tmp_path: Path) -> tuple[Path, Path]:
 
 def _ask(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "ask", *args], env=env, capture_output=True, text=True, timeout=90, cwd=ROOT
+        [sys.executable, "-m", "ttft.tui.cli", "ask", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=ROOT,
     )
 
 
@@ -186,14 +191,14 @@ def test_a_file_alone_is_a_prompt(srv: FakeServer, env: dict[str, str], two_file
 
 PROBE = """
 import sys
-from backends.providers.lean.chat import LeanChatBackend
+from ttft.backends.providers.lean.chat import LeanChatBackend
 seen = []
 send = LeanChatBackend._send
 async def spy(self, *a, **k):
     seen.append("genai_prices" in sys.modules)
     return await send(self, *a, **k)
 LeanChatBackend._send = spy
-from tui.cli import main
+from ttft.tui.cli import main
 code = main(["ask", "-m", "openai:gpt-4o-mini", "--base-url", sys.argv[1], "-q", "hi"])
 print("AT-SEND", seen, "AFTER", "genai_prices" in sys.modules, "EXIT", code)
 """
@@ -213,7 +218,7 @@ def test_the_price_table_is_imported_after_the_first_send(srv: FakeServer, env: 
 
 
 def test_a_bench_sums_what_its_requests_cost(srv: FakeServer, tmp_path: Path, monkeypatch, capsys) -> None:
-    from tui.cli import main
+    from ttft.tui.cli import main
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path / "data"))

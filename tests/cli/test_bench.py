@@ -9,18 +9,18 @@ import socket
 from pathlib import Path
 
 import pytest
+from ttft.backends.load.driver import LoadConfig
+from ttft.backends.load.outcome import Progress
+from ttft.backends.load.prompts import synthetic_prompt
+from ttft.backends.load.runner import BackendSpec, LoadRunner, build_backend
+from ttft.telemetry.bench.aggregate import aggregate_level
+from ttft.telemetry.bench.requests import BenchTurn, read_bench
+from ttft.telemetry.bench.slo import SLO
+from ttft.tui.cli import main
+from ttft.tui.commands.bench.output import ProgressLine
+from ttft.tui.commands.exits import Exit
 
-from backends.load.driver import LoadConfig
-from backends.load.outcome import Progress
-from backends.load.prompts import synthetic_prompt
-from backends.load.runner import BackendSpec, LoadRunner, build_backend
-from telemetry.bench.aggregate import aggregate_level
-from telemetry.bench.requests import BenchTurn, read_bench
-from telemetry.bench.slo import SLO
 from tests.fakes.batching_server import BatchingServer
-from tui.cli import main
-from tui.commands.bench.output import ProgressLine
-from tui.commands.exits import Exit
 
 TOKENS = 12
 
@@ -69,7 +69,7 @@ def test_synthetic_prompts_are_unique_repeatable_and_sized() -> None:
 def test_prompt_words_are_random_choice_s_words(seed: int) -> None:
     """The one-call draw gives random.choice's words for the same generator, so a seed's prompts stay
     the same text as before (runs on several machines with a shared seed, older runs)."""
-    from backends.load.prompts import _WORDS, draw_words
+    from ttft.backends.load.prompts import _WORDS, draw_words
 
     for n in (1, 2, 7, 8, 9, 118, 500):
         rng = random.Random(f"ttft-bench-{seed}-{n}")

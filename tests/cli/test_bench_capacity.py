@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.backends.load.capacity import find_capacity
+from ttft.backends.load.driver import LoadConfig
+from ttft.backends.load.outcome import LevelResult
+from ttft.telemetry.bench import capacity as cap
+from ttft.telemetry.bench.requests import BenchTurn
+from ttft.tui.cli import main
 
-from backends.load.capacity import find_capacity
-from backends.load.driver import LoadConfig
-from backends.load.outcome import LevelResult
-from telemetry.bench import capacity as cap
-from telemetry.bench.requests import BenchTurn
 from tests.fakes.batching_server import BatchingServer, free_port, wait_http
 from tests.support.paths import ROOT
-from tui.cli import main
 
 
 @pytest.fixture(autouse=True)
@@ -52,7 +52,7 @@ def test_objectives_take_a_percentile_or_the_attainment() -> None:
 
 
 def test_goodput_slo_accepts_the_percentile_form_too() -> None:
-    from telemetry.bench.slo import SLO
+    from ttft.telemetry.bench.slo import SLO
 
     assert SLO.parse("ttft_p90=500ms,tpot=50ms") == SLO(500, 50, None)
 
@@ -270,7 +270,7 @@ def test_find_capacity_needs_objectives(capsys) -> None:
 def test_attainment_with_a_percent_sign_is_always_a_percentage() -> None:
     import argparse
 
-    from tui.commands.bench.capacity import attainment
+    from ttft.tui.commands.bench.capacity import attainment
 
     assert attainment("95") == attainment("95%") == attainment("0.95") == 0.95
     assert attainment("1%") == pytest.approx(0.01)  # not 1.0, which was refused

@@ -22,14 +22,14 @@ from typing import Any
 
 import psutil
 import pytest
+from ttft.telemetry.bench.aggregate import aggregate_level
+from ttft.telemetry.bench.merge import Part, union_level
+from ttft.telemetry.bench.requests import measured, read_bench
+from ttft.tui.commands.exits import Exit
 
-from telemetry.bench.aggregate import aggregate_level
-from telemetry.bench.merge import Part, union_level
-from telemetry.bench.requests import measured, read_bench
 from tests.fakes.batching_server import BatchingServer
 from tests.support.netns import LoopbackNamespace, SocketWatch, why_not
 from tests.support.paths import ROOT
-from tui.commands.exits import Exit
 
 # The fake's schedule: every token after the first comes TOKEN_MS * (1 + ALPHA * (active - 1)) later.
 TOKEN_MS, ALPHA, PREFILL_MS, TOKENS, PORT = 10.0, 0.05, 20.0, 32, 8123
@@ -72,7 +72,7 @@ def ns() -> Iterator[LoopbackNamespace]:
 def cluster(ns: LoopbackNamespace) -> Iterator[dict[str, Any]]:
     """Two Ray nodes held for the module's runs: ``address`` and each node's process ``sessions``."""
     holder = ns.popen(
-        [sys.executable, "-m", "backends.load.cluster.local", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        [sys.executable, "-m", "ttft.backends.load.cluster.local", "2"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
     assert holder.stdout is not None
     line = holder.stdout.readline()
@@ -84,7 +84,7 @@ def cluster(ns: LoopbackNamespace) -> Iterator[dict[str, Any]]:
 
 
 def bench(ns: LoopbackNamespace, out: Path, *flags: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "tui.cli", "bench", "-m", "compat:batching-fake", "--base-url", URL]
+    argv = [sys.executable, "-m", "ttft.tui.cli", "bench", "-m", "compat:batching-fake", "--base-url", URL]
     argv += ["--max-output-tokens", str(TOKENS), "--input-tokens", "16", "--out", str(out), *flags]
     env = {**os.environ, "TTFT_DATA_DIR": str(out.parent / "data"), "PYTHONPATH": str(ROOT)}
     return ns.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
@@ -272,10 +272,10 @@ def test_a_node_killed_mid_level_leaves_the_level_partial_and_the_other_node_who
 @needs_ray
 def test_an_unreachable_cluster_is_one_sentence_and_exit_1(tmp_path: Path) -> None:
     with BatchingServer() as srv:
-        from backends.load.cluster.local import free_port
+        from ttft.backends.load.cluster.local import free_port
 
         port = free_port()  # nothing listens there
-        argv = [sys.executable, "-m", "tui.cli", "bench", "-m", "compat:f", "--base-url", srv.base_url]
+        argv = [sys.executable, "-m", "ttft.tui.cli", "bench", "-m", "compat:f", "--base-url", srv.base_url]
         argv += ["--cluster", f"127.0.0.1:{port}", "--out", str(tmp_path / "o"), "--requests", "2"]
         env = {**os.environ, "TTFT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT)}
         t0 = time.monotonic()
@@ -290,7 +290,7 @@ def test_plain_bench_never_imports_ray(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from tests.fakes.batching_server import BatchingServer\n"
-        "from tui.cli import main\n"
+        "from ttft.tui.cli import main\n"
         "with BatchingServer(token_ms=1, prefill_ms=1) as srv:\n"
         "    rc = main(['bench', '-m', 'compat:f', '--base-url', srv.base_url, '--concurrency', '2',"
         f" '--requests', '2', '--max-output-tokens', '2', '--quiet', '--out', {str(tmp_path / 'o')!r}])\n"
@@ -303,7 +303,7 @@ def test_plain_bench_never_imports_ray(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("value", ["local:0", "local:x", "nowhere"])
 def test_a_cluster_address_that_does_not_read_is_a_usage_error(value: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from tui.cli import main
+    from ttft.tui.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(["bench", "-m", "compat:f", "--base-url", "http://127.0.0.1:9/v1", "--cluster", value])
@@ -315,7 +315,7 @@ def test_cluster_and_start_at_do_not_go_together(tmp_path: Path) -> None:
     # In a process of its own: another test of the run may have imported Ray into this one.
     argv = ["bench", "-m", "compat:f", "--base-url", "http://127.0.0.1:9/v1", "--cluster", "local:2"]
     argv += ["--start-at", str(int(time.time()) + 60), "--out", str(tmp_path / "o")]
-    code = f"import sys; from tui.cli import main; rc = main({argv!r}); print(rc, 'ray' in sys.modules)"
+    code = f"import sys; from ttft.tui.cli import main; rc = main({argv!r}); print(rc, 'ray' in sys.modules)"
     env = {**os.environ, "TTFT_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.stdout.split() == [str(int(Exit.USAGE)), "False"], done  # refused before anything reached for Ray
@@ -323,9 +323,9 @@ def test_cluster_and_start_at_do_not_go_together(tmp_path: Path) -> None:
 
 
 def test_the_table_names_the_busiest_node_and_the_progress_line_the_nodes(capsys: pytest.CaptureFixture[str]) -> None:
-    from backends.load.outcome import Progress
-    from telemetry.bench.cluster import Node, Share, level_figures
-    from tui.commands.bench.output import ProgressLine, level_row
+    from ttft.backends.load.outcome import Progress
+    from ttft.telemetry.bench.cluster import Node, Share, level_figures
+    from ttft.tui.commands.bench.output import ProgressLine, level_row
 
     health = {"cpu_percent": 41.0, "loop_lag_ms": {"p99": 2.5}}
     figures, _ = level_figures("concurrency", [Share(Node("c" * 56, "gpu-7\x1b[2J"), 1, 4, 4, [], health)])

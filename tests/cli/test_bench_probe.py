@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from ttft.tui.cli import main
+from ttft.tui.commands.exits import Exit
 
 from tests.fakes.batching_server import BatchingServer
-from tui.cli import main
-from tui.commands.exits import Exit
 
 SLOTS = 2
 REQUESTS = 12

@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
+from ttft.tui.cli import main
+from ttft.tui.commands.exits import Exit
 
 from tests.fakes.batching_server import BatchingServer
 from tests.fakes.schedule import Schedule
 from tests.fakes.server import FakeServer
-from tui.cli import main
-from tui.commands.exits import Exit
 
 
 @pytest.fixture(autouse=True)

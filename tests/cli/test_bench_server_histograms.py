@@ -12,11 +12,11 @@ import math
 from pathlib import Path
 
 import pytest
+from ttft.telemetry.server.histograms import KINDS
+from ttft.tui.cli import main
+from ttft.tui.commands.exits import Exit
 
-from telemetry.server.histograms import KINDS
 from tests.fakes.gauged_server import HISTOGRAM_NAMES, GaugedServer
-from tui.cli import main
-from tui.commands.exits import Exit
 
 REQUESTS = 12
 TOKENS = 10

@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
+from ttft.tui.cli import main
+from ttft.tui.commands.exits import Exit
 
 from tests.fakes.batching_server import BatchingServer
 from tests.fakes.gauged_server import GaugedServer
-from tui.cli import main
-from tui.commands.exits import Exit
 
 
 @pytest.fixture(autouse=True)
@@ -139,7 +139,7 @@ def test_a_capacity_search_reads_the_gauges_beside_each_probe(tmp_path: Path, ca
 
 
 async def test_no_gauges_are_read_unless_asked() -> None:
-    from tui.commands.bench.command import _scraper
+    from ttft.tui.commands.bench.command import _scraper
 
     meta: dict = {}
     not_asked = await _scraper(None, True, "compat:m", "http://127.0.0.1:9/v1", None, meta)  # -q, no --server-metrics

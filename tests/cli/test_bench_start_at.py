@@ -12,12 +12,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from ttft.tui.cli import main
+from ttft.tui.commands.bench.flag_types import check_start, start_time
+from ttft.tui.commands.exits import Exit
 
 from tests.fakes.batching_server import BatchingServer
 from tests.support.paths import ROOT
-from tui.cli import main
-from tui.commands.bench.flag_types import check_start, start_time
-from tui.commands.exits import Exit
 
 BENCH = ["-m", "compat:batching-fake", "--concurrency", "2", "--requests", "8", "--warmup", "1"]
 BENCH += ["--input-tokens", "16", "--max-output-tokens", "8", "--quiet"]
@@ -74,6 +74,6 @@ def test_two_runs_given_one_start_load_the_server_together(
 
 
 def _bench(base_url: str, seed: int, out: Path, start: float, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "tui.cli", "bench", *BENCH, "--base-url", base_url, "--seed", str(seed)]
+    cmd = [sys.executable, "-m", "ttft.tui.cli", "bench", *BENCH, "--base-url", base_url, "--seed", str(seed)]
     cmd += ["--out", str(out), "--start-at", str(start)]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from ttft.tui.cli import main
+from ttft.tui.commands.exits import Exit
 
 from tests.fakes.agent_server import AgentServer, Call, Step
-from tui.cli import main
-from tui.commands.exits import Exit
 
 SERVER = Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py"
 MCP = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER))}"

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.tui.cli import main
 
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.batching_server import BatchingServer
-from tui.cli import main
 
 
 def _bench(

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.tui.cli import main
+from ttft.tui.commands.exits import Exit
 
 from tests.fakes.batching_server import BatchingServer
 from tests.fakes.prefill_server import PrefillServer
-from tui.cli import main
-from tui.commands.exits import Exit
 
 
 @pytest.fixture(autouse=True)

@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
+from ttft.backends.compare.panes import PaneSpec, parse_model
+from ttft.telemetry.log.sessions import list_sessions
+from ttft.telemetry.log.turns import read_records
+from ttft.tui import cli
+from ttft.tui.commands import compare as cmd
+from ttft.tui.commands.args import compare_args
 
-from backends.compare.panes import PaneSpec, parse_model
-from telemetry.log.sessions import list_sessions
-from telemetry.log.turns import read_records
 from tests.support.compare_fakes import ScheduledBackend
-from tui import cli
-from tui.commands import compare as cmd
-from tui.commands.args import compare_args
 
 SCHEDULES = {
     "quick-start": {"ttft_s": 0.005, "gap_s": 0.006, "tokens": 6},

@@ -12,16 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.telemetry.log.sessions import list_sessions
+from ttft.telemetry.log.turns import read_records
+from ttft.tui import cli
+from ttft.tui.cli import main
+from ttft.tui.commands import compare as cmd
+from ttft.tui.commands.args import compare_args
+from ttft.tui.commands.exits import Exit
 
-from telemetry.log.sessions import list_sessions
-from telemetry.log.turns import read_records
 from tests.fakes.agent_server import AgentServer, Call, Step
 from tests.support.compare_fakes import ScheduledBackend
-from tui import cli
-from tui.cli import main
-from tui.commands import compare as cmd
-from tui.commands.args import compare_args
-from tui.commands.exits import Exit
 
 SERVER = Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py"
 MCP = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER))}"

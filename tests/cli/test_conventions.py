@@ -14,16 +14,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from ttft.telemetry.bench.slo import SLO
+from ttft.telemetry.bench.workload.lengths import Lengths
+from ttft.telemetry.record import SCHEMA
+from ttft.tui.cli import COMMANDS, build_parser, main
+from ttft.tui.commands.args import settings_from_args
+from ttft.tui.commands.exits import MEANING, Exit, for_turns
+from ttft.tui.commands.prompt import STDIN_LIMIT_BYTES
 
-from telemetry.bench.slo import SLO
-from telemetry.bench.workload.lengths import Lengths
-from telemetry.record import SCHEMA
 from tests.fakes import FakeServer, Schedule
 from tests.support.paths import ROOT
-from tui.cli import COMMANDS, build_parser, main
-from tui.commands.args import settings_from_args
-from tui.commands.exits import MEANING, Exit, for_turns
-from tui.commands.prompt import STDIN_LIMIT_BYTES
 
 TURN_COMMANDS = ("ask", "chat", "compare", "bench", "probe")
 DECIDED_BY_THE_COMMAND = {"probe": {"--max-output-tokens"}}  # its plan sets each turn's output length
@@ -65,7 +65,13 @@ def _ttft(env: dict[str, str], *args: str, **kw) -> subprocess.CompletedProcess:
     if "input" not in kw:
         kw.setdefault("stdin", subprocess.DEVNULL)  # never the test runner's own stdin
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT, **kw
+        [sys.executable, "-m", "ttft.tui.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        **kw,
     )
 
 
@@ -368,7 +374,7 @@ def _closed_pipe_run(args: list[str], env: dict[str, str]) -> subprocess.Complet
     os.close(read_end)  # the reader is gone before the first write: every write fails with EPIPE
     try:
         return subprocess.run(
-            [sys.executable, "-m", "tui.cli", *args],
+            [sys.executable, "-m", "ttft.tui.cli", *args],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,

@@ -21,16 +21,17 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'ttft[local]')")
 
-from backends.base import ChatRequest, Message
-from backends.local.models import DEFAULT_MODEL
-from backends.turn import new_recorder, run_turn
-from telemetry import events as ev
-from telemetry.log.turns import SessionLog
-from telemetry.record import TurnRecord
-from telemetry.settings import TurnSettings
+from ttft.backends.base import ChatRequest, Message
+from ttft.backends.local.models import DEFAULT_MODEL
+from ttft.backends.turn import new_recorder, run_turn
+from ttft.telemetry import events as ev
+from ttft.telemetry.log.turns import SessionLog
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.settings import TurnSettings
+from ttft.tui.isolated import ProcessBackend, crash_event
+from ttft.tui.widgets.error_card import ErrorCard
+
 from tests.support.paths import ROOT
-from tui.isolated import ProcessBackend, crash_event
-from tui.widgets.error_card import ErrorCard
 
 STORY = "Write a long story about a dragon who learns to sail."
 
@@ -129,7 +130,18 @@ def test_ttft_ask_local_survives_kill_segv_on_its_engine(tmp_path: Path) -> None
         "PYTHONPATH": str(ROOT),
     }
     env.pop("TTFT_IN_PROCESS", None)
-    cmd = [sys.executable, "-m", "tui.cli", "ask", "-m", "local", "--max-output-tokens", "400", "--temperature", "0.8"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ttft.tui.cli",
+        "ask",
+        "-m",
+        "local",
+        "--max-output-tokens",
+        "400",
+        "--temperature",
+        "0.8",
+    ]
     proc = subprocess.Popen([*cmd, STORY], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         engine = _engine_child(proc.pid)

@@ -30,9 +30,9 @@ def spy(name, *a, **k):
         order.append(top)
     return real(name, *a, **k)
 builtins.__import__ = spy
-import tui.cli
+import ttft.tui.cli
 try:
-    tui.cli.main(sys.argv[1:])
+    ttft.tui.cli.main(sys.argv[1:])
 except SystemExit:
     pass
 print(repr(order))

@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.telemetry.export import step_table
+from ttft.telemetry.export.formats import pandas_dtypes, polars_schema
+from ttft.tui.cli import main
+from ttft.tui.commands.exits import Exit
 
-from telemetry.export import step_table
-from telemetry.export.formats import pandas_dtypes, polars_schema
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.agent_server import AgentServer, Call, Step
 from tests.support.tool_host import FakeHost, FakeTool, stand_in_mcp
-from tui.cli import main
-from tui.commands.exits import Exit
 
 pd = pytest.importorskip("pandas")
 pl = pytest.importorskip("polars")

@@ -22,17 +22,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.backends.turn import new_recorder, run_turn
+from ttft.telemetry.log.turns import LogWriteError, SessionLog, Skipped, read_records
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.cli import main
+from ttft.tui.widgets.transcript import NoteMessage
 
-from backends.turn import new_recorder, run_turn
-from telemetry.log.turns import LogWriteError, SessionLog, Skipped, read_records
 from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import backend_for, make_request
 from tests.support.paths import ROOT
 from tests.support.tui_support import wait_until
 from tests.support.turns import play, stream
-from tui.chat.app import ChatApp
-from tui.cli import main
-from tui.widgets.transcript import NoteMessage
 
 _REAL_WRITE = os.write
 LONE = "\ud800"  # valid JSON as "\ud800", but no UTF-8 file or terminal can hold it
@@ -58,13 +58,18 @@ def srv():
 
 def _ttft(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT
+        [sys.executable, "-m", "ttft.tui.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
     )
 
 
 def _popen(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", *args],
+        [sys.executable, "-m", "ttft.tui.cli", *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -216,7 +221,7 @@ def test_ask_prints_and_logs_an_answer_with_a_lone_surrogate(srv: FakeServer, en
 
 def test_ask_prompt_with_undecodable_argv_bytes(srv: FakeServer, env: dict[str, str]) -> None:
     # a byte that is not UTF-8 in argv becomes a lone surrogate (surrogateescape) in Python
-    cmd = [sys.executable, "-m", "tui.cli", "ask", "-m", "compat:fake-model", "--base-url", srv.openai_base_url]
+    cmd = [sys.executable, "-m", "ttft.tui.cli", "ask", "-m", "compat:fake-model", "--base-url", srv.openai_base_url]
     p = subprocess.run(
         [*cmd, os.fsdecode(b"caf\xe9")],
         env=env,
@@ -582,8 +587,9 @@ async def test_chat_logs_the_turn_in_flight_on_sigterm_and_sighup(sig: int, env:
 
 
 async def test_compare_screen_logs_the_turns_in_flight_on_sigterm(env: dict[str, str]) -> None:
+    from ttft.tui.compare.app import CompareApp
+
     from tests.support.compare_fakes import ScheduledBackend
-    from tui.compare.app import CompareApp
 
     previous = signal.signal(signal.SIGTERM, lambda *_: None)
     try:
@@ -609,7 +615,7 @@ async def test_compare_screen_logs_the_turns_in_flight_on_sigterm(env: dict[str,
 WRITER = textwrap.dedent(
     """
     import random, sys, time
-    from telemetry.log.turns import SessionLog
+    from ttft.telemetry.log.turns import SessionLog
     from tests.support.turns import play, stream
 
     log = SessionLog(sys.argv[1])

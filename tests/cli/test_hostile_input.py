@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
+from ttft.tui.cli import main
 
 from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import one_turn
@@ -28,7 +29,6 @@ from tests.support.hostile_streams import (
 )
 from tests.support.hostile_streams import backend as _backend
 from tests.support.paths import ROOT
-from tui.cli import main
 
 
 @pytest.fixture
@@ -154,7 +154,7 @@ def test_a_wrong_typed_default_never_falls_back_to_the_openai_api(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-real")
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # nothing leaves the machine, whatever runs
     (env / "config.toml").write_text("default = 5\n")
-    from backends.providers.registry import ProviderError, default_spec
+    from ttft.backends.providers.registry import ProviderError, default_spec
 
     with pytest.raises(ProviderError, match="default: expected a model spec"):
         default_spec()
@@ -164,7 +164,8 @@ def test_a_wrong_typed_default_never_falls_back_to_the_openai_api(
 
 def test_sessions_does_not_read_the_config(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Listing logged sessions needs no provider: a broken config file does not stop it."""
-    from telemetry.log.turns import SessionLog
+    from ttft.telemetry.log.turns import SessionLog
+
     from tests.support.turns import play, stream
 
     (env / "config.toml").write_bytes(b"[[[")
@@ -179,7 +180,7 @@ def test_a_valid_config_still_resolves(env: Path) -> None:
     (env / "config.toml").write_text(
         'default = "groq"\n' + GOOD_PROVIDER + 'default_model = "m"\ntimeout = 7\nheaders = { "X-Title" = "ttft" }\n'
     )
-    from backends.providers.registry import default_spec, resolve
+    from ttft.backends.providers.registry import default_spec, resolve
 
     assert default_spec() == "groq"
     r = resolve("groq")
@@ -193,8 +194,8 @@ def test_config_prices_resolve_most_specific_first(env: Path) -> None:
         + '[prices."groq:big"]\ninput_per_mtok = 3\noutput_per_mtok = 4\ncached_input_per_mtok = 0.5\n'
         + "[prices.local]\ninput_per_mtok = 0\noutput_per_mtok = 0\n"
     )
-    from backends.providers.registry import price_ref, resolve
-    from telemetry.cost import Price
+    from ttft.backends.providers.registry import price_ref, resolve
+    from ttft.telemetry.cost import Price
 
     big, other = price_ref(resolve("groq:big")), price_ref(resolve("groq:small"))
     assert big is not None and big.config == Price("groq:big", 3.0, 4.0, 0.5)
@@ -259,7 +260,7 @@ def test_chat_compare_and_bench_refuse_them_too(argv: list[str], env: Path, caps
 
 
 def test_good_values_still_pass(env: Path) -> None:
-    from tui.cli import build_parser
+    from ttft.tui.cli import build_parser
 
     args = build_parser("ask").parse_args(
         [
@@ -492,7 +493,7 @@ def test_a_numeric_finish_reason_is_a_logged_malformed_stream(reader: list[str],
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TTFT_DATA_DIR": str(tmp_path), "TTFT_CONFIG_DIR": str(tmp_path)}
     with FakeServer(Schedule(raw_sse=NUMERIC_FINISH_REASON)) as srv:
         p = subprocess.run(
-            [sys.executable, "-m", "tui.cli", "ask", *reader, "-m", "compat:x", "--base-url", srv.openai_base_url,
+            [sys.executable, "-m", "ttft.tui.cli", "ask", *reader, "-m", "compat:x", "--base-url", srv.openai_base_url,
              "--max-retries", "0", "--json", "hi"],
             capture_output=True, text=True, env=env, cwd=ROOT, timeout=120,
         )  # fmt: skip

@@ -19,22 +19,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.telemetry import events as ev
+from ttft.telemetry.json_guard import MAX_BYTES, MAX_DEPTH
+from ttft.telemetry.log import drafts
+from ttft.telemetry.log.json_line import encode_line
+from ttft.telemetry.log.prompt_history import PromptHistory
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.cli import main
+from ttft.tui.commands.exits import Exit
+from ttft.tui.crash import BUG_EXIT
+from ttft.tui.widgets.transcript import ToolCalls
 
-from telemetry import events as ev
-from telemetry.json_guard import MAX_BYTES, MAX_DEPTH
-from telemetry.log import drafts
-from telemetry.log.json_line import encode_line
-from telemetry.log.prompt_history import PromptHistory
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.batching_server import BatchingServer
 from tests.support.paths import ROOT
 from tests.support.tui_support import heard, wait_until
 from tests.support.turns import at, play, stream
-from tui.chat.app import ChatApp
-from tui.cli import main
-from tui.commands.exits import Exit
-from tui.crash import BUG_EXIT
-from tui.widgets.transcript import ToolCalls
 
 DEEP = "[" * 100_000 + "]" * 100_000
 TOO_DEEP = f"JSON nested more than {MAX_DEPTH} levels deep"
@@ -53,7 +53,7 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 def _ttft(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     p = subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-m", "ttft.tui.cli", *args], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
     )
     assert "Traceback" not in p.stderr and "Traceback" not in p.stdout, p.stderr[-2000:]
     return p
@@ -128,7 +128,7 @@ def test_sessions_lists_a_log_with_deep_json(env: dict[str, str]) -> None:
 async def test_an_unforeseen_error_in_the_chat_is_a_report_and_a_notice_and_the_chat_goes_on(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tui.widgets.transcript import Transcript
+    from ttft.tui.widgets.transcript import Transcript
 
     calls = {"n": 0}
     real = Transcript.add_record
@@ -170,7 +170,7 @@ def _assert_private_and_masked(report: Path, name: str, secrets: tuple[str, ...]
 def test_an_unforeseen_error_in_a_command_is_one_line_and_a_report(
     env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import tui.commands.sessions as sessions_command
+    import ttft.tui.commands.sessions as sessions_command
 
     def broken(args: Any) -> int:
         raise KeyError("the key is sk-secret-123456789")
@@ -307,7 +307,7 @@ def test_a_config_file_nested_100000_deep_is_a_config_error(env: dict[str, str])
 
 
 def test_a_bug_that_ends_a_turn_names_its_crash_report_once(env: dict[str, str]) -> None:
-    from backends.providers.errors import ErrorContext, failed_from_exception
+    from ttft.backends.providers.errors import ErrorContext, failed_from_exception
 
     def boom(n: int) -> None:
         raise RuntimeError(f"boom {n}")

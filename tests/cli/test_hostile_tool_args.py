@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.backends.base import MAX_TOOL_ARGUMENT_BYTES, ArgumentsRefused, Message, ToolCall
+from ttft.backends.providers.tools_wire import messages_messages
+from ttft.tui.cli import main
+from ttft.tui.commands.exits import Exit
 
-from backends.base import MAX_TOOL_ARGUMENT_BYTES, ArgumentsRefused, Message, ToolCall
-from backends.providers.tools_wire import messages_messages
 from tests.fakes.agent_server import AgentServer, Call, Step
-from tui.cli import main
-from tui.commands.exits import Exit
 
 SERVER = Path(__file__).resolve().parents[1] / "fakes" / "mcp_server.py"
 MCP = f"{shlex.quote(sys.executable)} {shlex.quote(str(SERVER))}"

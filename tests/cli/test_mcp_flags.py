@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from ttft.tui import cli
+from ttft.tui.commands import compare as cmd
+from ttft.tui.commands.args import compare_args
 
 from tests.backends.mcp.servers import FAKE
 from tests.support.compare_fakes import ScheduledBackend
-from tui import cli
-from tui.commands import compare as cmd
-from tui.commands.args import compare_args
 
 
 @pytest.fixture(autouse=True)

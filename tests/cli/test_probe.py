@@ -13,11 +13,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from ttft.backends.probe.plan import make_plan
+from ttft.telemetry.record import SCHEMA, TurnRecord
+from ttft.tui.cli import main
 
-from backends.probe.plan import make_plan
-from telemetry.record import SCHEMA, TurnRecord
 from tests.fakes.prefill_server import PrefillServer
-from tui.cli import main
 
 BASE_MS, PREFILL_MS_PER_TOKEN, TOKEN_MS = 20.0, 0.05, 2.0
 FIT_KEYS = {"base_ttft_ms", "prefill_ms_per_1k_input_tokens", "tpot_ms", "output_ms_per_100_tokens", "cache"}
@@ -139,7 +139,7 @@ def test_credentials_never_reach_the_saved_probe(srv: PrefillServer, env: Path, 
 
 
 def test_unreachable_server_fails_at_the_warm_up(env: Path, capsys) -> None:
-    from backends.local.llama_server import free_port
+    from ttft.backends.local.llama_server import free_port
 
     url = f"http://127.0.0.1:{free_port()}/v1"
     rc = main(["probe", "-m", "compat:x", "--base-url", url, "--quick", "--timeout", "2"])
@@ -152,7 +152,7 @@ def test_a_local_model_scales_the_plan_to_the_smaller_of_its_contexts() -> None:
     import asyncio
     from types import SimpleNamespace
 
-    from backends.probe.orchestrate import model_context as _context  # moved below the CLI
+    from ttft.backends.probe.orchestrate import model_context as _context  # moved below the CLI
 
     async def load() -> dict:
         return {"n_ctx": 4096, "n_ctx_train": 2048}
@@ -177,14 +177,14 @@ def test_ask_after_a_probe_splits_the_server_wait(srv: PrefillServer, env: Path,
     assert truth - 15 < m["expected_prefill_ms"] < truth + 60
     assert d["extra"]["probe"]["date"] and "prefill" in captured.err and "expected" in captured.err
 
-    from tui.widgets.telemetry_pane import record_text
+    from ttft.tui.widgets.telemetry_pane import record_text
 
     shown = record_text(TurnRecord.from_dict(d)).plain
     assert "prefill" in shown and "queue" in shown  # the chat's after-turn lines
 
 
 def test_each_run_sends_new_text_so_no_earlier_probe_is_cached() -> None:
-    from backends.probe.plan import prompt_text
+    from ttft.backends.probe.plan import prompt_text
 
     a, b = make_plan(None, quick=True), make_plan(None, quick=True)
     assert a.requests == b.requests

@@ -71,7 +71,7 @@ def keyfile(tmp_path: Path) -> Path:
 
 def proxy(env: dict[str, str], *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "proxy", *args],
+        [sys.executable, "-m", "ttft.tui.cli", "proxy", *args],
         env=env,
         stdin=subprocess.DEVNULL,
         capture_output=True,
@@ -183,7 +183,7 @@ def test_ctrl_c_goes_to_the_program_and_the_proxy_waits_for_it(env: dict[str, st
         "try:\n    print('ready', flush=True); time.sleep(60)\n"
         "except KeyboardInterrupt:\n    time.sleep(0.3); print('cleaned up', flush=True); sys.exit(7)\n"
     )
-    cmd = [sys.executable, "-m", "tui.cli", "proxy", "--port", "0", "--upstream", srv.url]
+    cmd = [sys.executable, "-m", "ttft.tui.cli", "proxy", "--port", "0", "--upstream", srv.url]
     with subprocess.Popen(
         [*cmd, "--", sys.executable, "-c", program],
         env=env,

@@ -39,7 +39,7 @@ script = [
 ]
 srv = AgentServer(script).start()
 env = {**os.environ, "HOME": home, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
-cmd = [sys.executable, "-m", "tui.cli", "proxy", "--port", "0", "--upstream", srv.url, "--json", out, "--"]
+cmd = [sys.executable, "-m", "ttft.tui.cli", "proxy", "--port", "0", "--upstream", srv.url, "--json", out, "--"]
 agent = [claude, "-p", "run sleep 1", "--allowedTools", "Bash", "--model", "claude-sonnet-4-5"]
 p = subprocess.run([*cmd, *agent], env=env, capture_output=True, text=True, timeout=150, stdin=subprocess.DEVNULL)
 srv.stop()

@@ -66,7 +66,7 @@ def test_headless_prints_the_lines_to_set_a_line_per_call_and_the_summary_on_ctr
     srv: FakeServer, env: dict[str, str], tmp_path: Path
 ) -> None:
     out = tmp_path / "run.json"
-    cmd = [sys.executable, "-m", "tui.cli", "proxy", "--headless", "--port", "0", "--upstream", srv.url]
+    cmd = [sys.executable, "-m", "ttft.tui.cli", "proxy", "--headless", "--port", "0", "--upstream", srv.url]
     p = subprocess.Popen(
         [*cmd, "--json", str(out)],
         env=env,
@@ -125,7 +125,7 @@ def test_without_a_terminal_the_proxy_stays_line_per_call_without_headless(
     srv: FakeServer, env: dict[str, str]
 ) -> None:
     # stdout a pipe (a script, `| tee`): no live view, the lines as with --headless
-    cmd = [sys.executable, "-m", "tui.cli", "proxy", "--port", "0", "--upstream", srv.url]
+    cmd = [sys.executable, "-m", "ttft.tui.cli", "proxy", "--port", "0", "--upstream", srv.url]
     p = subprocess.Popen(
         cmd, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )

@@ -6,16 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
+from ttft.telemetry.bench import aggregate as agg
+from ttft.telemetry.bench.requests import group_levels
+from ttft.telemetry.bench.summary import summary
+from ttft.telemetry.log.turns import SessionLog
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.cli import main
+from ttft.tui.report.figures import hist_chart, timeline_chart, tradeoff_chart
 
-from telemetry.bench import aggregate as agg
-from telemetry.bench.requests import group_levels
-from telemetry.bench.summary import summary
-from telemetry.log.turns import SessionLog
-from telemetry.record import TurnRecord
 from tests.support.turns import play, recorder, stream
 from tests.telemetry.bench.test_aggregate import rec, typed
-from tui.cli import main
-from tui.report.figures import hist_chart, timeline_chart, tradeoff_chart
 
 
 @pytest.fixture(autouse=True)
@@ -130,7 +130,7 @@ def test_svg_charts_are_well_formed() -> None:
 
 
 def test_a_long_session_keeps_chunk_stamps_only_for_the_turns_it_draws(tmp_path: Path, capsys) -> None:
-    from tui.commands.report.command import TIMELINE_TURNS, load, report_charts
+    from ttft.tui.commands.report.command import TIMELINE_TURNS, load, report_charts
 
     log = SessionLog("long", directory=tmp_path / "sessions")
     for i in range(30):
@@ -246,7 +246,7 @@ def test_the_tradeoff_chart_draws_a_tpot_objective_as_the_speed_it_allows() -> N
 
 
 def test_a_logged_turn_that_does_not_read_is_a_problem_noted_not_a_crash(tmp_path: Path, capsys) -> None:
-    from tui.commands.report.command import load, report_charts
+    from ttft.tui.commands.report.command import load, report_charts
 
     log = SessionLog("odd", directory=tmp_path / "sessions")
     log.append(play(stream(first_ms=100, gap_ms=5, visible=6)))

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ttft.telemetry.bench.merge import MergeRefused, merge, merged_levels, split_runs
+from ttft.tui.cli import main
+from ttft.tui.commands.exits import Exit
 
-from telemetry.bench.merge import MergeRefused, merge, merged_levels, split_runs
 from tests.fakes.batching_server import BatchingServer
 from tests.support.paths import ROOT
 from tests.telemetry.bench.test_aggregate import rec, typed
-from tui.cli import main
-from tui.commands.exits import Exit
 
 BENCH = ["-m", "compat:batching-fake", "--concurrency", "2,3", "--requests", "6", "--warmup", "1"]
 BENCH += ["--input-tokens", "16", "--max-output-tokens", "4", "--quiet"]
@@ -40,7 +40,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                 [
                     sys.executable,
                     "-m",
-                    "tui.cli",
+                    "ttft.tui.cli",
                     "bench",
                     *BENCH,
                     "--base-url",

@@ -211,10 +211,11 @@ def test_a_server_error_that_echoes_the_secrets_keeps_its_words(
 async def test_the_chat_shows_and_keeps_the_error_without_a_secret(
     world: dict[str, str], srv: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from backends.mcp.config_secrets import remember_config_secrets
+    from ttft.backends.mcp.config_secrets import remember_config_secrets
+    from ttft.tui.chat.app import ChatApp
+    from ttft.tui.widgets.error_card import ErrorCard
+
     from tests.support.tui_support import heard, wait_until
-    from tui.chat.app import ChatApp
-    from tui.widgets.error_card import ErrorCard
 
     env = failing_turns(world, tmp_path / "site", SAID)
     for k in ("OPENAI_API_KEY", "TTFT_EGRESS_SERVICE_TOKEN", "TTFT_TEST_FAIL_WITH", "PYTHONPATH"):
@@ -240,8 +241,8 @@ def test_every_line_on_stderr_is_masked_whoever_words_it(
     command's stderr is :class:`tui.masked_stderr.MaskedStream`, and it is put back after."""
     import sys
 
-    from tui.cli import main
-    from tui.masked_stderr import MaskedStream
+    from ttft.tui.cli import main
+    from ttft.tui.masked_stderr import MaskedStream
 
     monkeypatch.setenv("TTFT_EGRESS_SERVICE_TOKEN", ENV_TOKEN)
     before = sys.stderr

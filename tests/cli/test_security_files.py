@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from ttft.telemetry.export.formats import csv_cell, export
+from ttft.telemetry.log.turns import LogWriteError, SessionLog, check_session_id
 
-from telemetry.export.formats import csv_cell, export
-from telemetry.log.turns import LogWriteError, SessionLog, check_session_id
 from tests.fakes import FakeServer, Schedule
 from tests.support.security_util import ROOT, env_fixture, run_ttft  # noqa: F401
 
@@ -89,7 +89,7 @@ def _config_check(env: dict, limit_bytes: int = 1 << 30) -> subprocess.Completed
     code = (
         "import resource, sys\n"
         f"resource.setrlimit(resource.RLIMIT_AS, ({limit_bytes}, {limit_bytes}))\n"
-        "from backends.providers.config import ProviderError, check_config\n"
+        "from ttft.backends.providers.config import ProviderError, check_config\n"
         "try:\n"
         "    check_config()\n"
         "except ProviderError as exc:\n"

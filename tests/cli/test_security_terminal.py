@@ -20,15 +20,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 from rich.text import Text
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.cli import main
+from ttft.tui.format import visible_controls
+from ttft.tui.terminal import visible_text
+from ttft.tui.widgets.error_card import ErrorCard
 
 from tests.fakes import FakeServer, Schedule
 from tests.support.security_util import ROOT, env_fixture, log_lines, run_ttft  # noqa: F401
 from tests.support.tui_support import wait_until
-from tui.chat.app import ChatApp
-from tui.cli import main
-from tui.format import visible_controls
-from tui.terminal import visible_text
-from tui.widgets.error_card import ErrorCard
 
 # What a prompt injection can make a model write: a new window title, a cleared screen, the
 # clipboard overwritten (OSC 52), a hyperlink hiding its target (OSC 8), a C1 CSI setting red.
@@ -65,7 +65,7 @@ def _on_a_terminal(env: dict[str, str], *args: str) -> tuple[int, bytes, bytes]:
     """``ttft ARGS`` with stdout on a pseudo-terminal (stderr piped): rc, what the terminal got, stderr."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", *args],
+        [sys.executable, "-m", "ttft.tui.cli", *args],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=slave,
@@ -196,7 +196,7 @@ async def test_chat_error_card_greeting_and_header_show_control_characters(srv: 
 
 
 async def test_a_control_character_no_widget_handled_is_dropped_as_it_is_painted() -> None:
-    from tui.screens.settings import SettingsScreen
+    from ttft.tui.screens.settings import SettingsScreen
 
     app = ChatApp("compat:m", base_url="http://127.0.0.1:9/v1", warm_up=False)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -354,7 +354,7 @@ async def test_chat_shows_bidi_controls_while_streaming_and_after(srv: FakeServe
 
 
 async def test_a_bidi_control_no_widget_handled_is_dropped_as_it_is_painted() -> None:
-    from tui.screens.settings import SettingsScreen
+    from ttft.tui.screens.settings import SettingsScreen
 
     app = ChatApp("compat:m", base_url="http://127.0.0.1:9/v1", warm_up=False)
     async with app.run_test(size=(120, 40)) as pilot:

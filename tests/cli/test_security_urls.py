@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.backends.providers.anthropic_messages import AnthropicMessagesBackend
+from ttft.backends.providers.openai_chat import OpenAIChatBackend
+from ttft.backends.providers.openai_responses import OpenAIResponsesBackend
+from ttft.telemetry.export.formats import export
+from ttft.telemetry.log.urls import redact_url, split_query, url_secrets, without_masked
 
-from backends.providers.anthropic_messages import AnthropicMessagesBackend
-from backends.providers.openai_chat import OpenAIChatBackend
-from backends.providers.openai_responses import OpenAIResponsesBackend
-from telemetry.export.formats import export
-from telemetry.log.urls import redact_url, split_query, url_secrets, without_masked
 from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import one_turn
 from tests.support.security_util import env_fixture, log_lines, log_text, run_ttft  # noqa: F401

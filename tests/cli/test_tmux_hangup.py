@@ -40,7 +40,7 @@ def term(tmux: Tmux) -> Tmux:  # noqa: F811 (the imported fixture, by name)
 
 
 def chat_command(srv: FakeServer) -> list[str]:
-    return [sys.executable, "-m", "tui.cli", "chat", "-m", "compat:fake-model", "--base-url", srv.openai_base_url]
+    return [sys.executable, "-m", "ttft.tui.cli", "chat", "-m", "compat:fake-model", "--base-url", srv.openai_base_url]
 
 
 def start(term: Tmux, command: str) -> None:

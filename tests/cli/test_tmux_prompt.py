@@ -51,7 +51,7 @@ class Tmux:
         return done.stdout
 
     def start(self, *chat_args: str) -> None:
-        cmd = " ".join([sys.executable, "-m", "tui.cli", "chat", *chat_args])
+        cmd = " ".join([sys.executable, "-m", "ttft.tui.cli", "chat", *chat_args])
         self.run("new-session", "-d", "-s", "t", "-x", "120", "-y", "40", "-c", str(ROOT), cmd)
 
     def keys(self, *keys: str) -> None:

@@ -31,7 +31,7 @@ def srv() -> Iterator[FakeServer]:
 def test_the_live_view_shows_a_call_and_its_quit_prints_the_summary(
     tmux: Tmux, srv: FakeServer, key: str, status: int
 ) -> None:
-    proxy = " ".join([sys.executable, "-m", "tui.cli", "proxy", "--port", "0", "--upstream", srv.url])
+    proxy = " ".join([sys.executable, "-m", "ttft.tui.cli", "proxy", "--port", "0", "--upstream", srv.url])
     # the pane stays once ttft exits, so the summary it printed and its status can be read
     tmux.run(
         "new-session", "-d", "-s", "t", "-x", "160", "-y", "40", "-c", str(ROOT), f"{proxy}; echo EXIT=$?; sleep 60"

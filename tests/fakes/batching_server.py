@@ -39,8 +39,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from ttft.backends.local.llama_server import free_port as free_port  # for callers that start this fake as a process
 
-from backends.local.llama_server import free_port as free_port  # for callers that start this fake as a process
 from tests.fakes.loop_thread import LoopThreadServer
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from backends.base import Backend, ChatRequest, Message
-from backends.turn import new_recorder, run_turn
-from telemetry.settings import TurnSettings
+from ttft.backends.base import Backend, ChatRequest, Message
+from ttft.backends.turn import new_recorder, run_turn
+from ttft.telemetry.settings import TurnSettings
+
 from tests.support.turns import reads_back
 
 
@@ -24,16 +25,16 @@ async def one_turn(backend: Backend, **settings: Any) -> dict[str, Any]:
 def backend_for(api: str, srv: Any, **kw: Any) -> Backend:
     """``api``'s backend on the fake server ``srv``: ``chat``/``compat`` (Chat Completions), ``responses``,
     ``messages`` (any other name) through the SDKs; ``lean-responses``, ``lean-messages`` without them."""
-    from backends.providers.anthropic_messages import AnthropicMessagesBackend
-    from backends.providers.openai_chat import OpenAIChatBackend
-    from backends.providers.openai_responses import OpenAIResponsesBackend
+    from ttft.backends.providers.anthropic_messages import AnthropicMessagesBackend
+    from ttft.backends.providers.openai_chat import OpenAIChatBackend
+    from ttft.backends.providers.openai_responses import OpenAIResponsesBackend
 
     if api == "lean-responses":
-        from backends.providers.lean.responses import LeanResponsesBackend
+        from ttft.backends.providers.lean.responses import LeanResponsesBackend
 
         return LeanResponsesBackend("fake-model", base_url=srv.openai_base_url, api_key=kw.pop("api_key", "k"), **kw)
     if api == "lean-messages":
-        from backends.providers.lean.messages import LeanMessagesBackend
+        from ttft.backends.providers.lean.messages import LeanMessagesBackend
 
         return LeanMessagesBackend("fake-model", base_url=srv.url, api_key=kw.pop("api_key", "k"), **kw)
     if api == "chat":

@@ -11,8 +11,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from backends.base import ChatRequest
-from telemetry import events as ev
+from ttft.backends.base import ChatRequest
+from ttft.telemetry import events as ev
 
 
 @dataclass

@@ -16,14 +16,14 @@ import threading
 from typing import Any
 
 from hypothesis import strategies as st
+from ttft.backends.base import Backend
+from ttft.backends.providers.anthropic_messages import AnthropicMessagesBackend
+from ttft.backends.providers.lean.chat import LeanChatBackend
+from ttft.backends.providers.lean.messages import LeanMessagesBackend
+from ttft.backends.providers.lean.responses import LeanResponsesBackend
+from ttft.backends.providers.openai_chat import OpenAIChatBackend
+from ttft.backends.providers.openai_responses import OpenAIResponsesBackend
 
-from backends.base import Backend
-from backends.providers.anthropic_messages import AnthropicMessagesBackend
-from backends.providers.lean.chat import LeanChatBackend
-from backends.providers.lean.messages import LeanMessagesBackend
-from backends.providers.lean.responses import LeanResponsesBackend
-from backends.providers.openai_chat import OpenAIChatBackend
-from backends.providers.openai_responses import OpenAIResponsesBackend
 from tests.support.backend_util import one_turn
 
 HI_CHUNK = b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'

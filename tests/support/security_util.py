@@ -32,7 +32,7 @@ def env_fixture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, st
 def run_ttft(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
     """``ttft ARGS`` in a child process, stdout and stderr as bytes (what a pipe gets)."""
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], env=env, capture_output=True, timeout=60, cwd=ROOT, check=False
+        [sys.executable, "-m", "ttft.tui.cli", *args], env=env, capture_output=True, timeout=60, cwd=ROOT, check=False
     )
 
 
@@ -60,7 +60,7 @@ if _SAID:
 
     class _FailingTurns(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
-            if name != "backends.providers.hosted":
+            if name != "ttft.backends.providers.hosted":
                 return None
             spec = importlib.machinery.PathFinder.find_spec(name, path)
             if spec is None or spec.loader is None:

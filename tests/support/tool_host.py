@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from ttft.backends.agent.host import ToolHost, ToolResult
+from ttft.backends.base import ToolSpec
+from ttft.tui.tool_servers import ToolServers
 
-from backends.agent.host import ToolHost, ToolResult
-from backends.base import ToolSpec
 from tests.fakes.agent_server import Call, Step
-from tui.tool_servers import ToolServers
 
 
 @dataclass(frozen=True)
@@ -65,11 +65,11 @@ class FakeHost:
 
 
 def stand_in_mcp(mp: pytest.MonkeyPatch, host: FakeHost) -> dict[str, Any]:
-    """Stand in for the MCP client: ``backends.mcp.config.resolve_specs`` takes any spec as it is, and
-    ``backends.mcp.host.start_host`` hands out ``host``: ``ttft ask --mcp SPEC`` then runs its tools.
+    """Stand in for the MCP client: ``ttft.backends.mcp.config.resolve_specs`` takes any spec as it is, and
+    ``ttft.backends.mcp.host.start_host`` hands out ``host``: ``ttft ask --mcp SPEC`` then runs its tools.
     Returns what ``start_host`` was given (``servers``, ``kw``)."""
-    import backends.mcp.config
-    import backends.mcp.host
+    import ttft.backends.mcp.config
+    import ttft.backends.mcp.host
 
     seen: dict[str, Any] = {}
 
@@ -77,8 +77,8 @@ def stand_in_mcp(mp: pytest.MonkeyPatch, host: FakeHost) -> dict[str, Any]:
         seen["servers"], seen["kw"] = servers, kw
         return host
 
-    mp.setattr(backends.mcp.config, "resolve_specs", lambda specs: list(specs))
-    mp.setattr(backends.mcp.host, "start_host", start_host)
+    mp.setattr(ttft.backends.mcp.config, "resolve_specs", lambda specs: list(specs))
+    mp.setattr(ttft.backends.mcp.host, "start_host", start_host)
     return seen
 
 

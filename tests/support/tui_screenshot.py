@@ -15,9 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from telemetry import events as ev
+from ttft.telemetry import events as ev
+from ttft.tui.chat.app import ChatApp
+
 from tests.support.tui_support import MS, T0, SequenceBackend, finished, wait_until
-from tui.chat.app import ChatApp
 
 ANSWER_1 = """Time to first token is the wait before **anything** streams back:
 queueing, prefill of the whole prompt, and the network.

@@ -7,8 +7,8 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
-from backends.base import ChatRequest
-from telemetry import events as ev
+from ttft.backends.base import ChatRequest
+from ttft.telemetry import events as ev
 
 T0 = 1_000_000_000_000  # a fixed monotonic origin for deterministic snapshots
 MS = 1_000_000

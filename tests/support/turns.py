@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from telemetry import events as ev
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
-from telemetry.settings import TurnSettings
+from ttft.telemetry import events as ev
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.recorder import TurnRecorder
+from ttft.telemetry.settings import TurnSettings
 
 MS = 1_000_000
 T0 = 5_000 * MS  # an arbitrary monotonic origin: nothing may assume it is zero

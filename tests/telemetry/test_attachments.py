@@ -4,12 +4,11 @@ input and the part of a reported prefill they account for (telemetry.server.prom
 from __future__ import annotations
 
 import pytest
-
-from backends.attachments import fmt_size
-from telemetry.record import AttachmentInfo
-from telemetry.server.prompt_share import attachment_cost
-from telemetry.server.timings import server_timings
-from telemetry.tokens import image_tokens, tokens_for_chars
+from ttft.backends.attachments import fmt_size
+from ttft.telemetry.record import AttachmentInfo
+from ttft.telemetry.server.prompt_share import attachment_cost
+from ttft.telemetry.server.timings import server_timings
+from ttft.telemetry.tokens import image_tokens, tokens_for_chars
 
 
 @pytest.mark.parametrize(

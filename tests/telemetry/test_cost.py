@@ -8,10 +8,10 @@ from datetime import datetime
 
 import pytest
 from genai_prices import Usage, calc_price
+from ttft.telemetry.cost import Cost, Price, PriceRef, fmt_usd, price_turn, sum_costs, table_source
+from ttft.telemetry.metrics import TokenCounts
+from ttft.telemetry.record import AttachmentInfo, TurnRecord
 
-from telemetry.cost import Cost, Price, PriceRef, fmt_usd, price_turn, sum_costs, table_source
-from telemetry.metrics import TokenCounts
-from telemetry.record import AttachmentInfo, TurnRecord
 from tests.support.turns import reads_back
 
 USAGE = TokenCounts(input=12_000, cached_input=8_000, output=640, reasoning=128, source="usage")

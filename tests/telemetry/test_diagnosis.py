@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from telemetry import events as ev
-from telemetry.diagnosis import diagnose_session, diagnose_turn
-from telemetry.record import TurnRecord, typed_records
+from ttft.telemetry import events as ev
+from ttft.telemetry.diagnosis import diagnose_session, diagnose_turn
+from ttft.telemetry.record import TurnRecord, typed_records
+
 from tests.support.turns import at, play, stream
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from telemetry.compare.stats import fmt_amount
-from telemetry.diagnosis import diagnose_turn
-from telemetry.duration import fmt_ms, unit_for
-from telemetry.record import TurnRecord
+from ttft.telemetry.compare.stats import fmt_amount
+from ttft.telemetry.diagnosis import diagnose_turn
+from ttft.telemetry.duration import fmt_ms, unit_for
+from ttft.telemetry.record import TurnRecord
+from ttft.tui import format as ui_format
+from ttft.tui.commands.ask import summary_line
+
 from tests.support.turns import play, stream
-from tui import format as ui_format
-from tui.commands.ask import summary_line
 
 
 def test_sizes_pick_the_unit() -> None:

@@ -8,10 +8,10 @@ import inspect
 import json
 
 import pytest
+from ttft.telemetry import events as ev
+from ttft.telemetry.errors import USAGE_KINDS, ErrorKind, TtftError, describe, kind_of
+from ttft.telemetry.record import ErrorInfo
 
-from telemetry import events as ev
-from telemetry.errors import USAGE_KINDS, ErrorKind, TtftError, describe, kind_of
-from telemetry.record import ErrorInfo
 from tests.test_import_graph import MODULES
 
 
@@ -57,9 +57,9 @@ def test_failed_of_an_exception_is_the_turns_end_in_those_terms() -> None:
 def _project_exceptions() -> list[type[BaseException]]:
     found = []
     for name in MODULES:
-        module = importlib.import_module(name)
+        module = importlib.import_module(f"ttft.{name}")
         for _, cls in inspect.getmembers(module, inspect.isclass):
-            if issubclass(cls, BaseException) and cls.__module__ == name:
+            if issubclass(cls, BaseException) and cls.__module__ == module.__name__:
                 found.append(cls)
     return found
 
@@ -69,11 +69,11 @@ def _project_exceptions() -> list[type[BaseException]]:
 # swallow); a warning category is said, never raised (read_log's skipped lines); the lean reader's classes
 # are the OpenAI SDK's hierarchy, rebuilt name for name.
 OUTSIDE = {
-    "backends.load.outcome.LevelCancelled",
-    "tui.signals.Interrupted",
-    "telemetry.export.log_data.SkippedLinesWarning",
+    "ttft.backends.load.outcome.LevelCancelled",
+    "ttft.tui.signals.Interrupted",
+    "ttft.telemetry.export.log_data.SkippedLinesWarning",
 }
-SDK_MIRROR = "backends.providers.lean.sdk_errors"
+SDK_MIRROR = "ttft.backends.providers.lean.sdk_errors"
 
 
 def test_every_exception_class_of_the_project_has_one_root() -> None:
@@ -90,15 +90,15 @@ def test_every_exception_class_of_the_project_has_one_root() -> None:
 
 
 def test_each_keeps_the_base_its_callers_catch() -> None:
-    from backends.load.outcome import LevelCancelled
-    from backends.local.gguf import GGUFError
-    from backends.local.llama_server import LlamaServerError
-    from backends.probe.plan import BudgetError
-    from telemetry.bench.merge import MergeRefused
-    from telemetry.log.turns import LogWriteError
-    from telemetry.typed_read import RecordError
-    from tui.commands.prompt import PromptTooLarge
-    from tui.signals import Interrupted
+    from ttft.backends.load.outcome import LevelCancelled
+    from ttft.backends.local.gguf import GGUFError
+    from ttft.backends.local.llama_server import LlamaServerError
+    from ttft.backends.probe.plan import BudgetError
+    from ttft.telemetry.bench.merge import MergeRefused
+    from ttft.telemetry.log.turns import LogWriteError
+    from ttft.telemetry.typed_read import RecordError
+    from ttft.tui.commands.prompt import PromptTooLarge
+    from ttft.tui.signals import Interrupted
 
     for cls, base in (
         (LogWriteError, OSError),

@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
-
-from telemetry import json_guard
-from telemetry.json_guard import MAX_DEPTH, PRUNED, JsonRefused, depth_bound
+from ttft.telemetry import json_guard
+from ttft.telemetry.json_guard import MAX_DEPTH, PRUNED, JsonRefused, depth_bound
 
 DEEP = "[" * 100_000 + "]" * 100_000
 DEEP_OBJECTS = '{"a":' * 100_000 + "1" + "}" * 100_000

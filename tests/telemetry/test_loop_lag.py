@@ -4,11 +4,11 @@ names it as ttft's own (``wait_ms.client_lag``) and the diagnosis does not blame
 from __future__ import annotations
 
 import pytest
+from ttft.telemetry.diagnosis import diagnose_turn
+from ttft.telemetry.export import table
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.wire import KEYS, LAG_MIN_MS, LAG_SHARE, WaitSplit, lag_dominates, with_client_lag
 
-from telemetry.diagnosis import diagnose_turn
-from telemetry.export import table
-from telemetry.record import TurnRecord
-from telemetry.wire import KEYS, LAG_MIN_MS, LAG_SHARE, WaitSplit, lag_dominates, with_client_lag
 from tests.support.turns import play, recorder, stream
 
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from ttft.telemetry import events as ev
+from ttft.telemetry.metrics import percentiles
 
-from telemetry import events as ev
-from telemetry.metrics import percentiles
 from tests.support.turns import at, play, recorder, stream
 
 approx = pytest.approx

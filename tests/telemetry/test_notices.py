@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from telemetry import events as ev
+from ttft.telemetry import events as ev
+
 from tests.support.turns import at, play, recorder, stream
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from telemetry.metrics import Percentiles, TokenCounts, TurnMetrics
-from telemetry.plain import as_dict, field_names, json_copy
-from telemetry.settings import TurnSettings
-from telemetry.wire import WaitSplit
+from ttft.telemetry.metrics import Percentiles, TokenCounts, TurnMetrics
+from ttft.telemetry.plain import as_dict, field_names, json_copy
+from ttft.telemetry.settings import TurnSettings
+from ttft.telemetry.wire import WaitSplit
 
 
 @dataclass

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from ttft.telemetry import events as ev
+from ttft.telemetry.record import OLD_SCHEMAS, SCHEMA, TurnRecord, typed_records, upgrade
+from ttft.telemetry.recorder import TurnRecorder
+from ttft.telemetry.settings import PROMPT_LOOKUP, TurnSettings
+from ttft.telemetry.typed_read import RecordError, bulk_read
 
-from telemetry import events as ev
-from telemetry.record import OLD_SCHEMAS, SCHEMA, TurnRecord, typed_records, upgrade
-from telemetry.recorder import TurnRecorder
-from telemetry.settings import PROMPT_LOOKUP, TurnSettings
-from telemetry.typed_read import RecordError, bulk_read
 from tests.support.paths import FIXTURES
 from tests.support.turns import at, play, recorder, stream
 from tests.telemetry.test_recorder_properties import turns
@@ -271,7 +271,7 @@ def test_an_old_record_gets_its_draft_figures_from_the_server_data() -> None:
 
 
 def test_the_pane_draws_a_logged_turn_read_back_as_it_drew_the_turn() -> None:
-    from tui.widgets.telemetry_pane import record_text
+    from ttft.tui.widgets.telemetry_pane import record_text
 
     d = _rich_turn()
     shown = record_text(TurnRecord.from_dict(d)).plain
@@ -296,7 +296,7 @@ def test_a_bulk_read_pauses_the_cycle_collector_and_restores_it() -> None:
 
 
 def test_the_error_kind_reads_back_as_its_member_and_writes_as_its_string() -> None:
-    from telemetry.errors import ErrorKind
+    from ttft.telemetry.errors import ErrorKind
 
     d = copy.deepcopy(_rich_turn())
     d["status"] = "error"

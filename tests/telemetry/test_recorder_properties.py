@@ -7,9 +7,9 @@ from itertools import pairwise
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pytest import approx
+from ttft.telemetry import events as ev
+from ttft.telemetry.metrics import percentiles
 
-from telemetry import events as ev
-from telemetry.metrics import percentiles
 from tests.support.turns import MS, T0, play, recorder
 
 chunk_kind = st.sampled_from(["reasoning", "text", "tool"])
@@ -88,7 +88,7 @@ def test_percentiles_are_ordered(values: list[float]) -> None:
 def test_live_snapshot_equals_a_pass_over_every_chunk(events: list[ev.Event], at_ms: int) -> None:
     """The snapshot (taken every frame) keeps running totals; at any moment of a turn they equal
     what a pass over every chunk so far gives."""
-    from telemetry.recorder import SPEED_WINDOW_NS
+    from ttft.telemetry.recorder import SPEED_WINDOW_NS
 
     now = T0 + at_ms * MS
     rec = recorder()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from telemetry import events as ev
-from telemetry.diagnosis import diagnose_session, diagnose_turn
-from telemetry.record import TurnRecord, typed_records
-from telemetry.view.timeline import turn_timeline
-from telemetry.wire import HttpInfo
+from ttft.telemetry import events as ev
+from ttft.telemetry.diagnosis import diagnose_session, diagnose_turn
+from ttft.telemetry.record import TurnRecord, typed_records
+from ttft.telemetry.view.timeline import turn_timeline
+from ttft.telemetry.wire import HttpInfo
+
 from tests.support.turns import at, play, stream
 
 

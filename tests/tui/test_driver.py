@@ -17,11 +17,11 @@ from textual._xterm_parser import XTermParser
 from textual.drivers.headless_driver import HeadlessDriver
 from textual.drivers.linux_driver import LinuxDriver
 from textual.message import Message
+from ttft.tui.driver import PASTE_TAIL_S, InputDecoder, PasteAsTextParser, TtftDriver
+from ttft.tui.hangup import driver_class
 
 from tests.support.tui_support import TimedBackend
 from tests.tui.widgets.test_prompt_box import BoxApp
-from tui.driver import PASTE_TAIL_S, InputDecoder, PasteAsTextParser, TtftDriver
-from tui.hangup import driver_class
 
 START, END = "\x1b[200~", "\x1b[201~"
 
@@ -229,8 +229,8 @@ async def test_the_input_thread_lives_on_after_bytes_that_are_not_utf8_and_says_
 
 
 def test_the_apps_run_on_this_driver_where_textual_would_use_its_linux_one() -> None:
-    from tui.chat.app import ChatApp
-    from tui.compare.app import CompareApp
+    from ttft.tui.chat.app import ChatApp
+    from ttft.tui.compare.app import CompareApp
 
     assert issubclass(driver_class(LinuxDriver), TtftDriver)  # with tui.hangup's care for a closed terminal
     assert driver_class(HeadlessDriver) is HeadlessDriver  # any other is left as it is (Windows', the tests')

@@ -6,13 +6,12 @@ from pathlib import Path
 
 import pytest
 from rich.text import Text
-
-from telemetry.record import TurnRecord
-from tui.format import ELLIPSIS, short_model, short_spec, short_spec_str, turn_label
-from tui.report.charts import Chart, Series
-from tui.report.figures import timeline_chart
-from tui.widgets.history import MODEL_W
-from tui.widgets.telemetry_pane import record_text
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.format import ELLIPSIS, short_model, short_spec, short_spec_str, turn_label
+from ttft.tui.report.charts import Chart, Series
+from ttft.tui.report.figures import timeline_chart
+from ttft.tui.widgets.history import MODEL_W
+from ttft.tui.widgets.telemetry_pane import record_text
 
 
 def test_turns_are_numbered_from_one_for_people() -> None:
@@ -80,7 +79,7 @@ def test_history_pane_and_charts_number_turns_from_one_and_shorten_alike() -> No
 
 
 def test_report_timeline_picks_turns_as_numbered(tmp_path: Path) -> None:
-    from tui.commands.report.command import _chosen
+    from ttft.tui.commands.report.command import _chosen
 
     records = [TurnRecord.from_dict({"turn_index": i, "status": "ok"}) for i in range(4)]
     assert [r.turn_index for r in _chosen(records, "1,3")] == [0, 2]
@@ -89,8 +88,9 @@ def test_report_timeline_picks_turns_as_numbered(tmp_path: Path) -> None:
 async def test_compare_panes_shorten_their_model_names_and_keep_brackets(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from ttft.tui.compare.app import CompareApp, PaneView
+
     from tests.support.compare_fakes import ScheduledBackend
-    from tui.compare.app import CompareApp, PaneView
 
     monkeypatch.setenv("TTFT_DATA_DIR", str(tmp_path))
     long = ScheduledBackend("Meta-Llama-3.3-70B-Instruct-Turbo-Q4_K_M" + "-and-a-long-tail" * 4 + "-suffix")
@@ -109,7 +109,7 @@ async def test_compare_panes_shorten_their_model_names_and_keep_brackets(
 
 
 def test_history_gives_the_model_the_room_the_figures_leave() -> None:
-    from tui.widgets.history import CELL_PAD, COLUMNS, MAX_HEIGHT, SCROLLBAR_W, _cells, model_width
+    from ttft.tui.widgets.history import CELL_PAD, COLUMNS, MAX_HEIGHT, SCROLLBAR_W, _cells, model_width
 
     rec = {
         "turn_index": 11,

@@ -10,8 +10,7 @@ import threading
 import time
 
 from textual.drivers.linux_driver import LinuxDriver
-
-from tui.hangup import HangupSafeDriver, _Writer, driver_class
+from ttft.tui.hangup import HangupSafeDriver, _Writer, driver_class
 
 
 def test_writes_after_the_terminal_closed_never_block_and_say_it_once() -> None:

@@ -7,12 +7,12 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
+from ttft.backends.base import ChatRequest, Message
+from ttft.backends.turn import new_recorder, run_turn
+from ttft.telemetry import events as ev
+from ttft.tui.isolated import ProcessBackend
 
-from backends.base import ChatRequest, Message
-from backends.turn import new_recorder, run_turn
-from telemetry import events as ev
 from tests.fakes import FakeServer, Schedule
-from tui.isolated import ProcessBackend
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ async def test_the_terminals_signals_leave_the_child_to_the_parent(
     import os
     import signal
 
-    from telemetry.log.secrets import KNOWN
+    from ttft.telemetry.log.secrets import KNOWN
 
     monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path))
     monkeypatch.setenv("TTFT_TEST_CHILD_KEY", "sk-child-only-key-8841")
@@ -155,7 +155,7 @@ async def test_the_lean_reader_streams_over_the_protocol_transport_unless_a_prox
 
 
 def test_which_client_the_chat_streams_with() -> None:
-    from backends.providers.lean.transport import chat_transport, proto_available
+    from ttft.backends.providers.lean.transport import chat_transport, proto_available
 
     assert proto_available()  # a core dependency: the chat's cheaper stream
     assert chat_transport("compat:m", "http://127.0.0.1:9/v1", lean=True) == "proto"

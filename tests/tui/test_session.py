@@ -7,16 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.backends.base import Message, build_request
+from ttft.backends.compare.runner import ComparePane, CompareRunner
+from ttft.telemetry.log.turns import SessionLog, Skipped
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.settings import TurnSettings
+from ttft.telemetry.typed_read import RecordError
+from ttft.tui.session import ChatSession
 
-from backends.base import Message, build_request
-from backends.compare.runner import ComparePane, CompareRunner
-from telemetry.log.turns import SessionLog, Skipped
-from telemetry.record import TurnRecord
-from telemetry.settings import TurnSettings
-from telemetry.typed_read import RecordError
 from tests.support.compare_fakes import ScheduledBackend
 from tests.support.turns import play, recorder, stream
-from tui.session import ChatSession
 
 HISTORY = [Message("user", "first"), Message("assistant", "one")]
 SETTINGS = TurnSettings(max_output_tokens=32, temperature=0.1)
@@ -136,9 +136,10 @@ def test_a_finished_turn_is_folded_in_typed_and_regenerate_takes_it_back() -> No
 
 
 async def test_a_turns_files_stay_in_the_context_of_the_next_turn_and_never_in_its_record(tmp_path: Path) -> None:
-    from backends.attachments import Attachment, read_attachment
+    from ttft.backends.attachments import Attachment, read_attachment
+    from ttft.tui.runner import LoopThread
+
     from tests.support import files
-    from tui.runner import LoopThread
 
     (tmp_path / "pic.png").write_bytes(files.png(8, 8))
     pic = read_attachment(tmp_path / "pic.png")
@@ -166,10 +167,11 @@ async def test_through_the_chats_backend_process_files_go_out_and_the_turn_is_pr
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The chat's backend runs in its own process: the files cross the pipe to it, and its price back."""
-    from backends.attachments import Attachment, read_attachment
+    from ttft.backends.attachments import Attachment, read_attachment
+    from ttft.tui.runner import LoopThread
+
     from tests.fakes import FakeServer, Schedule
     from tests.support import files
-    from tui.runner import LoopThread
 
     monkeypatch.delenv("TTFT_IN_PROCESS", raising=False)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from tui.target import describe_target, key_text, where_text
+from ttft.tui.target import describe_target, key_text, where_text
 
 
 def test_targets_say_where_and_which_key_never_the_key(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -6,19 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-import backends.spec
-from backends.providers import config, registry
-from tui import target as tui_target
-from tui.format import short_spec_str
-from tui.target import describe_target
+import ttft.backends.spec
+from ttft.backends.providers import config, registry
+from ttft.tui import target as tui_target
+from ttft.tui.format import short_spec_str
+from ttft.tui.target import describe_target
 
 
 def test_describing_a_spec_splits_it_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Before the Target: twice (parse_spec, then resolve)."""
     monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path))
     seen: list[str] = []
-    real = backends.spec.split_spec
+    real = ttft.backends.spec.split_spec
 
     def counted(spec: str) -> tuple[str, str | None]:
         seen.append(spec)

@@ -7,9 +7,10 @@ import asyncio
 import contextlib
 import time
 
+from ttft.tui.runner import LoopThread
+from ttft.tui.tool_servers import ToolServers
+
 from tests.backends.mcp.servers import stdio
-from tui.runner import LoopThread
-from tui.tool_servers import ToolServers
 
 START_S = 60.0  # generous: a loaded 2-core machine imports the SDK slowly
 

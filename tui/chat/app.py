@@ -19,17 +19,17 @@ from textual.driver import Driver
 from textual.filter import LineFilter
 from textual.screen import Screen
 
-from telemetry import events as ev
-from telemetry.log.turns import SessionLog
-from telemetry.settings import TurnSettings
-from tui import hangup, signals
-from tui.chat.screen import ChatScreen
-from tui.crash import KeepsRunning
-from tui.palette import screen_commands
-from tui.runner import LoopThread, full_collections_between_turns
-from tui.session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
-from tui.terminal import with_drop_controls
-from tui.tool_servers import ToolServers
+from ...telemetry import events as ev
+from ...telemetry.log.turns import SessionLog
+from ...telemetry.settings import TurnSettings
+from .. import hangup, signals
+from ..crash import KeepsRunning
+from ..palette import screen_commands
+from ..runner import LoopThread, full_collections_between_turns
+from ..session import BackendFactory, ChatSession, default_backend_factory, default_model_spec
+from ..terminal import with_drop_controls
+from ..tool_servers import ToolServers
+from .screen import ChatScreen
 
 STOP_WAIT_S = 3.0  # SIGTERM/SIGHUP: how long the turn in flight gets to be recorded and logged before exit
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from textual.message import Message
 from textual.widget import Widget
 
-from backends.attachments import Attachment, Refused, check_attachments, read_attachment
-from backends.providers.registry import target_api
-from tui.format import visible_controls
+from ...backends.attachments import Attachment, Refused, check_attachments, read_attachment
+from ...backends.providers.registry import target_api
+from ..format import visible_controls
 
 ATTACH = "/attach"
 DETACH = "/detach"

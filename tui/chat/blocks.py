@@ -6,7 +6,7 @@ and a block's header copy them by number, and a new branch cuts those of the tur
 
 from __future__ import annotations
 
-from tui.widgets.code_blocks import CodeBlock, code_blocks
+from ..widgets.code_blocks import CodeBlock, code_blocks
 
 
 class DrawnBlocks:

@@ -17,17 +17,17 @@ from typing import Any, Protocol
 from rich.text import Text
 from textual.widgets import Static
 
-from backends.attachments import Attachment
-from telemetry.log.branches import branch_pair, links
-from telemetry.log.prompt_history import PromptHistory
-from telemetry.record import TurnRecord
-from tui.chat.attach import recheck
-from tui.chat.prompt import ChatPrompt
-from tui.format import turn_label, visible_controls
-from tui.session import ChatSession
-from tui.widgets.pastes import Folds
-from tui.widgets.telemetry_pane import TelemetryPane
-from tui.widgets.transcript import Transcript
+from ...backends.attachments import Attachment
+from ...telemetry.log.branches import branch_pair, links
+from ...telemetry.log.prompt_history import PromptHistory
+from ...telemetry.record import TurnRecord
+from ..format import turn_label, visible_controls
+from ..session import ChatSession
+from ..widgets.pastes import Folds
+from ..widgets.telemetry_pane import TelemetryPane
+from ..widgets.transcript import Transcript
+from .attach import recheck
+from .prompt import ChatPrompt
 
 EDIT_TITLE_W = 60
 

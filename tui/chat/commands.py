@@ -16,7 +16,7 @@ from typing import Protocol
 from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 
-from telemetry.settings import TurnSettings
+from ...telemetry.settings import TurnSettings
 
 BINDINGS: list[BindingType] = [
     Binding("escape", "cancel_turn", "Cancel"),

@@ -21,17 +21,17 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from backends.base import Backend
-from backends.compare.panes import parse_model
-from telemetry.log.prompt_history import PromptHistory
-from telemetry.log.urls import without_masked
-from tui.format import visible_controls
-from tui.session import ChatSession
+from ...backends.base import Backend
+from ...backends.compare.panes import parse_model
+from ...telemetry.log.prompt_history import PromptHistory
+from ...telemetry.log.urls import without_masked
+from ..format import visible_controls
+from ..session import ChatSession
 
 if TYPE_CHECKING:
-    from tui.compare.output import ChatHandoff
-    from tui.compare.screen import CompareScreen
-    from tui.tool_servers import ToolServers
+    from ..compare.output import ChatHandoff
+    from ..compare.screen import CompareScreen
+    from ..tool_servers import ToolServers
 
 Spec = tuple[str, str | None]  # a model spec and its base URL
 
@@ -95,7 +95,7 @@ async def compare_screen(
     context, each backend started on the chat's stream thread; or the first that could not start
     (those started before it are closed). ``tools``: the chat's MCP servers, which the comparison
     starts again for itself (its own host, its own consent, closed when it closes: the chat's stay up)."""
-    from tui.compare.screen import CompareScreen  # imported late: the chat starts without the compare screen
+    from ..compare.screen import CompareScreen  # imported late: the chat starts without the compare screen
 
     factory = session.factory
     backends: list[Backend] = []

@@ -16,11 +16,11 @@ import threading
 from textual.timer import Timer
 from textual.widget import Widget
 
-from telemetry.log import drafts as store
-from telemetry.log.secrets import MASK
-from tui.chat.attach import Attachments
-from tui.chat.prompt import ChatPrompt
-from tui.session import ChatSession
+from ...telemetry.log import drafts as store
+from ...telemetry.log.secrets import MASK
+from ..session import ChatSession
+from .attach import Attachments
+from .prompt import ChatPrompt
 
 DRAFT_SAVE_S = 1.0  # a draft is written this long after the last keystroke (and when the chat closes)
 

@@ -19,19 +19,19 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widget import MountError
 
-from telemetry.view.render import RenderLag
-from telemetry.view.timeline import Timeline, live_steps_timeline, live_timeline, turn_timeline
-from tui.chat.attach import Attachments
-from tui.chat.blocks import DrawnBlocks
-from tui.chat.branches import Branches
-from tui.chat.tools import ToolSteps, live_steps
-from tui.chat.turn import TurnFailed, TurnFinished, TurnStarted
-from tui.format import turn_label
-from tui.runner import LiveTurn, collect_between_turns
-from tui.session import ChatSession
-from tui.widgets.error_card import ErrorCard
-from tui.widgets.telemetry_pane import TelemetryPane
-from tui.widgets.transcript import AssistantMessage, Transcript
+from ...telemetry.view.render import RenderLag
+from ...telemetry.view.timeline import Timeline, live_steps_timeline, live_timeline, turn_timeline
+from ..format import turn_label
+from ..runner import LiveTurn, collect_between_turns
+from ..session import ChatSession
+from ..widgets.error_card import ErrorCard
+from ..widgets.telemetry_pane import TelemetryPane
+from ..widgets.transcript import AssistantMessage, Transcript
+from .attach import Attachments
+from .blocks import DrawnBlocks
+from .branches import Branches
+from .tools import ToolSteps, live_steps
+from .turn import TurnFailed, TurnFinished, TurnStarted
 
 PANE_FPS = 10  # the figures change slower than the text; a layout-free repaint at 10 fps reads as live
 # The gaps' sparkline and the live timeline row at this rate (and at once on a phase change): each costs

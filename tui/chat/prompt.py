@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from telemetry.log.prompt_history import PromptHistory
-from tui.chat.attach import MAX_SHOWN, complete
-from tui.format import visible_controls
-from tui.widgets.prompt_box import PromptBox
+from ...telemetry.log.prompt_history import PromptHistory
+from ..format import visible_controls
+from ..widgets.prompt_box import PromptBox
+from .attach import MAX_SHOWN, complete
 
 PLACEHOLDER = "Ask anything · Enter sends · ctrl+j new line · ↑ earlier prompts · ctrl+r search · F1 help"
 

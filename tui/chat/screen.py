@@ -32,38 +32,38 @@ from textual.containers import Container, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TextArea
 
-from backends.attachments import Attachment
-from telemetry.log.prompt_history import PromptHistory
-from telemetry.settings import PROMPT_LOOKUP, TurnSettings
-from telemetry.view.render import RenderLag
-from telemetry.view.timeline import Timeline, turn_timeline
-from tui.chat import attach as chat_attach
-from tui.chat import commands as chat_commands
-from tui.chat import slash
-from tui.chat.attach import Attachments, AttachmentsChanged, Pending
-from tui.chat.blocks import DrawnBlocks
-from tui.chat.branches import Branches, is_after
-from tui.chat.compare import HandedBack, Launcher, take_over
-from tui.chat.drafts import ChatDrafts
-from tui.chat.paint import TurnPainter
-from tui.chat.prompt import ChatPrompt
-from tui.chat.sessions import RESUME_DRAWN, Reopened, export_session, reopen
-from tui.chat.tools import ApprovalAsked, ChatTools, StepBegan, ToolEnded, ToolNotice, ToolSteps
-from tui.chat.turn import ChatTurns, TurnFailed, TurnFinished, TurnStarted
-from tui.format import fmt_settings, short_spec, turn_label, visible_controls
-from tui.runner import LiveTurn, collect_between_turns
-from tui.session import ChatSession
-from tui.target import TargetView, describe_target
-from tui.terminal import visible_text
-from tui.tool_servers import ToolServers
-from tui.widgets.attachments import AttachmentTray
-from tui.widgets.code_blocks import CodeBlock, CodeFence
-from tui.widgets.prompt_box import PromptBox
-from tui.widgets.telemetry_pane import TelemetryPane
-from tui.widgets.transcript import AssistantMessage, Picked, Transcript
+from ...backends.attachments import Attachment
+from ...telemetry.log.prompt_history import PromptHistory
+from ...telemetry.settings import PROMPT_LOOKUP, TurnSettings
+from ...telemetry.view.render import RenderLag
+from ...telemetry.view.timeline import Timeline, turn_timeline
+from ..format import fmt_settings, short_spec, turn_label, visible_controls
+from ..runner import LiveTurn, collect_between_turns
+from ..session import ChatSession
+from ..target import TargetView, describe_target
+from ..terminal import visible_text
+from ..tool_servers import ToolServers
+from ..widgets.attachments import AttachmentTray
+from ..widgets.code_blocks import CodeBlock, CodeFence
+from ..widgets.prompt_box import PromptBox
+from ..widgets.telemetry_pane import TelemetryPane
+from ..widgets.transcript import AssistantMessage, Picked, Transcript
+from . import attach as chat_attach
+from . import commands as chat_commands
+from . import slash
+from .attach import Attachments, AttachmentsChanged, Pending
+from .blocks import DrawnBlocks
+from .branches import Branches, is_after
+from .compare import HandedBack, Launcher, take_over
+from .drafts import ChatDrafts
+from .paint import TurnPainter
+from .prompt import ChatPrompt
+from .sessions import RESUME_DRAWN, Reopened, export_session, reopen
+from .tools import ApprovalAsked, ChatTools, StepBegan, ToolEnded, ToolNotice, ToolSteps
+from .turn import ChatTurns, TurnFailed, TurnFinished, TurnStarted
 
 if TYPE_CHECKING:
-    from tui.compare.output import ChatHandoff
+    from ..compare.output import ChatHandoff
 
 EFFORTS = (None, "minimal", "low", "medium", "high")
 SETTLE_S = 0.5  # after a resumed session is drawn, before its earlier context is read (the screen settles)
@@ -176,7 +176,7 @@ class ChatScreen(Screen[None]):
         await self.session.close_backend()
 
     def action_tools(self) -> None:
-        from tui.screens.tools import ToolsScreen
+        from ..screens.tools import ToolsScreen
 
         self.app.push_screen(ToolsScreen(self.tools.views))
 
@@ -400,7 +400,7 @@ class ChatScreen(Screen[None]):
 
     # --- history and drafts ----------------------------------------------------------------
     def action_search_history(self) -> None:
-        from tui.screens.history_search import HistorySearch
+        from ..screens.history_search import HistorySearch
 
         def picked(text: str | None) -> None:
             if text is not None:
@@ -475,7 +475,7 @@ class ChatScreen(Screen[None]):
 
     def apply_settings(self, settings: TurnSettings, spec: str | None = None, base_url: str | None = None) -> None:
         """Settings take effect on the next turn and are recorded with it."""
-        from tui.screens.settings import engine_options
+        from ..screens.settings import engine_options
 
         reload = engine_options(settings) != engine_options(self.session.settings)
         self.session.settings = settings
@@ -501,7 +501,7 @@ class ChatScreen(Screen[None]):
         self.apply_settings(s.with_(speculative=None if s.speculative else dict(PROMPT_LOOKUP)))
 
     def action_settings(self, focus: str | None = None) -> None:
-        from tui.screens.settings import SettingsScreen
+        from ..screens.settings import SettingsScreen
 
         def done(result: tuple[str, str | None, TurnSettings] | None) -> None:
             if result is not None:
@@ -513,7 +513,7 @@ class ChatScreen(Screen[None]):
         )
 
     def action_sessions(self) -> None:
-        from tui.screens.sessions import SessionsScreen
+        from ..screens.sessions import SessionsScreen
 
         def done(path: Path | None) -> None:
             if path is not None:
@@ -522,7 +522,7 @@ class ChatScreen(Screen[None]):
         self.app.push_screen(SessionsScreen(current=self.session.log.session_id), done)
 
     def action_help(self) -> None:
-        from tui.screens.help import HelpScreen
+        from ..screens.help import HelpScreen
 
         self.app.push_screen(HelpScreen())
 

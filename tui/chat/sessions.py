@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from telemetry.export.formats import export
-from telemetry.log.turns import Skipped, data_dir
-from telemetry.record import TurnRecord
-from tui.session import ChatSession
+from ...telemetry.export.formats import export
+from ...telemetry.log.turns import Skipped, data_dir
+from ...telemetry.record import TurnRecord
+from ..session import ChatSession
 
 RESUME_DRAWN = 20  # turns a resumed session draws in the transcript
 

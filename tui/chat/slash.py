@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from tui.chat.attach import ATTACH, DETACH
+from .attach import ATTACH, DETACH
 
 TOOLS = "/tools"
 COMPARE = "/compare"

@@ -25,21 +25,21 @@ from textual.app import App
 from textual.dom import DOMNode
 from textual.message import Message
 
-from backends.agent.consent import Answer, Consent
-from backends.agent.host import ToolResult
-from backends.agent.loop import NO_TOOLS, AgentListener, AgentSettings, AgentTurn, supports_tools
-from backends.base import Backend, ChatRequest, ToolCall, ToolSpec
-from telemetry.agent.steps import ToolStep, tool_step
-from telemetry.log.turns import SessionLog
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
-from telemetry.view.render import RenderLag
-from tui.runner import AgentLive, LiveTurn
-from tui.screens.approve import Approval, ApproveScreen, Reply
-from tui.tool_servers import ToolServers
-from tui.widgets.code_blocks import code_blocks
-from tui.widgets.tool_steps import ToolRun
-from tui.widgets.transcript import AssistantMessage, Transcript
+from ...backends.agent.consent import Answer, Consent
+from ...backends.agent.host import ToolResult
+from ...backends.agent.loop import NO_TOOLS, AgentListener, AgentSettings, AgentTurn, supports_tools
+from ...backends.base import Backend, ChatRequest, ToolCall, ToolSpec
+from ...telemetry.agent.steps import ToolStep, tool_step
+from ...telemetry.log.turns import SessionLog
+from ...telemetry.record import TurnRecord
+from ...telemetry.recorder import TurnRecorder
+from ...telemetry.view.render import RenderLag
+from ..runner import AgentLive, LiveTurn
+from ..screens.approve import Approval, ApproveScreen, Reply
+from ..tool_servers import ToolServers
+from ..widgets.code_blocks import code_blocks
+from ..widgets.tool_steps import ToolRun
+from ..widgets.transcript import AssistantMessage, Transcript
 
 
 class StepBegan(Message):

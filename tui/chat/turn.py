@@ -16,13 +16,13 @@ import contextlib
 from textual.dom import DOMNode
 from textual.message import Message
 
-from backends.attachments import Attachment
-from backends.finish import finish_turn
-from telemetry.log.turns import SessionLog
-from telemetry.record import ErrorInfo, TurnRecord
-from telemetry.view.render import RenderLag
-from tui.runner import LiveTurn
-from tui.session import AgentFactory, ChatSession
+from ...backends.attachments import Attachment
+from ...backends.finish import finish_turn
+from ...telemetry.log.turns import SessionLog
+from ...telemetry.record import ErrorInfo, TurnRecord
+from ...telemetry.view.render import RenderLag
+from ..runner import LiveTurn
+from ..session import AgentFactory, ChatSession
 
 
 class TurnStarted(Message):

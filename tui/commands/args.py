@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
-from telemetry.settings import PROMPT_LOOKUP, TurnSettings
-from telemetry.values.checked import ADAPTIVE
-from tui.commands.flags import (
+from ...backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
+from ...telemetry.settings import PROMPT_LOOKUP, TurnSettings
+from ...telemetry.values.checked import ADAPTIVE
+from .flags import (
     DEFAULT_MAX_RETRIES,
     LocalFlags,
     McpFlags,
@@ -26,7 +26,7 @@ from tui.commands.flags import (
 )
 
 if TYPE_CHECKING:
-    from tui.commands.tools import ToolFlags
+    from .tools import ToolFlags
 
 
 # --- the flag groups that several commands share ---------------------------------------------------
@@ -73,7 +73,7 @@ def mcp_flags(args: argparse.Namespace) -> McpFlags:
 
 def tool_flags(args: argparse.Namespace) -> ToolFlags:
     """``--mcp`` and the consent and step flags of ``tui.commands.tools.add_tool_flags`` (ask, compare)."""
-    from tui.commands.tools import ToolFlags  # late: the agent loop it names is for the commands with tools
+    from .tools import ToolFlags  # late: the agent loop it names is for the commands with tools
 
     return ToolFlags(mcp_flags(args), bool(args.allow_tools), tuple(args.allow_tool), args.max_steps)
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from backends.base import Backend, ChatRequest, build_request
-from backends.finish import finish_turn
-from backends.providers.registry import (
+from ...backends.base import Backend, ChatRequest, build_request
+from ...backends.finish import finish_turn
+from ...backends.providers.registry import (
     ProviderError,
     Target,
     create_backend,
@@ -30,34 +30,34 @@ from backends.providers.registry import (
     parse_spec,
     resolve,
 )
-from backends.turn import new_recorder, run_turn
-from telemetry import events as ev
-from telemetry.cost import fmt_usd
-from telemetry.duration import fmt_ms
-from telemetry.errors import TtftError
-from telemetry.log.secrets import mask, masked_record
-from telemetry.log.surrogates import scrub
-from telemetry.log.turns import SessionLog, check_session_id
-from telemetry.metrics import OWN_DELAY_SHOWN_MS
-from telemetry.record import ErrorInfo, TurnRecord
-from telemetry.recorder import TurnRecorder
-from telemetry.wire import WaitSplit
-from tui import signals
-from tui.commands.args import AskArgs, ask_args
-from tui.commands.exits import Exit, for_error_kind
-from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem, model_spec
-from tui.commands.help import examples
-from tui.commands.output import add_output_flags, json_text, note
-from tui.commands.prompt import PromptTooLarge, read_prompt
-from tui.commands.tools import add_tool_flags, consent_of, start_host, tools_problem, wants_tools
-from tui.format import visible_controls
+from ...backends.turn import new_recorder, run_turn
+from ...telemetry import events as ev
+from ...telemetry.cost import fmt_usd
+from ...telemetry.duration import fmt_ms
+from ...telemetry.errors import TtftError
+from ...telemetry.log.secrets import mask, masked_record
+from ...telemetry.log.surrogates import scrub
+from ...telemetry.log.turns import SessionLog, check_session_id
+from ...telemetry.metrics import OWN_DELAY_SHOWN_MS
+from ...telemetry.record import ErrorInfo, TurnRecord
+from ...telemetry.recorder import TurnRecorder
+from ...telemetry.wire import WaitSplit
+from .. import signals
+from ..format import visible_controls
+from .args import AskArgs, ask_args
+from .exits import Exit, for_error_kind
+from .flags import add_local_flags, add_turn_flags, local_flags_problem, model_spec
+from .help import examples
+from .output import add_output_flags, json_text, note
+from .prompt import PromptTooLarge, read_prompt
+from .tools import add_tool_flags, consent_of, start_host, tools_problem, wants_tools
 
 if TYPE_CHECKING:
-    from backends.agent.consent import Consent
-    from backends.agent.host import ToolResult
-    from backends.agent.loop import AgentTurn
-    from backends.attachments import Attachment, Refused
-    from telemetry.agent.steps import ToolStep
+    from ...backends.agent.consent import Consent
+    from ...backends.agent.host import ToolResult
+    from ...backends.agent.loop import AgentTurn
+    from ...backends.attachments import Attachment, Refused
+    from ...telemetry.agent.steps import ToolStep
 
 LOG_FAILED = int(Exit.NOT_SAVED)  # the turn ran, but its record could not be written to the session log
 
@@ -164,8 +164,8 @@ def summary_line(rec: TurnRecord) -> str:
         r = f", {t.reasoning} reasoning" if t.reasoning else ""
         parts.append(f"{out} tokens out{r} ({t.source})")
     if rec.attachments:
-        from telemetry.server.prompt_share import attachment_cost  # only a turn with files needs them
-        from telemetry.server.timings import server_timings
+        from ...telemetry.server.prompt_share import attachment_cost  # only a turn with files needs them
+        from ...telemetry.server.timings import server_timings
 
         n = len(rec.attachments)
         files = attachment_cost(rec.attachments, t.input, server_timings(rec.server))
@@ -192,7 +192,7 @@ def summary_line(rec: TurnRecord) -> str:
             f"server ({m.server_timing_source}): {queue}prefill {f(m.server_ttft_ms)}, rest {f(m.server_rest_ms)}"
         )
     if m.load_ms:  # a local model's load: apart from ttft's own delay, its llama.cpp import (a GPU's start) said
-        from telemetry.server.timings import load_import_ms, server_timings
+        from ...telemetry.server.timings import load_import_ms, server_timings
 
         imported = load_import_ms(rec.server)
         imp = f", llama.cpp import {f(imported)}" if imported is not None and imported >= OWN_DELAY_SHOWN_MS else ""
@@ -351,7 +351,7 @@ class _AgentAsk:
 async def _ask_agent(turn: _AgentAsk, args: AskArgs, echo: bool) -> TurnRecord:
     """A turn with tools (``--mcp``): the MCP servers started, the loop run, the servers ended; the
     record is the agent's (logged by it, also when cancelled)."""
-    from backends.agent.loop import AgentListener, AgentSettings, AgentTurn
+    from ...backends.agent.loop import AgentListener, AgentSettings, AgentTurn
 
     answer = AnswerEcho(None)
 
@@ -396,7 +396,7 @@ def _make_backend(
     if isinstance(target, ProviderError):
         raise target
     if target.local and os.environ.get("TTFT_IN_PROCESS") != "1":
-        from tui.isolated import ProcessBackend
+        from ..isolated import ProcessBackend
 
         return ProcessBackend(spec, base_url)  # a BackendStartError (a TtftError) when it cannot start
     # Without the SDK unless asked: importing it is most of a hosted ask's own delay.
@@ -417,7 +417,7 @@ def read_attachments(paths: list[str], target: Target | ProviderError) -> tuple[
 
     A spec that does not resolve is not this check's to report: the turn then fails with its own error.
     """
-    from backends.attachments import Refused, check_attachments, read_attachment
+    from ...backends.attachments import Refused, check_attachments, read_attachment
 
     files: list[Attachment] = []
     for path in paths:

@@ -8,12 +8,12 @@ import os
 import sys
 from pathlib import Path
 
-from telemetry.errors import TtftError
-from telemetry.log.sessions import resolve
-from telemetry.log.turns import tail_records
-from telemetry.log.urls import redact_url, without_masked
-from tui.commands.args import ChatArgs, chat_args
-from tui.commands.flags import (
+from ...telemetry.errors import TtftError
+from ...telemetry.log.sessions import resolve
+from ...telemetry.log.turns import tail_records
+from ...telemetry.log.urls import redact_url, without_masked
+from .args import ChatArgs, chat_args
+from .flags import (
     add_local_flags,
     add_mcp_flags,
     add_turn_flags,
@@ -21,7 +21,7 @@ from tui.commands.flags import (
     mcp_servers,
     model_spec,
 )
-from tui.commands.help import examples
+from .help import examples
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,10 +70,10 @@ def spec_from_record(rec: dict) -> str | None:
 
 
 def run(args: ChatArgs) -> int:
-    from backends.providers.registry import names_local_engine
-    from tui.chat.app import ChatApp
-    from tui.session import default_backend_factory
-    from tui.tool_servers import ToolServers
+    from ...backends.providers.registry import names_local_engine
+    from ..chat.app import ChatApp
+    from ..session import default_backend_factory
+    from ..tool_servers import ToolServers
 
     resume: Path | None = None
     spec = args.model
@@ -86,7 +86,7 @@ def run(args: ChatArgs) -> int:
     try:
         servers = mcp_servers(args.mcp.specs)
     except TtftError as exc:  # a --mcp spec that names nothing: a usage error, said in a line
-        from tui.format import visible_controls
+        from ..format import visible_controls
 
         print(visible_controls(f"ttft chat: {exc} {exc.hint or ''}".strip()), file=sys.stderr)
         return 2

@@ -8,20 +8,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from backends.base import Backend
-from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, parse_model
-from backends.compare.run import ComparePlan, make_backends, no_tools, run_compare
-from backends.providers.config import McpServerConfig
-from telemetry.errors import ErrorKind, TtftError
-from telemetry.log.surrogates import scrub
-from tui.commands.args import CompareArgs, compare_args
-from tui.commands.exits import Exit, for_error_kind, for_turns
-from tui.commands.flags import add_local_flags, add_turn_flags, local_flags_problem, mcp_servers
-from tui.commands.help import examples
-from tui.commands.output import add_output_flags, print_json, warn
-from tui.commands.prompt import PromptTooLarge, read_prompt
-from tui.commands.tools import add_tool_flags, consent_of, wants_tools
-from tui.format import visible_controls
+from ...backends.base import Backend
+from ...backends.compare.panes import LABELS, MAX_PANES, BackendFactory, parse_model
+from ...backends.compare.run import ComparePlan, make_backends, no_tools, run_compare
+from ...backends.providers.config import McpServerConfig
+from ...telemetry.errors import ErrorKind, TtftError
+from ...telemetry.log.surrogates import scrub
+from ..format import visible_controls
+from .args import CompareArgs, compare_args
+from .exits import Exit, for_error_kind, for_turns
+from .flags import add_local_flags, add_turn_flags, local_flags_problem, mcp_servers
+from .help import examples
+from .output import add_output_flags, print_json, warn
+from .prompt import PromptTooLarge, read_prompt
+from .tools import add_tool_flags, consent_of, wants_tools
 
 LOG_FAILED = int(Exit.NOT_SAVED)  # as for ttft ask: the turns ran but could not be written to the session log
 
@@ -99,7 +99,7 @@ def run(args: CompareArgs, factory: BackendFactory | None = None) -> int:
         print("ttft compare: --repeat must be at least 1", file=sys.stderr)
         return Exit.USAGE
     specs = [parse_model(m, args.base_url) for m in args.models]
-    from backends.providers.registry import names_local_engine
+    from ...backends.providers.registry import names_local_engine
 
     any_local = any(names_local_engine(s.spec) is not False for s in specs)  # unknown (None): the pane says why
     if (problem := local_flags_problem(args.local, any_local)) is not None:
@@ -126,7 +126,7 @@ def run(args: CompareArgs, factory: BackendFactory | None = None) -> int:
         return Exit.USAGE
     plan = plan_of(args, prompt, servers)
     if factory is None and not args.headless:
-        from tui.session import default_backend_factory
+        from ..session import default_backend_factory
 
         factory = functools.partial(default_backend_factory, timeout_s=plan.timeout_s)
     try:
@@ -138,15 +138,15 @@ def run(args: CompareArgs, factory: BackendFactory | None = None) -> int:
         print(visible_controls(f"ttft compare: {problem}"), file=sys.stderr)
         return Exit.USAGE
     if args.headless:
-        from tui import signals
+        from .. import signals
 
         try:
             # SIGTERM, SIGHUP: like Ctrl-C, turns kept
             return signals.run(headless(plan, backends, quiet=args.quiet, as_json=args.json))
         except KeyboardInterrupt as exc:
             return signals.exit_code(exc)
-    from tui.compare.app import CompareApp
-    from tui.tool_servers import ToolServers
+    from ..compare.app import CompareApp
+    from ..tool_servers import ToolServers
 
     app = CompareApp(
         backends,
@@ -174,7 +174,7 @@ async def headless(plan: ComparePlan, backends: list[Backend], *, quiet: bool, a
     """Run the plan (:func:`backends.compare.run.run_compare`), then print, export and choose the exit code."""
     from rich.console import Console
 
-    from tui.compare.view import summary
+    from ..compare.view import summary
 
     err = Console(stderr=True)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tui.commands.args import CompletionArgs, completion_args
-from tui.commands.help import examples
+from .args import CompletionArgs, completion_args
+from .help import examples
 
 SHELLS = ("bash", "zsh", "fish")
 PATH_POSITIONALS = frozenset({"files", "source"})  # report's inputs, export's session log

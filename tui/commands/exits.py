@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from enum import IntEnum
 
-from telemetry.errors import USAGE_KINDS, ErrorKind
+from ...telemetry.errors import USAGE_KINDS, ErrorKind
 
 
 class Exit(IntEnum):

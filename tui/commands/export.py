@@ -13,14 +13,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from telemetry.export import log_slices
-from telemetry.export.formats import STDOUT, STEP_WRITERS, WRITERS, export
-from telemetry.log.sessions import resolve
-from telemetry.log.turns import Skipped, read_records
-from tui.commands.args import ExportArgs, export_args
-from tui.commands.exits import Exit
-from tui.commands.help import examples
-from tui.commands.output import add_output_flags, print_json
+from ...telemetry.export import log_slices
+from ...telemetry.export.formats import STDOUT, STEP_WRITERS, WRITERS, export
+from ...telemetry.log.sessions import resolve
+from ...telemetry.log.turns import Skipped, read_records
+from .args import ExportArgs, export_args
+from .exits import Exit
+from .help import examples
+from .output import add_output_flags, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:

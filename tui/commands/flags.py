@@ -27,19 +27,19 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
-from telemetry.log.quote import cut
-from telemetry.values import checked
-from telemetry.values.checked import EFFORTS, SUMMARIES, THINKING_DISPLAYS, BadValue
+from ...backends.mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
+from ...telemetry.log.quote import cut
+from ...telemetry.values import checked
+from ...telemetry.values.checked import EFFORTS, SUMMARIES, THINKING_DISPLAYS, BadValue
 
 if TYPE_CHECKING:
-    from backends.providers.config import McpServerConfig
+    from ...backends.providers.config import McpServerConfig
 
 
 # --- the type= functions: a value checked as the command line is parsed ---------------------------
 def model_spec(value: str) -> str:
     """``-m PROVIDER[:MODEL]``: ``''`` and ``openai:`` would otherwise mean the default model."""
-    from backends.providers.registry import ProviderError, parse_spec  # late: `ttft --help` imports every command
+    from ...backends.providers.registry import ProviderError, parse_spec  # late: `ttft --help` imports every command
 
     try:
         parse_spec(value)
@@ -272,6 +272,6 @@ def mcp_servers(specs: Sequence[str]) -> list[McpServerConfig]:
     names nothing is ``McpSpecError`` (a usage error: its message fits a line as it is)."""
     if not specs:
         return []
-    from backends.mcp.config import resolve_specs
+    from ...backends.mcp.config import resolve_specs
 
     return resolve_specs(list(specs))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tui.commands.exits import table
+from .exits import table
 
 ENVIRONMENT = (
     ("OPENAI_API_KEY, ANTHROPIC_API_KEY", "the providers' keys (configured providers name their own)"),
@@ -31,7 +31,7 @@ def examples(*lines: str) -> str:
 
 def _config_path() -> str:
     try:
-        from backends.providers.registry import config_path  # late: only --help pays for it
+        from ...backends.providers.registry import config_path  # late: only --help pays for it
     except ImportError:  # pragma: no cover - a broken install still prints its help
         return "config.toml in the user config directory"
     return str(config_path())

@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from backends.providers.registry import ProviderError, default_spec, is_local_spec, list_models, resolve
-from tui.commands.args import ModelsArgs, models_args
-from tui.commands.exits import Exit, for_error_kind
-from tui.commands.help import examples
-from tui.commands.output import add_output_flags, note, print_json
-from tui.format import visible_controls
+from ...backends.providers.registry import ProviderError, default_spec, is_local_spec, list_models, resolve
+from ..format import visible_controls
+from .args import ModelsArgs, models_args
+from .exits import Exit, for_error_kind
+from .help import examples
+from .output import add_output_flags, note, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _local(as_json: bool) -> int:
-    from backends.local.models import installed_models
+    from ...backends.local.models import installed_models
 
     models = installed_models()
     if as_json:

@@ -7,8 +7,8 @@ import argparse
 import sys
 from typing import Any
 
-from telemetry.export.json_text import json_text
-from tui.format import visible_controls
+from ...telemetry.export.json_text import json_text
+from ..format import visible_controls
 
 
 def add_output_flags(p: argparse.ArgumentParser, json_help: str) -> None:

@@ -18,11 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from telemetry.duration import fmt_ms
-from telemetry.log import private_files
-from tui.commands.args import ProbeArgs, probe_args
-from tui.commands.exits import Exit, for_error_kind
-from tui.commands.flags import (
+from ...telemetry.duration import fmt_ms
+from ...telemetry.log import private_files
+from ..format import visible_controls
+from .args import ProbeArgs, probe_args
+from .exits import Exit, for_error_kind
+from .flags import (
     add_local_flags,
     add_turn_flags,
     local_extra,
@@ -30,9 +31,8 @@ from tui.commands.flags import (
     model_spec,
     positive_int,
 )
-from tui.commands.help import examples
-from tui.commands.output import add_output_flags, print_json
-from tui.format import visible_controls
+from .help import examples
+from .output import add_output_flags, print_json
 
 USAGE_ERROR = int(Exit.USAGE)
 
@@ -68,10 +68,10 @@ def _err(msg: str) -> None:
 
 
 def run(args: ProbeArgs) -> int:
-    from backends.probe.orchestrate import ModelLoadFailed, OutDirError, run_probe
-    from backends.probe.plan import BudgetError
-    from backends.probe.run import WarmupFailed
-    from backends.providers.registry import ProviderError, default_spec, is_local_spec
+    from ...backends.probe.orchestrate import ModelLoadFailed, OutDirError, run_probe
+    from ...backends.probe.plan import BudgetError
+    from ...backends.probe.run import WarmupFailed
+    from ...backends.providers.registry import ProviderError, default_spec, is_local_spec
 
     spec = args.model or default_spec()
     try:
@@ -108,8 +108,8 @@ def run(args: ProbeArgs) -> int:
 def plan_of(args: ProbeArgs, spec: str) -> Any:
     """The flags as a ProbePlan (ProviderError when ``-m`` or ``--base-url`` does not resolve); the
     engine's options as the turns' settings give them: the load before the schedule is the turns' own."""
-    from backends.probe.orchestrate import ProbePlan
-    from backends.providers.registry import resolve
+    from ...backends.probe.orchestrate import ProbePlan
+    from ...backends.providers.registry import resolve
 
     return ProbePlan(
         target=resolve(spec, base_url=args.base_url),
@@ -154,8 +154,8 @@ def _done_progress() -> None:
 
 
 def _report(args: ProbeArgs, result: Any) -> int:
-    from telemetry.probe.fit import curvature_note, levers
-    from tui.report.figures import probe_chart
+    from ...telemetry.probe.fit import curvature_note, levers
+    from ..report.figures import probe_chart
 
     fit = result.fit
     chart = probe_chart(fit, f"TTFT by input tokens · {result.provider}:{result.model}")

@@ -13,8 +13,8 @@ import stat
 import sys
 from collections.abc import Sequence
 
-from telemetry.errors import TtftError
-from telemetry.log.surrogates import scrub
+from ...telemetry.errors import TtftError
+from ...telemetry.log.surrogates import scrub
 
 STDIN_LIMIT_BYTES = 4 << 20  # 4 MiB: about a million tokens of English, past any model's context
 

@@ -6,14 +6,14 @@ import argparse
 import sys
 from dataclasses import asdict
 
-from telemetry.duration import fmt_ms
-from telemetry.log.sessions import list_sessions
-from telemetry.log.turns import Skipped, sessions_dir
-from tui.commands.args import SessionsArgs, sessions_args
-from tui.commands.exits import Exit
-from tui.commands.help import examples
-from tui.commands.output import add_output_flags, print_json
-from tui.format import visible_controls
+from ...telemetry.duration import fmt_ms
+from ...telemetry.log.sessions import list_sessions
+from ...telemetry.log.turns import Skipped, sessions_dir
+from ..format import visible_controls
+from .args import SessionsArgs, sessions_args
+from .exits import Exit
+from .help import examples
+from .output import add_output_flags, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from backends.agent.consent import Consent
-from backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolHost
-from backends.agent.loop import DEFAULT_MAX_STEPS, NO_TOOLS
-from tui.commands.flags import McpFlags, add_mcp_flags, positive_int
+from ...backends.agent.consent import Consent
+from ...backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolHost
+from ...backends.agent.loop import DEFAULT_MAX_STEPS, NO_TOOLS
+from .flags import McpFlags, add_mcp_flags, positive_int
 
 
 def add_tool_flags(p: argparse.ArgumentParser) -> None:
@@ -61,7 +61,7 @@ def tools_problem(tools: ToolFlags, local: bool) -> str | None:
         return None
     if local:
         return NO_TOOLS
-    from backends.mcp.config import McpSpecError, resolve_specs
+    from ...backends.mcp.config import McpSpecError, resolve_specs
 
     try:
         resolve_specs(list(tools.mcp.specs))  # a spec that names nothing is the command line's problem
@@ -78,8 +78,8 @@ def consent_of(allow_all: bool, allowed: Sequence[str]) -> Consent:
 async def start_host(mcp: McpFlags, on_notice: Any) -> ToolHost:
     """The MCP servers of ``--mcp``, started (a bad spec raises ``McpSpecError``, a usage error; a server
     that fails to start is a notice, and the turn goes on with the others' tools)."""
-    from backends.mcp.config import resolve_specs
-    from backends.mcp.host import start_host as start  # the MCP SDK's import, paid only by a turn with --mcp
+    from ...backends.mcp.config import resolve_specs
+    from ...backends.mcp.host import start_host as start  # the MCP SDK's import, paid only by a turn with --mcp
 
     return await start(
         resolve_specs(list(mcp.specs)),

@@ -16,17 +16,17 @@ from textual.driver import Driver
 from textual.filter import LineFilter
 from textual.screen import Screen
 
-from backends.base import Backend
-from backends.compare.runner import CompareRunner, PromptResult
-from telemetry.compare.stats import Comparison
-from tui import hangup, signals
-from tui.compare.output import ChatHandoff
-from tui.compare.pane import PaneView
-from tui.compare.screen import CompareScreen
-from tui.crash import KeepsRunning
-from tui.palette import screen_commands
-from tui.runner import LoopThread
-from tui.terminal import with_drop_controls
+from ...backends.base import Backend
+from ...backends.compare.runner import CompareRunner, PromptResult
+from ...telemetry.compare.stats import Comparison
+from .. import hangup, signals
+from ..crash import KeepsRunning
+from ..palette import screen_commands
+from ..runner import LoopThread
+from ..terminal import with_drop_controls
+from .output import ChatHandoff
+from .pane import PaneView
+from .screen import CompareScreen
 
 __all__ = ["ChatHandoff", "CompareApp", "CompareScreen", "PaneView"]
 

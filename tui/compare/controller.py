@@ -18,19 +18,19 @@ from typing import Any, Protocol
 
 from textual.css.query import NoMatches
 
-from backends.agent.consent import Answer, Consent
-from backends.agent.host import ToolHost, ToolResult
-from backends.agent.loop import AgentTurn
-from backends.base import Backend, ToolCall, ToolSpec
-from backends.compare.runner import CompareRunner, PaneTools, PromptResult
-from backends.turn import warm_up
-from telemetry.agent.steps import ToolStep, tool_step
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
-from tui.compare.pane import PaneView
-from tui.format import visible_controls
-from tui.runner import LoopThread
-from tui.screens.approve import Approval, ApproveScreen, Reply
+from ...backends.agent.consent import Answer, Consent
+from ...backends.agent.host import ToolHost, ToolResult
+from ...backends.agent.loop import AgentTurn
+from ...backends.base import Backend, ToolCall, ToolSpec
+from ...backends.compare.runner import CompareRunner, PaneTools, PromptResult
+from ...backends.turn import warm_up
+from ...telemetry.agent.steps import ToolStep, tool_step
+from ...telemetry.record import TurnRecord
+from ...telemetry.recorder import TurnRecorder
+from ..format import visible_controls
+from ..runner import LoopThread
+from ..screens.approve import Approval, ApproveScreen, Reply
+from .pane import PaneView
 
 
 class PaneHost(Protocol):

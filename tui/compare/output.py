@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.base import Message
-from backends.compare.runner import ComparePane, PromptResult
-from telemetry.compare.stats import Comparison, write_comparison
-from telemetry.record import TurnRecord
-from tui.compare.pane import PaneView
+from ...backends.base import Message
+from ...backends.compare.runner import ComparePane, PromptResult
+from ...telemetry.compare.stats import Comparison, write_comparison
+from ...telemetry.record import TurnRecord
+from .pane import PaneView
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,15 @@ from textual.containers import Vertical
 from textual.markup import escape as escape_markup
 from textual.widgets import Static
 
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
-from telemetry.view.render import RenderLag
-from telemetry.view.timeline import Timeline, live_timeline, turn_timeline
-from tui.compare.view import pane_done_text, pane_live_text
-from tui.format import kept_after_cancel, short_spec_str
-from tui.widgets.error_card import ErrorCard
-from tui.widgets.tool_steps import ToolRun
-from tui.widgets.transcript import AssistantMessage, NoteMessage, Transcript, UserMessage
+from ...telemetry.record import TurnRecord
+from ...telemetry.recorder import TurnRecorder
+from ...telemetry.view.render import RenderLag
+from ...telemetry.view.timeline import Timeline, live_timeline, turn_timeline
+from ..format import kept_after_cancel, short_spec_str
+from ..widgets.error_card import ErrorCard
+from ..widgets.tool_steps import ToolRun
+from ..widgets.transcript import AssistantMessage, NoteMessage, Transcript, UserMessage
+from .view import pane_done_text, pane_live_text
 
 
 class PaneView(Vertical):

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from backends.base import Backend, Message
-from backends.compare.panes import LABELS, BackendFactory, next_label, parse_model
-from backends.compare.runner import ComparePane, CompareRunner
-from telemetry.settings import TurnSettings
-from tui.compare.controller import PaneController
-from tui.compare.pane import PaneView
-from tui.compare.view import pane_color
+from ...backends.base import Backend, Message
+from ...backends.compare.panes import LABELS, BackendFactory, next_label, parse_model
+from ...backends.compare.runner import ComparePane, CompareRunner
+from ...telemetry.settings import TurnSettings
+from .controller import PaneController
+from .pane import PaneView
+from .view import pane_color
 
 Spec = tuple[str, str | None]  # the model spec and its base URL
 

@@ -28,27 +28,27 @@ from textual.containers import Container, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from backends.agent.consent import Consent
-from backends.agent.loop import DEFAULT_MAX_STEPS, NO_TOOLS, supports_tools
-from backends.base import Backend, Message
-from backends.compare.panes import LABELS, MAX_PANES, BackendFactory, build_panes, pane_order
-from backends.compare.runner import CompareMode, CompareRunner, PromptResult, new_comparison_id
-from telemetry import events as ev
-from telemetry.compare.stats import Comparison, compare
-from telemetry.log.prompt_history import PromptHistory
-from telemetry.log.turns import SessionLog, data_dir
-from telemetry.settings import TurnSettings
-from tui.compare.commands import DEFAULT_TRIALS, palette, run_command
-from tui.compare.controller import PaneController
-from tui.compare.output import ChatHandoff, export
-from tui.compare.pane import PaneView
-from tui.compare.roster import PaneRoster
-from tui.compare.view import header_text, summary
-from tui.format import fmt_settings, visible_controls
-from tui.runner import LoopThread, collect_between_turns, full_collections_between_turns
-from tui.tool_servers import ToolServers
-from tui.widgets.prompt_box import PromptBox
-from tui.widgets.timeline import TimelineView
+from ...backends.agent.consent import Consent
+from ...backends.agent.loop import DEFAULT_MAX_STEPS, NO_TOOLS, supports_tools
+from ...backends.base import Backend, Message
+from ...backends.compare.panes import LABELS, MAX_PANES, BackendFactory, build_panes, pane_order
+from ...backends.compare.runner import CompareMode, CompareRunner, PromptResult, new_comparison_id
+from ...telemetry import events as ev
+from ...telemetry.compare.stats import Comparison, compare
+from ...telemetry.log.prompt_history import PromptHistory
+from ...telemetry.log.turns import SessionLog, data_dir
+from ...telemetry.settings import TurnSettings
+from ..format import fmt_settings, visible_controls
+from ..runner import LoopThread, collect_between_turns, full_collections_between_turns
+from ..tool_servers import ToolServers
+from ..widgets.prompt_box import PromptBox
+from ..widgets.timeline import TimelineView
+from .commands import DEFAULT_TRIALS, palette, run_command
+from .controller import PaneController
+from .output import ChatHandoff, export
+from .pane import PaneView
+from .roster import PaneRoster
+from .view import header_text, summary
 
 TOOLS_START_GRACE_S = 5.0  # past the servers' own start timeout, a prompt goes without waiting for them
 FIGURES_FPS = 10  # status lines and the race view: the figures change slower than the text
@@ -124,7 +124,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         self.initial_prompt = initial_prompt
         self.out_dir = out_dir
         if factory is None:  # each backend in its own process, as in the chat
-            from tui.session import default_backend_factory
+            from ..session import default_backend_factory
 
             factory = default_backend_factory
         order = pane_order(len(backends), blind=blind, seed=seed)  # blind: names hidden *and* order shuffled
@@ -206,7 +206,7 @@ class CompareScreen(Screen["ChatHandoff | None"]):
         await self.panes.close()
 
     def action_tools(self) -> None:
-        from tui.screens.tools import ToolsScreen
+        from ..screens.tools import ToolsScreen
 
         self.app.push_screen(ToolsScreen(self.tools.views))
 

@@ -12,12 +12,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from telemetry.compare.stats import RESAMPLES, Comparison, fmt_amount
-from telemetry.cost import fmt_usd
-from telemetry.duration import fmt_ms
-from telemetry.record import TurnRecord
-from telemetry.recorder import Snapshot
-from tui.format import PHASE_COLOR, short_spec_str, visible_controls
+from ...telemetry.compare.stats import RESAMPLES, Comparison, fmt_amount
+from ...telemetry.cost import fmt_usd
+from ...telemetry.duration import fmt_ms
+from ...telemetry.record import TurnRecord
+from ...telemetry.recorder import Snapshot
+from ..format import PHASE_COLOR, short_spec_str, visible_controls
 
 WIN = "★"
 NAME_W = 32  # the summary's model column

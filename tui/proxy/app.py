@@ -34,20 +34,20 @@ from textual.driver import Driver
 from textual.filter import LineFilter
 from textual.widgets import DataTable, Footer, Static
 
-from backends.proxy.plan import ProxyPlan
-from backends.proxy.run import Listeners, ProxyRun, ProxyRunner, Started
-from backends.proxy.server import ProxiedCall
-from telemetry.log import private_files
-from telemetry.log.json_line import encode_line
-from telemetry.log.secrets import masked_record
-from telemetry.proxy.sessions import ProxySession, rebuild
-from telemetry.view.timeline import turn_timeline
-from tui import hangup, signals
-from tui.crash import KeepsRunning
-from tui.proxy.cells import CLIENT_WIDTH, client_of, cut, model_of, row_cells, shown
-from tui.runner import LoopThread
-from tui.terminal import with_drop_controls
-from tui.widgets.telemetry_pane import TelemetryPane
+from ...backends.proxy.plan import ProxyPlan
+from ...backends.proxy.run import Listeners, ProxyRun, ProxyRunner, Started
+from ...backends.proxy.server import ProxiedCall
+from ...telemetry.log import private_files
+from ...telemetry.log.json_line import encode_line
+from ...telemetry.log.secrets import masked_record
+from ...telemetry.proxy.sessions import ProxySession, rebuild
+from ...telemetry.view.timeline import turn_timeline
+from .. import hangup, signals
+from ..crash import KeepsRunning
+from ..runner import LoopThread
+from ..terminal import with_drop_controls
+from ..widgets.telemetry_pane import TelemetryPane
+from .cells import CLIENT_WIDTH, client_of, cut, model_of, row_cells, shown
 
 TICK_S = 0.1  # the table takes the calls that ended at most 10 times a second: a burst is one repaint
 SESSIONS_EVERY_S = 1.0  # the sessions are rebuilt from every call so far: at most this often

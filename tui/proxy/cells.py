@@ -8,13 +8,13 @@ product, token characters only (``backends.proxy.routing.client_name``).
 
 from __future__ import annotations
 
-from backends.proxy.server import ProxiedCall
-from telemetry.cost import fmt_usd
-from telemetry.duration import DASH, fmt_ms
-from telemetry.log.secrets import mask
-from telemetry.proxy.summary import cache_share
-from telemetry.record import TurnRecord
-from tui.format import fmt_num, visible_controls
+from ...backends.proxy.server import ProxiedCall
+from ...telemetry.cost import fmt_usd
+from ...telemetry.duration import DASH, fmt_ms
+from ...telemetry.log.secrets import mask
+from ...telemetry.proxy.summary import cache_share
+from ...telemetry.record import TurnRecord
+from ..format import fmt_num, visible_controls
 
 CLIENT_WIDTH, MODEL_WIDTH = 22, 26
 

@@ -16,8 +16,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, Literal
 
-from telemetry.log import private_files
-from tui.format import visible_controls
+from ...telemetry.log import private_files
+from ..format import visible_controls
 
 PHASE_COLORS = {"waiting": "#9aa0a6", "reasoning": "#a142f4", "streaming": "#1a73e8"}
 PALETTE = ("#1a73e8", "#e8710a", "#188038", "#d93025", "#a142f4", "#12b5cb")

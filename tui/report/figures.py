@@ -7,16 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from telemetry.bench.capacity import Objective
-from telemetry.bench.requests import level_label
-from telemetry.probe.result import ProbeFit, ProbePoint
-from telemetry.record import TurnRecord
-from telemetry.server.gauges import LevelGauges, read_level
-from telemetry.server.histograms import read_latency
-from telemetry.typed_read import RecordError, build
-from telemetry.view.timeline import phase_spans
-from tui.format import short_spec, turn_label
-from tui.report.charts import BAR_NAME_W, Bar, Chart, Series
+from ...telemetry.bench.capacity import Objective
+from ...telemetry.bench.requests import level_label
+from ...telemetry.probe.result import ProbeFit, ProbePoint
+from ...telemetry.record import TurnRecord
+from ...telemetry.server.gauges import LevelGauges, read_level
+from ...telemetry.server.histograms import read_latency
+from ...telemetry.typed_read import RecordError, build
+from ...telemetry.view.timeline import phase_spans
+from ..format import short_spec, turn_label
+from .charts import BAR_NAME_W, Bar, Chart, Series
 
 
 def _label(lv: dict[str, Any]) -> str:

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from telemetry.log.urls import redact_url
-from tui.format import visible_controls
+from ...telemetry.log.urls import redact_url
+from ..format import visible_controls
 
 if TYPE_CHECKING:
-    from tui.commands.report.inputs import Loaded
-    from tui.report import charts
+    from ..commands.report.inputs import Loaded
+    from . import charts
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from backends.base import MAX_TOOL_ARGUMENT_BYTES
-from telemetry import json_guard
-from telemetry.json_guard import JsonRefused
-from telemetry.log.surrogates import scrub
-from tui.format import visible_controls
+from ...backends.base import MAX_TOOL_ARGUMENT_BYTES
+from ...telemetry import json_guard
+from ...telemetry.json_guard import JsonRefused
+from ...telemetry.log.surrogates import scrub
+from ..format import visible_controls
 
 Reply = Literal["once", "always", "deny", "stop"]
 ALLOWING: frozenset[str] = frozenset({"once", "always"})

@@ -18,8 +18,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from telemetry.log.prompt_history import PromptHistory
-from tui.format import visible_controls
+from ...telemetry.log.prompt_history import PromptHistory
+from ..format import visible_controls
 
 SHOWN = 50  # matches listed
 LINE_W = 200  # a match's first line, cut to this many characters (the list cuts it to its width)

@@ -12,10 +12,10 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
-from telemetry.duration import fmt_ms
-from telemetry.log.sessions import SessionInfo, list_sessions
-from telemetry.log.turns import Skipped, sessions_dir
-from tui.format import short_model, short_spec_str, visible_controls
+from ...telemetry.duration import fmt_ms
+from ...telemetry.log.sessions import SessionInfo, list_sessions
+from ...telemetry.log.turns import Skipped, sessions_dir
+from ..format import short_model, short_spec_str, visible_controls
 
 MODELS_W = 50  # the models column
 MODEL_W = 24  # each model in it

@@ -14,8 +14,8 @@ from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, OptionList, Select, Static, Switch
 
-from telemetry.settings import PROMPT_LOOKUP, TurnSettings
-from tui.format import visible_controls
+from ...telemetry.settings import PROMPT_LOOKUP, TurnSettings
+from ..format import visible_controls
 
 EFFORT_OPTIONS = [("default", ""), ("minimal", "minimal"), ("low", "low"), ("medium", "medium"), ("high", "high")]
 DISPLAY_OPTIONS = [("default", ""), ("summarized", "summarized"), ("omitted", "omitted")]
@@ -29,7 +29,7 @@ Result = tuple[str, str | None, TurnSettings]
 def known_model_specs() -> list[str]:
     """Built-in providers with their default models, and the providers configured in config.toml."""
     try:
-        from backends.providers import registry as providers
+        from ...backends.providers import registry as providers
     except ImportError:
         return ["local"]
     specs = [f"{p}:{providers.DEFAULT_MODELS[p]}" if p in providers.DEFAULT_MODELS else p for p in providers.BUILTIN]
@@ -45,7 +45,7 @@ def known_model_specs() -> list[str]:
 
 def server_models(spec: str, base_url: str | None) -> list[str]:
     """The models a server lists at /v1/models, as specs for the same provider."""
-    from backends.providers.registry import list_models, resolve
+    from ...backends.providers.registry import list_models, resolve
 
     target = resolve(spec, base_url=base_url)
     return [f"{target.provider}:{m}" for m in list_models(target)]

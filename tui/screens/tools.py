@@ -19,8 +19,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from backends.mcp.views import ServerView, timings
-from tui.format import visible_controls
+from ...backends.mcp.views import ServerView, timings
+from ..format import visible_controls
 
 REFRESH_S = 0.5  # while a server is starting, its line changes as it gets ready
 DESCRIPTION_CHARS = 160

@@ -14,8 +14,8 @@ from textual.events import Click
 from textual.message import Message
 from textual.widgets import Static
 
-from backends.attachments import fmt_size
-from tui.format import short_model, visible_controls
+from ...backends.attachments import fmt_size
+from ..format import short_model, visible_controls
 
 NAME_W = 40
 

@@ -9,10 +9,10 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from telemetry.cost import fmt_usd
-from telemetry.duration import DASH, fmt_ms
-from telemetry.record import TurnRecord
-from tui.format import fmt_num, turn_label, visible_controls
+from ...telemetry.cost import fmt_usd
+from ...telemetry.duration import DASH, fmt_ms
+from ...telemetry.record import TurnRecord
+from ..format import fmt_num, turn_label, visible_controls
 
 PROMPT_W = 26
 

@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.widgets import Label, Markdown
 from textual.widgets._markdown import MarkdownBlock, MarkdownFence
 
-from tui.format import visible_controls
+from ..format import visible_controls
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from telemetry.errors import ErrorKind
-from telemetry.log.secrets import mask
-from telemetry.record import ErrorInfo, TurnRecord
-from tui.format import visible_controls
+from ...telemetry.errors import ErrorKind
+from ...telemetry.log.secrets import mask
+from ...telemetry.record import ErrorInfo, TurnRecord
+from ..format import visible_controls
 
 GENERIC_HINTS = {
     401: "Check the API key (environment variable or config).",

@@ -12,9 +12,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tui.format import short_spec
-from tui.target import TargetView, key_text, where_text
-from tui.terminal import visible_text
+from ..format import short_spec
+from ..target import TargetView, key_text, where_text
+from ..terminal import visible_text
 
 COMPAT_EXAMPLE = "ttft -m compat:MODEL --base-url http://127.0.0.1:8080/v1"
 # (row, label): a row without a value for the target is hidden; a label shows on a block's first row
@@ -34,7 +34,7 @@ ROWS = (
 def _hosted_example() -> tuple[str, str]:
     """A hosted spec to copy, and the variable its key comes from (from the providers' own defaults)."""
     try:
-        from backends.providers.registry import DEFAULT_MODELS, KEY_ENV
+        from ...backends.providers.registry import DEFAULT_MODELS, KEY_ENV
     except ImportError:
         return "openai:MODEL", "OPENAI_API_KEY"
     return f"openai:{DEFAULT_MODELS.get('openai', 'MODEL')}", KEY_ENV.get("openai", "OPENAI_API_KEY")

@@ -10,11 +10,11 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from telemetry.cost import fmt_usd
-from telemetry.diagnosis import diagnose_session
-from telemetry.duration import DASH, fmt_ms
-from telemetry.record import TurnRecord
-from tui.format import short_model, turn_label, visible_controls
+from ...telemetry.cost import fmt_usd
+from ...telemetry.diagnosis import diagnose_session
+from ...telemetry.duration import DASH, fmt_ms
+from ...telemetry.record import TurnRecord
+from ..format import short_model, turn_label, visible_controls
 
 STATUS_STYLE = {"ok": "green", "error": "bold red", "cancelled": "yellow"}
 # "tok": output tokens ("~" when estimated); short, so the 64-column pane keeps room for the model

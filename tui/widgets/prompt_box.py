@@ -33,8 +33,8 @@ from textual.message import Message
 from textual.widgets import TextArea
 from textual.widgets.text_area import EditResult, Location
 
-from telemetry.log.prompt_history import PromptHistory
-from tui.widgets.pastes import Folds, kept_folded, normalize, should_fold
+from ...telemetry.log.prompt_history import PromptHistory
+from .pastes import Folds, kept_folded, normalize, should_fold
 
 NEWLINE_KEYS = "ctrl+j,alt+enter,shift+enter"
 NEWLINES = frozenset(NEWLINE_KEYS.split(","))

@@ -39,8 +39,8 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Markdown
 
-from tui.format import visible_controls
-from tui.widgets.code_blocks import CodeMarkdown
+from ..format import visible_controls
+from .code_blocks import CodeMarkdown
 
 RESERVE_PAINTS = 4  # room for this many more paints at the current pace ...
 RESERVE_MAX_LINES = 40  # ... but never more blank lines than this, nor than half the view, under the text

@@ -15,24 +15,24 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
-from backends.attachments import fmt_size
-from telemetry.agent.steps import step_count
-from telemetry.cost import fmt_usd
-from telemetry.duration import DASH, fmt_ms
-from telemetry.log.secrets import mask
-from telemetry.metrics import OWN_DELAY_SHOWN_MS, TurnMetrics
-from telemetry.record import TurnRecord
-from telemetry.recorder import Snapshot
-from telemetry.server.gauges import turn_gauges
-from telemetry.server.prompt_share import attachment_cost
-from telemetry.server.timings import ServerTimings, load_import_ms, server_timings
-from telemetry.view.timeline import Timeline
-from telemetry.wire import LIVE_LABEL, LLAMA_SERVER, PROBE, HttpInfo, WaitSplit
-from tui.format import PHASE_COLOR, fmt_num, short_model, short_spec, turn_label
-from tui.terminal import visible_text
-from tui.widgets.branches import BranchView
-from tui.widgets.history import HistoryPanel
-from tui.widgets.timeline import TimelineView
+from ...backends.attachments import fmt_size
+from ...telemetry.agent.steps import step_count
+from ...telemetry.cost import fmt_usd
+from ...telemetry.duration import DASH, fmt_ms
+from ...telemetry.log.secrets import mask
+from ...telemetry.metrics import OWN_DELAY_SHOWN_MS, TurnMetrics
+from ...telemetry.record import TurnRecord
+from ...telemetry.recorder import Snapshot
+from ...telemetry.server.gauges import turn_gauges
+from ...telemetry.server.prompt_share import attachment_cost
+from ...telemetry.server.timings import ServerTimings, load_import_ms, server_timings
+from ...telemetry.view.timeline import Timeline
+from ...telemetry.wire import LIVE_LABEL, LLAMA_SERVER, PROBE, HttpInfo, WaitSplit
+from ..format import PHASE_COLOR, fmt_num, short_model, short_spec, turn_label
+from ..terminal import visible_text
+from .branches import BranchView
+from .history import HistoryPanel
+from .timeline import TimelineView
 
 LABEL_W = 15
 HEADER_MODEL_W = 40  # the turn header's provider · model: one line of the 64-column pane

@@ -12,8 +12,8 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.widget import Widget
 
-from telemetry.duration import fmt_ms
-from telemetry.view.timeline import Timeline
+from ...telemetry.duration import fmt_ms
+from ...telemetry.view.timeline import Timeline
 
 PHASE_STYLE = {
     "client": ("━", "cyan"),  # ttft's own delay: the user's submit -> the send

@@ -15,9 +15,9 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
-from backends.attachments import fmt_size
-from telemetry.duration import fmt_ms
-from tui.format import visible_controls
+from ...backends.attachments import fmt_size
+from ...telemetry.duration import fmt_ms
+from ..format import visible_controls
 
 RESULT_LINES = 8  # a result's first lines shown; the rest folded
 RESULT_CHARS = 1_500  # and at most this many characters of them

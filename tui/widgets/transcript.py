@@ -26,20 +26,20 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Collapsible, Static
 
-from telemetry import json_guard
-from telemetry.duration import fmt_ms
-from telemetry.json_guard import JsonRefused
-from telemetry.log.secrets import mask
-from telemetry.record import TurnRecord
-from telemetry.recorder import Snapshot, TurnRecorder
-from telemetry.view.render import RenderLag
-from tui.format import kept_after_cancel, visible_controls
-from tui.target import TargetView
-from tui.widgets.code_blocks import CodeMarkdown
-from tui.widgets.error_card import ErrorCard
-from tui.widgets.greeting import Greeting
-from tui.widgets.stream import StreamingMarkdown
-from tui.widgets.tool_steps import ToolRun, logged_results
+from ...telemetry import json_guard
+from ...telemetry.duration import fmt_ms
+from ...telemetry.json_guard import JsonRefused
+from ...telemetry.log.secrets import mask
+from ...telemetry.record import TurnRecord
+from ...telemetry.recorder import Snapshot, TurnRecorder
+from ...telemetry.view.render import RenderLag
+from ..format import kept_after_cancel, visible_controls
+from ..target import TargetView
+from .code_blocks import CodeMarkdown
+from .error_card import ErrorCard
+from .greeting import Greeting
+from .stream import StreamingMarkdown
+from .tool_steps import ToolRun, logged_results
 
 KEEP_FULL_TURNS = 2  # the last turns stay full widgets; older ones are drawn as one widget each
 CODE_THEME = "monokai"

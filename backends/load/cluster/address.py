@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from telemetry.log.quote import quoted
+from ....telemetry.log.quote import quoted
 
 LOCAL_PREFIX = "local:"
 MAX_LOCAL_NODES = 16  # a throwaway cluster shares this machine's cores: more nodes only measure the sharing

@@ -30,11 +30,11 @@ from typing import Any
 import psutil
 import ray
 
-from backends.load import event_loop
-from backends.load.driver import LoadConfig, run_level
-from backends.load.outcome import Finished, Progress
-from backends.load.runner import BackendSpec, build_backend, warmup_workload
-from telemetry.bench.requests import Mode
+from ....telemetry.bench.requests import Mode
+from .. import event_loop
+from ..driver import LoadConfig, run_level
+from ..outcome import Finished, Progress
+from ..runner import BackendSpec, build_backend, warmup_workload
 
 # How often a driver hands its finished records on while a level runs: each batch is work on the driver's
 # process (converting, pickling, Ray's reply) while streams are being stamped; twice a second keeps the
@@ -109,7 +109,7 @@ class Driver:
         self._backend = asyncio.run_coroutine_threadsafe(self._build(pool), self._loop).result()
 
     async def _build(self, pool: int) -> Any:
-        from backends.otel.push import install
+        from ...otel.push import install
 
         install(eager=True)  # the turns reach a live OTel push too, when the node's environment sets one
         return build_backend(self._spec, pool)  # in the loop: the HTTP clients bind to it
@@ -207,7 +207,7 @@ class Driver:
             error = f"{type(exc).__name__}: {exc}"
         rest = [self._to_dict(f, job) for f in pending]
         self._publish(job.key, rest, last=True, client=client, error=error, cancelled=cancelled)
-        from backends.otel.push import installed
+        from ...otel.push import installed
 
         if (push := installed()) is not None:
             push.flush()

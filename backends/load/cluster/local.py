@@ -32,7 +32,7 @@ from pathlib import Path
 
 import psutil
 
-from telemetry.errors import ErrorKind, TtftError
+from ....telemetry.errors import ErrorKind, TtftError
 
 START_TIMEOUT_S = 180.0  # seconds per node: `ray start` takes 5-30 s on 2 busy cores
 STOP_GRACE_S = 5.0
@@ -141,7 +141,7 @@ class LocalCluster:
         self._temp = Path(tempfile.mkdtemp(prefix="ttft-ray-", dir="/tmp"))  # short: Ray's socket paths sit in it
         self.port = free_port()
         self._reaper = subprocess.Popen(
-            [sys.executable, "-m", "backends.load.cluster.local", "--reap", str(os.getpid()), str(self._temp)],
+            [sys.executable, "-m", __name__, "--reap", str(os.getpid()), str(self._temp)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -35,19 +35,19 @@ from ray.exceptions import ActorDiedError, ActorUnavailableError, RayError
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from backends.base import Backend
-from backends.load.cluster.address import ClusterAddress, loopback_elsewhere, unreachable
-from backends.load.cluster.driver import Barrier, Batch, Driver, Job, ttft_version
-from backends.load.cluster.local import LocalCluster
-from backends.load.driver import LoadConfig
-from backends.load.outcome import LevelCancelled, LevelResult, Progress
-from backends.load.runner import BackendSpec, merge_clients, parts, pool_size, warmup_workload
-from telemetry.bench.cluster import Node, Share, cluster_block, level_figures
-from telemetry.bench.merge import worst_client
-from telemetry.bench.requests import Mode, level_label
-from telemetry.bench.slo import SLO
-from telemetry.errors import ErrorKind, TtftError
-from telemetry.log.urls import redact_url
+from ....telemetry.bench.cluster import Node, Share, cluster_block, level_figures
+from ....telemetry.bench.merge import worst_client
+from ....telemetry.bench.requests import Mode, level_label
+from ....telemetry.bench.slo import SLO
+from ....telemetry.errors import ErrorKind, TtftError
+from ....telemetry.log.urls import redact_url
+from ...base import Backend
+from ..driver import LoadConfig
+from ..outcome import LevelCancelled, LevelResult, Progress
+from ..runner import BackendSpec, merge_clients, parts, pool_size, warmup_workload
+from .address import ClusterAddress, loopback_elsewhere, unreachable
+from .driver import Barrier, Batch, Driver, Job, ttft_version
+from .local import LocalCluster
 
 T = TypeVar("T")
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from backends.providers.fields import field as read_field
-from telemetry import json_guard
-from telemetry.errors import ErrorKind, TtftError
-from telemetry.json_guard import JsonRefused
-from telemetry.log.secrets import mask
+from ....telemetry import json_guard
+from ....telemetry.errors import ErrorKind, TtftError
+from ....telemetry.json_guard import JsonRefused
+from ....telemetry.log.secrets import mask
+from ..fields import field as read_field
 
 
 class ErrorAnswer(TtftError):

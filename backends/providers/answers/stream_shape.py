@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from backends.providers.answers.error_body import wire_text
-from telemetry import events as ev
-from telemetry.errors import ErrorKind, TtftError
+from ....telemetry import events as ev
+from ....telemetry.errors import ErrorKind, TtftError
+from .error_body import wire_text
 
 Translate = Callable[[Any, Any, int, Any], Iterable[ev.Event]]
 

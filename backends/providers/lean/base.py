@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from backends.providers.answers.stream_shape import MalformedStream, check_content_type
-from backends.providers.hosted import HostedBackend
-from backends.providers.lean.retry import OPENAI, RetryPolicy
-from backends.providers.lean.sdk_errors import APIConnectionError, APIStatusError, APITimeoutError, status_error
-from backends.providers.lean.sse import LeanChunks, loads
-from backends.transport.http import Probe, needs_ca_bundle
+from ...transport.http import Probe, needs_ca_bundle
+from ..answers.stream_shape import MalformedStream, check_content_type
+from ..hosted import HostedBackend
+from .retry import OPENAI, RetryPolicy
+from .sdk_errors import APIConnectionError, APIStatusError, APITimeoutError, status_error
+from .sse import LeanChunks, loads
 
 if TYPE_CHECKING:
-    from backends.transport.load_client import LoadClient
+    from ...transport.load_client import LoadClient
 
 JSON_HEADERS = {"Accept": "application/json", "Content-Type": "application/json", "User-Agent": "ttft"}
 
@@ -64,13 +64,13 @@ class LeanHosted(HostedBackend):
         through the asyncio Protocol + httptools transport (:mod:`backends.transport.protocol`), rather
         than httpx2: the load driver's clients, the cheaper per chunk under many streams. The same
         stamps, events and errors."""
-        from backends.transport.http import CONNECT_TIMEOUT_S
+        from ...transport.http import CONNECT_TIMEOUT_S
 
         client_class: type[LoadClient]
         if transport == "proto":
-            from backends.transport.protocol import ProtoClient as client_class
+            from ...transport.protocol import ProtoClient as client_class
         else:
-            from backends.transport.aiohttp_client import AiohttpClient as client_class
+            from ...transport.aiohttp_client import AiohttpClient as client_class
 
         self._aio = client_class(
             timeout_s=self.timeout_s,

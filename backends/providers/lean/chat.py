@@ -26,20 +26,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from backends.base import ChatRequest
-from backends.providers.chat_wire import (
+from ....telemetry import events as ev
+from ...base import ChatRequest
+from ...think import ThinkSplitter
+from ...transport.http import Probe
+from ..chat_wire import (
     OLLAMA_KEYS,
     STREAM_OPTIONS_NOT_SENT,
     STREAM_OPTIONS_NOTICE,
     STREAM_OPTIONS_REJECTED,
     ChatWire,
 )
-from backends.providers.hosted import TurnState
-from backends.providers.lean.base import LeanHosted, join_url
-from backends.providers.lean.sdk_errors import BadRequestError
-from backends.think import ThinkSplitter
-from backends.transport.http import Probe
-from telemetry import events as ev
+from ..hosted import TurnState
+from .base import LeanHosted, join_url
+from .sdk_errors import BadRequestError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 

@@ -23,15 +23,15 @@ from typing import Any
 
 import httpx2
 
-from backends.base import ChatRequest
-from backends.providers.hosted import TurnState
-from backends.providers.lean.base import LeanHosted, join_url
-from backends.providers.lean.retry import ANTHROPIC
-from backends.providers.lean.sdk_errors import APIStatusError, anthropic_status_error
-from backends.providers.lean.sse import LeanMessageEvents
-from backends.providers.messages_wire import MessagesWire
-from backends.transport.http import Probe
-from telemetry import events as ev
+from ....telemetry import events as ev
+from ...base import ChatRequest
+from ...transport.http import Probe
+from ..hosted import TurnState
+from ..messages_wire import MessagesWire
+from .base import LeanHosted, join_url
+from .retry import ANTHROPIC
+from .sdk_errors import APIStatusError, anthropic_status_error
+from .sse import LeanMessageEvents
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 # What anthropic 2.15 sends (anthropic._constants.ANTHROPIC_API_VERSION); a test checks it against the SDK.

@@ -20,13 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from backends.base import ChatRequest
-from backends.providers.hosted import TurnState
-from backends.providers.lean.base import LeanHosted, join_url
-from backends.providers.lean.chat import openai_base, openai_headers
-from backends.providers.responses_wire import ResponsesWire
-from backends.transport.http import Probe
-from telemetry import events as ev
+from ....telemetry import events as ev
+from ...base import ChatRequest
+from ...transport.http import Probe
+from ..hosted import TurnState
+from ..responses_wire import ResponsesWire
+from .base import LeanHosted, join_url
+from .chat import openai_base, openai_headers
 
 
 def responses_url(base_url: str | None) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import httpx2
 
-from backends.transport.http import parse_retry_after
+from ...transport.http import parse_retry_after
 
 INITIAL_RETRY_DELAY_S = 0.5
 MAX_RETRY_DELAY_S = 8.0

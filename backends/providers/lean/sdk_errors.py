@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import httpx2
 
-from backends.providers.answers.error_body import ERROR_BODY_MAX
-from telemetry import json_guard
+from ....telemetry import json_guard
+from ..answers.error_body import ERROR_BODY_MAX
 
 
 class OpenAIError(Exception):

@@ -22,8 +22,8 @@ from typing import Any
 import httpx2
 import orjson
 
-from backends.providers.lean.sdk_errors import APIConnectionError, APIError, APITimeoutError, anthropic_stream_error
-from telemetry import json_guard
+from ....telemetry import json_guard
+from .sdk_errors import APIConnectionError, APIError, APITimeoutError, anthropic_stream_error
 
 # Digits to "0", anything else to " ": a run of 19 digits is then one find, in C.
 _DIGIT_RUNS = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))

@@ -26,10 +26,10 @@ def default_transport() -> str:
 def _stream_url(spec: str, base_url: str | None) -> str | None:
     """The address a lean reader streams ``spec`` from; None for a spec with no lean reader (the local
     engine) or one that does not resolve (whoever builds the backend says what is wrong with it)."""
-    from backends.providers.lean.chat import chat_url
-    from backends.providers.lean.messages import messages_url
-    from backends.providers.lean.responses import responses_url
-    from backends.providers.registry import ProviderError, resolve
+    from ..registry import ProviderError, resolve
+    from .chat import chat_url
+    from .messages import messages_url
+    from .responses import responses_url
 
     try:
         resolved = resolve(spec, base_url=base_url)
@@ -44,7 +44,7 @@ def _stream_url(spec: str, base_url: str | None) -> str | None:
 def through_proxy(spec: str, base_url: str | None) -> bool:
     """Whether a stream on ``spec`` (any hosted API: each has a lean reader) would go through a proxy set
     in the environment."""
-    from backends.transport.http import proxied
+    from ...transport.http import proxied
 
     url = _stream_url(spec, base_url)
     return url is not None and proxied(url)
@@ -53,7 +53,7 @@ def through_proxy(spec: str, base_url: str | None) -> bool:
 def chat_transport(spec: str, base_url: str | None, lean: bool) -> str:
     """The client of one chat's stream: ``"proto"`` for a lean reader reached without a proxy when httptools
     is installed, else ``"httpx2"`` (the SDKs take no other client; ``"none"`` for the local engine)."""
-    from backends.transport.http import proxied
+    from ...transport.http import proxied
 
     url = _stream_url(spec, base_url)
     if url is None:

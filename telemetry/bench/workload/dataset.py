@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from telemetry import json_guard
-from telemetry.bench.workload.lengths import MAX_TOKENS
-from telemetry.errors import TtftError
-from telemetry.json_guard import JsonRefused
-from telemetry.tokens import tokens_for_chars
+from ... import json_guard
+from ...errors import TtftError
+from ...json_guard import JsonRefused
+from ...tokens import tokens_for_chars
+from .lengths import MAX_TOKENS
 
 MAX_TEXT_CHARS = 4_000_000  # one turn's text; a longer one is cut (and counted)
 MAX_CONVERSATIONS = 1_000_000  # read no further: a bench sends far fewer

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from telemetry.bench.requests import BenchTurn
-from telemetry.metrics import percentiles
-from telemetry.record import TurnRecord
-from telemetry.server.timings import server_timings
+from ...metrics import percentiles
+from ...record import TurnRecord
+from ...server.timings import server_timings
+from ..requests import BenchTurn
 
 CACHE_HIT_SHARE = 0.25  # a request served this share of its prompt from cache or more hit it
 ON_TIME_MS = 5.0  # a scheduled send this late or less is on time

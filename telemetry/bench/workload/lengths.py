@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from telemetry.errors import TtftError
+from ...errors import TtftError
 
 Kind = Literal["fixed", "normal", "uniform"]
 MAX_TOKENS = 10_000_000  # a length past this is a typo, not a workload (no model's context is longer)

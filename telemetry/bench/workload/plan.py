@@ -19,10 +19,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from telemetry.bench.workload.dataset import DatasetTurn
-from telemetry.bench.workload.lengths import Lengths
-from telemetry.bench.workload.trace import TraceRequest
-from telemetry.tokens import tokens_for_chars
+from ...tokens import tokens_for_chars
+from .dataset import DatasetTurn
+from .lengths import Lengths
+from .trace import TraceRequest
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,12 +30,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from telemetry import json_guard
-from telemetry.bench.workload.lengths import MAX_TOKENS
-from telemetry.errors import TtftError
-from telemetry.json_guard import JsonRefused
-from telemetry.log.turns import Skipped, read_records
-from telemetry.tokens import tokens_for_chars
+from ... import json_guard
+from ...errors import TtftError
+from ...json_guard import JsonRefused
+from ...log.turns import Skipped, read_records
+from ...tokens import tokens_for_chars
+from .lengths import MAX_TOKENS
 
 BLOCK_TOKENS = 512  # Mooncake's block: one hash id per 512 prompt tokens
 MAX_LINES = 1_000_000  # requests read from one trace; past this the rest are left out, and said so

@@ -9,13 +9,13 @@ import json
 from collections.abc import Callable
 
 import pytest
+from ttft.backends.agent.consent import Consent
+from ttft.backends.agent.host import ToolResult, cap
+from ttft.backends.agent.loop import AgentListener, AgentSettings, AgentTurn, supports_tools
+from ttft.backends.base import build_request
+from ttft.backends.providers.registry import create_backend
+from ttft.telemetry.record import TurnRecord
 
-from backends.agent.consent import Consent
-from backends.agent.host import ToolResult, cap
-from backends.agent.loop import AgentListener, AgentSettings, AgentTurn, supports_tools
-from backends.base import build_request
-from backends.providers.registry import create_backend
-from telemetry.record import TurnRecord
 from tests.fakes.agent_server import AgentServer, Call, Step
 from tests.support.tool_host import FakeHost, FakeTool
 

@@ -7,8 +7,7 @@ import math
 import time
 
 import pytest
-
-from backends.agent.stub import LOOKUP, STUB_ANSWER, StubHost, latency_problem
+from ttft.backends.agent.stub import LOOKUP, STUB_ANSWER, StubHost, latency_problem
 
 
 def test_lookup_answers_the_fixed_text_after_the_latency_to_calls_at_once() -> None:

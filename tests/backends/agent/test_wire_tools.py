@@ -8,12 +8,12 @@ import json
 from typing import Any
 
 import pytest
+from ttft.backends.agent.consent import Consent
+from ttft.backends.agent.loop import AgentTurn
+from ttft.backends.base import build_request
+from ttft.backends.providers.registry import create_backend
+from ttft.telemetry.record import TurnRecord
 
-from backends.agent.consent import Consent
-from backends.agent.loop import AgentTurn
-from backends.base import build_request
-from backends.providers.registry import create_backend
-from telemetry.record import TurnRecord
 from tests.fakes.agent_server import AgentServer, Call, Step
 from tests.support.tool_host import FakeHost, FakeTool
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from ttft.backends.compare.panes import LABELS, MAX_PANES, build_panes, next_label, pane_order, parse_model
+from ttft.telemetry.settings import TurnSettings
 
-from backends.compare.panes import LABELS, MAX_PANES, build_panes, next_label, pane_order, parse_model
-from telemetry.settings import TurnSettings
 from tests.support.compare_fakes import ScheduledBackend
 
 
@@ -31,7 +31,7 @@ def test_panes_get_labels_in_order_or_shuffled_when_blind() -> None:
 
 
 def test_each_pane_gets_its_own_copy_of_the_history() -> None:
-    from backends.base import Message
+    from ttft.backends.base import Message
 
     history = [Message("user", "hi"), Message("assistant", "hello")]
     a, b = build_panes(backends(2), [0, 1], settings=TurnSettings(), history=history)

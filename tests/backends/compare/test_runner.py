@@ -9,12 +9,12 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from ttft.backends.base import ChatRequest
+from ttft.backends.compare.runner import ComparePane, CompareRunner
+from ttft.telemetry import events as ev
+from ttft.telemetry.compare.stats import compare
+from ttft.telemetry.log.turns import SessionLog
 
-from backends.base import ChatRequest
-from backends.compare.runner import ComparePane, CompareRunner
-from telemetry import events as ev
-from telemetry.compare.stats import compare
-from telemetry.log.turns import SessionLog
 from tests.support.compare_fakes import ScheduledBackend
 
 
@@ -220,7 +220,7 @@ async def test_cancel_while_the_front_end_gets_ready_sends_nothing() -> None:
 
 
 async def test_a_front_end_that_never_answers_delays_by_the_timeout_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("backends.compare.runner.READY_TIMEOUT_S", 0.05)
+    monkeypatch.setattr("ttft.backends.compare.runner.READY_TIMEOUT_S", 0.05)
     ps = [ComparePane(ScheduledBackend("m", ttft_s=0.01, gap_s=0.001, tokens=3))]
 
     async def never() -> None:

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from ttft.backends.agent.consent import Consent
+from ttft.backends.compare.runner import ComparePane, CompareRunner, PaneTools
+from ttft.backends.providers.registry import create_backend
+from ttft.telemetry.log.turns import SessionLog
 
-from backends.agent.consent import Consent
-from backends.compare.runner import ComparePane, CompareRunner, PaneTools
-from backends.providers.registry import create_backend
-from telemetry.log.turns import SessionLog
 from tests.fakes.agent_server import AgentServer, Call, Step
 from tests.support.compare_fakes import ScheduledBackend
 from tests.support.tool_host import FakeHost, FakeTool

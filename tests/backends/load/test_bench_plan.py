@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from ttft.backends.load.bench import BenchAbort, run_bench
+from ttft.backends.load.plan import BenchPlan, Level, Rate, Speedup, Users
 
-from backends.load.bench import BenchAbort, run_bench
-from backends.load.plan import BenchPlan, Level, Rate, Speedup, Users
 from tests.fakes.batching_server import BatchingServer
 
 

@@ -5,8 +5,14 @@ from __future__ import annotations
 import socket
 
 import pytest
-
-from backends.load.cluster.address import ClusterAddress, endpoint, is_loopback, loopback_elsewhere, parse, unreachable
+from ttft.backends.load.cluster.address import (
+    ClusterAddress,
+    endpoint,
+    is_loopback,
+    loopback_elsewhere,
+    parse,
+    unreachable,
+)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from backends.load.cluster.driver import Batch, Driver
+from ttft.backends.load.cluster.driver import Batch, Driver
 
 
 def bare_driver(held: list[Batch]) -> Driver:

@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 import psutil
-
-from backends.load.cluster.local import reap
+from ttft.backends.load.cluster.local import reap
 
 
 def _gone_pid() -> int:

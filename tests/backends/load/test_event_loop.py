@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from ttft.backends.load import event_loop
 
-from backends.load import event_loop
 from tests.backends.providers.test_lean_equivalence import LEAN_EXTRA, SCHEDULES, _both, _error_words, _same
 from tests.fakes.batching_server import BatchingServer
 
@@ -20,7 +20,7 @@ def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _bench(out: Path, *extra: str) -> dict[str, object]:
-    from tui.cli import main
+    from ttft.tui.cli import main
 
     with BatchingServer(slots=4, token_ms=10, alpha=0, prefill_ms=10) as srv:
         rc = main(
@@ -51,7 +51,7 @@ def test_bench_falls_back_to_asyncio(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_the_lag_monitor_is_finer_than_uvloops_millisecond_clock() -> None:
     pytest.importorskip("uvloop")
-    from backends.load.watch import ClientWatch
+    from ttft.backends.load.watch import ClientWatch
 
     async def watch() -> list[float]:
         w = ClientWatch()

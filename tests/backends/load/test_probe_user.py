@@ -9,11 +9,11 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from ttft.backends.load.driver import LoadConfig, run_level
+from ttft.backends.load.outcome import LevelCancelled
+from ttft.backends.load.runner import BackendSpec, build_backend
+from ttft.backends.providers.lean.transport import default_transport
 
-from backends.load.driver import LoadConfig, run_level
-from backends.load.outcome import LevelCancelled
-from backends.load.runner import BackendSpec, build_backend
-from backends.providers.lean.transport import default_transport
 from tests.fakes.batching_server import BatchingServer
 
 

@@ -9,13 +9,13 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from ttft.backends.load.driver import LoadConfig
+from ttft.backends.load.runner import LoadRunner
+from ttft.backends.load.scrape import LevelScraper, scraped
+from ttft.backends.providers.registry import create_backend
+from ttft.backends.transport.prometheus import MetricsEndpoint, MetricsUnavailable, metrics_url
+from ttft.telemetry.server.gauges import level_summary
 
-from backends.load.driver import LoadConfig
-from backends.load.runner import LoadRunner
-from backends.load.scrape import LevelScraper, scraped
-from backends.providers.registry import create_backend
-from backends.transport.prometheus import MetricsEndpoint, MetricsUnavailable, metrics_url
-from telemetry.server.gauges import level_summary
 from tests.fakes.gauged_server import GaugedServer
 
 
@@ -91,7 +91,7 @@ def test_an_endpoint_without_gauges_is_a_reason(plain: type[_Plain], status: int
 
 
 def test_a_closed_port_is_a_reason_with_no_credentials_in_it() -> None:
-    from backends.local.llama_server import free_port
+    from ttft.backends.local.llama_server import free_port
 
     e = MetricsEndpoint(f"http://user:SECRET@127.0.0.1:{free_port()}/metrics", timeout_s=2)
     with pytest.raises(MetricsUnavailable, match="could not be reached") as info:
@@ -153,7 +153,7 @@ async def test_each_level_is_scraped_beside_it_and_the_warm_up_is_not() -> None:
 
 
 async def test_a_level_cut_short_leaves_the_scraper_ready_for_the_next() -> None:
-    from backends.load.outcome import LevelCancelled
+    from ttft.backends.load.outcome import LevelCancelled
 
     with GaugedServer(slots=1, token_ms=30, prefill_ms=5, default_tokens=20) as srv:
         e = MetricsEndpoint(srv.url + "/metrics")

@@ -6,11 +6,11 @@ import asyncio
 from collections.abc import Callable
 
 import pytest
+from ttft.backends.load.driver import LoadConfig, run_level
+from ttft.backends.load.spread import PassSpreader
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.recorder import TurnRecorder
 
-from backends.load.driver import LoadConfig, run_level
-from backends.load.spread import PassSpreader
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
 from tests.support.compare_fakes import ScheduledBackend
 from tests.support.turns import recorder, stream
 

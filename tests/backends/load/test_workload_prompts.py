@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from backends.load.prompts import TEMPLATE_TOKENS, prefix_text, trace_prompt
-from telemetry.bench.workload.trace import BLOCK_TOKENS
+from ttft.backends.load.prompts import TEMPLATE_TOKENS, prefix_text, trace_prompt
+from ttft.telemetry.bench.workload.trace import BLOCK_TOKENS
 
 
 def test_a_prefix_is_the_same_text_for_its_requests_and_another_for_another_prefix_or_level() -> None:

@@ -7,12 +7,11 @@ import struct
 from pathlib import Path
 
 import pytest
-
-from backends.local import llama_server as ls
-from backends.local.amx import EXTRA_BUFTS_ENV, cpu_has_amx, extra_bufts_choice
-from backends.local.gguf import GGUFError, read_metadata
-from backends.local.models import DEFAULT_MODEL, SHIPPED, installed_models, shipped_model, template_source
-from tui.cli import main
+from ttft.backends.local import llama_server as ls
+from ttft.backends.local.amx import EXTRA_BUFTS_ENV, cpu_has_amx, extra_bufts_choice
+from ttft.backends.local.gguf import GGUFError, read_metadata
+from ttft.backends.local.models import DEFAULT_MODEL, SHIPPED, installed_models, shipped_model, template_source
+from ttft.tui.cli import main
 
 AMX_CPU = "processor : 0\nflags : fpu sse avx2 avx512f amx_bf16 amx_tile amx_int8\n"
 PLAIN_CPU = "processor : 0\nflags : fpu sse avx2 avx512f\n"

@@ -21,15 +21,16 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'ttft[local]')")
 
-from backends.base import ChatRequest, Message
-from backends.local import engine as local
-from backends.local import llama_adapter, speculative
-from backends.local.amx import cpu_has_amx
-from backends.local.engine import create
-from backends.local.models import DEFAULT_MODEL, shipped_model
-from backends.turn import new_recorder, run_turn
-from telemetry import events as ev
-from telemetry.settings import TurnSettings
+from ttft.backends.base import ChatRequest, Message
+from ttft.backends.local import engine as local
+from ttft.backends.local import llama_adapter, speculative
+from ttft.backends.local.amx import cpu_has_amx
+from ttft.backends.local.engine import create
+from ttft.backends.local.models import DEFAULT_MODEL, shipped_model
+from ttft.backends.turn import new_recorder, run_turn
+from ttft.telemetry import events as ev
+from ttft.telemetry.settings import TurnSettings
+
 from tests.support.paths import ROOT
 
 pytestmark = [
@@ -247,7 +248,7 @@ async def test_follow_up_turn_reuses_the_cached_prompt_prefix(backend) -> None:
 
 
 async def test_run_turn_records_server_timings_and_provenance(backend, tmp_path: Path) -> None:
-    from telemetry.log.turns import SessionLog, read_records
+    from ttft.telemetry.log.turns import SessionLog, read_records
 
     request = req("Count to three.", n=10)
     rec = new_recorder(backend, request, session_id="t-local", turn_index=1)
@@ -297,7 +298,7 @@ ORDERS = """def summarize(orders, tax_rate):
 
 
 async def test_speculative_turn_reports_its_drafting_while_it_streams(backend) -> None:
-    from telemetry.speculative import draft_stats
+    from ttft.telemetry.speculative import draft_stats
 
     in_worker(backend, clear_cache)
     prompt = "Rename the variable result to totals in this Python function and show the whole function:\n\n" + ORDERS
@@ -460,7 +461,7 @@ def test_a_prompt_longer_than_the_context_names_its_size_and_a_new_chat(tmp_path
     # negative output limit, and its hint is a sentence of its own that names a key the chat has.
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TTFT_DATA_DIR": str(tmp_path), "TTFT_CONFIG_DIR": str(tmp_path)}
     p = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "ask", "-m", "local", "word " * 5000],
+        [sys.executable, "-m", "ttft.tui.cli", "ask", "-m", "local", "word " * 5000],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
     )  # fmt: skip
     assert p.returncode == 1, p.stderr

@@ -6,8 +6,8 @@ import asyncio
 import threading
 import time
 
-from backends.local.handoff import Handoff
-from telemetry import events as ev
+from ttft.backends.local.handoff import Handoff
+from ttft.telemetry import events as ev
 
 
 async def _drain(h: Handoff, n: int) -> tuple[list[ev.Event], int]:

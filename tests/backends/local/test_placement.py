@@ -17,13 +17,14 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'ttft[local]')")
 
-from backends.base import ChatRequest, Message
-from backends.local import llama_adapter
-from backends.local.engine import create, flash_attn_choice
-from backends.local.models import DEFAULT_MODEL, LocalModelError
-from telemetry import events as ev
-from telemetry.errors import ErrorKind
-from telemetry.settings import TurnSettings
+from ttft.backends.base import ChatRequest, Message
+from ttft.backends.local import llama_adapter
+from ttft.backends.local.engine import create, flash_attn_choice
+from ttft.backends.local.models import DEFAULT_MODEL, LocalModelError
+from ttft.telemetry import events as ev
+from ttft.telemetry.errors import ErrorKind
+from ttft.telemetry.settings import TurnSettings
+
 from tests.support.paths import ROOT
 
 pytestmark = [
@@ -103,7 +104,7 @@ async def test_a_bad_engine_setting_fails_the_turn_with_a_clear_error() -> None:
 
 
 def test_config_local_gives_the_engines_defaults_and_a_flag_wins(tmp_path: Path) -> None:
-    from backends.providers.registry import create_backend
+    from ttft.backends.providers.registry import create_backend
 
     conf = tmp_path / "config"
     conf.mkdir()
@@ -115,7 +116,10 @@ def test_config_local_gives_the_engines_defaults_and_a_flag_wins(tmp_path: Path)
 
 
 def test_finding_llama_cpp_does_not_import_it() -> None:
-    code = "import sys; from backends.local import llama_adapter as a; print(a.available(), 'llama_cpp' in sys.modules)"
+    code = (
+        "import sys; from ttft.backends.local import llama_adapter as a; "
+        "print(a.available(), 'llama_cpp' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert out.stdout.split() == ["True", "False"], out.stderr
     assert llama_adapter.available()
@@ -157,7 +161,7 @@ def test_ask_counts_the_llama_cpp_import_in_the_load_not_in_ttfts_own_delay(tmp_
         "TTFT_CONFIG_DIR": str(tmp_path / "config"),
     }
     p = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "ask", "-m", "local", "--threads", "2", "--gpu-layers", "0",
+        [sys.executable, "-m", "ttft.tui.cli", "ask", "-m", "local", "--threads", "2", "--gpu-layers", "0",
          "--max-output-tokens", "4", "--json", "Hi"],
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
     )  # fmt: skip
@@ -175,7 +179,7 @@ def test_ask_counts_the_llama_cpp_import_in_the_load_not_in_ttfts_own_delay(tmp_
 
 def test_bench_on_the_local_engine_runs_the_threads_asked(tmp_path: Path) -> None:
     """``bench --threads`` was llama-server's only; on ``-m local`` every request's record says it ran them."""
-    from tui.cli import main
+    from ttft.tui.cli import main
 
     out = tmp_path / "run"
     rc = main(

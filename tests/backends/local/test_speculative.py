@@ -7,19 +7,19 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from ttft.backends.local.models import LocalModelError
+from ttft.backends.local.speculative import SPEC_MIN_MATCH, SPEC_NUM_PRED, PromptLookup, SpecSettings
+from ttft.telemetry import events as ev
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.recorder import TurnRecorder
+from ttft.telemetry.settings import TurnSettings
+from ttft.telemetry.speculative import draft_stats, speculative_summary
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.widgets.telemetry_pane import live_text, record_text
 
-from backends.local.models import LocalModelError
-from backends.local.speculative import SPEC_MIN_MATCH, SPEC_NUM_PRED, PromptLookup, SpecSettings
-from telemetry import events as ev
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
-from telemetry.settings import TurnSettings
-from telemetry.speculative import draft_stats, speculative_summary
 from tests.fakes import FakeServer, Schedule, fake_server_fixture  # noqa: F401
 from tests.support.backend_util import backend_for, make_request
 from tests.support.tui_support import MS, T0, ScriptedBackend, factory_for, script, wait_until
-from tui.chat.app import ChatApp
-from tui.widgets.telemetry_pane import live_text, record_text
 
 
 @pytest.fixture(autouse=True)
@@ -154,7 +154,7 @@ def test_recorder_keeps_the_latest_progress_live_and_the_record_carries_the_summ
 
 # --- llama-server over the wire: the real openai SDK against the loopback fake ------------------------
 async def test_llama_server_drafting_reaches_the_record_and_the_live_snapshot(fake_server: FakeServer) -> None:
-    from backends.turn import new_recorder, run_turn
+    from ttft.backends.turn import new_recorder, run_turn
 
     fake_server.schedule = Schedule(
         visible_tokens=40, token_ms=3, timings="llama", timings_per_chunk=True, draft=(24, 18)

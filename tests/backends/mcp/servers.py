@@ -10,7 +10,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from backends.providers.config import McpServerConfig
+from ttft.backends.providers.config import McpServerConfig
+
 from tests.support.paths import ROOT
 
 FAKE = ROOT / "tests" / "fakes" / "mcp_server.py"

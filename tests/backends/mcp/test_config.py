@@ -7,10 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from backends.mcp.config import McpSpecError, parse_spec, resolve_specs, shown
-from backends.providers.config import McpServerConfig, ProviderError, check_config, configured_mcp_servers
-from telemetry.errors import ErrorKind
+from ttft.backends.mcp.config import McpSpecError, parse_spec, resolve_specs, shown
+from ttft.backends.providers.config import McpServerConfig, ProviderError, check_config, configured_mcp_servers
+from ttft.telemetry.errors import ErrorKind
 
 
 @pytest.fixture(autouse=True)

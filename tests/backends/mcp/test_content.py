@@ -6,9 +6,8 @@ from __future__ import annotations
 import base64
 
 import mcp_types as types
-
-from backends.agent.host import ToolResult, cap
-from backends.mcp.content import result_text, to_result
+from ttft.backends.agent.host import ToolResult, cap
+from ttft.backends.mcp.content import result_text, to_result
 
 
 def test_text_is_joined_and_other_content_described() -> None:

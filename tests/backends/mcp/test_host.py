@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
+from ttft.backends.agent.host import ToolHost
+from ttft.backends.mcp.host import start_host
+from ttft.backends.providers.config import McpServerConfig
 
-from backends.agent.host import ToolHost
-from backends.mcp.host import start_host
-from backends.providers.config import McpServerConfig
 from tests.backends.mcp.servers import http_server, stdio
 
 START_S = 60.0  # generous: a loaded 2-core machine imports the SDK slowly

@@ -14,10 +14,10 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
+from ttft.backends.mcp import host as host_module
+from ttft.backends.mcp.host import MAX_DESCRIPTION, McpHost, start_host
+from ttft.backends.providers.config import McpServerConfig, ProviderError, check_config
 
-from backends.mcp import host as host_module
-from backends.mcp.host import MAX_DESCRIPTION, McpHost, start_host
-from backends.providers.config import McpServerConfig, ProviderError, check_config
 from tests.backends.mcp.servers import http_server, stdio
 
 START_S = 60.0  # generous: a loaded 2-core machine imports the SDK slowly

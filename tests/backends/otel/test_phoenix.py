@@ -88,7 +88,7 @@ def test_a_turn_shows_in_phoenix_with_one_variable(phoenix: str, tmp_path: Path)
     }
     with FakeServer(Schedule(first_token_ms=40, token_ms=5, visible_tokens=8)) as srv:
         p = subprocess.run(
-            [sys.executable, "-m", "tui.cli", "ask", "--json", "-m", "compat:fake-model", "--base-url",
+            [sys.executable, "-m", "ttft.tui.cli", "ask", "--json", "-m", "compat:fake-model", "--base-url",
              srv.openai_base_url, "hi"],
             env=env, capture_output=True, text=True, cwd=ROOT, timeout=120,
         )  # fmt: skip

@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.backends.finish import finish_turn
+from ttft.backends.otel import push as otel
+from ttft.backends.turn import new_recorder, run_turn
+from ttft.telemetry.export import genai, genai_values
+from ttft.telemetry.record import chunk_times_ms
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.cli import main
 
-from backends.finish import finish_turn
-from backends.otel import push as otel
-from backends.turn import new_recorder, run_turn
-from telemetry.export import genai, genai_values
-from telemetry.record import chunk_times_ms
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.agent_server import AgentServer, Call, Step
 from tests.fakes.batching_server import BatchingServer
@@ -31,8 +33,6 @@ from tests.support.compare_fakes import ScheduledBackend
 from tests.support.paths import ROOT
 from tests.support.tool_host import FakeHost, FakeTool, stand_in_mcp
 from tests.support.tui_support import wait_until
-from tui.chat.app import ChatApp
-from tui.cli import main
 
 MS = 1_000_000
 ENDPOINT_VARS = (
@@ -134,7 +134,7 @@ def assert_histograms_are_the_records(rx: OtlpReceiver, recs: list[dict[str, Any
 
 def _ttft(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
+        [sys.executable, "-m", "ttft.tui.cli", *args], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT
     )
 
 
@@ -309,10 +309,10 @@ def test_ask_against_a_dead_collector_keeps_the_log_and_says_so_once(srv: FakeSe
 
 def test_nothing_set_nothing_imported(srv: FakeServer) -> None:
     code = (
-        "import sys; from tui.cli import main; "
+        "import sys; from ttft.tui.cli import main; "
         f"rc = main(['ask', '-m', 'compat:fake-model', '--base-url', '{srv.openai_base_url}', 'hi']); "
         "print('SDK' if any(m.startswith('opentelemetry.sdk') for m in sys.modules) else 'none', "
-        "'push' if 'backends.otel.push' in sys.modules else 'none', file=sys.stderr)"
+        "'push' if 'ttft.backends.otel.push' in sys.modules else 'none', file=sys.stderr)"
     )
     p = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 0, p.stderr

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ttft.backends.providers.anthropic_messages import AnthropicMessagesBackend
+from ttft.backends.providers.lean.messages import LeanMessagesBackend
+from ttft.telemetry.cost import PriceRef, price_turn
+from ttft.telemetry.metrics import TokenCounts
 
-from backends.providers.anthropic_messages import AnthropicMessagesBackend
-from backends.providers.lean.messages import LeanMessagesBackend
-from telemetry.cost import PriceRef, price_turn
-from telemetry.metrics import TokenCounts
 from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import one_turn
 
@@ -49,8 +49,8 @@ async def test_cache_writes_are_counted_and_priced(lean: bool, stream: bool) -> 
 
 
 def test_the_config_takes_a_cache_write_price_and_checks_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from backends.providers.config import configured_price
-    from backends.providers.registry import ProviderError
+    from ttft.backends.providers.config import configured_price
+    from ttft.backends.providers.registry import ProviderError
 
     monkeypatch.setenv("TTFT_CONFIG_DIR", str(tmp_path))
     cfg = tmp_path / "config.toml"

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import httpx2
 import pytest
-
-from backends.providers import registry
-from backends.providers.checks import url_problem, value_problem
-from backends.providers.errors import ErrorContext, describe_exception
-from backends.providers.registry import ProviderError, create_backend, list_models
-from telemetry.errors import ErrorKind
-from telemetry.log.secrets import Secrets
+from ttft.backends.providers import registry
+from ttft.backends.providers.checks import url_problem, value_problem
+from ttft.backends.providers.errors import ErrorContext, describe_exception
+from ttft.backends.providers.registry import ProviderError, create_backend, list_models
+from ttft.telemetry.errors import ErrorKind
+from ttft.telemetry.log.secrets import Secrets
 
 SECRET = "sk-Zz9SECRETpart"
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.backends.base import Backend
+from ttft.backends.providers.lean.chat import LeanChatBackend
 
-from backends.base import Backend
-from backends.providers.lean.chat import LeanChatBackend
 from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import backend_for, make_request, one_turn
 from tests.support.paths import ROOT
@@ -100,7 +100,7 @@ def _ask(srv: FakeServer, tmp_path: Path, *args: str) -> tuple[subprocess.Comple
     }
     for k in ("OPENAI_API_KEY", "TTFT_MODEL"):
         env.pop(k, None)
-    cmd = [sys.executable, "-m", "tui.cli", "ask", "-m", "compat:fake-model", "--base-url", srv.openai_base_url]
+    cmd = [sys.executable, "-m", "ttft.tui.cli", "ask", "-m", "compat:fake-model", "--base-url", srv.openai_base_url]
     t0 = time.monotonic()
     p = subprocess.run([*cmd, *args, "hi"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
     return p, time.monotonic() - t0
@@ -148,8 +148,8 @@ async def test_a_clock_never_cancels_the_consumer_between_events(srv: FakeServer
 
 
 def test_chat_takes_a_deadline_for_its_turns() -> None:
-    from tui.cli import build_parser
-    from tui.commands.args import chat_args
+    from ttft.tui.cli import build_parser
+    from ttft.tui.commands.args import chat_args
 
     assert chat_args(build_parser().parse_args(["chat", "--deadline", "2.5"])).settings.deadline_s == 2.5
     assert chat_args(build_parser().parse_args(["chat"])).settings.deadline_s is None

@@ -9,10 +9,10 @@ non-streamed on Responses and the lean reader), and the server's message was los
 from __future__ import annotations
 
 import pytest
+from ttft.backends.providers.answers.error_body import error_answer
+from ttft.backends.providers.lean.chat import LeanChatBackend
+from ttft.backends.transport.http import BODY_HEAD_MAX, Probe
 
-from backends.providers.answers.error_body import error_answer
-from backends.providers.lean.chat import LeanChatBackend
-from backends.transport.http import BODY_HEAD_MAX, Probe
 from tests.fakes import FakeServer, Schedule, fake_server_fixture  # noqa: F401
 from tests.support.backend_util import backend_for, one_turn
 

@@ -6,10 +6,10 @@ import asyncio
 import socket
 
 import pytest
+from ttft.backends.base import ChatRequest, Message
+from ttft.backends.turn import new_recorder, run_turn
+from ttft.telemetry.settings import TurnSettings
 
-from backends.base import ChatRequest, Message
-from backends.turn import new_recorder, run_turn
-from telemetry.settings import TurnSettings
 from tests.fakes import FakeServer, Schedule, fake_server_fixture  # noqa: F401
 from tests.support.backend_util import backend_for, one_turn
 
@@ -198,8 +198,8 @@ async def test_key_is_scrubbed_from_errors(fake_server: FakeServer) -> None:
 def test_a_long_message_masks_a_key_that_straddles_its_cut() -> None:
     """A server's message is cut at MESSAGE_MAX characters; a known key crossing that point is masked
     first, so none of its characters is kept (cut first, its head would no longer match the key)."""
-    from backends.providers.answers.error_body import MESSAGE_MAX, kept
-    from telemetry.log.secrets import remember
+    from ttft.backends.providers.answers.error_body import MESSAGE_MAX, kept
+    from ttft.telemetry.log.secrets import remember
 
     key = "sk-straddle-" + "k" * 40
     remember(key)

@@ -7,15 +7,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from ttft.backends.base import ChatRequest, Message
+from ttft.backends.providers.gauged import GaugedBackend
+from ttft.backends.providers.registry import create_backend
+from ttft.backends.turn import new_recorder, run_turn
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.server.gauges import GAUGES_SOURCE, turn_gauges
+from ttft.telemetry.server.timings import server_timings
+from ttft.telemetry.settings import TurnSettings
 
-from backends.base import ChatRequest, Message
-from backends.providers.gauged import GaugedBackend
-from backends.providers.registry import create_backend
-from backends.turn import new_recorder, run_turn
-from telemetry.record import TurnRecord
-from telemetry.server.gauges import GAUGES_SOURCE, turn_gauges
-from telemetry.server.timings import server_timings
-from telemetry.settings import TurnSettings
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.gauged_server import GaugedServer
 from tests.support.turns import reads_back

@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from ttft.backends.providers.answers.error_body import MESSAGE_MAX
+from ttft.backends.providers.lean.chat import LeanChatBackend
+from ttft.telemetry.json_guard import MAX_DEPTH
 
-from backends.providers.answers.error_body import MESSAGE_MAX
-from backends.providers.lean.chat import LeanChatBackend
-from telemetry.json_guard import MAX_DEPTH
 from tests.fakes import FakeServer, Schedule, fake_server_fixture  # noqa: F401
 from tests.support.backend_util import backend_for, one_turn
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.backends.load.runner import BackendSpec, build_backend
 
-from backends.load.runner import BackendSpec, build_backend
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.batching_server import BatchingServer
 from tests.support.backend_util import backend_for, one_turn
@@ -111,7 +111,7 @@ async def test_chat_keeps_the_sdk_path_by_default() -> None:
 
 @pytest.mark.parametrize("flag", ["--raw-stream", "--lean", "--sdk", "--aiohttp", None])
 def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, flag: str | None) -> None:
-    from tui.cli import main
+    from ttft.tui.cli import main
 
     out = tmp_path / "run"
     with BatchingServer(slots=8, token_ms=20, alpha=0, prefill_ms=20) as srv:
@@ -137,7 +137,7 @@ def test_bench_cli_raw_stream_matches_the_truth(tmp_path: Path, flag: str | None
 def test_think_splitter_fast_path_matches_the_general_path() -> None:
     import random
 
-    from backends.think import ThinkSplitter
+    from ttft.backends.think import ThinkSplitter
 
     pieces = ["a", "b c", "<", "<t", "<think>", "</think>", "</th", "ink>", "x<y", "  "]
     for seed in range(2000):
@@ -160,7 +160,7 @@ CLIENTS = ("httpx2", "aiohttp", "proto")
 
 
 def lean_for(srv: Any, client: str = "httpx2", **kw: Any) -> Any:
-    from backends.providers.lean.chat import LeanChatBackend
+    from ttft.backends.providers.lean.chat import LeanChatBackend
 
     b = LeanChatBackend("fake-model", provider="compat", base_url=srv.openai_base_url, compat=True, **kw)
     if client != "httpx2":
@@ -254,9 +254,9 @@ def _stalled(d: dict[str, Any]) -> bool:
 
 
 def test_only_an_opt_in_gets_the_lean_path() -> None:
-    from backends.providers.lean.chat import LeanChatBackend
-    from backends.providers.openai_chat import OpenAIChatBackend
-    from backends.providers.registry import create_backend
+    from ttft.backends.providers.lean.chat import LeanChatBackend
+    from ttft.backends.providers.openai_chat import OpenAIChatBackend
+    from ttft.backends.providers.registry import create_backend
 
     url = "http://127.0.0.1:9/v1"
     assert type(create_backend("compat:m", base_url=url)) is OpenAIChatBackend  # chat, bench, compare
@@ -268,8 +268,8 @@ def test_only_an_opt_in_gets_the_lean_path() -> None:
 async def test_lean_path_on_a_refused_connection_retries_and_fails_as_the_sdk_does(client: str) -> None:
     import socket
 
-    from backends.providers.lean.chat import LeanChatBackend
-    from backends.providers.openai_chat import OpenAIChatBackend
+    from ttft.backends.providers.lean.chat import LeanChatBackend
+    from ttft.backends.providers.openai_chat import OpenAIChatBackend
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -307,7 +307,7 @@ async def test_lean_path_sends_the_key_only_when_there_is_one(client: str) -> No
 
 
 def test_chat_url_joins_as_the_sdk_does() -> None:
-    from backends.providers.lean.chat import chat_url
+    from ttft.backends.providers.lean.chat import chat_url
 
     assert chat_url("http://h:1/v1") == "http://h:1/v1/chat/completions"
     assert chat_url("http://h:1/v1/") == "http://h:1/v1/chat/completions"
@@ -317,7 +317,7 @@ def test_chat_url_joins_as_the_sdk_does() -> None:
 def test_sse_splitter_on_any_byte_boundary() -> None:
     import random
 
-    from backends.providers.lean.sse import SSESplitter
+    from ttft.backends.providers.lean.sse import SSESplitter
 
     wire = (
         b": ping\n\n"
@@ -340,8 +340,7 @@ def test_sse_splitter_on_any_byte_boundary() -> None:
 
 def test_lean_status_errors_carry_the_sdk_class_names() -> None:
     import httpx2
-
-    from backends.providers.lean import sdk_errors as lean
+    from ttft.backends.providers.lean import sdk_errors as lean
 
     def err(status: int, body: bytes = b'{"error":{"message":"no","type":"t"}}') -> lean.APIStatusError:
         resp = httpx2.Response(status, content=body, request=httpx2.Request("POST", "http://x/v1/chat/completions"))
@@ -360,8 +359,7 @@ def test_lean_status_errors_carry_the_sdk_class_names() -> None:
 
 def test_lean_backoff_follows_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
     import httpx2
-
-    from backends.providers.lean.retry import retry_delay_s, should_retry
+    from ttft.backends.providers.lean.retry import retry_delay_s, should_retry
 
     monkeypatch.setattr("random.random", lambda: 1.0)  # the most jitter: 25 % off
     assert [retry_delay_s(n, None) for n in (0, 1, 2, 5)] == [0.375, 0.75, 1.5, 6.0]
@@ -406,10 +404,10 @@ def test_lean_fast_translation_of_plain_chunks_matches_the_general_one() -> None
     """The lean reader's shortcut for a plain text chunk gives the general walk's events and state."""
     import random
 
-    from backends.providers.answers.stream_shape import MalformedStream
-    from backends.providers.hosted import TurnState
-    from backends.providers.lean.chat import LeanChatBackend
-    from backends.think import ThinkSplitter
+    from ttft.backends.providers.answers.stream_shape import MalformedStream
+    from ttft.backends.providers.hosted import TurnState
+    from ttft.backends.providers.lean.chat import LeanChatBackend
+    from ttft.backends.think import ThinkSplitter
 
     contents = ["w01 ", "", None, 3, ["x"], "<think>a", "b</think>c", "é"]
     deltas = [
@@ -455,8 +453,9 @@ def test_lean_fast_translation_of_plain_chunks_matches_the_general_one() -> None
 @pytest.mark.parametrize("bypass", [False, True])
 def test_bench_goes_through_a_configured_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bypass: bool) -> None:
     # The load clients speak no proxy: a run that ignored HTTP_PROXY would measure another path.
+    from ttft.tui.cli import main
+
     from tests.fakes.forward_proxy import ForwardProxy
-    from tui.cli import main
 
     for k in ("NO_PROXY", "no_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
         monkeypatch.delenv(k, raising=False)
@@ -484,7 +483,7 @@ def test_bench_goes_through_a_configured_proxy(tmp_path: Path, monkeypatch: pyte
 
 async def test_credentials_in_the_url_go_as_httpx2_sends_them() -> None:
     """``http://user:pass@host/v1``: every client sends Basic auth, percent-decoded, in place of the key's."""
-    from backends.providers.lean.chat import LeanChatBackend
+    from ttft.backends.providers.lean.chat import LeanChatBackend
 
     sent = {}
     with FakeServer(Schedule(visible_tokens=2)) as srv:

@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx2
 import pytest
+from ttft.backends.base import Backend
 
-from backends.base import Backend
 from tests.backends.providers.test_lean_equivalence import _error_words, _same, _stalled
 from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import backend_for, one_turn
@@ -37,8 +37,8 @@ def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def lean_for(api: str, srv: Any, client: str = "httpx2", **kw: Any) -> Backend:
-    from backends.providers.lean.messages import LeanMessagesBackend
-    from backends.providers.lean.responses import LeanResponsesBackend
+    from ttft.backends.providers.lean.messages import LeanMessagesBackend
+    from ttft.backends.providers.lean.responses import LeanResponsesBackend
 
     key = kw.pop("api_key", "k")
     b: Any
@@ -160,10 +160,10 @@ async def test_lean_reader_on_a_stalled_stream_times_out_as_the_sdk_does(api: st
 @pytest.mark.parametrize("client", CLIENTS)
 @pytest.mark.parametrize("api", APIS)
 async def test_lean_reader_on_a_refused_connection_retries_and_fails_as_the_sdk_does(api: str, client: str) -> None:
-    from backends.providers.anthropic_messages import AnthropicMessagesBackend
-    from backends.providers.lean.messages import LeanMessagesBackend
-    from backends.providers.lean.responses import LeanResponsesBackend
-    from backends.providers.openai_responses import OpenAIResponsesBackend
+    from ttft.backends.providers.anthropic_messages import AnthropicMessagesBackend
+    from ttft.backends.providers.lean.messages import LeanMessagesBackend
+    from ttft.backends.providers.lean.responses import LeanResponsesBackend
+    from ttft.backends.providers.openai_responses import OpenAIResponsesBackend
 
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
@@ -191,10 +191,10 @@ async def test_lean_reader_on_a_refused_connection_retries_and_fails_as_the_sdk_
 @pytest.mark.parametrize("api", APIS)
 async def test_lean_readers_send_what_the_sdks_send(api: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same path, query, body and headers that matter as the SDK's request; the probe header never."""
-    from backends.providers.anthropic_messages import AnthropicMessagesBackend
-    from backends.providers.lean.messages import LeanMessagesBackend
-    from backends.providers.lean.responses import LeanResponsesBackend
-    from backends.providers.openai_responses import OpenAIResponsesBackend
+    from ttft.backends.providers.anthropic_messages import AnthropicMessagesBackend
+    from ttft.backends.providers.lean.messages import LeanMessagesBackend
+    from ttft.backends.providers.lean.responses import LeanResponsesBackend
+    from ttft.backends.providers.openai_responses import OpenAIResponsesBackend
 
     monkeypatch.setenv("ANTHROPIC_CUSTOM_HEADERS", "X-Team: latency\nX-Empty:")
     settings = {"stream": True, "max_output_tokens": 64, "temperature": 0.5, "reasoning_effort": "low"}
@@ -241,9 +241,8 @@ async def test_lean_readers_send_no_key_when_there_is_none(api: str) -> None:
 
 def test_lean_urls_join_as_the_sdks_do(monkeypatch: pytest.MonkeyPatch) -> None:
     import anthropic._constants
-
-    from backends.providers.lean.messages import ANTHROPIC_VERSION, messages_url
-    from backends.providers.lean.responses import responses_url
+    from ttft.backends.providers.lean.messages import ANTHROPIC_VERSION, messages_url
+    from ttft.backends.providers.lean.responses import responses_url
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
@@ -258,7 +257,7 @@ def test_lean_urls_join_as_the_sdks_do(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_anthropic_backoff_follows_its_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
     """Anthropic's SDK honours any retry-after and never refuses a retry for it; OpenAI's stops at 120 s."""
-    from backends.providers.lean.retry import ANTHROPIC, OPENAI
+    from ttft.backends.providers.lean.retry import ANTHROPIC, OPENAI
 
     monkeypatch.setattr("random.random", lambda: 1.0)  # the most jitter: 25 % off
     assert [ANTHROPIC.delay_s(n, None) for n in (0, 1, 2, 5)] == [0.375, 0.75, 1.5, 6.0]
@@ -278,7 +277,7 @@ def test_anthropic_backoff_follows_its_sdk(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_anthropic_status_errors_carry_the_sdk_body_and_class_names() -> None:
-    from backends.providers.lean import sdk_errors as lean
+    from ttft.backends.providers.lean import sdk_errors as lean
 
     body = b'{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}'
     resp = httpx2.Response(
@@ -316,11 +315,11 @@ async def test_lean_readers_split_the_wait_as_the_sdk_paths_do(api: str, client:
 
 
 def test_ask_gets_the_lean_readers_and_sdk_is_one_flag_away() -> None:
-    from backends.providers.anthropic_messages import AnthropicMessagesBackend
-    from backends.providers.lean.messages import LeanMessagesBackend
-    from backends.providers.lean.responses import LeanResponsesBackend
-    from backends.providers.openai_responses import OpenAIResponsesBackend
-    from backends.providers.registry import create_backend
+    from ttft.backends.providers.anthropic_messages import AnthropicMessagesBackend
+    from ttft.backends.providers.lean.messages import LeanMessagesBackend
+    from ttft.backends.providers.lean.responses import LeanResponsesBackend
+    from ttft.backends.providers.openai_responses import OpenAIResponsesBackend
+    from ttft.backends.providers.registry import create_backend
 
     assert type(create_backend("openai-responses:m", api_key="sk-x", lean=True)) is LeanResponsesBackend
     assert type(create_backend("anthropic:m", api_key="sk-x", lean=True)) is LeanMessagesBackend
@@ -333,7 +332,7 @@ import json, sys
 from tests.fakes import FakeServer, Schedule
 api = sys.argv[1]
 with FakeServer(Schedule(first_token_ms=5, token_ms=1, visible_tokens=2)) as srv:
-    from tui.cli import main
+    from ttft.tui.cli import main
     spec, url = ("openai-responses:x", srv.openai_base_url) if api == "responses" else ("anthropic:x", srv.url)
     rc = main(["ask", "-m", spec, "--base-url", url, "--json", "hi", *sys.argv[2:]])
 print(json.dumps({"rc": rc, "loaded": sorted(m for m in ("anthropic", "openai", "textual") if m in sys.modules)}))
@@ -367,7 +366,7 @@ def test_ask_on_responses_and_messages_imports_no_sdk(
 def test_named_sse_events_on_any_byte_boundary() -> None:
     import random
 
-    from backends.providers.lean.sse import SSESplitter
+    from ttft.backends.providers.lean.sse import SSESplitter
 
     wire = (
         b'event: message_start\ndata: {"a":1}\n\n'

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.backends.attachments import Attachment, read_attachment
+from ttft.backends.base import Backend, build_request
+from ttft.backends.providers.lean.chat import LeanChatBackend
+from ttft.backends.turn import new_recorder, run_turn
 
-from backends.attachments import Attachment, read_attachment
-from backends.base import Backend, build_request
-from backends.providers.lean.chat import LeanChatBackend
-from backends.turn import new_recorder, run_turn
 from tests.fakes import FakeServer, Schedule
 from tests.support import files
 from tests.support.backend_util import backend_for

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.backends.base import Backend
+from ttft.backends.providers.lean.chat import LeanChatBackend
 
-from backends.base import Backend
-from backends.providers.lean.chat import LeanChatBackend
 from tests.fakes import FakeServer, Schedule
 from tests.support.backend_util import backend_for, one_turn
 

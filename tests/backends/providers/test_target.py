@@ -11,11 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-import backends.spec
-from backends.providers import config, registry
-from backends.providers.registry import ProviderError, Target, create_backend, resolve, target_api
-from telemetry.errors import ErrorKind
+import ttft.backends.spec
+from ttft.backends.providers import config, registry
+from ttft.backends.providers.registry import ProviderError, Target, create_backend, resolve, target_api
+from ttft.telemetry.errors import ErrorKind
 
 SECRET = "sk-Zz9SECRETpart"
 
@@ -31,7 +30,7 @@ def _clean(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def splits(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Every spec the one parser splits, in order (config.parse_spec calls it by its own import)."""
     seen: list[str] = []
-    real = backends.spec.split_spec
+    real = ttft.backends.spec.split_spec
 
     def counted(spec: str) -> tuple[str, str | None]:
         seen.append(spec)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from backends.base import Message, ToolCall, ToolSpec
-from backends.providers.tools_wire import (
+from ttft.backends.base import Message, ToolCall, ToolSpec
+from ttft.backends.providers.tools_wire import (
     MAX_ID_CHARS,
     chat_messages,
     chat_tools,

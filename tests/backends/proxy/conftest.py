@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 import pytest
 from aiohttp import web
+from ttft.backends.proxy.server import ProxiedCall, ProxyConfig, ProxyServer
 
-from backends.proxy.server import ProxiedCall, ProxyConfig, ProxyServer
 from tests.fakes.loop_thread import LoopThreadServer
 from tests.fakes.schedule import Schedule
 from tests.fakes.server import FakeServer

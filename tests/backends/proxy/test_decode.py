@@ -5,8 +5,8 @@ from __future__ import annotations
 import gzip
 import zlib
 
-from backends.proxy import decode
-from backends.proxy.decode import BodyDecoder
+from ttft.backends.proxy import decode
+from ttft.backends.proxy.decode import BodyDecoder
 
 TEXT = b"data: " + b"hello world " * 500 + b"\n\n"
 

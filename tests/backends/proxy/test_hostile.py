@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
+from ttft.backends.proxy import routing
 
-from backends.proxy import routing
 from tests.backends.proxy.conftest import Proxied, Scripted
 from tests.fakes.schedule import Schedule
 from tests.fakes.server import FakeServer
@@ -160,7 +160,7 @@ def test_only_loopback_peers_pass_the_check() -> None:
 _IN_NAMESPACE = textwrap.dedent(
     """
     import asyncio, json, socket
-    from backends.proxy.server import ProxyConfig, ProxyServer
+    from ttft.backends.proxy.server import ProxyConfig, ProxyServer
 
     def ask(source):
         s = socket.create_connection(("10.77.0.1", port), timeout=10, source_address=(source, 0))

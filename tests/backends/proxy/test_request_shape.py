@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from backends.proxy.request_shape import digest, read_request
+from ttft.backends.proxy.request_shape import digest, read_request
 
 
 def _body(**fields: object) -> bytes:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import openai
 import pytest
+from ttft.backends.proxy.plan import ProxyPlan, upstream_root
+from ttft.backends.proxy.run import SCHEMA, Listeners, ProxyRunner, Started, without_content
+from ttft.backends.proxy.server import ProxiedCall, ProxyConfig
 
-from backends.proxy.plan import ProxyPlan, upstream_root
-from backends.proxy.run import SCHEMA, Listeners, ProxyRunner, Started, without_content
-from backends.proxy.server import ProxiedCall, ProxyConfig
 from tests.fakes.server import FakeServer
 from tests.support.turns import recorder, stream
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import anthropic
 import openai
 import pytest
+from ttft.backends.proxy.server import ProxyConfig
 
-from backends.proxy.server import ProxyConfig
 from tests.backends.proxy.conftest import Proxied, proxy_for
 from tests.fakes.schedule import Schedule
 from tests.fakes.server import FakeServer

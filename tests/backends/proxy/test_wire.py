@@ -12,8 +12,8 @@ import json
 
 import aiohttp
 import pytest
+from ttft.backends.proxy import routing
 
-from backends.proxy import routing
 from tests.backends.proxy.conftest import Proxied, Scripted
 from tests.fakes.server import FakeServer
 
@@ -171,7 +171,7 @@ def test_the_client_name_is_the_user_agents_first_product_neutralised() -> None:
 
 
 def test_env_points_both_sdks_here() -> None:
-    from backends.proxy.server import ProxyConfig, ProxyServer
+    from ttft.backends.proxy.server import ProxyConfig, ProxyServer
 
     env = ProxyServer(ProxyConfig(port=4321), lambda c: None).env()
     assert env == {"ANTHROPIC_BASE_URL": "http://127.0.0.1:4321", "OPENAI_BASE_URL": "http://127.0.0.1:4321/v1"}

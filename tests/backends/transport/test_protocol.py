@@ -10,10 +10,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import pytest
+from ttft.backends.load import event_loop
+from ttft.backends.providers.lean.chat import LeanChatBackend
+from ttft.backends.providers.openai_chat import OpenAIChatBackend
 
-from backends.load import event_loop
-from backends.providers.lean.chat import LeanChatBackend
-from backends.providers.openai_chat import OpenAIChatBackend
 from tests.backends.providers.test_lean_equivalence import LEAN_EXTRA, SCHEDULES, _error_words, _same, _stalled
 from tests.backends.transport.test_resend import two_turns
 from tests.backends.transport.test_wait_phases import HEADERS, HELD, _sums_to_ttft
@@ -189,9 +189,9 @@ def test_proto_transport_refuses_an_untrusted_certificate_as_the_sdk_does(monkey
 
 # --- flow control: a reader that falls behind pauses the socket -----------------------------------------
 async def test_a_reader_that_lags_pauses_the_socket_and_loses_nothing() -> None:
-    from backends.transport import http1 as http1_conn
-    from backends.transport import protocol as lean_proto
-    from backends.transport.http import Probe
+    from ttft.backends.transport import http1 as http1_conn
+    from ttft.backends.transport import protocol as lean_proto
+    from ttft.backends.transport.http import Probe
 
     words = 6000  # about 900 kB of events: more than the buffer holds
     with FakeServer(Schedule(visible_tokens=words, token_ms=0)) as srv:
@@ -250,9 +250,10 @@ async def test_the_headers_are_stamped_when_parsed_not_when_the_waiting_task_res
     # passes after they were parsed. Here the pass between is held 300 ms: the stamp must not move.
     import time
 
-    from backends.transport import http1 as http1_conn
-    from backends.turn import new_recorder, run_turn
-    from telemetry import events as ev
+    from ttft.backends.transport import http1 as http1_conn
+    from ttft.backends.turn import new_recorder, run_turn
+    from ttft.telemetry import events as ev
+
     from tests.support.backend_util import make_request
 
     loop = asyncio.get_running_loop()
@@ -281,8 +282,8 @@ async def test_the_headers_are_stamped_when_parsed_not_when_the_waiting_task_res
 
 
 async def test_under_a_bench_level_each_response_is_taken_in_through_the_spreader() -> None:
-    from backends.load.spread import PassSpreader
-    from backends.transport import pacing
+    from ttft.backends.load.spread import PassSpreader
+    from ttft.backends.transport import pacing
 
     admitted: list[int] = []
 
@@ -307,10 +308,10 @@ async def test_under_a_bench_level_each_response_is_taken_in_through_the_spreade
 
 
 async def test_a_turn_cancelled_while_waiting_for_its_pass_gives_its_connection_back() -> None:
-    from backends.load.spread import PassSpreader
-    from backends.transport import pacing
-    from backends.transport.http import Probe
-    from backends.transport.protocol import ProtoClient
+    from ttft.backends.load.spread import PassSpreader
+    from ttft.backends.transport import pacing
+    from ttft.backends.transport.http import Probe
+    from ttft.backends.transport.protocol import ProtoClient
 
     waiting = asyncio.Event()
 

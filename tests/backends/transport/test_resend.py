@@ -7,8 +7,9 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from backends.providers.lean.chat import LeanChatBackend
-from backends.transport.aiohttp_client import ended_by_peer
+from ttft.backends.providers.lean.chat import LeanChatBackend
+from ttft.backends.transport.aiohttp_client import ended_by_peer
+
 from tests.fakes.keepalive_server import KEEPALIVE_WORDS, KeepAliveServer
 from tests.support.backend_util import one_turn
 
@@ -76,8 +77,7 @@ def test_the_resend_rule_by_failure() -> None:
     import errno
 
     import aiohttp
-
-    from backends.transport.aiohttp_client import resend_is_safe
+    from ttft.backends.transport.aiohttp_client import resend_is_safe
 
     reset = aiohttp.ClientOSError(errno.ECONNRESET, "Connection reset by peer")
     pipe = aiohttp.ClientOSError(errno.EPIPE, "Broken pipe")

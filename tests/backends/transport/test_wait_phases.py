@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ttft.backends.base import Backend
+from ttft.backends.providers.lean.chat import LeanChatBackend
+from ttft.backends.transport.meta import http_info
+from ttft.telemetry import events as ev
+from ttft.telemetry.wire import KEYS, PHASES, WaitSplit, split_wait
 
-from backends.base import Backend
-from backends.providers.lean.chat import LeanChatBackend
-from backends.transport.meta import http_info
-from telemetry import events as ev
-from telemetry.wire import KEYS, PHASES, WaitSplit, split_wait
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.tls_server import TLSFakeServer
 from tests.support.backend_util import backend_for, make_request, one_turn
@@ -224,7 +224,16 @@ def test_ask_json_over_https_gives_the_split_and_the_request_id(trusted: TLSFake
         "SSL_CERT_FILE": trusted.ca_file,
     }
     env.pop("OPENAI_API_KEY", None)
-    cmd = [sys.executable, "-m", "tui.cli", "ask", "-m", "compat:fake-model", "--base-url", trusted.openai_base_url]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ttft.tui.cli",
+        "ask",
+        "-m",
+        "compat:fake-model",
+        "--base-url",
+        trusted.openai_base_url,
+    ]
     p = subprocess.run([*cmd, "--json", "hi"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
@@ -261,7 +270,16 @@ def test_ask_summary_line_gives_the_split_and_the_request_id(trusted: TLSFakeSer
         "PYTHONPATH": str(ROOT),
         "SSL_CERT_FILE": trusted.ca_file,
     }
-    cmd = [sys.executable, "-m", "tui.cli", "ask", "-m", "compat:fake-model", "--base-url", trusted.openai_base_url]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ttft.tui.cli",
+        "ask",
+        "-m",
+        "compat:fake-model",
+        "--base-url",
+        trusted.openai_base_url,
+    ]
     p = subprocess.run([*cmd, "hi"], env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert "(new connection), server 1" in p.stderr and "request id req_7f3a" in p.stderr, p.stderr
@@ -302,7 +320,7 @@ class _FakeNet:
 async def test_happy_eyeballs_moves_on_from_a_silent_address_and_closes_losers() -> None:
     import time
 
-    from backends.transport.resolve import ResolvingBackend
+    from ttft.backends.transport.resolve import ResolvingBackend
 
     net = _FakeNet({"::1": ("hang", 30.0), "127.0.0.1": ("ok", 0.01)})
     backend = ResolvingBackend(net)  # type: ignore[arg-type]
@@ -323,7 +341,7 @@ async def test_happy_eyeballs_moves_on_from_a_silent_address_and_closes_losers()
 def test_resolved_addresses_alternate_families() -> None:
     import socket
 
-    from backends.transport.resolve import _interleave
+    from ttft.backends.transport.resolve import _interleave
 
     v6, v4 = socket.AF_INET6, socket.AF_INET
     infos = [(v6, 1, 6, "", ("::1", 1)), (v6, 1, 6, "", ("::2", 1)), (v4, 1, 6, "", ("1.1.1.1", 1))]
@@ -333,7 +351,8 @@ def test_resolved_addresses_alternate_families() -> None:
 
 def test_an_old_logs_http_text_is_cleaned_as_the_headers_were() -> None:
     # the pane shows request id, connection and version: from a hand-edited log they are untrusted
-    from telemetry.record import TurnRecord
+    from ttft.telemetry.record import TurnRecord
+
     from tests.support.turns import play, stream
 
     d = play(stream(first_ms=50, gap_ms=5, visible=2))

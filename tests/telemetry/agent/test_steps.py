@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from telemetry import events as ev
-from telemetry.agent.steps import ToolStep, diagnose, join_turn, split
-from telemetry.record import TurnRecord
+from ttft.telemetry import events as ev
+from ttft.telemetry.agent.steps import ToolStep, diagnose, join_turn, split
+from ttft.telemetry.record import TurnRecord
+
 from tests.support.turns import at, recorder
 
 
@@ -90,7 +91,7 @@ def test_the_json_reads_back_and_a_turn_without_tools_keeps_its_form() -> None:
 
 
 def test_the_flat_table_has_the_split_and_the_steps() -> None:
-    from telemetry.export.table import row, unlisted
+    from ttft.telemetry.export.table import row, unlisted
 
     d = _turn().to_dict()
     r = row(d)
@@ -102,7 +103,7 @@ def test_the_flat_table_has_the_split_and_the_steps() -> None:
 
 
 def test_a_wait_for_an_answer_is_an_approval_step_and_not_ttfts_own_time() -> None:
-    from telemetry.agent.steps import ApprovalStep
+    from ttft.telemetry.agent.steps import ApprovalStep
 
     models = [_model(0, 150, 160, call="search"), _model(2420, 2520, 2530, text="noon")]
     asked = [ApprovalStep("search", "web", at(162), at(2162), "once", "c1")]
@@ -125,14 +126,14 @@ def test_a_wait_for_an_answer_is_an_approval_step_and_not_ttfts_own_time() -> No
     assert agent["time_in_approval_ms"] == 2000.0 and agent["approval_steps"] == 1
     assert agent["time_in_ttft_ms"] == 10.0 and agent["step_count"] == 3  # approvals are not steps of the loop
     assert "Waiting for your approval took 2.0 s." in rec.diagnosis
-    from telemetry.export.table import row, unlisted
+    from ttft.telemetry.export.table import row, unlisted
 
     d = rec.to_dict()
     assert unlisted(d) == [] and row(d)["agent.approval_steps"] == 1
 
 
 def test_the_steps_of_a_turn_in_flight_end_now() -> None:
-    from telemetry.agent.steps import ApprovalStep, live_steps
+    from ttft.telemetry.agent.steps import ApprovalStep, live_steps
 
     r = recorder()
     r.feed(ev.AttemptSent(at(0)))

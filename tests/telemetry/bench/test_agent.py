@@ -5,12 +5,11 @@ within each model step, never across the tools between them."""
 from __future__ import annotations
 
 import pytest
-
-from telemetry.bench import summary as bench_summary
-from telemetry.bench.agent import CSV_COLUMNS, agent_figures, agent_sentence, csv_cells, per_gap_ms
-from telemetry.bench.aggregate import aggregate_level
-from telemetry.bench.requests import read_bench
-from telemetry.record import TurnRecord
+from ttft.telemetry.bench import summary as bench_summary
+from ttft.telemetry.bench.agent import CSV_COLUMNS, agent_figures, agent_sentence, csv_cells, per_gap_ms
+from ttft.telemetry.bench.aggregate import aggregate_level
+from ttft.telemetry.bench.requests import read_bench
+from ttft.telemetry.record import TurnRecord
 
 TOOL_MS = 50.0
 

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from telemetry.bench import aggregate as agg
-from telemetry.bench import summary as bench_summary
-from telemetry.bench.aggregate import aggregate_level
-from telemetry.bench.arrivals import poisson_schedule
-from telemetry.bench.conclusion import conclusion, plateau
-from telemetry.bench.requests import BenchTurn, group_levels, read_bench
-from telemetry.bench.slo import SLO, parse_duration_ms
-from telemetry.bench.summary import summary
+from ttft.telemetry.bench import aggregate as agg
+from ttft.telemetry.bench import summary as bench_summary
+from ttft.telemetry.bench.aggregate import aggregate_level
+from ttft.telemetry.bench.arrivals import poisson_schedule
+from ttft.telemetry.bench.conclusion import conclusion, plateau
+from ttft.telemetry.bench.requests import BenchTurn, group_levels, read_bench
+from ttft.telemetry.bench.slo import SLO, parse_duration_ms
+from ttft.telemetry.bench.summary import summary
 
 
 def rec(

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from ttft.telemetry.bench.aggregate import aggregate_level
+from ttft.telemetry.bench.cluster import Node, Share, busiest, cluster_block, level_figures, partial_line
+from ttft.telemetry.bench.merge import Part, union_level
 
-from telemetry.bench.aggregate import aggregate_level
-from telemetry.bench.cluster import Node, Share, busiest, cluster_block, level_figures, partial_line
-from telemetry.bench.merge import Part, union_level
 from tests.telemetry.bench.test_aggregate import rec, typed
 
 EPOCH = datetime(2026, 12, 1, 16, 0, tzinfo=UTC)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from telemetry.bench.conclusion import client_server_gap, conclusion
+from ttft.telemetry.bench.conclusion import client_server_gap, conclusion
+
 from tests.telemetry.bench.test_aggregate import _level
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from ttft.telemetry.bench import probe
+from ttft.telemetry.bench import summary as bench_summary
+from ttft.telemetry.bench.aggregate import aggregate_level
+from ttft.telemetry.bench.conclusion import conclusion
 
-from telemetry.bench import probe
-from telemetry.bench import summary as bench_summary
-from telemetry.bench.aggregate import aggregate_level
-from telemetry.bench.conclusion import conclusion
 from tests.telemetry.bench.test_aggregate import rec, typed
 
 
@@ -150,7 +150,7 @@ def test_a_probe_block_from_disk_that_does_not_read_is_no_figure_never_a_traceba
 
 
 def test_merged_runs_count_their_load_alone_and_their_probe_users_apart() -> None:
-    from telemetry.bench.merge import Part, union_level
+    from ttft.telemetry.bench.merge import Part, union_level
 
     parts = []
     for run in ("a", "b"):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from telemetry.bench import summary as bench_summary
-from telemetry.bench.conclusion import conclusion, queue_or_prefill
+from ttft.telemetry.bench import summary as bench_summary
+from ttft.telemetry.bench.conclusion import conclusion, queue_or_prefill
+
 from tests.telemetry.bench.test_aggregate import _level
 
 

@@ -3,8 +3,8 @@ time to the final answer with its bootstrap verdict, and a comparison without to
 
 from __future__ import annotations
 
-from telemetry.compare.stats import AGENT_METRICS, METRICS, compare
-from telemetry.record import TurnRecord
+from ttft.telemetry.compare.stats import AGENT_METRICS, METRICS, compare
+from ttft.telemetry.record import TurnRecord
 
 
 def rec(e2e: float, steps: int | None = None, tools_ms: float = 40.0, own_ms: float = 2.0) -> TurnRecord:

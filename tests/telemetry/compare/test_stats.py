@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from telemetry.compare.stats import METRICS, MIN_TRIALS, bootstrap_median_diff, compare, fmt_amount
-from telemetry.record import TurnRecord
+from ttft.telemetry.compare.stats import METRICS, MIN_TRIALS, bootstrap_median_diff, compare, fmt_amount
+from ttft.telemetry.record import TurnRecord
 
 
 def rec(
@@ -187,7 +186,7 @@ def test_each_panes_cost_is_summed_with_its_failed_turns_and_what_was_not_priced
     def priced(r: TurnRecord, usd: float | None) -> TurnRecord:
         from dataclasses import replace
 
-        from telemetry.cost import Cost
+        from ttft.telemetry.cost import Cost
 
         return replace(r, cost=None if usd is None else Cost(usd / 2, usd / 2, usd, "openai:m", "genai-prices 0.2.3"))
 

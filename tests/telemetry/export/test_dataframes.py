@@ -8,12 +8,12 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
+from ttft.telemetry.export import table
+from ttft.telemetry.log.turns import read_records
+from ttft.tui.cli import main
 
-from telemetry.export import table
-from telemetry.log.turns import read_records
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.batching_server import BatchingServer
-from tui.cli import main
 
 pd = pytest.importorskip("pandas")
 pl = pytest.importorskip("polars")

@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from ttft.telemetry import events as ev
+from ttft.telemetry.export import table
+from ttft.telemetry.export.formats import export
+from ttft.telemetry.log.turns import SessionLog
+from ttft.tui.cli import main
 
-from telemetry import events as ev
-from telemetry.export import table
-from telemetry.export.formats import export
-from telemetry.log.turns import SessionLog
 from tests.support.paths import ROOT
 from tests.support.turns import at, play, stream
-from tui.cli import main
 
 
 @pytest.fixture
@@ -125,7 +125,7 @@ def test_stdout_holds_only_the_data_in_a_real_pipe(records: list[dict], tmp_path
     for r in records:
         log.append(r)
     p = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "export", "-f", "csv", "-o", target],
+        [sys.executable, "-m", "ttft.tui.cli", "export", "-f", "csv", "-o", target],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr

@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from telemetry import events as ev
-from telemetry.errors import TtftError
-from telemetry.export import table
-from telemetry.export.formats import duckdb_types, pandas_dtypes, polars_schema
-from telemetry.export.log_data import (
+from ttft.telemetry import events as ev
+from ttft.telemetry.errors import TtftError
+from ttft.telemetry.export import table
+from ttft.telemetry.export.formats import duckdb_types, pandas_dtypes, polars_schema
+from ttft.telemetry.export.log_data import (
     LogReadError,
     LogRecords,
     MissingEngine,
@@ -26,10 +25,11 @@ from telemetry.export.log_data import (
     log_frame,
     read_log,
 )
-from telemetry.log.turns import SessionLog
-from telemetry.record import TurnRecord
+from ttft.telemetry.log.turns import SessionLog
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.cli import main
+
 from tests.support.turns import at, play, stream
-from tui.cli import main
 
 pd = pytest.importorskip("pandas")
 pl = pytest.importorskip("polars")

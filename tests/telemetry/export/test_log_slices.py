@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.telemetry.export import formats, log_slices, table
+from ttft.telemetry.log.json_line import encode_line
+from ttft.telemetry.log.turns import Skipped, read_records
+from ttft.telemetry.record import chunk_rows
+from ttft.tui.cli import main
 
-from telemetry.export import formats, log_slices, table
-from telemetry.log.json_line import encode_line
-from telemetry.log.turns import Skipped, read_records
-from telemetry.record import chunk_rows
 from tests.support.paths import ROOT
 from tests.support.turns import play, stream
-from tui.cli import main
 
 SECRET = "sk-live-0123456789abcdef"
 
@@ -151,7 +151,7 @@ _SLICED_PARQUET = """
 import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from telemetry.export import log_slices
+from ttft.telemetry.export import log_slices
 log_slices.SLICE_BYTES = 7_000
 log_slices._workers = lambda: 2
 print(log_slices.export(Path(sys.argv[2]), "parquet", Path(sys.argv[3]), redact_text=False, skipped=None))

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.telemetry import events as ev
+from ttft.telemetry.export import genai_spans
+from ttft.telemetry.export.formats import WRITERS, export
+from ttft.telemetry.record import TurnRecord
 
-from telemetry import events as ev
-from telemetry.export import genai_spans
-from telemetry.export.formats import WRITERS, export
-from telemetry.record import TurnRecord
 from tests.support.turns import at, play
 
 ENV_TOKEN = "tok-export-ENV-5150"

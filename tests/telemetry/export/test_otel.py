@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import AGGREGATION_TEMPORALITY_CUMULATIVE
+from ttft.telemetry import events as ev
+from ttft.telemetry.export import genai, genai_spans, genai_values
+from ttft.telemetry.export.formats import export
+from ttft.telemetry.log.turns import SessionLog
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.recorder import TurnRecorder
+from ttft.telemetry.settings import TurnSettings
+from ttft.tui.cli import main
 
-from telemetry import events as ev
-from telemetry.export import genai, genai_spans, genai_values
-from telemetry.export.formats import export
-from telemetry.log.turns import SessionLog
-from telemetry.record import TurnRecord
-from telemetry.recorder import TurnRecorder
-from telemetry.settings import TurnSettings
 from tests.fakes.otlp_receiver import OtlpReceiver, attrs, parse_metrics_json, parse_traces_json
 from tests.support.turns import at, play, recorder, stream
-from tui.cli import main
 
 MS = 1_000_000
 
@@ -276,8 +276,8 @@ def test_odd_records_give_a_valid_document_not_an_error(records: list[dict[str, 
 
 
 def test_sent_at_reads_back_into_the_typed_record(records: list[dict[str, Any]]) -> None:
-    from telemetry.record import TurnRecord
-    from telemetry.typed_read import RecordError
+    from ttft.telemetry.record import TurnRecord
+    from ttft.telemetry.typed_read import RecordError
 
     rec = records[0]
     assert TurnRecord.from_dict(rec).sent_at() == rec["sent_at"] and rec["sent_at"].endswith("+00:00")
@@ -309,7 +309,7 @@ def test_trace_ids_key_on_the_logged_identity(records: list[dict[str, Any]]) -> 
     # a collector that stored a file's traces names them by this key: a typed read must not move them
     import hashlib
 
-    from telemetry.record import TurnRecord
+    from ttft.telemetry.record import TurnRecord
 
     d = records[0]
     key = "/".join(str(d[k]) for k in ("session_id", "turn_index", "started_at", "sent_at", "provider", "model"))

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.telemetry import events as ev
+from ttft.telemetry.agent.steps import ToolStep, join_turn
+from ttft.telemetry.export import genai, genai_instruments, genai_values
+from ttft.telemetry.export.formats import export
+from ttft.telemetry.record import ErrorInfo, TurnRecord
 
-from telemetry import events as ev
-from telemetry.agent.steps import ToolStep, join_turn
-from telemetry.export import genai, genai_instruments, genai_values
-from telemetry.export.formats import export
-from telemetry.record import ErrorInfo, TurnRecord
 from tests.fakes.otlp_receiver import attrs, parse_metrics_json, parse_traces_json
 from tests.support.turns import at, play, recorder, stream
 
@@ -236,7 +236,7 @@ def test_odd_steps_in_a_log_line_are_left_out_not_raised(tmp_path: Path, monkeyp
 
 
 def test_the_chats_wait_for_an_answer_has_no_span_but_its_time_is_on_the_agent_span(tmp_path: Path) -> None:
-    from telemetry.agent.steps import ApprovalStep
+    from ttft.telemetry.agent.steps import ApprovalStep
 
     models = [_model(0, 50, 60, calls=("search",)), _model(600, 650, 700, texts=2)]
     tools = [ToolStep("search", "web", at(400), at(590), "ok", 10, False, "call_0")]

@@ -3,9 +3,10 @@ log lines (a step of the wrong shape, values of the wrong type) as empty cells, 
 
 from __future__ import annotations
 
-from telemetry import events as ev
-from telemetry.agent.steps import ApprovalStep, ToolStep, join_turn
-from telemetry.export import step_table
+from ttft.telemetry import events as ev
+from ttft.telemetry.agent.steps import ApprovalStep, ToolStep, join_turn
+from ttft.telemetry.export import step_table
+
 from tests.support.turns import at, play, recorder, stream
 
 

@@ -7,11 +7,12 @@ import csv
 import json
 from pathlib import Path
 
-from telemetry.export import table
-from telemetry.export.formats import export
-from telemetry.log.branches import branch_pair, lineage, links, on_branch, parent
-from telemetry.log.turns import Skipped, parse_line, read_records
-from telemetry.record import TurnRecord
+from ttft.telemetry.export import table
+from ttft.telemetry.export.formats import export
+from ttft.telemetry.log.branches import branch_pair, lineage, links, on_branch, parent
+from ttft.telemetry.log.turns import Skipped, parse_line, read_records
+from ttft.telemetry.record import TurnRecord
+
 from tests.support.turns import play, stream
 
 

@@ -12,9 +12,8 @@ from typing import Any
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from telemetry.log import turns as log_turns
-from telemetry.log.json_line import encode_line, stdlib_line
+from ttft.telemetry.log import turns as log_turns
+from ttft.telemetry.log.json_line import encode_line, stdlib_line
 
 
 class Colour(enum.Enum):

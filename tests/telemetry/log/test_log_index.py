@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import ttft.telemetry.log.sessions as sessions_mod
+import ttft.telemetry.log.turns as turns_mod
+from ttft.telemetry.log import log_index
+from ttft.telemetry.log.json_line import encode_line
+from ttft.telemetry.log.sessions import list_sessions, summarize
+from ttft.telemetry.log.turns import SessionLog, Skipped, read_records
 
-import telemetry.log.sessions as sessions_mod
-import telemetry.log.turns as turns_mod
-from telemetry.log import log_index
-from telemetry.log.json_line import encode_line
-from telemetry.log.sessions import list_sessions, summarize
-from telemetry.log.turns import SessionLog, Skipped, read_records
 from tests.support.paths import ROOT
 from tests.support.turns import play, stream
 
@@ -172,7 +172,7 @@ _WRITER = textwrap.dedent(
     import sys
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
-    from telemetry.log.turns import SessionLog
+    from ttft.telemetry.log.turns import SessionLog
     from tests.support.turns import play, stream
     log = SessionLog(sys.argv[2], directory=Path(sys.argv[3]))
     rec = play(stream(visible=3))

@@ -7,8 +7,8 @@ import os
 import stat
 from pathlib import Path
 
-from telemetry.log import drafts
-from telemetry.log.prompt_history import MAX_ENTRY_CHARS, PromptHistory
+from ttft.telemetry.log import drafts
+from ttft.telemetry.log.prompt_history import MAX_ENTRY_CHARS, PromptHistory
 
 
 def mode(path: Path) -> int:
@@ -123,7 +123,7 @@ def test_an_append_cut_inside_a_multibyte_character_still_keeps_the_next_prompt(
 
 
 def test_a_failed_append_leaves_no_fragment(tmp_path: Path, monkeypatch) -> None:
-    from telemetry.log import private_files
+    from ttft.telemetry.log import private_files
 
     path = tmp_path / "h.jsonl"
     h = PromptHistory(path).load()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from telemetry.log.quote import LIMIT, cut, quoted
+from ttft.telemetry.log.quote import LIMIT, cut, quoted
 
 
 def test_a_short_value_is_quoted_whole() -> None:

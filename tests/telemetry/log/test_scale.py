@@ -13,19 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import ttft.telemetry.export.formats as export_mod
+import ttft.telemetry.log.sessions as index_mod
+import ttft.telemetry.log.turns as log_mod
+from ttft.telemetry.log.json_line import encode_line
+from ttft.telemetry.log.sessions import list_sessions
+from ttft.telemetry.log.turns import SessionLog, Skipped, read_records, tail_records
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.cli import main
+from ttft.tui.session import RESUME_TURNS
+from ttft.tui.widgets.transcript import AssistantMessage, NoteMessage, UserMessage
 
-import telemetry.export.formats as export_mod
-import telemetry.log.sessions as index_mod
-import telemetry.log.turns as log_mod
-from telemetry.log.json_line import encode_line
-from telemetry.log.sessions import list_sessions
-from telemetry.log.turns import SessionLog, Skipped, read_records, tail_records
 from tests.support.tui_support import TimedBackend, factory_for, wait_until
 from tests.support.turns import play, stream
-from tui.chat.app import ChatApp
-from tui.cli import main
-from tui.session import RESUME_TURNS
-from tui.widgets.transcript import AssistantMessage, NoteMessage, UserMessage
 
 TURNS = 2000
 

@@ -7,13 +7,14 @@ import json
 import shutil
 from pathlib import Path
 
-from telemetry.bench.aggregate import chunk_gaps_ms
-from telemetry.log.turns import Skipped, read_records, tail_records
-from telemetry.record import SCHEMA, TurnRecord, chunk_rows, upgrade
-from telemetry.view.timeline import turn_timeline
+from ttft.telemetry.bench.aggregate import chunk_gaps_ms
+from ttft.telemetry.log.turns import Skipped, read_records, tail_records
+from ttft.telemetry.record import SCHEMA, TurnRecord, chunk_rows, upgrade
+from ttft.telemetry.view.timeline import turn_timeline
+from ttft.tui.cli import main
+
 from tests.support.paths import FIXTURES
 from tests.support.turns import play, stream
-from tui.cli import main
 
 FIXTURE = FIXTURES / "turn_v1.jsonl"
 

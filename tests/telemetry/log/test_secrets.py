@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from telemetry import events as ev
-from telemetry.log.secrets import MASK, Secrets, header_secrets, masked, remember
+from ttft.telemetry import events as ev
+from ttft.telemetry.log.secrets import MASK, Secrets, header_secrets, masked, remember
 
 
 def test_a_short_unusual_key_that_no_pattern_knows_is_masked_where_it_stands() -> None:
@@ -54,7 +53,7 @@ def test_header_secrets_are_each_value_and_the_token_of_a_bearer() -> None:
 def test_remembered_values_mask_a_failed_events_message_and_leave_a_clean_one_as_it_is(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from telemetry.log import secrets
+    from ttft.telemetry.log import secrets
 
     # this process's own set, as the test begins: what earlier tests remembered (a URL's password
     # "secret", say) would mask the clean message below
@@ -76,8 +75,8 @@ def test_nothing_known_masks_nothing() -> None:
 def test_typed_text_keeps_its_words_and_loses_each_urls_credentials_and_query_values(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from telemetry.log import secrets
-    from telemetry.log.secrets import mask
+    from ttft.telemetry.log import secrets
+    from ttft.telemetry.log.secrets import mask
 
     # What this process knows is process-wide: an earlier test's URL credentials ("user") would be masked too.
     monkeypatch.setattr(secrets, "KNOWN", Secrets())
@@ -97,7 +96,7 @@ def test_typed_text_keeps_its_words_and_loses_each_urls_credentials_and_query_va
 
 
 def test_typed_text_loses_a_key_this_process_sends() -> None:
-    from telemetry.log.secrets import mask
+    from ttft.telemetry.log.secrets import mask
 
     remember("sk-typed-into-a-prompt-0042")
     assert mask("why does sk-typed-into-a-prompt-0042 fail?") == f"why does {MASK} fail?"
@@ -105,7 +104,7 @@ def test_typed_text_loses_a_key_this_process_sends() -> None:
 
 # --- the one egress masker: every kind of secret, the rest of the message kept (issue 39, item 6) ---------
 def test_a_secret_named_environment_variable_is_masked_and_a_switch_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
-    from telemetry.log.secrets import environment_secrets, mask
+    from ttft.telemetry.log.secrets import environment_secrets, mask
 
     monkeypatch.setenv("TTFT_EGRESS_SERVICE_TOKEN", "tok-env-0042")
     monkeypatch.setenv("TTFT_EGRESS_DB_PASSWORD", "pw-env-0043")
@@ -134,14 +133,14 @@ def test_a_secret_named_environment_variable_is_masked_and_a_switch_is_not(monke
     ],
 )
 def test_header_values_and_bearer_tokens_are_masked_and_their_names_kept(text: str, want: str | None) -> None:
-    from telemetry.log.secrets import mask
+    from ttft.telemetry.log.secrets import mask
 
     assert mask(text) == (text if want is None else want)
 
 
 def test_one_message_with_every_kind_of_secret_keeps_every_other_word(monkeypatch: pytest.MonkeyPatch) -> None:
-    from telemetry.log import secrets
-    from telemetry.log.secrets import mask
+    from ttft.telemetry.log import secrets
+    from ttft.telemetry.log.secrets import mask
 
     monkeypatch.setattr(secrets, "KNOWN", Secrets())
     monkeypatch.setenv("TTFT_EGRESS_KEY_API_KEY", "sk-egress-env-0001")
@@ -166,7 +165,7 @@ def test_one_message_with_every_kind_of_secret_keeps_every_other_word(monkeypatc
 def test_a_failed_events_hint_and_a_records_error_notices_and_diagnosis_are_masked_not_its_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from telemetry.log.secrets import masked_record
+    from ttft.telemetry.log.secrets import masked_record
 
     monkeypatch.setenv("TTFT_EGRESS_HOOK_SECRET", "hook-secret-0008")
     e = masked(ev.Failed(1, "RuntimeError", "ok", None, "see http://u:hook-secret-0008@h/"))

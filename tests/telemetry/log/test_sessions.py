@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from ttft.telemetry import events as ev
+from ttft.telemetry.log.sessions import list_sessions
+from ttft.telemetry.log.turns import SessionLog
 
-from telemetry import events as ev
-from telemetry.log.sessions import list_sessions
-from telemetry.log.turns import SessionLog
 from tests.support.paths import ROOT
 from tests.support.turns import play, stream
 
@@ -39,7 +39,7 @@ def test_sessions_medians_leave_out_failed_and_cancelled_turns(data_dir: Path) -
     assert info.median_ttft_ms == pytest.approx(100, abs=0.01)
     assert info.median_tpot_ms == pytest.approx(10, abs=0.01)
     report = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "report", str(log.path)],
+        [sys.executable, "-m", "ttft.tui.cli", "report", str(log.path)],
         capture_output=True,
         text=True,
         cwd=ROOT,

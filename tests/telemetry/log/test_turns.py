@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from ttft.telemetry import events as ev
+from ttft.telemetry.log.sessions import list_sessions, resolve
+from ttft.telemetry.log.turns import SessionLog, read_records
 
-from telemetry import events as ev
-from telemetry.log.sessions import list_sessions, resolve
-from telemetry.log.turns import SessionLog, read_records
 from tests.support.paths import ROOT
 from tests.support.turns import at, play, recorder, stream
 
@@ -101,7 +101,7 @@ def test_a_killed_process_leaves_every_finished_turn(tmp_path: Path, data_dir: P
         f"""
         import sys, time
         sys.path.insert(0, {str(ROOT)!r})
-        from telemetry.log.turns import SessionLog
+        from ttft.telemetry.log.turns import SessionLog
         from tests.support.turns import play, stream
         log = SessionLog("crash")
         for i in range({n}):
@@ -124,7 +124,7 @@ def test_a_killed_process_leaves_every_finished_turn(tmp_path: Path, data_dir: P
 def test_a_new_session_never_takes_an_id_whose_file_exists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import secrets
 
-    import telemetry.log.turns as log_module
+    import ttft.telemetry.log.turns as log_module
 
     draws = iter(["aaaaaa", "aaaaaa", "bbbbbb"])
     monkeypatch.setattr(secrets, "token_hex", lambda n: next(draws))
@@ -154,11 +154,11 @@ class _FixedClock:
     ],
 )
 def test_a_log_line_reads_as_the_stdlib_reads_it(change: tuple[bytes, bytes]) -> None:
-    from telemetry import json_guard
-    from telemetry.log.json_line import encode_line
-    from telemetry.log.surrogates import scrub_value
-    from telemetry.log.turns import BAD_LINE, parse_line, well_formed
-    from telemetry.record import upgrade
+    from ttft.telemetry import json_guard
+    from ttft.telemetry.log.json_line import encode_line
+    from ttft.telemetry.log.surrogates import scrub_value
+    from ttft.telemetry.log.turns import BAD_LINE, parse_line, well_formed
+    from ttft.telemetry.record import upgrade
 
     line = encode_line(play(stream(visible=3)))
     assert change[0] in line

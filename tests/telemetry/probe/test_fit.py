@@ -7,9 +7,8 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from telemetry.probe.fit import curvature_note, fit_cache, fit_probe, levers, theil_sen
-from telemetry.probe.result import CacheFit, Estimate, ProbeFit, ProbePoint, fit_from_dict
+from ttft.telemetry.probe.fit import curvature_note, fit_cache, fit_probe, levers, theil_sen
+from ttft.telemetry.probe.result import CacheFit, Estimate, ProbeFit, ProbePoint, fit_from_dict
 
 LENGTHS = (128, 400, 1200, 3000, 8000)
 

@@ -11,16 +11,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from ttft.backends.base import ChatRequest, Message
+from ttft.backends.turn import new_recorder
+from ttft.telemetry import events as ev
+from ttft.telemetry.diagnosis import diagnose_turn, probe_day
+from ttft.telemetry.probe.result import CacheFit, Estimate, ProbeFit
+from ttft.telemetry.probe.saved import SavedProbe
+from ttft.telemetry.probe.store import probe_path, save_probe, saved_probe
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.wire import server_wait_ms, split_server_wait
 
-from backends.base import ChatRequest, Message
-from backends.turn import new_recorder
-from telemetry import events as ev
-from telemetry.diagnosis import diagnose_turn, probe_day
-from telemetry.probe.result import CacheFit, Estimate, ProbeFit
-from telemetry.probe.saved import SavedProbe
-from telemetry.probe.store import probe_path, save_probe, saved_probe
-from telemetry.record import TurnRecord
-from telemetry.wire import server_wait_ms, split_server_wait
 from tests.support.turns import at, recorder
 
 # 40 ms at no input, 38 ms more per 1k fresh input tokens.

@@ -10,17 +10,17 @@ import time
 
 from hypothesis import given
 from hypothesis import strategies as st
+from ttft.telemetry import events as ev
+from ttft.telemetry.diagnosis import diagnose_turn
+from ttft.telemetry.export import step_table
+from ttft.telemetry.export.genai_points import turn_points
+from ttft.telemetry.export.genai_spans import agent_span
+from ttft.telemetry.export.table import row, unlisted
+from ttft.telemetry.proxy.sessions import ProxySession, rebuild
+from ttft.telemetry.proxy.shape import CallShape
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.view.timeline import turn_timeline
 
-from telemetry import events as ev
-from telemetry.diagnosis import diagnose_turn
-from telemetry.export import step_table
-from telemetry.export.genai_points import turn_points
-from telemetry.export.genai_spans import agent_span
-from telemetry.export.table import row, unlisted
-from telemetry.proxy.sessions import ProxySession, rebuild
-from telemetry.proxy.shape import CallShape
-from telemetry.record import TurnRecord
-from telemetry.view.timeline import turn_timeline
 from tests.support.turns import MS, at, reads_back, recorder
 
 CLIENT = "claude-cli/2.0.14"

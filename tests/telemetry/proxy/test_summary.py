@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from ttft.telemetry.proxy.summary import cache_share, summarize
 
-from telemetry.proxy.summary import cache_share, summarize
 from tests.telemetry.proxy.test_sessions import CLIENT, call
 
 

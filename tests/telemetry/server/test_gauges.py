@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from telemetry.server import gauges as g
+from ttft.telemetry.server import gauges as g
 
 VLLM = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge

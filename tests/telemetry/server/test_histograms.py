@@ -10,8 +10,7 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from telemetry.server import histograms as h
+from ttft.telemetry.server import histograms as h
 
 INF = math.inf
 # cumulative: 2 at or under 0.1 s, 6 under 0.2, 8 under 0.4, 10 in all

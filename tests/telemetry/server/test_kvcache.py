@@ -1,8 +1,7 @@
 from __future__ import annotations
 
 import pytest
-
-from telemetry.server.kvcache import kv_bytes_per_token, kv_cache_size
+from ttft.telemetry.server.kvcache import kv_bytes_per_token, kv_cache_size
 
 
 def test_llama2_7b_fp16_4k_is_about_2_gb() -> None:

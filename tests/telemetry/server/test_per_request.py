@@ -7,10 +7,10 @@ import math
 import time
 
 import pytest
+from ttft.telemetry import events as ev
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.server.per_request import notice_text, read_metrics
 
-from telemetry import events as ev
-from telemetry.record import TurnRecord
-from telemetry.server.per_request import notice_text, read_metrics
 from tests.support.turns import at, play, stream
 
 GOOD = {

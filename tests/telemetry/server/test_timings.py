@@ -7,8 +7,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from telemetry.server.timings import ServerTimings, load_import_ms, server_timings
+from ttft.telemetry.server.timings import ServerTimings, load_import_ms, server_timings
 
 
 def test_llama_server_timings_keep_their_ms() -> None:

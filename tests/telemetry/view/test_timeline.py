@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from telemetry import events as ev
-from telemetry.recorder import TurnRecorder
-from telemetry.settings import TurnSettings
-from telemetry.view.render import RenderLag
-from telemetry.view.timeline import live_timeline, stalls, turn_timeline
+from ttft.telemetry import events as ev
+from ttft.telemetry.recorder import TurnRecorder
+from ttft.telemetry.settings import TurnSettings
+from ttft.telemetry.view.render import RenderLag
+from ttft.telemetry.view.timeline import live_timeline, stalls, turn_timeline
 
 MS = 1_000_000
 T0 = 10_000 * MS
@@ -89,8 +89,8 @@ def test_render_lag_summary_and_growth() -> None:
 
 
 def test_phase_spans_lay_the_phases_end_to_end_from_the_send() -> None:
-    from telemetry.metrics import TurnMetrics
-    from telemetry.view.timeline import phase_spans
+    from ttft.telemetry.metrics import TurnMetrics
+    from ttft.telemetry.view.timeline import phase_spans
 
     spans = phase_spans(TurnMetrics(phases_ms={"streaming": 30.0, "waiting": 100.0, "reasoning": 0.0}))
     assert [(s.phase, s.start_ms, s.end_ms) for s in spans] == [("waiting", 0.0, 100.0), ("streaming", 100.0, 130.0)]
@@ -98,7 +98,7 @@ def test_phase_spans_lay_the_phases_end_to_end_from_the_send() -> None:
 
 
 def test_a_tool_using_turn_draws_each_step_and_ttfts_own_time_between() -> None:
-    from telemetry.view.timeline import step_segments
+    from ttft.telemetry.view.timeline import step_segments
 
     steps = [
         {"kind": "model", "start_ms": 0.0, "end_ms": 160.0, "ttft_ms": 150.0, "ttfvt_ms": None},

@@ -15,13 +15,13 @@ import pytest
 from rich.console import Console
 from textual.app import App
 from textual.widgets import Button
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.screens.approve import Approval, ApproveScreen, cut_middle, one_line, shown_arguments
+from ttft.tui.tool_servers import ToolServers
 
 from tests.fakes.agent_server import AgentServer, Call, Step
 from tests.support.tool_host import FakeHost, FakeTool
 from tests.support.tui_support import factory_for, wait_until
-from tui.chat.app import ChatApp
-from tui.screens.approve import Approval, ApproveScreen, cut_middle, one_line, shown_arguments
-from tui.tool_servers import ToolServers
 
 SIZE = (120, 40)  # the tmux tests' terminal
 WAIT_S = 60
@@ -46,7 +46,7 @@ def on_screen(app: App[Any]) -> str:
 
 
 def _chat(srv: AgentServer, host: FakeHost) -> ChatApp:
-    from backends.providers.registry import create_backend
+    from ttft.backends.providers.registry import create_backend
 
     tools = ToolServers()
     tools.host = host  # type: ignore[assignment]  # an in-process host in the MCP host's place

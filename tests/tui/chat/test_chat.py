@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable
+from ttft.telemetry import events as ev
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.screens.help import HelpScreen
+from ttft.tui.screens.sessions import SessionsScreen
+from ttft.tui.screens.settings import SettingsScreen
+from ttft.tui.widgets.error_card import ErrorCard
+from ttft.tui.widgets.transcript import AssistantMessage, NoteMessage, UserMessage
 
-from telemetry import events as ev
-from telemetry.record import TurnRecord
 from tests.support.tui_support import TimedBackend, factory_for, wait_until
-from tui.chat.app import ChatApp
-from tui.screens.help import HelpScreen
-from tui.screens.sessions import SessionsScreen
-from tui.screens.settings import SettingsScreen
-from tui.widgets.error_card import ErrorCard
-from tui.widgets.transcript import AssistantMessage, NoteMessage, UserMessage
 
 
 @pytest.fixture(autouse=True)
@@ -273,8 +273,8 @@ async def test_regenerate_copy_help_and_pane_toggle() -> None:
 
 
 def test_chat_command_parses_and_builds_settings() -> None:
-    from tui.cli import build_parser
-    from tui.commands.args import chat_args
+    from ttft.tui.cli import build_parser
+    from ttft.tui.commands.args import chat_args
 
     args = chat_args(
         build_parser().parse_args(["chat", "-m", "openai:gpt-x", "--effort", "low", "--max-tokens", "9", "--no-stream"])
@@ -285,7 +285,7 @@ def test_chat_command_parses_and_builds_settings() -> None:
 
 
 def test_pane_shows_the_engines_own_split_for_each_server_format() -> None:
-    from tui.widgets.telemetry_pane import record_text
+    from ttft.tui.widgets.telemetry_pane import record_text
 
     base = {"status": "ok", "turn_index": 0, "provider": "p", "model": "m", "metrics": {}, "tokens": {}}
     llama_server = {
@@ -321,7 +321,7 @@ def test_pane_shows_the_engines_own_split_for_each_server_format() -> None:
 async def test_the_panes_graphs_redraw_slower_than_its_figures_but_at_once_on_a_phase_change() -> None:
     """The figures at PANE_FPS, the sparkline and the live timeline at PANE_GRAPH_FPS (each costs a
     compositor pass), and both on every change of phase, so no phase is missed by the timeline."""
-    from tui.chat.paint import PANE_GRAPH_FPS
+    from ttft.tui.chat.paint import PANE_GRAPH_FPS
 
     backend = TimedBackend(first_ms=100, token_ms=10, reasoning=20, visible=100)  # ~1.3 s of stream
     app = ChatApp("fake:timed", factory=factory_for(backend))

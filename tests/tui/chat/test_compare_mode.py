@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ttft.telemetry.log.turns import read_records
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.chat.compare import CompareSpecScreen
+from ttft.tui.compare.pane import PaneView
+from ttft.tui.compare.screen import CompareScreen
+from ttft.tui.widgets.transcript import UserMessage
 
-from telemetry.log.turns import read_records
 from tests.support.tui_support import TimedBackend, heard, said, wait_until
-from tui.chat.app import ChatApp
-from tui.chat.compare import CompareSpecScreen
-from tui.compare.pane import PaneView
-from tui.compare.screen import CompareScreen
-from tui.widgets.transcript import UserMessage
 
 
 @pytest.fixture(autouse=True)
@@ -151,8 +151,9 @@ async def test_a_spec_or_error_with_brackets_and_controls_is_said_as_written() -
 
 
 async def test_a_comparison_opened_from_the_chat_starts_the_chats_tool_servers_for_itself(data_dir: Path) -> None:
+    from ttft.tui.tool_servers import ToolServers
+
     from tests.backends.mcp.servers import stdio
-    from tui.tool_servers import ToolServers
 
     tools = ToolServers([stdio("fake")], start_timeout_s=90)
     app = ChatApp("fake:first", factory=Factory(), tools=tools)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 from textual.widgets import Static
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.widgets.telemetry_pane import TelemetryPane
 
 from tests.support.tui_support import wait_until
-from tui.chat.app import ChatApp
-from tui.widgets.telemetry_pane import TelemetryPane
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'ttft[local]')")
 pytestmark = pytest.mark.local

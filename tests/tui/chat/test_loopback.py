@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.widgets.error_card import ErrorCard
 
 from tests.fakes import FakeServer, Schedule
 from tests.support.tui_support import wait_until
-from tui.chat.app import ChatApp
-from tui.widgets.error_card import ErrorCard
 
 
 @pytest.fixture(autouse=True)

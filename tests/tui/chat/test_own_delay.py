@@ -16,20 +16,20 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from ttft.backends.base import ChatRequest
+from ttft.backends.compare.runner import ComparePane, CompareRunner
+from ttft.backends.turn import new_recorder
+from ttft.telemetry import events as ev
+from ttft.telemetry.recorder import TurnRecorder
+from ttft.telemetry.settings import TurnSettings
+from ttft.telemetry.view.timeline import live_timeline, turn_timeline
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.cli import main
+from ttft.tui.widgets.telemetry_pane import live_text, record_text
 
-from backends.base import ChatRequest
-from backends.compare.runner import ComparePane, CompareRunner
-from backends.turn import new_recorder
-from telemetry import events as ev
-from telemetry.recorder import TurnRecorder
-from telemetry.settings import TurnSettings
-from telemetry.view.timeline import live_timeline, turn_timeline
 from tests.fakes import FakeServer, Schedule
 from tests.support.paths import ROOT
 from tests.support.tui_support import MS, T0, TimedBackend, factory_for, script, wait_until
-from tui.chat.app import ChatApp
-from tui.cli import main
-from tui.widgets.telemetry_pane import live_text, record_text
 
 
 @pytest.fixture(autouse=True)
@@ -176,7 +176,7 @@ async def test_the_chat_warms_its_backend_up_before_the_first_enter() -> None:
 
 
 async def test_a_backend_that_cannot_start_still_says_so_on_the_first_turn() -> None:
-    from tui.widgets.error_card import ErrorCard
+    from ttft.tui.widgets.error_card import ErrorCard
 
     factory = CountingFactory(fail=True)
     app = ChatApp("nope:model", factory=factory, warm_up=True)
@@ -227,7 +227,7 @@ class SlowLoadingLocal(TimedBackend):
 async def test_a_turn_sent_during_the_start_up_load_shows_the_wait_as_its_load_phase(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import tui.session
+    import ttft.tui.session
 
     made: list[TurnRecorder] = []
 
@@ -235,7 +235,7 @@ async def test_a_turn_sent_during_the_start_up_load_shows_the_wait_as_its_load_p
         made.append(new_recorder(*args, **kwargs))
         return made[-1]
 
-    monkeypatch.setattr(tui.session, "new_recorder", spy)
+    monkeypatch.setattr(ttft.tui.session, "new_recorder", spy)
     backend = SlowLoadingLocal()
     app = ChatApp("local", factory=factory_for(backend), warm_up=True)
     hold_ms = 300
@@ -311,7 +311,7 @@ async def test_compare_turns_count_their_own_delay_from_the_submit() -> None:
 
 
 async def test_the_compare_screen_warms_every_pane_up_before_the_first_prompt() -> None:
-    from tui.compare.app import CompareApp
+    from ttft.tui.compare.app import CompareApp
 
     a, b = WarmBackend(), WarmBackend()
     app = CompareApp([a, b], session_id="s1", comparison_id="cmp-1")
@@ -348,7 +348,18 @@ def test_ask_records_its_own_delay(srv: FakeServer, capsys: pytest.CaptureFixtur
 def test_ask_from_a_fresh_process_counts_from_its_start_and_says_so(srv: FakeServer, data_dir: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "ask", "-m", "compat:x", "--base-url", srv.openai_base_url, "--json", "hi"],
+        [
+            sys.executable,
+            "-m",
+            "ttft.tui.cli",
+            "ask",
+            "-m",
+            "compat:x",
+            "--base-url",
+            srv.openai_base_url,
+            "--json",
+            "hi",
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -366,7 +377,7 @@ IMPORT_CHECK = """
 import json, sys
 from tests.fakes import FakeServer, Schedule
 with FakeServer(Schedule(first_token_ms=5, token_ms=1, visible_tokens=2)) as srv:
-    from tui.cli import main
+    from ttft.tui.cli import main
     rc = main(["ask", "-m", "compat:x", "--base-url", srv.openai_base_url, "--json", "hi", *sys.argv[1:]])
 print(json.dumps({"rc": rc, "loaded": sorted(m for m in ("anthropic", "openai", "textual") if m in sys.modules)}))
 """
@@ -392,7 +403,7 @@ def test_ask_on_a_compat_model_imports_no_sdk_and_no_textual(flags: tuple[str, .
 def test_a_plain_http_server_costs_no_ca_bundle_and_tls_would_fail_closed(monkeypatch: pytest.MonkeyPatch) -> None:
     import ssl
 
-    from backends.transport.http import needs_ca_bundle, no_tls_context
+    from ttft.backends.transport.http import needs_ca_bundle, no_tls_context
 
     for k in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
         monkeypatch.delenv(k, raising=False)

@@ -16,14 +16,14 @@ import pytest
 from rich.console import Console
 from textual.command import CommandList, CommandPalette
 from textual.widgets import DataTable, Static
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.chat.compare import CompareSpecScreen
+from ttft.tui.compare.app import CompareApp, CompareScreen, PaneView
+from ttft.tui.screens.help import METRICS, HelpScreen
+from ttft.tui.screens.sessions import SessionsScreen
+from ttft.tui.screens.settings import SettingsScreen
 
 from tests.support.tui_support import TimedBackend, factory_for, wait_until
-from tui.chat.app import ChatApp
-from tui.chat.compare import CompareSpecScreen
-from tui.compare.app import CompareApp, CompareScreen, PaneView
-from tui.screens.help import METRICS, HelpScreen
-from tui.screens.sessions import SessionsScreen
-from tui.screens.settings import SettingsScreen
 
 SIZE = (160, 48)
 
@@ -132,7 +132,8 @@ async def test_help_keeps_every_word_in_brackets() -> None:
 async def test_sessions_title_and_rows_keep_brackets(data_dir: Path) -> None:
     from dataclasses import replace
 
-    from telemetry.log.turns import SessionLog
+    from ttft.telemetry.log.turns import SessionLog
+
     from tests.support.turns import recorder, stream
 
     rec = recorder()

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 from textual.command import CommandPalette
+from ttft.telemetry.log import drafts
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.chat.prompt import ChatPrompt
+from ttft.tui.screens.history_search import HistorySearch
+from ttft.tui.widgets.attachments import AttachedFile, AttachmentTray
+from ttft.tui.widgets.code_blocks import CodeFence
+from ttft.tui.widgets.transcript import CompactTurn, UserMessage
 
-from telemetry.log import drafts
-from telemetry.record import TurnRecord
 from tests.support.tui_support import TimedBackend, factory_for, said, wait_until
-from tui.chat.app import ChatApp
-from tui.chat.prompt import ChatPrompt
-from tui.screens.history_search import HistorySearch
-from tui.widgets.attachments import AttachedFile, AttachmentTray
-from tui.widgets.code_blocks import CodeFence
-from tui.widgets.transcript import CompactTurn, UserMessage
 
 SIZE = (140, 44)
 CODE_ANSWER = "Here:\n\n```python\ndef f():\n\treturn '\x1b[31m'  \n```\n\nand\n\n```sh\nls -la\n```\n"
@@ -317,9 +317,10 @@ async def test_the_palette_lists_attached_files_to_remove(data_dir: Path) -> Non
 async def test_the_full_render_starts_when_the_stream_ends_before_the_record_and_is_drawn_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from telemetry import events as ev
+    from ttft.telemetry import events as ev
+    from ttft.tui.widgets.code_blocks import CodeMarkdown
+
     from tests.support.tui_support import ScriptedBackend, script
-    from tui.widgets.code_blocks import CodeMarkdown
 
     updates: list[str] = []
     update = CodeMarkdown.update

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from textual import events
+from ttft.tui.chat.app import ChatApp
 
 from tests.support.tui_support import MS, T0, SequenceBackend, factory_for, finished, script, wait_until
-from tui.chat.app import ChatApp
 
 PARKED_FPS = 1e-4
 SIZE = (120, 36)

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from ttft.tui.chat import commands as chat_commands
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.chat.prompt import ChatPrompt
+from ttft.tui.screens.help import HelpScreen
+from ttft.tui.widgets.transcript import UserMessage
 
 from tests.support.tui_support import ScriptedBackend, TimedBackend, factory_for, said, script, wait_until
-from tui.chat import commands as chat_commands
-from tui.chat.app import ChatApp
-from tui.chat.prompt import ChatPrompt
-from tui.screens.help import HelpScreen
-from tui.widgets.transcript import UserMessage
 
 
 @pytest.fixture(autouse=True)

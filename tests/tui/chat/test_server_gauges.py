@@ -8,10 +8,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from ttft.tui.chat.app import ChatApp
 
 from tests.fakes.gauged_server import GaugedServer
 from tests.support.tui_support import wait_until
-from tui.chat.app import ChatApp
 
 
 @pytest.fixture(autouse=True)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from tui.chat import slash
+from ttft.tui.chat import slash
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ttft.telemetry import events as ev
+from ttft.tui.chat.app import ChatApp
 
-from telemetry import events as ev
 from tests.support.tui_support import (
     MS,
     T0,
@@ -22,7 +23,6 @@ from tests.support.tui_support import (
     script,
     wait_until,
 )
-from tui.chat.app import ChatApp
 
 SIZES = [(80, 24), (160, 48)]
 ANSWER_WORDS = 60

@@ -16,17 +16,17 @@ from typing import Any
 import pytest
 from rich.console import Console
 from textual.widgets import Static
+from ttft.backends.providers.registry import create_backend
+from ttft.telemetry.log.turns import read_records
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.screens.approve import ApproveScreen
+from ttft.tui.tool_servers import ToolServers
+from ttft.tui.widgets.tool_steps import ToolRun
 
-from backends.providers.registry import create_backend
-from telemetry.log.turns import read_records
 from tests.backends.mcp.servers import stdio
 from tests.fakes.agent_server import AgentServer, Call, Step
 from tests.support.tool_host import SEARCH_THEN_ANSWER, FakeHost, FakeTool, servers_holding
 from tests.support.tui_support import TimedBackend, factory_for, said, wait_until
-from tui.chat.app import ChatApp
-from tui.screens.approve import ApproveScreen
-from tui.tool_servers import ToolServers
-from tui.widgets.tool_steps import ToolRun
 
 SIZE = (160, 60)
 WAIT_S = 60  # a loaded 2-core machine: generous
@@ -272,7 +272,7 @@ def test_tool_results_in_the_transcript_fold_when_long() -> None:
 async def test_an_older_tool_using_turn_is_compacted_with_its_calls_and_results(
     search_then_answer: AgentServer,
 ) -> None:
-    from tui.widgets.transcript import CompactTurn
+    from ttft.tui.widgets.transcript import CompactTurn
 
     host = FakeHost(FakeTool("search", "found: noon", server="web"))
     app = _app(search_then_answer, servers_holding(host))
@@ -296,7 +296,7 @@ async def test_an_older_tool_using_turn_is_compacted_with_its_calls_and_results(
 
 
 async def test_each_steps_answer_numbers_its_code_blocks_after_the_last_steps() -> None:
-    from tui.widgets.transcript import AssistantMessage
+    from ttft.tui.widgets.transcript import AssistantMessage
 
     first = "Let me look:\n\n```python\nprint(1)\n```\n"
     script = [Step(text=first, calls=(Call("search", {"q": "x"}),)), Step(text="Here:\n\n```python\nprint(2)\n```\n")]

@@ -12,14 +12,14 @@ import pytest
 from textual.app import App
 from textual.message import Message
 from textual.screen import Screen
+from ttft.telemetry import events as ev
+from ttft.telemetry.log.turns import SessionLog, read_records
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.chat.turn import ChatTurns, TurnFailed, TurnFinished, TurnStarted
+from ttft.tui.runner import LoopThread
+from ttft.tui.session import ChatSession
 
-from telemetry import events as ev
-from telemetry.log.turns import SessionLog, read_records
-from telemetry.record import TurnRecord
 from tests.support.tui_support import TimedBackend, factory_for, wait_until
-from tui.chat.turn import ChatTurns, TurnFailed, TurnFinished, TurnStarted
-from tui.runner import LoopThread
-from tui.session import ChatSession
 
 
 @pytest.fixture(autouse=True)

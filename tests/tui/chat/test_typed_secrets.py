@@ -12,12 +12,12 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.compare.screen import CompareScreen
+from ttft.tui.screens.settings import SettingsScreen
 
 from tests.fakes import FakeServer, Schedule
 from tests.support.tui_support import said, wait_until
-from tui.chat.app import ChatApp
-from tui.compare.screen import CompareScreen
-from tui.screens.settings import SettingsScreen
 
 SIZE = (140, 44)
 PASSWORD, QUERY_KEY, SETTINGS_PW, PASTED_KEY = "PASSW0RD-91", "K3YVALUE-72", "S3TTINGS-PW-5", "sk-pasted-4417"
@@ -148,7 +148,7 @@ async def test_a_masked_draft_comes_back_saying_what_to_type_again(dirs: tuple[P
 def test_a_compare_url_recalled_masked_goes_without_its_masked_parts() -> None:
     from types import SimpleNamespace
 
-    from tui.chat.compare import compare_specs
+    from ttft.tui.chat.compare import compare_specs
 
     chat = SimpleNamespace(spec="compat:a", base_url="http://127.0.0.1:9/v1")
     specs = compare_specs(chat, "compat:m@http://***@h/v1?api-key=***&api-version=2024")  # type: ignore[arg-type]
@@ -160,7 +160,8 @@ async def test_a_draft_written_aside_never_overwrites_a_newer_one(
 ) -> None:
     import time
 
-    from telemetry.log import drafts
+    from ttft.telemetry.log import drafts
+
     from tests.support.tui_support import TimedBackend, factory_for
 
     real_save = drafts.save

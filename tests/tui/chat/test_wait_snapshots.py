@@ -9,12 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ttft.telemetry import events as ev
+from ttft.telemetry.wire import HttpInfo, RateLimit
+from ttft.tui.chat.app import ChatApp
 
-from telemetry import events as ev
-from telemetry.wire import HttpInfo, RateLimit
 from tests.support.tui_support import MS, T0, SequenceBackend, factory_for, finished, wait_until
 from tests.tui.chat.test_snapshots import PARKED_FPS, SIZES, live_app, live_state, steady
-from tui.chat.app import ChatApp
 
 
 @pytest.fixture(autouse=True)

@@ -7,15 +7,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.telemetry import events as ev
+from ttft.telemetry.view.timeline import live_timeline, turn_timeline
+from ttft.tui.chat.app import ChatApp
 
-from telemetry import events as ev
-from telemetry.view.timeline import live_timeline, turn_timeline
 from tests.fakes import Schedule
 from tests.fakes.tls_server import TLSFakeServer
 from tests.support.tui_support import wait_until
 from tests.support.turns import at, play, recorder
 from tests.tui.chat.test_loopback import send, spy_pane
-from tui.chat.app import ChatApp
 
 
 @pytest.fixture(autouse=True)

@@ -11,13 +11,13 @@ import pytest
 from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import Static
+from ttft.telemetry.log.turns import read_records
+from ttft.tui.compare.app import CompareApp, PaneView
+from ttft.tui.widgets.error_card import ErrorCard
+from ttft.tui.widgets.timeline import TimelineView
 
-from telemetry.log.turns import read_records
 from tests.support.compare_fakes import ScheduledBackend
 from tests.support.tui_support import heard, wait_until
-from tui.compare.app import CompareApp, PaneView
-from tui.widgets.error_card import ErrorCard
-from tui.widgets.timeline import TimelineView
 
 SIZE = (160, 48)
 
@@ -127,7 +127,7 @@ async def test_trials_give_verdicts_and_one_answer_per_prompt() -> None:
 
 
 async def test_repeat_is_bounded_and_says_so() -> None:
-    from tui.compare.commands import MAX_TRIALS
+    from ttft.tui.compare.commands import MAX_TRIALS
 
     a, b = quick_start(), quick_decode()
     app = CompareApp([a, b], comparison_id="cmp-r")
@@ -252,8 +252,7 @@ async def test_nothing_moves_while_the_panes_stream(mode: str) -> None:
     panes stream, no pane, status line, answer room or race view changes height, the prompt stays
     in view above its answer, and the newest line is on screen once the answer pages."""
     from textual.widgets._markdown import MarkdownFence
-
-    from tui.widgets.transcript import AssistantMessage, UserMessage
+    from ttft.tui.widgets.transcript import AssistantMessage, UserMessage
 
     scale = 1 if mode == "parallel" else 2  # one pane after another: shorter answers, the same test time
     backends = [

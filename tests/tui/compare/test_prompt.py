@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from textual import events
+from ttft.tui.compare.app import CompareApp
+from ttft.tui.widgets.prompt_box import PromptBox
 
 from tests.support.compare_fakes import ScheduledBackend
 from tests.support.tui_support import wait_until
-from tui.compare.app import CompareApp
-from tui.widgets.prompt_box import PromptBox
 
 SIZE = (160, 48)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ttft.tui.compare.app import CompareApp, PaneView
+from ttft.tui.compare.output import export
 
 from tests.support.compare_fakes import ScheduledBackend
 from tests.support.tui_support import heard
-from tui.compare.app import CompareApp, PaneView
-from tui.compare.output import export
 
 SIZE = (160, 48)
 

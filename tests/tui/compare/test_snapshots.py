@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
+from ttft.tui.compare.app import CompareApp
 
 from tests.support.compare_fakes import ScheduledBackend
-from tui.compare.app import CompareApp
 
 T0 = 1_000_000_000_000
 

@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from ttft.backends.agent.consent import Consent
+from ttft.backends.providers.registry import create_backend
+from ttft.tui.compare.app import CompareApp
+from ttft.tui.compare.pane import PaneView
+from ttft.tui.screens.approve import ApproveScreen
+from ttft.tui.tool_servers import ToolServers
+from ttft.tui.widgets.tool_steps import ToolRun
 
-from backends.agent.consent import Consent
-from backends.providers.registry import create_backend
 from tests.fakes.agent_server import AgentServer
 from tests.support.tool_host import SEARCH_THEN_ANSWER, FakeHost, FakeTool, servers_holding
 from tests.support.tui_support import wait_until
-from tui.compare.app import CompareApp
-from tui.compare.pane import PaneView
-from tui.screens.approve import ApproveScreen
-from tui.tool_servers import ToolServers
-from tui.widgets.tool_steps import ToolRun
 
 SIZE = (160, 48)
 WAIT_S = 60  # a loaded 2-core machine: generous

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from telemetry.record import TurnRecord
-from tui.compare.view import pane_done_text
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.compare.view import pane_done_text
 
 
 def record(**fields: Any) -> TurnRecord:

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 from textual.widgets import DataTable, Static
+from ttft.backends.proxy.server import ProxiedCall
+from ttft.telemetry import events as ev
+from ttft.telemetry.proxy.shape import CallShape
+from ttft.tui.proxy.app import ProxyApp
+from ttft.tui.widgets.timeline import TimelineView
 
-from backends.proxy.server import ProxiedCall
-from telemetry import events as ev
-from telemetry.proxy.shape import CallShape
 from tests.support.turns import MS, at, recorder
-from tui.proxy.app import ProxyApp
-from tui.widgets.timeline import TimelineView
 
 SETTLE_S = 0.35  # a few of the app's 0.1 s ticks
 
@@ -224,9 +224,9 @@ async def test_with_a_plan_the_view_runs_the_proxy_and_q_keeps_its_run(tmp_path:
     import asyncio
 
     import openai
+    from ttft.backends.proxy.plan import ProxyPlan
+    from ttft.backends.proxy.server import ProxyConfig
 
-    from backends.proxy.plan import ProxyPlan
-    from backends.proxy.server import ProxyConfig
     from tests.fakes import FakeServer, Schedule
 
     with FakeServer(Schedule(first_token_ms=10, token_ms=1, visible_tokens=3)) as srv:
@@ -257,8 +257,8 @@ async def test_with_a_plan_the_view_runs_the_proxy_and_q_keeps_its_run(tmp_path:
 async def test_a_port_taken_ends_the_view_with_the_proxys_error() -> None:
     import socket
 
-    from backends.proxy.plan import ProxyPlan
-    from backends.proxy.server import ProxyConfig, ProxyError
+    from ttft.backends.proxy.plan import ProxyPlan
+    from ttft.backends.proxy.server import ProxyConfig, ProxyError
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

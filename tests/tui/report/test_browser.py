@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.telemetry.log.turns import SessionLog
+from ttft.tui.cli import main
 
-from telemetry.log.turns import SessionLog
 from tests.fakes import FakeServer, Schedule
 from tests.fakes.batching_server import BatchingServer
 from tests.support.turns import play, recorder, stream
 from tests.tui.report.test_page import turns
-from tui.cli import main
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [

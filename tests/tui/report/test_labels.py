@@ -9,8 +9,7 @@ import xml.etree.ElementTree as ET
 
 from hypothesis import given
 from hypothesis import strategies as st
-
-from tui.report.charts import LABEL_CHAR_PX, LABEL_H, Chart, Series, place_labels
+from ttft.tui.report.charts import LABEL_CHAR_PX, LABEL_H, Chart, Series, place_labels
 
 SVG = "{http://www.w3.org/2000/svg}"
 PLOT = (70.0, 40.0, 700.0, 365.0)

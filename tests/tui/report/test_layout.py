@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ttft.tui.cli import main
 
 from tests.tui.report.test_browser import ARGS, CHROMIUM, needs_chromium
-from tui.cli import main
 
 WIDTHS = (1280, 800)
 

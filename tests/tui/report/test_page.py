@@ -8,17 +8,18 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from ttft.backends.version import package_version
+from ttft.telemetry import events as ev
+from ttft.telemetry.bench import aggregate as agg
+from ttft.telemetry.log.turns import SessionLog
+from ttft.telemetry.record import typed_records
+from ttft.tui.cli import main
+from ttft.tui.commands.report.command import html_page, load, report_charts
+from ttft.tui.report.charts import whole_ticks
+from ttft.tui.report.figures import hist_chart, timeline_chart, ttft_chart
 
-from telemetry import events as ev
-from telemetry.bench import aggregate as agg
-from telemetry.log.turns import SessionLog
-from telemetry.record import typed_records
 from tests.support.turns import at, play, recorder, stream
 from tests.telemetry.bench.test_aggregate import rec, typed
-from tui.cli import main, package_version
-from tui.commands.report.command import html_page, load, report_charts
-from tui.report.charts import whole_ticks
-from tui.report.figures import hist_chart, timeline_chart, ttft_chart
 
 
 def turns() -> list[dict]:

@@ -9,11 +9,11 @@ import xml.etree.ElementTree as ET
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from ttft.tui.report.charts import axis_ticks, tick_decimals, tick_labels
+from ttft.tui.report.figures import hist_chart, timeline_chart
+from ttft.tui.report.html import NARROW
 
 from tests.support.turns import play, stream
-from tui.report.charts import axis_ticks, tick_decimals, tick_labels
-from tui.report.figures import hist_chart, timeline_chart
-from tui.report.html import NARROW
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -77,7 +77,7 @@ def test_the_timeline_is_as_tall_as_its_rows(n: int) -> None:
         r = play(stream(first_ms=100 + i, gap_ms=10, visible=4))
         r["turn_index"] = i
         records.append(r)
-    from telemetry.record import typed_records
+    from ttft.telemetry.record import typed_records
 
     chart = timeline_chart(typed_records(records))
     for width, offered in ((720, 420), NARROW):

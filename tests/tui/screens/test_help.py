@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from telemetry.record import TurnRecord
-from tui.screens.help import METRICS
-from tui.widgets.telemetry_pane import LABEL_W, record_text
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.screens.help import METRICS
+from ttft.tui.widgets.telemetry_pane import LABEL_W, record_text
 
 
 def _hosted_turn() -> dict:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 from textual.widgets import Label
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.screens.settings import SettingsScreen
 
 from tests.support.tui_support import TimedBackend, factory_for, wait_until
-from tui.chat.app import ChatApp
-from tui.screens.settings import SettingsScreen
 
 FIELDS = {
     "base URL": "#base_url",
@@ -53,8 +53,7 @@ async def test_the_local_engines_knobs_are_set_here_and_a_change_loads_the_model
     with, recorded with each turn), other extra keys kept; a change warms the backend up again at once,
     which for a local model is its load where it is now asked to run."""
     from textual.widgets import Input, Select
-
-    from telemetry.settings import TurnSettings
+    from ttft.telemetry.settings import TurnSettings
 
     backend = TimedBackend(first_ms=5, token_ms=1, reasoning=0, visible=3)
     warmed: list[dict | None] = []

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from rich.console import Console
 from textual.widgets import Static
+from ttft.backends.providers.config import McpServerConfig
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.screens.tools import NONE_YET, ToolsScreen
+from ttft.tui.tool_servers import ToolServers
 
-from backends.providers.config import McpServerConfig
 from tests.backends.mcp.servers import stdio
 from tests.support.tui_support import TimedBackend, factory_for, said, wait_until
 from tests.tui.chat.test_palette import run_from_palette
-from tui.chat.app import ChatApp
-from tui.screens.tools import NONE_YET, ToolsScreen
-from tui.tool_servers import ToolServers
 
 SIZE = (160, 48)
 
@@ -73,7 +73,7 @@ async def test_without_servers_the_screen_says_how_to_add_one() -> None:
 
 
 async def test_the_compare_screen_lists_its_servers_too(tmp_path: Path) -> None:
-    from tui.compare.app import CompareApp
+    from ttft.tui.compare.app import CompareApp
 
     missing = McpServerConfig(name="missing", command=str(tmp_path / "no-such-server"))
     tools = ToolServers([missing], start_timeout_s=60)

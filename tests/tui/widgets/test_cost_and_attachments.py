@@ -9,11 +9,11 @@ from typing import Any
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.widgets import DataTable, Static
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.widgets.history import COLUMNS, COST_COLUMN, HistoryPanel
+from ttft.tui.widgets.telemetry_pane import record_text
 
-from telemetry.record import TurnRecord
 from tests.support.turns import play, stream
-from tui.widgets.history import COLUMNS, COST_COLUMN, HistoryPanel
-from tui.widgets.telemetry_pane import record_text
 
 COST = {"input_usd": 0.000135, "output_usd": 0.00006, "total_usd": 0.000195, "priced_as": "openai:gpt-4o-mini"}
 FILES = [

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.screens.settings import SettingsScreen
+from ttft.tui.widgets.greeting import Greeting
+from ttft.tui.widgets.transcript import UserMessage
 
 from tests.support.tui_support import TimedBackend, factory_for, wait_until
-from tui.chat.app import ChatApp
-from tui.screens.settings import SettingsScreen
-from tui.widgets.greeting import Greeting
-from tui.widgets.transcript import UserMessage
 
 LOCAL_SPEC = "local:/models/Example-Chat-1B-Instruct-Q4_K_M.gguf"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from telemetry.duration import DASH
-from telemetry.record import TurnRecord
-from tui.widgets.history import COLUMNS, SERVER_COLUMN, _cells, columns, has_server_account
+from ttft.telemetry.duration import DASH
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.widgets.history import COLUMNS, SERVER_COLUMN, _cells, columns, has_server_account
 
 
 def test_a_turn_without_tokens_has_no_e2e_in_the_history() -> None:

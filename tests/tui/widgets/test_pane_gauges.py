@@ -4,11 +4,11 @@ request left), drawn by the pane alone: a snapshot, and the words for what the r
 from __future__ import annotations
 
 from textual.app import App, ComposeResult
+from ttft.telemetry import events as ev
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.widgets.telemetry_pane import TelemetryPane, record_text
 
-from telemetry import events as ev
-from telemetry.record import TurnRecord
 from tests.support.turns import at, play, stream
-from tui.widgets.telemetry_pane import TelemetryPane, record_text
 
 
 def _record(gauges: dict | None) -> TurnRecord:

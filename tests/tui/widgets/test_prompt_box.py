@@ -11,11 +11,11 @@ from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import BindingType
 from textual.widgets import Static
+from ttft.telemetry.log.prompt_history import PromptHistory
+from ttft.tui.widgets.pastes import FOLD_LINES, MAX_LINE, Folds, kept_folded, normalize
+from ttft.tui.widgets.prompt_box import PromptBox
 
-from telemetry.log.prompt_history import PromptHistory
 from tests.support.tui_support import heard, said
-from tui.widgets.pastes import FOLD_LINES, MAX_LINE, Folds, kept_folded, normalize
-from tui.widgets.prompt_box import PromptBox
 
 PASTE = "def f(x):\r\n\treturn x  # tab\r\n\r\n\r\nnon-ASCII: ünï 漢字 🙂\rlast line\r\n"
 EXACT = "def f(x):\n\treturn x  # tab\n\n\nnon-ASCII: ünï 漢字 🙂\nlast line\n"

@@ -14,11 +14,11 @@ from rich.cells import cell_len
 from textual.app import App, ComposeResult
 from textual.widgets import Markdown
 from textual.widgets._markdown import MarkdownFence
+from ttft.tui.chat.app import ChatApp
+from ttft.tui.widgets.stream import BlockSplitter, StreamingMarkdown, TailText, wrap_line
+from ttft.tui.widgets.transcript import KEEP_FULL_TURNS, AssistantMessage, CompactTurn, Transcript, UserMessage
 
 from tests.support.tui_support import SequenceBackend, factory_for, finished, script, wait_until
-from tui.chat.app import ChatApp
-from tui.widgets.stream import BlockSplitter, StreamingMarkdown, TailText, wrap_line
-from tui.widgets.transcript import KEEP_FULL_TURNS, AssistantMessage, CompactTurn, Transcript, UserMessage
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +113,8 @@ async def test_final_render_replaces_the_stream_with_full_markdown() -> None:
 
 
 def _text(text: str):  # type: ignore[no-untyped-def]
-    from telemetry import events as ev
+    from ttft.telemetry import events as ev
+
     from tests.support.tui_support import MS, T0
 
     return ev.TextDelta(T0 + 500 * MS, text)
@@ -197,8 +198,7 @@ async def test_long_chat_keeps_a_bounded_number_of_widgets() -> None:
 
 def test_open_block_gets_a_light_touch_of_markdown() -> None:
     from rich.style import Style
-
-    from tui.widgets.stream import inline_segments
+    from ttft.tui.widgets.stream import inline_segments
 
     segs = inline_segments("a **bold** and *it* and `code`, 2 * 3 * 4", Style())
     assert "".join(s.text for s in segs) == "a bold and it and code, 2 * 3 * 4"  # markers dropped, arithmetic kept

@@ -4,13 +4,13 @@ steps are numbered as the record counts them, and the live view says what happen
 from __future__ import annotations
 
 from rich.text import Text
+from ttft.telemetry import events as ev
+from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.recorder import Snapshot, TurnRecorder
+from ttft.telemetry.settings import TurnSettings
+from ttft.tui.widgets.telemetry_pane import LABEL_W, live_text, record_text, steps_rows
 
-from telemetry import events as ev
-from telemetry.record import TurnRecord
-from telemetry.recorder import Snapshot, TurnRecorder
-from telemetry.settings import TurnSettings
 from tests.support.tui_support import MS, T0
-from tui.widgets.telemetry_pane import LABEL_W, live_text, record_text, steps_rows
 
 
 def _record() -> dict:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 from textual.app import App, ComposeResult
-
-from telemetry.view.timeline import Segment, Timeline
-from tui.widgets.timeline import TimelineView
+from ttft.telemetry.view.timeline import Segment, Timeline
+from ttft.tui.widgets.timeline import TimelineView
 
 
 def _turn(phases: tuple[str, ...]) -> Timeline:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from textual.app import App, ComposeResult
 from textual.pilot import Pilot
+from ttft.telemetry import events as ev
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.widgets.transcript import Transcript
 
-from telemetry import events as ev
-from telemetry.record import TurnRecord
 from tests.support.turns import at, play
-from tui.widgets.transcript import Transcript
 
 
 class _Host(App[None]):

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 from rich.console import Console
 from textual.app import App, ComposeResult
+from ttft.backends.providers.lean.messages import LeanMessagesBackend
+from ttft.backends.providers.openai_chat import OpenAIChatBackend
+from ttft.telemetry import events as ev
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.widgets.transcript import AssistantMessage, CompactTurn, ToolCalls, Transcript, tool_arguments
 
-from backends.providers.lean.messages import LeanMessagesBackend
-from backends.providers.openai_chat import OpenAIChatBackend
-from telemetry import events as ev
-from telemetry.record import TurnRecord
 from tests.fakes import FakeServer, Schedule
 from tests.support.tui_support import wait_until
 from tests.support.turns import at, play, recorder
-from tui.widgets.transcript import AssistantMessage, CompactTurn, ToolCalls, Transcript, tool_arguments
 
 CALLS = (("get_weather", '{"city":"Paris","unit":"c"}'), ("get_time", '{"tz":"Europe/Paris"}'))
 
@@ -161,7 +161,7 @@ def test_a_tool_call_widget_stays_hidden_without_calls() -> None:
 
 async def test_the_chat_shows_a_compat_servers_tool_calls(tmp_path: Path) -> None:
     """The real chat, through the OpenAI SDK, against a compat server that answers with tool_calls deltas only."""
-    from tui.chat.app import ChatApp
+    from ttft.tui.chat.app import ChatApp
 
     with FakeServer(Schedule(visible_tokens=0, tool_calls=CALLS)) as srv:
         app = ChatApp("compat:fake-model", base_url=srv.openai_base_url)
@@ -180,7 +180,7 @@ async def test_the_chat_shows_a_compat_servers_tool_calls(tmp_path: Path) -> Non
 
 async def test_compare_panes_show_tool_calls_of_each_api(tmp_path: Path) -> None:
     """Two panes, Chat Completions (SDK) and Anthropic Messages (lean reader), both answering with tool calls."""
-    from tui.compare.app import CompareApp, PaneView
+    from ttft.tui.compare.app import CompareApp, PaneView
 
     with FakeServer(Schedule(visible_tokens=1, tool_calls=CALLS[:1])) as srv:
         chat = OpenAIChatBackend("fake-model", provider="compat", base_url=srv.openai_base_url, compat=True)

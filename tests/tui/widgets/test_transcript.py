@@ -4,11 +4,18 @@ turn was, its error card and compact line included, with no control character re
 from __future__ import annotations
 
 from textual.app import App, ComposeResult
+from ttft.telemetry.record import TurnRecord
+from ttft.tui.widgets.error_card import ErrorCard
+from ttft.tui.widgets.transcript import (
+    AssistantMessage,
+    CompactTurn,
+    NoteMessage,
+    Transcript,
+    UserMessage,
+    reasoning_title,
+)
 
-from telemetry.record import TurnRecord
 from tests.support.turns import play, stream
-from tui.widgets.error_card import ErrorCard
-from tui.widgets.transcript import AssistantMessage, CompactTurn, NoteMessage, Transcript, UserMessage, reasoning_title
 
 
 class _Host(App[None]):

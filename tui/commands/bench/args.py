@@ -8,23 +8,23 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.agent.loop import DEFAULT_MAX_STEPS
-from backends.load.bench import BenchAbort
-from backends.load.driver import LoadConfig
-from backends.load.plan import BenchPlan, Capacity, LocalServer, new_run_id
-from backends.load.tools import ToolsConfig
-from telemetry.bench import capacity as cap
-from telemetry.bench.slo import SLO
-from telemetry.settings import TurnSettings
-from tui.commands.args import local_flags, settings_from_args
-from tui.commands.bench import capacity as bench_capacity
-from tui.commands.bench import workload as bench_workload
-from tui.commands.bench.flag_types import (
+from ....backends.agent.loop import DEFAULT_MAX_STEPS
+from ....backends.load.bench import BenchAbort
+from ....backends.load.driver import LoadConfig
+from ....backends.load.plan import BenchPlan, Capacity, LocalServer, new_run_id
+from ....backends.load.tools import ToolsConfig
+from ....telemetry.bench import capacity as cap
+from ....telemetry.bench.slo import SLO
+from ....telemetry.settings import TurnSettings
+from ...format import visible_controls
+from ..args import local_flags, settings_from_args
+from ..flags import local_flags_problem
+from . import capacity as bench_capacity
+from . import workload as bench_workload
+from .flag_types import (
     check_start,
 )
-from tui.commands.bench.flags import DEFAULT_CTX, DEFAULT_MAX_IN_FLIGHT, DEFAULT_SLOTS, LOCAL_SERVER
-from tui.commands.flags import local_flags_problem
-from tui.format import visible_controls
+from .flags import DEFAULT_CTX, DEFAULT_MAX_IN_FLIGHT, DEFAULT_SLOTS, LOCAL_SERVER
 
 
 def check_cluster(args: argparse.Namespace) -> str | None:
@@ -141,7 +141,7 @@ def settle(args: argparse.Namespace) -> None:
 def kind(spec: str, base_url: str | None) -> str | None:
     """The provider kind ``-m`` names (openai, anthropic, compat, ...), or None when it does not resolve (the
     run says why when it builds the backend)."""
-    from backends.providers.registry import ProviderError, resolve
+    from ....backends.providers.registry import ProviderError, resolve
 
     if is_local_server(spec):
         return None
@@ -175,7 +175,7 @@ def tools_config(args: argparse.Namespace) -> ToolsConfig | None:
         return ToolsConfig(latency_ms=args.tool_latency, max_steps=args.max_steps)
     if not args.mcp:
         return None
-    from backends.mcp.config import McpSpecError, resolve_specs
+    from ....backends.mcp.config import McpSpecError, resolve_specs
 
     try:
         servers = resolve_specs(args.mcp)
@@ -191,7 +191,7 @@ def tools_config(args: argparse.Namespace) -> ToolsConfig | None:
 
 def local_problem(args: argparse.Namespace) -> str | None:
     """--gpu-layers, --threads, --flash-attn: for -m local and -m local-server; --server-bin: local-server."""
-    from backends.providers.registry import names_local_engine
+    from ....backends.providers.registry import names_local_engine
 
     if is_local_server(args.model):
         return None

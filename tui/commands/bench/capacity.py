@@ -12,9 +12,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from backends.load.capacity import Probe
-from telemetry.log.quote import quoted
-from tui.commands.flags import positive_int
+from ....backends.load.capacity import Probe
+from ....telemetry.log.quote import quoted
+from ..flags import positive_int
 
 DEFAULT_LIMIT = 1024
 

@@ -21,17 +21,21 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from backends.load import event_loop
-from backends.load.bench import BenchAbort, BenchResult, Hooks, run_bench, scraper
-from backends.load.capacity import Probe
-from backends.load.plan import BenchPlan
-from backends.load.scrape import LevelScraper
-from telemetry.bench.cluster import partial_line
-from tui import signals
-from tui.commands.bench import args as bench_args
-from tui.commands.bench import capacity as bench_capacity
-from tui.commands.bench.flags import build
-from tui.commands.bench.output import (
+from ....backends.load import event_loop
+from ....backends.load.bench import BenchAbort, BenchResult, Hooks, run_bench, scraper
+from ....backends.load.capacity import Probe
+from ....backends.load.plan import BenchPlan
+from ....backends.load.scrape import LevelScraper
+from ....telemetry.bench.cluster import partial_line
+from ... import signals
+from ...format import visible_controls
+from ...report import charts
+from ..exits import Exit, for_error_kind
+from ..output import note, print_json, warn
+from . import args as bench_args
+from . import capacity as bench_capacity
+from .flags import build
+from .output import (
     HEADER,
     ProgressLine,
     agent_line,
@@ -47,10 +51,6 @@ from tui.commands.bench.output import (
     wait_line,
     workload_lines,
 )
-from tui.commands.exits import Exit, for_error_kind
-from tui.commands.output import note, print_json, warn
-from tui.format import visible_controls
-from tui.report import charts
 
 T = TypeVar("T")
 EXITS = {"usage": Exit.USAGE, "failed": Exit.FAILED, "not_saved": Exit.NOT_SAVED}

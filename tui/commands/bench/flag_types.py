@@ -6,12 +6,12 @@ import argparse
 from datetime import datetime
 from typing import Any
 
-from backends.agent.stub import latency_problem
-from backends.load.cluster.address import ClusterAddress
-from backends.load.cluster.address import parse as parse_cluster_address
-from telemetry.bench.probe import check_rate
-from telemetry.bench.workload.lengths import Lengths
-from telemetry.log.quote import quoted
+from ....backends.agent.stub import latency_problem
+from ....backends.load.cluster.address import ClusterAddress
+from ....backends.load.cluster.address import parse as parse_cluster_address
+from ....telemetry.bench.probe import check_rate
+from ....telemetry.bench.workload.lengths import Lengths
+from ....telemetry.log.quote import quoted
 
 
 def _floats(text: str) -> tuple[float, ...]:

@@ -7,11 +7,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from backends.agent.loop import DEFAULT_MAX_STEPS
-from telemetry.bench.slo import SLO
-from telemetry.log.quote import quoted
-from tui.commands.bench import capacity as bench_capacity
-from tui.commands.bench.flag_types import (
+from ....backends.agent.loop import DEFAULT_MAX_STEPS
+from ....telemetry.bench.slo import SLO
+from ....telemetry.log.quote import quoted
+from ..flags import add_local_flags, add_mcp_flags, add_turn_flags, model_spec
+from ..help import examples
+from ..output import add_output_flags
+from . import capacity as bench_capacity
+from .flag_types import (
     _count,
     _floats,
     _lengths,
@@ -21,9 +24,6 @@ from tui.commands.bench.flag_types import (
     cluster_address,
     start_time,
 )
-from tui.commands.flags import add_local_flags, add_mcp_flags, add_turn_flags, model_spec
-from tui.commands.help import examples
-from tui.commands.output import add_output_flags
 
 LOCAL_SERVER = "local-server"
 DEFAULT_SLOTS = 4

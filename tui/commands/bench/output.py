@@ -7,16 +7,16 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from backends.load.outcome import Progress
-from telemetry.bench.agent import agent_sentence
-from telemetry.bench.probe import probe_sentence
-from telemetry.bench.requests import level_label
-from telemetry.cost import fmt_usd
-from telemetry.server.gauges import read_level
-from telemetry.server.histograms import read_latency
-from tui.format import visible_controls
-from tui.report import charts
-from tui.report import figures as chart_builders
+from ....backends.load.outcome import Progress
+from ....telemetry.bench.agent import agent_sentence
+from ....telemetry.bench.probe import probe_sentence
+from ....telemetry.bench.requests import level_label
+from ....telemetry.cost import fmt_usd
+from ....telemetry.server.gauges import read_level
+from ....telemetry.server.histograms import read_latency
+from ...format import visible_controls
+from ...report import charts
+from ...report import figures as chart_builders
 
 
 def _n(v: float | None, digits: int = 0) -> str:

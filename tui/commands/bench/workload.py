@@ -18,12 +18,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from telemetry.bench.workload.dataset import DatasetError, read_dataset
-from telemetry.bench.workload.lengths import MAX_TOKENS, Lengths
-from telemetry.bench.workload.plan import Workload
-from telemetry.bench.workload.trace import TraceError, read_trace
-from telemetry.errors import TtftError
-from telemetry.log.sessions import resolve
+from ....telemetry.bench.workload.dataset import DatasetError, read_dataset
+from ....telemetry.bench.workload.lengths import MAX_TOKENS, Lengths
+from ....telemetry.bench.workload.plan import Workload
+from ....telemetry.bench.workload.trace import TraceError, read_trace
+from ....telemetry.errors import TtftError
+from ....telemetry.log.sessions import resolve
 
 DEFAULT_INPUT_TOKENS = 128
 DEFAULT_REQUESTS = 32

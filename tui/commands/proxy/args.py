@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from backends.proxy.server import DEFAULT_PORT
-from tui.commands.flags import model_spec
-from tui.commands.help import examples
+from ....backends.proxy.server import DEFAULT_PORT
+from ..flags import model_spec
+from ..help import examples
 
 if TYPE_CHECKING:
-    from backends.proxy.plan import ProxyPlan
+    from ....backends.proxy.plan import ProxyPlan
 
 LOOPBACK = "127.0.0.1"
 
@@ -109,7 +109,7 @@ def build(sub: argparse._SubParsersAction, doc: str | None) -> argparse.Argument
 
 def read(args: argparse.Namespace) -> ProxyArgs:
     """The flags as a plan; the sentence that says why not, for a spec or an address that does not do."""
-    from backends.proxy.routing import bind_is_loopback
+    from ....backends.proxy.routing import bind_is_loopback
 
     listen = args.listen.strip()
     remote = not bind_is_loopback(listen)
@@ -125,8 +125,8 @@ def read(args: argparse.Namespace) -> ProxyArgs:
         upstream = _upstream(args)
     except ValueError as exc:
         return _refused(shown, str(exc))
-    from backends.proxy.plan import ProxyPlan
-    from backends.proxy.server import ProxyConfig
+    from ....backends.proxy.plan import ProxyPlan
+    from ....backends.proxy.server import ProxyConfig
 
     config = ProxyConfig(
         host=listen, port=args.port, upstream=upstream, keep_content=args.keep_content, allow_remote_peers=remote
@@ -142,10 +142,10 @@ def _refused(shown: ProxyArgs, why: str) -> ProxyArgs:
 def _upstream(args: argparse.Namespace) -> str | None:
     """``--upstream`` checked, or ``-m`` resolved, as a server's root (``backends.proxy.plan``); ValueError
     with the sentence to print when neither does."""
-    from backends.providers.checks import url_problem
-    from backends.providers.registry import ProviderError
-    from backends.proxy.plan import UpstreamError, upstream_for, upstream_root
-    from telemetry.log.urls import redact_url
+    from ....backends.providers.checks import url_problem
+    from ....backends.providers.registry import ProviderError
+    from ....backends.proxy.plan import UpstreamError, upstream_for, upstream_root
+    from ....telemetry.log.urls import redact_url
 
     if args.upstream is not None:
         if (problem := url_problem(args.upstream)) is not None:

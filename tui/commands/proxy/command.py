@@ -23,15 +23,15 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from tui.commands.exits import Exit
-from tui.commands.proxy import args as proxy_args
-from tui.commands.proxy.output import call_line, export_lines, summary_lines
-from tui.proxy.cells import shown
+from ...proxy.cells import shown
+from ..exits import Exit
+from . import args as proxy_args
+from .output import call_line, export_lines, summary_lines
 
 if TYPE_CHECKING:
-    from backends.proxy.plan import ProxyPlan
-    from backends.proxy.run import ProxyRun, ProxyRunner, Started
-    from backends.proxy.server import ProxiedCall
+    from ....backends.proxy.plan import ProxyPlan
+    from ....backends.proxy.run import ProxyRun, ProxyRunner, Started
+    from ....backends.proxy.server import ProxiedCall
 
 # The signals that end a run with no program. With a program, SIGINT and SIGQUIT are the terminal's
 # keys: the program has them already (one process group) and decides; the others are passed on to it.
@@ -60,8 +60,8 @@ def run(args: proxy_args.ProxyArgs) -> int:
         )
     if not plan.runs_program and not args.headless and sys.stdin.isatty() and sys.stdout.isatty():
         return _live(plan, args.quiet)
-    from backends.proxy.run import Listeners, ProxyRunner
-    from backends.proxy.server import ProxyError
+    from ....backends.proxy.run import Listeners, ProxyRunner
+    from ....backends.proxy.server import ProxyError
 
     view = _View(plan, args.quiet)
     runner = ProxyRunner(plan, Listeners(on_start=view.started, on_call=view.call, on_problem=_err))
@@ -76,8 +76,8 @@ def run(args: proxy_args.ProxyArgs) -> int:
 def _live(plan: ProxyPlan, quiet: bool) -> int:
     """The live view (``tui.proxy.app``) on the terminal; once it is back, the summary as the headless
     run prints it, and its exit status (q: 0, Ctrl-C: 130)."""
-    from backends.proxy.server import ProxyError
-    from tui.proxy.app import ProxyApp
+    from ....backends.proxy.server import ProxyError
+    from ...proxy.app import ProxyApp
 
     app = ProxyApp(plan)
     app.run()
@@ -94,7 +94,7 @@ def _live(plan: ProxyPlan, quiet: bool) -> int:
 
 
 def _print_env(plan: ProxyPlan) -> int:
-    from backends.proxy.server import ProxyServer
+    from ....backends.proxy.server import ProxyServer
 
     for line in export_lines(ProxyServer(plan.config, lambda _: None).env()):
         print(line)

@@ -11,12 +11,12 @@ import shlex
 from collections.abc import Sequence
 from datetime import datetime
 
-from backends.proxy.server import ProxiedCall
-from telemetry.cost import fmt_usd
-from telemetry.duration import DASH, fmt_ms
-from telemetry.proxy.sessions import ProxySession
-from telemetry.proxy.summary import summarize
-from tui.proxy.cells import CLIENT_WIDTH, MODEL_WIDTH, cut, shown, status_text, tokens_text
+from ....backends.proxy.server import ProxiedCall
+from ....telemetry.cost import fmt_usd
+from ....telemetry.duration import DASH, fmt_ms
+from ....telemetry.proxy.sessions import ProxySession
+from ....telemetry.proxy.summary import summarize
+from ...proxy.cells import CLIENT_WIDTH, MODEL_WIDTH, cut, shown, status_text, tokens_text
 
 
 def export_lines(env: dict[str, str]) -> list[str]:

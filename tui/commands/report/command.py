@@ -17,13 +17,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from telemetry.bench.merge import MergeRefused
-from telemetry.bench.probe import ms, read_probe
-from telemetry.compare.stats import pane_stats
-from telemetry.export.formats import STDOUT, open_private
-from telemetry.log.quote import quoted
-from telemetry.record import TurnRecord
-from tui.commands.bench.output import (
+from ....telemetry.bench.merge import MergeRefused
+from ....telemetry.bench.probe import ms, read_probe
+from ....telemetry.compare.stats import pane_stats
+from ....telemetry.export.formats import STDOUT, open_private
+from ....telemetry.log.quote import quoted
+from ....telemetry.record import TurnRecord
+from ...format import short_model, visible_controls
+from ...report import charts
+from ...report import figures as chart_builders
+from ...report import html as report_html
+from ..bench.output import (
     COLUMNS,
     HEADER,
     agent_line,
@@ -32,15 +36,11 @@ from tui.commands.bench.output import (
     level_row,
     probe_line,
 )
-from tui.commands.exits import Exit
-from tui.commands.help import examples
-from tui.commands.output import add_output_flags, note, print_json
-from tui.commands.report.args import ReportArgs, report_args
-from tui.commands.report.inputs import TIMELINE_TURNS, Group, Loaded, capacity_block, load, load_merged, wanted
-from tui.format import short_model, visible_controls
-from tui.report import charts
-from tui.report import figures as chart_builders
-from tui.report import html as report_html
+from ..exits import Exit
+from ..help import examples
+from ..output import add_output_flags, note, print_json
+from .args import ReportArgs, report_args
+from .inputs import TIMELINE_TURNS, Group, Loaded, capacity_block, load, load_merged, wanted
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -256,7 +256,7 @@ def run(args: ReportArgs) -> int:
         try:
             if not page_to_stdout:
                 args.html.parent.mkdir(parents=True, exist_ok=True)
-            from tui.cli import package_version  # here: the CLI imports this module
+            from ....backends.version import package_version
 
             with open_private(args.html) as f:  # the user's data, like an export: 0600
                 f.write(html_page(loaded, chart_list, package_version()))

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from telemetry import json_guard
-from telemetry.bench import aggregate as agg
-from telemetry.bench.conclusion import conclusion as bench_conclusion
-from telemetry.bench.requests import group_levels, measured, read_bench
-from telemetry.json_guard import JsonRefused
-from telemetry.log.sessions import resolve
-from telemetry.log.turns import Skipped, read_records
-from telemetry.record import TurnRecord, typed_records
-from tui.commands.report.merge import merged_bench
+from ....telemetry import json_guard
+from ....telemetry.bench import aggregate as agg
+from ....telemetry.bench.conclusion import conclusion as bench_conclusion
+from ....telemetry.bench.requests import group_levels, measured, read_bench
+from ....telemetry.json_guard import JsonRefused
+from ....telemetry.log.sessions import resolve
+from ....telemetry.log.turns import Skipped, read_records
+from ....telemetry.record import TurnRecord, typed_records
+from .merge import merged_bench
 
 
 @dataclass

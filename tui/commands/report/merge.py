@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from telemetry import json_guard
-from telemetry.bench.merge import MergeRefused, Run, merge, merged_levels, split_runs
-from telemetry.bench.requests import read_bench
-from telemetry.log.turns import Skipped, read_records
-from telemetry.log.urls import redact_url
+from ....telemetry import json_guard
+from ....telemetry.bench.merge import MergeRefused, Run, merge, merged_levels, split_runs
+from ....telemetry.bench.requests import read_bench
+from ....telemetry.log.turns import Skipped, read_records
+from ....telemetry.log.urls import redact_url
 
 
 def _summaries(folder: Path) -> dict[str, dict[str, Any]]:

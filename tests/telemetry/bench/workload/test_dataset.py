@@ -9,10 +9,9 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from telemetry import json_guard
-from telemetry.bench.workload import dataset
-from telemetry.bench.workload.dataset import DatasetError, read_dataset
+from ttft.telemetry import json_guard
+from ttft.telemetry.bench.workload import dataset
+from ttft.telemetry.bench.workload.dataset import DatasetError, read_dataset
 
 SHAREGPT = [
     {

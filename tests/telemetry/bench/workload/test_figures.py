@@ -4,9 +4,8 @@ hand-made records with known values."""
 from __future__ import annotations
 
 import pytest
-
-from telemetry.bench.aggregate import aggregate_level
-from telemetry.bench.requests import BenchTurn, read_bench
+from ttft.telemetry.bench.aggregate import aggregate_level
+from ttft.telemetry.bench.requests import BenchTurn, read_bench
 
 
 def rec(

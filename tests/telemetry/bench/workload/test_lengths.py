@@ -6,8 +6,7 @@ import random
 import statistics
 
 import pytest
-
-from telemetry.bench.workload.lengths import MAX_TOKENS, Lengths, TooLong
+from ttft.telemetry.bench.workload.lengths import MAX_TOKENS, Lengths, TooLong
 
 
 def test_a_fixed_length_is_what_it_says() -> None:

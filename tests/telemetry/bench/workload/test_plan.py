@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from telemetry.bench.workload.dataset import DatasetTurn
-from telemetry.bench.workload.lengths import Lengths
-from telemetry.bench.workload.plan import Workload
-from telemetry.bench.workload.trace import TraceRequest
+from ttft.telemetry.bench.workload.dataset import DatasetTurn
+from ttft.telemetry.bench.workload.lengths import Lengths
+from ttft.telemetry.bench.workload.plan import Workload
+from ttft.telemetry.bench.workload.trace import TraceRequest
 
 
 def test_a_conversation_of_three_turns_numbers_its_requests_and_draws_each_length() -> None:

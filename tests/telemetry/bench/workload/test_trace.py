@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from telemetry.bench.workload.trace import BLOCK_TOKENS, TraceError, read_trace
+from ttft.telemetry.bench.workload.trace import BLOCK_TOKENS, TraceError, read_trace
 
 MOONCAKE = [
     {"timestamp": 0, "input_length": 1100, "output_length": 10, "hash_ids": [0, 1, 2]},
