@@ -48,6 +48,8 @@ def test_every_example_on_the_page_runs(tmp_path: Path, monkeypatch: pytest.Monk
     assert "Unknown provider" in printed  # the error example caught ttft's own error
     # the conversation: its second turn on the first one's connection, with four messages kept
     assert re.search(r"\nok (new|reused) 2\nok reused 4\n", printed)  # the page's first turn may have opened it
+    # tools offered (the stand-in model answers without calling one) and a file sent with the prompt
+    assert "\nok ['model']\n" in printed and "\nok [('notes.txt', 'text/plain')]\n" in printed
     # the log read back: the first turn's session, its one turn typed, then as polars and DuckDB
     assert re.search(r"\n0 qwen3 TTFT [\d.]+ ms\n\d{8}-\d{6}-[0-9a-f]{6}\.jsonl 0 lines skipped\n", printed)
     assert "shape: (1, 4)" in printed and re.search(r"\n\[\(1, [\d.]+\)\]\n", printed)

@@ -149,7 +149,8 @@ SUB_ALLOWED: dict[str, set[str]] = {
     "backends.agent": {"backends.providers"},
     "backends.mcp": {"backends.agent", "backends.providers"},
     "backends.providers": {"backends.transport", "backends.local"},
-    "backends.compare": {"backends.providers", "backends.agent", "backends.mcp"},
+    "backends.compare": {"backends.providers", "backends.agent", "backends.ask", "backends.mcp"},
+    "backends.ask": {"backends.agent", "backends.load", "backends.mcp", "backends.providers"},
     "backends.proxy": {"backends.providers", "backends.transport", "backends.otel"},
     "backends.load": {
         "backends.transport",

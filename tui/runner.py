@@ -20,12 +20,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..backends.base import Backend, ChatRequest
-from ..backends.finish import finish_turn
-from ..backends.turn import run_turn
-from ..telemetry import events as ev
-from ..telemetry.log.crashes import with_report
-from ..telemetry.log.turns import SessionLog
+from ..backends.ask.core import TurnCore
+from ..backends.base import ChatRequest
 from ..telemetry.record import TurnRecord
 from ..telemetry.recorder import TurnRecorder
 
@@ -81,10 +77,12 @@ class LoopThread:
 
 @dataclass
 class LiveTurn:
-    """A turn in flight: the recorder the UI polls and the future holding its record."""
+    """A turn in flight: the recorder the UI polls (a tool-using turn's UI moves it to each model step as it
+    draws that step), the turn itself (``core``: its loop and steps so far) and the future holding its record."""
 
     recorder: TurnRecorder
     request: ChatRequest
+    core: TurnCore | None = None
     future: concurrent.futures.Future[TurnRecord] = field(init=False)
     log_error: str | None = None
     _loop: asyncio.AbstractEventLoop | None = None
@@ -94,6 +92,11 @@ class LiveTurn:
     @property
     def done(self) -> bool:
         return self.future.done()
+
+    @property
+    def agent(self) -> AgentTurn | None:
+        """The agent loop of a tool-using turn; None for a plain one."""
+        return self.core.agent if self.core is not None else None
 
     def cancel(self) -> None:
         """Stop the turn; the record keeps what arrived and says Cancelled."""
@@ -105,59 +108,26 @@ class LiveTurn:
         return await asyncio.wrap_future(self.future)
 
 
-def start_turn(
-    runner: LoopThread, backend: Backend, request: ChatRequest, recorder: TurnRecorder, log: SessionLog | None
-) -> LiveTurn:
-    """Start consuming ``backend.stream(request)`` on the runner's loop; returns at once."""
-    live = LiveTurn(recorder, request)
-
-    async def drive() -> TurnRecord:
-        live._loop = asyncio.get_running_loop()
-        live._task = asyncio.current_task()
-        if live._cancel_requested:
-            recorder.feed(ev.Cancelled(ev.now_ns()))
-        else:
-            try:
-                await run_turn(backend, request, recorder, log=log)
-            except asyncio.CancelledError:
-                pass  # run_turn has recorded Cancelled with the partial answer, and logged it
-            except Exception as exc:  # the backend broke outside its stream: still a record, never a crash
-                recorder.feed(with_report(ev.Failed.of(exc), exc, "a chat turn"))
-        record = finish_turn(recorder, log)  # once only: a turn run_turn ended is returned as it logged it
-        live.log_error = recorder.log_error  # the turn stays on screen and in memory, the user is told
-        return record
-
-    live.future = runner.submit(drive())
-    return live
-
-
-@dataclass
-class AgentLive(LiveTurn):
-    """A tool-using turn in flight (``backends.agent.loop``): ``recorder`` is the model step being drawn
-    (the UI moves it to each new step as it draws that step), ``agent`` the loop with every step so far."""
-
-    agent: AgentTurn | None = None
-
-
-def start_agent(runner: LoopThread, agent: AgentTurn, recorder: TurnRecorder, request: ChatRequest) -> AgentLive:
-    """Run ``agent`` on the runner's loop (its first step's recorder is ``recorder``); returns at once.
-    Cancelling stops it at whatever step it is in; the record keeps every step that arrived."""
-    live = AgentLive(recorder, request, agent=agent)
+def start(runner: LoopThread, core: TurnCore) -> LiveTurn:
+    """Run ``core`` (:class:`backends.ask.core.TurnCore`, the turn every front end runs) on the runner's loop;
+    returns at once. Cancelling stops it wherever it is; the record keeps every step that arrived. A bug
+    outside the turn's own guards still ends it with a record, never a crash."""
+    live = LiveTurn(core.recorder, core.request, core)
+    where = "a chat turn with tools" if core.agent is not None else "a chat turn"
 
     async def drive() -> TurnRecord:
         live._loop = asyncio.get_running_loop()
         live._task = task = asyncio.current_task()
-        if live._cancel_requested and task is not None:
-            task.cancel()  # the loop's first await raises: the turn is recorded as cancelled
         try:
-            await agent.run()
-        except asyncio.CancelledError:
-            pass  # the loop has recorded every step that arrived, and logged the turn as cancelled
-        except Exception as exc:  # a bug in the loop: still a record, never a crash
-            if agent.result.record is None:
-                recorder.feed(with_report(ev.Failed.of(exc), exc, "a chat turn with tools"))
-        live.log_error = agent.result.log_error
-        return agent.result.record if agent.result.record is not None else finish_turn(recorder, agent.log)
+            if live._cancel_requested:  # cancelled before it began: a plain turn sends nothing
+                if core.agent is None or task is None:
+                    raise asyncio.CancelledError
+                task.cancel()  # the loop's first await raises: it records the turn as cancelled
+            record = await core.run()
+        except (asyncio.CancelledError, Exception) as exc:
+            record = core.failed(exc, where)  # what arrived, recorded and logged
+        live.log_error = core.log_error  # the turn stays on screen and in memory, the user is told
+        return record
 
     live.future = runner.submit(drive())
     return live

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..backends.ask.core import TurnCore
 from ..backends.attachments import Attachment
 from ..backends.base import Backend, ChatRequest, Message, build_request
 from ..backends.turn import new_recorder, warm_up
@@ -28,15 +29,14 @@ from ..telemetry.log.turns import SessionLog, Skipped, count_bad, parse_line, ta
 from ..telemetry.record import TurnRecord
 from ..telemetry.settings import TurnSettings
 from ..telemetry.typed_read import RecordError, bulk_read
-from .runner import LiveTurn, LoopThread, start_agent, start_turn
+from .runner import LiveTurn, LoopThread, start
 
 if TYPE_CHECKING:
-    from ..backends.agent.loop import AgentTurn
     from ..telemetry.recorder import TurnRecorder
 
 BackendFactory = Callable[[str, str | None], Backend]
 # A tool-using turn for this backend, request, first recorder and log, or None (no tools to offer it).
-AgentFactory = Callable[[Backend, ChatRequest, "TurnRecorder", SessionLog], "AgentTurn | None"]
+AgentFactory = Callable[[Backend, ChatRequest, "TurnRecorder", SessionLog], TurnCore | None]
 RESUME_TURNS = 200  # the last turns a resume reads up front (history, timelines); the rest is read lazily
 
 
@@ -52,7 +52,7 @@ def default_backend_factory(
         from ..backends.providers.registry import create_backend  # imported late: the SDKs are slow to import
 
         return create_backend(spec, base_url=base_url, timeout_s=timeout_s, server_gauges=True, lean=lean)
-    from .isolated import BackendStartError, ProcessBackend
+    from ..backends.ask.isolated import BackendStartError, ProcessBackend
 
     try:
         return ProcessBackend(spec, base_url, timeout_s=timeout_s, lean=lean)
@@ -204,7 +204,7 @@ class ChatSession:
         """Start a turn. ``submitted_ns``: when the user asked (Enter), on the events' clock; ttft's own
         delay (``own_delay_ms``) runs from there to the first send. ``attachments``: files read and
         checked by ``backends.attachments`` (``check_attachments`` against this backend first).
-        ``agent``: where tools are offered, the turn is the loop it makes (``AgentLive``)."""
+        ``agent``: where tools are offered, the turn it makes (the agent loop, ``live.agent``); else one stream."""
         submitted_ns = ev.now_ns() if submitted_ns is None else submitted_ns
         backend = await self.ensure_backend()
         await self._take_earlier()
@@ -224,11 +224,8 @@ class ChatSession:
                 await asyncio.shield(warming)
             recorder.feed(ev.ModelLoadFinished(ev.now_ns()))
         self.turn_index += 1
-        loop = agent(backend, request, recorder, self.log) if agent is not None else None
-        if loop is not None:
-            self.live = start_agent(self.runner, loop, recorder, request)
-        else:
-            self.live = start_turn(self.runner, backend, request, recorder, self.log)
+        tooled = agent(backend, request, recorder, self.log) if agent is not None else None
+        self.live = start(self.runner, tooled or TurnCore(backend, request, recorder, log=self.log))
         return self.live
 
     def complete(self, record: TurnRecord) -> None:

@@ -1,8 +1,8 @@
 """Run one prompt on several backends, side by side, and log every turn tagged with its pane.
 
 Each pane keeps its own conversation and gets its own recorder from
-:func:`backends.turn.new_recorder`; every turn goes through :func:`backends.turn.run_turn`,
-so it is measured and logged exactly as a chat turn is. In ``parallel`` mode all
+:func:`backends.turn.new_recorder`; every turn is a :class:`backends.ask.core.TurnCore`, the
+piece ``ttft ask`` and the chat run, so it is measured and logged exactly as theirs are. In ``parallel`` mode all
 panes wait behind one barrier and are released in the same event-loop step; in
 ``sequential`` mode they run one after another (the order rotates with each
 trial, so no pane always goes first). A pane that fails fails alone.
@@ -11,7 +11,7 @@ Trials resend the same conversation: only the last trial's answer joins the
 pane's history, so every trial of a prompt sees the same context.
 
 With :class:`PaneTools` (``ttft compare --mcp``) every pane whose backend takes tools runs its turn as
-the agent loop (:class:`backends.agent.loop.AgentTurn`) on the same host and under the same consent,
+the agent loop (``TurnCore`` makes it) on the same host and under the same consent,
 so each model is offered the same tools and an "always" given in one pane holds in every pane; the
 front end hears each pane's steps, tool results and questions tagged with the pane.
 """
@@ -35,10 +35,11 @@ from ...telemetry.recorder import TurnRecorder
 from ...telemetry.settings import TurnSettings
 from ..agent.consent import Answer, Consent
 from ..agent.host import ToolHost, ToolResult
-from ..agent.loop import DEFAULT_MAX_STEPS, AgentListener, AgentSettings, AgentTurn, supports_tools
+from ..agent.loop import DEFAULT_MAX_STEPS, AgentListener, AgentTurn
+from ..ask.core import Offered, TurnCore
 from ..base import Backend, ChatRequest, Message, ToolCall, ToolSpec, build_request
 from ..finish import finish_turn
-from ..turn import new_recorder, run_turn
+from ..turn import new_recorder
 
 # How a comparison runs its panes: all at once, or one after another (no pane slowed by another).
 CompareMode = Literal["parallel", "sequential"]
@@ -281,57 +282,33 @@ class CompareRunner:
             rec.feed(ev.McpStarted(started[1], start_ns=started[0]))
         return rec
 
-    def _agent(
-        self, i: int, request: ChatRequest, recorder: TurnRecorder, on_event: OnEvent | None
-    ) -> AgentTurn | None:
-        """The pane's turn as the agent loop, where tools are offered and its backend takes them."""
+    def _core(self, i: int, request: ChatRequest, recorder: TurnRecorder, on_event: OnEvent | None) -> TurnCore:
+        """The pane's turn: the agent loop where tools are offered and its backend takes them (the one host and
+        consent every pane shares), else one stream."""
         tools = self.tools
-        backend = self.panes[i].backend
-        if tools is None or not tools.host.tools() or not supports_tools(backend):
-            return None
-        return AgentTurn(
-            backend,
-            request,
-            tools.host,
-            tools.consent,
-            session_id=recorder.session_id,
-            turn_index=recorder.turn_index,
-            log=self.log,
-            settings=AgentSettings(max_steps=tools.max_steps, extra=dict(recorder.extra)),
-            listener=_pane_listener(i, tools, on_event),
-            first=recorder,
-        )
+        if tools is not None and tools.host.tools():
+            offered = Offered(tools.host, tools.consent, tools.max_steps)
+            listener = _pane_listener(i, tools, on_event)
+        else:
+            offered, listener = (
+                None,
+                AgentListener(on_event=(lambda e: on_event(i, e)) if on_event is not None else None),
+            )
+        return TurnCore(self.panes[i].backend, request, recorder, log=self.log, tools=offered, listener=listener)
 
     async def _one(self, i: int, request: ChatRequest, recorder: TurnRecorder, on_event: OnEvent | None) -> TurnRecord:
-        agent = self._agent(i, request, recorder, on_event)
-        if agent is not None:
-            return await self._one_agent(i, agent, recorder)
-        cb = (lambda e: on_event(i, e)) if on_event is not None else None
+        """The pane's turn, recorded and logged however it ends; a pane cancelled on request ends alone."""
+        core = self._core(i, request, recorder, on_event)
+        if core.agent is not None:
+            self.agents[i] = core.agent
         try:
-            return await run_turn(self.panes[i].backend, request, recorder, log=self.log, on_event=cb)
-        except asyncio.CancelledError:
+            return await core.run()
+        except asyncio.CancelledError as exc:
             if i in self._cancel_requested:
-                # run_turn recorded and logged it; a pane cancelled on request ends this pane only.
-                return finish_turn(recorder, self.log)
+                return core.failed(exc, "a comparison's turn")
             raise
-        except Exception as exc:  # raised outside run_turn's own guard (e.g. closing the stream)
-            recorder.feed(ev.Failed.of(exc))
-            return finish_turn(recorder, self.log)  # a failed log write is in log.write_errors
-
-    async def _one_agent(self, i: int, agent: AgentTurn, recorder: TurnRecorder) -> TurnRecord:
-        """A tool-using turn: the loop records and logs it however it ends (cancelled too)."""
-        self.agents[i] = agent
-        try:
-            return await agent.run()
-        except asyncio.CancelledError:
-            if i in self._cancel_requested and agent.result.record is not None:
-                return agent.result.record
-            raise
-        except Exception as exc:  # raised outside the loop's own guards
-            if agent.result.record is not None:
-                return agent.result.record
-            recorder.feed(ev.Failed.of(exc))
-            return finish_turn(recorder, self.log)
+        except Exception as exc:  # raised outside the turn's own guards (e.g. closing the stream)
+            return core.failed(exc, "a comparison's turn")  # a failed log write is in log.write_errors
         finally:
             self.agents.pop(i, None)
 

@@ -5,7 +5,7 @@ a command's messages may also quote a part of the config it never used (a check,
 so every configured provider's headers, base URL credentials and key (the value of its
 ``api_key_env``), and every ``[mcp.NAME]`` server's headers, secret env values and URL credentials are
 registered at the start of each command that reads the config (``tui.cli``) and of each backend process
-(``tui.isolated``). It lives beside the MCP config since it reads both tables, and ``backends.providers``
+(``backends.ask.isolated``). It lives beside the MCP config since it reads both tables, and ``backends.providers``
 does not import ``backends.mcp``.
 """
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from ttft.backends.ask.core import TurnCore
 from ttft.backends.compare.runner import ComparePane, CompareRunner
 from ttft.backends.finish import add_sink, finish_turn
 from ttft.backends.load.driver import LoadConfig, run_level
@@ -12,7 +13,7 @@ from ttft.backends.turn import new_recorder, run_turn
 from ttft.telemetry import events as ev
 from ttft.telemetry.log.turns import SessionLog, read_records
 from ttft.telemetry.record import TurnRecord
-from ttft.tui.runner import LoopThread, start_turn
+from ttft.tui.runner import LoopThread, start
 
 from tests.support.backend_util import make_request
 from tests.support.compare_fakes import ScheduledBackend
@@ -66,7 +67,8 @@ def test_chat_runner_turns_reach_the_sinks(tmp_path: Path, sunk: list[TurnRecord
     try:
         backend = ScheduledBackend(tokens=2, ttft_s=0.0, gap_s=0.0)
         request = make_request()
-        live = start_turn(runner, backend, request, new_recorder(backend, request, session_id="s3", turn_index=0), log)
+        first = new_recorder(backend, request, session_id="s3", turn_index=0)
+        live = start(runner, TurnCore(backend, request, first, log=log))
         record = live.future.result(5)
     finally:
         runner.close()

@@ -125,7 +125,7 @@ async def run_ui(
     from ttft.tui.compare.app import CompareApp
 
     if isolated:  # what `ttft compare` does: each backend in its own process
-        from ttft.tui.isolated import ProcessBackend
+        from ttft.backends.ask.isolated import ProcessBackend
 
         backends = [ProcessBackend(f"compat:{m}", base_url) for m in models]
     else:

@@ -13,7 +13,7 @@ turn. For each run it prints:
 - the gap: TPOT minus decode per token (the issue's figure), and minus sampling as well (ttft's loop);
 - the process's CPU per token while decoding (user + system, µs).
 
-``--chat`` runs the engine as the chat does, in its backend process (:mod:`tui.isolated`), whose event
+``--chat`` runs the engine as the chat does, in its backend process (:mod:`backends.ask.isolated`), whose event
 loop pickles each event and sends it over the pipe beside the decoding thread; the CPU is that process's.
 
 ``--versus DIR`` runs the checkout in DIR (main before a change, say) in the same way, alternating
@@ -76,7 +76,7 @@ def one_run(tokens: int, threads: int, chat: bool = False, temperature: float = 
 
     async def main() -> dict[str, Any]:
         if chat:
-            from ttft.tui.isolated import ProcessBackend
+            from ttft.backends.ask.isolated import ProcessBackend
 
             backend: Any = ProcessBackend("local")
             run = chat_turn

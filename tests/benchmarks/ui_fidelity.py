@@ -188,7 +188,7 @@ async def run_ui(
 
     def factory(spec: str, url: str | None) -> Any:
         if isolated:  # what `ttft chat` does: the backend in its own process
-            from ttft.tui.isolated import ProcessBackend
+            from ttft.backends.ask.isolated import ProcessBackend
 
             backend_holder["b"] = ProcessBackend("compat:fake-model", base_url)
         else:
@@ -240,9 +240,9 @@ async def run_headless(base_url: str, turns: int) -> list[dict[str, Any]]:
 async def one_run(base_url: str, turns: int, size: tuple[int, int]) -> list[dict[str, Any]]:
     """One fresh chat (the code on sys.path), ``turns`` turns: per turn, the stamps that bound it."""
     from textual.screen import Screen
+    from ttft.backends.ask.isolated import ProcessBackend
     from ttft.tui.chat.app import ChatApp
     from ttft.tui.chat.screen import ChatScreen
-    from ttft.tui.isolated import ProcessBackend
 
     rendered: dict[int, int] = {}  # id(the turn's answer widget) -> when its full render was first on screen
     figures: dict[int, int] = {}  # turn index -> when the pane showed its figures

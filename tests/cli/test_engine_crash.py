@@ -21,6 +21,7 @@ import pytest
 
 pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (pip install 'ttft[local]')")
 
+from ttft.backends.ask.isolated import ProcessBackend, crash_event
 from ttft.backends.base import ChatRequest, Message
 from ttft.backends.local.models import DEFAULT_MODEL
 from ttft.backends.turn import new_recorder, run_turn
@@ -28,7 +29,6 @@ from ttft.telemetry import events as ev
 from ttft.telemetry.log.turns import SessionLog
 from ttft.telemetry.record import TurnRecord
 from ttft.telemetry.settings import TurnSettings
-from ttft.tui.isolated import ProcessBackend, crash_event
 from ttft.tui.widgets.error_card import ErrorCard
 
 from tests.support.paths import ROOT

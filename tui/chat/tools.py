@@ -1,6 +1,6 @@
 """The chat's tool-using turns: the MCP servers' tools offered to the model, each call asked about, each step drawn.
 
-:meth:`ChatTools.agent` makes a turn's :class:`~backends.agent.loop.AgentTurn` when the servers are up
+:meth:`ChatTools.agent` makes a turn's :class:`~backends.ask.core.TurnCore` with their tools when the servers are up
 and the backend takes tools (``ChatTurns`` asks at each send, so a regenerated or edited prompt runs
 the loop again); the in-process engine takes none, which a notice says once. The loop runs on the
 stream thread, as ``ttft ask`` runs it, and its callbacks become messages to the screen:
@@ -27,14 +27,15 @@ from textual.message import Message
 
 from ...backends.agent.consent import Answer, Consent
 from ...backends.agent.host import ToolResult
-from ...backends.agent.loop import NO_TOOLS, AgentListener, AgentSettings, AgentTurn, supports_tools
+from ...backends.agent.loop import NO_TOOLS, AgentListener, supports_tools
+from ...backends.ask.core import Offered, TurnCore
 from ...backends.base import Backend, ChatRequest, ToolCall, ToolSpec
 from ...telemetry.agent.steps import ToolStep, tool_step
 from ...telemetry.log.turns import SessionLog
 from ...telemetry.record import TurnRecord
 from ...telemetry.recorder import TurnRecorder
 from ...telemetry.view.render import RenderLag
-from ..runner import AgentLive, LiveTurn
+from ..runner import LiveTurn
 from ..screens.approve import Approval, ApproveScreen, Reply
 from ..tool_servers import ToolServers
 from ..widgets.code_blocks import code_blocks
@@ -43,27 +44,27 @@ from ..widgets.transcript import AssistantMessage, Transcript
 
 
 class StepBegan(Message):
-    """A model step of ``agent`` began; ``recorder`` is its own."""
+    """A model step of ``turn`` began; ``recorder`` is its own."""
 
-    def __init__(self, agent: AgentTurn, recorder: TurnRecorder) -> None:
+    def __init__(self, turn: TurnCore, recorder: TurnRecorder) -> None:
         super().__init__()
-        self.agent, self.recorder = agent, recorder
+        self.turn, self.recorder = turn, recorder
 
 
 class ToolEnded(Message):
-    """A call of ``agent`` ended (ran, failed, was denied or stopped); ``result``: what the model got."""
+    """A call of ``turn`` ended (ran, failed, was denied or stopped); ``result``: what the model got."""
 
-    def __init__(self, agent: AgentTurn, step: ToolStep, result: ToolResult | None) -> None:
+    def __init__(self, turn: TurnCore, step: ToolStep, result: ToolResult | None) -> None:
         super().__init__()
-        self.agent, self.step, self.result = agent, step, result
+        self.turn, self.step, self.result = turn, step, result
 
 
 class ApprovalAsked(Message):
-    """A call of ``agent`` waits for the person's answer; ``reply`` hands it back to the loop."""
+    """A call of ``turn`` waits for the person's answer; ``reply`` hands it back to the loop."""
 
-    def __init__(self, agent: AgentTurn, approval: Approval, reply: Callable[[Answer], None]) -> None:
+    def __init__(self, turn: TurnCore, approval: Approval, reply: Callable[[Answer], None]) -> None:
         super().__init__()
-        self.agent, self.approval, self.reply = agent, approval, reply
+        self.turn, self.approval, self.reply = turn, approval, reply
 
 
 class ToolNotice(Message):
@@ -87,10 +88,8 @@ class ChatTools:
         """A new chat asks again about every tool."""
         self.consent = Consent(ask=True)
 
-    def agent(
-        self, backend: Backend, request: ChatRequest, recorder: TurnRecorder, log: SessionLog
-    ) -> AgentTurn | None:
-        """The turn as the loop, with the servers' tools; None where there are none to offer, or the
+    def agent(self, backend: Backend, request: ChatRequest, recorder: TurnRecorder, log: SessionLog) -> TurnCore | None:
+        """The turn with the servers' tools (the agent loop); None where there are none to offer, or the
         backend takes none (said once)."""
         host = self.servers.host
         if host is None or not host.tools():
@@ -137,26 +136,20 @@ class ChatTools:
                 return "deny"  # the chat is closing: nobody to ask
             return await answered
 
-        turn = AgentTurn(
+        turn = TurnCore(
             backend,
             request,
-            host,
-            self.consent,
-            session_id=recorder.session_id,
-            turn_index=recorder.turn_index,
+            recorder,
             log=log,
-            settings=AgentSettings(extra=dict(recorder.extra), branch_of=recorder.branch_of),
+            tools=Offered(host, self.consent),
             listener=AgentListener(on_step=on_step, on_tool=on_tool, on_notice=on_notice, ask=ask),
-            first=recorder,
         )
         return turn
 
 
 def live_steps(live: LiveTurn | None, now_ns: int) -> tuple[dict[str, Any], ...]:
     """A tool-using turn in flight's steps so far (() for any other turn)."""
-    if isinstance(live, AgentLive) and live.agent is not None:
-        return live.agent.live_steps(now_ns)
-    return ()
+    return live.core.live_steps(now_ns) if live is not None and live.core is not None else ()
 
 
 class StepsScreen(Protocol):
@@ -186,13 +179,13 @@ class ToolSteps:
         self.answers: list[AssistantMessage] = []  # the answer drawn for each model step of the turn on screen
         self.dialog: ApproveScreen | None = None  # the open dialog, closed if the turn ends first
 
-    def _ours(self, agent: AgentTurn) -> AgentLive | None:
+    def _ours(self, turn: TurnCore) -> LiveTurn | None:
         live = self.screen.on_screen
-        return live if isinstance(live, AgentLive) and live.agent is agent else None
+        return live if live is not None and live.core is turn else None
 
     async def step_began(self, event: StepBegan) -> None:
         screen = self.screen
-        live = self._ours(event.agent)
+        live = self._ours(event.turn)
         if live is None or screen.answer is None:
             return
         if not self.answers:
@@ -208,14 +201,14 @@ class ToolSteps:
         live.recorder = event.recorder
 
     async def tool_ended(self, event: ToolEnded) -> None:
-        if self._ours(event.agent) is None:
+        if self._ours(event.turn) is None:
             return
         step = tool_step(event.step, event.step.start_ns)
         text = event.result.text if event.result is not None else None
         await self.screen.transcript.mount(ToolRun(step, text))
 
     def approval_asked(self, event: ApprovalAsked) -> None:
-        if self._ours(event.agent) is None:
+        if self._ours(event.turn) is None:
             event.reply("deny")  # a turn no longer on screen (the chat moved on): it is being cancelled
             return
 
@@ -241,7 +234,7 @@ class ToolSteps:
         (what a compacted or reopened turn draws). False: not a tool-using turn, nothing drawn."""
         self.close_dialog()
         answers, self.answers = self.answers, []
-        if not isinstance(live, AgentLive) or live.agent is None or not record.steps:
+        if live.agent is None or not record.steps:
             return False
         models = live.agent.result.models
         if not answers and self.screen.answer is not None:

@@ -12,32 +12,20 @@ the session log.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
-from dataclasses import dataclass, replace
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
-from ...backends.base import Backend, ChatRequest, build_request
-from ...backends.finish import finish_turn
-from ...backends.providers.registry import (
-    ProviderError,
-    Target,
-    create_backend,
-    default_spec,
-    names_local_engine,
-    parse_spec,
-    resolve,
-)
-from ...backends.turn import new_recorder, run_turn
+from ...backends.agent.loop import AgentListener
+from ...backends.ask.plan import AskPlan, Unresolved, engine_isolation, read_attachments
+from ...backends.ask.run import AskResult, AskTurn, ToolsNotStarted
+from ...backends.base import build_request
+from ...backends.providers.registry import ProviderError, Target, default_spec, names_local_engine, resolve
 from ...telemetry import events as ev
 from ...telemetry.cost import fmt_usd
 from ...telemetry.duration import fmt_ms
-from ...telemetry.errors import TtftError
 from ...telemetry.log.secrets import mask, masked_record
 from ...telemetry.log.surrogates import scrub
-from ...telemetry.log.turns import SessionLog, check_session_id
+from ...telemetry.log.turns import check_session_id
 from ...telemetry.metrics import OWN_DELAY_SHOWN_MS
 from ...telemetry.record import ErrorInfo, TurnRecord
 from ...telemetry.recorder import TurnRecorder
@@ -50,13 +38,10 @@ from .flags import add_local_flags, add_turn_flags, local_flags_problem, model_s
 from .help import examples
 from .output import add_output_flags, json_text, note
 from .prompt import PromptTooLarge, read_prompt
-from .tools import add_tool_flags, consent_of, start_host, tools_problem, wants_tools
+from .tools import add_tool_flags, tool_plan, tools_problem
 
 if TYPE_CHECKING:
-    from ...backends.agent.consent import Consent
     from ...backends.agent.host import ToolResult
-    from ...backends.agent.loop import AgentTurn
-    from ...backends.attachments import Attachment, Refused
     from ...telemetry.agent.steps import ToolStep
 
 LOG_FAILED = int(Exit.NOT_SAVED)  # the turn ran, but its record could not be written to the session log
@@ -219,18 +204,6 @@ def summary_line(rec: TurnRecord) -> str:
     return line
 
 
-def _failed_record(
-    spec: str, base_url: str | None, request: ChatRequest, err: TtftError, log: SessionLog, submitted_ns: int
-) -> TurnRecord:
-    """A turn that never reached a server (bad spec, missing key, bad URL) is still a recorded turn."""
-    provider, model = parse_spec(spec) if spec.strip() else ("", None)
-    stub = SimpleNamespace(provider=provider, api="", model=model or "", base_url=base_url)
-    rec = new_recorder(stub, request, session_id=log.session_id, turn_index=log.next_turn_index())
-    rec.feed(ev.Submitted(submitted_ns))
-    rec.feed(ev.Failed.of(err))
-    return finish_turn(rec, log)  # a failed write is kept in log.write_errors, reported by run()
-
-
 class AnswerEcho:
     """The answer on stdout as it streams: its text, and each tool call the model asks for on a line of
     its own, ``tool call: NAME(ARGUMENTS)``, its arguments as they arrive (the record keeps them too).
@@ -313,209 +286,112 @@ class AnswerEcho:
         sys.stdout.flush()
 
 
-async def _ask(
-    backend: Backend, request: ChatRequest, recorder: TurnRecorder, log: SessionLog, echo: bool, quiet: bool = False
-) -> TurnRecord:
-    answer = AnswerEcho(recorder)
-
-    def on_event(e: ev.Event) -> None:
-        if isinstance(e, ev.ModelLoadStarted) and e.what and not quiet:
-            print(f"ttft: {visible_controls(e.what)}", file=sys.stderr, flush=True)  # e.g. assembling the model
-        if echo:
-            answer.feed(e)
-
-    try:
-        return await run_turn(backend, request, recorder, log=log, on_event=on_event)
-    finally:
-        answer.close()
-        await backend.aclose()
-
-
-@dataclass
-class _AgentAsk:
-    """A turn with tools as ``ask`` makes it: what its loop is given, and the loop once its servers are up
-    (``agent``: None until then; the record is ``agent.result.record``)."""
-
-    backend: Backend
-    request: ChatRequest
-    consent: Consent
-    log: SessionLog
-    submitted_ns: int
-    max_steps: int
-    agent: AgentTurn | None = None
-
-    def record(self) -> TurnRecord | None:
-        return self.agent.result.record if self.agent is not None else None
-
-
-async def _ask_agent(turn: _AgentAsk, args: AskArgs, echo: bool) -> TurnRecord:
-    """A turn with tools (``--mcp``): the MCP servers started, the loop run, the servers ended; the
-    record is the agent's (logged by it, also when cancelled)."""
-    from ...backends.agent.loop import AgentListener, AgentSettings, AgentTurn
-
-    answer = AnswerEcho(None)
-
-    def on_notice(text: str) -> None:
-        if not args.quiet:
-            print(f"ttft: {visible_controls(text)}", file=sys.stderr, flush=True)
-
-    echoed = AgentListener(on_event=answer.feed, on_step=answer.follow, on_tool=answer.tool_ended) if echo else None
-    listener = replace(echoed or AgentListener(), on_notice=on_notice)
-    try:
-        t0 = ev.now_ns()
-        host = await start_host(args.tools.mcp, on_notice)
-        turn.agent = AgentTurn(
-            turn.backend,
-            turn.request,
-            host,
-            turn.consent,
-            session_id=turn.log.session_id,
-            turn_index=turn.log.next_turn_index(),
-            log=turn.log,
-            # the servers' start: its own figure, not ttft's own delay
-            settings=AgentSettings(max_steps=turn.max_steps, mcp_start_ns=(t0, ev.now_ns())),
-            listener=listener,
-            submitted_ns=turn.submitted_ns,
-        )
-        try:
-            return await turn.agent.run()
-        finally:
-            answer.close()
-            with contextlib.suppress(Exception):  # a server that will not end never costs the turn
-                await host.aclose()
-    finally:
-        await turn.backend.aclose()
-
-
-def _make_backend(
-    spec: str, base_url: str | None, target: Target | ProviderError, timeout: float | None, *, sdk: bool = False
-) -> Backend:
-    """The local engine runs in its own process, so a native crash ends the turn with a record instead of
-    killing ttft; a hosted backend stays in this process (spawning one would cost more than the answer).
-    A spec that did not resolve is raised here, to become the turn's recorded error."""
-    if isinstance(target, ProviderError):
-        raise target
-    if target.local and os.environ.get("TTFT_IN_PROCESS") != "1":
-        from ..isolated import ProcessBackend
-
-        return ProcessBackend(spec, base_url)  # a BackendStartError (a TtftError) when it cannot start
-    # Without the SDK unless asked: importing it is most of a hosted ask's own delay.
-    return create_backend(target, timeout_s=timeout, lean=not sdk)
-
-
-def _resolved(spec: str, base_url: str | None) -> Target | ProviderError:
+def _target(spec: str, base_url: str | None) -> Target | Unresolved:
     """``-m`` and ``--base-url`` resolved once for the whole command; a spec, key or config that does not
-    resolve is kept, to be the turn's error when the backend is made (after the flags are checked)."""
+    resolve is kept, to be the turn's recorded error (after the flags are checked)."""
     try:
         return resolve(spec, base_url=base_url)
     except ProviderError as err:
-        return err
+        return Unresolved(spec, base_url, err)
 
 
-def read_attachments(paths: list[str], target: Target | ProviderError) -> tuple[Attachment, ...] | Refused:
-    """``-a`` files, read and checked against the API and model ``target`` names, before anything is sent.
-
-    A spec that does not resolve is not this check's to report: the turn then fails with its own error.
-    """
-    from ...backends.attachments import Refused, check_attachments, read_attachment
-
-    files: list[Attachment] = []
-    for path in paths:
-        got = read_attachment(path)
-        if isinstance(got, Refused):
-            return got
-        files.append(got)
-    if files and not isinstance(target, ProviderError):
-        model = target.model or ("local" if target.local else "")
-        refused = check_attachments(files, api=target.api, model=model)
-        if refused is not None:
-            return refused
-    return tuple(files)
-
-
-def run(args: AskArgs) -> int:
-    started = args.started_ns or ev.now_ns()  # tui.cli stamps the process start
+def _plan(args: AskArgs) -> AskPlan | str:
+    """The flags as the turn's plan, or why they cannot make a turn (exit 2)."""
+    started = args.started_ns or ev.now_ns()  # tui.cli stamps the process start: ttft's own delay runs from it
     try:
         prompt = read_prompt(args.prompt)
     except PromptTooLarge as exc:
-        print(f"ttft ask: {exc}", file=sys.stderr)
-        return Exit.USAGE
-    paths = list(args.attach)
-    if not prompt and not paths:
-        print(
-            'ttft ask: give a question, e.g. ttft ask -m openai:gpt-4o-mini "hi" (or pipe it on stdin)', file=sys.stderr
-        )
-        return Exit.USAGE
+        return str(exc)
+    if not prompt and not args.attach:
+        return 'give a question, e.g. ttft ask -m openai:gpt-4o-mini "hi" (or pipe it on stdin)'
     spec = args.model or default_spec()
-    target = _resolved(spec, args.base_url)
-    if isinstance(target, ProviderError):  # the turn's error later; these checks read the spec alone
+    target = _target(spec, args.base_url)
+    if isinstance(target, Unresolved):  # the turn's error later; these checks read the spec alone
         named = names_local_engine(spec)  # None (a config that does not read) refuses neither: it is the turn's error
         local_for_flags, local_for_tools = named is not False, named is True
     else:
         local_for_flags = local_for_tools = target.local
     if (problem := local_flags_problem(args.local, local_for_flags)) is not None:
-        print(f"ttft ask: {problem}", file=sys.stderr)
-        return Exit.USAGE
+        return problem
     if (problem := tools_problem(args.tools, local_for_tools)) is not None:
-        print(f"ttft ask: {problem}", file=sys.stderr)
-        return Exit.USAGE
-    files = read_attachments(paths, target) if paths else ()
+        return problem
+    files = read_attachments(args.attach, target) if args.attach else ()
     if not isinstance(files, tuple):  # nothing was sent: a file that cannot go is the command line's problem
-        print(f"ttft ask: -a {visible_controls(files.sentence)}", file=sys.stderr)
-        return Exit.USAGE
-    settings = args.settings
+        return f"-a {visible_controls(files.sentence)}"
     system = scrub(args.system) if args.system else None
-    request = build_request(prompt, system=system, settings=settings, attachments=files)
-    log = SessionLog(args.session)
-    recorder: TurnRecorder | None = None
+    return AskPlan(
+        target=target,
+        request=build_request(prompt, system=system, settings=args.settings, attachments=files),
+        tools=tool_plan(args.tools),
+        isolation=engine_isolation(),
+        sdk=args.sdk,  # without the SDK unless asked: importing it is most of a hosted ask's own delay
+        timeout_s=args.timeout,
+        session=args.session,
+        submitted_ns=started,
+    )
+
+
+def _listener(args: AskArgs, answer: AnswerEcho) -> AgentListener:
+    """What ``ask`` hears of its turn: the answer echoed (not with --json), and notices on stderr."""
+    echo = not args.json
+
+    def on_event(e: ev.Event) -> None:
+        if isinstance(e, ev.ModelLoadStarted) and e.what and not args.quiet:
+            print(f"ttft: {visible_controls(e.what)}", file=sys.stderr, flush=True)  # e.g. assembling the model
+        if echo:
+            answer.feed(e)
+
+    def on_notice(text: str) -> None:
+        if not args.quiet:
+            print(f"ttft: {visible_controls(text)}", file=sys.stderr, flush=True)
+
+    return AgentListener(
+        on_event=on_event,
+        on_step=answer.follow if echo else None,
+        on_tool=answer.tool_ended if echo else None,
+        on_notice=on_notice,
+    )
+
+
+def run(args: AskArgs) -> int:
+    plan = _plan(args)
+    if isinstance(plan, str):
+        print(f"ttft ask: {plan}", file=sys.stderr)
+        return Exit.USAGE
+    answer = AnswerEcho(None)
+    turn = AskTurn(plan, _listener(args, answer))
     try:
-        try:
-            backend = _make_backend(spec, args.base_url, target, args.timeout, sdk=args.sdk)
-        except TtftError as err:  # a ProviderError, a BackendStartError: said and recorded, never a traceback
-            where = target.base_url if isinstance(target, Target) else args.base_url  # $OPENAI_BASE_URL too
-            record = _failed_record(spec, where, request, err, log, started)
-        else:
-            if wants_tools(args.tools.mcp.specs):
-                consent = consent_of(args.tools.allow_all, args.tools.allowed)
-                tooled = _AgentAsk(backend, request, consent, log, started, args.tools.max_steps)
-                try:
-                    record = signals.run(_ask_agent(tooled, args, echo=not args.json))
-                except KeyboardInterrupt as exc:
-                    if (cut := tooled.record()) is None:
-                        return signals.exit_code(exc)
-                    _print(cut, args, log)
-                    return signals.exit_code(exc)
-                except Exception as exc:  # an MCP server that did not start: said, never a traceback
-                    if tooled.record() is not None:
-                        raise
-                    print(f"ttft ask: the MCP servers did not start: {visible_controls(str(exc))}", file=sys.stderr)
-                    return Exit.FAILED
-                _print(record, args, log)
-                if log.write_errors or (tooled.agent is not None and tooled.agent.result.log_error):
-                    return LOG_FAILED
-                return Exit.OK if record.status == "ok" else for_error_kind(record.error.type if record.error else None)
-            recorder = new_recorder(backend, request, session_id=log.session_id, turn_index=log.next_turn_index())
-            recorder.feed(ev.Submitted(started))  # ttft's own delay runs from the process start to the send
-            # SIGTERM and SIGHUP (a container stop, a closed terminal) end the turn like Ctrl-C
-            record = signals.run(_ask(backend, request, recorder, log, echo=not args.json, quiet=args.quiet))
+        # SIGTERM and SIGHUP (a container stop, a closed terminal) end the turn like Ctrl-C
+        result = signals.run(turn.run())
     except KeyboardInterrupt as exc:
-        if recorder is None:
-            return signals.exit_code(exc)
-        record = recorder.finish()  # run_turn recorded Cancelled and logged it
-        _print(record, args, log)
+        answer.close()
+        cut = turn.ended()  # recorded as cancelled and logged, with what arrived; None: no turn began
+        if cut is not None:
+            _print(cut, args)
         return signals.exit_code(exc)
-    _print(record, args, log)
-    if log.write_errors:
+    except ToolsNotStarted as exc:  # said, never a traceback
+        answer.close()
+        print(f"ttft ask: {visible_controls(exc.message)}", file=sys.stderr)
+        return Exit.FAILED
+    answer.close()
+    _print(result, args)
+    return exit_code(result)
+
+
+def exit_code(result: AskResult) -> int:
+    """The one reading of a turn's end as the exit status (tui.commands.exits)."""
+    if result.log_errors:
         return LOG_FAILED
+    record = result.record
     return Exit.OK if record.status == "ok" else for_error_kind(record.error.type if record.error else None)
 
 
-def _print(record: TurnRecord, args: AskArgs, log: SessionLog) -> None:
+def _print(result: AskResult, args: AskArgs) -> None:
     """The record (``--json``), the summary, and any log write that failed, on stderr; a closed terminal
     (after SIGHUP) or a closed pipe just ends the printing: the turn is in the log."""
     try:
-        _print_record(record, args)
-        for err in log.write_errors:
+        _print_record(result.record, args)
+        for err in result.log_errors:
             print(f"ttft ask: {err}; the turn was not saved (its record is above with --json)", file=sys.stderr)
     except OSError:
         pass

@@ -1,7 +1,7 @@
-"""``ttft ask``'s tools: ``--mcp``, the consent flags, ``--max-steps``, and the MCP host they start.
+"""The tool flags of ``ttft ask`` and ``ttft compare``: ``--mcp``, the consent flags, ``--max-steps``, and
+the turn's :class:`~backends.ask.plan.ToolPlan` they make.
 
-The MCP client (``backends.mcp``) is imported by name when ``--mcp`` is given, so a ttft without it
-still runs every other turn and says so for ``--mcp`` (exit 2). No tool runs without consent:
+The config's ``[mcp.NAME]`` tables are read only when ``--mcp`` is given. No tool runs without consent:
 ``--allow-tools`` allows every tool, ``--allow-tool NAME`` one; a call nothing allowed stops the turn
 (``tool_not_allowed``, exit 5; see docs/agents-loop.md).
 """
@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ...backends.agent.consent import Consent
-from ...backends.agent.host import DEFAULT_MAX_RESULT_BYTES, ToolHost
 from ...backends.agent.loop import DEFAULT_MAX_STEPS, NO_TOOLS
+from ...backends.ask.plan import ToolPlan
 from .flags import McpFlags, add_mcp_flags, positive_int
 
 
@@ -75,16 +74,18 @@ def consent_of(allow_all: bool, allowed: Sequence[str]) -> Consent:
     return Consent.from_flags(allow_all, allowed)
 
 
-async def start_host(mcp: McpFlags, on_notice: Any) -> ToolHost:
-    """The MCP servers of ``--mcp``, started (a bad spec raises ``McpSpecError``, a usage error; a server
-    that fails to start is a notice, and the turn goes on with the others' tools)."""
-    from ...backends.mcp.config import resolve_specs
-    from ...backends.mcp.host import start_host as start  # the MCP SDK's import, paid only by a turn with --mcp
+def tool_plan(tools: ToolFlags) -> ToolPlan:
+    """The tool flags as the turn's plan: the ``--mcp`` servers resolved (a spec that names nothing was
+    refused by :func:`tools_problem`), the consent asked for, the step limit and the timeouts."""
+    if not wants_tools(tools.mcp.specs):
+        return ToolPlan(max_steps=tools.max_steps)
+    from ...backends.mcp.config import resolve_specs  # the config's [mcp.NAME] tables, read only with --mcp
 
-    return await start(
-        resolve_specs(list(mcp.specs)),
-        on_notice=on_notice,
-        start_timeout_s=mcp.start_timeout_s,
-        call_timeout_s=mcp.call_timeout_s,
-        max_result_bytes=DEFAULT_MAX_RESULT_BYTES,
+    return ToolPlan(
+        servers=tuple(resolve_specs(list(tools.mcp.specs))),
+        allow_all=tools.allow_all,
+        allowed=frozenset(tools.allowed),
+        max_steps=tools.max_steps,
+        start_timeout_s=tools.mcp.start_timeout_s,
+        call_timeout_s=tools.mcp.call_timeout_s,
     )

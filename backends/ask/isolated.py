@@ -43,12 +43,12 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..backends.base import ChatRequest
-from ..telemetry import events as ev
-from ..telemetry.cost import PriceRef
-from ..telemetry.errors import ErrorKind, TtftError, describe
-from ..telemetry.log.crashes import with_report
-from ..telemetry.log.secrets import KNOWN, mask, masked, remember
+from ...telemetry import events as ev
+from ...telemetry.cost import PriceRef
+from ...telemetry.errors import ErrorKind, TtftError, describe
+from ...telemetry.log.crashes import report_once, with_report
+from ...telemetry.log.secrets import KNOWN, mask, masked, remember
+from ..base import ChatRequest
 
 START_TIMEOUT_S = 60.0  # importing the SDKs or llama.cpp can be slow on a cold disk
 CANCEL_WAIT_S = 2.0
@@ -117,7 +117,7 @@ def start_error(exc: BaseException) -> tuple[str, ErrorKind, str | None]:
 def _child(
     conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None, lean: bool = True
 ) -> None:  # pragma: no cover - runs in the child
-    from ..backends.mcp.config_secrets import remember_config_secrets
+    from ..mcp.config_secrets import remember_config_secrets
 
     for s in TERMINAL_SIGNALS:
         signal.signal(s, signal.SIG_IGN)
@@ -125,9 +125,9 @@ def _child(
     try:
         asyncio.run(_child_main(conn, spec, base_url, timeout_s, lean))
     except Exception as exc:  # never a traceback on the terminal the chat draws on: a crash report
-        from .crash import report
-
-        line = report(exc, "the backend process")
+        path = report_once(exc, "the backend process")  # the parent says the line: shown there, never run
+        where = f"the crash report is {path}" if path else "its crash report could not be written"
+        line = mask(f"ttft hit an unexpected error ({type(exc).__name__}); {where}")
         with contextlib.suppress(Exception):
             conn.send(("crashed", line))
         sys.exit(70)
@@ -136,8 +136,8 @@ def _child(
 async def _child_main(
     conn: Connection, spec: str, base_url: str | None, timeout_s: float | None = None, lean: bool = True
 ) -> None:  # pragma: no cover
-    from ..backends.providers.lean.transport import chat_transport
-    from ..backends.providers.registry import create_backend
+    from ..providers.lean.transport import chat_transport
+    from ..providers.registry import create_backend
 
     try:
         # server_gauges: a compat server's queue and KV use, recorded with each turn for the pane
@@ -201,7 +201,7 @@ async def _child_main(
             conn.send(("end",))
 
     async def warm(extra: dict[str, Any] | None) -> None:
-        from ..backends.turn import warm_up
+        from ..turn import warm_up
 
         try:
             await warm_up(backend, extra)

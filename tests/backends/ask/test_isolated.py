@@ -7,10 +7,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
+from ttft.backends.ask.isolated import ProcessBackend
 from ttft.backends.base import ChatRequest, Message
 from ttft.backends.turn import new_recorder, run_turn
 from ttft.telemetry import events as ev
-from ttft.tui.isolated import ProcessBackend
 
 from tests.fakes import FakeServer, Schedule
 

@@ -1,0 +1,1 @@
+"""Tests of backends.agent: the loop, consent, tools on each wire."""
