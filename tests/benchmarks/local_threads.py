@@ -84,7 +84,7 @@ async def one_chat(threads: int, turns: int, tokens: int) -> dict[str, Any]:
             if i == 0:
                 continue
             rec = app.chat.session.records[-1]
-            lag = app.chat.lag_by_turn.get(rec.turn_index, {})
+            lag = app.chat.drawn.lag_by_turn.get(rec.turn_index, {})
             if rec.metrics.tpot_ms is not None:
                 tpot.append(rec.metrics.tpot_ms)
             if lag.get("paints"):

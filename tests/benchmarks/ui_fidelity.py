@@ -214,7 +214,7 @@ async def run_ui(
             )
             rec = app.chat.session.records[-1].to_dict()  # with _sent_ns (see main)
             records.append(rec)
-            lags.append(app.chat.lag_by_turn[rec["turn_index"]])
+            lags.append(app.chat.drawn.lag_by_turn[rec["turn_index"]])
         p1, s1 = cpu.sample(stream_tid)
         wall = time.perf_counter() - wall0
         cpu_info = {"process": (p1 - p0) / wall, "stream_thread": (s1 - s0) / wall, "wall_s": wall}
@@ -272,8 +272,8 @@ async def one_run(base_url: str, turns: int, size: tuple[int, int]) -> list[dict
     def show_figures(self: Any, event: Any) -> None:
         figures.setdefault(event.record.turn_index, time.monotonic_ns())
         screen = getattr(self, "screen", self)
-        if screen.answer is not None:
-            answers[event.record.turn_index] = id(screen.answer)
+        if screen.drawn.answer is not None:
+            answers[event.record.turn_index] = id(screen.drawn.answer)
         original(self, event)
 
     owner._show_figures = show_figures  # type: ignore[method-assign]
@@ -302,7 +302,7 @@ async def one_run(base_url: str, turns: int, size: tuple[int, int]) -> list[dict
             await until(lambda n=i: len(app.chat.session.records) == n + 1 and not app.chat.busy)
             rec = app.chat.session.records[-1]
             ts = rec.timestamps
-            lag = app.chat.lag_by_turn.get(rec.turn_index, {})
+            lag = app.chat.drawn.lag_by_turn.get(rec.turn_index, {})
             done_ns = rendered.get(answers.get(rec.turn_index, -1), figures[rec.turn_index])
             out.append(
                 {

@@ -160,7 +160,9 @@ async def test_chat_shows_control_characters_while_streaming_and_after(srv: Fake
     async with app.run_test(size=(160, 40)) as pilot:
         app.query_one("#prompt").value = "hi"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.chat.answer is not None and "end." in app.chat.answer.stream.tail.text, 20)
+        await wait_until(
+            pilot, lambda: app.chat.drawn.answer is not None and "end." in app.chat.drawn.answer.stream.tail.text, 20
+        )
         await pilot.pause(0.1)
         live = _painted(app)
         assert not _has_raw_controls(live) and "\t" not in live and "tab:    TAB" in live  # a tab: 4 spaces
@@ -334,7 +336,7 @@ async def test_chat_shows_bidi_controls_while_streaming_and_after(srv: FakeServe
         app.query_one("#prompt").value = "hi"
         await pilot.press("enter")
         await wait_until(
-            pilot, lambda: app.chat.answer is not None and "\u200f." in app.chat.answer.stream.tail.text, 20
+            pilot, lambda: app.chat.drawn.answer is not None and "\u200f." in app.chat.drawn.answer.stream.tail.text, 20
         )
         await pilot.pause(0.1)
         live = _painted(app)

@@ -19,17 +19,17 @@ from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.widget import MountError
 
-from ...telemetry.view.render import RenderLag
-from ...telemetry.view.timeline import Timeline, live_steps_timeline, live_timeline, turn_timeline
+from ...telemetry.view.timeline import live_steps_timeline, live_timeline, turn_timeline
 from ..format import turn_label
 from ..runner import LiveTurn, collect_between_turns
 from ..session import ChatSession
 from ..widgets.error_card import ErrorCard
 from ..widgets.telemetry_pane import TelemetryPane
-from ..widgets.transcript import AssistantMessage, Transcript
+from ..widgets.transcript import Transcript
 from .attach import Attachments
 from .blocks import DrawnBlocks
 from .branches import Branches
+from .drawn import DrawnTurns
 from .tools import ToolSteps, live_steps
 from .turn import TurnFailed, TurnFinished, TurnStarted
 
@@ -40,13 +40,9 @@ PANE_GRAPH_FPS = 4
 
 
 class PaintedScreen(Protocol):
-    """What :class:`TurnPainter` paints on: the chat's screen and the state it keeps of its turns."""
+    """What :class:`TurnPainter` paints on: the chat's screen."""
 
     session: ChatSession
-    answer: AssistantMessage | None
-    lag: RenderLag
-    lag_by_turn: dict[int, dict[str, Any]]
-    timelines: list[tuple[str, Timeline]]
     steps: ToolSteps
     blocks: DrawnBlocks
     branches: Branches
@@ -69,10 +65,12 @@ class PaintedScreen(Protocol):
 
 
 class TurnPainter:
-    """Paints the turn on ``screen`` (``on_screen``: from ``TurnStarted`` until its figures are shown)."""
+    """Paints the turn on ``screen`` (``on_screen``: from ``TurnStarted`` until its figures are shown),
+    keeping what it drew in ``drawn``."""
 
-    def __init__(self, screen: PaintedScreen) -> None:
+    def __init__(self, screen: PaintedScreen, drawn: DrawnTurns) -> None:
         self.screen = screen
+        self.drawn = drawn
         self.on_screen: LiveTurn | None = None
         self._frames: Timer | None = None
         self._pane_phase = ""
@@ -106,8 +104,8 @@ class TurnPainter:
     async def started(self, event: TurnStarted) -> None:
         """The request is on its way: the pane goes live at once, and the prompt and the answer's widgets
         are mounted while it travels (10-30 ms), not before it leaves, where they were ttft's own delay."""
-        screen = self.screen
-        self.on_screen, screen.lag = event.live, event.lag
+        screen, drawn = self.screen, self.drawn
+        self.on_screen, drawn.lag = event.live, event.lag
         screen.attachments.started()
         if self._frames is not None:
             self._frames.resume()
@@ -117,8 +115,8 @@ class TurnPainter:
             await transcript.hide_greeting()
             await transcript.compact()  # a paint must not cost more the longer the chat
             await transcript.add_user(event.prompt, event.turn_index, event.files)
-            screen.answer = await transcript.add_assistant(screen.clock, event.lag)
-            screen.answer.first_block = screen.blocks.next_number()
+            drawn.answer = await transcript.add_assistant(screen.clock, event.lag)
+            drawn.answer.first_block = screen.blocks.next_number()
             screen.update_header()
 
     async def finished(self, event: TurnFinished) -> None:
@@ -130,8 +128,8 @@ class TurnPainter:
         with self.drawing():
             self.frame(force=True, pane=False)  # every chunk painted before the full render; the pane's figures follow
             record, transcript = event.record, screen.transcript
-            if not await screen.steps.finalize(event.live, record) and screen.answer is not None:
-                await screen.answer.finalize(record)
+            if not await screen.steps.finalize(event.live, record) and self.drawn.answer is not None:
+                await self.drawn.answer.finalize(record)
             screen.blocks.add(record.turn_index, record.answer)
             await transcript.add_outcome(record)
             if event.log_error:
@@ -143,13 +141,13 @@ class TurnPainter:
     def _show_figures(self, event: TurnFinished) -> None:
         if event.live is not self.on_screen:
             return
-        screen, record = self.screen, event.record
+        screen, drawn, record = self.screen, self.drawn, event.record
         lag = event.lag.summary()
-        screen.lag_by_turn[record.turn_index] = lag
+        drawn.lag_by_turn[record.turn_index] = lag
         with self.drawing():
             screen.pane.show_record(record, lag)
-            screen.timelines.append((turn_label(record.turn_index), turn_timeline(record)))
-            screen.pane.set_timelines(screen.timelines)
+            drawn.timelines.append((turn_label(record.turn_index), turn_timeline(record)))
+            screen.pane.set_timelines(drawn.timelines)
             screen.pane.set_history(screen.session.records)
             screen.branches.finished(record)
         self.forget()
@@ -157,7 +155,7 @@ class TurnPainter:
 
     def forget(self) -> None:
         """No turn is drawn any more (its figures shown, or the chat moved on)."""
-        self.on_screen = self.screen.answer = None
+        self.on_screen = self.drawn.answer = None
 
     def stop(self) -> None:
         if self._frames is not None:
@@ -167,7 +165,7 @@ class TurnPainter:
         """One frame: new text into the answer every frame; the pane's figures at PANE_FPS and its graphs at
         PANE_GRAPH_FPS, both at once on a phase change (``force``: now; not at all without ``pane``)."""
         screen = self.screen
-        live, answer = self.on_screen, screen.answer
+        live, answer = self.on_screen, self.drawn.answer
         # Shutting down: Textual removes the widgets before it stops the timers, so a frame may still
         # fire with the pane gone (a turn in flight at exit is cancelled and logged elsewhere).
         if live is None or not screen.app.is_running:
@@ -184,8 +182,10 @@ class TurnPainter:
             graphs = changed or now - self._graphs_ns >= 1e9 / PANE_GRAPH_FPS
             self._pane_phase, self._pane_ns = snap.phase, now
             steps = live_steps(live, now)  # a tool-using turn's steps so far
-            screen.pane.show_live(snap, rec.attempts, screen.lag.summary(), steps, graphs=graphs)
+            screen.pane.show_live(snap, rec.attempts, self.drawn.lag.summary(), steps, graphs=graphs)
             if graphs:
                 self._graphs_ns = now
                 now_row = live_steps_timeline(steps, snap.own_delay_ms, snap.phase) if steps else None
-                screen.pane.set_timelines([*screen.timelines, ("now", now_row or live_timeline(snap, rec.attempts))])
+                screen.pane.set_timelines(
+                    [*self.drawn.timelines, ("now", now_row or live_timeline(snap, rec.attempts))]
+                )

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult, CSSPathType, SystemCommand
@@ -35,9 +35,7 @@ from textual.widgets import Footer, Static, TextArea
 from ...backends.attachments import Attachment
 from ...telemetry.log.prompt_history import PromptHistory
 from ...telemetry.settings import PROMPT_LOOKUP, TurnSettings
-from ...telemetry.view.render import RenderLag
-from ...telemetry.view.timeline import Timeline, turn_timeline
-from ..format import fmt_settings, short_spec, turn_label, visible_controls
+from ..format import fmt_settings, short_spec, visible_controls
 from ..runner import LiveTurn, collect_between_turns
 from ..session import ChatSession
 from ..target import TargetView, describe_target
@@ -47,15 +45,16 @@ from ..widgets.attachments import AttachmentTray
 from ..widgets.code_blocks import CodeBlock, CodeFence
 from ..widgets.prompt_box import PromptBox
 from ..widgets.telemetry_pane import TelemetryPane
-from ..widgets.transcript import AssistantMessage, Picked, Transcript
+from ..widgets.transcript import Picked, Transcript
 from . import attach as chat_attach
 from . import commands as chat_commands
 from . import slash
 from .attach import Attachments, AttachmentsChanged, Pending
 from .blocks import DrawnBlocks
-from .branches import Branches, is_after
+from .branches import Branches
 from .compare import HandedBack, Launcher, take_over
 from .drafts import ChatDrafts
+from .drawn import DrawnTurns
 from .paint import TurnPainter
 from .prompt import ChatPrompt
 from .sessions import RESUME_DRAWN, Reopened, export_session, reopen
@@ -105,17 +104,14 @@ class ChatScreen(Screen[None]):
         self.tools = tools if tools is not None else ToolServers()  # the MCP servers (--mcp), started on mount
         self.chat_tools = ChatTools(self.tools, self)  # their tools offered to the model (tui.chat.tools)
         self.turns.agent = self.chat_tools.agent
-        self.steps = ToolSteps(self)  # a tool-using turn's steps, drawn
+        self.drawn = DrawnTurns()  # what the painters keep of the turns they drew; the screen reads it
+        self.steps = ToolSteps(self, self.drawn)  # a tool-using turn's steps, drawn
         self.attachments = Attachments(self, self.attach_target)  # the files for the next prompt (/attach)
         self.branches = Branches(self)  # edit and resend, regenerate: a new branch
         self.drafts = ChatDrafts(self, self._box, session, self.attachments)  # the box kept on disk
         self.launcher = Launcher(self, session, clock, self.prompts, self.tools)  # the comparison over the chat
-        self.answer: AssistantMessage | None = None  # the answer of the turn on screen, while it is drawn
-        self.lag = RenderLag()  # the turn on screen's render lag
-        self.lag_by_turn: dict[int, dict[str, Any]] = {}  # each finished turn's render-lag summary
-        self.timelines: list[tuple[str, Timeline]] = []  # each finished turn's, for the pane
         self.last_export: list[Path] = []
-        self.painter = TurnPainter(self)  # the turn on screen, drawn from the driver's messages
+        self.painter = TurnPainter(self, self.drawn)  # the turn on screen, drawn from the driver's messages
 
     # --- layout --------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -348,7 +344,7 @@ class ChatScreen(Screen[None]):
             self.blocks.cut_from(turn_index)
         else:
             self.blocks.clear()
-        self.timelines = [(label, t) for label, t in self.timelines if not is_after(label, turn_index)]
+        self.drawn.cut_from(turn_index)
 
     # --- code blocks --------------------------------------------------------------------
     def code_block_titles(self) -> list[tuple[int, str]]:
@@ -428,7 +424,7 @@ class ChatScreen(Screen[None]):
         self.drafts.drop()
         self.session.new_chat()
         self.chat_tools.new_chat()
-        self.timelines, self.lag_by_turn = [], {}
+        self.drawn.reset()
         self.blocks.clear()
         self.branches.reset()
         self.pane.set_branches([], [])
@@ -554,8 +550,8 @@ class ChatScreen(Screen[None]):
             await transcript.add_record(rec, self.clock, first_block=self.blocks.next_number())
             self.blocks.add(rec.turn_index, rec.answer)
         await transcript.compact()
-        self.timelines = [(turn_label(r.turn_index), turn_timeline(r)) for r in reopened.records]
-        self.pane.set_timelines(self.timelines)
+        self.drawn.reset(reopened.records)
+        self.pane.set_timelines(self.drawn.timelines)
         self.pane.set_history(reopened.records)
         if reopened.records:
             self.pane.show_record(reopened.records[-1])

@@ -34,13 +34,13 @@ from ...telemetry.agent.steps import ToolStep, tool_step
 from ...telemetry.log.turns import SessionLog
 from ...telemetry.record import TurnRecord
 from ...telemetry.recorder import TurnRecorder
-from ...telemetry.view.render import RenderLag
 from ..runner import LiveTurn
 from ..screens.approve import Approval, ApproveScreen, Reply
 from ..tool_servers import ToolServers
 from ..widgets.code_blocks import code_blocks
 from ..widgets.tool_steps import ToolRun
 from ..widgets.transcript import AssistantMessage, Transcript
+from .drawn import DrawnTurns
 
 
 class StepBegan(Message):
@@ -155,9 +155,6 @@ def live_steps(live: LiveTurn | None, now_ns: int) -> tuple[dict[str, Any], ...]
 class StepsScreen(Protocol):
     """What :class:`ToolSteps` draws on: the chat's screen."""
 
-    answer: AssistantMessage | None
-    lag: RenderLag
-
     @property
     def on_screen(self) -> LiveTurn | None: ...
     @property
@@ -174,8 +171,9 @@ class ToolSteps:
     """Draws the tool-using turn on the chat's screen: a new answer per model step, each call's result
     under the step that asked for it, the dialog for each call asked about."""
 
-    def __init__(self, screen: StepsScreen) -> None:
+    def __init__(self, screen: StepsScreen, drawn: DrawnTurns) -> None:
         self.screen = screen
+        self.drawn = drawn  # the turn on screen's answer: a new one per model step
         self.answers: list[AssistantMessage] = []  # the answer drawn for each model step of the turn on screen
         self.dialog: ApproveScreen | None = None  # the open dialog, closed if the turn ends first
 
@@ -184,20 +182,20 @@ class ToolSteps:
         return live if live is not None and live.core is turn else None
 
     async def step_began(self, event: StepBegan) -> None:
-        screen = self.screen
+        screen, drawn = self.screen, self.drawn
         live = self._ours(event.turn)
-        if live is None or screen.answer is None:
+        if live is None or drawn.answer is None:
             return
         if not self.answers:
-            self.answers = [screen.answer]
+            self.answers = [drawn.answer]
         if event.recorder is live.recorder:  # the first step: drawn already
             return
         screen.frame(force=True, pane=False)  # the last step's text all painted before its answer is left
-        answer = await screen.transcript.add_assistant(screen.clock, screen.lag)
+        answer = await screen.transcript.add_assistant(screen.clock, drawn.lag)
         # its code blocks are numbered after the last step's, as the joined answer numbers them
-        answer.first_block = screen.answer.first_block + len(code_blocks(live.recorder.answer))
+        answer.first_block = drawn.answer.first_block + len(code_blocks(live.recorder.answer))
         self.answers.append(answer)
-        screen.answer = answer
+        drawn.answer = answer
         live.recorder = event.recorder
 
     async def tool_ended(self, event: ToolEnded) -> None:
@@ -237,8 +235,8 @@ class ToolSteps:
         if live.agent is None or not record.steps:
             return False
         models = live.agent.result.models
-        if not answers and self.screen.answer is not None:
-            answers = [self.screen.answer]
+        if not answers and self.drawn.answer is not None:
+            answers = [self.drawn.answer]
         for answer, rec in zip(answers, models, strict=False):
             await answer.finalize(rec)
         if answers:

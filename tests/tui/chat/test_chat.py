@@ -58,7 +58,7 @@ async def test_turn_goes_through_phases_and_is_logged() -> None:
         assert rec.diagnosis[:30] in pane
         lines = app.chat.session.log.path.read_text().splitlines()
         assert json.loads(lines[0])["prompt"] == "hello"
-        assert app.chat.lag_by_turn[0]["paints"] >= 1
+        assert app.chat.drawn.lag_by_turn[0]["paints"] >= 1
         msg = app.query_one(AssistantMessage)
         assert msg.reasoning.collapsed and "thought for" in str(msg.reasoning.title)
 

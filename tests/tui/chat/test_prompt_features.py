@@ -46,7 +46,7 @@ async def test_esc_during_a_turn_cancels_the_turn_never_the_draft() -> None:
     async with app.run_test(size=SIZE) as pilot:
         box(app).value = "the question"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.chat.answer is not None)
+        await wait_until(pilot, lambda: app.chat.drawn.answer is not None)
         await pilot.press("n", "e", "x", "t", "ctrl+j", "l", "i", "n", "e")
         await pilot.press("escape")
         await wait_until(pilot, lambda: not app.chat.busy and len(app.chat.session.records) == 1)
@@ -337,10 +337,10 @@ async def test_the_full_render_starts_when_the_stream_ends_before_the_record_and
     async with app.run_test(size=SIZE) as pilot:
         box(app).value = "q"
         await pilot.press("enter")
-        await wait_until(pilot, lambda: app.chat.answer is not None and app.chat.live is not None)
+        await wait_until(pilot, lambda: app.chat.drawn.answer is not None and app.chat.live is not None)
         await wait_until(pilot, lambda: app.chat.live.recorder.snapshot().phase == "ok")
         app.chat.frame()
-        msg = app.chat.answer
+        msg = app.chat.drawn.answer
         await wait_until(pilot, lambda: msg.answer.display and not msg.stream.display)
         assert app.chat.session.records == []  # drawn whole while the record is not even made
         assert updates == ["".join(f"word{i} " for i in range(30))]

@@ -48,7 +48,7 @@ async def test_a_prompt_sent_while_a_turn_is_in_flight_stays_in_the_prompt() -> 
     app = ChatApp("fake:scripted-1", factory=factory_for(ScriptedBackend(script(visible=3))))  # blocks mid-answer
     async with app.run_test(size=(120, 40)) as pilot:
         await send(pilot, app, "first")
-        await wait_until(pilot, lambda: app.chat.answer is not None)
+        await wait_until(pilot, lambda: app.chat.drawn.answer is not None)
         assert app.query_one("#prompt", ChatPrompt).value == ""  # taken: it is on its way
         await send(pilot, app, "  second, typed meanwhile ")
         await wait_until(pilot, lambda: said(app, "in flight"))

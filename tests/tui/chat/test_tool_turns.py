@@ -103,7 +103,7 @@ async def test_allow_once_runs_the_call_and_the_model_reads_its_result(search_th
             and re.search(r"steps\s+3 · model", text)
         )
         # the timeline draws each step as its own segment
-        phases = [seg.phase for seg in app.chat.timelines[-1][1].segments]
+        phases = [seg.phase for seg in app.chat.drawn.timelines[-1][1].segments]
         assert "tool" in phases and "approval" in phases and "streaming" in phases
         assert phases.index("approval") < phases.index("tool")
         # the turn is one logged line, with its steps
@@ -216,7 +216,7 @@ async def test_a_resumed_session_shows_each_call_and_how_it_ended(search_then_an
         assert "↳ search · web · ok" in text and "you allowed once" in text
         assert "It is noon." in text
         assert "found: noon" not in text  # a log keeps a result's size, never its text
-        phases = [seg.phase for seg in again.chat.timelines[-1][1].segments]
+        phases = [seg.phase for seg in again.chat.drawn.timelines[-1][1].segments]
         assert "tool" in phases and "approval" in phases
         assert re.search(r"\d tool\s+search · ", text)  # the pane's steps
 
