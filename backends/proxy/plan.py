@@ -31,12 +31,14 @@ class UpstreamError(TtftError):
 class ProxyPlan:
     """What a proxy run does. ``command``: the program to run with the base URLs set (empty: run until
     stopped); ``json_out``: where the run's ``ttft.proxy/1`` object goes when it ends; ``sessions_dir``:
-    the session log's folder (None: the data directory's, as every command's)."""
+    the session log's folder (None: the data directory's, as every command's); ``state_dir``: where the
+    run's state file goes while it runs, for ``--watch`` (None: the data directory's ``proxies/``)."""
 
     config: ProxyConfig
     command: tuple[str, ...] = ()
     json_out: Path | None = None
     sessions_dir: Path | None = None
+    state_dir: Path | None = None
 
     @property
     def runs_program(self) -> bool:

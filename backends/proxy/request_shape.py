@@ -4,21 +4,27 @@ The body is parsed through the untrusted-JSON guard (:mod:`telemetry.json_guard`
 too deep or not JSON is still forwarded unchanged, and its call is recorded with what could be read
 (nothing of the body) and a notice saying so. The shape (:class:`telemetry.proxy.shape.CallShape`'s
 request half) holds digests, never content: one per message (its role and the canonical JSON of its
-content, blake2b, 8 bytes), one of the system prompt or instructions, and the ids of the tool results
+content, blake2b, 8 bytes, keyed), one of the system prompt or instructions, and the ids of the tool results
 the request carries (Chat: ``tool`` messages' ``tool_call_id``; Messages: ``tool_result`` blocks'
 ``tool_use_id``; Responses: ``function_call_output`` items' ``call_id``).
+
+The digests are only ever compared with each other, within one proxy process (one run's calls), so
+they are keyed with random bytes that process holds in memory alone: a digest in the session log
+cannot be checked against a guessed message ("yes", a file's known text).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...telemetry import json_guard
 
 MAX_ID_CHARS = 128
+_KEY = secrets.token_bytes(16)  # this process's digest key (see the module doc): never written anywhere
 
 
 # Keys an app moves between calls without changing what a message says: Claude Code puts
@@ -42,7 +48,7 @@ def digest(role: str, content: Any) -> str:
         text = json.dumps(_canonical(content), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         text = repr(content)
-    h = hashlib.blake2b(digest_size=8)
+    h = hashlib.blake2b(digest_size=8, key=_KEY)
     h.update(role.encode("utf-8", "replace"))
     h.update(b"\x00")
     h.update(text.encode("utf-8", "surrogatepass"))

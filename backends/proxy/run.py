@@ -12,10 +12,20 @@ for :meth:`ProxyRunner.stop`. Every call that ends is:
   writer thread, in order, so an fsync never holds up the streams the loop is passing on;
 - handed to ``on_call`` (the command's line per call).
 
+While it listens, the run's state file (:mod:`backends.proxy.state`: its pid, port and session log)
+lets ``ttft proxy --watch`` find it from another terminal; it is removed once the log is written.
+
+With ``otlp_port`` set (``--otlp``), the OTLP receiver (``backends.proxy.otlp``) runs beside the server
+and the program's environment also points its OpenTelemetry exporter there (a signal's own endpoint for
+traces or logs, or a gRPC protocol, which would send them past it, is left out); the tool spans it hands
+over are kept, and handed to ``on_spans``. They are not logged: the state file says the receiver's
+endpoint, so a watch says that it does not see them (``backends.proxy.watch``).
+
 When the run ends the server is closed, the log's writes are waited for, the app's sessions are rebuilt
-from the calls (``telemetry.proxy.sessions.rebuild``) and ``--json`` is written, masked as the logs are,
-as a private file. A program that cannot be started ends the run with the shell's status for it (127:
-not found, 126: not executable); one that a signal killed, with 128 + the signal's number.
+from the calls and the app's tool spans (``telemetry.proxy.sessions.rebuild``) and ``--json`` is
+written, masked as the logs are, as a private file. A program that cannot be started ends the run with
+the shell's status for it (127: not found, 126: not executable); one that a signal killed, with 128 +
+the signal's number.
 """
 
 from __future__ import annotations
@@ -26,19 +36,25 @@ import contextlib
 import dataclasses
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ...telemetry import events as ev
 from ...telemetry.export.json_text import json_text
 from ...telemetry.log import private_files
 from ...telemetry.log.secrets import mask, masked_record, masked_value
 from ...telemetry.log.turns import LogWriteError, SessionLog
+from ...telemetry.log.urls import redact_url
+from ...telemetry.proxy.app_spans import AppToolSpan
 from ...telemetry.proxy.sessions import ProxySession, rebuild
 from ...telemetry.record import TurnRecord
+from .otlp import OtlpCounts, OtlpReceiver, program_env
 from .plan import ProxyPlan
 from .server import ProxiedCall, ProxyServer
+from .state import RunInfo, StateFile, program_name, publish
 
 SCHEMA = "ttft.proxy/1"
 NOT_FOUND, NOT_EXECUTABLE = 127, 126  # the shell's statuses for a command it could not run
@@ -66,14 +82,34 @@ class ProxyRun:
     status: int | None = None
     program_problem: str | None = None
     not_saved: tuple[str, ...] = ()
+    app_spans: tuple[AppToolSpan, ...] = ()  # the app's own tool spans (--otlp), in the order they came
+    otlp: OtlpCounts | None = None  # what the OTLP receiver took; None: it did not run
+    otlp_endpoint: str = ""
+    began_ns: int = 0  # the run's start on the proxy's monotonic clock: the origin of the spans' times
+
+    @property
+    def timed_by_app(self) -> int:
+        """The sessions' tool steps the app's own spans timed."""
+        return sum(1 for s in self.sessions for st in s.record.steps if st.get("timing") == "span")
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``--json`` object: every call's turn record and every session, masked as the logs are."""
-        return {
+        """The ``--json`` object: every call's turn record and every session, masked as the logs are; with
+        ``--otlp``, what the app's telemetry held (``app_telemetry``)."""
+        out: dict[str, Any] = {
             "schema": SCHEMA,
             "calls": [masked_record(c.record.to_dict()) for c in self.calls],
             "sessions": [masked_value(s.to_dict()) for s in self.sessions],
         }
+        if self.otlp is not None:
+            out["app_telemetry"] = masked_value(
+                {
+                    "endpoint": self.otlp_endpoint,
+                    **self.otlp.to_dict(),
+                    "joined": self.timed_by_app,
+                    "spans": [s.to_dict(self.began_ns) for s in self.app_spans],
+                }
+            )
+        return out
 
 
 def _noop(*_: object) -> None:
@@ -87,6 +123,7 @@ class Listeners:
     on_start: Callable[[Started], None] = _noop
     on_call: Callable[[ProxiedCall], None] = _noop
     on_problem: Callable[[str], None] = _noop
+    on_spans: Callable[[Sequence[AppToolSpan]], None] = _noop  # the app's tool spans, as each export came
 
 
 def without_content(record: TurnRecord) -> TurnRecord:
@@ -101,6 +138,7 @@ def without_content(record: TurnRecord) -> TurnRecord:
 @dataclass
 class _Collected:
     calls: list[ProxiedCall] = field(default_factory=list)
+    spans: list[AppToolSpan] = field(default_factory=list)
     not_saved: list[str] = field(default_factory=list)
 
 
@@ -139,29 +177,69 @@ class ProxyRunner:
         """Start the server (its ProxyError, e.g. a port taken, is raised from here), run until the program
         ends or :meth:`stop`, then close and settle everything (see the module doc)."""
         self._stopped = asyncio.Event()
+        began = ev.now_ns()
         server = ProxyServer(self.plan.config, self._on_call, session_id=self.session_id)
         await server.start()
+        receiver: OtlpReceiver | None = None
+        if self.plan.config.otlp_port is not None:
+            receiver = OtlpReceiver(self.plan.config.otlp_port, self._on_spans)
+            try:
+                await receiver.start()
+            except BaseException:
+                await server.aclose()
+                raise
+        env = {**server.env(), **(receiver.env() if receiver is not None else {})}
         status: int | None = None
         problem: str | None = None
+        state = self._publish(server, receiver)
         try:
-            self.listeners.on_start(Started(server.base_url, server.env(), self.session_id, self._log.path))
+            self.listeners.on_start(Started(server.base_url, env, self.session_id, self._log.path))
             if self.plan.runs_program:
-                status, problem = await self._run_program(server.env())
+                status, problem = await self._run_program(env, otlp=receiver is not None)
             else:
                 if self._stop_signal is not None:  # stopped while it started
                     self._stopped.set()
                 await self._stopped.wait()
                 status = 128 + (self._stop_signal or signal.SIGINT)
         finally:
+            if receiver is not None:
+                await receiver.aclose()
             await server.aclose()
             await asyncio.get_running_loop().run_in_executor(None, self._writer.shutdown, True)
-        return self._finish(status, problem)
+            if state is not None:  # once every call is in the log: a watcher that sees it go has read them all
+                state.remove()
+        return self._finish(status, problem, receiver, began)
 
-    async def _run_program(self, env: dict[str, str]) -> tuple[int, str | None]:
-        """The program's exit status (the shell's for one it could not start, with why)."""
-        argv = self.plan.command
+    def _publish(self, server: ProxyServer, receiver: OtlpReceiver | None) -> StateFile | None:
+        """The run's state file, for ``--watch``; a failure is said and the run goes on without it."""
+        info = RunInfo(
+            pid=os.getpid(),
+            port=server.port,
+            base_url=server.base_url,
+            upstream=redact_url(self.plan.config.upstream) or "",
+            session_id=self.session_id,
+            log_path=self._log.path.absolute(),
+            program=program_name(self.plan.command),
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            otlp_endpoint=receiver.endpoint if receiver is not None else "",
+        )
         try:
-            self._program = await asyncio.create_subprocess_exec(*argv, env={**os.environ, **env})
+            return publish(info, self.plan.state_dir)
+        except OSError as exc:
+            self.listeners.on_problem(
+                mask(
+                    f"could not write the state file ({exc.strerror or exc}): ttft proxy --watch will not find this run"
+                )
+            )
+            return None
+
+    async def _run_program(self, env: dict[str, str], *, otlp: bool) -> tuple[int, str | None]:
+        """The program's exit status (the shell's for one it could not start, with why). ``otlp``: its
+        exporter is pointed at the receiver (``backends.proxy.otlp.program_env``)."""
+        argv = self.plan.command
+        full = program_env(os.environ, env) if otlp else {**os.environ, **env}
+        try:
+            self._program = await asyncio.create_subprocess_exec(*argv, env=full)
         except FileNotFoundError:
             return NOT_FOUND, f"{argv[0]}: command not found"
         except PermissionError:
@@ -178,6 +256,10 @@ class ProxyRunner:
         self._writer.submit(self._append, call.record)
         self.listeners.on_call(call)
 
+    def _on_spans(self, spans: Sequence[AppToolSpan]) -> None:
+        self._got.spans.extend(spans)
+        self.listeners.on_spans(spans)
+
     def _append(self, record: TurnRecord) -> None:
         """On the writer thread: one record into the session log; a failure is said once, then counted."""
         try:
@@ -187,11 +269,14 @@ class ProxyRunner:
                 self.listeners.on_problem(mask(f"could not write the session log: {exc}"))
             self._got.not_saved.append(str(self._log.path))
 
-    def _finish(self, status: int | None, problem: str | None) -> ProxyRun:
+    def _finish(self, status: int | None, problem: str | None, receiver: OtlpReceiver | None, began: int) -> ProxyRun:
         calls = tuple(self._got.calls)
-        sessions = tuple(rebuild([(c.record, c.shape) for c in calls]))
+        spans = tuple(self._got.spans)
+        sessions = tuple(rebuild([(c.record, c.shape) for c in calls], spans))
         not_saved = [f"the session log {self._log.path}"] if self._got.not_saved else []
-        result = ProxyRun(calls, sessions, self.session_id, self._log.path, status, problem)
+        result = ProxyRun(calls, sessions, self.session_id, self._log.path, status, problem, app_spans=spans)
+        if receiver is not None:
+            result = dataclasses.replace(result, otlp=receiver.counts, otlp_endpoint=receiver.endpoint, began_ns=began)
         if self.plan.json_out is not None:
             try:
                 private_files.replace(self.plan.json_out, (json_text(result.to_dict()) + "\n").encode("utf-8"))

@@ -1,5 +1,8 @@
 """The proxy's server: take an app's call on loopback, forward it upstream, pass the answer back as it arrives.
 
+A connection has ``header_timeout_s`` from its opening, or from the end of its last answer, to bring a
+whole request line and headers, or it is closed (a slowloris client holds no connection past it; an idle
+keep-alive connection is closed after the same time). It is one timer per connection, none per chunk.
 Each request is read whole (capped at ``max_body_bytes``: 413; a client silent mid-body for
 ``client_timeout_s``: 408), routed (:mod:`backends.proxy.routing`), and sent upstream with its own bytes
 and headers (:mod:`backends.proxy.upstream`). The answer goes back read by read: each read is written to
@@ -14,8 +17,12 @@ becomes one :class:`ProxiedCall` (its :class:`telemetry.record.TurnRecord` and
 :class:`telemetry.proxy.shape.CallShape`), handed to ``on_call`` on the server's loop once the call has
 ended (completed, failed, or cut by the client), made one at a time between the streams' reads (a record
 costs ~0.5-1 ms; see :meth:`ProxyServer._finisher`); ``aclose`` hands over every call still to be made.
+The record's ``extra.proxy`` holds the shape as the log keeps it (:func:`telemetry.proxy.logged.shape_fields`),
+so another process rebuilds the sessions from the log (``ttft proxy --watch``).
 ``count_tokens`` is a call but not a model step: its record's ``extra`` says ``"model_step": false`` and
-holds the count. Any other path and method (model lists, ``GET /``, ``HEAD``) passes through with no record.
+holds the count. A call that carries a W3C ``traceparent`` header has its trace and parent span ids in
+``extra`` (``trace_id``, ``parent_span_id``) and on its shape. Any other path and method (model lists,
+``GET /``, ``HEAD``) passes through with no record.
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ from ...telemetry.cost import PriceRef, warm
 from ...telemetry.errors import TtftError
 from ...telemetry.log.secrets import Secrets, header_secrets, mask, remember
 from ...telemetry.log.urls import redact_url
+from ...telemetry.proxy.app_spans import read_traceparent
+from ...telemetry.proxy.logged import LOG_KEY, shape_fields
 from ...telemetry.proxy.shape import CallShape
 from ...telemetry.record import TurnRecord
 from ...telemetry.recorder import TurnRecorder
@@ -62,6 +71,9 @@ from .upstream import ProxyUpstream
 DEFAULT_PORT = 8787  # named in docs/proxy.md; clear of OTLP's 4317/4318
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a long agent context with images is a few MB; 64 MiB is no real request
 CLIENT_TIMEOUT_S = 30.0  # a client silent this long in the middle of its body
+# A connection's time to bring a request's line and headers, from its opening or its last answer's end.
+# The SDKs drop an idle pooled connection after 4-5 s (httpx, undici), so closing idle ones at 30 s costs none.
+HEADER_TIMEOUT_S = 30.0
 READ_TIMEOUT_S = 600.0  # an upstream silent this long (headers, or mid-answer): keepalives count as bytes
 SESSION_HEADERS = ("x-claude-code-session-id", "session_id", "x-session-id", "conversation_id")
 _CREDENTIALS = ("authorization", "x-api-key", "api-key", "proxy-authorization")
@@ -81,8 +93,10 @@ class ProxyConfig:
     keep_content: bool = False  # store prompt/answer text (masked); default: sizes, counts, tool names, timings
     max_body_bytes: int = MAX_BODY_BYTES  # a request body past this is answered 413
     client_timeout_s: float = CLIENT_TIMEOUT_S  # a client that stalls mid-body is answered 408
+    header_timeout_s: float = HEADER_TIMEOUT_S  # a connection without a whole request head by then is closed
     allow_remote_peers: bool = False  # False: a peer not on loopback is refused (403) even if bound wider
     read_timeout_s: float = READ_TIMEOUT_S  # an upstream silent this long ends the call (recorded as a timeout)
+    otlp_port: int | None = None  # --otlp: the app's own telemetry received on 127.0.0.1 here (0: any free port)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +105,24 @@ class ProxiedCall:
     shape: CallShape
 
 
-class _TooLarge(TtftError):
-    """A request body past the cap (a signal inside this module: answered 413)."""
+class BodyTooLarge(TtftError):
+    """A request body past the cap (answered 413, by the proxy and by the OTLP receiver)."""
+
+
+async def read_capped(request: web.BaseRequest, cap: int, timeout_s: float) -> bytes:
+    """A request's whole body: :class:`BodyTooLarge` past ``cap`` bytes, ``TimeoutError`` when the client
+    sends nothing for ``timeout_s`` in the middle of it."""
+    loop = asyncio.get_running_loop()
+    parts: list[bytes] = []
+    n = 0
+    async with asyncio.timeout(loop.time() + timeout_s) as clock:
+        while data := await request.content.readany():
+            n += len(data)
+            if n > cap:
+                raise BodyTooLarge
+            parts.append(data)
+            clock.reschedule(loop.time() + timeout_s)
+    return b"".join(parts)
 
 
 def _error_body(status: int, message: str) -> web.Response:
@@ -144,7 +174,12 @@ class ProxyServer:
     # --- the API -----------------------------------------------------------------------
     async def start(self) -> None:
         """Bind and serve; a taken port or an address that cannot be bound is a :class:`ProxyError`."""
-        server = web.Server(self._handle, handler_cancellation=True, access_log=None)
+        # aiohttp's keep-alive timer runs from the connection's opening and from each answer's end, and closes
+        # the connection if no whole request head has come by then: bytes dribbled in do not move it. So it
+        # is the header deadline (tests/backends/proxy/test_slow_client.py holds aiohttp to that).
+        server = web.Server(
+            self._handle, handler_cancellation=True, access_log=None, keepalive_timeout=self.config.header_timeout_s
+        )
         runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
         site = web.TCPSite(runner, self.config.host, self._port, reuse_address=True)
@@ -164,6 +199,11 @@ class ProxyServer:
         _warm(self.config.upstream is None)
         self._wake = asyncio.Event()
         self._worker = asyncio.get_running_loop().create_task(self._finisher())
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (the one the system gave, for ``port=0``, once started)."""
+        return self._port
 
     @property
     def base_url(self) -> str:
@@ -225,8 +265,8 @@ class ProxyServer:
         if request.content_length is not None and request.content_length > cap:
             return self._too_large(cap)
         try:
-            body = await self._read_body(request, cap)
-        except _TooLarge:
+            body = await read_capped(request, cap, cfg.client_timeout_s)
+        except BodyTooLarge:
             return self._too_large(cap)
         except TimeoutError:
             resp = _error_body(408, f"the request body stalled for {cfg.client_timeout_s:g} s")
@@ -243,19 +283,6 @@ class ProxyServer:
         resp = _error_body(413, f"the request body is larger than the proxy's limit of {cap} bytes")
         resp.force_close()  # the rest of a large body is never read
         return resp
-
-    async def _read_body(self, request: web.BaseRequest, cap: int) -> bytes:
-        loop = asyncio.get_running_loop()
-        parts: list[bytes] = []
-        n = 0
-        async with asyncio.timeout(loop.time() + self.config.client_timeout_s) as clock:
-            while data := await request.content.readany():
-                n += len(data)
-                if n > cap:
-                    raise _TooLarge
-                parts.append(data)
-                clock.reschedule(loop.time() + self.config.client_timeout_s)
-        return b"".join(parts)
 
     def _answer_headers(self, raw: Any) -> list[tuple[str, str]]:
         return [(k, v) for k, v in raw.headers.items() if k.lower() not in HOP_BY_HOP]
@@ -408,6 +435,9 @@ class ProxyServer:
         recorder.settings = TurnSettings(stream=req.stream, max_retries=0)
         recorder.input_chars = req.input_chars
         recorder.extra["model_step"] = step
+        trace = read_traceparent(request.headers.get("traceparent"))
+        if trace is not None:  # the app's trace: its spans of it join this call's session
+            recorder.extra["trace_id"], recorder.extra["parent_span_id"] = trace
         if req.unread:
             tap.note(f"the request body: {req.unread}")
         if req.model:
@@ -452,7 +482,11 @@ class ProxyServer:
             tool_calls=tuple(zip(tool_ids, names, strict=False)),
             response_id=tap.response_id,
             previous_response_id=req.previous_response_id,
+            trace_id=trace[0] if trace else "",
+            parent_span_id=trace[1] if trace else "",
         )
+        # the shape rides in the log line, so another process (ttft proxy --watch) rebuilds the sessions too
+        record.extra[LOG_KEY] = shape_fields(shape, record.wall_offset_ns)  # the record is this call's alone
         try:
             self.on_call(ProxiedCall(record, shape))
         except Exception:

@@ -209,7 +209,10 @@ class CallTap:
             return
         self.ended = True
         self.drain_probe()
-        if cancelled is not None:
+        # A client that leaves once the stream's last event came cut nothing: the OpenAI SDK closes its
+        # response at [DONE], before the upstream's end of body reaches the proxy.
+        done = self.mode == "sse" and self.state.finished and self.failed is None and self.state.failed is None
+        if cancelled is not None and not done:
             self.note(cancelled)
             self.emit(ev.Cancelled(t))
             return

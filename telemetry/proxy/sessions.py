@@ -29,6 +29,13 @@ the chat has ttft's own work; the proxy does none between the app's calls, so it
 ``time_in_ttft_ms`` is 0. The parts add up to the session's span. ``max_steps`` is 0: the app's loop
 has no cap the proxy knows of.
 
+Where the app sent its own telemetry (``ttft proxy --otlp``: GenAI ``execute_tool`` spans, Claude Code's
+tool events), :func:`rebuild` is given its tool spans and :mod:`telemetry.proxy.tool_join` matches them
+to the tool steps: a step so matched runs for the span's time (``timing`` ``"span"``, with where the
+span came from and how it was matched), and the rest of its gap is the app's own time, so
+``time_in_tools_ms`` shrinks to what the tools took and ``time_in_app_ms`` grows by the rest. A step
+nothing timed keeps its gap (``timing`` ``"gap"``). Every tool step says its gap (``gap_ms``).
+
 The records' monotonic stamps are on the shapes' clock (the proxy's): where a record lacks its send
 or its end (a call that failed before an answer), the shape's start and end stand in.
 """
@@ -37,7 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -45,7 +52,9 @@ from ..agent.steps import Stopped, ToolStep, diagnose, join_turn
 from ..duration import fmt_ms
 from ..metrics import NS_PER_MS
 from ..record import TurnRecord
+from .app_spans import AppToolSpan
 from .shape import CallShape
+from .tool_join import Gaps, Timed, join
 
 APP_SERVER = "app"  # a tool step's server where the client did not name itself
 APP_SHOWN_MS = 50.0  # the app's own time the diagnosis names, as it names ttft's own from 50 ms
@@ -64,6 +73,7 @@ class ProxySession:
     call_indices: tuple[int, ...]  # CallShape.call_index of each call, in order
     record: TurnRecord  # the session as one agent turn: ``steps`` and ``agent`` as join_turn makes them
     summary: str  # one line: where the session's time went
+    trace_ids: tuple[str, ...] = ()  # the traces its calls carried (their traceparent), in order
 
     def to_dict(self) -> dict[str, Any]:
         """The session's turn record (``ttft.turn/2``), led by how it was grouped and its summary."""
@@ -71,6 +81,7 @@ class ProxySession:
             "key": self.key,
             "client": self.client,
             "call_indices": list(self.call_indices),
+            "trace_ids": list(self.trace_ids),
             "summary": self.summary,
             **self.record.to_dict(),
         }
@@ -88,6 +99,7 @@ class _Conv:
     last_key: _ListKey | None = None  # its place in the index of message lists
     asked: dict[str, str] = field(default_factory=dict)  # tool call id -> name, from the last answer
     asked_end: int = 0  # when that answer ended: the app's step begins there
+    traces: dict[str, None] = field(default_factory=dict)  # its calls' trace ids, in order (an ordered set)
 
 
 def _failed(shape: CallShape) -> bool:
@@ -204,6 +216,8 @@ class _Index:
             if not counts[old[2]]:
                 del counts[old[2]]
         conv.calls.append((rec, shape, retry))
+        if shape.trace_id:
+            conv.traces[shape.trace_id] = None
         conv.last = shape
         conv.last_key = None
         if digests := shape.message_digests:
@@ -224,9 +238,9 @@ class _Index:
             self.per_hint.setdefault(hint, []).append(conv)
 
 
-def rebuild(calls: Sequence[Call]) -> list[ProxySession]:
+def rebuild(calls: Sequence[Call], spans: Sequence[AppToolSpan] = ()) -> list[ProxySession]:
     """The app's sessions, in the order their first calls began (see the module doc). A ``count_tokens``
-    call is in none: it is no model step."""
+    call is in none: it is no model step. ``spans``: the app's own tool spans (``--otlp``), if any."""
     ordered = sorted(
         ((rec, shape) for rec, shape in calls if _model_step(rec)),
         key=lambda c: (c[1].start_ns, c[1].call_index),
@@ -239,13 +253,14 @@ def rebuild(calls: Sequence[Call]) -> list[ProxySession]:
             conv = _Conv(shape.session_hint, shape.system_digest)
             convs.append(conv)
         index.add(conv, _with_times(rec, shape), shape, retry)
-    return _sessions(convs)
+    timed = join([Gaps(frozenset(c.traces), c.tools) for c in convs], spans) if spans else None
+    return _sessions(convs, timed)
 
 
-def _sessions(convs: list[_Conv]) -> list[ProxySession]:
+def _sessions(convs: list[_Conv], timed: list[list[Timed | None]] | None) -> list[ProxySession]:
     out: list[ProxySession] = []
     per_hint: dict[str, int] = {}
-    for conv in convs:
+    for k, conv in enumerate(convs):
         first_shape = conv.calls[0][1]
         if conv.hint is not None:
             n = per_hint.get(conv.hint, 0) + 1
@@ -253,7 +268,7 @@ def _sessions(convs: list[_Conv]) -> list[ProxySession]:
             key = conv.hint if n == 1 else f"{conv.hint}#{n}"  # a sub-agent under the same session id
         else:
             key = f"call-{first_shape.call_index}"
-        out.append(_session(conv, key))
+        out.append(_session(conv, key, timed[k] if timed is not None else None))
     return out
 
 
@@ -263,22 +278,27 @@ def _stopped(last: TurnRecord) -> Stopped:
     return "error" if last.status == "error" else "answer"
 
 
-def _session(conv: _Conv, key: str) -> ProxySession:
+def _session(conv: _Conv, key: str, timed: Sequence[Timed | None] | None) -> ProxySession:
     # join_turn lists a model step per record in the order they began: the calls, in that same order
     calls = sorted(conv.calls, key=lambda c: (_span(c[0], c[1])[0], c[1].call_index))
     models = [rec for rec, _, _ in calls]
-    joined = join_turn(models, conv.tools, stopped=_stopped(models[-1]), max_steps=0)
-    agent = {**(joined.agent or {}), **_split(models, conv.tools)}
+    row: Sequence[Timed | None] = timed if timed is not None else [None] * len(conv.tools)
+    tools = [t.step if t is not None else gap for gap, t in zip(conv.tools, row, strict=True)]
+    joined = join_turn(models, tools, stopped=_stopped(models[-1]), max_steps=0)
+    agent: dict[str, Any] = {**(joined.agent or {}), **_split(models, tools)}
     steps: list[dict[str, Any]] = []
     marks = iter(calls)
+    tool_marks = _tool_marks(conv.tools, tools, row)
     for st in joined.steps:
         if st.get("kind") == "model":
             _, shape, retry = next(marks)
             st = {**st, "call_index": shape.call_index, "retry": retry}
+        elif st.get("kind") == "tool":
+            st = {**st, **next(tool_marks)}
         steps.append(st)
     total = joined.metrics.total_ms
-    own = joined.status == "error" or (not conv.tools and len(models) == 1)  # as join_turn decides it
-    diagnosis = joined.diagnosis if own else diagnose(agent, conv.tools, total)
+    own = joined.status == "error" or (not tools and len(models) == 1)  # as join_turn decides it
+    diagnosis = joined.diagnosis if own else diagnose(agent, tools, total)
     app = float(agent["time_in_app_ms"])
     if not own and app >= APP_SHOWN_MS:
         diagnosis += f" The app's own time between calls took {_d(app)}."
@@ -293,7 +313,22 @@ def _session(conv: _Conv, key: str) -> ProxySession:
         call_indices=tuple(shape.call_index for _, shape, _ in calls),
         record=record,
         summary=summarize(record),
+        trace_ids=tuple(conv.traces),
     )
+
+
+def _tool_marks(
+    gaps: Sequence[ToolStep], tools: Sequence[ToolStep], row: Sequence[Timed | None]
+) -> Iterator[dict[str, Any]]:
+    """What each tool step adds, in the order join_turn lists them (by start, then as given): how it was
+    timed, and its app step's gap."""
+    for j in sorted(range(len(tools)), key=lambda j: (tools[j].start_ns, j)):
+        gap_ms = round((gaps[j].end_ns - gaps[j].start_ns) / NS_PER_MS, 3)
+        t = row[j]
+        if t is None:
+            yield {"timing": "gap", "gap_ms": gap_ms}
+        else:
+            yield {"timing": "span", "span_source": t.span.source, "matched_by": t.matched_by, "gap_ms": gap_ms}
 
 
 def _split(models: Sequence[TurnRecord], tools: Sequence[ToolStep]) -> dict[str, float]:
@@ -386,6 +421,9 @@ def summarize(record: TurnRecord) -> str:
     text = f"Of {_d(total)}: {_d(in_model)} in {calls}" + (f" ({'; '.join(parts)})" if parts else "")
     if by_tool := _by_tool(record.steps):
         top = ", ".join(f"{name} {_d(ms)}" for name, ms in by_tool[:3])
+        tool_steps = [s for s in record.steps if s.get("kind") == "tool"]
+        if timed := sum(1 for s in tool_steps if s.get("timing") == "span"):
+            top += f"; {timed} of {len(tool_steps)} timed by the app's own telemetry"
         text += f", {_d(in_tools)} in tools ({top})"
     if n > 1 or in_app > 0:
         text += f", {_d(in_app)} in the app between calls"

@@ -5,7 +5,8 @@ beside the call's turn record, a :class:`CallShape`: when it ran on the proxy's 
 sent it, the app's own session id and retry count where the app sends them, a short digest of each
 message of the request (so a conversation is found by its growing message list without keeping a
 word of it), the tool calls the answer asked for and the tool results the request carries, matched by
-call id. :mod:`telemetry.proxy.sessions` joins the shapes into the app's sessions.
+call id, and the trace the call belongs to where the app sent a W3C ``traceparent`` header.
+:mod:`telemetry.proxy.sessions` joins the shapes into the app's sessions.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class CallShape:
     tool_calls: tuple[tuple[str, str], ...] = ()  # (call id, tool name) per tool call the answer asked for
     response_id: str | None = None  # Responses: the answer's id, which a next call names as its previous
     previous_response_id: str | None = None  # Responses: the call this one continues
+    trace_id: str = ""  # the W3C traceparent header's trace (32 hex digits), "" when the app sent none
+    parent_span_id: str = ""  # ... and the app's span the call was made from (16 hex digits)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,4 +54,6 @@ class CallShape:
             "tool_calls": [list(c) for c in self.tool_calls],
             "response_id": self.response_id,
             "previous_response_id": self.previous_response_id,
+            "trace_id": self.trace_id,
+            "parent_span_id": self.parent_span_id,
         }

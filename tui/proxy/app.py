@@ -3,11 +3,23 @@
 The proxy runs on a loop thread of its own (``tui.runner.LoopThread``): the streams it passes on never
 wait for a paint. A call that ends is only appended to a queue there (:meth:`ProxyApp.feed`); the UI
 takes the queue TICK_S apart, so a burst of calls is one repaint of the table, and an app's 20 calls a
-second are two rows a tick. The sessions are rebuilt from the calls so far (``telemetry.proxy.sessions``)
-at most once a second, and at most SESSIONS_SHARE of the time, off the UI thread.
+second are two rows a tick. The sessions are rebuilt from the calls so far (``telemetry.proxy.sessions``),
+and the app's own tool spans with ``--otlp``, at most once a second, and at most SESSIONS_SHARE of the
+time, off the UI thread.
 
-Keys: ``f`` and ``m`` cycle a filter by client and by model; ``p`` pauses (the calls are still kept; the
-table stops moving and the header says how many wait); ``e`` writes the calls so far as JSONL to the
+With a run to watch (``ttft proxy --watch``: a proxy started elsewhere, its state file found by
+:func:`backends.proxy.watch.choose`), no proxy is started: a :class:`backends.proxy.watch.ProxyWatcher`
+follows that run's session log on the app's loop (its reads on a worker thread) and hands each call to
+the same queue, with the time it ended; the header says whose calls they are, and when the proxy has
+ended. ``q`` then leaves the proxy running.
+
+The calls table keeps the newest 2,000 rows that pass the filter (``tui.proxy.call_rows``); the header
+says how many older ones are hidden, and its count, the sessions, the export and the summary cover
+every call.
+
+Keys: ``/`` opens the filter (one text: a call passes when its client or its model holds it, whatever
+the case; Enter keeps it and goes back to the table, Esc clears it); ``p`` pauses (the calls are still
+kept; the table stops moving and the header says how many wait); ``e`` writes the calls so far as JSONL to the
 current folder; ``q`` stops the proxy with exit status 0, Ctrl-C with 130 (as the headless run's
 Ctrl-C), SIGTERM and SIGHUP with 128 + N. The command prints the summary once the terminal is back.
 """
@@ -21,25 +33,30 @@ import contextlib
 import dataclasses
 import signal
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.driver import Driver
 from textual.filter import LineFilter
-from textual.widgets import DataTable, Footer, Static
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, Input, Static
 
 from ...backends.proxy.plan import ProxyPlan
 from ...backends.proxy.run import Listeners, ProxyRun, ProxyRunner, Started
 from ...backends.proxy.server import ProxiedCall
+from ...backends.proxy.state import RunInfo
+from ...backends.proxy.watch import ProxyWatcher, Watched, WatchListeners
 from ...telemetry.log import private_files
 from ...telemetry.log.json_line import encode_line
 from ...telemetry.log.secrets import masked_record
+from ...telemetry.proxy.app_spans import AppToolSpan
 from ...telemetry.proxy.sessions import ProxySession, rebuild
 from ...telemetry.view.timeline import turn_timeline
 from .. import hangup, signals
@@ -47,7 +64,8 @@ from ..crash import KeepsRunning
 from ..runner import LoopThread
 from ..terminal import with_drop_controls
 from ..widgets.telemetry_pane import TelemetryPane
-from .cells import CLIENT_WIDTH, client_of, cut, model_of, row_cells, shown
+from .call_rows import MAX_ROWS, CallRows, filter_key
+from .cells import CLIENT_WIDTH, cut, shown
 
 TICK_S = 0.1  # the table takes the calls that ended at most 10 times a second: a burst is one repaint
 SESSIONS_EVERY_S = 1.0  # the sessions are rebuilt from every call so far: at most this often
@@ -58,16 +76,26 @@ STOP_WAIT_S = 10.0  # the proxy's close (its streams cut, its log written) befor
 WIDE_FROM = 150  # columns: the table's rows whole beside the pane
 CALL_COLUMNS = ("time", "client", "model", "status", "TTFT", "TPOT", "tokens", "cache", "cost")
 SESSION_COLUMNS = ("client", "calls", "where the time went")
+FILTER_AFTER_S = 0.15  # the filter applies this long after the last key: a table of 2,000 rows is not redrawn per key
+
+
+class FilterBox(Input):
+    """The filter's text. It takes the focus only when ``/`` gives it, so Tab stays between the tables."""
+
+    def on_blur(self) -> None:
+        self.can_focus = False
 
 
 class ProxyApp(KeepsRunning, App[int]):
-    """The live view (see the module doc). ``plan`` None: no proxy is started, calls come only from
-    :meth:`feed` (the tests')."""
+    """The live view (see the module doc). ``plan``: the proxy it runs; ``watch``: the run it watches
+    instead; neither: calls come only from :meth:`feed` (the tests'). ``max_rows``: the calls table's cap."""
 
     crash_where = "the proxy's live view"
     TITLE = "ttft proxy"
     CSS = """
     #head { height: auto; padding: 0 1; background: $boost; }
+    #filter { height: 1; border: none; padding: 0 1; background: $boost; }
+    #filter:focus { border: none; background: $primary-background; }
     #calls { height: 2fr; }
     #sessions-title { height: 1; padding: 0 1; text-style: bold; color: $text-muted; }
     #sessions { height: 1fr; }
@@ -76,31 +104,43 @@ class ProxyApp(KeepsRunning, App[int]):
     ProxyApp.-narrow #pane { width: 1fr; height: 1fr; border-left: none; border-top: hkey $primary-darken-2; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f", "cycle('client')", "client filter"),
-        Binding("m", "cycle('model')", "model filter"),
+        # priority: taken before the keys typed right after it are handed on, so they reach the filter's box
+        Binding("slash", "filter", "filter", priority=True),
+        Binding("escape", "clear_filter", "clear filter"),
         Binding("p", "pause", "pause"),
         Binding("e", "export", "export"),
         Binding("q", "stop(0)", "quit"),
         Binding("ctrl+c", "stop(130)", "quit", show=False, priority=True),
     ]
 
-    def __init__(self, plan: ProxyPlan | None = None) -> None:
+    def __init__(
+        self, plan: ProxyPlan | None = None, watch: RunInfo | None = None, *, max_rows: int = MAX_ROWS
+    ) -> None:
         super().__init__()
+        self.max_rows = max_rows  # the calls table's rows at most (the app keeps every call)
         self.plan = plan
+        self.watching = watch  # (not ``watch``: a Textual name)
+        self.watched: Watched | None = None  # the finished watch, once the app has stopped it
+        self.ended = False  # the watched proxy has ended (its log read to the end)
+        self._watcher: ProxyWatcher | None = None
+        self._watch_task: asyncio.Task[Watched] | None = None
         self.calls: list[tuple[ProxiedCall, str]] = []  # every call so far, with the time it ended
+        self._keys: list[str] = []  # what the filter looks in, per call (tui.proxy.call_rows.filter_key)
         self.sessions: list[ProxySession] = []
-        self.filters: dict[str, str | None] = {"client": None, "model": None}
+        self._rows: CallRows | None = None  # the calls table's rows: made once it is mounted
+        self._filter_timer: Timer | None = None
+        self.app_spans: list[AppToolSpan] = []  # the app's own tool spans so far (--otlp)
         self.paused = False
         self.result: ProxyRun | None = None  # the finished run, once the app has stopped the proxy
         self.start_error: BaseException | None = None  # why the proxy could not start (a port taken)
         self.started: Started | None = None
         self._head_for: Started | None = None  # the start the header says
+        self._ended_shown = False  # the header says the watched proxy ended
         # Filled on the proxy's thread, emptied on the UI's: deque's append and popleft are atomic.
         self._incoming: collections.deque[tuple[ProxiedCall, str]] = collections.deque()
         self._problems: collections.deque[str] = collections.deque()
-        self._shown = 0  # calls[:_shown] have been offered to the table (those the filters pass are in it)
-        self._follow = True  # the cursor stays on the newest row until the person moves it up
-        self._sessions_from = 0  # how many calls the sessions were rebuilt from
+        self._incoming_spans: collections.deque[AppToolSpan] = collections.deque()
+        self._sessions_from = (0, 0)  # how many calls and app spans the sessions were rebuilt from
         self._sessions_at = 0.0
         self._sessions_every = SESSIONS_EVERY_S
         self._rebuilding = False
@@ -112,10 +152,19 @@ class ProxyApp(KeepsRunning, App[int]):
 
     # -- the proxy's side ---------------------------------------------------------------------------
 
-    def feed(self, call: ProxiedCall) -> None:
-        """A call that ended: queued for the next tick. Safe from any thread, and cheap (the proxy's
-        ``on_call`` runs on its loop, between the bytes of the other streams)."""
-        self._incoming.append((call, datetime.now().strftime("%H:%M:%S")))
+    def feed(self, call: ProxiedCall, when: datetime | None = None) -> None:
+        """A call that ended (``when``: now, unless a watch says when it did): queued for the next tick.
+        Safe from any thread, and cheap (the proxy's ``on_call`` runs on its loop, between the bytes of the
+        other streams)."""
+        self._incoming.append((call, (when or datetime.now()).strftime("%H:%M:%S")))
+
+    def feed_spans(self, spans: Sequence[AppToolSpan]) -> None:
+        """The app's own tool spans as an export brought them (``--otlp``): queued for the next tick, which
+        has the sessions rebuilt with them. Safe from any thread."""
+        self._incoming_spans.extend(spans)
+
+    def _on_end(self) -> None:
+        self.ended = True  # read by the next tick
 
     def _on_start(self, started: Started) -> None:
         self.started = started  # read by the next tick
@@ -126,6 +175,7 @@ class ProxyApp(KeepsRunning, App[int]):
         yield Static(id="head")
         with Horizontal(id="main"):
             with Vertical():
+                yield FilterBox(placeholder="/ filters the calls by client or model", id="filter")
                 yield DataTable(id="calls", cursor_type="row", zebra_stripes=True)
                 yield Static("Sessions", id="sessions-title")
                 yield DataTable(id="sessions", cursor_type="row")
@@ -133,7 +183,11 @@ class ProxyApp(KeepsRunning, App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#calls", DataTable).add_columns(*CALL_COLUMNS)
+        calls = self.query_one("#calls", DataTable)
+        calls.add_columns(*CALL_COLUMNS)
+        self._rows = CallRows(calls, self.max_rows)
+        self.query_one(FilterBox).can_focus = False
+        calls.focus()
         self.query_one("#sessions", DataTable).add_columns(*SESSION_COLUMNS)
         self.call_after_refresh(self._pane().show_message, "No call yet: the selected call is shown here.")
         pane = self._pane()
@@ -145,10 +199,20 @@ class ProxyApp(KeepsRunning, App[int]):
         self._signals = signals.install(loop, self._on_signal)
         if self.plan is not None:
             self._runner = ProxyRunner(
-                self.plan, Listeners(on_start=self._on_start, on_call=self.feed, on_problem=self._problems.append)
+                self.plan,
+                Listeners(
+                    on_start=self._on_start,
+                    on_call=self.feed,
+                    on_problem=self._problems.append,
+                    on_spans=self.feed_spans,
+                ),
             )
             self._thread = LoopThread("ttft-proxy")
             self._future = self._thread.submit(self._runner.run())
+        elif self.watching is not None:
+            listeners = WatchListeners(on_call=self.feed, on_problem=self._problems.append, on_end=self._on_end)
+            self._watcher = ProxyWatcher(self.watching, listeners)
+            self._watch_task = asyncio.get_running_loop().create_task(self._watcher.run())
         self._paint_head()
         self.set_interval(TICK_S, self._tick)
 
@@ -165,6 +229,8 @@ class ProxyApp(KeepsRunning, App[int]):
                 self.result = self._future.result(STOP_WAIT_S)
         if self._thread is not None:
             self._thread.close()
+        if self._watch_task is not None and not self._watch_task.done():
+            self._watch_task.cancel()
 
     def on_resize(self) -> None:
         # the calls' nine columns and the 64-column pane side by side only where both fit; else stacked
@@ -192,19 +258,30 @@ class ProxyApp(KeepsRunning, App[int]):
             self.result = self._future.result()
             self.exit(return_code=self.result.status or 0)
             return
+        task = self._watch_task
+        if task is not None and task.done() and self.watched is None and self.start_error is None:
+            if task.cancelled() or (exc := task.exception()) is not None:  # said once the terminal is back
+                self.start_error = exc if not task.cancelled() else RuntimeError("the watch was cancelled")
+                self.ended = True
+            else:
+                self.watched = task.result()
         while self._problems:
             self.notify(shown(self._problems.popleft()), severity="warning", timeout=10)
         got = 0
         while self._incoming:
-            self.calls.append(self._incoming.popleft())
+            call = self._incoming.popleft()
+            self.calls.append(call)
+            self._keys.append(filter_key(call[0]))
             got += 1
+        while self._incoming_spans:
+            self.app_spans.append(self._incoming_spans.popleft())
         if got and not self.paused:
             self._show_new()
-        if got or self.paused or self.started is not self._head_for:
+        if got or self.paused or self.started is not self._head_for or self.ended is not self._ended_shown:
             self._paint_head()
         now = time.monotonic()
         if (
-            len(self.calls) != self._sessions_from
+            (len(self.calls), len(self.app_spans)) != self._sessions_from
             and not self._rebuilding
             and now - self._sessions_at >= SESSIONS_EVERY_S
         ):
@@ -212,48 +289,56 @@ class ProxyApp(KeepsRunning, App[int]):
             self._sessions_at = now
             self.run_worker(self._rebuild(), group="sessions")
 
-    def _passes(self, call: ProxiedCall) -> bool:
-        client, model = self.filters["client"], self.filters["model"]
-        return (client is None or client_of(call) == client) and (model is None or model_of(call) == model)
+    def _show_new(self) -> None:
+        """The calls not yet offered to the table, those the filter passes, as rows (one repaint)."""
+        assert self._rows is not None
+        self._rows.offer(self.calls, self._keys)
 
-    def _show_new(self, upto: int | None = None) -> None:
-        """The calls not yet offered to the table (up to ``upto``), those the filters pass, as rows (one
-        repaint)."""
-        table = self.query_one("#calls", DataTable)
-        end = len(self.calls) if upto is None else upto
-        rows = [(i, *self.calls[i]) for i in range(self._shown, end) if self._passes(self.calls[i][0])]
-        self._shown = end
-        for i, call, when in rows:
-            table.add_row(*row_cells(call, when), key=str(i))
-        if rows and self._follow:
-            table.move_cursor(row=table.row_count - 1)
-
-    def _refill(self) -> None:
-        """The table again, for new filters: the calls it had been offered, none of those that wait."""
-        table = self.query_one("#calls", DataTable)
-        table.clear()
-        upto, self._shown = self._shown, 0
-        self._follow = True
-        self._show_new(upto)
-        if not table.row_count:
-            self._pane().show_message("No call passes the filters.")
+    def _refilter(self) -> None:
+        """The table again for the filter's text now: the calls it had been offered, none of those that wait."""
+        self._filter_timer = None
+        assert self._rows is not None
+        text = self.query_one(FilterBox).value
+        if text.strip().casefold() == self._rows.needle:
+            return
+        self._rows.refilter(self.calls, self._keys, text)
+        if not self._rows.table.row_count and self.calls:
+            self._pane().show_message("No call passes the filter.")
+        self._paint_head()
+        self.refresh_bindings()
 
     def _paint_head(self) -> None:
         self._head_for = self.started
+        self._ended_shown = self.ended
         t = Text()
-        t.append(
-            " PAUSED " if self.paused else " LIVE ", style="bold reverse " + ("yellow" if self.paused else "green")
-        )
+        if self.paused:
+            t.append(" PAUSED ", style="bold reverse yellow")
+        elif self.watching is not None:
+            t.append(
+                " ENDED " if self.ended else " WATCHING ", style="bold reverse " + ("red" if self.ended else "green")
+            )
+        else:
+            t.append(" LIVE ", style="bold reverse green")
+        if (w := self.watching) is not None:
+            program = f", {shown(w.program)}" if w.program else ""
+            t.append(f"  the proxy on {shown(w.base_url)} (pid {w.pid}{program})")
+            t.append(f" → {shown(w.upstream or 'each provider’s own API')}  ·  session {shown(w.session_id)}")
+            if self.ended:
+                t.append("  ·  it has ended (q closes)", style="bold")
         if self.started is not None:
             upstream = self.plan.config.upstream if self.plan is not None else None
             t.append(f"  listening on {self.started.base_url} → {shown(upstream or 'each provider’s own API')}")
         n = len(self.calls)
-        t.append(f"  ·  {n} call{'s' if n != 1 else ''}")
-        if self.paused:
-            t.append(f"  ·  paused: {n - self._shown} new waiting (p resumes)", style="bold yellow")
-        for what, value in self.filters.items():
-            if value is not None:
-                t.append(f"  ·  {what}: {cut(shown(value), CLIENT_WIDTH)}", style="bold")
+        t.append(f"  ·  {n:,} call{'s' if n != 1 else ''}")
+        rows = self._rows
+        if rows is not None and self.paused:
+            t.append(f"  ·  paused: {n - rows.offered:,} new waiting (p resumes)", style="bold yellow")
+        if rows is not None and rows.needle:
+            t.append(f"  ·  filter “{cut(shown(rows.needle), CLIENT_WIDTH)}”: {rows.passing:,} pass", style="bold")
+        if rows is not None and rows.hidden > 0:
+            t.append(
+                f"  ·  {rows.hidden:,} older rows hidden (the table keeps the newest {rows.max_rows:,})", style="bold"
+            )
         if self.started is not None:
             for name, value in sorted(self.started.env.items()):
                 t.append(f"\n  export {name}={shown(value)}", style="dim")
@@ -261,13 +346,14 @@ class ProxyApp(KeepsRunning, App[int]):
 
     async def _rebuild(self) -> None:
         calls = [(c.record, c.shape) for c, _ in self.calls]
+        spans = tuple(self.app_spans)
         began = time.monotonic()
         try:
-            sessions = await asyncio.to_thread(rebuild, calls)
+            sessions = await asyncio.to_thread(rebuild, calls, spans)
         finally:
             self._rebuilding = False
         self._sessions_every = max(SESSIONS_EVERY_S, (time.monotonic() - began) / SESSIONS_SHARE)
-        self._sessions_from = len(calls)
+        self._sessions_from = (len(calls), len(spans))
         self.sessions = sessions
         table = self.query_one("#sessions", DataTable)
         row = table.cursor_row
@@ -287,7 +373,8 @@ class ProxyApp(KeepsRunning, App[int]):
         k = int(event.row_key.value)
         pane = self._pane()
         if event.data_table.id == "calls":
-            self._follow = event.cursor_row == event.data_table.row_count - 1
+            if self._rows is not None:
+                self._rows.follow = event.cursor_row == event.data_table.row_count - 1
             if self.query_one("#sessions", DataTable).has_focus:
                 return  # a new call followed while a session is read: the pane keeps the session
             call = self.calls[k][0]
@@ -315,18 +402,42 @@ class ProxyApp(KeepsRunning, App[int]):
 
     # -- keys -----------------------------------------------------------------------------------------
 
-    def action_cycle(self, what: str) -> None:
-        """The next client (or model) seen so far as the filter, then none."""
-        of: Callable[[ProxiedCall], str] = client_of if what == "client" else model_of
-        seen = sorted({of(c) for c, _ in self.calls[: self._shown]})
-        now = self.filters[what]
-        nxt = seen[seen.index(now) + 1] if now in seen and seen.index(now) + 1 < len(seen) else None
-        if now is None and seen:
-            nxt = seen[0]
-        self.filters[what] = nxt
-        self.notify(f"{what}: {shown(nxt)}" if nxt is not None else f"every {what}", timeout=2)
-        self._refill()
-        self._paint_head()
+    def action_filter(self) -> None:
+        box = self.query_one(FilterBox)
+        # Once opened (focused, or about to be: a fast typist's keys come before the focus moves), a "/" is
+        # the filter's text, after the keys typed before it: clients and models hold one (claude-cli/2.1).
+        if box.can_focus:
+            box.post_message(events.Key("slash", "/"))
+            return
+        box.can_focus = True
+        self.screen.set_focus(box)  # now, not deferred as focus() is: the keys typed right after are its text
+        self.refresh_bindings()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one(FilterBox)
+        box.value = ""
+        self._refilter()
+        self.query_one("#calls", DataTable).focus()
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Esc is offered (and shown) only where there is a filter to clear or to leave
+        if action == "clear_filter":
+            box = self.query_one(FilterBox)
+            return bool(box.value) or box.has_focus
+        return True
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if self._filter_timer is not None:
+            self._filter_timer.stop()
+        self._filter_timer = self.set_timer(FILTER_AFTER_S, self._refilter)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if self._filter_timer is not None:
+            self._filter_timer.stop()
+        self._refilter()
+        self.query_one("#calls", DataTable).focus()
+        self.refresh_bindings()
 
     def action_pause(self) -> None:
         self.paused = not self.paused
@@ -353,6 +464,12 @@ class ProxyApp(KeepsRunning, App[int]):
         if self._stopping:
             return
         self._stopping = True
+        if self._watcher is not None and self._watch_task is not None:  # the watched proxy runs on
+            self._watcher.stop()
+            with contextlib.suppress(Exception):
+                self.watched = await asyncio.wait_for(asyncio.shield(self._watch_task), STOP_WAIT_S)
+            self.exit(return_code=code)
+            return
         self.query_one("#head", Static).update(Text(" STOPPING ", style="bold reverse yellow"))
         if self._runner is not None and self._future is not None and self._thread is not None:
             signum = signal.SIGINT if code in (0, 130) else code - 128

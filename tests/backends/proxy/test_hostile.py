@@ -196,3 +196,31 @@ def test_a_peer_not_on_loopback_is_refused_in_a_namespace() -> None:
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["far"] == 403  # a peer on another address is refused, even with the proxy bound to every address
     assert seen["near"] == 502  # a loopback peer is served (its upstream here is closed: 502, not 403)
+
+
+CHAT_SSE = [
+    b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m",'
+    b'"choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}\n\n',
+    b'data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m",'
+    b'"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+    b"data: [DONE]\n\n",
+]
+
+
+async def test_a_client_that_leaves_once_the_last_event_came_cut_nothing(
+    scripted: Scripted, via_scripted: Proxied
+) -> None:
+    # The OpenAI SDK closes its response at [DONE]; the upstream's end of body comes after (here: never).
+    scripted.pieces, scripted.stall_after = list(CHAT_SSE), len(CHAT_SSE)
+    body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "hi"}]})
+    async with (
+        aiohttp.ClientSession() as s,
+        s.post(via_scripted.server.base_url + "/v1/chat/completions", data=body) as r,
+    ):
+        seen = b""
+        while b"[DONE]" not in seen:
+            seen += await r.content.readany()
+        r.close()
+    rec = via_scripted.wait_calls(1)[0].record
+    assert rec.status == "ok" and rec.stop_reason == "stop" and rec.answer == ""  # content not kept
+    assert "proxy" not in rec.notices and rec.metrics.ttft_ms is not None

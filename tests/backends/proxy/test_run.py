@@ -13,6 +13,7 @@ from pathlib import Path
 
 import openai
 import pytest
+from ttft.backends.proxy.otlp import program_env
 from ttft.backends.proxy.plan import ProxyPlan, upstream_root
 from ttft.backends.proxy.run import SCHEMA, Listeners, ProxyRunner, Started, without_content
 from ttft.backends.proxy.server import ProxiedCall, ProxyConfig
@@ -104,6 +105,48 @@ async def test_the_program_gets_the_two_base_urls_and_nothing_else_changed(fake:
     expected = {**os.environ, **started[0].env}
     assert {k: v for k, v in seen.items() if k != "LC_CTYPE"} == {k: v for k, v in expected.items() if k != "LC_CTYPE"}
     assert not result.log_path.exists()  # no call, no log file
+
+
+async def test_with_otlp_the_program_is_pointed_at_the_receiver_and_nowhere_else(
+    fake: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://collector.example:4318/v1/traces")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL", "grpc")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://collector.example:4318/v1/metrics")
+    dump = tmp_path / "env.json"
+    program = f"import json, os; open({str(dump)!r}, 'w').write(json.dumps(dict(os.environ)))"
+    plan = ProxyPlan(
+        ProxyConfig(port=0, upstream=fake.url, otlp_port=0),
+        command=(sys.executable, "-c", program),
+        sessions_dir=tmp_path / "sessions",
+        json_out=tmp_path / "run.json",
+    )
+    started: list[Started] = []
+    result = await ProxyRunner(plan, Listeners(on_start=started.append)).run()
+    seen = json.loads(dump.read_text())
+    endpoint = started[0].env["OTEL_EXPORTER_OTLP_ENDPOINT"]
+    assert endpoint.startswith("http://127.0.0.1:") and endpoint == result.otlp_endpoint
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    assert program_env(os.environ, started[0].env)["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/json"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    assert program_env(os.environ, started[0].env)["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
+    assert seen["OTEL_EXPORTER_OTLP_ENDPOINT"] == endpoint and seen["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
+    # a signal's own endpoint, or gRPC, would send the traces or logs past the receiver: the program goes without
+    assert "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" not in seen and "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL" not in seen
+    assert seen["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] == "http/json"  # an HTTP protocol it reads: the person's choice
+    assert seen["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"] == "http://collector.example:4318/v1/metrics"  # not read
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert doc["app_telemetry"] == {
+        "endpoint": endpoint,
+        "requests": 0,
+        "refused": 0,
+        "items": 0,
+        "tool_spans": 0,
+        "dropped": 0,
+        "joined": 0,
+        "spans": [],
+    }
 
 
 @pytest.mark.parametrize(

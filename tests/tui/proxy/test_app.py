@@ -1,6 +1,7 @@
 """``ttft proxy``'s live view under Textual's pilot, fed calls as the proxy hands them over: the table fills
-at its tick, the filters and the pause change what it shows, the selected call and session reach the
-telemetry pane with their timelines, export writes the calls, and a burst of 200 calls renders."""
+at its tick, the filter and the pause change what it shows, a very long run keeps its newest rows, the
+selected call and session reach the telemetry pane with their timelines, the app's own spans (--otlp)
+time the sessions' tool steps, export writes the calls, and a burst of 200 calls renders."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from rich.text import Text
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable, Footer, Input, Static
 from ttft.backends.proxy.server import ProxiedCall
 from ttft.telemetry import events as ev
 from ttft.telemetry.proxy.shape import CallShape
@@ -18,6 +19,7 @@ from ttft.tui.proxy.app import ProxyApp
 from ttft.tui.widgets.timeline import TimelineView
 
 from tests.support.turns import MS, at, recorder
+from tests.telemetry.proxy.test_tool_join import loop, span
 
 SETTLE_S = 0.35  # a few of the app's 0.1 s ticks
 
@@ -67,6 +69,11 @@ def head_text(app: ProxyApp) -> str:
     return content.plain if isinstance(content, Text) else str(content)
 
 
+def footer_text(app: ProxyApp) -> str:
+    footer = app.query_one(Footer)
+    return " ".join(str(k.render()) for k in footer.query("FooterKey")).lower()
+
+
 def models(app: ProxyApp) -> list[str]:
     return [row[2] for row in app.rows()]
 
@@ -105,26 +112,87 @@ async def test_a_failed_call_says_its_status_and_kind() -> None:
         assert row[3] == "429 rate_limited" and "ERROR" in pane_text(app)
 
 
-async def test_f_and_m_cycle_a_filter_by_client_and_by_model() -> None:
+async def test_slash_filters_by_client_or_model_and_esc_clears_it() -> None:
     app = ProxyApp()
     async with app.run_test(size=(160, 40)) as pilot:
         app.feed(call(0, client="aider/1.0", model="gpt-4.1"))
         app.feed(call(1, client="claude-cli/2.0.14", model="claude-sonnet-4-5"))
         app.feed(call(2, client="claude-cli/2.0.14", model="claude-haiku-4-5"))
         await pilot.pause(SETTLE_S)
-        await pilot.press("f")
-        assert [r[1] for r in app.rows()] == ["aider/1.0"] and "client: aider/1.0" in head_text(app)
-        await pilot.press("f")
-        assert models(app) == ["claude-sonnet-4-5", "claude-haiku-4-5"]
-        await pilot.press("m")  # both filters: claude-cli's calls of the first model seen in order
-        assert models(app) == ["claude-haiku-4-5"]
-        # a new call that the filters do not pass stays out of the table, but is counted
-        app.feed(call(3, client="aider/1.0", model="claude-haiku-4-5"))
+        assert "/ filter" in footer_text(app) and "clear filter" not in footer_text(app)
+        await pilot.press("slash")
+        assert isinstance(app.focused, Input) and "esc clear filter" in footer_text(app)
+        await pilot.press(*"HAIKU")  # a model, whatever the case
         await pilot.pause(SETTLE_S)
-        assert models(app) == ["claude-haiku-4-5"] and "4 calls" in head_text(app)
-        await pilot.press("f", "m", "m", "m")  # client filter off; model: haiku -> sonnet -> off
-        assert "client:" not in head_text(app) and "model:" not in head_text(app)
-        assert len(list(app.rows())) == 4
+        assert models(app) == ["claude-haiku-4-5"] and "filter “haiku”: 1 pass" in head_text(app)
+        await pilot.press("enter")  # kept; back to the table, whose keys work again
+        assert isinstance(app.focused, DataTable) and app.focused.id == "calls"
+        # a new call that the filter does not pass stays out of the table, but is counted
+        app.feed(call(3, client="aider/1.0", model="gpt-4.1-mini"))
+        app.feed(call(4, client="aider/1.0", model="claude-haiku-4-5"))
+        await pilot.pause(SETTLE_S)
+        assert models(app) == ["claude-haiku-4-5"] * 2 and "5 calls" in head_text(app)
+        assert "2 pass" in head_text(app)
+        await pilot.press("slash", "end", "ctrl+u")  # the box keeps its text: cleared by hand
+        await pilot.press(*"Aider")  # a client
+        await pilot.pause(SETTLE_S)
+        assert [r[1] for r in app.rows()] == ["aider/1.0"] * 3
+        await pilot.press("end", "ctrl+u", *"cli/2")  # a "/" in the box is text: clients and models hold one
+        await pilot.pause(SETTLE_S)
+        assert app.query_one(Input).value == "cli/2" and models(app) == ["claude-sonnet-4-5", "claude-haiku-4-5"]
+        await pilot.press("escape")  # cleared, back to the table
+        await pilot.pause(SETTLE_S)
+        assert len(list(app.rows())) == 5 and "filter" not in head_text(app)
+        assert isinstance(app.focused, DataTable) and app.query_one(Input).value == ""
+        await pilot.press("slash", *"nothing-like-it", "enter")
+        await pilot.pause(SETTLE_S)
+        assert list(app.rows()) == [] and "No call passes the filter." in pane_text(app)
+        await pilot.press("escape")
+        await pilot.pause(SETTLE_S)
+        assert len(list(app.rows())) == 5
+
+
+async def test_keys_typed_into_the_filter_are_text_not_commands() -> None:
+    app = ProxyApp()
+    async with app.run_test(size=(160, 40)) as pilot:
+        app.feed(call(0, model="qwen-pe"))
+        await pilot.pause(SETTLE_S)
+        await pilot.press("slash", *"qwen-pe")  # q, p and e: letters here, never quit, pause or export
+        await pilot.pause(SETTLE_S)
+        assert app.is_running and not app.paused and app.query_one(Input).value == "qwen-pe"
+        assert models(app) == ["qwen-pe"]
+        await pilot.press("tab")  # Tab leaves the box; it is not in Tab's round afterwards
+        await pilot.press("tab", "tab", "tab")
+        assert not isinstance(app.focused, Input)
+
+
+async def test_a_very_long_run_keeps_the_newest_rows_and_says_the_older_are_hidden() -> None:
+    app = ProxyApp(max_rows=50)  # the cap of 2,000, made small
+    async with app.run_test(size=(160, 40)) as pilot:
+        for i in range(40):
+            app.feed(call(i, model=f"m-{i}", digests=(f"c{i}",)))
+        await pilot.pause(SETTLE_S)
+        assert len(list(app.rows())) == 40 and "hidden" not in head_text(app)
+        for i in range(40, 60):  # a few past the cap: the oldest rows go one by one
+            app.feed(call(i, model=f"m-{i}", digests=(f"c{i}",)))
+        await pilot.pause(SETTLE_S)
+        assert models(app) == [f"m-{i}" for i in range(10, 60)]
+        assert "60 calls" in head_text(app) and "10 older rows hidden (the table keeps the newest 50)" in head_text(app)
+        assert models(app)[-1] in pane_text(app)  # the cursor still follows the newest
+        await pilot.press("up", "up")
+        await pilot.pause()
+        assert "m-57" in pane_text(app)
+        for i in range(60, 300):  # a burst far past the cap: the table is filled again, the cursor kept
+            app.feed(call(i, model=f"m-{i}", digests=(f"c{i}",)))
+        await pilot.pause(SETTLE_S)
+        assert models(app) == [f"m-{i}" for i in range(250, 300)] and "250 older rows hidden" in head_text(app)
+        assert "300 calls" in head_text(app)
+        await pilot.press("slash", *"m-29", "enter")  # m-29, m-290..m-299: the filter counts every call
+        await pilot.pause(SETTLE_S)
+        assert models(app) == ["m-29", *(f"m-{i}" for i in range(290, 300))] and "11 pass" in head_text(app)
+        assert "hidden" not in head_text(app)
+        await pilot.pause(1.2)
+        assert app.query_one("#sessions", DataTable).row_count == 300  # the sessions cover every call
 
 
 async def test_p_pauses_the_table_while_the_calls_are_kept_and_counted() -> None:
@@ -268,3 +336,20 @@ async def test_a_port_taken_ends_the_view_with_the_proxys_error() -> None:
             while app.start_error is None and app.is_running:
                 await pilot.pause(0.05)
     assert isinstance(app.start_error, ProxyError) and app.return_code == 2
+
+
+async def test_the_apps_own_spans_time_the_sessions_tool_steps_whatever_the_filter_shows() -> None:
+    """``--otlp`` in the live view: the spans handed over join the sessions rebuilt from every call, while
+    the filter and the row cap are only the calls table's."""
+    app = ProxyApp(max_rows=1)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.press("slash", *"nothing-passes", "enter")
+        for rec, shape in loop():  # a tool asked for at 1 s, its result carried at 3.5 s
+            app.feed(ProxiedCall(rec, shape))
+        app.feed_spans([span(1500, 3000, call_id="toolu_1")])
+        await pilot.pause(1.5)  # the sessions are rebuilt at most once a second
+        assert list(app.rows()) == [] and "0 pass" in head_text(app) and len(app.app_spans) == 1
+        [session] = app.sessions
+        assert "Bash 1.5 s; 1 of 1 timed by the app's own telemetry" in session.summary
+        [bash] = [st for st in session.record.steps if st["kind"] == "tool"]
+        assert (bash["timing"], bash["matched_by"], bash["gap_ms"]) == ("span", "call_id", 2500.0)

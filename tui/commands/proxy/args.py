@@ -1,5 +1,6 @@
 """``ttft proxy``'s flags, declared and read once into :class:`ProxyArgs` (its plan a
-:class:`backends.proxy.plan.ProxyPlan`, or the sentence that says why there is none)."""
+:class:`backends.proxy.plan.ProxyPlan`, a :class:`backends.proxy.watch.WatchPlan` for ``--watch``, or
+the sentence that says why there is none)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ....backends.proxy.otlp import DEFAULT_OTLP_PORT
 from ....backends.proxy.server import DEFAULT_PORT
 from ..flags import model_spec
 from ..help import examples
 
 if TYPE_CHECKING:
     from ....backends.proxy.plan import ProxyPlan
+    from ....backends.proxy.watch import WatchPlan
 
 LOOPBACK = "127.0.0.1"
 
@@ -22,7 +25,7 @@ LOOPBACK = "127.0.0.1"
 class ProxyArgs:
     """``ttft proxy``'s flags: the plan (or why the flags make none), and how the command shows the run."""
 
-    plan: ProxyPlan | str  # a str: why the flags make none (exit 2)
+    plan: ProxyPlan | WatchPlan | str  # a str: why the flags make none (exit 2)
     quiet: bool
     headless: bool
     print_env: bool
@@ -44,8 +47,8 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--port",
         type=port,
-        default=DEFAULT_PORT,
-        help=f"the port to listen on (default {DEFAULT_PORT}; 0: any free one)",
+        default=None,
+        help=f"the port to listen on (default {DEFAULT_PORT}; 0: any free one); with --watch, the proxy to watch",
     )
     where = p.add_mutually_exclusive_group()
     where.add_argument(
@@ -67,6 +70,17 @@ def add_flags(p: argparse.ArgumentParser) -> None:
         help=f"the address to bind (default {LOOPBACK}); any other lets other machines' calls in, and is warned about",
     )
     p.add_argument(
+        "--otlp",
+        type=port,
+        nargs="?",
+        const=DEFAULT_OTLP_PORT,
+        metavar="PORT",
+        help=(
+            "also receive the app's own OpenTelemetry (OTLP/HTTP) on 127.0.0.1:PORT (default "
+            f"{DEFAULT_OTLP_PORT}; 0: any free one): its tool spans split the app's steps into tool and app time"
+        ),
+    )
+    p.add_argument(
         "--keep-content",
         action="store_true",
         help="keep prompts and answers in the log and --json (masked as the chat's logs are)",
@@ -80,6 +94,11 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--print-env", action="store_true", help="print the export lines for --port/--listen and exit (for eval)"
+    )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="watch the calls of a proxy running elsewhere (e.g. `ttft proxy -- CMD` in another terminal)",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no summary or notes on stderr (errors are still said)")
     p.add_argument(
@@ -100,7 +119,9 @@ def build(sub: argparse._SubParsersAction, doc: str | None) -> argparse.Argument
             "ttft proxy -- claude -p 'fix the failing test'  # run one program through it; summary on stderr",
             "ttft proxy --json run.json -- codex exec 'add a test'",
             "ttft proxy --upstream http://127.0.0.1:8000  # every call to one server (vLLM, llama-server)",
+            "ttft proxy --otlp -- python my_agent.py       # its execute_tool spans split its steps",
             'eval "$(ttft proxy --print-env)"              # in the shell whose apps should go through it',
+            "ttft proxy --watch                           # in a second terminal: the calls of the running proxy",
         ),
     )
     add_flags(p)
@@ -115,10 +136,20 @@ def read(args: argparse.Namespace) -> ProxyArgs:
     remote = not bind_is_loopback(listen)
     shown = ProxyArgs("", args.quiet, args.headless, args.print_env, remote)
     command = tuple(args.program)
+    if args.watch:
+        return _watch(args, shown)
+    listen_port = DEFAULT_PORT if args.port is None else args.port
     if args.print_env and command:
         return _refused(shown, "--print-env prints the lines and exits: leave out the program")
-    if args.print_env and args.port == 0:
+    if args.print_env and listen_port == 0:
         return _refused(shown, "--print-env needs the port the proxy will have: give --port P (not 0)")
+    if args.print_env and args.otlp == 0:
+        return _refused(shown, "--print-env needs the port the receiver will have: give --otlp PORT (not 0)")
+    if args.otlp is not None:
+        from ....backends.proxy.otlp_read import missing
+
+        if (why := missing()) is not None:
+            return _refused(shown, why)
     if not listen:
         return _refused(shown, "--listen needs an address, e.g. 127.0.0.1")
     try:
@@ -129,10 +160,37 @@ def read(args: argparse.Namespace) -> ProxyArgs:
     from ....backends.proxy.server import ProxyConfig
 
     config = ProxyConfig(
-        host=listen, port=args.port, upstream=upstream, keep_content=args.keep_content, allow_remote_peers=remote
+        host=listen,
+        port=listen_port,
+        upstream=upstream,
+        keep_content=args.keep_content,
+        allow_remote_peers=remote,
+        otlp_port=args.otlp,
     )
     plan = ProxyPlan(config, command=command, json_out=args.json)
     return ProxyArgs(plan, args.quiet, args.headless, args.print_env, remote)
+
+
+def _watch(args: argparse.Namespace, shown: ProxyArgs) -> ProxyArgs:
+    """``--watch``: a plan to follow a running proxy; the flags that would start one are refused."""
+    from ....backends.proxy.watch import WatchPlan
+
+    starting = [
+        ("-- CMD", bool(args.program)),
+        ("--upstream", args.upstream is not None),
+        ("-m", args.model is not None),
+        ("--listen", args.listen.strip() != LOOPBACK),
+        ("--keep-content", args.keep_content),
+        ("--json", args.json is not None),
+        ("--print-env", args.print_env),
+        ("--otlp", args.otlp is not None),
+    ]
+    given = [flag for flag, on in starting if on]
+    if given:
+        return _refused(shown, f"--watch follows a proxy started elsewhere, so it takes no {', '.join(given)}")
+    if args.port == 0:
+        return _refused(shown, "--watch --port P takes the port the proxy to watch listens on, not 0")
+    return ProxyArgs(WatchPlan(port=args.port), shown.quiet, shown.headless, False, False)
 
 
 def _refused(shown: ProxyArgs, why: str) -> ProxyArgs:

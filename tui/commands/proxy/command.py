@@ -11,27 +11,26 @@ the provider and are never stored.
 The command is thin: the flags are read once into a :class:`backends.proxy.plan.ProxyPlan`
 (``tui.commands.proxy.args``), :class:`backends.proxy.run.ProxyRunner` runs it, and this module prints
 what it is shown (``tui.commands.proxy.output``). With no program, on a terminal and without
-``--headless``, the live view (``tui.proxy.app``) shows the calls instead of the lines.
+``--headless``, the live view (``tui.proxy.app``) shows the calls instead of the lines. ``--watch``
+follows a proxy running elsewhere instead of starting one (``tui.commands.proxy.watch``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from typing import TYPE_CHECKING
 
-from ...proxy.cells import shown
 from ..exits import Exit
 from . import args as proxy_args
-from .output import call_line, export_lines, summary_lines
+from .output import app_telemetry_line, call_line, export_lines, note, print_out, summary_lines
 
 if TYPE_CHECKING:
     from ....backends.proxy.plan import ProxyPlan
     from ....backends.proxy.run import ProxyRun, ProxyRunner, Started
-    from ....backends.proxy.server import ProxiedCall
+    from ....backends.proxy.server import ProxiedCall, ProxyError
 
 # The signals that end a run with no program. With a program, SIGINT and SIGQUIT are the terminal's
 # keys: the program has them already (one process group) and decides; the others are passed on to it.
@@ -42,15 +41,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     proxy_args.build(sub, __doc__).set_defaults(func=run, read=proxy_args.read)
 
 
-def _err(text: str) -> None:
-    print(shown(f"ttft proxy: {text}"), file=sys.stderr, flush=True)
+_err = note
 
 
 def run(args: proxy_args.ProxyArgs) -> int:
+    from ....backends.proxy.watch import WatchPlan
+
     plan = args.plan
     if isinstance(plan, str):
         _err(plan)
         return Exit.USAGE
+    if isinstance(plan, WatchPlan):
+        from .watch import run_watch
+
+        return run_watch(plan, args.quiet, args.headless, STOP_SIGNALS)
     if args.print_env:
         return _print_env(plan)
     if args.remote:
@@ -68,9 +72,18 @@ def run(args: proxy_args.ProxyArgs) -> int:
     try:
         result = asyncio.run(_run(runner))
     except ProxyError as exc:
-        _err(f"{exc}; choose another with --port P (0: any free one) or --listen ADDR")
+        _err(_cannot_start(exc))
         return Exit.USAGE
     return view.finished(result)
+
+
+def _cannot_start(exc: ProxyError) -> str:
+    """Why the proxy (or its OTLP receiver, whose error says its own way out) could not start."""
+    from ....backends.proxy.otlp import OtlpError
+
+    if isinstance(exc, OtlpError) and exc.hint:
+        return f"{exc}; {exc.hint}"
+    return f"{exc}; choose another with --port P (0: any free one) or --listen ADDR"
 
 
 def _live(plan: ProxyPlan, quiet: bool) -> int:
@@ -84,7 +97,7 @@ def _live(plan: ProxyPlan, quiet: bool) -> int:
     for line in app.crash_lines:  # said as notifications while it ran; again now that the terminal is back
         print(line, file=sys.stderr)
     if isinstance(app.start_error, ProxyError):
-        _err(f"{app.start_error}; choose another with --port P (0: any free one) or --listen ADDR")
+        _err(_cannot_start(app.start_error))
         return Exit.USAGE
     if app.result is None:
         if app.start_error is not None:
@@ -94,9 +107,13 @@ def _live(plan: ProxyPlan, quiet: bool) -> int:
 
 
 def _print_env(plan: ProxyPlan) -> int:
+    from ....backends.proxy.otlp import otlp_env
     from ....backends.proxy.server import ProxyServer
 
-    for line in export_lines(ProxyServer(plan.config, lambda _: None).env()):
+    env = ProxyServer(plan.config, lambda _: None).env()
+    if plan.config.otlp_port is not None:
+        env.update(otlp_env(plan.config.otlp_port))
+    for line in export_lines(env):
         print(line)
     return Exit.OK
 
@@ -140,13 +157,7 @@ class _View:
     def call(self, call: ProxiedCall) -> None:
         if self.plan.runs_program or self.reader_gone:
             return
-        try:
-            print(call_line(call), flush=True)
-        except BrokenPipeError:  # `ttft proxy | head -3`: the app's calls still pass and are logged
-            self.reader_gone = True
-            devnull = os.open(os.devnull, os.O_WRONLY)  # so the flush at exit has somewhere to go
-            os.dup2(devnull, sys.stdout.fileno())
-            os.close(devnull)
+        self.reader_gone = not print_out(call_line(call))  # `ttft proxy | head -3`: the calls still pass
 
     def finished(self, result: ProxyRun) -> int:
         if result.program_problem is not None:
@@ -154,6 +165,8 @@ class _View:
         if not self.quiet and result.program_problem is None:
             for line in summary_lines(result.calls, result.sessions):
                 print(line, file=sys.stderr)
+            if (said := app_telemetry_line(result)) is not None:
+                print(said, file=sys.stderr)
             if result.calls:
                 _err(f"session {result.session_id} (ttft sessions, ttft export)")
         for what in result.not_saved:
