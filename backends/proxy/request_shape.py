@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...telemetry import json_guard
+from .decode import BodyDecoder
 
 MAX_ID_CHARS = 128
 _KEY = secrets.token_bytes(16)  # this process's digest key (see the module doc): never written anywhere
@@ -100,10 +101,18 @@ class RequestShape:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def read_request(body: bytes, api: str, max_bytes: int = json_guard.MAX_BYTES) -> RequestShape:
-    """The shape of a request body of ``api`` ("chat.completions", "responses", "messages")."""
+def read_request(
+    body: bytes, api: str, max_bytes: int = json_guard.MAX_BYTES, content_encoding: str | None = None
+) -> RequestShape:
+    """The shape of a request body of ``api`` ("chat.completions", "responses", "messages"), read through
+    a decoded copy when the client compressed it (``Content-Encoding``): the upstream gets its bytes as sent."""
     if not body:
         return RequestShape(unread="the request had no body")
+    if content_encoding:
+        decoder = BodyDecoder(content_encoding)
+        body = decoder.feed(body)
+        if decoder.error is not None:
+            return RequestShape(unread=decoder.error)
     try:
         doc = json_guard.loads(body, "the request body", max_bytes=max_bytes)
     except ValueError as exc:  # JsonRefused (too large, too deep, not JSON), or not UTF-8

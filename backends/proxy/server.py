@@ -177,8 +177,15 @@ class ProxyServer:
         # aiohttp's keep-alive timer runs from the connection's opening and from each answer's end, and closes
         # the connection if no whole request head has come by then: bytes dribbled in do not move it. So it
         # is the header deadline (tests/backends/proxy/test_slow_client.py holds aiohttp to that).
+        # auto_decompress off: a compressed request body goes upstream as the client sent it, byte for byte
+        # (aiohttp would inflate it and the upstream, told gzip, could not read it); its shape is read from
+        # a decoded copy (read_request).
         server = web.Server(
-            self._handle, handler_cancellation=True, access_log=None, keepalive_timeout=self.config.header_timeout_s
+            self._handle,
+            handler_cancellation=True,
+            access_log=None,
+            keepalive_timeout=self.config.header_timeout_s,
+            auto_decompress=False,
         )
         runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
         await runner.setup()
@@ -429,7 +436,9 @@ class ProxyServer:
     ) -> None:
         """The call's record and shape, to ``on_call`` (never raising into the proxy)."""
         cfg = self.config
-        req = read_request(body, api, max_bytes=cfg.max_body_bytes)
+        req = read_request(
+            body, api, max_bytes=cfg.max_body_bytes, content_encoding=request.headers.get("Content-Encoding")
+        )
         recorder = tap.recorder
         recorder.model = req.model
         recorder.settings = TurnSettings(stream=req.stream, max_retries=0)

@@ -79,6 +79,24 @@ async def test_a_gzip_answer_reaches_the_client_compressed_and_is_still_read(
     assert rec.status == "ok" and rec.tokens.output == 8 and "proxy" not in rec.notices
 
 
+async def test_a_gzip_request_goes_upstream_as_sent_and_its_shape_is_still_read(
+    scripted: Scripted, via_scripted: Proxied
+) -> None:
+    """A client that compresses its request: the upstream gets the compressed bytes it was told of (it
+    inflates them itself), and the record reads the model from a decoded copy."""
+    body = json.dumps({"model": "packed-model", "stream": False, **FORMATS["messages"][1]}).encode()
+    packed = gzip.compress(body)
+    scripted.headers = {"Content-Type": "application/json"}
+    scripted.pieces = [b'{"type": "message", "content": []}']
+    status, _, _ = await _post(via_scripted.server.base_url + "/v1/messages", packed, {"Content-Encoding": "gzip"})
+    assert status == 200
+    _, _, headers, got = scripted.seen[-1]
+    assert headers.get("Content-Encoding") == "gzip" and int(headers["Content-Length"]) == len(packed)
+    assert got == body  # what the upstream inflated from the bytes it got: the client's, unchanged
+    rec = via_scripted.wait_calls(1)[0].record
+    assert rec.model == "packed-model" and "proxy" not in rec.notices
+
+
 async def test_an_encoding_it_cannot_read_passes_and_the_record_says_so(
     scripted: Scripted, via_scripted: Proxied
 ) -> None:
