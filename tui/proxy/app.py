@@ -283,7 +283,7 @@ class ProxyApp(KeepsRunning, App[int]):
         if (
             (len(self.calls), len(self.app_spans)) != self._sessions_from
             and not self._rebuilding
-            and now - self._sessions_at >= SESSIONS_EVERY_S
+            and now - self._sessions_at >= self._sessions_every
         ):
             self._rebuilding = True
             self._sessions_at = now

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -353,3 +354,29 @@ async def test_the_apps_own_spans_time_the_sessions_tool_steps_whatever_the_filt
         assert "Bash 1.5 s; 1 of 1 timed by the app's own telemetry" in session.summary
         [bash] = [st for st in session.record.steps if st["kind"] == "tool"]
         assert (bash["timing"], bash["matched_by"], bash["gap_ms"]) == ("span", "call_id", 2500.0)
+
+
+async def test_a_slow_rebuild_spaces_out_the_next_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sessions take at most SESSIONS_SHARE of the time: after a rebuild of 0.2 s, none comes for 2 s
+    (0.2 / 0.1), however many calls arrive; the view keeps taking them meanwhile."""
+    from ttft.tui.proxy import app as view
+
+    rebuilt: list[int] = []
+    real = view.rebuild
+
+    def slow(calls: list[object], spans: tuple[object, ...]) -> object:
+        calls = list(calls)
+        rebuilt.append(len(calls))
+        time.sleep(0.2)
+        return real(calls, spans)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(view, "rebuild", slow)
+    app = ProxyApp()
+    async with app.run_test(size=(160, 40)) as pilot:
+        app.feed(call(0))
+        await pilot.pause(0.6)  # the first rebuild comes at the first tick
+        assert rebuilt == [1]
+        for i in range(1, 4):
+            app.feed(call(i))
+            await pilot.pause(0.4)
+        assert rebuilt == [1] and len(list(app.rows())) == 4  # 1.2 s more: still spaced out, the calls all shown
