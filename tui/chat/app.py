@@ -104,7 +104,7 @@ class ChatApp(KeepsRunning, App[None]):
         if self._stopping:
             return
         self._stopping = True
-        self.chat.save_draft()  # first: what was just typed is on disk whatever follows
+        self.chat.drafts.save()  # first: what was just typed is on disk whatever follows
         turns = self.chat.turns
         turns.cancel()  # at once, on the stream thread: the UI may be unable to paint (no terminal)
 

@@ -79,16 +79,18 @@ class Chat(Protocol):
 
     async def action_detach(self, index: int) -> None: ...
 
-    def editable_prompts(self) -> Sequence[tuple[int, str]]: ...
 
-    def code_block_titles(self) -> Sequence[tuple[int, str]]: ...
-
-    def attached_names(self) -> Sequence[str]: ...
-
-
-def palette(chat: Chat, s: TurnSettings) -> Iterator[SystemCommand]:
+def palette(
+    chat: Chat,
+    s: TurnSettings,
+    *,
+    prompts: Sequence[tuple[int, str]] = (),
+    blocks: Sequence[tuple[int, str]] = (),
+    files: Sequence[str] = (),
+) -> Iterator[SystemCommand]:
     """The chat's palette entries, (title, help, action) each; the toggles' titles say what they would
-    do with the next turn's settings ``s``."""
+    do with the next turn's settings ``s``. What is on screen now adds one entry each: the ``prompts``
+    that can be edited (turn index, text), the code ``blocks`` (number, what), the attached ``files``."""
     rows: list[tuple[str, str, Action]] = [
         (
             "Cancel the turn in flight",
@@ -124,7 +126,7 @@ def palette(chat: Chat, s: TurnSettings) -> Iterator[SystemCommand]:
         ("MCP tools: servers and their tools", "/tools: each server's state, start times and tools", chat.action_tools),
         ("Help: keys and metrics", "F1", chat.action_help),
     ]
-    for turn_index, prompt in chat.editable_prompts():
+    for turn_index, prompt in prompts:
         rows.append(
             (
                 f"Edit prompt {turn_index + 1}: {prompt}",
@@ -132,10 +134,10 @@ def palette(chat: Chat, s: TurnSettings) -> Iterator[SystemCommand]:
                 functools.partial(chat.action_edit_prompt, turn_index),
             )
         )
-    for number, what in chat.code_block_titles():
+    for number, what in blocks:
         rows.append((f"Copy code block {number} ({what})", "or click its header: to the clipboard (OSC 52)",
                      functools.partial(chat.action_copy_code, number)))  # fmt: skip
-    for k, name in enumerate(chat.attached_names()):
+    for k, name in enumerate(files):
         rows.append(
             (f"Remove attached file {k + 1}: {name}", f"/detach {k + 1}", functools.partial(chat.action_detach, k))
         )

@@ -105,7 +105,7 @@ class ChatScreen(Screen[None]):
         self.chat_tools = ChatTools(self.tools, self)  # their tools offered to the model (tui.chat.tools)
         self.turns.agent = self.chat_tools.agent
         self.drawn = DrawnTurns()  # what the painters keep of the turns they drew; the screen reads it
-        self.steps = ToolSteps(self, self.drawn)  # a tool-using turn's steps, drawn
+        self.steps = ToolSteps(self, self.drawn, cancel=self.turns.cancel, focus_prompt=self._box.focus)
         self.attachments = Attachments(self, self.attach_target)  # the files for the next prompt (/attach)
         self.branches = Branches(self)  # edit and resend, regenerate: a new branch
         self.drafts = ChatDrafts(self, self._box, session, self.attachments)  # the box kept on disk
@@ -167,7 +167,7 @@ class ChatScreen(Screen[None]):
 
     async def on_unmount(self) -> None:
         self.turns.cancel()  # logged with what arrived, as cancelled
-        self.save_draft()
+        self.drafts.save()
         await self.tools.close(self.session.runner)
         await self.session.close_backend()
 
@@ -301,12 +301,6 @@ class ChatScreen(Screen[None]):
     def on_tool_notice(self, event: ToolNotice) -> None:
         self.notify(visible_controls(event.text), severity="warning", markup=False, timeout=10)
 
-    def cancel_turn(self) -> bool:
-        return self.turns.cancel()
-
-    def focus_prompt(self) -> None:
-        self.prompt.focus()
-
     # --- actions -------------------------------------------------------------------
     def action_cancel_turn(self) -> None:
         """Esc: the turn in flight stops (what arrived is kept); else an edit in progress ends, the draft
@@ -327,9 +321,6 @@ class ChatScreen(Screen[None]):
             await self.send(again.prompt, submitted, again.files)
 
     # --- edit and resend: a new branch (tui.chat.branches) ----------------------------------
-    def editable_prompts(self) -> list[tuple[int, str]]:
-        return self.branches.editable_prompts()
-
     def on_picked(self, event: Picked) -> None:
         event.stop()
         self.run_worker(self.action_edit_prompt(event.turn_index), group="edit")
@@ -347,9 +338,6 @@ class ChatScreen(Screen[None]):
         self.drawn.cut_from(turn_index)
 
     # --- code blocks --------------------------------------------------------------------
-    def code_block_titles(self) -> list[tuple[int, str]]:
-        return self.blocks.titles()
-
     def action_copy_code(self, number: int) -> None:
         block = self.blocks.get(number)
         if block is None:
@@ -375,7 +363,7 @@ class ChatScreen(Screen[None]):
     async def on_attachments_changed(self, event: AttachmentsChanged) -> None:
         event.stop()
         await self.query_one(AttachmentTray).show([(p.file.name, p.file.size, p.file.media_type) for p in self.pending])
-        self._schedule_draft()
+        self.drafts.schedule()
 
     async def on_attachment_tray_removed(self, event: AttachmentTray.Removed) -> None:
         event.stop()
@@ -383,9 +371,6 @@ class ChatScreen(Screen[None]):
 
     async def action_detach(self, index: int) -> None:
         self.attachments.detach(str(index + 1))
-
-    def attached_names(self) -> list[str]:
-        return self.attachments.names()
 
     def action_attach_file(self) -> None:
         box = self.prompt
@@ -407,17 +392,7 @@ class ChatScreen(Screen[None]):
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         if event.text_area is self.prompt:
-            self._schedule_draft()
-
-    def _schedule_draft(self) -> None:
-        self.drafts.schedule()
-
-    def save_draft(self) -> None:
-        """The box and the files attached, written for ``--resume`` before this returns (:mod:`tui.chat.drafts`)."""
-        self.drafts.save()
-
-    def _save_draft_aside(self) -> None:
-        self.drafts.save_aside()
+            self.drafts.schedule()
 
     async def action_new_chat(self) -> None:
         await self._leave_turn()
@@ -428,7 +403,7 @@ class ChatScreen(Screen[None]):
         self.blocks.clear()
         self.branches.reset()
         self.pane.set_branches([], [])
-        self._schedule_draft()
+        self.drafts.schedule()
         await self.transcript.remove_children()
         await self.transcript.show_greeting(self.target())
         self.pane.show_message("New chat. Send a prompt: its latency appears here.")
@@ -589,4 +564,10 @@ class ChatScreen(Screen[None]):
     # --- command palette -----------------------------------------------------------
     def system_commands(self) -> Iterable[SystemCommand]:
         """The chat's entries in the command palette (``tui.palette``)."""
-        return chat_commands.palette(self, self.session.settings)
+        return chat_commands.palette(
+            self,
+            self.session.settings,
+            prompts=self.branches.editable_prompts(),
+            blocks=self.blocks.titles(),
+            files=self.attachments.names(),
+        )

@@ -163,17 +163,24 @@ class StepsScreen(Protocol):
     def app(self) -> App[Any]: ...
     def clock(self) -> int: ...
     def frame(self, force: bool = False, pane: bool = True) -> None: ...
-    def cancel_turn(self) -> bool: ...
-    def focus_prompt(self) -> None: ...
 
 
 class ToolSteps:
     """Draws the tool-using turn on the chat's screen: a new answer per model step, each call's result
     under the step that asked for it, the dialog for each call asked about."""
 
-    def __init__(self, screen: StepsScreen, drawn: DrawnTurns) -> None:
+    def __init__(
+        self,
+        screen: StepsScreen,
+        drawn: DrawnTurns,
+        *,
+        cancel: Callable[[], object],
+        focus_prompt: Callable[[], object],
+    ) -> None:
         self.screen = screen
         self.drawn = drawn  # the turn on screen's answer: a new one per model step
+        self._cancel = cancel  # the turn in flight (a "stop" in the approval dialog)
+        self._focus_prompt = focus_prompt
         self.answers: list[AssistantMessage] = []  # the answer drawn for each model step of the turn on screen
         self.dialog: ApproveScreen | None = None  # the open dialog, closed if the turn ends first
 
@@ -213,10 +220,10 @@ class ToolSteps:
         def answered(reply: Reply | None) -> None:
             self.dialog = None
             if reply == "stop":
-                self.screen.cancel_turn()
+                self._cancel()
             elif reply is not None:  # None: the turn ended while it was asked
                 event.reply(reply)
-            self.screen.focus_prompt()
+            self._focus_prompt()
 
         self.dialog = ApproveScreen(event.approval)
         self.screen.app.push_screen(self.dialog, answered)

@@ -308,7 +308,7 @@ async def test_each_steps_answer_numbers_its_code_blocks_after_the_last_steps() 
             await _finished(pilot, app)
             answers = list(app.chat.transcript.query(AssistantMessage))
             assert [a.first_block for a in answers] == [1, 2]
-            assert [n for n, _ in app.chat.code_block_titles()] == [1, 2]
+            assert [n for n, _ in app.chat.blocks.titles()] == [1, 2]
 
 
 async def test_arguments_nested_past_the_guard_are_refused_without_asking_and_the_step_is_kept() -> None:

@@ -175,10 +175,10 @@ async def test_a_draft_written_aside_never_overwrites_a_newer_one(
     app = ChatApp("fake:timed", factory=factory_for(TimedBackend(first_ms=5, token_ms=1, reasoning=0, visible=3)))
     async with app.run_test(size=SIZE) as pilot:
         app.chat.prompt.value = "old"
-        app.chat._save_draft_aside()  # what the timer does a second after the last key
+        app.chat.drafts.save_aside()  # what the timer does a second after the last key
         await pilot.pause(0.1)
         app.chat.prompt.value = "new"
-        app.chat.save_draft()  # closing: written before it returns, after the one in progress
+        app.chat.drafts.save()  # closing: written before it returns, after the one in progress
         sid = app.chat.session.log.session_id
         assert drafts.load(sid) == drafts.Draft("new")
         await app.workers.wait_for_complete()  # the older one's thread has ended: it wrote nothing after
