@@ -29,7 +29,7 @@ from ..providers.chat_wire import ChatWire
 from ..providers.errors import ErrorContext, failed_from_exception
 from ..providers.hosted import TurnState
 from ..providers.lean.sdk_errors import APIError, anthropic_status_error, status_error
-from ..providers.lean.sse import SSESplitter, loads, message_data
+from ..providers.lean.sse import SSESplitter, loads, message_data, stream_error
 from ..providers.messages_wire import MessagesWire
 from ..providers.responses_wire import ResponsesWire
 from ..think import ThinkSplitter
@@ -173,12 +173,8 @@ class CallTap:
                 self.reading = False  # what follows [DONE] is no event (the lean reader reads it away too)
                 return
             obj = loads(data)
-            if isinstance(obj, dict) and obj.get("error"):
-                error = obj["error"]
-                message = error.get("message") if isinstance(error, dict) else None
-                if not message or not isinstance(message, str):
-                    message = "An error occurred during streaming"
-                raise APIError(message, self._request(), body=error)
+            if (error := stream_error(obj)) is not None:
+                raise APIError(error[0], self._request(), body=error[1])
             self._item(obj, t)
             if not self.reading:
                 return

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import FakeServer, Schedule
+from tests.support.child_env import child_env
 from tests.support.paths import ROOT
 
 SCHEDULE = Schedule(first_token_ms=60, token_ms=2, visible_tokens=6)
@@ -56,10 +57,7 @@ def srv():
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    data, conf = tmp_path / "data", tmp_path / "conf"
-    conf.mkdir()
-    base = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL")) and k != "TTFT_MODEL"}
-    return {**base, "TTFT_DATA_DIR": str(data), "TTFT_CONFIG_DIR": str(conf), "PYTHONPATH": str(ROOT)}
+    return child_env(tmp_path)
 
 
 @pytest.fixture

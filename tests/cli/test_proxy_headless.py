@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from tests.fakes import FakeServer, Schedule
+from tests.support.child_env import child_env
 from tests.support.paths import ROOT
 
 SCHEDULE = Schedule(first_token_ms=40, token_ms=2, visible_tokens=5)
@@ -32,10 +33,7 @@ def srv():
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    data, conf = tmp_path / "data", tmp_path / "conf"
-    conf.mkdir()
-    base = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL")) and k != "TTFT_MODEL"}
-    return {**base, "TTFT_DATA_DIR": str(data), "TTFT_CONFIG_DIR": str(conf), "PYTHONPATH": str(ROOT)}
+    return child_env(tmp_path)
 
 
 class Lines:

@@ -7,7 +7,6 @@ fake model that asks for one tool. The app's step between the two calls is split
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -15,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_proxy import proxy as run_proxy
 from tests.fakes.agent_server import AgentServer, Call, Step
+from tests.support.child_env import child_env
 from tests.support.paths import ROOT
 
 PRE_S, TOOL_S, POST_S = 0.3, 0.4, 0.2  # the app's work before the tool, the tool, the app's work after
@@ -80,26 +81,11 @@ def srv():
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    data, conf = tmp_path / "data", tmp_path / "conf"
-    conf.mkdir()
-    base = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.endswith(("_API_KEY", "_BASE_URL")) and not k.startswith("OTEL_") and k != "TTFT_MODEL"
-    }
-    return {**base, "TTFT_DATA_DIR": str(data), "TTFT_CONFIG_DIR": str(conf), "PYTHONPATH": str(ROOT)}
+    return child_env(tmp_path, drop_prefixes=("OTEL_",))
 
 
 def proxy(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ttft.tui.cli", "proxy", *args],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+    return run_proxy(env, *args, timeout=timeout)
 
 
 def run_agent(srv: AgentServer, env: dict[str, str], tmp_path: Path, mode: str) -> tuple[dict, str]:

@@ -4,7 +4,6 @@ ENDED when the proxy is gone, and q leaves it (exit 0) with no traceback and no 
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 import time
@@ -17,6 +16,7 @@ from tests.cli.test_proxy_watch import KEY, PROGRAM, ttft
 from tests.cli.test_tmux_prompt import Tmux, needs_tmux
 from tests.cli.test_tmux_prompt import tmux as tmux  # the fixture
 from tests.fakes import FakeServer, Schedule
+from tests.support.child_env import child_env
 from tests.support.paths import ROOT
 
 pytestmark = needs_tmux()
@@ -25,10 +25,7 @@ pytestmark = needs_tmux()
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     """The proxy's and the watch's own data and config folders (the tmux fixture keeps its own)."""
-    data, conf = tmp_path / "run" / "data", tmp_path / "run" / "conf"
-    conf.mkdir(parents=True)
-    base = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_BASE_URL")) and k != "TTFT_MODEL"}
-    return {**base, "TTFT_DATA_DIR": str(data), "TTFT_CONFIG_DIR": str(conf)}
+    return child_env(tmp_path / "run")
 
 
 @pytest.fixture

@@ -52,6 +52,22 @@ def why_not() -> str | None:
     return None
 
 
+def run_beside_a_far_peer(code: str) -> Any:
+    """Runs Python ``code`` from the tree's root in a loopback-only namespace whose ``lo`` also holds
+    10.77.0.1, an address that is not loopback (a far peer's, or one to bind beyond loopback); its last
+    line of output, read as JSON. Skips the test where no namespace can be made."""
+    import pytest
+
+    why = why_not()
+    if why:
+        pytest.skip(why)
+    with LoopbackNamespace() as ns:
+        ns.run(["ip", "addr", "add", "10.77.0.1/32", "dev", "lo"], check=True)
+        done = ns.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def _quiet_ip(ip: str) -> bool:
     """Loopback, or unspecified (a socket listening on every interface, of which the namespace has one: lo)."""
     addr = ipaddress.ip_address(ip.split("%")[0])

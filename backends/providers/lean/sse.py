@@ -190,6 +190,18 @@ class SSESplitter:
         return (event, b"") if other or event is not None else None
 
 
+def stream_error(obj: object) -> tuple[str, Any] | None:
+    """An OpenAI stream's error event (``{"error": ...}``): its message, in the SDK's words when it gives
+    none, and the error's body; None for any other event."""
+    if not isinstance(obj, dict) or not obj.get("error"):
+        return None
+    error = obj["error"]
+    message = error.get("message") if isinstance(error, dict) else None
+    if not message or not isinstance(message, str):
+        message = "An error occurred during streaming"
+    return message, error
+
+
 def message_data(
     event: tuple[bytes | None, bytes] | UnicodeDecodeError, response: Callable[[], httpx2.Response]
 ) -> bytes | None:
@@ -250,12 +262,8 @@ class LeanChunks:
                             pass
                         return
                     obj = loads(data)
-                    if isinstance(obj, dict) and obj.get("error"):
-                        error = obj["error"]
-                        message = error.get("message") if isinstance(error, dict) else None
-                        if not message or not isinstance(message, str):
-                            message = "An error occurred during streaming"
-                        raise APIError(message, response.request, body=error)
+                    if (error := stream_error(obj)) is not None:
+                        raise APIError(error[0], response.request, body=error[1])
                     yield obj
             split.finish()
         except httpx2.TimeoutException as err:

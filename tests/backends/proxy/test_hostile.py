@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import textwrap
 from collections.abc import AsyncIterator
 
@@ -17,7 +16,6 @@ from tests.backends.proxy.conftest import Proxied, Scripted
 from tests.fakes.schedule import Schedule
 from tests.fakes.server import FakeServer
 from tests.support import netns
-from tests.support.paths import ROOT
 
 OK_SSE = (
     b'event: message_start\ndata: {"type":"message_start","message":{"usage":{"input_tokens":3}}}\n\n'
@@ -186,14 +184,7 @@ _IN_NAMESPACE = textwrap.dedent(
 
 
 def test_a_peer_not_on_loopback_is_refused_in_a_namespace() -> None:
-    why = netns.why_not()
-    if why:
-        pytest.skip(why)
-    with netns.LoopbackNamespace() as ns:
-        ns.run(["ip", "addr", "add", "10.77.0.1/32", "dev", "lo"], check=True)
-        done = ns.run([sys.executable, "-c", _IN_NAMESPACE], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = netns.run_beside_a_far_peer(_IN_NAMESPACE)
     assert seen["far"] == 403  # a peer on another address is refused, even with the proxy bound to every address
     assert seen["near"] == 502  # a loopback peer is served (its upstream here is closed: 502, not 403)
 

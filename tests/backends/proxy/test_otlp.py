@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
-import sys
 import textwrap
 import threading
 import time
@@ -34,7 +33,6 @@ from ttft.backends.proxy.otlp_read import read
 from ttft.telemetry.proxy.app_spans import AppToolSpan
 
 from tests.support import netns
-from tests.support.paths import ROOT
 
 T = TypeVar("T")
 MS = 1_000_000
@@ -337,13 +335,6 @@ _IN_NAMESPACE = textwrap.dedent(
 
 
 def test_the_receiver_is_on_loopback_only_in_a_namespace() -> None:
-    why = netns.why_not()
-    if why:
-        pytest.skip(why)
-    with netns.LoopbackNamespace() as ns:
-        ns.run(["ip", "addr", "add", "10.77.0.1/32", "dev", "lo"], check=True)
-        done = ns.run([sys.executable, "-c", _IN_NAMESPACE], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = netns.run_beside_a_far_peer(_IN_NAMESPACE)
     assert seen["bound"] == {"far": "refused", "near": 200}  # nothing listens on the machine's other address
     assert seen["every"] == {"far": 403, "near": 200}  # and a peer from it is refused where something would
