@@ -38,6 +38,7 @@ from ..telemetry.export.log_data import (
 from ..telemetry.log.turns import check_session_id, new_session_id
 from ..telemetry.record import TurnRecord
 from ..telemetry.settings import TurnSettings
+from ..telemetry.steps import AgentSummary, ApprovalStepRecord, ModelStepRecord, ToolStepRecord
 from ..telemetry.values import checked
 from ..telemetry.values.checked import BadValue, SettingsKw
 from .agent.consent import Consent
@@ -64,6 +65,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = [
+    "AgentSummary",
+    "ApprovalStepRecord",
     "BadValue",
     "BenchAbort",
     "BenchPlan",
@@ -78,6 +81,7 @@ __all__ = [
     "McpServerConfig",
     "Message",
     "MissingEngine",
+    "ModelStepRecord",
     "ProbePlan",
     "ProbeResult",
     "ProviderError",
@@ -89,6 +93,7 @@ __all__ = [
     "ToolRequest",
     "ToolResult",
     "ToolSpec",
+    "ToolStepRecord",
     "TtftError",
     "TurnRecord",
     "TurnSettings",

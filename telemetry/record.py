@@ -19,9 +19,9 @@ from typing import Any, Literal, TypedDict
 from .cost import Cost
 from .errors import ErrorKind
 from .errors import kind_of as error_kind
-from .metrics import NS_PER_MS, Chunk, ChunkKind, Timestamps, TokenCounts, TurnMetrics
+from .metrics import NS_PER_MS, Chunk, ChunkKind, Timestamps, TokenCounts, TurnMetrics, speculative_summary
 from .settings import TurnSettings
-from .speculative import speculative_summary
+from .steps import AgentSummary, StepRecord, steps_from_json
 from .typed_read import RecordError, build, bulk_read, convert, exact_types, field_types, kind_of
 from .wire import HttpInfo
 
@@ -135,9 +135,9 @@ class TurnRecord:
     branch_of: int | None = None
     # A turn that used tools (backends.agent.loop, telemetry.agent.steps): each model and tool step in
     # order on the turn's clock, and the turn's split (time in the model, in tools, in ttft between steps).
-    # Absent from the JSON of a turn without tools, so such a line is unchanged.
-    steps: tuple[dict[str, Any], ...] = ()
-    agent: dict[str, Any] | None = None
+    # Absent from the JSON of a turn without tools, so such a line is unchanged (telemetry.steps).
+    steps: tuple[StepRecord, ...] = ()
+    agent: AgentSummary | None = None
     # A call another app sent, timed by ``ttft proxy`` (backends.proxy): source "proxy" and the app's
     # User-Agent product ("claude-cli/2.0.14"). Absent from the JSON of ttft's own turns, so such a line is unchanged.
     source: str = ""
@@ -200,8 +200,8 @@ class TurnRecord:
             "extra": self.extra,
         }
         if self.agent is not None:
-            out["agent"] = self.agent
-            out["steps"] = list(self.steps)
+            out["agent"] = self.agent.to_dict()
+            out["steps"] = [s.to_dict() for s in self.steps]
         if self.source:
             out["source"] = self.source
         if self.client:
@@ -245,6 +245,8 @@ class TurnRecord:
             "tokens": build(TokenCounts, {"source": "", **_object(data, "tokens")}, "tokens"),
             "chunks": _chunks(_list(data, "chunks")),
             "wall_offset_ns": _wall_offset(data.get("sent_at"), sent),
+            "steps": steps_from_json(data.get("steps")),
+            "agent": AgentSummary.from_dict(agent) if isinstance(agent := data.get("agent"), Mapping) else None,
         }
         for name, tp, has_default, text, exact in _plain_fields(cls, known):
             value = data.get(name)

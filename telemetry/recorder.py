@@ -16,10 +16,20 @@ from typing import Any, Literal
 from . import events as ev
 from .cost import PriceRef, price_turn
 from .diagnosis import diagnose_turn
-from .metrics import NS_PER_MS, Chunk, Percentiles, Timestamps, TokenCounts, TurnMetrics, compute, own_delay_ms
+from .metrics import (
+    NS_PER_MS,
+    Chunk,
+    Percentiles,
+    Timestamps,
+    TokenCounts,
+    TurnMetrics,
+    compute,
+    draft_stats,
+    own_delay_ms,
+    speculative_summary,
+)
 from .record import AttachmentInfo, Attempt, ErrorInfo, Status, TurnRecord
 from .settings import TurnSettings
-from .speculative import draft_stats, speculative_summary
 from .tokens import estimate_tokens, tokens_for_chars
 from .wire import (
     ENGINE_APIS,
@@ -65,7 +75,7 @@ class Snapshot:
     load_ms: float | None
     error: ErrorInfo | None = None
     own_delay_ms: float | None = None  # submit -> first send (so far, while not sent), less any model load
-    draft: dict[str, Any] | None = None  # speculative decoding so far (telemetry.speculative), None when none
+    draft: dict[str, Any] | None = None  # speculative decoding so far (metrics.draft_stats), None when none
     # While waiting: the wire phase the current attempt is in (telemetry.wire.PHASES, or "prefill" on a local
     # engine) and for how long so far; None without a wire trace or once the first token is in.
     wait_phase: str | None = None

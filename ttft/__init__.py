@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .backends.api import (
+        AgentSummary,
+        ApprovalStepRecord,
         BadValue,
         BenchAbort,
         BenchPlan,
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
         McpServerConfig,
         Message,
         MissingEngine,
+        ModelStepRecord,
         ProbePlan,
         ProbeResult,
         ProviderError,
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
         ToolRequest,
         ToolResult,
         ToolSpec,
+        ToolStepRecord,
         TtftError,
         TurnRecord,
         TurnSettings,
@@ -59,6 +63,8 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AgentSummary",
+    "ApprovalStepRecord",
     "BadValue",
     "BenchAbort",
     "BenchPlan",
@@ -73,6 +79,7 @@ __all__ = [
     "McpServerConfig",
     "Message",
     "MissingEngine",
+    "ModelStepRecord",
     "ProbePlan",
     "ProbeResult",
     "ProviderError",
@@ -84,6 +91,7 @@ __all__ = [
     "ToolRequest",
     "ToolResult",
     "ToolSpec",
+    "ToolStepRecord",
     "TtftError",
     "TurnRecord",
     "TurnSettings",

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..backends.spec import split_spec
 from ..telemetry.duration import DASH
+from ..telemetry.steps import step_count
 
 if TYPE_CHECKING:
     from ..telemetry.record import TurnRecord
@@ -167,8 +168,6 @@ def kept_after_cancel(record: TurnRecord) -> str:
     text still kept every step that arrived, and must not read as if nothing had."""
     if record.answer:
         return "the partial answer is kept"
-    from ..telemetry.agent.steps import step_count  # a cancelled tool turn only
-
     steps = step_count(record.steps)
     if steps > 1:
         return f"the {steps} steps that arrived are kept"

@@ -35,7 +35,6 @@ from ...telemetry.agent.steps import (
     TRUNCATED_NOTICE,
     ApprovalAnswer,
     ApprovalStep,
-    Stopped,
     ToolStatus,
     ToolStep,
     join_turn,
@@ -46,6 +45,7 @@ from ...telemetry.log.turns import SessionLog
 from ...telemetry.probe.saved import SavedProbe
 from ...telemetry.record import ErrorInfo, TurnRecord
 from ...telemetry.recorder import TurnRecorder
+from ...telemetry.steps import StepRecord, Stopped
 from ..base import ArgumentsRefused, Backend, ChatRequest, Message, ToolCall, ToolSpec
 from ..finish import deliver_record
 from ..turn import new_recorder, stream_turn
@@ -162,7 +162,7 @@ class AgentTurn:
         self._running: dict[str, ToolStep] = {}
         self._asking: ApprovalStep | None = None
 
-    def live_steps(self, now_ns: int) -> tuple[dict[str, Any], ...]:
+    def live_steps(self, now_ns: int) -> tuple[StepRecord, ...]:
         """The steps so far as the record will list them (the running ones end now), for a live view."""
         return live_steps(
             list(self._steps),

@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ...telemetry import events as ev
 from ...telemetry.log.crashes import with_report
 from ...telemetry.log.turns import SessionLog
 from ...telemetry.record import TurnRecord
 from ...telemetry.recorder import TurnRecorder
+from ...telemetry.steps import StepRecord
 from ..agent.consent import Consent
 from ..agent.host import DEFAULT_MAX_RESULT_BYTES, ToolHost
 from ..agent.loop import DEFAULT_MAX_STEPS, AgentListener, AgentSettings, AgentTurn, supports_tools
@@ -116,6 +116,6 @@ class TurnCore:
             self.recorder.feed(with_report(ev.Failed.of(exc), exc, where))
         return finish_turn(self.recorder, self.log)
 
-    def live_steps(self, now_ns: int) -> tuple[dict[str, Any], ...]:
+    def live_steps(self, now_ns: int) -> tuple[StepRecord, ...]:
         """A tool-using turn's steps so far, for a live view (() for a plain turn)."""
         return self.agent.live_steps(now_ns) if self.agent is not None else ()

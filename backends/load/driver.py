@@ -229,7 +229,7 @@ async def _agent_turn(
             lv.on_cancel(Finished(agent.result.record, called, lv.origin_ns))
         raise
     lv.on_finished(Finished(record, called, lv.origin_ns))
-    ok = record.status == "ok" and (record.agent or {}).get("stopped") == "answer"
+    ok = record.status == "ok" and record.agent is not None and record.agent.stopped == "answer"
     models = agent.result.models
     return ok, models[-1].answer if models else ""
 

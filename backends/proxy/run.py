@@ -51,6 +51,7 @@ from ...telemetry.log.urls import redact_url
 from ...telemetry.proxy.app_spans import AppToolSpan
 from ...telemetry.proxy.sessions import ProxySession, rebuild
 from ...telemetry.record import TurnRecord
+from ...telemetry.steps import ToolStepRecord, of_kind
 from .otlp import OtlpCounts, OtlpReceiver, program_env
 from .plan import ProxyPlan
 from .server import ProxiedCall, ProxyServer
@@ -90,7 +91,7 @@ class ProxyRun:
     @property
     def timed_by_app(self) -> int:
         """The sessions' tool steps the app's own spans timed."""
-        return sum(1 for s in self.sessions for st in s.record.steps if st.get("timing") == "span")
+        return sum(1 for s in self.sessions for st in of_kind(s.record.steps, ToolStepRecord) if st.timing == "span")
 
     def to_dict(self) -> dict[str, Any]:
         """The ``--json`` object: every call's turn record and every session, masked as the logs are; with

@@ -25,13 +25,20 @@ from ..cost import Cost
 from ..metrics import NS_PER_MS, TokenCounts
 from ..record import ErrorInfo, Status, TurnRecord
 from ..recorder import TurnRecorder
+from ..steps import (
+    RUNNING,
+    AgentSummary,
+    ApprovalStepRecord,
+    ModelStepRecord,
+    StepRecord,
+    Stopped,
+    ToolStepRecord,
+)
 
 # "refused": ttft did not run the call, its arguments being past the untrusted-JSON guard's limits.
 ToolStatus = Literal["ok", "error", "denied", "cancelled", "refused"]
 # The person's answer to a call they were asked about; "cancelled": the turn stopped while they were asked.
 ApprovalAnswer = Literal["once", "always", "deny", "cancelled"]
-# How the loop ended: a final answer, the step limit, a call that was not allowed, the model's failure, Esc.
-Stopped = Literal["answer", "max_steps", "denied", "error", "cancelled"]
 
 MAX_STEPS_NOTICE = "max_steps"
 TRUNCATED_NOTICE = "tool_result_truncated"
@@ -65,12 +72,6 @@ class ApprovalStep:
     call_id: str = ""
 
 
-def step_count(steps: Sequence[Any]) -> int:
-    """The model and tool steps among a record's ``steps`` (or a live view's), as ``agent.step_count``
-    counts them: a wait for a person's approval is not a step of the loop."""
-    return sum(1 for st in steps if isinstance(st, dict) and st.get("kind") != "approval")
-
-
 def _ms(t: int | None, origin: int) -> float | None:
     return None if t is None else round((t - origin) / NS_PER_MS, 3)
 
@@ -81,58 +82,57 @@ def _model_span(rec: TurnRecord) -> tuple[int | None, int | None]:
     return start, ts.end
 
 
-def model_step(rec: TurnRecord, origin: int) -> dict[str, Any]:
+def model_step(rec: TurnRecord, origin: int) -> ModelStepRecord:
     """One model step as the record lists it: its span on the turn's clock and its own figures."""
     start, end = _model_span(rec)
     m = rec.metrics
-    return {
-        "kind": "model",
-        "start_ms": _ms(start, origin),
-        "end_ms": _ms(end, origin),
-        "duration_ms": _ms(end, start) if start is not None else None,
-        "status": rec.status,
-        "stop_reason": rec.stop_reason,
-        "attempts": len(rec.attempts),
-        "ttft_ms": m.ttft_ms,
-        "ttfvt_ms": m.ttfvt_ms,
-        "tpot_ms": m.tpot_ms,
-        "e2e_ms": m.e2e_ms,
-        "wait_ms": m.wait_ms.to_dict() if m.wait_ms is not None else None,
-        "server_queue_ms": m.server_queue_ms,
-        "server_ttft_ms": m.server_ttft_ms,
-        "server_rest_ms": m.server_rest_ms,
-        "server_timing_source": m.server_timing_source,
-        "tokens": rec.tokens.to_dict(),
-        "tool_calls": len(rec.tool_calls),
-    }
+    return ModelStepRecord(
+        start_ms=_ms(start, origin),
+        end_ms=_ms(end, origin),
+        duration_ms=_ms(end, start) if start is not None else None,
+        status=rec.status,
+        stop_reason=rec.stop_reason,
+        attempts=len(rec.attempts),
+        ttft_ms=m.ttft_ms,
+        ttfvt_ms=m.ttfvt_ms,
+        tpot_ms=m.tpot_ms,
+        e2e_ms=m.e2e_ms,
+        wait_ms=m.wait_ms,
+        server_queue_ms=m.server_queue_ms,
+        server_ttft_ms=m.server_ttft_ms,
+        server_rest_ms=m.server_rest_ms,
+        server_timing_source=m.server_timing_source,
+        tokens=rec.tokens,
+        tool_calls=len(rec.tool_calls),
+    )
 
 
-def tool_step(step: ToolStep, origin: int) -> dict[str, Any]:
-    return {
-        "kind": "tool",
-        "start_ms": _ms(step.start_ns, origin),
-        "end_ms": _ms(step.end_ns, origin),
-        "name": step.name,
-        "server": step.server,
-        "call_id": step.call_id,
-        "duration_ms": round((step.end_ns - step.start_ns) / NS_PER_MS, 3),
-        "status": step.status,
-        "result_bytes": step.result_bytes,
-        "truncated": step.truncated,
-    }
+def tool_step(step: ToolStep, origin: int) -> ToolStepRecord:
+    """One tool call as the record lists it: its span on the turn's clock, how it ended, its result's size."""
+    return ToolStepRecord(
+        start_ms=_ms(step.start_ns, origin),
+        end_ms=_ms(step.end_ns, origin),
+        name=step.name,
+        server=step.server,
+        call_id=step.call_id,
+        duration_ms=round((step.end_ns - step.start_ns) / NS_PER_MS, 3),
+        status=step.status,
+        result_bytes=step.result_bytes,
+        truncated=step.truncated,
+    )
 
 
-def approval_step(step: ApprovalStep, origin: int) -> dict[str, Any]:
-    return {
-        "kind": "approval",
-        "start_ms": _ms(step.start_ns, origin),
-        "end_ms": _ms(step.end_ns, origin),
-        "name": step.name,
-        "server": step.server,
-        "call_id": step.call_id,
-        "duration_ms": round((step.end_ns - step.start_ns) / NS_PER_MS, 3),
-        "answer": step.answer,
-    }
+def approval_step(step: ApprovalStep, origin: int) -> ApprovalStepRecord:
+    """One wait for a person's answer as the record lists it."""
+    return ApprovalStepRecord(
+        start_ms=_ms(step.start_ns, origin),
+        end_ms=_ms(step.end_ns, origin),
+        name=step.name,
+        server=step.server,
+        call_id=step.call_id,
+        duration_ms=round((step.end_ns - step.start_ns) / NS_PER_MS, 3),
+        answer=step.answer,
+    )
 
 
 def _union_ms(spans: Sequence[tuple[int, int]]) -> float:
@@ -151,25 +151,21 @@ def _union_ms(spans: Sequence[tuple[int, int]]) -> float:
 
 def split(
     models: Sequence[TurnRecord], tools: Sequence[ToolStep], approvals: Sequence[ApprovalStep] = ()
-) -> dict[str, float]:
+) -> tuple[float, float, float, float | None]:
     """The turn's time from the first send to the last step's end: in the model, in tools, and the
     rest (ttft's own work between steps: reading the calls, starting the next request). With
-    ``approvals``, the time a person took to answer is ``time_in_approval_ms``, not ttft's."""
+    ``approvals``, the time a person took to answer (else None), which is not ttft's."""
     model_spans = [(a, b) for a, b in map(_model_span, models) if a is not None and b is not None]
     tool_spans = [(t.start_ns, t.end_ns) for t in tools]
     asked = [(w.start_ns, w.end_ns) for w in approvals]
     every = model_spans + tool_spans + asked
-    out: dict[str, float] = {"time_in_model_ms": 0.0, "time_in_tools_ms": 0.0, "time_in_ttft_ms": 0.0}
+    in_model = in_tools = own = 0.0
     if every:
         span = (max(b for _, b in every) - min(a for a, _ in every)) / NS_PER_MS
-        out = {
-            "time_in_model_ms": round(_union_ms(model_spans), 3),
-            "time_in_tools_ms": round(_union_ms(tool_spans), 3),
-            "time_in_ttft_ms": round(max(0.0, span - _union_ms(every)), 3),
-        }
-    if approvals:
-        out["time_in_approval_ms"] = round(_union_ms(asked), 3)
-    return out
+        in_model = round(_union_ms(model_spans), 3)
+        in_tools = round(_union_ms(tool_spans), 3)
+        own = round(max(0.0, span - _union_ms(every)), 3)
+    return in_model, in_tools, own, round(_union_ms(asked), 3) if approvals else None
 
 
 def _s(ms: float) -> str:
@@ -183,16 +179,16 @@ def _of(part: float, total: float) -> str:
     return f"{_s(part)} of {_s(total)}"
 
 
-def diagnose(agent: dict[str, Any], tools: Sequence[ToolStep], total_ms: float | None) -> str:
+def diagnose(agent: AgentSummary, tools: Sequence[ToolStep], total_ms: float | None) -> str:
     """One sentence naming the part that took the most of the turn: a tool (the one that took longest,
     by name and server), or the model's own steps; then how the loop ended when not with an answer."""
-    in_model, in_tools, own = agent["time_in_model_ms"], agent["time_in_tools_ms"], agent["time_in_ttft_ms"]
+    in_model, in_tools, own = agent.time_in_model_ms, agent.time_in_tools_ms, agent.time_in_ttft_ms
     total = total_ms if total_ms is not None else in_model + in_tools + own
     by_tool: dict[tuple[str, str], float] = {}
     for t in tools:
         key = (t.name, t.server)
         by_tool[key] = by_tool.get(key, 0.0) + (t.end_ns - t.start_ns) / NS_PER_MS
-    n = agent["step_count"]
+    n = agent.step_count
     if by_tool and in_tools > in_model:
         (name, server), took = max(by_tool.items(), key=lambda kv: kv[1])
         where = f" on server `{server}`" if server else ""
@@ -205,11 +201,11 @@ def diagnose(agent: dict[str, Any], tools: Sequence[ToolStep], total_ms: float |
         text = f"{_of(in_model, total)} went to the model's own steps ({n} steps in all){tools_part}."
     if own >= 50:
         text += f" ttft's own work between steps took {_s(own)}."
-    if agent.get("time_in_approval_ms"):
-        text += f" Waiting for your approval took {_s(agent['time_in_approval_ms'])}."
-    match agent["stopped"]:
+    if agent.time_in_approval_ms:
+        text += f" Waiting for your approval took {_s(agent.time_in_approval_ms)}."
+    match agent.stopped:
         case "max_steps":
-            text += f" The loop stopped at --max-steps ({agent['max_steps']}) before a final answer."
+            text += f" The loop stopped at --max-steps ({agent.max_steps}) before a final answer."
         case "denied":
             text += " It stopped at a tool call that was not allowed (--allow-tool NAME or --allow-tools)."
         case "cancelled":
@@ -267,7 +263,7 @@ def join_turn(
     origin = first.timestamps.sent
     if origin is None:
         origin = first.timestamps.end or 0
-    order: list[tuple[int, int, dict[str, Any]]] = []
+    order: list[tuple[int, int, StepRecord]] = []
     for i, rec in enumerate(models):
         start, _ = _model_span(rec)
         order.append((start if start is not None else origin, i, model_step(rec, origin)))
@@ -276,16 +272,19 @@ def join_turn(
     for k, w in enumerate(approvals):  # a wait begins before the call it asks about: ordered by its start
         order.append((w.start_ns, len(models) + len(tools) + k, approval_step(w, origin)))
     steps = tuple(d for _, _, d in sorted(order, key=lambda o: (o[0], o[1])))
-    agent: dict[str, Any] = {
-        **split(models, tools, approvals),
-        "step_count": len(models) + len(tools),
-        "model_steps": len(models),
-        "tool_steps": len(tools),
-        "max_steps": max_steps,
-        "stopped": stopped,
-    }
-    if approvals:
-        agent["approval_steps"] = len(approvals)
+    in_model, in_tools, own, asked = split(models, tools, approvals)
+    agent = AgentSummary(
+        time_in_model_ms=in_model,
+        time_in_tools_ms=in_tools,
+        time_in_ttft_ms=own,
+        time_in_approval_ms=asked,
+        step_count=len(models) + len(tools),
+        model_steps=len(models),
+        tool_steps=len(tools),
+        max_steps=max_steps,
+        stopped=stopped,
+        approval_steps=len(approvals) if approvals else None,
+    )
     status: Status = last.status
     if stopped == "cancelled":
         status = "cancelled"
@@ -351,7 +350,7 @@ def live_steps(
     running: Sequence[ToolStep],
     now_ns: int,
     asking: ApprovalStep | None = None,
-) -> tuple[dict[str, Any], ...]:
+) -> tuple[StepRecord, ...]:
     """A turn in flight's steps so far, in the record's form (kind, ``start_ms``/``end_ms`` on the turn's
     clock; a model step's ``ttft_ms``/``ttfvt_ms``), for a live view: the model step still streaming, the
     calls still running (``status`` ``running``) and the call being ``asking`` about (``answer`` None)
@@ -360,32 +359,31 @@ def live_steps(
     if not sent:
         return ()
     origin = sent[0][1]
-    order: list[tuple[int, int, dict[str, Any]]] = []
+    order: list[tuple[int, int, StepRecord]] = []
     for i, (r, start) in enumerate(sent):
         first = r.chunks[0].t_ns if r.chunks else None
         vis = r.first_visible_ns
         end = r.end_ns if r.end_ns is not None else now_ns
-        step: dict[str, Any] = {
-            "kind": "model",
-            "start_ms": _ms(start, origin),
-            "end_ms": _ms(end, origin),
-            "duration_ms": _ms(end, start),
-            "status": r.status or "running",
-            "ttft_ms": _ms(first, start),
-            "ttfvt_ms": _ms(vis, start),
-        }
+        step = ModelStepRecord(
+            start_ms=_ms(start, origin),
+            end_ms=_ms(end, origin),
+            duration_ms=_ms(end, start),
+            status=r.status or RUNNING,
+            ttft_ms=_ms(first, start),
+            ttfvt_ms=_ms(vis, start),
+        )
         order.append((start, i, step))
     n = len(order)
     for j, t in enumerate(tools):
         order.append((t.start_ns, n + j, tool_step(t, origin)))
     n = len(order)
     for j, t in enumerate(running):
-        step = tool_step(dataclasses.replace(t, end_ns=max(now_ns, t.start_ns)), origin)
-        order.append((t.start_ns, n + j, {**step, "status": "running"}))
+        step_so_far = tool_step(dataclasses.replace(t, end_ns=max(now_ns, t.start_ns)), origin)
+        order.append((t.start_ns, n + j, dataclasses.replace(step_so_far, status=RUNNING)))
     n = len(order)
     for j, w in enumerate(approvals):
         order.append((w.start_ns, n + j, approval_step(w, origin)))
     if asking is not None:
-        step = approval_step(dataclasses.replace(asking, end_ns=max(now_ns, asking.start_ns)), origin)
-        order.append((asking.start_ns, n + len(approvals), {**step, "answer": None}))
+        wait = approval_step(dataclasses.replace(asking, end_ns=max(now_ns, asking.start_ns)), origin)
+        order.append((asking.start_ns, n + len(approvals), dataclasses.replace(wait, answer=None)))
     return tuple(d for _, _, d in sorted(order, key=lambda o: (o[0], o[1])))

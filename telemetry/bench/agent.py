@@ -17,6 +17,7 @@ from typing import Any
 
 from ..metrics import NS_PER_MS, percentiles
 from ..record import TurnRecord
+from ..steps import AgentSummary, ModelStepRecord, ToolStepRecord, of_kind
 
 CSV_COLUMNS = (
     "agent_steps_per_turn_p50",
@@ -32,10 +33,6 @@ CSV_COLUMNS = (
 )
 
 
-def _model_steps(rec: TurnRecord) -> list[dict[str, Any]]:
-    return [s for s in rec.steps if isinstance(s, dict) and s.get("kind") == "model"]
-
-
 def _num(v: object) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
@@ -45,7 +42,7 @@ def model_tpots(rec: TurnRecord) -> list[float]:
     tool may have none); the record's one TPOT otherwise."""
     if rec.agent is None:
         return [rec.metrics.tpot_ms] if rec.metrics.tpot_ms is not None else []
-    return [v for s in _model_steps(rec) if (v := _num(s.get("tpot_ms"))) is not None]
+    return [s.tpot_ms for s in of_kind(rec.steps, ModelStepRecord) if s.tpot_ms is not None]
 
 
 def step_gaps_ms(rec: TurnRecord, gaps: Sequence[float]) -> list[float]:
@@ -55,9 +52,9 @@ def step_gaps_ms(rec: TurnRecord, gaps: Sequence[float]) -> list[float]:
     if rec.agent is None or rec.timestamps.sent is None:
         return list(gaps)
     spans = [
-        (a, b)
-        for s in _model_steps(rec)
-        if (a := _num(s.get("start_ms"))) is not None and (b := _num(s.get("end_ms"))) is not None
+        (s.start_ms, s.end_ms)
+        for s in of_kind(rec.steps, ModelStepRecord)
+        if s.start_ms is not None and s.end_ms is not None
     ]
     sent = rec.timestamps.sent
 
@@ -74,13 +71,13 @@ def _dist(values: Sequence[float], *keys: str) -> dict[str, float | None]:
     return {k: d.get(k) for k in keys}
 
 
-def per_gap_ms(agent: dict[str, Any]) -> float | None:
+def per_gap_ms(agent: AgentSummary) -> float | None:
     """ttft's own time per gap between steps: ``time_in_ttft_ms`` over the gaps a turn of N model steps has
     (model to tools, tools to the next model: 2 (N - 1)); None for a turn of one model step."""
-    own, n = _num(agent.get("time_in_ttft_ms")), _num(agent.get("model_steps"))
-    if own is None or n is None or n < 2:
+    n = agent.model_steps
+    if n < 2:
         return None
-    return own / (2 * (n - 1))
+    return agent.time_in_ttft_ms / (2 * (n - 1))
 
 
 def agent_figures(recs: Sequence[TurnRecord]) -> dict[str, Any] | None:
@@ -91,31 +88,32 @@ def agent_figures(recs: Sequence[TurnRecord]) -> dict[str, Any] | None:
     ``time_in_model_ms``, ``ttft_overhead_ms`` (per gap between steps): p50 over every turn; ``tool_calls``:
     every tool step; ``tool_errors``: those that did not end ``ok``; ``stopped``: how many turns ended how.
     """
-    turns = [r for r in recs if isinstance(r.agent, dict)]
-    if not turns:
+    agents = [r.agent for r in recs if r.agent is not None]
+    if not agents:
         return None
-    agents = [r.agent for r in turns if r.agent is not None]
-    steps = [v for a in agents if (v := _num(a.get("step_count"))) is not None]
+    steps = [float(a.step_count) for a in agents]
     answered = [
         e2e
-        for r in turns
-        if r.status == "ok" and (r.agent or {}).get("stopped") == "answer" and (e2e := r.metrics.e2e_ms) is not None
+        for r in recs
+        if r.status == "ok"
+        and r.agent is not None
+        and r.agent.stopped == "answer"
+        and (e2e := r.metrics.e2e_ms) is not None
     ]
-    tools = [s for r in turns for s in r.steps if isinstance(s, dict) and s.get("kind") == "tool"]
+    tools = [s for r in recs if r.agent is not None for s in of_kind(r.steps, ToolStepRecord)]
     stopped: dict[str, int] = {}
     for a in agents:
-        key = str(a.get("stopped") or "?")
-        stopped[key] = stopped.get(key, 0) + 1
+        stopped[a.stopped] = stopped.get(a.stopped, 0) + 1
     return {
-        "turns": len(turns),
+        "turns": len(agents),
         "answered": len(answered),
         "steps_per_turn": _dist(steps, "p50", "mean"),
         "time_to_answer_ms": _dist(answered, "p50", "p90", "p99"),
-        "time_in_tools_ms": _dist([v for a in agents if (v := _num(a.get("time_in_tools_ms"))) is not None], "p50"),
-        "time_in_model_ms": _dist([v for a in agents if (v := _num(a.get("time_in_model_ms"))) is not None], "p50"),
+        "time_in_tools_ms": _dist([a.time_in_tools_ms for a in agents], "p50"),
+        "time_in_model_ms": _dist([a.time_in_model_ms for a in agents], "p50"),
         "ttft_overhead_ms": _dist([v for a in agents if (v := per_gap_ms(a)) is not None], "p50"),
         "tool_calls": len(tools),
-        "tool_errors": sum(1 for s in tools if s.get("status") != "ok"),
+        "tool_errors": sum(1 for s in tools if s.status != "ok"),
         "stopped": stopped,
     }
 

@@ -82,7 +82,7 @@ class _Agent:
     name: str
 
     def __call__(self, rec: TurnRecord) -> float | None:
-        v = (rec.agent or {}).get(self.name)
+        v = getattr(rec.agent, self.name) if rec.agent is not None else None
         return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 

@@ -197,7 +197,7 @@ def agent_attributes(rec: TurnRecord, *, capture_content: bool = False) -> Attrs
     if (err := error_type(rec)) is not None:
         attrs["error.type"] = err
     attrs.update(_usage_attributes(rec.tokens.to_dict()))
-    agent = as_dict(rec.agent)
+    agent = rec.agent.to_dict() if rec.agent is not None else {}  # its JSON: the attributes take its names
     own: dict[str, str | int | float | None] = {
         "ttft.session_id": label(rec.session_id),
         "ttft.turn_index": rec.turn_index,

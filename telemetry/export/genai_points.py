@@ -9,6 +9,7 @@ from itertools import pairwise
 from typing import Any
 
 from ..record import TurnRecord
+from ..steps import ModelStepRecord, ToolStepRecord
 from .genai_attrs import (
     TOOL_ERRORS,
     Attrs,
@@ -34,7 +35,7 @@ from .genai_instruments import (
     USAGE_REASONING,
     Instrument,
 )
-from .genai_values import as_dict, chunk_times_ms, count, label, number
+from .genai_values import chunk_times_ms, count, label, number
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,24 +118,19 @@ def _agent_points(rec: TurnRecord, legacy: bool) -> list[Point]:
     times = chunk_times_ms(rec)  # every step's chunks on the turn's clock: each model step takes its own
     out: list[Point] = []
     for step in rec.steps:
-        if not isinstance(step, dict):
-            continue
-        start, end = number(step.get("start_ms")), number(step.get("end_ms"))
-        if step.get("kind") == "model":
+        start, end = number(step.start_ms), number(step.end_ms)
+        if isinstance(step, ModelStepRecord):
             mine = [t for t in times if start is not None and end is not None and start <= t <= end]
             total = end - start if start is not None and end is not None and end >= start else None
-            attrs = inference_attributes(rec, step_error(rec, step.get("status")))
-            out += _inference_points(rec, attrs, total, step.get("ttft_ms"), mine, as_dict(step.get("tokens")), legacy)
-        elif step.get("kind") == "tool":
-            took = number(step.get("duration_ms"))
+            attrs = inference_attributes(rec, step_error(rec, step.status))
+            tokens = step.tokens.to_dict() if step.tokens is not None else {}
+            out += _inference_points(rec, attrs, total, step.ttft_ms, mine, tokens, legacy)
+        elif isinstance(step, ToolStepRecord):
+            took = number(step.duration_ms)
             if took is None or took < 0:
                 continue
-            tool: Attrs = {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": label(step.get("name")) or "unknown",
-            }
-            status = step.get("status")
-            if isinstance(status, str) and (err := TOOL_ERRORS.get(status)) is not None:
+            tool: Attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": label(step.name) or "unknown"}
+            if (err := TOOL_ERRORS.get(step.status)) is not None:
                 tool["error.type"] = err
             out.append(Point(EXECUTE_TOOL_DURATION, took / 1000, tool))
     if (total := number(rec.metrics.total_ms)) is not None:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from ..log.secrets import mask, mask_optional
 from ..record import TurnRecord
+from ..steps import ModelStepRecord, ToolStepRecord
 from .genai_attrs import (
     TOOL_ERRORS,
     Attrs,
@@ -23,8 +24,6 @@ from .genai_attrs import (
 )
 from .genai_values import (
     NS_PER_MS,
-    as_dict,
-    count,
     events_ms,
     label,
     number,
@@ -182,9 +181,10 @@ def agent_span(rec: TurnRecord, *, capture_content: bool = False) -> Span | None
     end = turn_end_unix_ns(rec) or sent
     children: list[Span] = []
     for i, step in enumerate(rec.steps):
-        kind = step.get("kind") if isinstance(step, dict) else None
-        child = _model_step_span(rec, step, i, sent) if kind == "model" else None
-        if kind == "tool":
+        child = None
+        if isinstance(step, ModelStepRecord):
+            child = _model_step_span(rec, step, i, sent)
+        elif isinstance(step, ToolStepRecord):
             child = _tool_step_span(rec, step, i, sent)
         if child is not None:
             children.append(child)
@@ -203,15 +203,15 @@ def agent_span(rec: TurnRecord, *, capture_content: bool = False) -> Span | None
     )
 
 
-def _model_step_span(rec: TurnRecord, step: Mapping[str, Any], index: int, sent: int) -> Span | None:
-    start = _after(sent, step.get("start_ms"))
+def _model_step_span(rec: TurnRecord, step: ModelStepRecord, index: int, sent: int) -> Span | None:
+    start = _after(sent, step.start_ms)
     if start is None:
         return None
-    end = _after(sent, step.get("end_ms"))
-    first, visible, last = (_after(start, step.get(k)) for k in ("ttft_ms", "ttfvt_ms", "e2e_ms"))
-    status = step.get("status")
+    end = _after(sent, step.end_ms)
+    first, visible, last = (_after(start, v) for v in (step.ttft_ms, step.ttfvt_ms, step.e2e_ms))
+    status = step.status
     err = step_error(rec, status)
-    tokens = as_dict(step.get("tokens"))
+    tokens = step.tokens.to_dict() if step.tokens is not None else {}
     own: dict[str, str | int | float | None] = {
         "ttft.session_id": label(rec.session_id),
         "ttft.turn_index": rec.turn_index,
@@ -219,49 +219,45 @@ def _model_step_span(rec: TurnRecord, step: Mapping[str, Any], index: int, sent:
         "ttft.api": label(rec.api),
         "ttft.status": label(status),
         "ttft.tokens.source": label(tokens.get("source")),
-        "ttft.time_to_first_visible_chunk": seconds(step.get("ttfvt_ms")),
-        "ttft.time_per_output_token": seconds(step.get("tpot_ms")),
-        "ttft.server.queue_time": seconds(step.get("server_queue_ms")),
-        "ttft.server.time_to_first_token": seconds(step.get("server_ttft_ms")),
-        "ttft.server.rest_of_time_to_first_chunk": seconds(step.get("server_rest_ms")),
-        "ttft.server.timing_source": label(step.get("server_timing_source")),
-        "ttft.step.tool_calls": count(step.get("tool_calls")),
+        "ttft.time_to_first_visible_chunk": seconds(step.ttfvt_ms),
+        "ttft.time_per_output_token": seconds(step.tpot_ms),
+        "ttft.server.queue_time": seconds(step.server_queue_ms),
+        "ttft.server.time_to_first_token": seconds(step.server_ttft_ms),
+        "ttft.server.rest_of_time_to_first_chunk": seconds(step.server_rest_ms),
+        "ttft.server.timing_source": label(step.server_timing_source),
+        "ttft.step.tool_calls": step.tool_calls,
     }
-    attrs = llm_attributes(
-        inference_attributes(rec, err), rec, tokens, step.get("ttft_ms"), step.get("stop_reason"), own
-    )
+    attrs = llm_attributes(inference_attributes(rec, err), rec, tokens, step.ttft_ms, step.stop_reason, own)
     if err is None:
         error = None
     elif err == "cancelled":
         error = "cancelled"
     else:  # the turn's error is its failed step's
         error = (label(rec.error.message) if rec.error is not None else None) or err
-    wait = step.get("wait_ms")
-    return _chat_span(rec, start, first, visible, last, end, wait if isinstance(wait, dict) else None, attrs, error,
-                      "client")  # fmt: skip
+    wait = step.wait_ms.to_dict() if step.wait_ms is not None else None
+    return _chat_span(rec, start, first, visible, last, end, wait, attrs, error, "client")
 
 
-def _tool_step_span(rec: TurnRecord, step: Mapping[str, Any], index: int, sent: int) -> Span | None:
-    start = _after(sent, step.get("start_ms"))
+def _tool_step_span(rec: TurnRecord, step: ToolStepRecord, index: int, sent: int) -> Span | None:
+    start = _after(sent, step.start_ms)
     if start is None:
         return None
-    end = _after(sent, step.get("end_ms")) or start
-    name = label(step.get("name")) or "unknown"
+    end = _after(sent, step.end_ms) or start
+    name = label(step.name) or "unknown"
     attrs: Attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
-    if (call_id := label(step.get("call_id"))) is not None:
+    if (call_id := label(step.call_id)) is not None:
         attrs["gen_ai.tool.call.id"] = call_id
-    status = step.get("status")
-    err = TOOL_ERRORS.get(status) if isinstance(status, str) else None
-    if err is not None:
+    status = step.status
+    if (err := TOOL_ERRORS.get(status)) is not None:
         attrs["error.type"] = err
     own: dict[str, str | int | float | bool | None] = {
         "ttft.session_id": label(rec.session_id),
         "ttft.turn_index": rec.turn_index,
         "ttft.step_index": index,
-        "ttft.tool.server": label(step.get("server")),
+        "ttft.tool.server": label(step.server),
         "ttft.tool.status": label(status),
-        "ttft.tool.result_bytes": count(step.get("result_bytes")),
-        "ttft.tool.truncated": step.get("truncated") if isinstance(step.get("truncated"), bool) else None,
+        "ttft.tool.result_bytes": step.result_bytes,
+        "ttft.tool.truncated": step.truncated,
     }
     attrs.update({k: v for k, v in own.items() if v is not None})
     attrs["openinference.span.kind"] = "TOOL"

@@ -44,14 +44,16 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar, cast
 
-from ..agent.steps import Stopped, ToolStep, diagnose, join_turn
+from ..agent.steps import ToolStep, diagnose, join_turn
 from ..duration import fmt_ms
 from ..metrics import NS_PER_MS
 from ..record import TurnRecord
+from ..steps import AgentSummary, ModelStepRecord, StepRecord, Stopped, ToolStepRecord, of_kind
 from .app_spans import AppToolSpan
 from .shape import CallShape
 from .tool_join import Gaps, Timed, join
@@ -285,21 +287,22 @@ def _session(conv: _Conv, key: str, timed: Sequence[Timed | None] | None) -> Pro
     row: Sequence[Timed | None] = timed if timed is not None else [None] * len(conv.tools)
     tools = [t.step if t is not None else gap for gap, t in zip(conv.tools, row, strict=True)]
     joined = join_turn(models, tools, stopped=_stopped(models[-1]), max_steps=0)
-    agent: dict[str, Any] = {**(joined.agent or {}), **_split(models, tools)}
-    steps: list[dict[str, Any]] = []
+    assert joined.agent is not None  # join_turn's record always has its split
+    agent = _split(joined.agent, models, tools)
+    steps: list[StepRecord] = []
     marks = iter(calls)
     tool_marks = _tool_marks(conv.tools, tools, row)
     for st in joined.steps:
-        if st.get("kind") == "model":
+        if isinstance(st, ModelStepRecord):
             _, shape, retry = next(marks)
-            st = {**st, "call_index": shape.call_index, "retry": retry}
-        elif st.get("kind") == "tool":
-            st = {**st, **next(tool_marks)}
+            st = dataclasses.replace(st, call_index=shape.call_index, retry=retry)
+        elif isinstance(st, ToolStepRecord):
+            st = next(tool_marks)(st)
         steps.append(st)
     total = joined.metrics.total_ms
     own = joined.status == "error" or (not tools and len(models) == 1)  # as join_turn decides it
     diagnosis = joined.diagnosis if own else diagnose(agent, tools, total)
-    app = float(agent["time_in_app_ms"])
+    app = agent.time_in_app_ms or 0.0
     if not own and app >= APP_SHOWN_MS:
         diagnosis += f" The app's own time between calls took {_d(app)}."
     # join_turn's record is new and this function's alone: set in place, as join_turn sets its diagnosis
@@ -319,19 +322,21 @@ def _session(conv: _Conv, key: str, timed: Sequence[Timed | None] | None) -> Pro
 
 def _tool_marks(
     gaps: Sequence[ToolStep], tools: Sequence[ToolStep], row: Sequence[Timed | None]
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[Callable[[ToolStepRecord], ToolStepRecord]]:
     """What each tool step adds, in the order join_turn lists them (by start, then as given): how it was
     timed, and its app step's gap."""
     for j in sorted(range(len(tools)), key=lambda j: (tools[j].start_ns, j)):
         gap_ms = round((gaps[j].end_ns - gaps[j].start_ns) / NS_PER_MS, 3)
         t = row[j]
         if t is None:
-            yield {"timing": "gap", "gap_ms": gap_ms}
+            yield partial(dataclasses.replace, timing="gap", gap_ms=gap_ms)
         else:
-            yield {"timing": "span", "span_source": t.span.source, "matched_by": t.matched_by, "gap_ms": gap_ms}
+            yield partial(
+                dataclasses.replace, timing="span", span_source=t.span.source, matched_by=t.matched_by, gap_ms=gap_ms
+            )
 
 
-def _split(models: Sequence[TurnRecord], tools: Sequence[ToolStep]) -> dict[str, float]:
+def _split(joined: AgentSummary, models: Sequence[TurnRecord], tools: Sequence[ToolStep]) -> AgentSummary:
     """The session's span in the model, in the app's steps (tools) and in the app's own time. join_turn
     calls the rest ttft's; here it is the app's, as the proxy does nothing between calls. A model call
     that ran during a gap (traffic that does not follow the rules) counts as the model's: the parts add
@@ -340,12 +345,13 @@ def _split(models: Sequence[TurnRecord], tools: Sequence[ToolStep]) -> dict[str,
     every = model_spans + [(t.start_ns, t.end_ns) for t in tools]
     in_model, covered = _union(model_spans), _union(every)
     span = max(b for _, b in every) - min(a for a, _ in every)
-    return {
-        "time_in_model_ms": round(in_model / NS_PER_MS, 3),
-        "time_in_tools_ms": round((covered - in_model) / NS_PER_MS, 3),
-        "time_in_ttft_ms": 0.0,
-        "time_in_app_ms": round((span - covered) / NS_PER_MS, 3),
-    }
+    return dataclasses.replace(
+        joined,
+        time_in_model_ms=round(in_model / NS_PER_MS, 3),
+        time_in_tools_ms=round((covered - in_model) / NS_PER_MS, 3),
+        time_in_ttft_ms=0.0,
+        time_in_app_ms=round((span - covered) / NS_PER_MS, 3),
+    )
 
 
 def _d(ms: float) -> str:
@@ -372,32 +378,29 @@ def _union(spans: Sequence[tuple[N, N]]) -> N:
     return cast(N, total)
 
 
-def _by_tool(steps: Sequence[dict[str, Any]]) -> list[tuple[str, float]]:
+def _by_tool(steps: Sequence[StepRecord]) -> list[tuple[str, float]]:
     """Each tool's time, longest first: the gaps it ran in, each counted once."""
     spans: dict[str, list[tuple[float, float]]] = {}
-    for s in steps:
-        a, b = s.get("start_ms"), s.get("end_ms")
-        if s.get("kind") == "tool" and isinstance(a, int | float) and isinstance(b, int | float):
-            spans.setdefault(str(s.get("name")), []).append((float(a), float(max(a, b))))
+    for s in of_kind(steps, ToolStepRecord):
+        a, b = s.start_ms, s.end_ms
+        if a is not None and b is not None:
+            spans.setdefault(s.name, []).append((a, max(a, b)))
     return sorted(((name, _union(s)) for name, s in spans.items()), key=lambda kv: -kv[1])
 
 
 def summarize(record: TurnRecord) -> str:
     """One line of where a session's time went: the whole, the model calls (TTFT p50, how the input grew,
     the share read from cache), the tools (the longest three by name) and the app's own time."""
-    agent = record.agent or {}
-    in_model = float(agent.get("time_in_model_ms") or 0.0)
-    in_tools = float(agent.get("time_in_tools_ms") or 0.0)
-    in_app = float(agent.get("time_in_app_ms") or 0.0)
-    total = in_model + in_tools + in_app + float(agent.get("time_in_ttft_ms") or 0.0)
-    models = [s for s in record.steps if s.get("kind") == "model"]
+    agent = record.agent or AgentSummary()
+    in_model, in_tools, in_app = agent.time_in_model_ms, agent.time_in_tools_ms, agent.time_in_app_ms or 0.0
+    total = in_model + in_tools + in_app + agent.time_in_ttft_ms
+    models = of_kind(record.steps, ModelStepRecord)
     n = len(models)
-    ttfts = [float(s["ttft_ms"]) for s in models if isinstance(s.get("ttft_ms"), int | float)]
+    ttfts = [s.ttft_ms for s in models if s.ttft_ms is not None]
     # a failed call's counts are ttft's estimate of a request no model read: the answered calls' are the context
-    answered = [t for s in models if s.get("status") != "error" and isinstance(t := s.get("tokens"), dict)]
-    known = [t["input"] for t in answered if isinstance(t.get("input"), int)]
-    cached = [(t["input"], t["cached_input"]) for t in answered if isinstance(t.get("input"), int)]
-    cached = [(i, c) for i, c in cached if isinstance(c, int)]
+    answered = [t for s in models if s.status != "error" and (t := s.tokens) is not None]
+    known = [t.input for t in answered if t.input is not None]
+    cached = [(t.input, t.cached_input) for t in answered if t.input is not None and t.cached_input is not None]
     head: list[str] = []
     if ttfts:
         head.append(f"TTFT p50 {_d(statistics.median(ttfts))}")
@@ -411,8 +414,8 @@ def summarize(record: TurnRecord) -> str:
     read = sum(i for i, _ in cached)
     if read:
         parts.append(f"{round(100 * sum(c for _, c in cached) / read)}% of input read from cache")
-    failed = sum(1 for s in models if s.get("status") == "error")
-    retries = sum(1 for s in models if s.get("retry"))
+    failed = sum(1 for s in models if s.status == "error")
+    retries = sum(1 for s in models if s.retry)
     if failed:
         parts.append(f"{failed} failed")
     if retries:
@@ -421,8 +424,8 @@ def summarize(record: TurnRecord) -> str:
     text = f"Of {_d(total)}: {_d(in_model)} in {calls}" + (f" ({'; '.join(parts)})" if parts else "")
     if by_tool := _by_tool(record.steps):
         top = ", ".join(f"{name} {_d(ms)}" for name, ms in by_tool[:3])
-        tool_steps = [s for s in record.steps if s.get("kind") == "tool"]
-        if timed := sum(1 for s in tool_steps if s.get("timing") == "span"):
+        tool_steps = of_kind(record.steps, ToolStepRecord)
+        if timed := sum(1 for s in tool_steps if s.timing == "span"):
             top += f"; {timed} of {len(tool_steps)} timed by the app's own telemetry"
         text += f", {_d(in_tools)} in tools ({top})"
     if n > 1 or in_app > 0:

@@ -29,6 +29,7 @@ from ..diagnosis import STALL_FACTOR
 from ..metrics import OWN_DELAY_SHOWN_MS, TurnMetrics
 from ..record import TurnRecord
 from ..recorder import Snapshot
+from ..steps import ModelStepRecord, StepRecord
 from ..wire import WaitSplit
 
 STALL_MIN_MS = 100.0  # a gap a person can see; below it a 10x jump is jitter, not a stall
@@ -84,30 +85,27 @@ def _client(own_ms: float | None, before_ms: float) -> list[Segment]:
     return _seg("client", before_ms - own_ms, before_ms)
 
 
-def step_segments(steps: Sequence[dict[str, Any]], rest: str = "ttft") -> list[Segment]:
+def step_segments(steps: Sequence[StepRecord], rest: str = "ttft") -> list[Segment]:
     """A tool-using turn's steps (the record's ``steps``, or a live turn's so far) as segments, with the
     gaps no step covers as ``rest`` (``ttft``; ``app`` for a proxied app's session). A step without its
     times (a hand-edited line) is left out."""
     segs: list[Segment] = []
     spans: list[tuple[float, float]] = []
     for st in steps:
-        a, b = st.get("start_ms"), st.get("end_ms")
-        if not isinstance(a, int | float) or not isinstance(b, int | float) or b < a:
+        a, b = st.start_ms, st.end_ms
+        if a is None or b is None or b < a:
             continue
-        a, b = float(a), float(b)
         spans.append((a, b))
-        kind = st.get("kind")
-        if kind == "model":
-            ttft, vis = st.get("ttft_ms"), st.get("ttfvt_ms")
-            first = a + ttft if isinstance(ttft, int | float) else None
-            shown = a + vis if isinstance(vis, int | float) else None
+        if isinstance(st, ModelStepRecord):
+            first = a + st.ttft_ms if st.ttft_ms is not None else None
+            shown = a + st.ttfvt_ms if st.ttfvt_ms is not None else None
             segs += _seg("waiting", a, min(first, b) if first is not None else b)
             if first is not None:
                 segs += _seg("reasoning", first, min(shown, b) if shown is not None else b)
             if shown is not None:
                 segs += _seg("streaming", max(shown, a), b)
-        elif kind in ("tool", "approval"):
-            segs += _seg(str(kind), a, max(b, a))
+        else:
+            segs += _seg(st.kind, a, max(b, a))
     covered: float | None = None
     for a, b in sorted(spans):
         if covered is not None and a > covered:
@@ -157,7 +155,7 @@ def turn_timeline(rec: TurnRecord) -> Timeline:
 
 def _steps_timeline(rec: TurnRecord) -> Timeline:
     """A tool-using turn: ttft's own delay before the first send, then each step (``step_segments``)."""
-    segs = step_segments(rec.steps, "app" if "time_in_app_ms" in (rec.agent or {}) else "ttft")
+    segs = step_segments(rec.steps, rec.agent.between_steps[0] if rec.agent is not None else "ttft")
     client = _client(rec.metrics.own_delay_ms, 0.0)
     start = client[0].start_ms if client else 0.0
     end = rec.timestamps.relative_ms()["end"]
@@ -165,7 +163,7 @@ def _steps_timeline(rec: TurnRecord) -> Timeline:
     return Timeline(tuple(client + segs), (), start, end_ms, rec.status or "ok")
 
 
-def live_steps_timeline(steps: Sequence[dict[str, Any]], own_delay_ms: float | None, phase: str) -> Timeline:
+def live_steps_timeline(steps: Sequence[StepRecord], own_delay_ms: float | None, phase: str) -> Timeline:
     """A tool-using turn in flight, from its steps so far (``telemetry.agent.steps.live_steps``)."""
     segs = step_segments(steps)
     client = _client(own_delay_ms, 0.0)

@@ -46,7 +46,7 @@ def srv():
 
 
 def _kinds(record: api.TurnRecord) -> list[tuple[str, str]]:
-    return [(s["kind"], s.get("status") or s.get("answer")) for s in record.steps]
+    return [(s.kind, getattr(s, "status", None) or getattr(s, "answer", None)) for s in record.steps]
 
 
 def test_an_mcp_tool_the_user_approved_runs_and_its_answer_goes_back(env: Path, srv: AgentServer) -> None:
@@ -55,11 +55,11 @@ def test_an_mcp_tool_the_user_approved_runs_and_its_answer_goes_back(env: Path, 
     assert record.status == "ok" and record.answer.strip() == "Done."
     assert _kinds(record) == [("model", "ok"), ("tool", "ok"), ("model", "ok")]
     tool = record.steps[1]
-    assert tool["name"] == "echo" and tool["result_bytes"] == len("from the tool")
+    assert tool.name == "echo" and tool.result_bytes == len("from the tool")
     assert len(srv.requests) == 2 and "from the tool" in json.dumps(srv.requests[1]["messages"][-1])
     assert record.metrics.mcp_start_ms is not None and record.metrics.mcp_start_ms > 0
     logged = [json.loads(line) for line in (env / "sessions" / "api-tools.jsonl").read_text().splitlines()]
-    assert [r["steps"] for r in logged] == [list(record.steps)]  # logged as returned
+    assert [r["steps"] for r in logged] == [[s.to_dict() for s in record.steps]]  # logged as returned
 
 
 def test_an_approve_function_sees_each_call_and_its_no_goes_back_to_the_model(env: Path, srv: AgentServer) -> None:
@@ -166,3 +166,4 @@ def test_a_server_that_does_not_start_is_said_as_a_warning_and_the_turn_goes_on(
         record = api.run_turn(target, "go", tools=[gone], approve="all", log=False)
     # offered no tools, the model still asked for one: the call failed, the model read why and answered
     assert record.status == "ok" and _kinds(record) == [("model", "ok"), ("tool", "error"), ("model", "ok")]
+

@@ -32,6 +32,7 @@ from ttft.backends.agent.loop import AgentTurn
 from ttft.backends.base import build_request
 from ttft.backends.providers.registry import create_backend
 from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.steps import ModelStepRecord, ToolStepRecord
 
 from tests.fakes.agent_server import AgentServer, Call, Step
 from tests.support.tool_host import FakeHost, FakeTool
@@ -72,13 +73,15 @@ def main() -> None:
             if i == 0:
                 continue  # the first turn pays the imports and the first connection
             m1, tool, m2 = rec.steps
+            assert isinstance(m1, ModelStepRecord) and isinstance(m2, ModelStepRecord)
+            assert isinstance(tool, ToolStepRecord) and tool.end_ms is not None and m1.end_ms is not None
             assert rec.agent is not None and rec.timestamps.sent is not None
-            rows["m1"].append(m1["ttft_ms"])
-            rows["tool"].append(tool["duration_ms"])
-            rows["m2"].append(m2["ttft_ms"])
-            rows["own"].append(rec.agent["time_in_ttft_ms"] / 2)
-            rows["gap1"].append(tool["start_ms"] - m1["end_ms"])
-            rows["gap2"].append((second_arrival - rec.timestamps.sent) / 1e6 - tool["end_ms"])
+            rows["m1"].append(m1.ttft_ms)
+            rows["tool"].append(tool.duration_ms)
+            rows["m2"].append(m2.ttft_ms)
+            rows["own"].append(rec.agent.time_in_ttft_ms / 2)
+            rows["gap1"].append(tool.start_ms - m1.end_ms)
+            rows["gap2"].append((second_arrival - rec.timestamps.sent) / 1e6 - tool.end_ms)
 
     def med(k: str) -> float:
         return statistics.median(rows[k])

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 async def run(turns: int, model_ms: float, tool_ms: float, answer_ms: float) -> list[tuple[float, float]]:
     from ttft.backends.providers.registry import create_backend
+    from ttft.telemetry.steps import ToolStepRecord
     from ttft.tui.chat.app import ChatApp
     from ttft.tui.tool_servers import ToolServers
 
@@ -53,11 +54,11 @@ async def run(turns: int, model_ms: float, tool_ms: float, answer_ms: float) -> 
                         raise SystemExit(f"turn {n} did not end")
                     await pilot.pause(0.02)
                 rec = app.chat.session.records[-1]
-                tool = next(s for s in rec.steps if s["kind"] == "tool")
-                assert rec.agent is not None and rec.timestamps.sent is not None
-                tool_end_ns = rec.timestamps.sent + int(tool["end_ms"] * 1e6)
+                tool = next(s for s in rec.steps if isinstance(s, ToolStepRecord))
+                assert rec.agent is not None and rec.timestamps.sent is not None and tool.end_ms is not None
+                tool_end_ns = rec.timestamps.sent + int(tool.end_ms * 1e6)
                 if n > 1:
-                    out.append((rec.agent["time_in_ttft_ms"], (srv.arrived_ns[arrived + 1] - tool_end_ns) / 1e6))
+                    out.append((rec.agent.time_in_ttft_ms, (srv.arrived_ns[arrived + 1] - tool_end_ns) / 1e6))
     return out
 
 

@@ -42,8 +42,8 @@ from ttft.backends.base import ChatRequest, Message  # noqa: E402
 from ttft.backends.local.engine import create  # noqa: E402
 from ttft.backends.local.speculative import SPEC_MIN_MATCH, SPEC_NUM_PRED, PromptLookup  # noqa: E402
 from ttft.telemetry import events as ev  # noqa: E402
+from ttft.telemetry.metrics import speculative_summary  # noqa: E402
 from ttft.telemetry.settings import TurnSettings  # noqa: E402
-from ttft.telemetry.speculative import speculative_summary  # noqa: E402
 
 DECODE_PROMPT = "Write a long story about a lighthouse keeper and a storm."
 ORDERS = """def summarize_orders(orders, tax_rate, discount_codes):

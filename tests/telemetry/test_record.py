@@ -222,7 +222,7 @@ def test_hostile_values_anywhere_give_a_record_or_a_record_error(place: tuple[st
 
 
 def _draft_figures(engine: object, timings: object) -> dict[str, Any] | None:
-    """What telemetry/speculative.py's docstring promises for this server data, worked out here: the
+    """What telemetry/metrics.py's section on speculative decoding promises for this server data, worked out here: the
     engine's own counts when it reported a ``speculative`` object, else llama-server's ``draft_n`` (no
     ``predicted_n``, so no steps); nothing when nothing was drafted or a count is no number."""
     try:

@@ -34,6 +34,7 @@ from ...telemetry.agent.steps import ToolStep, tool_step
 from ...telemetry.log.turns import SessionLog
 from ...telemetry.record import TurnRecord
 from ...telemetry.recorder import TurnRecorder
+from ...telemetry.steps import StepRecord
 from ..runner import LiveTurn
 from ..screens.approve import Approval, ApproveScreen, Reply
 from ..tool_servers import ToolServers
@@ -147,7 +148,7 @@ class ChatTools:
         return turn
 
 
-def live_steps(live: LiveTurn | None, now_ns: int) -> tuple[dict[str, Any], ...]:
+def live_steps(live: LiveTurn | None, now_ns: int) -> tuple[StepRecord, ...]:
     """A tool-using turn in flight's steps so far (() for any other turn)."""
     return live.core.live_steps(now_ns) if live is not None and live.core is not None else ()
 

@@ -159,8 +159,8 @@ def summary_line(rec: TurnRecord) -> str:
     if rec.agent is not None:
         a = rec.agent
         parts.append(
-            f"{a.get('step_count')} steps: model {f(a.get('time_in_model_ms'))}, tools {f(a.get('time_in_tools_ms'))},"
-            f" ttft {f(a.get('time_in_ttft_ms'))}"
+            f"{a.step_count} steps: model {f(a.time_in_model_ms)}, tools {f(a.time_in_tools_ms)},"
+            f" ttft {f(a.time_in_ttft_ms)}"
         )
     elif rec.tool_calls:
         n = len(rec.tool_calls)

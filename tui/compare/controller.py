@@ -27,6 +27,7 @@ from ...backends.turn import warm_up
 from ...telemetry.agent.steps import ToolStep, tool_step
 from ...telemetry.record import TurnRecord
 from ...telemetry.recorder import TurnRecorder
+from ...telemetry.steps import ToolStepRecord
 from ..format import visible_controls
 from ..runner import LoopThread
 from ..screens.approve import Approval, ApproveScreen, Reply
@@ -224,7 +225,7 @@ class PaneController:
         async with view.ui_lock:
             await view.step_began(recorder)
 
-    async def _ui_tool(self, pane: int, step: dict[str, Any], text: str | None) -> None:
+    async def _ui_tool(self, pane: int, step: ToolStepRecord, text: str | None) -> None:
         view = self.host.views[pane]
         async with view.ui_lock:
             await view.tool_ended(step, text)

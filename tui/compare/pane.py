@@ -19,6 +19,7 @@ from textual.widgets import Static
 
 from ...telemetry.record import TurnRecord
 from ...telemetry.recorder import TurnRecorder
+from ...telemetry.steps import ToolStepRecord
 from ...telemetry.view.render import RenderLag
 from ...telemetry.view.timeline import Timeline, live_timeline, turn_timeline
 from ..format import kept_after_cancel, short_spec_str
@@ -111,7 +112,7 @@ class PaneView(Vertical):
         await self.box.mount(self.message)
         self.recorder = recorder
 
-    async def tool_ended(self, step: dict[str, Any], text: str | None) -> None:
+    async def tool_ended(self, step: ToolStepRecord, text: str | None) -> None:
         """A call's result, under the step that asked for it."""
         if self.box is not None:
             await self.box.mount(ToolRun(step, text))  # the next step's answer is mounted after it

@@ -200,9 +200,8 @@ def pane_done_text(rec: TurnRecord, wins: Sequence[str] = ()) -> Text:
     t.append(f" · TPOT {_ms(m.tpot_ms)} · E2E {_ms(m.e2e_ms)}")
     out = rec.tokens.output
     t.append(f" · {out if out is not None else '—'} tok")
-    if rec.agent:  # a tool-using turn: its steps and where its time went besides the model
-        a = rec.agent
-        t.append(f" · {a.get('step_count', '—')} steps · tools {_ms(a.get('time_in_tools_ms'))}")
+    if (a := rec.agent) is not None:  # a tool-using turn: its steps and where its time went besides the model
+        t.append(f" · {a.step_count} steps · tools {_ms(a.time_in_tools_ms)}")
     if rec.cost is not None:
         t.append(f" · {fmt_usd(rec.cost.total_usd)}")
     if wins:

@@ -16,7 +16,6 @@ from textual.containers import VerticalScroll
 from textual.widgets import Sparkline, Static
 
 from ...backends.attachments import fmt_size
-from ...telemetry.agent.steps import step_count
 from ...telemetry.cost import fmt_usd
 from ...telemetry.duration import DASH, fmt_ms
 from ...telemetry.log.secrets import mask
@@ -26,6 +25,7 @@ from ...telemetry.recorder import Snapshot
 from ...telemetry.server.gauges import turn_gauges
 from ...telemetry.server.prompt_share import attachment_cost
 from ...telemetry.server.timings import ServerTimings, load_import_ms, server_timings
+from ...telemetry.steps import RUNNING, ApprovalStepRecord, ModelStepRecord, StepRecord, ToolStepRecord, step_count
 from ...telemetry.view.timeline import Timeline
 from ...telemetry.wire import LIVE_LABEL, LLAMA_SERVER, PROBE, HttpInfo, WaitSplit
 from ..format import PHASE_COLOR, fmt_num, short_model, short_spec, turn_label
@@ -51,20 +51,20 @@ def live_text(
     snap: Snapshot,
     attempts: Sequence[Any] = (),
     lag: dict[str, Any] | None = None,
-    steps: Sequence[dict[str, Any]] = (),
+    steps: Sequence[StepRecord] = (),
 ) -> Text:
     """The lines describing a turn in flight (``steps``: a tool-using turn's so far; the figures below
     them are its current model step's)."""
     t = Text()
     if steps:  # where the loop is: the step running now, numbered as the rows and the record's step_count count
         last = steps[-1]
-        if last.get("kind") == "approval" and last.get("answer") is None:
+        if isinstance(last, ApprovalStepRecord) and last.answer is None:
             t.append(" APPROVAL ", style="bold reverse yellow")
             t.append(f"  {_now_doing(last)}\n", style="bold")
             return t  # likewise while the person is asked
         t.append(f" STEP {step_count(steps)} ", style="bold reverse blue")
         t.append(f"  {_now_doing(last)}\n", style="bold")
-        if last.get("kind") == "tool" and last.get("status") == "running":
+        if isinstance(last, ToolStepRecord) and last.status == RUNNING:
             return t  # the model step before the call has ended: its phase and speed are not what happens now
     color = PHASE_COLOR.get(snap.phase, "")
     t.append(f" {snap.phase.upper()} ", style=f"bold reverse {color}")
@@ -119,7 +119,7 @@ def _own_row(t: Text, own_ms: float | None) -> None:
 
 
 def _draft_row(t: Text, d: dict[str, Any] | None) -> None:
-    """Speculative decoding (``telemetry.speculative``), live or for the whole turn."""
+    """Speculative decoding (``telemetry.metrics.speculative_summary``), live or for the whole turn."""
     if d:
         per_step = f" · {d['tokens_per_step']:.1f} tok/step" if d.get("tokens_per_step") else ""
         _row(t, "draft", f"{d['acceptance_rate']:.0%} accepted ({d['accepted']}/{d['drafted']}){per_step}")
@@ -237,44 +237,39 @@ def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def _step_value(st: dict[str, Any]) -> tuple[str, str]:
+def _step_value(st: StepRecord) -> tuple[str, str]:
     """One step of a tool-using turn as a row: its label and what it took, from the record's step."""
-    took = fmt_ms(_num(st.get("duration_ms")))
-    match st.get("kind"):
-        case "model":
-            ttft = _num(st.get("ttft_ms"))
-            calls = st.get("tool_calls") or 0
-            asked = f" · {calls} call{'s' * (calls != 1)}" if isinstance(calls, int) and calls else ""
-            status = st.get("status")
-            end = f" · {status}" if status not in ("ok", None) else ""
-            return "model", f"{took} · TTFT {fmt_ms(ttft)}{asked}{end}"
-        case "tool":
-            size = st.get("result_bytes")
-            shown = f" · {fmt_size(size)}" if isinstance(size, int) and st.get("status") in ("ok", "error") else ""
-            cut = " (cut)" if st.get("truncated") else ""
-            return "tool", f"{st.get('name') or '?'} · {took} · {st.get('status') or '?'}{shown}{cut}"
-        case "approval":
-            answer = st.get("answer") or "asking"
-            return "asked", f"{st.get('name') or '?'} · {took} · {answer}"
-    return str(st.get("kind") or "?"), took
+    took = fmt_ms(st.duration_ms)
+    match st:
+        case ModelStepRecord():
+            calls = st.tool_calls
+            asked = f" · {calls} call{'s' * (calls != 1)}" if calls else ""
+            end = f" · {st.status}" if st.status != "ok" else ""
+            return "model", f"{took} · TTFT {fmt_ms(st.ttft_ms)}{asked}{end}"
+        case ToolStepRecord():
+            shown = f" · {fmt_size(st.result_bytes)}" if st.status in ("ok", "error") else ""
+            cut = " (cut)" if st.truncated else ""
+            return "tool", f"{st.name or '?'} · {took} · {st.status or '?'}{shown}{cut}"
+        case ApprovalStepRecord():
+            return "asked", f"{st.name or '?'} · {took} · {st.answer or 'asking'}"
 
 
-def _now_doing(st: dict[str, Any]) -> str:
+def _now_doing(st: StepRecord) -> str:
     label, value = _step_value(st)
-    if st.get("kind") == "approval" and st.get("answer") is None:
-        return f"waiting for your approval of {st.get('name') or '?'} ({fmt_ms(_num(st.get('duration_ms')))})"
-    if st.get("kind") == "tool" and st.get("status") == "running":
-        return f"running tool {st.get('name') or '?'} ({fmt_ms(_num(st.get('duration_ms')))})"
+    if isinstance(st, ApprovalStepRecord) and st.answer is None:
+        return f"waiting for your approval of {st.name or '?'} ({fmt_ms(st.duration_ms)})"
+    if isinstance(st, ToolStepRecord) and st.status == RUNNING:
+        return f"running tool {st.name or '?'} ({fmt_ms(st.duration_ms)})"
     return f"{label}: {value}"
 
 
-def steps_rows(t: Text, steps: Sequence[dict[str, Any]]) -> None:
+def steps_rows(t: Text, steps: Sequence[StepRecord]) -> None:
     """Each step of a tool-using turn as a row (the first ``STEP_ROWS``; the rest counted), numbered as
     ``step_count`` counts, so the last number is the count above them; a wait for approval is an unnumbered row."""
     n = 0
     for st in steps[:STEP_ROWS]:
         label, value = _step_value(st)
-        if st.get("kind") == "approval":
+        if isinstance(st, ApprovalStepRecord):
             _row(t, f"    {label}"[:LABEL_W], value, "dim")
             continue
         n += 1
@@ -289,17 +284,15 @@ def _agent_rows(t: Text, rec: TurnRecord) -> None:
     a = rec.agent
     if a is None:
         return
-    n = a.get("step_count")
     # a proxied app's session (ttft proxy): the time between its calls is the app's own, ttft did none of it
-    rest = ("app", "time_in_app_ms") if "time_in_app_ms" in a else ("ttft", "time_in_ttft_ms")
+    whose, between = a.between_steps
     split = (
-        f"{n} · model {fmt_ms(_num(a.get('time_in_model_ms')))} · tools {fmt_ms(_num(a.get('time_in_tools_ms')))}"
-        f" · {rest[0]} {fmt_ms(_num(a.get(rest[1])), digits=1)}"
+        f"{a.step_count} · model {fmt_ms(a.time_in_model_ms)} · tools {fmt_ms(a.time_in_tools_ms)}"
+        f" · {whose} {fmt_ms(between, digits=1)}"
     )
     _row(t, "steps", split)
-    if "time_in_approval_ms" in a:
-        asked = a.get("approval_steps")
-        _row(t, "  your approval", f"{fmt_ms(_num(a.get('time_in_approval_ms')))} ({asked} asked)")
+    if a.time_in_approval_ms is not None:
+        _row(t, "  your approval", f"{fmt_ms(a.time_in_approval_ms)} ({a.approval_steps} asked)")
     steps_rows(t, rec.steps)
 
 
@@ -392,7 +385,7 @@ class TelemetryPane(VerticalScroll):
         snap: Snapshot,
         attempts: Sequence[Any] = (),
         lag: dict[str, Any] | None = None,
-        steps: Sequence[dict[str, Any]] = (),
+        steps: Sequence[StepRecord] = (),
         *,
         graphs: bool = True,
     ) -> None:

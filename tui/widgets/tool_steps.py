@@ -3,12 +3,12 @@
 A result is outside text (a tool server's): every character shown is made visible first, never run,
 and a long one is folded to its first lines (the model got it whole, or cut at the loop's cap, which
 the line says). A logged turn keeps only each result's size, so a reopened turn shows how each call
-ended, not its text. The figures come from the step as the record lists it (``telemetry.agent.steps``).
+ended, not its text. The figures come from the step as the record lists it (``telemetry.steps``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Group
@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from ...backends.attachments import fmt_size
 from ...telemetry.duration import fmt_ms
+from ...telemetry.steps import ApprovalStepRecord, StepRecord, ToolStepRecord, of_kind
 from ..format import visible_controls
 
 RESULT_LINES = 8  # a result's first lines shown; the rest folded
@@ -47,36 +48,31 @@ def fold(text: str) -> tuple[str, str | None]:
     return shown + " …", f"{more}{len(text):,} characters in all (the model read them all)"
 
 
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-
-def result_title(step: Mapping[str, Any]) -> Text:
+def result_title(step: ToolStepRecord) -> Text:
     """``↳ search · web · ok · 1.2 KB · 250 ms`` for a tool step as the record lists it."""
-    status = str(step.get("status") or "?")
-    t = Text.assemble(("↳ ", "dim"), (visible_controls(str(step.get("name") or "?")), "bold cyan"))
-    if step.get("server"):
-        t.append(f" · {visible_controls(str(step['server']))}", style="dim")
+    status = step.status or "?"
+    t = Text.assemble(("↳ ", "dim"), (visible_controls(step.name or "?"), "bold cyan"))
+    if step.server:
+        t.append(f" · {visible_controls(step.server)}", style="dim")
     t.append(" · ")
-    t.append(status, style=STATUS_STYLE.get(status, ""))
-    size = step.get("result_bytes")
-    if status in ("ok", "error") and isinstance(size, int):
-        t.append(f" · {fmt_size(size)}", style="dim")
-        if step.get("truncated"):
+    t.append(visible_controls(status), style=STATUS_STYLE.get(status, ""))
+    if status in ("ok", "error"):
+        t.append(f" · {fmt_size(step.result_bytes)}", style="dim")
+        if step.truncated:
             t.append(" (cut before the model read it)", style="yellow")
     if status not in ("denied",):
-        t.append(f" · {fmt_ms(_num(step.get('duration_ms')))}", style="dim")
+        t.append(f" · {fmt_ms(step.duration_ms)}", style="dim")
     return t
 
 
-def result_view(step: Mapping[str, Any], text: str | None, asked: Mapping[str, Any] | None = None) -> Group:
+def result_view(step: ToolStepRecord, text: str | None, asked: ApprovalStepRecord | None = None) -> Group:
     """One call's result: its title line, the person's answer when they were asked, and its text folded
     (``text`` None: not kept, as in a reopened log)."""
     parts: list[Any] = [result_title(step)]
     if asked is not None:
-        answer = ANSWER_WORDS.get(str(asked.get("answer")), str(asked.get("answer") or "asked"))
-        parts.append(Text(f"  you {answer} after {fmt_ms(_num(asked.get('duration_ms')))}", style="dim"))
-    status = step.get("status")
+        answer = ANSWER_WORDS.get(asked.answer or "", asked.answer or "asked")
+        parts.append(Text(f"  you {answer} after {fmt_ms(asked.duration_ms)}", style="dim"))
+    status = step.status
     if status == "denied":
         parts.append(Text("  not run: the model was told you did not allow it", style="dim italic"))
     elif status == "cancelled":
@@ -92,16 +88,16 @@ def result_view(step: Mapping[str, Any], text: str | None, asked: Mapping[str, A
     return Group(*parts)
 
 
-def logged_results(steps: Sequence[Mapping[str, Any]], calls: int) -> list[Group | None]:
+def logged_results(steps: Sequence[StepRecord], calls: int) -> list[Group | None]:
     """For a logged turn's ``calls`` tool calls (in order), each one's result as its tool step says it (the
     steps pair with the calls in order; a call with no step, e.g. one the turn never reached, gets None)."""
-    tools = [s for s in steps if s.get("kind") == "tool"]
-    asked = {s.get("call_id"): s for s in steps if s.get("kind") == "approval" and s.get("call_id")}
+    tools = of_kind(steps, ToolStepRecord)
+    asked = {s.call_id: s for s in of_kind(steps, ApprovalStepRecord) if s.call_id}
     out: list[Group | None] = []
     for i in range(calls):
         if i < len(tools):
             step = tools[i]
-            out.append(result_view(step, None, asked.get(step.get("call_id")) if step.get("call_id") else None))
+            out.append(result_view(step, None, asked.get(step.call_id) if step.call_id else None))
         else:
             out.append(None)
     return out
@@ -118,6 +114,6 @@ class ToolRun(Static):
     }
     """
 
-    def __init__(self, step: Mapping[str, Any], text: str | None, asked: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, step: ToolStepRecord, text: str | None, asked: ApprovalStepRecord | None = None) -> None:
         super().__init__(result_view(step, text, asked), classes="tool-run")
-        self.step = dict(step)
+        self.step = step

@@ -63,14 +63,14 @@ def test_parallel_calls_run_at_once_and_count_once_in_the_split() -> None:
     rec = agent.result.record
     assert rec is not None and rec.status == "ok"
     assert host.max_in_flight == 2
-    tools = [s for s in rec.steps if s["kind"] == "tool"]
-    assert len(tools) == 2 and all(s["duration_ms"] >= 250 for s in tools)
+    tools = [s for s in rec.steps if s.kind == "tool"]
+    assert len(tools) == 2 and all(s.duration_ms >= 250 for s in tools)
     split = rec.agent
-    assert split is not None and split["step_count"] == 4 and split["stopped"] == "answer"
-    assert 250 <= split["time_in_tools_ms"] < sum(s["duration_ms"] for s in tools)  # overlap counted once
+    assert split is not None and split.step_count == 4 and split.stopped == "answer"
+    assert 250 <= split.time_in_tools_ms < sum(s.duration_ms for s in tools)  # overlap counted once
     total = rec.metrics.total_ms
     assert total is not None
-    in_parts = split["time_in_model_ms"] + split["time_in_tools_ms"] + split["time_in_ttft_ms"]
+    in_parts = split.time_in_model_ms + split.time_in_tools_ms + split.time_in_ttft_ms
     assert in_parts == pytest.approx(total, abs=1.0)
     assert "tool `a` on server `fake`" in rec.diagnosis or "tool `b` on server `fake`" in rec.diagnosis
 
@@ -89,7 +89,7 @@ def test_a_tools_failure_goes_back_as_an_error_result_and_the_model_answers() ->
     assert "RuntimeError" in results[0]["content"] and "no tool named 'nope'" in results[1]["content"]
     assert "not valid JSON" in results[2]["content"] and results[3]["content"] == "42"
     assert host.calls == [("boom", {}), ("fine", {"q": "x"})]  # malformed arguments never reach the tool
-    assert sorted(s["status"] for s in rec.steps if s["kind"] == "tool") == ["error", "error", "error", "ok"]
+    assert sorted(s.status for s in rec.steps if s.kind == "tool") == ["error", "error", "error", "ok"]
 
 
 def test_the_step_limit_stops_the_loop_and_says_so() -> None:
@@ -97,7 +97,7 @@ def test_the_step_limit_stops_the_loop_and_says_so() -> None:
     agent, srv = _run([Step(calls=(Call("again"),))], host, max_steps=3)
     rec = agent.result.record
     assert rec is not None and len(srv.requests) == 3 and len(host.calls) == 2
-    assert rec.agent is not None and rec.agent["stopped"] == "max_steps" and rec.agent["model_steps"] == 3
+    assert rec.agent is not None and rec.agent.stopped == "max_steps" and rec.agent.model_steps == 3
     assert "max_steps" in rec.notices and "--max-steps (3)" in rec.diagnosis
 
 
@@ -109,7 +109,7 @@ def test_without_consent_no_tool_runs_and_the_turn_stops() -> None:
     rec = agent.result.record
     assert rec is not None and host.calls == [] and len(srv.requests) == 1
     assert rec.status == "error" and rec.error is not None and rec.error.type == "tool_not_allowed"
-    assert [(s["name"], s["status"]) for s in rec.steps if s["kind"] == "tool"] == [("b", "denied")]
+    assert [(s.name, s.status) for s in rec.steps if s.kind == "tool"] == [("b", "denied")]
     assert "--allow-tool" in rec.diagnosis
 
 
@@ -126,7 +126,7 @@ def test_cancelling_during_a_tool_keeps_every_step_that_arrived(sunk: list[TurnR
     agent, _ = _run([Step(calls=(Call("slow"),)), Step(text="never")], host, during=cancel_in_the_tool)
     rec = agent.result.record
     assert rec is not None and rec.status == "cancelled"
-    assert [(s["kind"], s["status"]) for s in rec.steps] == [("model", "ok"), ("tool", "cancelled")]
+    assert [(s.kind, s.status) for s in rec.steps] == [("model", "ok"), ("tool", "cancelled")]
     assert rec.tool_calls[0]["name"] == "slow" and rec.metrics.ttft_ms is not None
     assert sunk[-1] is rec  # delivered (logged and sunk) although cancelled
 
@@ -156,8 +156,8 @@ def test_results_are_capped_before_the_model_and_a_cut_is_said() -> None:
         rec = asyncio.run(go())
         sent = next(m for m in srv.requests[1]["messages"] if m["role"] == "tool")["content"]
     assert len(sent.encode()) <= 1001 and sent == "é" * 500  # cut on a character boundary
-    step = next(s for s in rec.steps if s["kind"] == "tool")
-    assert step["truncated"] is True and step["result_bytes"] == 200_000
+    step = next(s for s in rec.steps if s.kind == "tool")
+    assert step.truncated is True and step.result_bytes == 200_000
     assert notices and "cut to 1000 of 200000 bytes" in notices[0]
 
 
@@ -205,10 +205,10 @@ def test_with_someone_to_ask_each_call_is_asked_about_and_a_denial_goes_back_to_
     assert [c for c, _ in host.calls] == ["a", "a"]
     results = [m["content"] for m in sent if m.get("role") == "tool"]
     assert results == ["A!", "Error: The user did not allow this call of b: it did not run.", "A!"]  # no error flag
-    kinds = [(s["kind"], s.get("status") or s.get("answer")) for s in rec.steps]
+    kinds = [(s.kind, getattr(s, "status", None) or getattr(s, "answer", None)) for s in rec.steps]
     assert kinds[:3] == [("model", "ok"), ("approval", "always"), ("approval", "deny")]
     assert sorted(k for k in kinds[3:6]) == [("tool", "denied"), ("tool", "ok"), ("tool", "ok")]
-    assert rec.agent is not None and rec.agent["stopped"] == "answer" and rec.agent["approval_steps"] == 2
+    assert rec.agent is not None and rec.agent.stopped == "answer" and rec.agent.approval_steps == 2
     assert "b" not in consent.denied  # a denial is for that call only
 
 
@@ -246,4 +246,4 @@ def test_cancelling_while_asked_keeps_the_wait_as_an_unanswered_approval() -> No
         asyncio.run(go())
     rec = agent.result.record
     assert rec is not None and rec.status == "cancelled" and host.calls == []
-    assert [(s["kind"], s.get("answer")) for s in rec.steps] == [("model", None), ("approval", "cancelled")]
+    assert [(s.kind, getattr(s, "answer", None)) for s in rec.steps] == [("model", None), ("approval", "cancelled")]

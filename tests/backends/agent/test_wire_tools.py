@@ -105,8 +105,8 @@ def test_tools_go_out_and_results_come_back_in_each_apis_form(srv: AgentServer, 
     )
     assert sorted(host.calls) == [("clock", {"q": "utc"}), ("search", {"q": "tokyo"})]
     assert rec.status == "ok" and rec.answer.strip() == "It is noon in Tokyo."
-    assert [s["kind"] for s in rec.steps] == ["model", "tool", "tool", "model"]
-    assert [(s["name"], s["status"]) for s in rec.steps if s["kind"] == "tool"] in (
+    assert [s.kind for s in rec.steps] == ["model", "tool", "tool", "model"]
+    assert [(s.name, s.status) for s in rec.steps if s.kind == "tool"] in (
         [("search", "ok"), ("clock", "error")],
         [("clock", "error"), ("search", "ok")],
     )

@@ -88,7 +88,7 @@ def test_tools_allowed_run_through_the_agent_loop_and_the_callers_host_stays_ope
     result = asyncio.run(run_ask(plan, AgentListener(on_tool=lambda step, _: tools.append(step.name))))
     record = result.record
     assert record.status == "ok" and record.answer.strip() == "It is noon."
-    assert [s["kind"] for s in record.steps] == ["model", "tool", "model"]
+    assert [s.kind for s in record.steps] == ["model", "tool", "model"]
     assert result.agent is not None and len(result.agent.models) == 2
     assert tools == ["search"] and host.calls == [("search", {"q": "noon"})]
     assert not host.closed  # the caller's: never closed by the turn
@@ -114,7 +114,7 @@ def test_a_denial_goes_back_to_the_model_and_the_turn_goes_on(env: Path, agent_s
     )
     record = result.record
     assert record.status == "ok" and asked == [("search", 0, 1)] and host.calls == []
-    said = [(s["kind"], s.get("status") or s.get("answer")) for s in record.steps]
+    said = [(s.kind, getattr(s, "status", None) or getattr(s, "answer", None)) for s in record.steps]
     assert said == [("model", "ok"), ("approval", "deny"), ("tool", "denied"), ("model", "ok")]
     assert "did not allow" in json.dumps(agent_srv.requests[-1])  # the model read why
 

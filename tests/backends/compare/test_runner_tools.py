@@ -48,7 +48,7 @@ async def test_every_pane_runs_the_loop_on_the_shared_host_and_is_logged_once(sr
     assert len(host.calls) == 2 and sorted(steps) == [0, 0, 1, 1]
     for recs in res.records:
         (rec,) = recs
-        assert rec.status == "ok" and rec.agent is not None and rec.agent["step_count"] == 3
+        assert rec.status == "ok" and rec.agent is not None and rec.agent.step_count == 3
     logged = log.records()
     assert len(logged) == 2
     assert sorted(r["extra"]["pane"] for r in logged) == [0, 1]

@@ -298,7 +298,7 @@ ORDERS = """def summarize(orders, tax_rate):
 
 
 async def test_speculative_turn_reports_its_drafting_while_it_streams(backend) -> None:
-    from ttft.telemetry.speculative import draft_stats
+    from ttft.telemetry.metrics import draft_stats
 
     in_worker(backend, clear_cache)
     prompt = "Rename the variable result to totals in this Python function and show the whole function:\n\n" + ORDERS

@@ -10,10 +10,10 @@ import pytest
 from ttft.backends.local.models import LocalModelError
 from ttft.backends.local.speculative import SPEC_MIN_MATCH, SPEC_NUM_PRED, PromptLookup, SpecSettings
 from ttft.telemetry import events as ev
+from ttft.telemetry.metrics import draft_stats, speculative_summary
 from ttft.telemetry.record import TurnRecord
 from ttft.telemetry.recorder import TurnRecorder
 from ttft.telemetry.settings import TurnSettings
-from ttft.telemetry.speculative import draft_stats, speculative_summary
 from ttft.tui.chat.app import ChatApp
 from ttft.tui.widgets.telemetry_pane import live_text, record_text
 

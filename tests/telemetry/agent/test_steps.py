@@ -8,6 +8,7 @@ import json
 from ttft.telemetry import events as ev
 from ttft.telemetry.agent.steps import ToolStep, diagnose, join_turn, split
 from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.steps import AgentSummary, ApprovalStepRecord, ModelStepRecord, ToolStepRecord
 
 from tests.support.turns import at, recorder
 
@@ -32,11 +33,13 @@ def _turn() -> TurnRecord:
 
 def test_steps_in_order_on_the_turns_clock_with_their_own_figures() -> None:
     rec = _turn()
-    kinds = [(s["kind"], s["start_ms"], s["end_ms"]) for s in rec.steps]
+    kinds = [(s.kind, s.start_ms, s.end_ms) for s in rec.steps]
     assert kinds == [("model", 0.0, 160.0), ("tool", 165.0, 415.0), ("model", 420.0, 530.0)]
     first, tool, second = rec.steps
-    assert first["ttft_ms"] == 150.0 and second["ttft_ms"] == 100.0 and first["tool_calls"] == 1
-    assert tool == {
+    assert isinstance(first, ModelStepRecord) and isinstance(second, ModelStepRecord)
+    assert first.ttft_ms == 150.0 and second.ttft_ms == 100.0 and first.tool_calls == 1
+    assert isinstance(tool, ToolStepRecord)
+    assert tool.to_dict() == {
         "kind": "tool",
         "start_ms": 165.0,
         "end_ms": 415.0,
@@ -51,7 +54,7 @@ def test_steps_in_order_on_the_turns_clock_with_their_own_figures() -> None:
     # top-level figures keep their meaning: TTFT the first step's, E2E to the final answer
     assert rec.metrics.ttft_ms == 150.0 and rec.metrics.e2e_ms == 520.0 and rec.metrics.total_ms == 530.0
     assert rec.metrics.ttfvt_ms == 150.0 and rec.answer == "noon" and rec.tool_calls[0]["name"] == "search"
-    assert rec.agent == {
+    assert rec.agent is not None and rec.agent.to_dict() == {
         "time_in_model_ms": 270.0,
         "time_in_tools_ms": 250.0,
         "time_in_ttft_ms": 10.0,
@@ -67,7 +70,10 @@ def test_steps_in_order_on_the_turns_clock_with_their_own_figures() -> None:
 def test_the_diagnosis_names_the_dominant_tool_and_its_server() -> None:
     models = [_model(0, 300, 400, call="search"), _model(3300, 3900, 4100, text="x")]
     tools = [ToolStep("search", "web", at(400), at(3300), "ok")]
-    agent = {**split(models, tools), "step_count": 3, "stopped": "answer", "max_steps": 10}
+    in_model, in_tools, own, _ = split(models, tools)
+    agent = AgentSummary(
+        time_in_model_ms=in_model, time_in_tools_ms=in_tools, time_in_ttft_ms=own, step_count=3, max_steps=10
+    )
     text = diagnose(agent, tools, 4100.0)
     assert text == "2.9 of 4.1 s went to the tool `search` on server `web`; the model's own steps took 1.2 s."
 
@@ -75,13 +81,14 @@ def test_the_diagnosis_names_the_dominant_tool_and_its_server() -> None:
 def test_parallel_tools_count_once_and_the_gaps_are_ttfts_own() -> None:
     models = [_model(0, 10, 20, call="a"), _model(130, 140, 150, text="x")]
     tools = [ToolStep("a", "", at(25), at(125), "ok"), ToolStep("b", "", at(30), at(120), "ok")]
-    assert split(models, tools) == {"time_in_model_ms": 40.0, "time_in_tools_ms": 100.0, "time_in_ttft_ms": 10.0}
+    assert split(models, tools) == (40.0, 100.0, 10.0, None)
 
 
 def test_the_json_reads_back_and_a_turn_without_tools_keeps_its_form() -> None:
     rec = _turn()
     d = rec.to_dict()
-    assert d["steps"] == list(rec.steps) and d["agent"]["step_count"] == 3
+    assert d["steps"] == [s.to_dict() for s in rec.steps] and d["agent"]["step_count"] == 3
+    assert [s["kind"] for s in d["steps"]] == ["model", "tool", "model"] and "call_index" not in d["steps"][0]
     again = TurnRecord.from_dict(d)
     assert again.steps == rec.steps and again.agent == rec.agent
     assert again.to_dict() == d
@@ -109,8 +116,8 @@ def test_a_wait_for_an_answer_is_an_approval_step_and_not_ttfts_own_time() -> No
     asked = [ApprovalStep("search", "web", at(162), at(2162), "once", "c1")]
     tools = [ToolStep("search", "web", at(2165), at(2415), "ok", 1200, False, "c1")]
     rec = join_turn(models, tools, stopped="answer", max_steps=10, approvals=asked)
-    assert [s["kind"] for s in rec.steps] == ["model", "approval", "tool", "model"]
-    assert rec.steps[1] == {
+    assert [s.kind for s in rec.steps] == ["model", "approval", "tool", "model"]
+    assert rec.steps[1].to_dict() == {
         "kind": "approval",
         "start_ms": 162.0,
         "end_ms": 2162.0,
@@ -120,11 +127,11 @@ def test_a_wait_for_an_answer_is_an_approval_step_and_not_ttfts_own_time() -> No
         "duration_ms": 2000.0,
         "answer": "once",
     }
-    assert rec.steps[0]["duration_ms"] == 160.0  # a model step's own span
+    assert rec.steps[0].duration_ms == 160.0  # a model step's own span
     agent = rec.agent
     assert agent is not None
-    assert agent["time_in_approval_ms"] == 2000.0 and agent["approval_steps"] == 1
-    assert agent["time_in_ttft_ms"] == 10.0 and agent["step_count"] == 3  # approvals are not steps of the loop
+    assert agent.time_in_approval_ms == 2000.0 and agent.approval_steps == 1
+    assert agent.time_in_ttft_ms == 10.0 and agent.step_count == 3  # approvals are not steps of the loop
     assert "Waiting for your approval took 2.0 s." in rec.diagnosis
     from ttft.telemetry.export.table import row, unlisted
 
@@ -144,11 +151,13 @@ def test_the_steps_of_a_turn_in_flight_end_now() -> None:
     running = ToolStep("search", "web", at(300), at(300), "ok", call_id="c1")
     asked = ApprovalStep("search", "web", at(120), at(290), "once", "c1")
     steps = live_steps([r], [], [asked], [running], at(500))
-    assert [(s["kind"], s["start_ms"], s["end_ms"]) for s in steps] == [
+    assert [(s.kind, s.start_ms, s.end_ms) for s in steps] == [
         ("model", 0.0, 110.0),
         ("approval", 120.0, 290.0),
         ("tool", 300.0, 500.0),
     ]
-    assert steps[0]["ttft_ms"] == 100.0 and steps[2]["status"] == "running"
+    model, _, tool = steps
+    assert isinstance(model, ModelStepRecord) and model.ttft_ms == 100.0
+    assert isinstance(tool, ToolStepRecord) and tool.status == "running"
     pending = live_steps([r], [], [], [], at(400), ApprovalStep("search", "web", at(120), at(120), "cancelled"))
-    assert pending[-1]["answer"] is None and pending[-1]["end_ms"] == 400.0
+    assert isinstance(pending[-1], ApprovalStepRecord) and pending[-1].answer is None and pending[-1].end_ms == 400.0

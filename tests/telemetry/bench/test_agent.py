@@ -10,6 +10,7 @@ from ttft.telemetry.bench.agent import CSV_COLUMNS, agent_figures, agent_sentenc
 from ttft.telemetry.bench.aggregate import aggregate_level
 from ttft.telemetry.bench.requests import read_bench
 from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.steps import AgentSummary
 
 TOOL_MS = 50.0
 
@@ -82,9 +83,8 @@ def test_a_levels_turns_give_steps_time_to_answer_split_and_tool_errors() -> Non
 
 
 def test_own_time_per_gap_needs_two_model_steps() -> None:
-    assert per_gap_ms({"time_in_ttft_ms": 6.0, "model_steps": 4}) == pytest.approx(1.0)
-    assert per_gap_ms({"time_in_ttft_ms": 6.0, "model_steps": 1}) is None
-    assert per_gap_ms({"time_in_ttft_ms": "x", "model_steps": 2}) is None
+    assert per_gap_ms(AgentSummary(time_in_ttft_ms=6.0, model_steps=4)) == pytest.approx(1.0)
+    assert per_gap_ms(AgentSummary(time_in_ttft_ms=6.0, model_steps=1)) is None
 
 
 def test_the_level_reads_tpot_and_itl_within_each_model_step_never_across_the_tools() -> None:

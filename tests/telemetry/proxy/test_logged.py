@@ -14,6 +14,7 @@ from ttft.telemetry.proxy.logged import LOG_KEY, ended_at, read_call, shape_fiel
 from ttft.telemetry.proxy.sessions import rebuild
 from ttft.telemetry.proxy.shape import CallShape
 from ttft.telemetry.record import TurnRecord
+from ttft.telemetry.steps import ModelStepRecord, of_kind
 
 from tests.telemetry.proxy.test_sessions import call
 
@@ -48,9 +49,9 @@ def test_the_sessions_rebuilt_from_the_log_are_the_proxys_own() -> None:
         assert a.record.agent is not None and b.record.agent is not None
         # each record's wall offset is read on its own (two clocks read one after the other): tens of µs apart
         for k in ("time_in_model_ms", "time_in_tools_ms", "time_in_app_ms"):
-            assert b.record.agent[k] == pytest.approx(a.record.agent[k], abs=0.2), k
-        assert [st["kind"] for st in b.record.steps] == [st["kind"] for st in a.record.steps]
-    assert [st.get("retry") for st in theirs[0].record.steps if st["kind"] == "model"] == [False, False, True, False]
+            assert getattr(b.record.agent, k) == pytest.approx(getattr(a.record.agent, k), abs=0.2), k
+        assert [st.kind for st in b.record.steps] == [st.kind for st in a.record.steps]
+    assert [st.retry for st in of_kind(theirs[0].record.steps, ModelStepRecord)] == [False, False, True, False]
 
 
 def test_a_call_read_back_keeps_its_figures_and_shape() -> None:

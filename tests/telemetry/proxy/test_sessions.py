@@ -81,12 +81,13 @@ def call(
 
 
 def _kinds(s: ProxySession) -> list[tuple[str, float, float]]:
-    return [(st["kind"], st["start_ms"], st["end_ms"]) for st in s.record.steps]
+    return [(st.kind, st.start_ms, st.end_ms) for st in s.record.steps]
 
 
 def _split_total(s: ProxySession) -> float:
-    a = s.record.agent or {}
-    return a["time_in_model_ms"] + a["time_in_tools_ms"] + a["time_in_ttft_ms"] + a["time_in_app_ms"]
+    a = s.record.agent
+    assert a is not None and a.time_in_app_ms is not None
+    return a.time_in_model_ms + a.time_in_tools_ms + a.time_in_ttft_ms + a.time_in_app_ms
 
 
 def _loop() -> list[tuple[TurnRecord, CallShape]]:
@@ -102,13 +103,13 @@ def test_a_tool_loop_is_two_model_steps_and_the_apps_step_covers_the_gap() -> No
     assert s.call_indices == (0, 1) and s.client == CLIENT and s.key == "call-0"
     assert _kinds(s) == [("model", 0.0, 1000.0), ("tool", 1000.0, 3500.0), ("model", 3500.0, 4200.0)]
     tool = s.record.steps[1]
-    assert (tool["name"], tool["server"], tool["call_id"], tool["duration_ms"]) == ("Bash", CLIENT, "toolu_1", 2500.0)
-    assert [st.get("call_index") for st in s.record.steps] == [0, None, 1]
+    assert (tool.name, tool.server, tool.call_id, tool.duration_ms) == ("Bash", CLIENT, "toolu_1", 2500.0)
+    assert [getattr(st, "call_index", None) for st in s.record.steps] == [0, None, 1]
     agent = s.record.agent
     assert agent is not None
-    assert agent["time_in_model_ms"] == 1700.0 and agent["time_in_tools_ms"] == 2500.0
-    assert agent["time_in_app_ms"] == 0.0 and agent["time_in_ttft_ms"] == 0.0
-    assert (agent["model_steps"], agent["tool_steps"], agent["stopped"]) == (2, 1, "answer")
+    assert agent.time_in_model_ms == 1700.0 and agent.time_in_tools_ms == 2500.0
+    assert agent.time_in_app_ms == 0.0 and agent.time_in_ttft_ms == 0.0
+    assert (agent.model_steps, agent.tool_steps, agent.stopped) == (2, 1, "answer")
     assert s.record.metrics.ttft_ms == 100.0 and s.record.tokens.input == 24_400
     assert "went to the tool `Bash`" in s.record.diagnosis
 
@@ -120,8 +121,8 @@ def test_time_without_tool_results_is_the_apps_own_not_the_tools() -> None:
     ]
     [s] = rebuild(calls)
     assert [k for k, _, _ in _kinds(s)] == ["model", "model"]
-    assert s.record.agent is not None and s.record.agent["time_in_app_ms"] == 4000.0
-    assert s.record.agent["time_in_tools_ms"] == 0.0
+    assert s.record.agent is not None and s.record.agent.time_in_app_ms == 4000.0
+    assert s.record.agent.time_in_tools_ms == 0.0
     assert s.summary == (
         "Of 5.6 s: 1.6 s in 2 model calls (TTFT p50 100 ms, 1.0k input tokens each; 0% of input read from cache),"
         " 4.0 s in the app between calls."
@@ -141,8 +142,8 @@ def test_interleaved_sub_agents_are_kept_apart() -> None:
     ]
     main, sub = rebuild(calls)
     assert main.call_indices == (0, 4) and sub.call_indices == (1, 2, 3)
-    assert [st["name"] for st in main.record.steps if st["kind"] == "tool"] == ["Task"]
-    assert [st["name"] for st in sub.record.steps if st["kind"] == "tool"] == ["Read", "Grep"]
+    assert [st.name for st in main.record.steps if st.kind == "tool"] == ["Task"]
+    assert [st.name for st in sub.record.steps if st.kind == "tool"] == ["Read", "Grep"]
     assert _kinds(main)[1] == ("tool", 1000.0, 2500.0)
 
 
@@ -177,8 +178,8 @@ def test_a_429_then_its_retry_are_two_calls_of_one_step() -> None:
         call(2, 3050, 3800, ("u1", "a1", "r1"), results=("c1",), retry=1),
     ]
     [s] = rebuild(calls)
-    models = [st for st in s.record.steps if st["kind"] == "model"]
-    assert [(m["call_index"], m["status"], m["retry"]) for m in models] == [
+    models = [st for st in s.record.steps if st.kind == "model"]
+    assert [(m.call_index, m.status, m.retry) for m in models] == [
         (0, "ok", False),
         (1, "error", False),
         (2, "ok", True),
@@ -186,21 +187,21 @@ def test_a_429_then_its_retry_are_two_calls_of_one_step() -> None:
     # the tool ran until the first attempt carried its result; the back-off after the 429 is the app's own
     assert _kinds(s)[1] == ("tool", 900.0, 2000.0)
     agent = s.record.agent
-    assert agent is not None and agent["time_in_tools_ms"] == 1100.0 and agent["time_in_app_ms"] == 1000.0
-    assert s.record.status == "ok" and agent["stopped"] == "answer"
+    assert agent is not None and agent.time_in_tools_ms == 1100.0 and agent.time_in_app_ms == 1000.0
+    assert s.record.status == "ok" and agent.stopped == "answer"
     assert "(TTFT p50 100 ms, 1.0k input tokens each; 0% of input read from cache; 1 failed; 1 retry)" in s.summary
 
 
 def test_the_same_list_after_a_failure_is_a_retry_without_the_header() -> None:
     calls = [call(0, 0, 30, ("u1",), status=529), call(1, 1000, 1500, ("u1",))]
     [s] = rebuild(calls)
-    assert [st["retry"] for st in s.record.steps] == [False, True]
+    assert [st.retry for st in s.record.steps] == [False, True]
 
 
 def test_a_call_that_got_no_answer_is_still_a_step() -> None:
     calls = [call(0, 0, 30000, ("u1",), status=None)]
     [s] = rebuild(calls)
-    assert s.record.status == "error" and s.record.steps[0]["status"] == "error"
+    assert s.record.status == "error" and s.record.steps[0].status == "error"
     assert s.summary == "Of 30 s: 30 s in 1 model call (1 failed)."
 
 
@@ -240,8 +241,8 @@ def test_the_summary_line_has_the_figures() -> None:
         " 80% of input read from cache), 12 s in tools (Bash 12 s, Read 1.0 s), 3.0 s in the app between calls."
     )
     assert _split_total(s) == 22_000.0
-    bash = [st for st in s.record.steps if st["kind"] == "tool" and st["name"] == "Bash"]
-    assert [(b["start_ms"], b["end_ms"], b["call_id"]) for b in bash] == [
+    bash = [st for st in s.record.steps if st.kind == "tool" and st.name == "Bash"]
+    assert [(b.start_ms, b.end_ms, b.call_id) for b in bash] == [
         (2000.0, 13_000.0, "a"),
         (15_000.0, 16_000.0, "c"),
     ]
@@ -288,7 +289,8 @@ def test_the_exports_and_the_timeline_read_a_session_as_a_chat_turn() -> None:
     assert diagnose_turn(s.record)
     out = s.to_dict()
     assert (out["key"], out["call_indices"], out["summary"]) == ("call-0", [0, 1, 2], s.summary)
-    assert out["agent"] == s.record.agent and out["steps"] == list(s.record.steps)
+    assert s.record.agent is not None and out["agent"] == s.record.agent.to_dict()
+    assert out["steps"] == [st.to_dict() for st in s.record.steps]
     json.dumps(out)
 
 
@@ -362,13 +364,13 @@ def test_every_call_is_in_one_session_and_each_split_adds_up_to_its_span(
     seen = [i for s in sessions for i in s.call_indices]
     assert sorted(seen) == sorted(sh.call_index for _, sh in calls)
     for s in sessions:
-        starts = [st["start_ms"] for st in s.record.steps]
-        ends = [st["end_ms"] for st in s.record.steps]
+        starts = [st.start_ms for st in s.record.steps]
+        ends = [st.end_ms for st in s.record.steps]
         assert abs(_split_total(s) - (max(ends) - min(starts))) < 0.01
-        assert s.record.agent is not None and s.record.agent["time_in_app_ms"] >= 0
-        assert [st["call_index"] for st in s.record.steps if st["kind"] == "model"] == list(s.call_indices)
+        assert s.record.agent is not None and s.record.agent.time_in_app_ms >= 0
+        assert [st.call_index for st in s.record.steps if st.kind == "model"] == list(s.call_indices)
         assert s.summary.startswith("Of ") and s.summary.endswith(".")
-        assert all(st["end_ms"] >= st["start_ms"] for st in s.record.steps)
+        assert all(st.end_ms >= st.start_ms for st in s.record.steps)
 
 
 def test_a_record_without_times_takes_the_shapes() -> None:
@@ -376,4 +378,4 @@ def test_a_record_without_times_takes_the_shapes() -> None:
     shape = CallShape(call_index=7, start_ns=at(10), end_ns=at(40), api="chat.completions", status=None)
     [s] = rebuild([(bare, shape)])
     assert s.call_indices == (7,) and _kinds(s) == [("model", 0.0, 30.0)]
-    assert s.record.agent is not None and s.record.agent["time_in_model_ms"] == 30.0
+    assert s.record.agent is not None and s.record.agent.time_in_model_ms == 30.0

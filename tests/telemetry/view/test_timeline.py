@@ -98,15 +98,18 @@ def test_phase_spans_lay_the_phases_end_to_end_from_the_send() -> None:
 
 
 def test_a_tool_using_turn_draws_each_step_and_ttfts_own_time_between() -> None:
+    from ttft.telemetry.steps import steps_from_json
     from ttft.telemetry.view.timeline import step_segments
 
-    steps = [
-        {"kind": "model", "start_ms": 0.0, "end_ms": 160.0, "ttft_ms": 150.0, "ttfvt_ms": None},
-        {"kind": "approval", "start_ms": 162.0, "end_ms": 900.0},
-        {"kind": "tool", "start_ms": 905.0, "end_ms": 1155.0},
-        {"kind": "model", "start_ms": 1160.0, "end_ms": 1270.0, "ttft_ms": 100.0, "ttfvt_ms": 100.0},
-        {"kind": "tool", "start_ms": "bad", "end_ms": None},  # a hand-edited line: left out
-    ]
+    steps = steps_from_json(
+        [
+            {"kind": "model", "start_ms": 0.0, "end_ms": 160.0, "ttft_ms": 150.0, "ttfvt_ms": None},
+            {"kind": "approval", "start_ms": 162.0, "end_ms": 900.0},
+            {"kind": "tool", "start_ms": 905.0, "end_ms": 1155.0},
+            {"kind": "model", "start_ms": 1160.0, "end_ms": 1270.0, "ttft_ms": 100.0, "ttfvt_ms": 100.0},
+            {"kind": "tool", "start_ms": "bad", "end_ms": None},  # a hand-edited line: left out
+        ]
+    )
     got = [(s.phase, s.start_ms, s.end_ms) for s in step_segments(steps)]
     assert got == [
         ("waiting", 0.0, 150.0),

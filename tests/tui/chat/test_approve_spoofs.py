@@ -101,7 +101,7 @@ async def test_a_spoofed_call_shows_its_command_and_allows_only_after_the_end(ar
             await pilot.press("a")
             await wait_until(pilot, lambda: bool(app.chat.session.records) and not app.chat.busy, timeout=WAIT_S)
             assert host.calls == [("search", arguments)]
-            assert app.chat.session.records[-1].steps[1]["answer"] == "once"
+            assert app.chat.session.records[-1].steps[1].answer == "once"
 
 
 async def test_deny_is_open_before_the_end_is_shown() -> None:
@@ -116,7 +116,7 @@ async def test_deny_is_open_before_the_end_is_shown() -> None:
             await pilot.press("escape")
             await wait_until(pilot, lambda: bool(app.chat.session.records) and not app.chat.busy, timeout=WAIT_S)
             assert host.calls == []
-            assert next(s for s in app.chat.session.records[-1].steps if s["kind"] == "tool")["status"] == "denied"
+            assert next(s for s in app.chat.session.records[-1].steps if s.kind == "tool").status == "denied"
 
 
 class _Host(App[None]):

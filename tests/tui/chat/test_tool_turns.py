@@ -7,7 +7,6 @@ wire (tests/fakes/agent_server.py); the tools are an in-process host, or the rea
 from __future__ import annotations
 
 import io
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from rich.console import Console
 from textual.widgets import Static
 from ttft.backends.providers.registry import create_backend
 from ttft.telemetry.log.turns import read_records
+from ttft.telemetry.steps import ToolStepRecord
 from ttft.tui.chat.app import ChatApp
 from ttft.tui.screens.approve import ApproveScreen
 from ttft.tui.tool_servers import ToolServers
@@ -84,9 +84,9 @@ async def test_allow_once_runs_the_call_and_the_model_reads_its_result(search_th
         await _finished(pilot, app)
         rec = app.chat.session.records[-1]
         assert rec.status == "ok" and rec.answer.strip() == "It is noon."
-        assert [s["kind"] for s in rec.steps] == ["model", "approval", "tool", "model"]
-        assert rec.steps[1]["answer"] == "once" and rec.steps[2]["status"] == "ok"
-        assert rec.agent is not None and rec.agent["approval_steps"] == 1 and rec.agent["time_in_approval_ms"] > 0
+        assert [s.kind for s in rec.steps] == ["model", "approval", "tool", "model"]
+        assert rec.steps[1].answer == "once" and rec.steps[2].status == "ok"
+        assert rec.agent is not None and rec.agent.approval_steps == 1 and rec.agent.time_in_approval_ms > 0
         assert host.calls == [("search", {"q": "noon"})]
         (result,) = _tool_messages(search_then_answer.requests[-1])
         assert result["content"].startswith("found: it is noon")
@@ -121,10 +121,10 @@ async def test_always_allow_holds_for_the_chat_and_a_new_turn_is_not_asked(searc
         await _send(pilot, "second")
         await _finished(pilot, app, 2)
         first, second = app.chat.session.records
-        assert [s["kind"] for s in first.steps] == ["model", "approval", "tool", "model"]
-        assert first.steps[1]["answer"] == "always"
-        assert [s["kind"] for s in second.steps] == ["model", "tool", "model"]  # nobody asked
-        assert second.agent is not None and "approval_steps" not in second.agent
+        assert [s.kind for s in first.steps] == ["model", "approval", "tool", "model"]
+        assert first.steps[1].answer == "always"
+        assert [s.kind for s in second.steps] == ["model", "tool", "model"]  # nobody asked
+        assert second.agent is not None and second.agent.approval_steps is None
         assert len(host.calls) == 2
 
 
@@ -139,8 +139,8 @@ async def test_deny_tells_the_model_the_call_did_not_run_and_the_loop_goes_on(
         await _finished(pilot, app)
         rec = app.chat.session.records[-1]
         assert rec.status == "ok" and host.calls == []
-        tool = next(s for s in rec.steps if s["kind"] == "tool")
-        assert tool["status"] == "denied"
+        tool = next(s for s in rec.steps if s.kind == "tool")
+        assert tool.status == "denied"
         (result,) = _tool_messages(search_then_answer.requests[-1])
         assert "did not allow" in result["content"]
         assert "↳ search · fake · denied" in _shown(app)
@@ -153,13 +153,13 @@ async def test_escape_in_the_dialog_denies_and_a_regenerate_asks_again(search_th
         await _send(pilot, "what time is it?")
         await _answer(pilot, app, "escape")
         await _finished(pilot, app)
-        assert next(s for s in app.chat.session.records[-1].steps if s["kind"] == "tool")["status"] == "denied"
+        assert next(s for s in app.chat.session.records[-1].steps if s.kind == "tool").status == "denied"
         await pilot.press("f5")  # regenerate: the loop again, with its tools, and the call asked about again
         await _answer(pilot, app, "a")
         await _finished(pilot, app, 2)
         again = app.chat.session.records[-1]
         assert again.branch_of == 0 and host.calls == [("search", {"q": "noon"})]
-        assert [s["kind"] for s in again.steps] == ["model", "approval", "tool", "model"]
+        assert [s.kind for s in again.steps] == ["model", "approval", "tool", "model"]
 
 
 async def test_esc_during_a_slow_tool_stops_the_loop_and_keeps_every_step(search_then_answer: AgentServer) -> None:
@@ -175,15 +175,15 @@ async def test_esc_during_a_slow_tool_stops_the_loop_and_keeps_every_step(search
         await _finished(pilot, app)
         rec = app.chat.session.records[-1]
         assert rec.status == "cancelled"
-        assert [s["kind"] for s in rec.steps] == ["model", "approval", "tool"]
-        assert rec.steps[-1]["status"] == "cancelled" and rec.agent is not None
-        assert rec.agent["stopped"] == "cancelled"
+        assert [s.kind for s in rec.steps] == ["model", "approval", "tool"]
+        assert rec.steps[-1].status == "cancelled" and rec.agent is not None
+        assert rec.agent.stopped == "cancelled"
         (logged,) = read_records(app.chat.session.log.path)
         assert logged["status"] == "cancelled" and len(logged["steps"]) == 3
         assert len(search_then_answer.requests) == 1  # the model was not asked again
         assert "cancelled" in _shown(app)
         # the turn ends with the call Esc stopped, not with the model step before it: no part outweighs the whole
-        assert rec.metrics.total_ms is not None and rec.metrics.total_ms >= rec.steps[-1]["end_ms"] - 0.01
+        assert rec.metrics.total_ms is not None and rec.metrics.total_ms >= rec.steps[-1].end_ms - 0.01
         assert "the 2 steps that arrived are kept" in _shown(app) and "nothing had arrived" not in _shown(app)
 
 
@@ -196,8 +196,8 @@ async def test_x_in_the_dialog_stops_the_turn_while_it_waits_for_an_answer(searc
         await _finished(pilot, app)
         rec = app.chat.session.records[-1]
         assert rec.status == "cancelled" and host.calls == []
-        assert [s["kind"] for s in rec.steps] == ["model", "approval"]
-        assert rec.steps[1]["answer"] == "cancelled"
+        assert [s.kind for s in rec.steps] == ["model", "approval"]
+        assert rec.steps[1].answer == "cancelled"
 
 
 async def test_a_resumed_session_shows_each_call_and_how_it_ended(search_then_answer: AgentServer) -> None:
@@ -232,8 +232,8 @@ async def test_the_real_mcp_server_over_stdio_answers_the_models_call(tmp_path: 
             await _answer(pilot, app, "a")
             await _finished(pilot, app)
             rec = app.chat.session.records[-1]
-            tool = next(s for s in rec.steps if s["kind"] == "tool")
-            assert tool["status"] == "ok" and tool["server"] == "fake" and rec.answer.strip() == "done"
+            tool = next(s for s in rec.steps if s.kind == "tool")
+            assert tool.status == "ok" and tool.server == "fake" and rec.answer.strip() == "done"
             (result,) = _tool_messages(srv.requests[-1])
             assert result["content"] == "hi \x1b[2J there"  # the model gets the result as the tool gave it
             text = _shown(app)
@@ -260,13 +260,13 @@ async def test_the_local_engine_says_once_that_it_takes_no_tools() -> None:
 
 
 def test_tool_results_in_the_transcript_fold_when_long() -> None:
-    step = {"name": "big", "server": "s", "status": "ok", "result_bytes": 50_000, "duration_ms": 3.0}
+    step = ToolStepRecord(name="big", server="s", status="ok", result_bytes=50_000, duration_ms=3.0)
     run = ToolRun(step, "\n".join(f"line {i}" for i in range(100)))
     console = Console(width=120, file=io.StringIO(), record=True)
     console.print(run.content)
     text = console.export_text()
     assert "line 7" in text and "line 8" not in text and "92 more lines" in text
-    assert json.dumps(step)  # the step is the record's form
+    assert "↳ big · s · ok · 50 KB · 3 ms" in text  # the step's own figures head it
 
 
 async def test_an_older_tool_using_turn_is_compacted_with_its_calls_and_results(
@@ -324,7 +324,7 @@ async def test_arguments_nested_past_the_guard_are_refused_without_asking_and_th
             assert not isinstance(app.screen, ApproveScreen)  # nothing that cannot run is put to the person
             rec = app.chat.session.records[-1]
             assert rec.status == "ok" and rec.answer.strip() == "I could not search." and host.calls == []
-            assert [(s["kind"], s.get("status")) for s in rec.steps] == [
+            assert [(s.kind, getattr(s, "status", None)) for s in rec.steps] == [
                 ("model", "ok"),
                 ("tool", "refused"),
                 ("model", "ok"),

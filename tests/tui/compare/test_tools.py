@@ -84,10 +84,10 @@ async def test_each_panes_call_is_asked_about_on_its_own(srv: AgentServer) -> No
         assert host.calls == [("search", {"q": "noon"})]  # the allowed pane's call, and that one only
         for label, status in ((allowed, "ok"), (denied, "denied")):
             rec = recs[label]
-            assert rec.status == "ok" and rec.agent["step_count"] == 3
-            assert [s["kind"] for s in rec.steps if s["kind"] != "approval"] == ["model", "tool", "model"]
-            assert next(s for s in rec.steps if s["kind"] == "tool")["status"] == status
-            assert [s["answer"] for s in rec.steps if s["kind"] == "approval"] == ["once" if status == "ok" else "deny"]
+            assert rec.status == "ok" and rec.agent.step_count == 3
+            assert [s.kind for s in rec.steps if s.kind != "approval"] == ["model", "tool", "model"]
+            assert next(s for s in rec.steps if s.kind == "tool").status == status
+            assert [s.answer for s in rec.steps if s.kind == "approval"] == ["once" if status == "ok" else "deny"]
         # each pane drew its call's result, the tool's text shown and never run
         runs = {label: list(app.query_one(f"#pane-{label}", PaneView).query(ToolRun)) for label in ("A", "B")}
         assert len(runs["A"]) == len(runs["B"]) == 1
@@ -111,7 +111,7 @@ async def test_always_in_one_pane_holds_in_every_pane(srv: AgentServer) -> None:
         await _done(pilot, app)
         assert not isinstance(app.screen, ApproveScreen)
         assert len(host.calls) == 2
-        assert all(r.status == "ok" and r.agent["step_count"] == 3 for r in _records(app).values())
+        assert all(r.status == "ok" and r.agent.step_count == 3 for r in _records(app).values())
 
 
 async def test_allow_tools_from_the_command_line_asks_nothing(srv: AgentServer) -> None:
@@ -122,7 +122,7 @@ async def test_allow_tools_from_the_command_line_asks_nothing(srv: AgentServer) 
         await _done(pilot, app)
         assert len(host.calls) == 2
         for rec in _records(app).values():
-            assert rec.status == "ok" and not any(s["kind"] == "approval" for s in rec.steps)
+            assert rec.status == "ok" and not any(s.kind == "approval" for s in rec.steps)
 
 
 async def test_the_prompt_given_on_the_command_line_waits_for_theservers_holding(srv: AgentServer) -> None:

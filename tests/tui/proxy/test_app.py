@@ -352,8 +352,8 @@ async def test_the_apps_own_spans_time_the_sessions_tool_steps_whatever_the_filt
         assert list(app.rows()) == [] and "0 pass" in head_text(app) and len(app.app_spans) == 1
         [session] = app.sessions
         assert "Bash 1.5 s; 1 of 1 timed by the app's own telemetry" in session.summary
-        [bash] = [st for st in session.record.steps if st["kind"] == "tool"]
-        assert (bash["timing"], bash["matched_by"], bash["gap_ms"]) == ("span", "call_id", 2500.0)
+        [bash] = [st for st in session.record.steps if st.kind == "tool"]
+        assert (bash.timing, bash.matched_by, bash.gap_ms) == ("span", "call_id", 2500.0)
 
 
 async def test_a_slow_rebuild_spaces_out_the_next_one(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,6 +8,7 @@ from ttft.telemetry import events as ev
 from ttft.telemetry.record import TurnRecord
 from ttft.telemetry.recorder import Snapshot, TurnRecorder
 from ttft.telemetry.settings import TurnSettings
+from ttft.telemetry.steps import ApprovalStepRecord, ModelStepRecord, StepRecord, ToolStepRecord
 from ttft.tui.widgets.telemetry_pane import LABEL_W, live_text, record_text, steps_rows
 
 from tests.support.tui_support import MS, T0
@@ -92,21 +93,19 @@ def _finished_step() -> Snapshot:
     return rec.snapshot(T0 + 900 * MS)
 
 
-STEPS = [
-    {"kind": "model", "duration_ms": 11.0, "ttft_ms": 9.0, "status": "ok", "tool_calls": 1},
-]
+STEPS: list[StepRecord] = [ModelStepRecord(duration_ms=11.0, ttft_ms=9.0, status="ok", tool_calls=1)]
 
 
 def test_while_the_person_is_asked_the_pane_says_so_and_shows_no_speed() -> None:
-    asking = {"kind": "approval", "name": "search", "duration_ms": 880.0, "answer": None}
+    asking = ApprovalStepRecord(name="search", duration_ms=880.0, answer=None)
     text = live_text(_finished_step(), steps=[*STEPS, asking]).plain
     assert "APPROVAL" in text and "waiting for your approval of search" in text
     assert "speed" not in text and " OK " not in text and "STEP" not in text
 
 
 def test_while_a_tool_runs_the_pane_counts_the_step_and_shows_no_speed() -> None:
-    running = {"kind": "tool", "name": "search", "duration_ms": 300.0, "status": "running"}
-    approved = {"kind": "approval", "name": "search", "duration_ms": 500.0, "answer": "once"}
+    running = ToolStepRecord(name="search", duration_ms=300.0, status="running")
+    approved = ApprovalStepRecord(name="search", duration_ms=500.0, answer="once")
     text = live_text(_finished_step(), steps=[*STEPS, approved, running]).plain
     assert "STEP 2" in text and "running tool search" in text
     assert "speed" not in text and " OK " not in text
@@ -115,9 +114,9 @@ def test_while_a_tool_runs_the_pane_counts_the_step_and_shows_no_speed() -> None
 def test_the_rows_are_numbered_as_the_step_count_counts() -> None:
     steps = [
         *STEPS,
-        {"kind": "approval", "name": "search", "duration_ms": 500.0, "answer": "once"},
-        {"kind": "tool", "name": "search", "duration_ms": 30.0, "status": "ok", "result_bytes": 10},
-        {"kind": "model", "duration_ms": 40.0, "ttft_ms": 9.0, "status": "ok"},
+        ApprovalStepRecord(name="search", duration_ms=500.0, answer="once"),
+        ToolStepRecord(name="search", duration_ms=30.0, status="ok", result_bytes=10),
+        ModelStepRecord(duration_ms=40.0, ttft_ms=9.0, status="ok"),
     ]
     t = Text()
     steps_rows(t, steps)
