@@ -133,7 +133,9 @@ class AgentTurn:
     """One tool-using turn, run by :meth:`run`: its settings and its listener are given here, and what it
     leaves is in :attr:`result` (``result.record`` is set, and logged, when it ends, also when it is
     cancelled: ``run`` then re-raises). ``first``: the first step's recorder, made (and stamped
-    Submitted) by the caller; ``submitted_ns``: when the person asked, where the caller made none."""
+    Submitted) by the caller; ``submitted_ns``: when the person asked, where the caller made none.
+    ``before_finish``: given each model step's recorder as the turn ends, before it is finished (the API's
+    loop lag)."""
 
     def __init__(
         self,
@@ -149,8 +151,10 @@ class AgentTurn:
         listener: AgentListener = AgentListener(),
         first: TurnRecorder | None = None,
         submitted_ns: int | None = None,
+        before_finish: Callable[[TurnRecorder], None] | None = None,
     ) -> None:
         self.backend, self.request, self.host, self.consent = backend, request, host, consent
+        self.before_finish = before_finish
         self.session_id, self.turn_index, self.log = session_id, turn_index, log
         self.settings, self.listener = settings, listener
         self.first, self.submitted_ns = first, submitted_ns
@@ -190,6 +194,9 @@ class AgentTurn:
         finally:
             if not self._steps:  # cancelled before the first step was even made
                 self._steps.append(self.first if self.first is not None else self._recorder_for(self.request))
+            if self.before_finish is not None:
+                for r in self._steps:
+                    self.before_finish(r)
             self.result.models = [r.finish() for r in self._steps]
             self.result.record, self.result.log_error = deliver_record(
                 join_turn(

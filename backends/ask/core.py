@@ -43,7 +43,7 @@ class Offered:
 
 class TurnCore:
     """One turn of ``request`` on ``backend``; ``recorder`` is its first step's, made by the caller.
-    ``before_finish``: given a plain turn's recorder once its stream is over (the API's loop lag)."""
+    ``before_finish``: given each model step's recorder once its stream is over (the API's loop lag)."""
 
     def __init__(
         self,
@@ -78,6 +78,7 @@ class TurnCore:
                 settings=settings,
                 listener=self.listener,
                 first=recorder,
+                before_finish=before_finish,
             )
 
     async def run(self) -> TurnRecord:

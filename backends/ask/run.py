@@ -16,7 +16,7 @@ goes on: :meth:`AskTurn.ended` gives that record to whoever caught it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -93,7 +93,7 @@ class AskTurn:
         else:
             try:
                 if self.plan.tools.offered:
-                    await self._tooled(backend, submitted)
+                    await self._tooled(backend, submitted, share)
                 else:
                     await self._plain(backend, submitted, share)
             finally:
@@ -151,27 +151,15 @@ class AskTurn:
         recorder = self._first(backend, submitted)
         if self.listener.on_step is not None:
             self.listener.on_step(recorder)
-        if share is None:
-            self.core = TurnCore(backend, self.plan.request, recorder, log=self.log, listener=self.listener)
-            await self.core.run()
-            return
-
-        def lag(rec: TurnRecorder) -> None:
-            ts = rec.timestamps()
-            rec.loop_lag_ms = share.lag_ms(ts.sent, ts.first_token)
-
         self.core = TurnCore(
-            backend, self.plan.request, recorder, log=self.log, listener=self.listener, before_finish=lag
+            backend, self.plan.request, recorder, log=self.log, listener=self.listener, before_finish=_lag(share)
         )
-        share.begin(recorder, submitted)
-        try:
-            await self.core.run()
-        finally:
-            share.end(recorder)
+        await _watched(self.core, share, recorder, submitted)
 
-    async def _tooled(self, backend: Backend, submitted: int) -> None:
+    async def _tooled(self, backend: Backend, submitted: int, share: LoopShare | None) -> None:
         """A turn with tools: the servers started (their start is its own figure, not ttft's own delay),
-        the agent loop run, the servers ended; the loop records and logs the turn, cancelled too."""
+        the agent loop run, the servers ended; the loop records and logs the turn, cancelled too. On the
+        shared connection each model step's wait is watched for the loop's lag, as a plain turn's is."""
         tools = self.plan.tools
         t0 = ev.now_ns()
         host, started = await self._host()
@@ -181,9 +169,15 @@ class AskTurn:
                 recorder.feed(ev.McpStarted(ev.now_ns(), start_ns=t0))
             offered = Offered(host, self.consent, tools.max_steps, tools.max_result_bytes)
             self.core = TurnCore(
-                backend, self.plan.request, recorder, log=self.log, tools=offered, listener=self.listener
+                backend,
+                self.plan.request,
+                recorder,
+                log=self.log,
+                tools=offered,
+                listener=self.listener,
+                before_finish=_lag(share),
             )
-            await self.core.run()
+            await _watched(self.core, share, recorder, submitted)
         finally:
             if started:
                 with contextlib.suppress(Exception):  # a server that will not end never costs the turn
@@ -207,6 +201,32 @@ class AskTurn:
         except Exception as exc:  # never a server's own failure (a notice): ttft's, said in one line
             raise ToolsNotStarted(f"the MCP servers did not start: {exc}") from exc
         return host, True
+
+
+def _lag(share: LoopShare | None) -> Callable[[TurnRecorder], None] | None:
+    """On the shared connection: each model step's ``loop_lag_ms``, the loop's lag while it waited (send to
+    first token), so a blocked loop is never counted as the server's. A tool turn's is its first step's,
+    as its TTFT is."""
+    if share is None:
+        return None
+
+    def lag(rec: TurnRecorder) -> None:
+        ts = rec.timestamps()
+        rec.loop_lag_ms = share.lag_ms(ts.sent, ts.first_token)
+
+    return lag
+
+
+async def _watched(core: TurnCore, share: LoopShare | None, recorder: TurnRecorder, submitted: int) -> None:
+    """Run the turn; on the shared connection, the loop's watcher ticks while it is in flight."""
+    if share is None:
+        await core.run()
+        return
+    share.begin(recorder, submitted)
+    try:
+        await core.run()
+    finally:
+        share.end(recorder)
 
 
 class _Unmade:

@@ -12,6 +12,7 @@ import base64
 import json
 import shlex
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,35 @@ def test_a_server_that_does_not_start_is_said_as_a_warning_and_the_turn_goes_on(
     # offered no tools, the model still asked for one: the call failed, the model read why and answered
     assert record.status == "ok" and _kinds(record) == [("model", "ok"), ("tool", "error"), ("model", "ok")]
 
+
+class _Echo:
+    """A tool host of the caller's own (no server to start): ``echo`` answers at once."""
+
+    def tools(self) -> list[api.ToolSpec]:
+        return [api.ToolSpec("echo", "Say it back.", {"type": "object", "properties": {"text": {"type": "string"}}})]
+
+    async def call(self, name: str, arguments: dict[str, object]) -> api.ToolResult:
+        return api.ToolResult(str(arguments.get("text", "")))
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_a_tool_turn_waiting_on_a_blocked_loop_says_its_first_steps_wait_was_ttfts_own(env: Path) -> None:
+    script = [Step(calls=(Call("echo", {"text": "x"}),), first_ms=150.0), Step(text="Done.", first_ms=20.0)]
+    with AgentServer(script) as slow:
+        target = api.resolve("compat:m", slow.base_url)
+
+        async def block() -> None:
+            await asyncio.sleep(0.03)  # the first request is out, its first token not yet in
+            time.sleep(0.4)  # a notebook cell's CPU work on the turn's loop
+
+        async def main() -> api.TurnRecord:
+            rec, _ = await asyncio.gather(api.arun_turn(target, "go", tools=_Echo(), approve="all", log=False), block())
+            return rec
+
+        rec = asyncio.run(main())
+    assert rec.status == "ok" and [s.kind for s in rec.steps] == ["model", "tool", "model"]
+    lag = rec.metrics.loop_lag_ms
+    assert lag is not None and lag >= 200  # the turn's figure is its first step's, as its TTFT is
+    assert rec.metrics.wait_ms is not None and rec.metrics.wait_ms.client_lag >= 200
