@@ -48,9 +48,11 @@ class Unresolved:
 @dataclass(frozen=True, slots=True)
 class ToolPlan:
     """The tools a turn offers and who may run them. ``servers``: MCP servers started for the turn and
-    ended with it; ``host``: tools already held by the caller (never closed by the turn). Consent: every
-    tool (``allow_all``), the ``allowed`` names, and for the rest the listener's ``ask`` where there is one;
-    without it a call nothing allowed stops the turn (``tool_not_allowed``)."""
+    ended with it, or, with ``kept_by`` (a Client's token), started by that owner's first turn on the event
+    loop and kept on the loop's share for its later turns there (``backends.load.shared``); ``host``: tools
+    already held by the caller (never closed by the turn). Consent: every tool (``allow_all``), the
+    ``allowed`` names, and for the rest the listener's ``ask`` where there is one; without it a call nothing
+    allowed stops the turn (``tool_not_allowed``)."""
 
     servers: tuple[McpServerConfig, ...] = ()
     host: ToolHost | None = None
@@ -60,6 +62,7 @@ class ToolPlan:
     start_timeout_s: float = DEFAULT_START_TIMEOUT_S
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    kept_by: object | None = None
 
     def __post_init__(self) -> None:
         if self.servers and self.host is not None:

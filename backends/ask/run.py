@@ -162,7 +162,7 @@ class AskTurn:
         shared connection each model step's wait is watched for the loop's lag, as a plain turn's is."""
         tools = self.plan.tools
         t0 = ev.now_ns()
-        host, started = await self._host()
+        host, started, owned = await self._host(share)
         try:
             recorder = self._first(backend, submitted)
             if started:
@@ -179,15 +179,25 @@ class AskTurn:
             )
             await _watched(self.core, share, recorder, submitted)
         finally:
-            if started:
+            if owned:
                 with contextlib.suppress(Exception):  # a server that will not end never costs the turn
                     await host.aclose()
 
-    async def _host(self) -> tuple[ToolHost, bool]:
-        """The tools: the caller's host, or the plan's MCP servers started now (True: ended by the turn)."""
+    async def _host(self, share: LoopShare | None) -> tuple[ToolHost, bool, bool]:
+        """The tools, whether this turn started them (their start is then its figure) and whether it ends
+        them: the caller's host; the owner's servers kept on the loop's share (started by its first turn
+        there); or the plan's servers, started now for this turn alone."""
         tools = self.plan.tools
         if tools.host is not None:
-            return tools.host, False
+            return tools.host, False, False
+        if tools.kept_by is not None and share is not None:
+            host, started = await share.kept_host(tools.kept_by, self._start)
+            return host, started, False
+        return await self._start(), True, True
+
+    async def _start(self) -> ToolHost:
+        """The plan's MCP servers, started (a server that fails is a notice; ttft's own failure raises)."""
+        tools = self.plan.tools
         from ..mcp.host import start_host  # the MCP SDK's import, paid only by a turn with servers
 
         try:
@@ -200,7 +210,7 @@ class AskTurn:
             )
         except Exception as exc:  # never a server's own failure (a notice): ttft's, said in one line
             raise ToolsNotStarted(f"the MCP servers did not start: {exc}") from exc
-        return host, True
+        return host
 
 
 def _lag(share: LoopShare | None) -> Callable[[TurnRecorder], None] | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...telemetry.settings import TurnSettings
@@ -18,21 +17,6 @@ LABELS = "ABCD"
 MAX_PANES = len(LABELS)
 
 BackendFactory = Callable[[str, str | None], Backend]
-
-
-@dataclass(frozen=True, slots=True)
-class PaneSpec:
-    spec: str  # PROVIDER:MODEL as -m takes it
-    base_url: str | None
-
-
-def parse_model(value: str, default_base_url: str | None) -> PaneSpec:
-    """``PROVIDER:MODEL`` or ``PROVIDER:MODEL@URL`` (the URL wins over ``--base-url`` for that pane)."""
-    # the first "@http(s)://": a URL's own "@" (user:password@host) is not the split
-    at = min((i for i in (value.find("@http://"), value.find("@https://")) if i > 0), default=-1)
-    if at > 0:
-        return PaneSpec(value[:at], value[at + 1 :])
-    return PaneSpec(value, default_base_url)
 
 
 def in_process_factory(spec: str, base_url: str | None, *, timeout_s: float | None = None) -> Backend:

@@ -26,7 +26,8 @@ from ..agent.consent import Consent
 from ..agent.loop import DEFAULT_MAX_STEPS
 from ..base import Backend
 from ..mcp.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_START_TIMEOUT_S
-from .panes import LABELS, BackendFactory, PaneSpec, build_panes, in_process_factory, parse_model
+from ..spec import PaneSpec, parse_model
+from .panes import LABELS, BackendFactory, build_panes, in_process_factory
 from .runner import CompareMode, CompareRunner, PaneTools, PromptResult
 
 if TYPE_CHECKING:

@@ -5,7 +5,9 @@ Why: fifty ``arun_turn`` calls under ``asyncio.gather`` used to build fifty clie
 pool, a connection each) in the loop they were then read on; that set-up ran while the earlier turns'
 first tokens waited, and it was counted as the server's. Sharing the bench's path per loop makes the set-up
 once; the watcher (the bench's own, :class:`backends.load.watch.ClientWatch`) records what lag is left on
-each turn (``metrics.loop_lag_ms``), so a busy loop is never handed to the server.
+each turn (``metrics.loop_lag_ms``), so a busy loop is never handed to the server. A ``Client``'s MCP
+servers are kept here too (:meth:`LoopShare.kept_host`): started by its first turn on the loop, they serve
+its later turns there, so only the first pays their start.
 
 A loop's share lives until :func:`aclose` is awaited on that loop, or the loop shuts down through
 ``asyncio.run`` / ``asyncio.Runner`` (which close async generators before the loop: the share's closer
@@ -21,10 +23,11 @@ import contextlib
 import os
 import threading
 import weakref
-from collections.abc import AsyncGenerator, Callable, Coroutine, Hashable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Hashable
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from ..agent.host import ToolHost
 from ..base import Backend
 from ..providers.registry import Target, create_backend
 from .watch import ClientWatch
@@ -70,6 +73,8 @@ class LoopShare:
         self.watch = ClientWatch(spans=True)
         self.waiting: dict[int, int] = {}  # id(turn) -> when it began (ns): the lag spans still to read
         self.closer: AsyncGenerator[None, None] | None = None
+        self.hosts: dict[object, ToolHost] = {}  # kept_host: each owner's tools on this loop
+        self._starting: dict[object, asyncio.Lock] = {}
 
     def backend(self, target: Target, timeout_s: float | None, sdk: bool, key: str | None = None) -> Backend:
         """The loop's backend for these; ``key``: an API key given in place of the environment's."""
@@ -99,12 +104,26 @@ class LoopShare:
             return None
         return round(self.watch.lag_between(start_ns, end_ns), 3)
 
+    async def kept_host(self, owner: object, start: Callable[[], Awaitable[ToolHost]]) -> tuple[ToolHost, bool]:
+        """``owner``'s tools on this loop (a Client's MCP servers): started by ``start`` on its first turn here
+        (True), then kept for its later turns, until the loop's share is closed. Turns of one owner that
+        begin together wait for one start."""
+        async with self._starting.setdefault(owner, asyncio.Lock()):
+            host = self.hosts.get(owner)
+            if host is not None:
+                return host, False
+            host = self.hosts[owner] = await start()
+            return host, True
+
     async def aclose(self) -> None:
         self.watch.stop_ticking()
         backends, self.backends = list(self.backends.values()), {}
-        for backend in backends:
+        hosts, self.hosts = list(self.hosts.values()), {}
+        self._starting.clear()
+        closers = [b.aclose for b in backends] + [h.aclose for h in hosts]
+        for close in closers:
             with contextlib.suppress(Exception):  # one that fails to close must not keep the others open
-                await backend.aclose()
+                await close()
 
 
 _shares: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopShare] = weakref.WeakKeyDictionary()

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ttft.backends.compare.panes import PaneSpec, parse_model
+from ttft.backends.spec import PaneSpec, parse_model
 from ttft.telemetry.log.sessions import list_sessions
 from ttft.telemetry.log.turns import read_records
 from ttft.tui import cli

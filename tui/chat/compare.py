@@ -22,7 +22,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from ...backends.base import Backend
-from ...backends.compare.panes import parse_model
+from ...backends.spec import parse_model
 from ...telemetry.log.prompt_history import PromptHistory
 from ...telemetry.log.urls import without_masked
 from ..format import visible_controls

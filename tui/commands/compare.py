@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ...backends.base import Backend
-from ...backends.compare.panes import LABELS, MAX_PANES, BackendFactory, parse_model
+from ...backends.compare.panes import LABELS, MAX_PANES, BackendFactory
 from ...backends.compare.run import ComparePlan, make_backends, no_tools, run_compare
 from ...backends.providers.config import McpServerConfig
+from ...backends.spec import parse_model
 from ...telemetry.errors import ErrorKind, TtftError
 from ...telemetry.log.surrogates import scrub
 from ..format import visible_controls

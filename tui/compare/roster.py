@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...backends.base import Backend, Message
-from ...backends.compare.panes import LABELS, BackendFactory, next_label, parse_model
+from ...backends.compare.panes import LABELS, BackendFactory, next_label
 from ...backends.compare.runner import ComparePane, CompareRunner
+from ...backends.spec import parse_model
 from ...telemetry.settings import TurnSettings
 from .controller import PaneController
 from .pane import PaneView
