@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from ttft.backends.spec import PaneSpec, parse_model
 from ttft.telemetry.log.sessions import list_sessions
 from ttft.telemetry.log.turns import read_records
 from ttft.tui import cli
@@ -43,14 +42,6 @@ def run(argv: list[str], made: list[tuple[str, str | None]] | None = None) -> in
 
     args = compare_args(cli.build_parser("compare").parse_args(argv))
     return cmd.run(args, factory=factory)
-
-
-def test_parse_model_spec() -> None:
-    assert parse_model("compat:qwen@http://127.0.0.1:8080/v1", None) == PaneSpec(
-        "compat:qwen", "http://127.0.0.1:8080/v1"
-    )
-    assert parse_model("openai:gpt-x", "http://h/v1") == PaneSpec("openai:gpt-x", "http://h/v1")
-    assert parse_model("compat:org/model@v2", None) == PaneSpec("compat:org/model@v2", None)
 
 
 def test_headless_table_and_verdicts(capsys: pytest.CaptureFixture[str], tmp_path: Path, env: list) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from ttft.backends.compare.panes import LABELS, MAX_PANES, build_panes, next_label, pane_order, parse_model
+from ttft.backends.compare.panes import LABELS, MAX_PANES, build_panes, next_label, pane_order
 from ttft.telemetry.settings import TurnSettings
 
 from tests.support.compare_fakes import ScheduledBackend
@@ -11,12 +11,6 @@ from tests.support.compare_fakes import ScheduledBackend
 
 def backends(n: int) -> list[ScheduledBackend]:
     return [ScheduledBackend(f"m{i}", ttft_s=0.001, gap_s=0.001, tokens=1) for i in range(n)]
-
-
-def test_a_url_after_the_model_is_that_panes_base_url() -> None:
-    assert parse_model("compat:q@https://u:p@h/v1", "http://d/v1") == parse_model("compat:q@https://u:p@h/v1", None)
-    assert parse_model("compat:q@https://u:p@h/v1", None).base_url == "https://u:p@h/v1"  # the URL's own @ kept
-    assert parse_model("openai:gpt", "http://d/v1").base_url == "http://d/v1"
 
 
 def test_panes_get_labels_in_order_or_shuffled_when_blind() -> None:

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-from ttft.backends.compare.panes import PaneSpec
 from ttft.backends.compare.run import ComparePlan, make_backends, run_compare
+from ttft.backends.spec import PaneSpec
 from ttft.telemetry.settings import TurnSettings
 
 from tests.support.compare_fakes import ScheduledBackend
