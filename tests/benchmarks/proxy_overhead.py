@@ -6,15 +6,32 @@ Three processes, as a real run has them: the scheduled fake server, the proxy (`
 a 10 ms ticker measuring its loop's lag), and this client (raw aiohttp, no SDK, the same code both ways).
 
 1. Added latency: 200 streamed Chat Completions requests direct and 200 through the proxy, interleaved
-   one by one (first token at 20 ms, then 32 tokens 2 ms apart). TTFT here is the first token's
-   arrival after the send; the added TTFT is the proxy's p50 and p99 minus the direct ones. The added
-   time per chunk: for each SSE event's index, the median arrival through the proxy minus the median
-   direct; the median and max over the indices. The proxy's own CPU per relayed chunk is beside it.
+   one by one (first token at 20 ms, then 32 tokens 2 ms apart). Each request's times are from just
+   before its send to each read's arrival at the client.
+
+   - ``ttft_added_ms``: the first token's arrival, p50 and p99 through the proxy minus the same
+     percentile direct: the whole delay of the proxy's hop (the request's way up and the answer's way back).
+   - ``chunk_delay_through_proxy_us``: for each SSE event's index i, the median arrival through the proxy
+     minus the median direct (``delay(i)``); the median and max over the indices. Every chunk pays the
+     hop's constant delay, so this is about ``ttft_added_ms`` again for every chunk.
+   - ``per_chunk_added_beyond_first_us``: what the proxy adds to a chunk beyond what it added to the
+     first token (the issue's "at most 50 us per chunk"): ``delay(i) - delay(first token's index)``
+     for each later index; the median and max over them. A proxy that falls behind the stream grows it.
+   - ``itl_added_us``: the inter-token gap, median over every gap between two token events through the
+     proxy minus the same median direct.
+   - ``proxy_cpu_per_chunk_us``: the proxy process's CPU (user and system, both listed) over the part,
+     divided by the SSE events it relayed. It holds everything the proxy does for the calls, not only
+     the relay of each chunk: the request's reading and forwarding, the record made at each call's end
+     (about 35 events a call here), and the 10 ms ticker. System time is mostly the kernel's loopback
+     work for each socket read and write. ``less_idle``: the total less the proxy's idle CPU share
+     (``proxy_idle_cpu_percent``, measured first over 3 s with no call: the ticker) over the part's time.
+   - ``proxy_hold_per_read_us``: from a read's arrival at the proxy to its write to the client done.
 2. Bytes: every format (Chat Completions, Responses, Messages; streamed and not), a gzip body and a
    malformed stream, replayed verbatim by a scripted upstream in small pieces: the client's bytes through
    the proxy against the bytes sent (goal: 0 differing).
 3. Load: 256 concurrent streams (64 tokens 50 ms apart, ~20 tokens/s each: 5,000 chunks/s through the
-   proxy) all complete, with the proxy loop's lag p99 (goal: <= 5 ms).
+   proxy) all complete, with the proxy loop's lag p99 (goal: <= 5 ms) and its CPU per relayed SSE event
+   (as in 1, about 67 events a call here).
 """
 
 from __future__ import annotations
@@ -22,6 +39,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
+import itertools
 import json
 import os
 import statistics
@@ -86,19 +104,28 @@ def serve_proxy(upstream: str) -> None:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
         watch = ClientWatch()
         watch.start()
-        cpu0 = time.process_time()
+        cpu0, wall0, proc0 = os.times(), time.perf_counter(), time.process_time()
         while line := await reader.readline():
             if line.strip() == b"report":  # the window since the last report: loop lag, CPU, calls
                 out = await watch.stop()
-                cpu = time.process_time() - cpu0
+                cpu1 = os.times()
+                user, system = cpu1.user - cpu0.user, cpu1.system - cpu0.system
+                wall, proc = time.perf_counter() - wall0, time.process_time() - proc0
                 hold = {"p50": _pct(holds, 0.5), "p99": _pct(holds, 0.99)} if holds else None
-                print(
-                    json.dumps({"lag": out["loop_lag_ms"], "cpu_s": cpu, "calls": calls, "hold_us": hold}), flush=True
-                )
+                window = {
+                    "lag": out["loop_lag_ms"],
+                    "user_s": user,
+                    "system_s": system,
+                    "calls": calls,
+                    "hold_us": hold,
+                    "wall_s": wall,
+                    "cpu_s": proc,  # precise (the process's CPU clock); user_s/system_s count 10 ms ticks
+                }
+                print(json.dumps(window), flush=True)
                 holds.clear()
                 watch = ClientWatch()
                 watch.start()
-                cpu0 = time.process_time()
+                cpu0, wall0, proc0 = os.times(), time.perf_counter(), time.process_time()
                 calls = 0
         await watch.stop()
         await server.aclose()
@@ -138,8 +165,18 @@ def _body(model: str) -> bytes:
     ).encode()  # fmt: skip
 
 
-async def _one(s: aiohttp.ClientSession, url: str, body: bytes) -> tuple[float, list[float], bytes]:
-    """(the first token's arrival ms, each SSE event's arrival ms, the body), from just before the send."""
+class Got:
+    """One streamed request as the client saw it: ms from just before the send."""
+
+    def __init__(self, first: float, events: list[float], body: bytes) -> None:
+        self.first = first  # the first token's arrival
+        self.events = events  # each SSE event's arrival (a read's, for the events it completed)
+        self.body = body
+        blocks = body.split(b"\n\n")
+        self.tokens = [i for i, b in enumerate(blocks[: len(events)]) if b'"content":"w' in b]  # token events
+
+
+async def _one(s: aiohttp.ClientSession, url: str, body: bytes) -> Got:
     t0 = time.perf_counter()
     events: list[float] = []
     buf = b""
@@ -152,7 +189,28 @@ async def _one(s: aiohttp.ClientSession, url: str, body: bytes) -> tuple[float, 
                 first = t
             events += [t] * (buf.count(b"\n\n") - len(events))
     assert first is not None and buf.endswith(b"data: [DONE]\n\n"), buf[-200:]
-    return first, events, buf
+    return Got(first, events, buf)
+
+
+IDLE_S = 3.0  # the proxy's idle window, for its idle CPU (the ticker's, the loop's)
+
+
+def idle_cpu(proxy: Child) -> float:
+    """The proxy's CPU share with no call through it: its 10 ms ticker and the loop's own wakes."""
+    proxy.report()
+    time.sleep(IDLE_S)
+    window = proxy.report()
+    return float(window["cpu_s"]) / window["wall_s"]
+
+
+def _cpu_per(window: dict[str, Any], chunks: int, idle: float) -> dict[str, float]:
+    """The proxy's CPU in a window per relayed SSE event, us: the total, its user and system shares, and the
+    total less the idle share over the window's time (what the calls cost, without the benchmark's ticker)."""
+    n = max(1, chunks)
+    total = window["cpu_s"] / n * 1e6
+    user_share = window["user_s"] / max(1e-9, window["user_s"] + window["system_s"])
+    less_idle = (window["cpu_s"] - idle * window["wall_s"]) / n * 1e6
+    return {"total": total, "user": total * user_share, "system": total * (1 - user_share), "less_idle": less_idle}
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -160,12 +218,11 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
-async def added_latency(fake: str, proxy: Child, n: int) -> dict[str, Any]:
+async def added_latency(fake: str, proxy: Child, n: int, idle: float) -> dict[str, Any]:
     direct_url = fake + "/v1/chat/completions"
     proxy_url = proxy.url + "/v1/chat/completions"
     body = _body("lat")
-    ttft: dict[str, list[float]] = {"direct": [], "proxy": []}
-    events: dict[str, list[list[float]]] = {"direct": [], "proxy": []}
+    got: dict[str, list[Got]] = {"direct": [], "proxy": []}
     conn = aiohttp.TCPConnector(limit=4)
     async with aiohttp.ClientSession(connector=conn, auto_decompress=False) as s:
         for url in (direct_url, proxy_url):  # warm both paths' connections and first-use costs
@@ -173,16 +230,21 @@ async def added_latency(fake: str, proxy: Child, n: int) -> dict[str, Any]:
         proxy.report()
         for _ in range(n):
             for way, url in (("direct", direct_url), ("proxy", proxy_url)):
-                first, ev, _ = await _one(s, url, body)
-                ttft[way].append(first)
-                events[way].append(ev)
+                got[way].append(await _one(s, url, body))
     window = proxy.report()
-    k = min(len(e) for e in events["direct"] + events["proxy"])
-    per_index = [
-        statistics.median(e[i] for e in events["proxy"]) - statistics.median(e[i] for e in events["direct"])
+    ttft = {way: [g.first for g in gs] for way, gs in got.items()}
+    k = min(len(g.events) for g in got["direct"] + got["proxy"])
+    delay = [  # each event index's delay through the proxy, ms
+        statistics.median(g.events[i] for g in got["proxy"]) - statistics.median(g.events[i] for g in got["direct"])
         for i in range(k)
     ]
-    chunks = sum(len(e) for e in events["proxy"])
+    first = min(g.tokens[0] for g in got["direct"] + got["proxy"])
+    beyond = [d - delay[first] for d in delay[first + 1 :]]
+    itl = {
+        way: [b - a for g in gs for a, b in itertools.pairwise(g.events[i] for i in g.tokens)]
+        for way, gs in got.items()
+    }
+    chunks = sum(len(g.events) for g in got["proxy"])
     return {
         "ttft_direct_ms": {"p50": _pct(ttft["direct"], 0.5), "p99": _pct(ttft["direct"], 0.99)},
         "ttft_proxy_ms": {"p50": _pct(ttft["proxy"], 0.5), "p99": _pct(ttft["proxy"], 0.99)},
@@ -190,8 +252,15 @@ async def added_latency(fake: str, proxy: Child, n: int) -> dict[str, Any]:
             "p50": _pct(ttft["proxy"], 0.5) - _pct(ttft["direct"], 0.5),
             "p99": _pct(ttft["proxy"], 0.99) - _pct(ttft["direct"], 0.99),
         },
-        "per_chunk_added_us": {"median": statistics.median(per_index) * 1000, "max": max(per_index) * 1000},
-        "proxy_cpu_per_chunk_us": window["cpu_s"] / max(1, chunks) * 1e6,
+        "chunk_delay_through_proxy_us": {"median": statistics.median(delay) * 1000, "max": max(delay) * 1000},
+        "per_chunk_added_beyond_first_us": {
+            "median": statistics.median(beyond) * 1000,
+            "max": max(beyond) * 1000,
+            "max_at_event": first + 1 + beyond.index(max(beyond)),
+            "of_events": k,
+        },
+        "itl_added_us": (statistics.median(itl["proxy"]) - statistics.median(itl["direct"])) * 1000,
+        "proxy_cpu_per_chunk_us": _cpu_per(window, chunks, idle),
         "proxy_hold_per_read_us": window["hold_us"],
         "proxy_loop_lag_ms": window["lag"],
         "calls_recorded": window["calls"],
@@ -246,7 +315,7 @@ async def bytes_check(fake: str) -> dict[str, Any]:
 
 
 # --- 3. load -----------------------------------------------------------------------------
-async def load(proxy: Child, streams: int) -> dict[str, Any]:
+async def load(proxy: Child, streams: int, idle: float) -> dict[str, Any]:
     url = proxy.url + "/v1/chat/completions"
     body = _body("load")
     conn = aiohttp.TCPConnector(limit=0)
@@ -256,7 +325,7 @@ async def load(proxy: Child, streams: int) -> dict[str, Any]:
         results = await asyncio.gather(*(_one(s, url, body) for _ in range(streams)), return_exceptions=True)
     wall = time.perf_counter() - t0
     window = proxy.report()
-    ok = [r for r in results if not isinstance(r, BaseException)]
+    ok = [r for r in results if isinstance(r, Got)]
     return {
         "streams": streams,
         "completed": len(ok),
@@ -264,6 +333,7 @@ async def load(proxy: Child, streams: int) -> dict[str, Any]:
         "wall_s": wall,
         "proxy_loop_lag_ms": window["lag"],
         "proxy_cpu_percent": window["cpu_s"] / wall * 100,
+        "proxy_cpu_per_chunk_us": _cpu_per(window, sum(len(r.events) for r in ok), idle),
         "calls_recorded": window["calls"],
     }
 
@@ -272,9 +342,11 @@ async def run(args: argparse.Namespace) -> None:
     fake = Child("--serve-fake")
     proxy = Child("--serve-proxy", fake.url)
     try:
-        lat = await added_latency(fake.url, proxy, args.requests)
+        idle = idle_cpu(proxy)
+        print(json.dumps({"proxy_idle_cpu_percent": idle * 100}), flush=True)
+        lat = await added_latency(fake.url, proxy, args.requests, idle)
         print(json.dumps({"added_latency": lat}, indent=1), flush=True)
-        ld = await load(proxy, args.streams)
+        ld = await load(proxy, args.streams, idle)
         print(json.dumps({"load": ld}, indent=1), flush=True)
         print(json.dumps({"bytes": await bytes_check(fake.url)}, indent=1), flush=True)
     finally:
