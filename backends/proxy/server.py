@@ -66,7 +66,7 @@ from .routing import (
     target_url,
 )
 from .tap import CallTap, read_timeout_failure
-from .upstream import ProxyUpstream
+from .upstream import ProxyUpstream, ReadClock
 
 DEFAULT_PORT = 8787  # named in docs/proxy.md; clear of OTLP's 4317/4318
 MAX_BODY_BYTES = 64 * 1024 * 1024  # a long agent context with images is a few MB; 64 MiB is no real request
@@ -310,13 +310,17 @@ class ProxyServer:
             await resp.prepare(request)
             if request.method != "HEAD":
                 loop = asyncio.get_running_loop()
-                async with asyncio.timeout(None) as clock:
-                    while True:
-                        clock.reschedule(loop.time() + self.config.read_timeout_s)
-                        if not (data := await up.read_stamped()):
-                            break
-                        clock.reschedule(None)
-                        await resp.write(data)
+                async with asyncio.timeout(None) as deadline:
+                    clock = ReadClock(deadline, self.config.read_timeout_s)
+                    try:
+                        while True:
+                            clock.reading_since = loop.time()
+                            if not (data := await up.read_stamped()):
+                                break
+                            clock.reading_since = None
+                            await resp.write(data)
+                    finally:
+                        clock.close()
             await resp.write_eof()
             return resp
         except (httpx2.HTTPError, ConnectionError, TimeoutError):  # cut short: the client gets what came
@@ -404,15 +408,19 @@ class ProxyServer:
             read, write, feed = up.read_stamped, resp.write, tap.feed
             try:
                 await resp.prepare(request)
-                async with asyncio.timeout(None) as clock:
-                    while True:
-                        clock.reschedule(loop.time() + cfg.read_timeout_s)
-                        data = await read()
-                        if not data:
-                            break
-                        clock.reschedule(None)
-                        await write(data)  # first the client's bytes, then the tap's copy
-                        feed(data, probe.last_arrival_ns or ev.now_ns())
+                async with asyncio.timeout(None) as deadline:
+                    clock = ReadClock(deadline, cfg.read_timeout_s)  # no timer per read: see ReadClock
+                    try:
+                        while True:
+                            clock.reading_since = loop.time()
+                            data = await read()
+                            if not data:
+                                break
+                            clock.reading_since = None  # a slow client is not the upstream's silence
+                            await write(data)  # first the client's bytes, then the tap's copy
+                            feed(data, probe.last_arrival_ns or ev.now_ns())
+                    finally:
+                        clock.close()
             except TimeoutError:
                 tap.end(ev.now_ns(), read_timeout_failure(cfg.read_timeout_s, tap.got_tokens))
                 with contextlib.suppress(ConnectionError):

@@ -12,6 +12,8 @@ differs for a proxy:
 - any method goes, and a redirect is never followed: the client gets it as it came;
 - no cookie is kept, and a pooled connection the upstream closed is dropped before any byte is written
   on it (the parent's connector), so no request is ever sent twice.
+
+:class:`ReadClock` is the answer's read timeout, with no timer per read.
 """
 
 from __future__ import annotations
@@ -61,3 +63,37 @@ class ProxyUpstream(AiohttpClient):
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise as_httpx_error(exc, httpx2.Request(method, url)) from exc
         return self._answered(raw, url, {}, probe)
+
+
+class ReadClock:
+    """An upstream's read timeout over one answer's body, costing a read no timer.
+
+    ``asyncio.timeout``'s ``reschedule`` around each read cancels a timer and pushes another on the
+    loop's heap, twice a chunk (armed for the read, disarmed for the client's write, which may wait on a
+    slow client without it counting as the upstream's silence). Here a read only notes when it began
+    (``reading_since``; ``None`` while the client is written to). One timer per answer looks when due and
+    re-arms for the read in progress; a read that has waited ``timeout_s`` expires ``deadline`` (the
+    ``asyncio.timeout`` around the reads) at once, so the read is cancelled and ``TimeoutError`` raised
+    as before. :meth:`close` before leaving that ``asyncio.timeout``.
+    """
+
+    __slots__ = ("_deadline", "_handle", "_loop", "_timeout_s", "reading_since")
+
+    def __init__(self, deadline: asyncio.Timeout, timeout_s: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._deadline = deadline
+        self._timeout_s = timeout_s
+        self.reading_since: float | None = None
+        self._handle = self._loop.call_at(self._loop.time() + timeout_s, self._check)
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        since = self.reading_since
+        # a millisecond's slack: the loop runs a timer up to its clock's resolution early
+        if since is not None and now >= since + self._timeout_s - 0.001:
+            self._deadline.reschedule(now)
+            return
+        self._handle = self._loop.call_at((now if since is None else since) + self._timeout_s, self._check)
+
+    def close(self) -> None:
+        self._handle.cancel()
