@@ -11,6 +11,8 @@ The run holds the lock until it ends, then removes the file (:meth:`StateFile.re
 
 :func:`running` lists the runs alive: a file whose lock a reader can take belongs to a process that
 died without removing it (the kernel let go of its lock), whatever its pid became since; it is removed.
+Each run's :func:`publish` first clears what crashed runs left (:func:`sweep`): such state files, and
+the hidden temporary file of a publish cut short between its write and its rename.
 Where there is no ``flock`` (Windows), the pid is asked whether it lives. Each file is read as outside
 input: capped in size, every field type-checked, one that does not read is skipped.
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,9 @@ except ImportError:  # pragma: no cover - Windows: the pid stands in for the loc
 
 SCHEMA = "ttft.proxy-state/1"
 MAX_STATE_BYTES = 64 * 1024  # a state file is a few hundred bytes
+# A temporary file whose writer's pid lives (reused, perhaps) but holds no lock on it, this old: cut short.
+# A publish holds it for microseconds; the age covers the moment between its open and its lock.
+STALE_TMP_S = 60.0
 PROGRAM_CHARS = 64
 
 
@@ -100,6 +106,8 @@ def publish(info: RunInfo, folder: Path | None = None) -> StateFile:
     when it cannot be (the run goes on, and ``--watch`` does not find it)."""
     folder = folder or state_dir()
     folder.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(OSError):
+        sweep(folder)
     path = folder / f"{check_session_id(info.session_id)}.json"
     tmp = folder / f".{path.name}.{os.getpid()}.tmp"
     fd = private_files.open_private(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
@@ -185,6 +193,40 @@ def alive(info: RunInfo) -> bool:
         return False
     found, held = read_state(info.path)
     return found is not None and held
+
+
+def _stale_tmp(path: Path) -> bool:
+    """Whether ``.NAME.PID.tmp`` was left by a publish that never finished: its writer is dead, or (its pid
+    reused) holds no lock on it and it is older than STALE_TMP_S."""
+    pid_text = path.name.rsplit(".", 2)[-2] if path.name.count(".") >= 3 else ""
+    if not pid_text.isdigit():
+        return False  # not a name publish makes: not ours to remove
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    if pid <= 0 or not _pid_alive(pid):
+        return True
+    if fcntl is None:
+        return False
+    try:
+        fd = private_files.open_private(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return not _held(fd, pid) and time.time() - os.fstat(fd).st_mtime > STALE_TMP_S
+    finally:
+        os.close(fd)
+
+
+def sweep(folder: Path) -> None:
+    """Remove what crashed runs left in ``folder``: state files no run holds (as :func:`running` does) and
+    the temporary files of publishes cut short (:func:`_stale_tmp`)."""
+    running(folder)
+    for name in os.listdir(folder):
+        path = folder / name
+        if name.startswith(".") and name.endswith(".tmp") and _stale_tmp(path):
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 def running(folder: Path | None = None) -> list[RunInfo]:
