@@ -10,7 +10,11 @@ for :meth:`ProxyRunner.stop`. Every call that ends is:
   place that could write it, so it makes sure);
 - appended to the run's session log (``telemetry.log.turns.SessionLog``, one session per run) by one
   writer thread, in order, so an fsync never holds up the streams the loop is passing on;
-- handed to ``on_call`` (the command's line per call).
+- handed to ``on_call`` (the command's line per call);
+- kept for the run's end (its summary, its sessions, ``--json``) without its per-chunk times unless
+  ``--json`` will write them (``json_out``: every call's whole record, by its schema): a long answer's
+  chunks are most of a record (~70 bytes each, a 1,000-chunk answer ~70 KB), and the summary and the
+  sessions read only each call's figures, computed already. The session log has every record whole.
 
 While it listens, the run's state file (:mod:`backends.proxy.state`: its pid, port and session log)
 lets ``ttft proxy --watch`` find it from another terminal; it is removed once the log is written.
@@ -74,7 +78,8 @@ class Started:
 @dataclass(frozen=True, slots=True)
 class ProxyRun:
     """A finished run: its calls in the order they ended, the sessions rebuilt from them, the program's
-    exit status (None when none ran), why it could not start, and what could not be written."""
+    exit status (None when none ran), why it could not start, and what could not be written. The calls'
+    records hold their per-chunk times only when the plan had a ``json_out`` (see the module doc)."""
 
     calls: tuple[ProxiedCall, ...]
     sessions: tuple[ProxySession, ...]
@@ -253,9 +258,11 @@ class ProxyRunner:
     def _on_call(self, call: ProxiedCall) -> None:
         if not self.plan.config.keep_content:
             call = dataclasses.replace(call, record=without_content(call.record))
-        self._got.calls.append(call)
         self._writer.submit(self._append, call.record)
         self.listeners.on_call(call)
+        if self.plan.json_out is None and call.record.chunks:  # kept lighter: see the module doc
+            call = dataclasses.replace(call, record=dataclasses.replace(call.record, chunks=()))
+        self._got.calls.append(call)
 
     def _on_spans(self, spans: Sequence[AppToolSpan]) -> None:
         self._got.spans.extend(spans)

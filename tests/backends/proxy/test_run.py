@@ -204,6 +204,34 @@ async def test_a_log_that_cannot_be_written_is_said_once_and_the_run_goes_on(fak
     assert result.not_saved and "session log" in result.not_saved[0]
 
 
+@pytest.mark.parametrize("json_out", [False, True])
+async def test_the_calls_kept_for_the_end_hold_their_chunk_times_only_for_json(
+    fake: FakeServer, tmp_path: Path, json_out: bool
+) -> None:
+    """A long run keeps every call for its summary and sessions, but a call's per-chunk times (most of its
+    record) only when --json will write them; what is handed on as it ends and the log keep them all."""
+    out = tmp_path / "run.json" if json_out else None
+    started: list[Started] = []
+    seen: list[ProxiedCall] = []
+    runner = ProxyRunner(_plan(fake, tmp_path, json_out=out), Listeners(on_start=started.append, on_call=seen.append))
+    task = asyncio.create_task(runner.run())
+    while not started:
+        await asyncio.sleep(0.01)
+    assert await _call(started[0].env["OPENAI_BASE_URL"])
+    runner.stop()
+    result = await asyncio.wait_for(task, 30)
+    [call], [handed] = result.calls, seen
+    [line] = [json.loads(x) for x in result.log_path.read_text().splitlines()]
+    assert len(handed.record.chunks) == len(line["chunks"]) > 1
+    assert call.record.metrics == handed.record.metrics and call.record.tokens == handed.record.tokens
+    assert len(result.sessions) == 1
+    if json_out:
+        assert call.record == handed.record
+        assert len(json.loads(tmp_path.joinpath("run.json").read_text())["calls"][0]["chunks"]) == len(line["chunks"])
+    else:
+        assert call.record.chunks == () and call.record == dataclasses.replace(handed.record, chunks=())
+
+
 def test_without_content_keeps_names_sizes_and_timings_only() -> None:
     rec = recorder(prompt="my secret plan")
     for e in stream(visible=3):
