@@ -64,13 +64,16 @@ def run(args: proxy_args.ProxyArgs) -> int:
         )
     if not plan.runs_program and not args.headless and sys.stdin.isatty() and sys.stdout.isatty():
         return _live(plan, args.quiet)
+    from ....backends.load import event_loop
     from ....backends.proxy.run import Listeners, ProxyRunner
     from ....backends.proxy.server import ProxyError
 
     view = _View(plan, args.quiet)
     runner = ProxyRunner(plan, Listeners(on_start=view.started, on_call=view.call, on_problem=_err))
     try:
-        result = asyncio.run(_run(runner))
+        # on uvloop when installed, as ttft bench: the loop's own share of each relayed chunk is most of
+        # the proxy's CPU under many streams (tests/benchmarks/proxy_overhead.py)
+        result = event_loop.run(_run(runner), event_loop.loop_factory())
     except ProxyError as exc:
         _err(_cannot_start(exc))
         return Exit.USAGE
