@@ -2,8 +2,10 @@
 
     python tests/benchmarks/proxy_overhead.py [--requests 200] [--streams 256]
 
-Three processes, as a real run has them: the scheduled fake server, the proxy (``backends.proxy``, with
-a 10 ms ticker measuring its loop's lag), and this client (raw aiohttp, no SDK, the same code both ways).
+Three processes, as a real run has them: the scheduled fake server, the proxy (``backends.proxy``, on the
+event loop ``ttft proxy`` runs on: uvloop when installed, named in the output, ``TTFT_EVENT_LOOP=asyncio``
+for asyncio's own; with a 10 ms ticker measuring its loop's lag under load), and this client (raw aiohttp, no SDK,
+the same code both ways).
 
 1. Added latency: 200 streamed Chat Completions requests direct and 200 through the proxy, interleaved
    one by one (first token at 20 ms, then 32 tokens 2 ms apart). Each request's times are from just
@@ -19,19 +21,19 @@ a 10 ms ticker measuring its loop's lag), and this client (raw aiohttp, no SDK, 
      for each later index; the median and max over them. A proxy that falls behind the stream grows it.
    - ``itl_added_us``: the inter-token gap, median over every gap between two token events through the
      proxy minus the same median direct.
-   - ``proxy_cpu_per_chunk_us``: the proxy process's CPU (user and system, both listed) over the part,
-     divided by the SSE events it relayed. It holds everything the proxy does for the calls, not only
-     the relay of each chunk: the request's reading and forwarding, the record made at each call's end
-     (about 35 events a call here), and the 10 ms ticker. System time is mostly the kernel's loopback
-     work for each socket read and write. ``less_idle``: the total less the proxy's idle CPU share
-     (``proxy_idle_cpu_percent``, measured first over 3 s with no call: the ticker) over the part's time.
+   - ``proxy_cpu_per_chunk_us``: the proxy process's CPU (its precise clock; the user and system shares
+     from its 10 ms tick counts) over the part, divided by the SSE events it relayed. It holds everything
+     the proxy does for the calls, not only the relay of each chunk: the request's reading and
+     forwarding, and the record made at each call's end (about 35 events a call here). The lag ticker
+     is off for this part (its wakes cost the proxy ~1-3 % of a core). System time is mostly the
+     kernel's loopback work for each socket read and write.
    - ``proxy_hold_per_read_us``: from a read's arrival at the proxy to its write to the client done.
 2. Bytes: every format (Chat Completions, Responses, Messages; streamed and not), a gzip body and a
    malformed stream, replayed verbatim by a scripted upstream in small pieces: the client's bytes through
    the proxy against the bytes sent (goal: 0 differing).
 3. Load: 256 concurrent streams (64 tokens 50 ms apart, ~20 tokens/s each: 5,000 chunks/s through the
    proxy) all complete, with the proxy loop's lag p99 (goal: <= 5 ms) and its CPU per relayed SSE event
-   (as in 1, about 67 events a call here).
+   (as in 1, about 67 events a call here, the ticker's wakes included).
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ def serve_fake() -> None:
 
 
 def serve_proxy(upstream: str) -> None:
+    from ttft.backends.load import event_loop
     from ttft.backends.load.watch import ClientWatch
     from ttft.backends.proxy import tap
     from ttft.backends.proxy.server import ProxyConfig, ProxyServer
@@ -98,16 +101,18 @@ def serve_proxy(upstream: str) -> None:
 
         server = ProxyServer(ProxyConfig(port=0, upstream=upstream), on_call)
         await server.start()
-        print(server.base_url, flush=True)
+        print(server.base_url, event_loop.running(), flush=True)
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader()
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-        watch = ClientWatch()
+        watch: ClientWatch | None = ClientWatch()
         watch.start()
         cpu0, wall0, proc0 = os.times(), time.perf_counter(), time.process_time()
         while line := await reader.readline():
-            if line.strip() == b"report":  # the window since the last report: loop lag, CPU, calls
-                out = await watch.stop()
+            # the window since the last report: loop lag (None for a quiet one), CPU, calls; then the next
+            # window, "report quiet" for one without the lag ticker (its wakes are CPU of their own)
+            if line.split()[:1] == [b"report"]:
+                out = await watch.stop() if watch is not None else {"loop_lag_ms": None}
                 cpu1 = os.times()
                 user, system = cpu1.user - cpu0.user, cpu1.system - cpu0.system
                 wall, proc = time.perf_counter() - wall0, time.process_time() - proc0
@@ -123,14 +128,16 @@ def serve_proxy(upstream: str) -> None:
                 }
                 print(json.dumps(window), flush=True)
                 holds.clear()
-                watch = ClientWatch()
-                watch.start()
+                watch = None if line.split()[1:] == [b"quiet"] else ClientWatch()
+                if watch is not None:
+                    watch.start()
                 cpu0, wall0, proc0 = os.times(), time.perf_counter(), time.process_time()
                 calls = 0
-        await watch.stop()
+        if watch is not None:
+            await watch.stop()
         await server.aclose()
 
-    asyncio.run(main())
+    event_loop.run(main(), event_loop.loop_factory())  # the loop ttft proxy runs on (uvloop when installed)
 
 
 class Child:
@@ -143,11 +150,12 @@ class Child:
             cwd=ROOT,
         )
         assert self.p.stdout is not None and self.p.stdin is not None
-        self.url = self.p.stdout.readline().strip()
+        self.url, _, self.loop = self.p.stdout.readline().strip().partition(" ")
 
-    def report(self) -> dict[str, Any]:
+    def report(self, *, quiet: bool = False) -> dict[str, Any]:
+        """The proxy's window since the last report; the next one runs without the lag ticker if ``quiet``."""
         assert self.p.stdin is not None and self.p.stdout is not None
-        self.p.stdin.write("report\n")
+        self.p.stdin.write("report quiet\n" if quiet else "report\n")
         self.p.stdin.flush()
         return json.loads(self.p.stdout.readline())  # type: ignore[no-any-return]
 
@@ -192,25 +200,11 @@ async def _one(s: aiohttp.ClientSession, url: str, body: bytes) -> Got:
     return Got(first, events, buf)
 
 
-IDLE_S = 3.0  # the proxy's idle window, for its idle CPU (the ticker's, the loop's)
-
-
-def idle_cpu(proxy: Child) -> float:
-    """The proxy's CPU share with no call through it: its 10 ms ticker and the loop's own wakes."""
-    proxy.report()
-    time.sleep(IDLE_S)
-    window = proxy.report()
-    return float(window["cpu_s"]) / window["wall_s"]
-
-
-def _cpu_per(window: dict[str, Any], chunks: int, idle: float) -> dict[str, float]:
-    """The proxy's CPU in a window per relayed SSE event, us: the total, its user and system shares, and the
-    total less the idle share over the window's time (what the calls cost, without the benchmark's ticker)."""
-    n = max(1, chunks)
-    total = window["cpu_s"] / n * 1e6
+def _cpu_per(window: dict[str, Any], chunks: int) -> dict[str, float]:
+    """The proxy's CPU in a window per relayed SSE event, us: the total, and its user and system shares."""
+    total = window["cpu_s"] / max(1, chunks) * 1e6
     user_share = window["user_s"] / max(1e-9, window["user_s"] + window["system_s"])
-    less_idle = (window["cpu_s"] - idle * window["wall_s"]) / n * 1e6
-    return {"total": total, "user": total * user_share, "system": total * (1 - user_share), "less_idle": less_idle}
+    return {"total": total, "user": total * user_share, "system": total * (1 - user_share)}
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -218,7 +212,7 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, round(q * (len(xs) - 1)))]
 
 
-async def added_latency(fake: str, proxy: Child, n: int, idle: float) -> dict[str, Any]:
+async def added_latency(fake: str, proxy: Child, n: int) -> dict[str, Any]:
     direct_url = fake + "/v1/chat/completions"
     proxy_url = proxy.url + "/v1/chat/completions"
     body = _body("lat")
@@ -227,7 +221,7 @@ async def added_latency(fake: str, proxy: Child, n: int, idle: float) -> dict[st
     async with aiohttp.ClientSession(connector=conn, auto_decompress=False) as s:
         for url in (direct_url, proxy_url):  # warm both paths' connections and first-use costs
             await _one(s, url, body)
-        proxy.report()
+        proxy.report(quiet=True)  # no lag ticker: the proxy's CPU here is its own for the calls
         for _ in range(n):
             for way, url in (("direct", direct_url), ("proxy", proxy_url)):
                 got[way].append(await _one(s, url, body))
@@ -260,7 +254,7 @@ async def added_latency(fake: str, proxy: Child, n: int, idle: float) -> dict[st
             "of_events": k,
         },
         "itl_added_us": (statistics.median(itl["proxy"]) - statistics.median(itl["direct"])) * 1000,
-        "proxy_cpu_per_chunk_us": _cpu_per(window, chunks, idle),
+        "proxy_cpu_per_chunk_us": _cpu_per(window, chunks),
         "proxy_hold_per_read_us": window["hold_us"],
         "proxy_loop_lag_ms": window["lag"],
         "calls_recorded": window["calls"],
@@ -315,7 +309,7 @@ async def bytes_check(fake: str) -> dict[str, Any]:
 
 
 # --- 3. load -----------------------------------------------------------------------------
-async def load(proxy: Child, streams: int, idle: float) -> dict[str, Any]:
+async def load(proxy: Child, streams: int) -> dict[str, Any]:
     url = proxy.url + "/v1/chat/completions"
     body = _body("load")
     conn = aiohttp.TCPConnector(limit=0)
@@ -333,7 +327,7 @@ async def load(proxy: Child, streams: int, idle: float) -> dict[str, Any]:
         "wall_s": wall,
         "proxy_loop_lag_ms": window["lag"],
         "proxy_cpu_percent": window["cpu_s"] / wall * 100,
-        "proxy_cpu_per_chunk_us": _cpu_per(window, sum(len(r.events) for r in ok), idle),
+        "proxy_cpu_per_chunk_us": _cpu_per(window, sum(len(r.events) for r in ok)),
         "calls_recorded": window["calls"],
     }
 
@@ -342,11 +336,10 @@ async def run(args: argparse.Namespace) -> None:
     fake = Child("--serve-fake")
     proxy = Child("--serve-proxy", fake.url)
     try:
-        idle = idle_cpu(proxy)
-        print(json.dumps({"proxy_idle_cpu_percent": idle * 100}), flush=True)
-        lat = await added_latency(fake.url, proxy, args.requests, idle)
+        print(json.dumps({"proxy_event_loop": proxy.loop}), flush=True)
+        lat = await added_latency(fake.url, proxy, args.requests)
         print(json.dumps({"added_latency": lat}, indent=1), flush=True)
-        ld = await load(proxy, args.streams, idle)
+        ld = await load(proxy, args.streams)
         print(json.dumps({"load": ld}, indent=1), flush=True)
         print(json.dumps({"bytes": await bytes_check(fake.url)}, indent=1), flush=True)
     finally:
