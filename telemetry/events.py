@@ -20,6 +20,25 @@ def now_ns() -> int:
     return time.monotonic_ns()
 
 
+def wall_offset_ns() -> int:
+    """The wall clock less :func:`now_ns`, now: a monotonic stamp plus this is the wall clock (ns since the
+    epoch). The wall clock is read between two monotonic readings and the tightest of a few tries is kept,
+    so a thread switch or a preemption between the reads (milliseconds on a busy machine) moves no record's
+    ``sent_at``, and records read back on one clock (``ttft proxy --watch``) stay where they were."""
+    best: tuple[int, int] | None = None  # (the bracket's width, the offset it gives)
+    for _ in range(4):
+        before = time.monotonic_ns()
+        wall = time.time_ns()
+        after = time.monotonic_ns()
+        width = after - before
+        if best is None or width < best[0]:
+            best = (width, wall - (before + after) // 2)
+        if width < 20_000:  # 20 µs: the reads were not split
+            break
+    assert best is not None
+    return best[1]
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     t_ns: int

@@ -7,7 +7,6 @@ path; ``snapshot`` is what a UI polls at its own frame rate.
 from __future__ import annotations
 
 import bisect
-import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -102,9 +101,9 @@ class TurnRecorder:
     branch_of: int | None = None  # the turn whose prompt this one edits (TurnRecord.branch_of)
 
     def __post_init__(self) -> None:
-        wall_ns = time.time_ns()
+        self.wall_offset_ns = ev.wall_offset_ns()  # monotonic stamp + this = wall clock (the record's sent_at)
+        wall_ns = ev.now_ns() + self.wall_offset_ns
         self.started_at = datetime.fromtimestamp(wall_ns / 1e9, UTC).isoformat(timespec="milliseconds")
-        self.wall_offset_ns = wall_ns - ev.now_ns()  # monotonic stamp + this = wall clock (the record's sent_at)
         # Set by backends.finish when the turn has ended: the record as logged and sunk, and why
         # the log write failed, if it did.
         self.delivered: TurnRecord | None = None

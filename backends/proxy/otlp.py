@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
-import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -259,4 +258,4 @@ def _inflate(body: bytes, coding: str, cap: int) -> bytes:
 
 def _wall_minus_mono() -> int:
     """The app stamps with the wall clock, the proxy with the monotonic one: the two apart, now."""
-    return time.time_ns() - ev.now_ns()
+    return ev.wall_offset_ns()
