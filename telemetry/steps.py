@@ -33,7 +33,6 @@ from .wire import WaitSplit
 
 # How the loop ended: a final answer, the step limit, a call that was not allowed, the model's failure, Esc.
 Stopped = Literal["answer", "max_steps", "denied", "error", "cancelled"]
-StepKind = Literal["model", "tool", "approval"]
 RUNNING = "running"  # the status of a step still under way (a live view's, never logged)
 
 
