@@ -79,16 +79,22 @@ class ModelStepRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ToolStepRecord:
-    """One tool call as run: its span, name and server, how it ended, and its result's size before any cut."""
+class _CallSpan:
+    """What a tool step and a wait for approval share: the call's span, its tool and server, its id."""
 
-    kind: ClassVar[Literal["tool"]] = "tool"
     start_ms: float | None = None
     end_ms: float | None = None
     name: str = ""
     server: str = ""
     call_id: str = ""
     duration_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolStepRecord(_CallSpan):
+    """One tool call as run: its span, name and server, how it ended, and its result's size before any cut."""
+
+    kind: ClassVar[Literal["tool"]] = "tool"
     status: str = "ok"  # ok, error, denied, cancelled, refused; or ``running``
     result_bytes: int = 0
     truncated: bool = False
@@ -106,16 +112,10 @@ class ToolStepRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalStepRecord:
+class ApprovalStepRecord(_CallSpan):
     """The wait for a person's answer before a call ran, and the answer (None while they are asked)."""
 
     kind: ClassVar[Literal["approval"]] = "approval"
-    start_ms: float | None = None
-    end_ms: float | None = None
-    name: str = ""
-    server: str = ""
-    call_id: str = ""
-    duration_ms: float | None = None
     answer: Literal["once", "always", "deny", "cancelled"] | None = None
 
     def to_dict(self) -> dict[str, Any]:
