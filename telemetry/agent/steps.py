@@ -107,32 +107,28 @@ def model_step(rec: TurnRecord, origin: int) -> ModelStepRecord:
     )
 
 
+def _call_span(step: ToolStep | ApprovalStep, origin: int) -> dict[str, Any]:
+    """What a tool step and a wait for approval both list: the call's span on the turn's clock, its names."""
+    return {
+        "start_ms": _ms(step.start_ns, origin),
+        "end_ms": _ms(step.end_ns, origin),
+        "name": step.name,
+        "server": step.server,
+        "call_id": step.call_id,
+        "duration_ms": round((step.end_ns - step.start_ns) / NS_PER_MS, 3),
+    }
+
+
 def tool_step(step: ToolStep, origin: int) -> ToolStepRecord:
     """One tool call as the record lists it: its span on the turn's clock, how it ended, its result's size."""
     return ToolStepRecord(
-        start_ms=_ms(step.start_ns, origin),
-        end_ms=_ms(step.end_ns, origin),
-        name=step.name,
-        server=step.server,
-        call_id=step.call_id,
-        duration_ms=round((step.end_ns - step.start_ns) / NS_PER_MS, 3),
-        status=step.status,
-        result_bytes=step.result_bytes,
-        truncated=step.truncated,
+        **_call_span(step, origin), status=step.status, result_bytes=step.result_bytes, truncated=step.truncated
     )
 
 
 def approval_step(step: ApprovalStep, origin: int) -> ApprovalStepRecord:
     """One wait for a person's answer as the record lists it."""
-    return ApprovalStepRecord(
-        start_ms=_ms(step.start_ns, origin),
-        end_ms=_ms(step.end_ns, origin),
-        name=step.name,
-        server=step.server,
-        call_id=step.call_id,
-        duration_ms=round((step.end_ns - step.start_ns) / NS_PER_MS, 3),
-        answer=step.answer,
-    )
+    return ApprovalStepRecord(**_call_span(step, origin), answer=step.answer)
 
 
 def _union_ms(spans: Sequence[tuple[int, int]]) -> float:

@@ -44,9 +44,8 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, TypeVar, cast
 
 from ..agent.steps import ToolStep, diagnose, join_turn
@@ -297,7 +296,7 @@ def _session(conv: _Conv, key: str, timed: Sequence[Timed | None] | None) -> Pro
             _, shape, retry = next(marks)
             st = dataclasses.replace(st, call_index=shape.call_index, retry=retry)
         elif isinstance(st, ToolStepRecord):
-            st = next(tool_marks)(st)
+            st = dataclasses.replace(st, **next(tool_marks))
         steps.append(st)
     total = joined.metrics.total_ms
     own = joined.status == "error" or (not tools and len(models) == 1)  # as join_turn decides it
@@ -322,18 +321,16 @@ def _session(conv: _Conv, key: str, timed: Sequence[Timed | None] | None) -> Pro
 
 def _tool_marks(
     gaps: Sequence[ToolStep], tools: Sequence[ToolStep], row: Sequence[Timed | None]
-) -> Iterator[Callable[[ToolStepRecord], ToolStepRecord]]:
+) -> Iterator[dict[str, Any]]:
     """What each tool step adds, in the order join_turn lists them (by start, then as given): how it was
     timed, and its app step's gap."""
     for j in sorted(range(len(tools)), key=lambda j: (tools[j].start_ns, j)):
         gap_ms = round((gaps[j].end_ns - gaps[j].start_ns) / NS_PER_MS, 3)
         t = row[j]
         if t is None:
-            yield partial(dataclasses.replace, timing="gap", gap_ms=gap_ms)
+            yield {"timing": "gap", "gap_ms": gap_ms}
         else:
-            yield partial(
-                dataclasses.replace, timing="span", span_source=t.span.source, matched_by=t.matched_by, gap_ms=gap_ms
-            )
+            yield {"timing": "span", "span_source": t.span.source, "matched_by": t.matched_by, "gap_ms": gap_ms}
 
 
 def _split(joined: AgentSummary, models: Sequence[TurnRecord], tools: Sequence[ToolStep]) -> AgentSummary:
